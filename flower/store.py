@@ -84,7 +84,6 @@ class SQLiteSessionStore(SessionStore):
         self._conn: sqlite3.Connection | None = sqlite3.connect(
             self.path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000
         )
-        self._conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         self._conn.execute("PRAGMA journal_mode = WAL")
         with self._write() as conn:
             # Statement by statement: executescript() would commit our open transaction.
@@ -104,7 +103,12 @@ class SQLiteSessionStore(SessionStore):
 
     def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         with self._lock:
-            return fn(self._connection())
+            conn = self._connection()
+            conn.execute("BEGIN")  # one snapshot for all of fn's statements
+            try:
+                return fn(conn)
+            finally:
+                conn.execute("COMMIT")
 
     async def _in_thread(self, fn: Callable[[], T]) -> T:
         return await anyio.to_thread.run_sync(fn)
@@ -234,9 +238,12 @@ class SQLiteSessionStore(SessionStore):
     def has_session(self, project_key: str, session_id: str) -> bool:
         """True if the main transcript of this session has at least one entry."""
         k = store_key({"project_key": project_key, "session_id": session_id})
-        return self._read(
-            lambda c: c.execute("SELECT 1 FROM entries WHERE store_key = ? LIMIT 1", (k,)).fetchone()
-        ) is not None
+        return (
+            self._read(
+                lambda c: c.execute("SELECT 1 FROM entries WHERE store_key = ? LIMIT 1", (k,)).fetchone()
+            )
+            is not None
+        )
 
     def last_context_tokens(self, project_key: str, session_id: str) -> int | None:
         """Context size of the session's latest main-thread model call, or None if there is none.
@@ -246,18 +253,22 @@ class SQLiteSessionStore(SessionStore):
         k = store_key({"project_key": project_key, "session_id": session_id})
 
         def query(c: sqlite3.Connection) -> int | None:
-            for (payload,) in c.execute(
-                "SELECT payload FROM entries WHERE store_key = ? ORDER BY seq DESC", (k,)
-            ):
-                entry: dict[str, Any] = json.loads(payload)
-                message = entry.get("message")
-                if entry.get("type") != "assistant" or entry.get("isSidechain") or not isinstance(message, dict):
-                    continue
-                usage = message.get("usage")
-                if message.get("model") == "<synthetic>" or not isinstance(usage, dict):
-                    continue
-                return context_tokens(usage)
-            return None
+            # Newest first, stopping at the first hit: no need to parse a long transcript whole.
+            rows = c.execute("SELECT payload FROM entries WHERE store_key = ? ORDER BY seq DESC", (k,))
+            try:
+                for (payload,) in rows:
+                    entry: dict[str, Any] = json.loads(payload)
+                    message = entry.get("message")
+                    if entry.get("type") != "assistant" or entry.get("isSidechain"):
+                        continue
+                    if not isinstance(message, dict) or message.get("model") == "<synthetic>":
+                        continue
+                    usage = message.get("usage")
+                    if isinstance(usage, dict):
+                        return context_tokens(usage)
+                return None
+            finally:
+                rows.close()
 
         return self._read(query)
 

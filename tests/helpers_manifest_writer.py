@@ -7,7 +7,7 @@ growing row list, the way a Runtime does after every step attempt. Prints its ru
 
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from flower.manifest import Manifest, new_run_id
@@ -22,7 +22,7 @@ def main() -> None:
         time.sleep(0.01)
     rows: list[dict] = []
     for i in range(n_rows):
-        rows.append({"step": f"w{writer}-step{i}", "ok": True, "ended_at": datetime.now(timezone.utc)})
+        rows.append({"step": f"w{writer}-step{i}", "ok": True, "ended_at": datetime.now(UTC)})
         manifest.write(rows)
 
 

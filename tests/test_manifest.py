@@ -3,7 +3,7 @@ import re
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -11,7 +11,6 @@ import pytest
 from flower.manifest import Manifest, new_run_id
 
 HELPER = Path(__file__).with_name("helpers_manifest_writer.py")
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_run_id_format_and_uniqueness():
@@ -36,14 +35,19 @@ def test_write_replaces_this_runs_rows_and_keeps_other_runs(tmp_path):
 
 def test_file_format_and_serialisation(tmp_path):
     path = tmp_path / "manifest.json"
-    when = datetime(2024, 5, 1, 12, 0, tzinfo=timezone.utc)
+    when = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
     Manifest(path, "r1").write([{"step": "干活·判定#1", "ended_at": when, "workspace": tmp_path}])
 
     text = path.read_text(encoding="utf-8")
     assert "干活·判定#1" in text  # ensure_ascii=False
     assert text.startswith('[\n  {\n    "step"')  # indent 2
     (row,) = json.loads(text)
-    assert row == {"step": "干活·判定#1", "ended_at": when.isoformat(), "workspace": str(tmp_path), "run": "r1"}
+    assert row == {
+        "step": "干活·判定#1",
+        "ended_at": when.isoformat(),
+        "workspace": str(tmp_path),
+        "run": "r1",
+    }
 
 
 def test_unserialisable_row_fails_before_touching_the_file(tmp_path):
@@ -59,7 +63,9 @@ def test_missing_file_reads_empty(tmp_path):
     assert Manifest(tmp_path / "nope" / "manifest.json", "r").read() == []
 
 
-@pytest.mark.parametrize("garbage", ['[{"step": "a", "run": "r0"}, {"st', '{"not": "a list"}', "[1, 2]", "\xff\xfe"])
+@pytest.mark.parametrize(
+    "garbage", ['[{"step": "a", "run": "r0"}, {"st', '{"not": "a list"}', "[1, 2]", "\xff\xfe"]
+)
 def test_corrupt_file_is_moved_aside_not_destroyed(tmp_path, garbage):
     path = tmp_path / "manifest.json"
     original = garbage.encode("latin-1")
@@ -100,7 +106,9 @@ def test_sixteen_processes_appending_concurrently_lose_no_rows(tmp_path):
     procs = [
         subprocess.Popen(
             [sys.executable, str(HELPER), str(path), str(w), str(n_rows), str(go)],
-            cwd=ROOT, stdout=subprocess.PIPE, text=True,
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            text=True,
         )
         for w in range(n_procs)
     ]
