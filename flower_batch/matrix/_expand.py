@@ -1,0 +1,230 @@
+"""`Parsed` -> `JobSpec`s: combinations, ids, layered fields, rendered templates.
+
+Precedence, lowest first: [defaults] < [tasks.X] < matrix values (axes in declaration
+order, then include-added keys) < the [[jobs]] entry. Problems found while resolving a
+job (undefined template references, missing directories) go to the same `Problems`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ._combos import Combination, combinations
+from ._errors import KeyPath
+from ._fields import GATEWAY_MODES, Overlay, merge
+from ._hashing import path_hash, tree_hash
+from ._ids import job_id, slugify, variant_of
+from ._parse import Explicit, Parsed, Val, match
+from ._problems import Problems
+from ._spec import GatewaySpec, JobSpec
+from ._templating import RenderContext, Template, TemplateError
+
+DEFAULT_TIMEOUT_S = 1800.0
+DEFAULT_CHECK_TIMEOUT_S = 300.0
+_TARGET = re.compile(r"^[^\s:]+:[A-Za-z_][A-Za-z0-9_.]*$")
+
+
+@dataclass
+class Unit:
+    """One combination (or [[jobs]] entry) before repeats: a future column cell."""
+
+    task: str
+    labels: list[str]
+    variant: str
+    values: dict[str, Any]
+    overlays: list[Overlay]
+    repeat: int
+    source: KeyPath
+
+
+class Expander:
+    def __init__(self, parsed: Parsed, base_dir: Path, problems: Problems) -> None:
+        self.parsed = parsed
+        self.base_dir = base_dir
+        self.problems = problems
+        self._hashes: dict[Path, str] = {}
+
+    def expand(self) -> list[JobSpec]:
+        units = [*self._matrix_units(), *self._explicit_units()]
+        jobs: list[JobSpec] = []
+        seen: dict[str, KeyPath] = {}
+        for repeat in range(1, max((u.repeat for u in units), default=0) + 1):
+            for unit in units:
+                if repeat > unit.repeat:
+                    continue
+                ident = job_id(unit.task, unit.labels, repeat)
+                if ident in seen:
+                    if repeat == 1:
+                        self.problems.add(
+                            unit.source,
+                            f'produces job id "{ident}" a second time; give it a distinct value, `name` or [[jobs]] name',
+                        )
+                    continue
+                seen[ident] = unit.source
+                job = self._resolve(unit, ident, repeat)
+                if job is not None:
+                    jobs.append(job)
+        if not units and not self.problems:
+            self.problems.add(("matrix",), "expands to no jobs (every combination is excluded); remove an exclude entry or add [[jobs]]")
+        return jobs
+
+    # --- units -------------------------------------------------------------------------
+
+    def _matrix_units(self) -> list[Unit]:
+        axes = self.parsed.axes
+        units = []
+        for combo in combinations(axes, self.parsed.include, self.parsed.exclude, match):
+            unit = self._unit(combo)
+            if unit is not None:
+                units.append(unit)
+        return units
+
+    def _unit(self, combo: Combination) -> Unit | None:
+        axes = self.parsed.axes
+        values: dict[str, Val] = dict(combo.values)
+        if combo.include_index is not None:
+            source: KeyPath = ("matrix", "include", combo.include_index)
+            for key, val in values.items():
+                if key in axes:  # "quick" in an include names the axis's full table value
+                    values[key] = next((v for v in axes[key] if match(val, v)), val)
+            if "task" not in values:
+                self.problems.add(source, "adds a new combination without `task`; add task = \"NAME\" (or make it match an existing combination)")
+                return None
+            labels = [values[a].label for a in axes if a != "task" and a in values]
+            labels = labels or [v.label for k, v in values.items() if k not in axes]
+        else:
+            source = values["task"].path
+            labels = [values[a].label for a in axes if a != "task"]
+        task = values["task"].raw
+        overlays = [v.overlay for v in values.values()]
+        raw = {k: v.raw for k, v in values.items()}
+        return Unit(task, labels, variant_of(labels), raw, overlays, self.parsed.repeat, source)
+
+    def _explicit_units(self) -> list[Unit]:
+        units = []
+        for job in self.parsed.explicit:
+            units.append(self._explicit_unit(job))
+        return units
+
+    def _explicit_unit(self, job: Explicit) -> Unit:
+        label = slugify(job.name)
+        values = {"task": job.task, **job.variables}
+        return Unit(job.task, [label], label, values, [job.overlay], job.repeat, (*job.path, "name"))
+
+    # --- resolution --------------------------------------------------------------------
+
+    def _resolve(self, unit: Unit, ident: str, repeat: int) -> JobSpec | None:
+        fields = merge(self.parsed.defaults, self.parsed.tasks.get(unit.task, {}), *unit.overlays)
+        context = RenderContext(unit.values, unit.task, ident, repeat)
+        before = len(self.problems)
+        render = self._renderer(context)
+
+        workflow = render(fields.get("workflow"))
+        if workflow is not None and not _TARGET.match(workflow):
+            self.problems.add(fields["workflow"].path, f'expected a workflow target "module:attr" like "examples.workflows:careful", got "{workflow}"')
+        prompt = render(fields.get("prompt"))
+        if workflow is None and not (prompt or "").strip():
+            self.problems.add(("tasks", unit.task), "has no prompt; the starter flow (used when no `workflow` is set) needs prompt = \"...\"")
+        workspace, workspace_hash = self._workspace(fields.get("workspace"), render)
+        gateway = self._gateway(fields.get("gateway", {}), render, unit)
+        env = {name: render(t) or "" for name, t in fields.get("env", {}).items()}
+        args = _render_tree(fields.get("args", {}), render)
+        check = render(fields.get("check"))
+        model = render(fields.get("model"))
+        if len(self.problems) > before or gateway is None:
+            return None
+        return JobSpec(
+            id=ident,
+            task=unit.task,
+            variant=unit.variant,
+            repeat=repeat,
+            matrix=unit.values,
+            prompt=prompt or "",
+            workflow=workflow,
+            args=args,
+            model=model,
+            workspace=workspace,
+            workspace_hash=workspace_hash,
+            check=check,
+            check_timeout_s=fields.get("check_timeout", DEFAULT_CHECK_TIMEOUT_S),
+            timeout_s=fields.get("timeout", DEFAULT_TIMEOUT_S),
+            cpus=fields.get("cpus"),
+            memory_bytes=fields.get("memory"),
+            env=env,
+            secrets=tuple(fields.get("secrets", ())),
+            gateway=gateway,
+            budget_usd=fields.get("budget_usd"),
+        )
+
+    def _renderer(self, context: RenderContext) -> Callable[[Template | None], str | None]:
+        def render(template: Template | None) -> str | None:
+            if template is None:
+                return None
+            try:
+                return template.render(context)
+            except TemplateError as exc:
+                self.problems.add(template.path, str(exc), key=("template", exc.ref))
+                return None
+
+        return render
+
+    def _workspace(self, template: Template | None, render: Callable[[Template | None], str | None]) -> tuple[Path | None, str | None]:
+        text = render(template)
+        if template is None or text is None:
+            return None, None
+        path = (self.base_dir / text).resolve()
+        if not path.is_dir():
+            self.problems.add(template.path, f'directory "{text}" not found (looked for {path}); paths are relative to the jobs file')
+            return None, None
+        if path not in self._hashes:
+            self._hashes[path] = tree_hash(path)
+        return path, self._hashes[path]
+
+    def _gateway(self, fields: dict[str, Template], render: Callable[[Template | None], str | None], unit: Unit) -> GatewaySpec | None:
+        mode_template = fields.get("mode")
+        mode = render(mode_template) or "anthropic"
+        where = mode_template.path if mode_template else ("tasks", unit.task)
+        if mode not in GATEWAY_MODES:
+            self.problems.add(where, f'unknown gateway mode "{mode}"; use one of {", ".join(GATEWAY_MODES)}')
+            return None
+        spec = GatewaySpec(mode=mode)
+        if mode == "scripted":
+            found = self._file(fields.get("scenario"), render, where, 'scripted mode needs a scenario file: add scenario = "path/to/scenario" to the gateway table')
+            if found is None:
+                return None
+            spec = GatewaySpec(mode=mode, scenario=found[0], scenario_hash=found[1])
+        elif mode == "replay":
+            found = self._file(fields.get("recording"), render, where, 'replay mode needs the recorded job to replay: add recording = "path/to/job-folder"')
+            if found is None:
+                return None
+            spec = GatewaySpec(mode=mode, recording=found[0], recording_hash=found[1])
+        return spec
+
+    def _file(self, template: Template | None, render: Callable[[Template | None], str | None], where: KeyPath, missing: str) -> tuple[Path, str] | None:
+        if template is None:
+            self.problems.add(where, missing)
+            return None
+        text = render(template)
+        if text is None:
+            return None
+        path = (self.base_dir / text).resolve()
+        if not path.exists():
+            self.problems.add(template.path, f'"{text}" not found (looked for {path}); paths are relative to the jobs file')
+            return None
+        if path not in self._hashes:
+            self._hashes[path] = path_hash(path)
+        return path, self._hashes[path]
+
+
+def _render_tree(value: Any, render: Callable[[Template | None], str | None]) -> Any:
+    if isinstance(value, Template):
+        return render(value)
+    if isinstance(value, dict):
+        return {k: _render_tree(v, render) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_render_tree(v, render) for v in value]
+    return value

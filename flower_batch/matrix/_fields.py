@@ -1,0 +1,261 @@
+"""Job fields: what each one accepts, how it is normalised, and how layers merge.
+
+A field may be set in [defaults], in a [tasks.X] table, by a matrix axis or include
+entry, or by an explicit [[jobs]] entry. Each layer is parsed into an `Overlay` (only
+the fields it sets) and overlays are merged from lowest to highest precedence. An
+absent key is simply not in the overlay (our "unset"), which is different from a value.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ._errors import KeyPath
+from ._templating import Template
+from ._units import parse_duration, parse_memory
+
+Report = Callable[[KeyPath, str], None]
+Overlay = dict[str, Any]
+
+JOB_FIELDS = (
+    "workflow",
+    "prompt",
+    "args",
+    "model",
+    "workspace",
+    "check",
+    "check_timeout",
+    "timeout",
+    "cpus",
+    "memory",
+    "env",
+    "secrets",
+    "gateway",
+    "budget_usd",
+)
+GATEWAY_MODES = ("anthropic", "scripted", "replay")
+GATEWAY_KEYS = ("mode", "scenario", "recording")
+# Set per job by the orchestrator; a value in the file would be ignored or leak a key.
+GATEWAY_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SECRET_WORDS = {"KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS", "APIKEY"}
+_INVALID = object()
+
+
+def close_field(name: str) -> str | None:
+    """The job field `name` is probably a typo of, if any."""
+    found = difflib.get_close_matches(name, JOB_FIELDS, n=1, cutoff=0.8)
+    return found[0] if found else None
+
+
+def parse_overlay(table: Mapping[str, Any], path: KeyPath, report: Report) -> Overlay:
+    """Parse the job fields present in `table` (other keys are the caller's business)."""
+    overlay: Overlay = {}
+    for name in JOB_FIELDS:
+        if name in table:
+            value = parse_field(name, table[name], (*path, name), report)
+            if value is not _INVALID:
+                overlay[name] = value
+    return overlay
+
+
+def parse_field(name: str, value: Any, path: KeyPath, report: Report) -> Any:
+    """Normalise one field value, or report why it is wrong and return the INVALID marker."""
+    parser = _PARSERS[name]
+    return parser(value, path, report)
+
+
+def is_invalid(value: Any) -> bool:
+    return value is _INVALID
+
+
+def merge(*overlays: Overlay) -> Overlay:
+    """Later overlays win; env, args and gateway merge key by key, secrets accumulate."""
+    merged: Overlay = {}
+    for overlay in overlays:
+        for name, value in overlay.items():
+            if name in ("env", "args", "gateway") and name in merged:
+                merged[name] = {**merged[name], **value}
+            elif name == "secrets" and name in merged:
+                merged[name] = tuple(dict.fromkeys((*merged[name], *value)))
+            else:
+                merged[name] = value
+    return merged
+
+
+# --- parsers (one per field) --------------------------------------------------------
+
+
+def _template(what: str, allow_empty: bool = False) -> Callable[[Any, KeyPath, Report], Any]:
+    def parse(value: Any, path: KeyPath, report: Report) -> Any:
+        if not isinstance(value, str):
+            report(path, f"expected {what} (a string), got {_show(value)}")
+            return _INVALID
+        if not value.strip() and not allow_empty:
+            report(path, f"is empty; write {what}, or remove the key")
+            return _INVALID
+        template = Template(value, path)
+        problem = template.syntax_problem()
+        if problem:
+            report(path, problem)
+            return _INVALID
+        return template
+
+    return parse
+
+
+def _duration(value: Any, path: KeyPath, report: Report) -> Any:
+    seconds = parse_duration(value)
+    if seconds is None:
+        report(path, f'expected a duration like "10m", "1h30m" or seconds, got {_show(value)}')
+        return _INVALID
+    return seconds
+
+
+def _cpus(value: Any, path: KeyPath, report: Report) -> Any:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        report(path, f"expected a positive number of CPUs like 1 or 0.5, got {_show(value)}")
+        return _INVALID
+    return float(value)
+
+
+def _memory(value: Any, path: KeyPath, report: Report) -> Any:
+    size = parse_memory(value)
+    if size is None:
+        report(path, f'expected a memory size like "512m" or "2g" (or bytes), got {_show(value)}')
+        return _INVALID
+    if size < 6 * 1024**2:
+        report(path, f"{_show(value)} is below Docker's minimum of 6m; give the job at least \"6m\"")
+        return _INVALID
+    return size
+
+
+def _budget(value: Any, path: KeyPath, report: Report) -> Any:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        report(path, f"expected a positive amount of US dollars like 0.50, got {_show(value)}")
+        return _INVALID
+    return float(value)
+
+
+def _env(value: Any, path: KeyPath, report: Report) -> Any:
+    if not isinstance(value, Mapping):
+        report(path, f'expected a table of NAME = "value", got {_show(value)}')
+        return _INVALID
+    env: dict[str, Template] = {}
+    for name, raw in value.items():
+        where = (*path, name)
+        if not _ENV_NAME.match(name):
+            report(where, "not a valid environment variable name; use letters, digits and _")
+        elif name in GATEWAY_ENV:
+            report(where, f"{name} is set per job by the gateway (the real key never enters a container); remove it")
+        elif isinstance(raw, bool) or not isinstance(raw, str | int | float):
+            report(where, f'expected a string value (write it in quotes, e.g. "{_show(raw)}"), got {_show(raw)}')
+        elif _looks_secret(name) and isinstance(raw, str) and raw and "${{" not in raw:
+            report(
+                where,
+                f'looks like a secret written into the file; delete it and add "{name}" to '
+                "`secrets` so its value is taken from the host environment by name",
+            )
+        else:
+            template = _template("a value", allow_empty=True)(str(raw), where, report)
+            if template is not _INVALID:
+                env[name] = template
+    return env
+
+
+def _looks_secret(name: str) -> bool:
+    return any(part in _SECRET_WORDS for part in name.upper().split("_"))
+
+
+def _secrets(value: Any, path: KeyPath, report: Report) -> Any:
+    if not isinstance(value, list):
+        report(path, f'expected a list of environment variable names like ["GITHUB_TOKEN"], got {_show(value)}')
+        return _INVALID
+    names: list[str] = []
+    for index, name in enumerate(value):
+        where = (*path, index)
+        if not isinstance(name, str) or not _ENV_NAME.match(name):
+            report(where, f"expected the NAME of a host environment variable (not its value), got {_show(name)}")
+        elif name in GATEWAY_ENV:
+            report(where, f"{name} is never passed to a job: the gateway holds the real key; remove it")
+        else:
+            names.append(name)
+    return tuple(dict.fromkeys(names))
+
+
+def _args(value: Any, path: KeyPath, report: Report) -> Any:
+    if not isinstance(value, Mapping):
+        report(path, f"expected a table of workflow arguments, got {_show(value)}")
+        return _INVALID
+    result = _json_value(value, path, report)
+    return _INVALID if result is _INVALID else result
+
+
+def _json_value(value: Any, path: KeyPath, report: Report) -> Any:
+    if isinstance(value, Mapping):
+        items = {k: _json_value(v, (*path, k), report) for k, v in value.items()}
+        return _INVALID if _INVALID in items.values() else items
+    if isinstance(value, list):
+        items_list = [_json_value(v, (*path, i), report) for i, v in enumerate(value)]
+        return _INVALID if _INVALID in items_list else items_list
+    if isinstance(value, str):
+        return _template("a value", allow_empty=True)(value, path, report)
+    if isinstance(value, bool | int | float):
+        return value
+    report(path, f"dates and times can't be passed to a workflow; write {_show(value)} as a string")
+    return _INVALID
+
+
+def _gateway(value: Any, path: KeyPath, report: Report) -> Any:
+    if not isinstance(value, Mapping):
+        report(path, f'expected a table like {{ mode = "scripted", scenario = "demo.json" }}, got {_show(value)}')
+        return _INVALID
+    gateway: dict[str, Template] = {}
+    for key, raw in value.items():
+        where = (*path, key)
+        if key not in GATEWAY_KEYS:
+            report(where, f"unknown gateway key; use {', '.join(GATEWAY_KEYS)}")
+            continue
+        template = _template("a mode" if key == "mode" else "a path")(raw, where, report)
+        if template is _INVALID:
+            continue
+        if key == "mode" and "${{" not in raw and raw not in GATEWAY_MODES:
+            report(where, f"unknown gateway mode {_show(raw)}; use one of {', '.join(GATEWAY_MODES)}")
+            continue
+        gateway[key] = template
+    return gateway
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, str):
+        return f'"{value}"' if len(value) <= 60 else f'"{value[:57]}..."'
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, Mapping):
+        return "a table"
+    if isinstance(value, list):
+        return "a list"
+    return str(value)
+
+
+show_value = _show
+
+_PARSERS: dict[str, Callable[[Any, KeyPath, Report], Any]] = {
+    "workflow": _template('a workflow target like "examples.workflows:careful"'),
+    "prompt": _template("the prompt text", allow_empty=True),
+    "args": _args,
+    "model": _template('a model name like "claude-sonnet-4-5"'),
+    "workspace": _template("a directory path relative to the jobs file"),
+    "check": _template('a shell command like "test -f out.txt"'),
+    "check_timeout": _duration,
+    "timeout": _duration,
+    "cpus": _cpus,
+    "memory": _memory,
+    "env": _env,
+    "secrets": _secrets,
+    "gateway": _gateway,
+    "budget_usd": _budget,
+}

@@ -1,0 +1,189 @@
+"""The resolved jobs of a jobs.toml: `JobSpec` (one job) and `JobsFile` (the batch)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ._hashing import json_hash
+
+INPUTS_FORMAT = "flower-batch/inputs@1"
+GATEWAY_LABELS = {"scripted": "scripted model", "replay": "replayed recording", "anthropic": "Anthropic API"}
+
+
+def gateway_label(mode: str) -> str:
+    """How a gateway mode is named to people: every output says which model produced it."""
+    return GATEWAY_LABELS.get(mode, mode)
+
+
+@dataclass(frozen=True)
+class GatewaySpec:
+    """How a job reaches the model. `scenario`/`recording` are absolute host paths."""
+
+    mode: str = "anthropic"
+    scenario: Path | None = None
+    scenario_hash: str | None = None
+    recording: Path | None = None
+    recording_hash: str | None = None
+
+    @property
+    def label(self) -> str:
+        return gateway_label(self.mode)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "scenario": str(self.scenario) if self.scenario else None,
+            "scenario_hash": self.scenario_hash,
+            "recording": str(self.recording) if self.recording else None,
+            "recording_hash": self.recording_hash,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> GatewaySpec:
+        return cls(
+            mode=data.get("mode", "anthropic"),
+            scenario=Path(data["scenario"]) if data.get("scenario") else None,
+            scenario_hash=data.get("scenario_hash"),
+            recording=Path(data["recording"]) if data.get("recording") else None,
+            recording_hash=data.get("recording_hash"),
+        )
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """Everything one job needs, fully resolved. Holds secret NAMES only, never values.
+
+    `workflow` is a `module:attr` target; None means flower's starter flow, which takes
+    `prompt` as its task text. `workspace` is the absolute source directory that the
+    runner copies fresh for the job (None: start from an empty workspace).
+    """
+
+    id: str
+    task: str
+    variant: str
+    repeat: int
+    matrix: dict[str, Any]
+    prompt: str
+    workflow: str | None = None
+    args: dict[str, Any] = field(default_factory=dict)
+    model: str | None = None
+    workspace: Path | None = None
+    workspace_hash: str | None = None
+    check: str | None = None
+    check_timeout_s: float = 300.0
+    timeout_s: float = 1800.0
+    cpus: float | None = None
+    memory_bytes: int | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    secrets: tuple[str, ...] = ()
+    gateway: GatewaySpec = field(default_factory=GatewaySpec)
+    budget_usd: float | None = None
+
+    @property
+    def uses_starter_flow(self) -> bool:
+        return self.workflow is None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form, stored in the job record and results.json."""
+        return {
+            "id": self.id,
+            "task": self.task,
+            "variant": self.variant,
+            "repeat": self.repeat,
+            "matrix": self.matrix,
+            "prompt": self.prompt,
+            "workflow": self.workflow,
+            "args": self.args,
+            "model": self.model,
+            "workspace": str(self.workspace) if self.workspace else None,
+            "workspace_hash": self.workspace_hash,
+            "check": self.check,
+            "check_timeout_s": self.check_timeout_s,
+            "timeout_s": self.timeout_s,
+            "cpus": self.cpus,
+            "memory_bytes": self.memory_bytes,
+            "env": self.env,
+            "secrets": list(self.secrets),
+            "gateway": self.gateway.to_dict(),
+            "budget_usd": self.budget_usd,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> JobSpec:
+        """Rebuild from `to_dict()` output (e.g. a record.json), to regenerate reports."""
+        return cls(
+            id=data["id"],
+            task=data["task"],
+            variant=data.get("variant", "default"),
+            repeat=int(data.get("repeat", 1)),
+            matrix=dict(data.get("matrix") or {}),
+            prompt=data.get("prompt", ""),
+            workflow=data.get("workflow"),
+            args=dict(data.get("args") or {}),
+            model=data.get("model"),
+            workspace=Path(data["workspace"]) if data.get("workspace") else None,
+            workspace_hash=data.get("workspace_hash"),
+            check=data.get("check"),
+            check_timeout_s=float(data.get("check_timeout_s", 300.0)),
+            timeout_s=float(data.get("timeout_s", 1800.0)),
+            cpus=data.get("cpus"),
+            memory_bytes=data.get("memory_bytes"),
+            env=dict(data.get("env") or {}),
+            secrets=tuple(data.get("secrets") or ()),
+            gateway=GatewaySpec.from_dict(data.get("gateway") or {}),
+            budget_usd=data.get("budget_usd"),
+        )
+
+    def hashed_inputs(self, image_id: str) -> dict[str, Any]:
+        """What `inputs_hash` covers: the resolved inputs by content, not by host path."""
+        data = self.to_dict()
+        data["workspace"] = None  # the content hash stands for it; moving the repo changes nothing
+        data["gateway"] = {**data["gateway"], "scenario": None, "recording": None}
+        return {"format": INPUTS_FORMAT, "image_id": image_id, **data}
+
+    def inputs_hash(self, image_id: str) -> str:
+        """sha256 of the resolved inputs, workspace/scenario contents and image id.
+
+        Equal hashes mean a finished result can be kept on resume.
+        """
+        return json_hash(self.hashed_inputs(image_id))
+
+
+@dataclass(frozen=True)
+class JobsFile:
+    """A valid jobs.toml, expanded. `jobs` is in run order (repeat 1 of every job first)."""
+
+    path: Path
+    name: str
+    image: str | None
+    budget_usd: float | None
+    tasks: tuple[str, ...]
+    variants: tuple[str, ...]
+    axes: tuple[str, ...]
+    repeat: int
+    jobs: tuple[JobSpec, ...]
+    descriptions: dict[str, str] = field(default_factory=dict)
+
+    def job(self, job_id: str) -> JobSpec:
+        for job in self.jobs:
+            if job.id == job_id:
+                return job
+        raise KeyError(job_id)
+
+    @property
+    def gateway_modes(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(job.gateway.mode for job in self.jobs))
+
+    @property
+    def secret_names(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(name for job in self.jobs for name in job.secrets))
+
+    def missing_secrets(self, environ: dict[str, str]) -> list[str]:
+        """One line per secret named in the file but absent from `environ` (check before running)."""
+        return [
+            f"{self.path.name}: secret {name} is not set in the environment; export it before running"
+            for name in self.secret_names
+            if not environ.get(name)
+        ]
