@@ -1,0 +1,194 @@
+"""The container backend interface the orchestrator schedules jobs on.
+
+Implementations: `DockerBackend` (local engine, the default) and `FakeBackend` (in memory, for
+fast scheduler tests). Both pass `tests/test_backend_conformance.py`. All methods are async;
+implementations keep blocking engine calls off the event loop.
+
+Errors are the project's own (`flower_batch.errors`): `DaemonUnavailable`, `ImageMissing`,
+`OutOfDisk`, `ContainerNotFound`/`NotFound`, `NameConflict`, else `BackendError`.
+`wait(..., timeout=)` raises the builtin `TimeoutError`.
+"""
+
+from __future__ import annotations
+
+import abc
+import re
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+LabelFilter = Mapping[str, str | None]
+"""Labels to match: `{"k": "v"}` requires k=v, `{"k": None}` only requires k to be present."""
+
+
+@dataclass(frozen=True)
+class Mount:
+    """A host directory (`kind="bind"`, absolute `source`) or a named volume (`kind="volume"`)."""
+
+    source: str
+    target: str
+    read_only: bool = False
+    kind: Literal["bind", "volume"] = "bind"
+
+
+@dataclass
+class ContainerSpec:
+    image: str
+    command: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    mounts: list[Mount] = field(default_factory=list)
+    working_dir: str | None = None
+    user: str | None = None
+    """"uid:gid" (or "uid"); None runs as the image's user."""
+    cpus: float | None = None
+    memory: int | str | None = None
+    """Bytes, or a size string such as "512m" / "2g"."""
+    labels: dict[str, str] = field(default_factory=dict)
+    network: str | None = None
+    network_aliases: list[str] = field(default_factory=list)
+    name: str | None = None
+    init: bool = True
+    """Run a tiny init as PID 1 so signals reach the command and zombies are reaped."""
+
+
+ContainerState = Literal["created", "running", "paused", "restarting", "removing", "exited", "dead"]
+
+
+@dataclass(frozen=True)
+class ContainerInfo:
+    id: str
+    name: str
+    image: str
+    state: ContainerState
+    exit_code: int | None
+    """None while the container has not exited."""
+    labels: dict[str, str]
+
+
+@dataclass(frozen=True)
+class NetworkInfo:
+    id: str
+    name: str
+    labels: dict[str, str]
+
+
+@dataclass(frozen=True)
+class VolumeInfo:
+    name: str
+    labels: dict[str, str]
+
+
+@dataclass(frozen=True)
+class ImageInfo:
+    id: str
+    """Immutable content id, "sha256:..."."""
+    tags: list[str]
+    labels: dict[str, str]
+    size_bytes: int
+
+
+class Backend(abc.ABC):
+    """Runs containers, and manages the networks and volumes they use, by label."""
+
+    # -- containers -------------------------------------------------------------------------
+    @abc.abstractmethod
+    async def create(self, spec: ContainerSpec) -> str:
+        """Create (not start) a container; returns its id."""
+
+    @abc.abstractmethod
+    async def start(self, container_id: str) -> None: ...
+
+    @abc.abstractmethod
+    async def wait(self, container_id: str, timeout: float | None = None) -> int:
+        """Wait for the container to exit and return its exit code; TimeoutError after `timeout` s."""
+
+    @abc.abstractmethod
+    async def signal(self, container_id: str, sig: int | str) -> None:
+        """Send a signal (number or name such as "SIGTERM") to the container's main process."""
+
+    @abc.abstractmethod
+    async def stop(self, container_id: str, grace_s: float = 10.0) -> None:
+        """SIGTERM, then SIGKILL after `grace_s` seconds if still running. No-op if not running."""
+
+    @abc.abstractmethod
+    def logs(self, container_id: str, follow: bool = False) -> AsyncIterator[str]:
+        """The container's stdout+stderr as lines (no trailing newline); `follow` runs until exit."""
+
+    @abc.abstractmethod
+    async def inspect(self, container_id: str) -> ContainerInfo: ...
+
+    @abc.abstractmethod
+    async def remove(self, container_id: str, force: bool = True) -> None:
+        """Remove the container (killing it first when `force`); ContainerNotFound if absent."""
+
+    @abc.abstractmethod
+    async def list_by_label(self, labels: LabelFilter) -> list[ContainerInfo]:
+        """All containers (running or not) carrying all of `labels`."""
+
+    # -- networks ---------------------------------------------------------------------------
+    @abc.abstractmethod
+    async def create_network(self, name: str, labels: Mapping[str, str], internal: bool = False) -> str:
+        """Create a bridge network; `internal` gives it no route outside the host. Returns its id."""
+
+    @abc.abstractmethod
+    async def connect_network(self, network: str, container_id: str, aliases: list[str] | None = None) -> None:
+        """Attach an existing container to a further network (e.g. a gateway on two networks)."""
+
+    @abc.abstractmethod
+    async def remove_network(self, name_or_id: str) -> None: ...
+
+    @abc.abstractmethod
+    async def list_networks_by_label(self, labels: LabelFilter) -> list[NetworkInfo]: ...
+
+    # -- volumes ----------------------------------------------------------------------------
+    @abc.abstractmethod
+    async def create_volume(self, name: str, labels: Mapping[str, str]) -> str:
+        """Create a named volume; returns its name."""
+
+    @abc.abstractmethod
+    async def remove_volume(self, name: str, force: bool = False) -> None: ...
+
+    @abc.abstractmethod
+    async def list_volumes_by_label(self, labels: LabelFilter) -> list[VolumeInfo]: ...
+
+    # -- images -----------------------------------------------------------------------------
+    @abc.abstractmethod
+    async def image_info(self, ref: str) -> ImageInfo:
+        """Look up an image by id or tag (never pulls); ImageMissing if absent."""
+
+    async def aclose(self) -> None:
+        """Release connections. Containers are left as they are."""
+
+
+def labels_match(have: Mapping[str, str], want: LabelFilter) -> bool:
+    return all(k in have and (v is None or have[k] == v) for k, v in want.items())
+
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
+
+
+def parse_memory(value: int | str) -> int:
+    """Bytes from an int or a size string ("512m", "2g", "1.5G"); ValueError on nonsense."""
+    if isinstance(value, int):
+        return value
+    m = _SIZE.match(value)
+    if not m:
+        raise ValueError(f"memory limit {value!r} is not a size (use bytes or e.g. 512m, 2g)")
+    unit = m.group(2).lower()
+    return int(float(m.group(1)) * (1024 ** ("kmgt".index(unit) + 1) if unit else 1))
+
+
+SIGNALS = {"SIGHUP": 1, "SIGINT": 2, "SIGQUIT": 3, "SIGKILL": 9, "SIGUSR1": 10, "SIGUSR2": 12, "SIGTERM": 15}
+
+
+def signal_number(sig: int | str) -> int:
+    """Linux signal number for 15, "15", "TERM" or "SIGTERM" (the container is Linux, whatever the host)."""
+    if isinstance(sig, int):
+        return sig
+    s = sig.strip().upper()
+    if s.isdigit():
+        return int(s)
+    s = s if s.startswith("SIG") else "SIG" + s
+    if s not in SIGNALS:
+        raise ValueError(f"unknown signal {sig!r}")
+    return SIGNALS[s]

@@ -1,0 +1,258 @@
+"""`DockerBackend`: the Backend on the local Docker engine, through the docker SDK's low-level API.
+
+Every SDK call runs in a worker thread (`anyio.to_thread.run_sync`). Calls that block until a
+container does something (wait, followed logs) use their own thread limiter, so many running
+jobs cannot starve the short calls of anyio's default pool of 40 threads.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any, TypeVar
+
+import anyio
+import anyio.to_thread
+import docker.errors
+import docker.types
+
+from flower_batch.backend._docker import Connection, Kind, is_read_timeout, translate
+from flower_batch.backend.base import (
+    Backend,
+    ContainerInfo,
+    ContainerSpec,
+    ImageInfo,
+    LabelFilter,
+    NetworkInfo,
+    VolumeInfo,
+    parse_memory,
+    signal_number,
+)
+
+T = TypeVar("T")
+
+_EXITED = re.compile(r"^Exited \((-?\d+)\)")
+
+
+def _label_filters(labels: LabelFilter) -> dict[str, list[str]]:
+    return {"label": [k if v is None else f"{k}={v}" for k, v in labels.items()]}
+
+
+class DockerBackend(Backend):
+    def __init__(self, base_url: str | None = None, timeout: float = 120.0, max_blocking_waits: int = 512):
+        self._conn = Connection(base_url, timeout)
+        self._waits = anyio.CapacityLimiter(max_blocking_waits)
+
+    @property
+    def address(self) -> str:
+        return self._conn.address
+
+    async def _call(self, kind: Kind, ref: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        def run() -> T:
+            try:
+                return fn(self._conn.api(), *args, **kwargs)
+            except Exception as exc:
+                raise translate(exc, kind, ref, address=self._conn.address) from None
+
+        return await anyio.to_thread.run_sync(run)
+
+    # -- containers -------------------------------------------------------------------------
+    async def create(self, spec: ContainerSpec) -> str:
+        def create(api: docker.APIClient) -> str:
+            mounts = [
+                docker.types.Mount(m.target, m.source, type=m.kind, read_only=m.read_only) for m in spec.mounts
+            ]
+            host_config = api.create_host_config(
+                mounts=mounts,
+                nano_cpus=int(spec.cpus * 1e9) if spec.cpus else None,
+                mem_limit=parse_memory(spec.memory) if spec.memory is not None else None,
+                init=spec.init or None,
+                network_mode=spec.network,
+            )
+            networking_config = None
+            if spec.network:
+                endpoint = api.create_endpoint_config(aliases=spec.network_aliases or None)
+                networking_config = api.create_networking_config({spec.network: endpoint})
+            created = api.create_container(
+                spec.image,
+                command=list(spec.command),
+                environment=dict(spec.env),
+                user=spec.user or "",
+                working_dir=spec.working_dir,
+                labels=dict(spec.labels),
+                name=spec.name,
+                host_config=host_config,
+                networking_config=networking_config,
+                detach=True,
+            )
+            return created["Id"]
+
+        def create_mapped() -> str:
+            try:
+                return create(self._conn.api())
+            except docker.errors.ImageNotFound as exc:
+                raise translate(exc, "image", spec.image) from None
+            except Exception as exc:
+                raise translate(exc, "container", spec.name or spec.image, address=self._conn.address) from None
+
+        return await anyio.to_thread.run_sync(create_mapped)
+
+    async def start(self, container_id: str) -> None:
+        await self._call("container", container_id, lambda api: api.start(container_id))
+
+    async def wait(self, container_id: str, timeout: float | None = None) -> int:
+        def wait() -> int:
+            try:
+                api = self._conn.api()
+                # The HTTP read timeout is the wait timeout; the thread never outlives it.
+                result = api.wait(container_id, timeout=timeout)
+            except Exception as exc:
+                if timeout is not None and is_read_timeout(exc):
+                    raise TimeoutError(f"container {container_id[:12]} still running after {timeout:g}s") from None
+                raise translate(exc, "container", container_id, address=self._conn.address) from None
+            return int(result["StatusCode"])
+
+        return await anyio.to_thread.run_sync(wait, limiter=self._waits, abandon_on_cancel=True)
+
+    async def signal(self, container_id: str, sig: int | str) -> None:
+        number = signal_number(sig)
+        await self._call("container", container_id, lambda api: api.kill(container_id, signal=number))
+
+    async def stop(self, container_id: str, grace_s: float = 10.0) -> None:
+        # Docker's stop takes whole seconds; round up so the process gets at least its grace.
+        grace = max(0, int(-(-grace_s // 1)))
+        await self._call(
+            "container", container_id, lambda api: api.stop(container_id, timeout=grace)
+        )
+
+    async def logs(self, container_id: str, follow: bool = False) -> AsyncIterator[str]:
+        if not follow:
+            raw = await self._call(
+                "container", container_id, lambda api: api.logs(container_id, stdout=True, stderr=True)
+            )
+            for line in raw.decode("utf-8", "replace").splitlines():
+                yield line
+            return
+
+        stream = await self._call(
+            "container",
+            container_id,
+            lambda api: api.logs(container_id, stdout=True, stderr=True, stream=True, follow=True),
+        )
+        pending = b""
+        done = object()
+
+        def next_chunk() -> Any:
+            try:
+                return next(stream)
+            except StopIteration:
+                return done
+            except Exception as exc:
+                raise translate(exc, "container", container_id, address=self._conn.address) from None
+
+        try:
+            while True:
+                chunk = await anyio.to_thread.run_sync(next_chunk, limiter=self._waits, abandon_on_cancel=True)
+                if chunk is done:
+                    break
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    yield line.decode("utf-8", "replace")
+            if pending:
+                yield pending.decode("utf-8", "replace")
+        finally:
+            stream.close()  # closes the socket, so a thread still blocked in next() returns
+
+    async def inspect(self, container_id: str) -> ContainerInfo:
+        data = await self._call("container", container_id, lambda api: api.inspect_container(container_id))
+        state = data["State"]
+        status = state["Status"]
+        return ContainerInfo(
+            id=data["Id"],
+            name=data["Name"].lstrip("/"),
+            image=data["Config"]["Image"],
+            state=status,
+            exit_code=int(state["ExitCode"]) if status in ("exited", "dead") else None,
+            labels=dict(data["Config"].get("Labels") or {}),
+        )
+
+    async def remove(self, container_id: str, force: bool = True) -> None:
+        await self._call(
+            "container", container_id, lambda api: api.remove_container(container_id, force=force, v=True)
+        )
+
+    async def list_by_label(self, labels: LabelFilter) -> list[ContainerInfo]:
+        rows = await self._call(
+            "container", "list", lambda api: api.containers(all=True, filters=_label_filters(labels))
+        )
+        infos = []
+        for row in rows:
+            exited = _EXITED.match(row.get("Status", ""))
+            infos.append(
+                ContainerInfo(
+                    id=row["Id"],
+                    name=(row.get("Names") or ["/"])[0].lstrip("/"),
+                    image=row["Image"],
+                    state=row["State"],
+                    exit_code=int(exited.group(1)) if exited else None,
+                    labels=dict(row.get("Labels") or {}),
+                )
+            )
+        return infos
+
+    # -- networks ---------------------------------------------------------------------------
+    async def create_network(self, name: str, labels: Mapping[str, str], internal: bool = False) -> str:
+        created = await self._call(
+            "network",
+            name,
+            lambda api: api.create_network(
+                name, driver="bridge", labels=dict(labels), internal=internal, check_duplicate=True
+            ),
+        )
+        return created["Id"]
+
+    async def connect_network(self, network: str, container_id: str, aliases: list[str] | None = None) -> None:
+        await self._call(
+            "network",
+            network,
+            lambda api: api.connect_container_to_network(container_id, network, aliases=aliases or None),
+        )
+
+    async def remove_network(self, name_or_id: str) -> None:
+        await self._call("network", name_or_id, lambda api: api.remove_network(name_or_id))
+
+    async def list_networks_by_label(self, labels: LabelFilter) -> list[NetworkInfo]:
+        rows = await self._call("network", "list", lambda api: api.networks(filters=_label_filters(labels)))
+        return [NetworkInfo(id=r["Id"], name=r["Name"], labels=dict(r.get("Labels") or {})) for r in rows]
+
+    # -- volumes ----------------------------------------------------------------------------
+    async def create_volume(self, name: str, labels: Mapping[str, str]) -> str:
+        created = await self._call(
+            "volume", name, lambda api: api.create_volume(name, driver="local", labels=dict(labels))
+        )
+        return created["Name"]
+
+    async def remove_volume(self, name: str, force: bool = False) -> None:
+        await self._call("volume", name, lambda api: api.remove_volume(name, force=force))
+
+    async def list_volumes_by_label(self, labels: LabelFilter) -> list[VolumeInfo]:
+        found = await self._call("volume", "list", lambda api: api.volumes(filters=_label_filters(labels)))
+        return [VolumeInfo(name=v["Name"], labels=dict(v.get("Labels") or {})) for v in found.get("Volumes") or []]
+
+    # -- images -----------------------------------------------------------------------------
+    async def image_info(self, ref: str) -> ImageInfo:
+        data = await self._call("image", ref, lambda api: api.inspect_image(ref))
+        return image_info_from_inspect(data)
+
+    async def aclose(self) -> None:
+        await anyio.to_thread.run_sync(self._conn.close)
+
+
+def image_info_from_inspect(data: Mapping[str, Any]) -> ImageInfo:
+    return ImageInfo(
+        id=data["Id"],
+        tags=list(data.get("RepoTags") or []),
+        labels=dict((data.get("Config") or {}).get("Labels") or {}),
+        size_bytes=int(data.get("Size") or 0),
+    )

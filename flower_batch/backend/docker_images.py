@@ -1,0 +1,156 @@
+"""Image operations on the local Docker engine used by `flower_batch.image` (blocking, host-side).
+
+Building is a one-off host step (CLI `flower-batch image build`), not part of a job's life, so
+these are plain synchronous calls; the async `Backend` only needs `image_info`.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from flower_batch.backend._docker import OUT_OF_DISK_HINT, Connection, is_out_of_disk, translate
+from flower_batch.backend.base import ImageInfo
+from flower_batch.backend.docker_backend import image_info_from_inspect
+from flower_batch.errors import ImageBuildError, ImageMissing, OutOfDisk
+
+LogLine = Callable[[str], None]
+
+
+class DockerImages:
+    def __init__(self, base_url: str | None = None, timeout: float = 600.0):
+        self._conn = Connection(base_url, timeout)
+
+    @property
+    def address(self) -> str:
+        return self._conn.address
+
+    def _api(self) -> Any:
+        return self._conn.api()
+
+    def find(self, ref: str) -> ImageInfo | None:
+        """The image for an id or tag, or None when the engine does not have it."""
+        try:
+            return image_info_from_inspect(self._api().inspect_image(ref))
+        except Exception as exc:
+            err = translate(exc, "image", ref, address=self.address)
+            if isinstance(err, ImageMissing):
+                return None
+            raise err from None
+
+    def find_by_label(self, key: str, value: str) -> list[ImageInfo]:
+        try:
+            rows = self._api().images(filters={"label": f"{key}={value}"})
+            return [image_info_from_inspect(self._api().inspect_image(r["Id"])) for r in rows]
+        except Exception as exc:
+            raise translate(exc, "image", f"{key}={value}", address=self.address) from None
+
+    def tag(self, image_id: str, ref: str) -> None:
+        repo, _, tag = ref.rpartition(":") if ":" in ref.rsplit("/", 1)[-1] else (ref, "", "latest")
+        try:
+            self._api().tag(image_id, repo, tag, force=True)
+        except Exception as exc:
+            raise translate(exc, "image", image_id, address=self.address) from None
+
+    def import_rootfs(self, rootfs: Path, ref: str, changes: list[str]) -> str:
+        """`tar -C rootfs -c . | docker import --change ... - ref`, streamed; returns the image id."""
+        repo, _, tag = ref.rpartition(":")
+        tar = subprocess.Popen(
+            ["tar", "--numeric-owner", "-C", str(rootfs), "-c", "."],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        assert tar.stdout is not None
+        try:
+            result = self._api().import_image_from_stream(
+                _chunks(tar.stdout), repository=repo, tag=tag, changes=changes
+            )
+        except Exception as exc:
+            tar.kill()
+            raise translate(exc, "image", ref, address=self.address) from None
+        finally:
+            tar.stdout.close()
+            stderr = tar.stderr.read().decode(errors="replace") if tar.stderr else ""
+            code = tar.wait()
+        if code != 0:
+            raise ImageBuildError(f"tar of {rootfs} failed (exit {code}): {stderr.strip()[-300:]}")
+        if isinstance(result, str) and "error" in result.lower():
+            raise ImageBuildError(f"docker import of {rootfs} failed: {result.strip()[-300:]}")
+        info = self.find(ref)
+        if info is None:
+            raise ImageBuildError(f"docker import of {rootfs} reported success but {ref} does not exist")
+        return info.id
+
+    def build(
+        self,
+        context: Path,
+        ref: str,
+        buildargs: dict[str, str],
+        labels: dict[str, str],
+        network_mode: str | None = "none",
+        on_line: LogLine = lambda line: None,
+        nocache: bool = False,
+    ) -> str:
+        """Build `context/Dockerfile` with the classic builder; returns the image id.
+
+        `labels` become one final LABEL step (cached like any other step).
+        `network_mode="none"` gives every RUN step no network at all, proving the build is offline.
+        """
+        last: list[str] = []
+        image_id: str | None = None
+        try:
+            events = self._api().build(
+                path=str(context),
+                tag=ref,
+                buildargs=buildargs,
+                labels=labels,
+                network_mode=network_mode,
+                rm=True,
+                forcerm=True,
+                nocache=nocache,
+                pull=False,
+                decode=True,
+            )
+            for event in events:
+                if "error" in event:
+                    detail = (event.get("errorDetail") or {}).get("message") or event["error"]
+                    if is_out_of_disk(detail):
+                        raise OutOfDisk(OUT_OF_DISK_HINT)
+                    context_lines = " | ".join(last[-3:])
+                    raise ImageBuildError(f"image build failed: {detail.strip()} (last output: {context_lines})")
+                if "aux" in event and "ID" in event["aux"]:
+                    image_id = event["aux"]["ID"]
+                text = event.get("stream")
+                if text:
+                    for line in text.splitlines():
+                        if line.strip():
+                            last.append(line.strip())
+                            on_line(line.rstrip())
+        except (ImageBuildError, OutOfDisk):
+            raise
+        except Exception as exc:
+            raise translate(exc, "image", ref, address=self.address) from None
+        if image_id is None:
+            info = self.find(ref)
+            if info is None:
+                raise ImageBuildError(f"image build of {ref} ended without an image id")
+            image_id = info.id
+        return image_id
+
+    def remove(self, ref: str) -> None:
+        try:
+            self._api().remove_image(ref, force=True)
+        except Exception as exc:
+            err = translate(exc, "image", ref, address=self.address)
+            if not isinstance(err, ImageMissing):
+                raise err from None
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+def _chunks(stream: Any, size: int = 1 << 20) -> Iterator[bytes]:
+    while chunk := stream.read(size):
+        yield chunk
