@@ -15,7 +15,7 @@ from typing import Any
 
 from ._combos import Combination, combinations
 from ._errors import KeyPath
-from ._fields import GATEWAY_MODES, Overlay, merge
+from ._fields import GATEWAY_MODES, Overlay, is_invalid, merge
 from ._hashing import path_hash, tree_hash
 from ._ids import job_id, slugify, variant_of
 from ._parse import Explicit, Parsed, Val, match
@@ -118,7 +118,9 @@ class Expander:
     # --- resolution --------------------------------------------------------------------
 
     def _resolve(self, unit: Unit, ident: str, repeat: int) -> JobSpec | None:
-        fields = merge(self.parsed.defaults, self.parsed.tasks.get(unit.task, {}), *unit.overlays)
+        merged = merge(self.parsed.defaults, self.parsed.tasks.get(unit.task, {}), *unit.overlays)
+        # Invalid values were reported while parsing; resolve the rest as if they were unset.
+        fields = {name: value for name, value in merged.items() if not is_invalid(value)}
         context = RenderContext(unit.values, unit.task, ident, repeat)
         before = len(self.problems)
         render = self._renderer(context)
@@ -127,7 +129,9 @@ class Expander:
         if workflow is not None and not _TARGET.match(workflow):
             self.problems.add(fields["workflow"].path, f'expected a workflow target "module:attr" like "examples.workflows:careful", got "{workflow}"')
         prompt = render(fields.get("prompt"))
-        if workflow is None and not (prompt or "").strip():
+        if workflow is None and "workflow" not in merged and not (prompt or "").strip() and (
+            "prompt" not in merged or prompt is not None
+        ):
             self.problems.add(("tasks", unit.task), "has no prompt; the starter flow (used when no `workflow` is set) needs prompt = \"...\"")
         workspace, workspace_hash = self._workspace(fields.get("workspace"), render)
         gateway = self._gateway(fields.get("gateway", {}), render, unit)

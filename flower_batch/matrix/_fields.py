@@ -43,6 +43,7 @@ GATEWAY_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SECRET_WORDS = {"KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS", "APIKEY"}
 _INVALID = object()
+_MERGED = ("env", "args", "gateway", "secrets")
 
 
 def close_field(name: str) -> str | None:
@@ -56,9 +57,9 @@ def parse_overlay(table: Mapping[str, Any], path: KeyPath, report: Report) -> Ov
     overlay: Overlay = {}
     for name in JOB_FIELDS:
         if name in table:
-            value = parse_field(name, table[name], (*path, name), report)
-            if value is not _INVALID:
-                overlay[name] = value
+            # An invalid value stays as the INVALID marker: the field counts as set (and
+            # already reported), so later checks don't add a second, misleading error.
+            overlay[name] = parse_field(name, table[name], (*path, name), report)
     return overlay
 
 
@@ -77,7 +78,9 @@ def merge(*overlays: Overlay) -> Overlay:
     merged: Overlay = {}
     for overlay in overlays:
         for name, value in overlay.items():
-            if name in ("env", "args", "gateway") and name in merged:
+            if value is _INVALID or (merged.get(name) is _INVALID and name in _MERGED):
+                merged[name] = _INVALID  # merging into a broken value gives a broken value
+            elif name in ("env", "args", "gateway") and name in merged:
                 merged[name] = {**merged[name], **value}
             elif name == "secrets" and name in merged:
                 merged[name] = tuple(dict.fromkeys((*merged[name], *value)))

@@ -193,7 +193,8 @@ class Parser:
             self.report(path, "the image is pinned once per batch and can't be an axis; set it in [defaults]")
             return
         if not isinstance(values, list) or not values:
-            self.report(path, f"an axis is a non-empty list of values, e.g. {axis} = [\"a\", \"b\"]; got {show_value(values)}")
+            got = "an empty list" if values == [] else show_value(values)
+            self.report(path, f"an axis is a non-empty list of values, e.g. {axis} = [\"a\", \"b\"]; got {got}")
             return
         vals: list[Val] = []
         for index, raw in enumerate(values):
@@ -231,28 +232,21 @@ class Parser:
         self.report(path, f"matrix values must be strings, numbers, booleans or tables, got {show_value(raw)}")
         return None
 
-    def _table_value(self, key: str, raw: Mapping[str, Any], path: KeyPath) -> Val | None:
-        ok = True
+    def _table_value(self, key: str, raw: Mapping[str, Any], path: KeyPath) -> Val:
         for inner, value in raw.items():
             where = (*path, inner)
             if inner in JOB_FIELDS:
                 continue
             if inner in ("task", "repeat", "image"):
                 self.report(where, f"`{inner}` can't be set inside a matrix value; use {'an include entry' if inner == 'task' else 'its own section'}")
-                ok = False
             elif inner == "name" and not isinstance(value, str):
                 self.report(where, f"`name` labels the value in job ids and must be a string, got {show_value(value)}")
-                ok = False
             elif close_field(inner):
                 self.report(where, f"not a job field (did you mean `{close_field(inner)}`?); fix the spelling, or rename it if it is a variable")
-                ok = False
             elif not _jsonable(value):
                 self.report(where, f"dates and times can't be matrix values; write {show_value(value)} as a string")
-                ok = False
-        overlay = parse_overlay(raw, path, self.report)
-        if not ok or any(name in raw and name not in overlay for name in JOB_FIELDS):
-            return None
-        return Val(dict(raw), value_label(key, raw), path, overlay)
+        # Kept even when a key was wrong (already reported) so duplicate checks still run.
+        return Val(dict(raw), value_label(key, raw), path, parse_overlay(raw, path, self.report))
 
     def _include(self, entries: Any) -> None:
         for index, entry in self._entries(entries, "include"):
@@ -339,7 +333,7 @@ class Parser:
             self.report((*path, "matrix"), "expected a table of template variables, e.g. matrix = { style = \"terse\" }")
             ok = False
         overlay = parse_overlay(entry, path, self.report)
-        if not ok or any(name in entry and name not in overlay for name in JOB_FIELDS):
+        if not ok:
             return None
         return Explicit(str(name), str(task), dict(variables), overlay, int(repeat), path)
 

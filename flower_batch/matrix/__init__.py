@@ -1,0 +1,82 @@
+"""The pure-logic half of `flower-batch matrix`: jobs.toml -> jobs -> results.
+
+    load_jobs_file(path) -> JobsFile            parse, validate (all errors), expand
+    JobSpec.inputs_hash(image_id)               decides re-runs on resume
+    plan_resume(jobs, image_id, records, ...)   keep / run per job
+    BatchResults(...) + comparison_table / write_reports   the four outputs
+
+Nothing here touches Docker; the runner calls these. The file format is documented in
+docs/jobs-toml.md and schemas/jobs.schema.json.
+"""
+
+from ._errors import FieldError, MatrixFileError
+from ._html import html_report, write_html
+from ._ids import slugify
+from ._junit import junit_xml, write_junit
+from ._load import load_jobs_file, parse_jobs_text
+from ._outcome import JobOutcome, Status, StepSummary, decide_status, steps_from_manifest
+from ._record import (
+    RECORD_FORMAT,
+    JobRecord,
+    RecordError,
+    load_records,
+    new_record,
+    read_record,
+    record_path,
+    write_record,
+)
+from ._reports import ReportPaths, write_reports
+from ._results import RESULTS_FORMAT, BatchResults, results_from_records, write_results_json
+from ._resume import Action, Decision, ResumePlan, plan_resume
+from ._spec import GatewaySpec, JobsFile, JobSpec, gateway_label
+from ._stats import Cell, Comparison, compare, wilson_interval
+from ._table import comparison_table, summary_line
+from ._units import format_duration, parse_duration, parse_memory
+
+__all__ = [
+    "RECORD_FORMAT",
+    "RESULTS_FORMAT",
+    "Action",
+    "BatchResults",
+    "Cell",
+    "Comparison",
+    "Decision",
+    "FieldError",
+    "GatewaySpec",
+    "JobOutcome",
+    "JobRecord",
+    "JobSpec",
+    "JobsFile",
+    "MatrixFileError",
+    "RecordError",
+    "ReportPaths",
+    "ResumePlan",
+    "Status",
+    "StepSummary",
+    "compare",
+    "comparison_table",
+    "decide_status",
+    "format_duration",
+    "gateway_label",
+    "html_report",
+    "junit_xml",
+    "load_jobs_file",
+    "load_records",
+    "new_record",
+    "parse_duration",
+    "parse_jobs_text",
+    "parse_memory",
+    "plan_resume",
+    "read_record",
+    "record_path",
+    "results_from_records",
+    "slugify",
+    "steps_from_manifest",
+    "summary_line",
+    "wilson_interval",
+    "write_html",
+    "write_junit",
+    "write_record",
+    "write_reports",
+    "write_results_json",
+]

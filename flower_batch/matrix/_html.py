@@ -1,0 +1,279 @@
+"""A self-contained HTML report: inline CSS and JS, nothing fetched, opens from disk.
+
+Top: which model produced the results (a scripted model is impossible to miss), the
+summary and the comparison table (colour-coded pass rates). Below: one collapsible
+entry per job with its inputs, steps, verdicts, check output and log tail. Everything
+is readable without JavaScript; the script only adds filtering. The results.json
+document is embedded as <script type="application/json" id="results-data">.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from html import escape
+from pathlib import Path
+
+from ._outcome import JobOutcome
+from ._results import (
+    BatchResults,
+    fmt_cell_detail,
+    fmt_ci,
+    fmt_cost,
+    fmt_passed,
+    fmt_rate,
+    rate_class,
+)
+from ._spec import JobSpec
+from ._stats import Cell
+from ._table import summary_line
+from ._units import format_duration, format_memory
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+_CSS = """
+:root { --good:#1a7f37; --mid:#9a6700; --bad:#cf222e; --none:#6e7781; --line:#d0d7de; --bg:#f6f8fa; }
+* { box-sizing: border-box; }
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0; color: #1f2328; }
+header, main { max-width: 1200px; margin: 0 auto; padding: 16px 24px; }
+h1 { font-size: 22px; margin: 8px 0; } h2 { font-size: 17px; margin: 24px 0 8px; }
+.mode { display: inline-block; padding: 6px 12px; border-radius: 6px; font-weight: 600; font-size: 15px; }
+.mode-scripted { background: #fff8c5; border: 2px solid #d4a72c; }
+.mode-replay { background: #ddf4ff; border: 2px solid #54aeff; }
+.mode-anthropic { background: #dafbe1; border: 2px solid #4ac26b; }
+.meta { color: var(--none); font-size: 12px; margin-top: 6px; word-break: break-all; }
+.summary { font-size: 15px; margin: 10px 0; }
+table { border-collapse: collapse; }
+.compare th, .compare td { border: 1px solid var(--line); padding: 8px 12px; vertical-align: top; text-align: left; }
+.compare thead th { background: var(--bg); }
+.compare td.cell { cursor: pointer; min-width: 150px; }
+.compare tr.totals td, .compare tr.totals th { background: var(--bg); font-style: italic; }
+.rate { font-size: 16px; font-weight: 700; }
+.good .rate { color: var(--good); } .mid .rate { color: var(--mid); } .bad .rate { color: var(--bad); } .none .rate { color: var(--none); }
+td.good { background: #dafbe1; } td.mid { background: #fff8c5; } td.bad { background: #ffebe9; }
+.ci, .detail { color: #57606a; font-size: 12px; }
+.controls { margin: 8px 0; display: flex; gap: 8px; flex-wrap: wrap; align-items: center; }
+.controls button { border: 1px solid var(--line); background: white; border-radius: 6px; padding: 3px 10px; cursor: pointer; }
+.controls button.on { background: #0969da; color: white; border-color: #0969da; }
+.controls input { padding: 4px 8px; border: 1px solid var(--line); border-radius: 6px; min-width: 220px; }
+details.job { border: 1px solid var(--line); border-radius: 6px; margin: 6px 0; }
+details.job > summary { padding: 6px 10px; cursor: pointer; display: flex; gap: 14px; align-items: baseline; flex-wrap: wrap; }
+details.job[open] > summary { border-bottom: 1px solid var(--line); background: var(--bg); }
+.job-body { padding: 8px 14px; }
+.id { font-family: ui-monospace, monospace; font-weight: 600; }
+.badge { border-radius: 10px; padding: 1px 8px; font-size: 12px; font-weight: 600; color: white; }
+.s-passed { background: var(--good); } .s-failed, .s-timeout, .s-budget { background: var(--bad); }
+.s-error { background: #8250df; } .s-skipped, .s-pending { background: var(--none); }
+.kv td { padding: 2px 10px 2px 0; vertical-align: top; } .kv td:first-child { color: #57606a; white-space: nowrap; }
+.steps th, .steps td { border-bottom: 1px solid var(--line); padding: 3px 10px 3px 0; text-align: left; }
+pre { background: #0d1117; color: #e6edf3; padding: 10px; border-radius: 6px; overflow: auto; max-height: 360px; white-space: pre-wrap; }
+.reason { color: var(--bad); }
+.hidden { display: none; }
+"""
+
+_JS = """
+(function () {
+  var active = {status: null, task: null, variant: null, text: ''};
+  var jobs = Array.prototype.slice.call(document.querySelectorAll('details.job'));
+  var info = document.getElementById('filter-info');
+  function apply() {
+    var shown = 0;
+    jobs.forEach(function (el) {
+      var ok = (!active.status || el.dataset.status === active.status) &&
+               (!active.task || el.dataset.task === active.task) &&
+               (!active.variant || el.dataset.variant === active.variant) &&
+               (!active.text || el.textContent.toLowerCase().indexOf(active.text) >= 0);
+      el.classList.toggle('hidden', !ok);
+      if (ok) { shown += 1; }
+    });
+    var parts = [];
+    if (active.task) { parts.push(active.task + ' x ' + active.variant); }
+    if (active.status) { parts.push(active.status); }
+    info.textContent = shown + ' of ' + jobs.length + ' jobs' + (parts.length ? ' (' + parts.join(', ') + ')' : '');
+  }
+  document.querySelectorAll('.controls button[data-status]').forEach(function (b) {
+    b.addEventListener('click', function () {
+      var s = b.dataset.status || null;
+      active.status = active.status === s ? null : s;
+      document.querySelectorAll('.controls button[data-status]').forEach(function (o) {
+        o.classList.toggle('on', (o.dataset.status || null) === active.status && active.status !== null);
+      });
+      apply();
+    });
+  });
+  document.getElementById('search').addEventListener('input', function (e) {
+    active.text = e.target.value.trim().toLowerCase(); apply();
+  });
+  document.querySelectorAll('td.cell').forEach(function (td) {
+    td.addEventListener('click', function () {
+      var same = active.task === td.dataset.task && active.variant === td.dataset.variant;
+      active.task = same ? null : td.dataset.task;
+      active.variant = same ? null : td.dataset.variant;
+      apply();
+      document.getElementById('jobs').scrollIntoView();
+    });
+  });
+  document.getElementById('expand').addEventListener('click', function () {
+    var open = !jobs.some(function (j) { return j.open; });
+    jobs.forEach(function (j) { if (!j.classList.contains('hidden')) { j.open = open; } });
+  });
+  apply();
+})();
+"""
+
+
+def html_report(results: BatchResults) -> str:
+    """The whole report as one HTML string."""
+    data = json.dumps(results.to_document(), ensure_ascii=False).replace("</", "<\\/")
+    return "\n".join(
+        [
+            "<!DOCTYPE html>",
+            '<html lang="en"><head><meta charset="utf-8">',
+            '<meta name="viewport" content="width=device-width, initial-scale=1">',
+            f"<title>{escape(results.batch)} · flower-batch report</title>",
+            f"<style>{_CSS}</style></head><body>",
+            _header(results),
+            "<main>",
+            _comparison(results),
+            _jobs(results),
+            "</main>",
+            f'<script type="application/json" id="results-data">{data}</script>',
+            f"<script>{_JS}</script>",
+            "</body></html>",
+        ]
+    )
+
+
+def write_html(results: BatchResults, path: Path) -> Path:
+    path.write_text(html_report(results), encoding="utf-8")
+    return path
+
+
+def _header(results: BatchResults) -> str:
+    modes = results.gateway_modes
+    mode_class = f"mode-{modes[0]}" if len(modes) == 1 else "mode-scripted"
+    meta = [f"image {results.image_id or 'unknown'}"]
+    if results.generated_at:
+        meta.append(f"generated {results.generated_at}")
+    return (
+        f"<header><h1>{escape(results.batch)}</h1>"
+        f'<div class="mode {mode_class}" id="gateway-mode" data-modes="{escape(",".join(modes))}">'
+        f"Model: {escape(results.gateway_label)}</div>"
+        f'<div class="summary" id="summary">{escape(summary_line(results))}</div>'
+        f'<div class="meta">{escape(" · ".join(meta))}</div></header>'
+    )
+
+
+def _comparison(results: BatchResults) -> str:
+    c = results.comparison
+    head = "".join(f"<th>{escape(v)}</th>" for v in c.variants)
+    rows = []
+    for task in c.tasks:
+        title = escape(results.descriptions.get(task, ""), quote=True)
+        cells = "".join(_cell(c.cell(task, v), task, v) for v in c.variants)
+        rows.append(f'<tr><th title="{title}">{escape(task)}</th>{cells}</tr>')
+    if len(c.tasks) > 1:
+        cells = "".join(_cell(c.variant_totals[v], "", v, clickable=False) for v in c.variants)
+        rows.append(f'<tr class="totals"><th>all tasks</th>{cells}</tr>')
+    return (
+        "<h2>Comparison</h2>"
+        '<p class="detail">Pass rate over repeats with its 95% Wilson interval; then mean cost, turns and '
+        "duration. Click a cell to list its jobs.</p>"
+        f'<table class="compare" id="comparison"><thead><tr><th>task</th>{head}</tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table>"
+    )
+
+
+def _cell(cell: Cell | None, task: str, variant: str, clickable: bool = True) -> str:
+    if cell is None:
+        return '<td class="none">—</td>'
+    kind = "cell " if clickable else ""
+    attrs = (
+        f'class="{kind}{rate_class(cell)}" data-task="{escape(task)}" data-variant="{escape(variant)}" '
+        f'data-passed="{cell.passed}" data-n="{cell.n}" data-pending="{cell.pending}"'
+    )
+    return (
+        f"<td {attrs}><div class=\"rate\">{fmt_passed(cell)} · {fmt_rate(cell)}</div>"
+        f'<div class="ci">{escape(fmt_ci(cell) and "95% CI " + fmt_ci(cell))}</div>'
+        f'<div class="detail">{escape(fmt_cell_detail(cell))}</div></td>'
+    )
+
+
+def _jobs(results: BatchResults) -> str:
+    statuses = ["passed", "failed", "error", "timeout", "budget", "skipped", "pending"]
+    present = [s for s in statuses if any(results.status_of(j.id) == s for j in results.jobs)]
+    buttons = "".join(f'<button data-status="{s}">{s}</button>' for s in present)
+    entries = "".join(_job(job, results.outcomes.get(job.id)) for job in results.ordered_jobs)
+    return (
+        '<h2 id="jobs">Jobs</h2><div class="controls">'
+        f'{buttons}<input id="search" type="search" placeholder="filter by text">'
+        '<button id="expand">expand / collapse</button><span id="filter-info" class="detail"></span></div>'
+        f"{entries}"
+    )
+
+
+def _job(job: JobSpec, outcome: JobOutcome | None) -> str:
+    status = outcome.status.value if outcome else "pending"
+    cost = fmt_cost(outcome.cost_usd) if outcome else ""
+    turns = f"{outcome.num_turns} turns" if outcome and outcome.num_turns is not None else ""
+    duration = format_duration(outcome.duration_s) if outcome and outcome.duration_s is not None else ""
+    reason = f'<span class="reason">{escape(outcome.reason)}</span>' if outcome and outcome.reason else ""
+    summary = (
+        f'<span class="id">{escape(job.id)}</span><span class="badge s-{status}">{status}</span>'
+        f"<span>{escape(cost)}</span><span>{escape(turns)}</span><span>{escape(duration)}</span>{reason}"
+    )
+    return (
+        f'<details class="job" id="job-{escape(job.id)}" data-status="{status}" '
+        f'data-task="{escape(job.task)}" data-variant="{escape(job.variant)}">'
+        f'<summary>{summary}</summary><div class="job-body">'
+        f"{_inputs(job, outcome)}{_steps(outcome)}{_check(job, outcome)}{_log(outcome)}</div></details>"
+    )
+
+
+def _inputs(job: JobSpec, outcome: JobOutcome | None) -> str:
+    rows = [
+        ("workflow", job.workflow or "starter flow"),
+        ("matrix", ", ".join(f"{k}={_short(v)}" for k, v in job.matrix.items())),
+        ("prompt", job.prompt),
+        ("model", outcome.gateway_mode if outcome else job.gateway.mode),
+        ("limits", f"timeout {format_duration(job.timeout_s)}, cpus {job.cpus or 'unlimited'}, "
+         f"memory {format_memory(job.memory_bytes)}, budget {fmt_cost(job.budget_usd) if job.budget_usd else 'none'}"),
+    ]
+    if outcome is not None:
+        verdict = "ok" if outcome.workflow_ok else "not ok" if outcome.workflow_ok is False else "unknown"
+        check = "not run" if outcome.check_exit is None else f"exit {outcome.check_exit}"
+        rows.append(("verdict", f"workflow {verdict}; check {check}"))
+    body = "".join(f"<tr><td>{escape(k)}</td><td>{escape(str(v))}</td></tr>" for k, v in rows)
+    return f'<table class="kv">{body}</table>'
+
+
+def _steps(outcome: JobOutcome | None) -> str:
+    if outcome is None or not outcome.steps:
+        return ""
+    rows = "".join(
+        f"<tr><td>{escape(s.name)}</td><td>{'ok' if s.ok else 'failed'}</td><td>{escape(fmt_cost(s.cost_usd))}</td>"
+        f"<td>{'' if s.num_turns is None else s.num_turns}</td><td>{escape(format_duration(s.duration_s))}</td>"
+        f"<td>{escape(s.verdict or '')}</td><td>{escape(s.error or '')}</td></tr>"
+        for s in outcome.steps
+    )
+    head = "<tr><th>step</th><th>ok</th><th>cost</th><th>turns</th><th>duration</th><th>verdict</th><th>error</th></tr>"
+    return f'<h4>Steps</h4><table class="steps">{head}{rows}</table>'
+
+
+def _check(job: JobSpec, outcome: JobOutcome | None) -> str:
+    if not job.check:
+        return ""
+    exit_code = "" if outcome is None or outcome.check_exit is None else f" → exit {outcome.check_exit}"
+    output = outcome.check_output if outcome and outcome.check_output else "(no output)"
+    return f"<h4>Check{escape(exit_code)}</h4><pre>$ {escape(job.check)}\n{escape(_ANSI.sub('', output))}</pre>"
+
+
+def _log(outcome: JobOutcome | None) -> str:
+    if outcome is None or not outcome.log_tail:
+        return ""
+    return f"<h4>Log (tail)</h4><pre>{escape(_ANSI.sub('', outcome.log_tail))}</pre>"
+
+
+def _short(value: object) -> str:
+    text = value.get("name", json.dumps(value)) if isinstance(value, dict) else str(value)
+    return str(text) if len(str(text)) <= 60 else str(text)[:57] + "..."

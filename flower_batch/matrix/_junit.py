@@ -1,0 +1,114 @@
+"""JUnit XML for CI: one <testsuite> per task, one <testcase> per job.
+
+failed / timeout / budget -> <failure type=STATUS message=REASON>
+error                     -> <error type="error" message=REASON>
+skipped, not run yet      -> <skipped message=...>
+The check's output (and the log tail) go to <system-out>. Element order and attributes
+stay inside the common Jenkins/Ant JUnit schema.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from ._outcome import JobOutcome, Status
+from ._results import BatchResults
+from ._spec import JobSpec
+
+# Characters XML 1.0 forbids (terminal escapes in logs would make the file unreadable).
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_FAILURES = (Status.FAILED, Status.TIMEOUT, Status.BUDGET)
+
+
+def junit_xml(results: BatchResults) -> str:
+    jobs_by_task: dict[str, list[JobSpec]] = {}
+    for job in results.ordered_jobs:
+        jobs_by_task.setdefault(job.task, []).append(job)
+    root = ET.Element("testsuites", name=f"flower-batch {results.batch}")
+    totals = {"tests": 0, "failures": 0, "errors": 0, "time": 0.0}
+    for task, jobs in jobs_by_task.items():
+        suite = _suite(results, task, jobs)
+        root.append(suite)
+        for key in ("tests", "failures", "errors"):
+            totals[key] += int(suite.get(key, "0"))
+        totals["time"] += float(suite.get("time", "0"))
+    for key, value in totals.items():
+        root.set(key, f"{value:.3f}" if key == "time" else str(value))
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def write_junit(results: BatchResults, path: Path) -> Path:
+    path.write_text(junit_xml(results), encoding="utf-8")
+    return path
+
+
+def _suite(results: BatchResults, task: str, jobs: list[JobSpec]) -> ET.Element:
+    outcomes = [results.outcomes.get(job.id) for job in jobs]
+    suite = ET.Element(
+        "testsuite",
+        name=task,
+        tests=str(len(jobs)),
+        failures=str(sum(1 for o in outcomes if o and o.status in _FAILURES)),
+        errors=str(sum(1 for o in outcomes if o and o.status is Status.ERROR)),
+        skipped=str(sum(1 for o in outcomes if o is None or o.status is Status.SKIPPED)),
+        time=f"{sum(o.duration_s or 0.0 for o in outcomes if o):.3f}",
+    )
+    properties = ET.SubElement(suite, "properties")
+    for name, value in (
+        ("batch", results.batch),
+        ("image_id", results.image_id or "unknown"),
+        ("gateway_mode", ",".join(results.gateway_modes)),
+        ("model", results.gateway_label),
+    ):
+        ET.SubElement(properties, "property", name=name, value=_clean(value))
+    for job, outcome in zip(jobs, outcomes, strict=True):
+        suite.append(_case(job, outcome))
+    return suite
+
+
+def _case(job: JobSpec, outcome: JobOutcome | None) -> ET.Element:
+    case = ET.Element("testcase", classname=job.task, name=job.id)
+    case.set("time", f"{(outcome.duration_s or 0.0) if outcome else 0.0:.3f}")
+    if outcome is None:
+        ET.SubElement(case, "skipped", message="not run yet (pending)")
+        return case
+    reason = outcome.reason or outcome.status.value
+    if outcome.status in _FAILURES:
+        element = ET.SubElement(case, "failure", message=_clean(reason), type=outcome.status.value)
+        element.text = _clean(_details(outcome))
+    elif outcome.status is Status.ERROR:
+        element = ET.SubElement(case, "error", message=_clean(reason), type="error")
+        element.text = _clean(_details(outcome))
+    elif outcome.status is Status.SKIPPED:
+        ET.SubElement(case, "skipped", message=_clean(reason))
+    out = _system_out(job, outcome)
+    if out:
+        ET.SubElement(case, "system-out").text = _clean(out)
+    return case
+
+
+def _details(outcome: JobOutcome) -> str:
+    lines = [f"status: {outcome.status.value}"]
+    if outcome.workflow_ok is not None:
+        lines.append(f"workflow ok: {outcome.workflow_ok}")
+    if outcome.check_exit is not None:
+        lines.append(f"check exit code: {outcome.check_exit}")
+    lines += [f"step {s.name}: {'ok' if s.ok else 'failed'}" + (f" ({s.error})" if s.error else "") for s in outcome.steps]
+    return "\n".join(lines)
+
+
+def _system_out(job: JobSpec, outcome: JobOutcome) -> str:
+    parts = [f"cost_usd: {outcome.cost_usd if outcome.cost_usd is not None else 'unknown'}; turns: {outcome.num_turns}; model: {outcome.gateway_mode}"]
+    if job.check:
+        parts.append(f"$ {job.check}\n{outcome.check_output or ''}".rstrip())
+    if outcome.log_tail:
+        parts.append(f"--- log tail ---\n{outcome.log_tail}")
+    return "\n\n".join(parts)
+
+
+def _clean(text: str) -> str:
+    return _NOT_XML.sub("\ufffd", _ANSI.sub("", text))

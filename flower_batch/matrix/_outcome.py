@@ -1,0 +1,156 @@
+"""What happened to a job: `Status`, `StepSummary`, `JobOutcome`, and the pass rule."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+
+class Status(StrEnum):
+    """Final status of a job.
+
+    passed   the workflow succeeded and the check (if any) exited 0
+    failed   a verdict: the workflow reported failure or the check exited non-zero
+    error    no verdict: the job could not run or crashed (container, image, orchestrator)
+    timeout  stopped at the job's timeout
+    budget   stopped by the job's or the batch's budget
+    skipped  not run (e.g. the batch budget was spent before it started)
+    """
+
+    PASSED = "passed"
+    FAILED = "failed"
+    ERROR = "error"
+    TIMEOUT = "timeout"
+    BUDGET = "budget"
+    SKIPPED = "skipped"
+
+
+def decide_status(
+    *,
+    workflow_ok: bool | None,
+    check_exit: int | None,
+    timed_out: bool = False,
+    over_budget: bool = False,
+    error: str | None = None,
+) -> tuple[Status, str | None]:
+    """The status and a one-line reason (None when passed). Pass = workflow ok and check exit 0."""
+    if error:
+        return Status.ERROR, error
+    if timed_out:
+        return Status.TIMEOUT, "stopped at the job's timeout"
+    if over_budget:
+        return Status.BUDGET, "stopped by the budget"
+    if workflow_ok is None:
+        return Status.ERROR, "the workflow ended without a result"
+    if not workflow_ok:
+        return Status.FAILED, "the workflow reported failure"
+    if check_exit is not None and check_exit != 0:
+        return Status.FAILED, f"check exited {check_exit}"
+    return Status.PASSED, None
+
+
+@dataclass(frozen=True)
+class StepSummary:
+    """One step attempt of the workflow (a manifest row, condensed)."""
+
+    name: str
+    ok: bool
+    cost_usd: float | None = None
+    num_turns: int | None = None
+    duration_s: float | None = None
+    error: str | None = None
+    verdict: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "ok": self.ok,
+            "cost_usd": self.cost_usd,
+            "num_turns": self.num_turns,
+            "duration_s": self.duration_s,
+            "error": self.error,
+            "verdict": self.verdict,
+        }
+
+    @classmethod
+    def from_dict(cls, row: Mapping[str, Any]) -> StepSummary:
+        """Accepts our own dicts and flower manifest rows (`step`, `ok`, `cost_usd`, ...)."""
+        return cls(
+            name=str(row.get("name") or row.get("step") or "?"),
+            ok=bool(row.get("ok")),
+            cost_usd=_float(row.get("cost_usd")),
+            num_turns=_int(row.get("num_turns")),
+            duration_s=_float(row.get("duration_s")),
+            error=row.get("error") or None,
+            verdict=row.get("verdict") or None,
+        )
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    """The result of one job, as the reports need it. `cost_usd` None = unknown."""
+
+    job_id: str
+    status: Status
+    workflow_ok: bool | None = None
+    check_exit: int | None = None
+    cost_usd: float | None = None
+    num_turns: int | None = None
+    duration_s: float | None = None
+    steps: tuple[StepSummary, ...] = ()
+    gateway_mode: str = "anthropic"
+    reason: str | None = None
+    check_output: str | None = None
+    log_tail: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.status is Status.PASSED
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "job_id": self.job_id,
+            "status": self.status.value,
+            "workflow_ok": self.workflow_ok,
+            "check_exit": self.check_exit,
+            "cost_usd": self.cost_usd,
+            "num_turns": self.num_turns,
+            "duration_s": self.duration_s,
+            "steps": [s.to_dict() for s in self.steps],
+            "gateway_mode": self.gateway_mode,
+            "reason": self.reason,
+            "check_output": self.check_output,
+            "log_tail": self.log_tail,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> JobOutcome:
+        return cls(
+            job_id=data["job_id"],
+            status=Status(data["status"]),
+            workflow_ok=data.get("workflow_ok"),
+            check_exit=_int(data.get("check_exit")),
+            cost_usd=_float(data.get("cost_usd")),
+            num_turns=_int(data.get("num_turns")),
+            duration_s=_float(data.get("duration_s")),
+            steps=tuple(StepSummary.from_dict(s) for s in data.get("steps") or ()),
+            gateway_mode=data.get("gateway_mode") or "anthropic",
+            reason=data.get("reason"),
+            check_output=data.get("check_output"),
+            log_tail=data.get("log_tail"),
+        )
+
+
+def steps_from_manifest(rows: Sequence[Mapping[str, Any]]) -> tuple[StepSummary, ...]:
+    """Condense flower manifest.json rows into step summaries, in file order."""
+    return tuple(StepSummary.from_dict(row) for row in rows)
+
+
+def _float(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _int(value: Any) -> int | None:
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) else None

@@ -1,0 +1,246 @@
+"""record.json: the durable record of one job in a batch folder.
+
+Layout: `<batch_dir>/<job_id>/record.json`. The runner writes it when the job is queued
+or started (status "queued"/"running") and again when it ends; every write is atomic
+(temp file + fsync + rename), so a crash leaves the previous complete record, never a
+truncated one. Secrets never appear: the spec lists secret NAMES only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from ._outcome import JobOutcome, Status, StepSummary
+from ._spec import JobSpec
+
+RECORD_FORMAT = "flower-batch/job-record@1"
+RECORD_NAME = "record.json"
+# Statuses a record can hold: the final ones plus the two in-flight ones.
+IN_FLIGHT = ("queued", "running")
+RECORD_STATUSES = (*IN_FLIGHT, *(s.value for s in Status))
+CHECK_OUTPUT_LIMIT = 8000
+
+
+class RecordError(ValueError):
+    """A record.json that is missing a field, has a wrong type, or is not JSON."""
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """Fields of record.json (see docs/jobs-toml.md, "Job records")."""
+
+    job_id: str
+    batch: str
+    inputs_hash: str
+    image_id: str
+    status: str
+    spec: dict[str, Any] = field(default_factory=dict)
+    gateway_mode: str = "anthropic"
+    attempt: int = 1
+    reason: str | None = None
+    exit_code: int | None = None
+    workflow_ok: bool | None = None
+    check_exit: int | None = None
+    check_output: str | None = None
+    cost_usd: float | None = None
+    num_turns: int | None = None
+    steps: tuple[StepSummary, ...] = ()
+    queued_at: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    duration_s: float | None = None
+    container: str | None = None
+    versions: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def finished(self) -> bool:
+        return self.status not in IN_FLIGHT
+
+    def with_outcome(self, outcome: JobOutcome, **timings: Any) -> JobRecord:
+        """This record, finished with `outcome` (timings: finished_at=..., exit_code=...)."""
+        check_output = outcome.check_output[-CHECK_OUTPUT_LIMIT:] if outcome.check_output else None
+        return replace(
+            self,
+            status=outcome.status.value,
+            reason=outcome.reason,
+            workflow_ok=outcome.workflow_ok,
+            check_exit=outcome.check_exit,
+            check_output=check_output,
+            cost_usd=outcome.cost_usd,
+            num_turns=outcome.num_turns,
+            steps=outcome.steps,
+            duration_s=outcome.duration_s,
+            gateway_mode=outcome.gateway_mode,
+            **timings,
+        )
+
+    def outcome(self, log_tail: str | None = None) -> JobOutcome | None:
+        """The job's outcome for reports; None while it is queued or running."""
+        if not self.finished:
+            return None
+        return JobOutcome(
+            job_id=self.job_id,
+            status=Status(self.status),
+            workflow_ok=self.workflow_ok,
+            check_exit=self.check_exit,
+            cost_usd=self.cost_usd,
+            num_turns=self.num_turns,
+            duration_s=self.duration_s,
+            steps=self.steps,
+            gateway_mode=self.gateway_mode,
+            reason=self.reason,
+            check_output=self.check_output,
+            log_tail=log_tail,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": RECORD_FORMAT,
+            "job_id": self.job_id,
+            "batch": self.batch,
+            "status": self.status,
+            "reason": self.reason,
+            "inputs_hash": self.inputs_hash,
+            "image_id": self.image_id,
+            "gateway_mode": self.gateway_mode,
+            "attempt": self.attempt,
+            "exit_code": self.exit_code,
+            "workflow_ok": self.workflow_ok,
+            "check_exit": self.check_exit,
+            "check_output": self.check_output,
+            "cost_usd": self.cost_usd,
+            "num_turns": self.num_turns,
+            "steps": [s.to_dict() for s in self.steps],
+            "queued_at": self.queued_at,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "duration_s": self.duration_s,
+            "container": self.container,
+            "versions": self.versions,
+            "spec": self.spec,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> JobRecord:
+        """Raises RecordError on a missing required field or an unknown status."""
+        if not isinstance(data, Mapping):
+            raise RecordError("not a JSON object")
+        for key in ("job_id", "batch", "inputs_hash", "image_id", "status"):
+            if not isinstance(data.get(key), str):
+                raise RecordError(f"missing or non-text field `{key}`")
+        if data["status"] not in RECORD_STATUSES:
+            raise RecordError(f"unknown status {data['status']!r}")
+        try:
+            return cls(
+                job_id=data["job_id"],
+                batch=data["batch"],
+                inputs_hash=data["inputs_hash"],
+                image_id=data["image_id"],
+                status=data["status"],
+                spec=dict(data.get("spec") or {}),
+                gateway_mode=data.get("gateway_mode") or "anthropic",
+                attempt=int(data.get("attempt") or 1),
+                reason=data.get("reason"),
+                exit_code=data.get("exit_code"),
+                workflow_ok=data.get("workflow_ok"),
+                check_exit=data.get("check_exit"),
+                check_output=data.get("check_output"),
+                cost_usd=data.get("cost_usd"),
+                num_turns=data.get("num_turns"),
+                steps=tuple(StepSummary.from_dict(s) for s in data.get("steps") or ()),
+                queued_at=data.get("queued_at"),
+                started_at=data.get("started_at"),
+                finished_at=data.get("finished_at"),
+                duration_s=data.get("duration_s"),
+                container=data.get("container"),
+                versions=dict(data.get("versions") or {}),
+            )
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise RecordError(f"malformed field: {exc}") from exc
+
+
+def record_path(batch_dir: Path, job_id: str) -> Path:
+    return Path(batch_dir) / job_id / RECORD_NAME
+
+
+def write_record(path: Path, record: JobRecord) -> None:
+    """Atomically replace `path` with `record` (temp file in the same folder, fsync, rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = json.dumps(record.to_dict(), indent=2, ensure_ascii=False) + "\n"
+    fd, temp = tempfile.mkstemp(prefix=".record-", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(payload)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some filesystems refuse directory fsync; the rename is still atomic
+    finally:
+        os.close(fd)
+
+
+def read_record(path: Path) -> JobRecord:
+    """Raises FileNotFoundError if absent, RecordError if unreadable or malformed."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise RecordError(f"{path}: {exc}") from exc
+    try:
+        return JobRecord.from_dict(data)
+    except RecordError as exc:
+        raise RecordError(f"{path}: {exc}") from exc
+
+
+def load_records(batch_dir: Path, job_ids: Iterable[str] | None = None) -> dict[str, JobRecord | RecordError]:
+    """Records found in a batch folder, by job id; unreadable ones as their RecordError.
+
+    With `job_ids`, only those are looked up; otherwise every `<dir>/record.json`.
+    """
+    batch_dir = Path(batch_dir)
+    if job_ids is None:
+        job_ids = sorted(p.parent.name for p in batch_dir.glob(f"*/{RECORD_NAME}"))
+    found: dict[str, JobRecord | RecordError] = {}
+    for job_id in job_ids:
+        try:
+            found[job_id] = read_record(record_path(batch_dir, job_id))
+        except FileNotFoundError:
+            continue
+        except RecordError as exc:
+            found[job_id] = exc
+    return found
+
+
+def new_record(job: JobSpec, *, batch: str, image_id: str, status: str = "queued", **fields: Any) -> JobRecord:
+    """A record for `job` before it runs; `fields` sets any other JobRecord field."""
+    return JobRecord(
+        job_id=job.id,
+        batch=batch,
+        inputs_hash=job.inputs_hash(image_id),
+        image_id=image_id,
+        status=status,
+        spec=job.to_dict(),
+        gateway_mode=job.gateway.mode,
+        **fields,
+    )

@@ -1,0 +1,27 @@
+"""Write every machine-readable output of a batch at once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import NamedTuple
+
+from ._html import write_html
+from ._junit import write_junit
+from ._results import BatchResults, write_results_json
+
+
+class ReportPaths(NamedTuple):
+    results_json: Path
+    junit_xml: Path
+    html: Path
+
+
+def write_reports(results: BatchResults, out_dir: Path) -> ReportPaths:
+    """results.json, junit.xml and report.html in `out_dir` (created if needed)."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    return ReportPaths(
+        write_results_json(results, out_dir / "results.json"),
+        write_junit(results, out_dir / "junit.xml"),
+        write_html(results, out_dir / "report.html"),
+    )

@@ -1,0 +1,164 @@
+"""`BatchResults`: the jobs of a batch with their outcomes, and results.json.
+
+Every renderer (terminal table, results.json, JUnit XML, HTML) reads the same
+`BatchResults` and its single `Comparison`, so they cannot disagree.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from ._outcome import JobOutcome
+from ._record import JobRecord
+from ._spec import JobSpec, gateway_label
+from ._stats import Cell, Comparison, compare
+from ._units import format_duration
+
+RESULTS_FORMAT = "flower-batch/results@1"
+
+
+@dataclass
+class BatchResults:
+    batch: str
+    jobs: Sequence[JobSpec]
+    outcomes: Mapping[str, JobOutcome]
+    image_id: str | None = None
+    generated_at: str | None = None
+    descriptions: Mapping[str, str] = field(default_factory=dict)
+
+    @cached_property
+    def comparison(self) -> Comparison:
+        return compare(self.jobs, self.outcomes)
+
+    @cached_property
+    def ordered_jobs(self) -> list[JobSpec]:
+        """Jobs in table order: task, then variant, then repeat."""
+        c = self.comparison
+        return sorted(self.jobs, key=lambda j: (c.tasks.index(j.task), c.variants.index(j.variant), j.repeat, j.id))
+
+    @property
+    def gateway_modes(self) -> tuple[str, ...]:
+        """Modes that produced the outcomes (the configured ones while nothing ran yet)."""
+        modes = [o.gateway_mode for o in self.outcomes.values()] or [j.gateway.mode for j in self.jobs]
+        return tuple(dict.fromkeys(modes))
+
+    @property
+    def gateway_label(self) -> str:
+        return " + ".join(gateway_label(m) for m in self.gateway_modes) or "no model"
+
+    def status_of(self, job_id: str) -> str:
+        outcome = self.outcomes.get(job_id)
+        return outcome.status.value if outcome else "pending"
+
+    def to_document(self) -> dict[str, Any]:
+        """The content of results.json."""
+        c = self.comparison
+        return {
+            "format": RESULTS_FORMAT,
+            "batch": self.batch,
+            "image_id": self.image_id,
+            "generated_at": self.generated_at,
+            "gateway": {"modes": list(self.gateway_modes), "label": self.gateway_label},
+            "tasks": list(c.tasks),
+            "variants": list(c.variants),
+            "summary": c.overall.to_dict(),
+            "cells": [{"task": t, "variant": v, **cell.to_dict()} for (t, v), cell in c.cells.items()],
+            "variant_totals": [{"variant": v, **cell.to_dict()} for v, cell in c.variant_totals.items()],
+            "jobs": [self._job_entry(job) for job in self.ordered_jobs],
+        }
+
+    def _job_entry(self, job: JobSpec) -> dict[str, Any]:
+        outcome = self.outcomes.get(job.id)
+        return {
+            "id": job.id,
+            "task": job.task,
+            "variant": job.variant,
+            "repeat": job.repeat,
+            "matrix": job.matrix,
+            "status": self.status_of(job.id),
+            "outcome": outcome.to_dict() if outcome else None,
+            "inputs": job.to_dict(),
+        }
+
+
+def results_from_records(
+    records: Mapping[str, JobRecord],
+    *,
+    batch: str,
+    image_id: str | None = None,
+    jobs: Sequence[JobSpec] | None = None,
+    log_tails: Mapping[str, str] | None = None,
+    generated_at: str | None = None,
+) -> BatchResults:
+    """Results rebuilt from a batch folder's records (for `flower-batch report <batch>`).
+
+    With `jobs` (the current jobs file) the table follows its order and lists jobs not run
+    yet as pending; without it, the jobs come from the specs stored in the records.
+    """
+    tails = log_tails or {}
+    if jobs is None:
+        jobs = [JobSpec.from_dict(r.spec) for r in records.values() if r.spec]
+    outcomes = {}
+    for job in jobs:
+        record = records.get(job.id)
+        outcome = record.outcome(tails.get(job.id)) if record is not None else None
+        if outcome is not None:
+            outcomes[job.id] = outcome
+    if image_id is None:
+        image_id = next((r.image_id for r in records.values()), None)
+    return BatchResults(batch=batch, jobs=list(jobs), outcomes=outcomes, image_id=image_id, generated_at=generated_at)
+
+
+def write_results_json(results: BatchResults, path: Path) -> Path:
+    path.write_text(json.dumps(results.to_document(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return path
+
+
+# --- shared formatting (the table and the HTML show the same strings) ---------------------
+
+
+def fmt_passed(cell: Cell) -> str:
+    return f"{cell.passed}/{cell.n}" if cell.n else "-"
+
+
+def fmt_rate(cell: Cell) -> str:
+    return f"{cell.pass_rate:.0%}" if cell.pass_rate is not None else "n/a"
+
+
+def fmt_ci(cell: Cell) -> str:
+    return f"{cell.ci95[0]:.0%}-{cell.ci95[1]:.0%}" if cell.ci95 else ""
+
+
+def fmt_cost(value: float | None) -> str:
+    if value is None:
+        return "cost ?"
+    return f"${value:.4f}" if value < 1 else f"${value:.2f}"
+
+
+def fmt_turns(value: float | None) -> str:
+    return "? turns" if value is None else f"{value:.1f} turns"
+
+
+def fmt_cell_detail(cell: Cell) -> str:
+    """One line under the pass rate: cost, turns, duration (and what is missing)."""
+    cost = fmt_cost(cell.mean_cost_usd)
+    if cell.n and 0 < cell.cost_known < cell.n:
+        cost += f" ({cell.cost_known}/{cell.n} known)"
+    parts = [cost, fmt_turns(cell.mean_turns), format_duration(cell.mean_duration_s)]
+    if cell.pending:
+        parts.append(f"{cell.pending} pending")
+    return " · ".join(parts)
+
+
+def rate_class(cell: Cell | None) -> str:
+    """Colour band of a pass rate: good >= 80%, mid >= 50%, bad below, none without data."""
+    if cell is None or cell.pass_rate is None:
+        return "none"
+    if cell.pass_rate >= 0.8:
+        return "good"
+    return "mid" if cell.pass_rate >= 0.5 else "bad"

@@ -1,0 +1,55 @@
+"""The comparison as a rich Table for the terminal (rows = tasks, columns = variants)."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+
+from ._results import BatchResults, fmt_cell_detail, fmt_ci, fmt_passed, fmt_rate, rate_class
+from ._stats import Cell
+
+_STYLES = {"good": "bold green", "mid": "bold yellow", "bad": "bold red", "none": "dim"}
+
+
+def comparison_table(results: BatchResults) -> Table:
+    """Each cell: passed/n, pass rate, 95% interval; then mean cost, turns, duration."""
+    c = results.comparison
+    table = Table(
+        title=f"{results.batch} · model: {results.gateway_label}",
+        caption="pass rate over repeats [95% Wilson interval] · mean cost · mean turns · mean duration",
+        show_lines=True,
+    )
+    table.add_column("task", style="bold")
+    for variant in c.variants:
+        table.add_column(variant)
+    for task in c.tasks:
+        table.add_row(task, *(_cell_text(c.cell(task, v)) for v in c.variants))
+    if len(c.tasks) > 1:
+        table.add_row(Text("all tasks", style="italic"), *(_cell_text(c.variant_totals[v]) for v in c.variants))
+    return table
+
+
+def summary_line(results: BatchResults) -> str:
+    """e.g. `6/8 passed (75%) · $0.0120 · model: scripted model`."""
+    overall = results.comparison.overall
+    text = f"{fmt_passed(overall)} passed ({fmt_rate(overall)}) · total {_total_cost(overall)} · model: {results.gateway_label}"
+    return text + (f" · {overall.pending} pending" if overall.pending else "")
+
+
+def _total_cost(cell: Cell) -> str:
+    if cell.total_cost_usd is None:
+        return "cost unknown"
+    known = f" ({cell.cost_known}/{cell.n} known)" if cell.cost_known < cell.n else ""
+    return f"${cell.total_cost_usd:.4f}{known}"
+
+
+def _cell_text(cell: Cell | None) -> Text:
+    if cell is None:
+        return Text("—", style="dim")
+    text = Text()
+    text.append(fmt_passed(cell), style=_STYLES[rate_class(cell)])
+    text.append(f"  {fmt_rate(cell)}", style=_STYLES[rate_class(cell)])
+    if cell.ci95:
+        text.append(f" [{fmt_ci(cell)}]", style="dim")
+    text.append("\n" + fmt_cell_detail(cell), style="dim")
+    return text
