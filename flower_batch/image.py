@@ -199,7 +199,9 @@ def build_image(
 
 
 # -- base ------------------------------------------------------------------------------------
-def make_base_image(images: DockerImages, script: Path, cache: Path, log: Log, suite: str = "bookworm") -> str:
+def make_base_image(
+    images: DockerImages, script: Path, cache: Path, log: Log, suite: str = "bookworm"
+) -> str:
     """debootstrap a minimal Debian into the cache, `docker import` it as BASE_TAG, drop the rootfs."""
     rootfs = cache / f"rootfs-{suite}"
     if rootfs.exists():
@@ -222,7 +224,9 @@ def export_requirements(project_root: Path) -> str:
         what="uv export of uv.lock",
     )
     if "claude-agent-sdk==" not in out:
-        raise ImageBuildError("uv export produced no claude-agent-sdk pin — is uv.lock the project's lock file?")
+        raise ImageBuildError(
+            "uv export produced no claude-agent-sdk pin — is uv.lock the project's lock file?"
+        )
     return out
 
 
@@ -242,9 +246,24 @@ def prepare_wheelhouse(requirements: str, wheel_dir: Path, log: Log) -> list[Pat
     platform_args = [arg for p in _PLATFORMS for arg in ("--platform", p)]
     log(f"  downloading wheels for cp{TARGET_PYTHON.replace('.', '')} manylinux x86_64 (hash-checked)")
     _run_logged(
-        [*_pip(), "download", "--quiet", "--require-hashes", "--only-binary=:all:", *platform_args,
-         "--python-version", TARGET_PYTHON, "--implementation", "cp",
-         "--abi", "cp" + TARGET_PYTHON.replace(".", ""), "-r", str(req_file), "-d", str(tmp)],
+        [
+            *_pip(),
+            "download",
+            "--quiet",
+            "--require-hashes",
+            "--only-binary=:all:",
+            *platform_args,
+            "--python-version",
+            TARGET_PYTHON,
+            "--implementation",
+            "cp",
+            "--abi",
+            "cp" + TARGET_PYTHON.replace(".", ""),
+            "-r",
+            str(req_file),
+            "-d",
+            str(tmp),
+        ],
         log,
         what="pip download of the locked wheels",
     )
@@ -268,8 +287,11 @@ def build_project_wheel(project_root: Path, out_dir: Path, log: Log) -> Path:
         return existing[0]
     shutil.rmtree(out_dir, ignore_errors=True)
     out_dir.mkdir(parents=True)
-    _run([_uv(), "build", "--wheel", "--quiet", "--out-dir", str(out_dir)], cwd=project_root,
-         what="uv build of the project wheel")
+    _run(
+        [_uv(), "build", "--wheel", "--quiet", "--out-dir", str(out_dir)],
+        cwd=project_root,
+        what="uv build of the project wheel",
+    )
     built = sorted(out_dir.glob("*.whl"))
     if len(built) != 1:
         raise ImageBuildError(f"uv build left {len(built)} wheels in {out_dir}, expected one")
@@ -290,7 +312,9 @@ def bundled_cli_version(wheels: Iterable[Path]) -> str:
             m = re.search(r"__cli_version__\s*=\s*['\"]([^'\"]+)['\"]", text)
             if m:
                 return m.group(1)
-    raise ImageBuildError("cannot find the bundled CLI version in the claude-agent-sdk wheel of the wheelhouse")
+    raise ImageBuildError(
+        "cannot find the bundled CLI version in the claude-agent-sdk wheel of the wheelhouse"
+    )
 
 
 # -- helpers ---------------------------------------------------------------------------------
@@ -303,8 +327,15 @@ def _source_fingerprint(root: Path) -> Iterable[bytes]:
             yield str(path.relative_to(root)).encode() + b"\0" + _sha256(path.read_bytes()).encode()
 
 
-def _build_key(base_id: str, dockerfile: bytes, requirements: str, wheels: list[Path], project_wheel: Path,
-               versions: dict[str, str], network: bool) -> str:
+def _build_key(
+    base_id: str,
+    dockerfile: bytes,
+    requirements: str,
+    wheels: list[Path],
+    project_wheel: Path,
+    versions: dict[str, str],
+    network: bool,
+) -> str:
     h = hashlib.sha256()
     for part in (base_id, _sha256(dockerfile), requirements, repr(sorted(versions.items())), str(network)):
         h.update(part.encode() + b"\0")
@@ -314,8 +345,9 @@ def _build_key(base_id: str, dockerfile: bytes, requirements: str, wheels: list[
     return h.hexdigest()[:32]
 
 
-def _assemble_context(ctx: Path, dockerfile: Path, wheels: list[Path], requirements: str,
-                      project_wheel: Path) -> Path:
+def _assemble_context(
+    ctx: Path, dockerfile: Path, wheels: list[Path], requirements: str, project_wheel: Path
+) -> Path:
     """The build context: Dockerfile + hard links to the cached wheels (nothing else is sent)."""
     shutil.rmtree(ctx, ignore_errors=True)
     (ctx / "wheels").mkdir(parents=True)
@@ -348,7 +380,9 @@ def _sha256(data: bytes) -> str:
 def _uv() -> str:
     uv = shutil.which("uv")
     if not uv:
-        raise ImageBuildError("`uv` is needed to export the lock file and build the wheel — install it (pip install uv)")
+        raise ImageBuildError(
+            "`uv` is needed to export the lock file and build the wheel — install it (pip install uv)"
+        )
     return uv
 
 

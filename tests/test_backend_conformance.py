@@ -33,7 +33,14 @@ from flower_batch.errors import (
 
 TESTBOX = "flower-batch-testbox:1"
 # Host binaries copied (with their libraries) into a tiny image: imports in a second, works offline.
-TESTBOX_BINARIES = ["/bin/sh", "/usr/bin/sleep", "/usr/bin/cat", "/usr/bin/id", "/usr/bin/touch", "/usr/bin/getent"]
+TESTBOX_BINARIES = [
+    "/bin/sh",
+    "/usr/bin/sleep",
+    "/usr/bin/cat",
+    "/usr/bin/id",
+    "/usr/bin/touch",
+    "/usr/bin/getent",
+]
 
 pytestmark = pytest.mark.anyio
 
@@ -59,8 +66,12 @@ def ensure_testbox() -> str:
 
 def _copy_with_libs(binary: Path, root: Path) -> None:
     real = binary.resolve()
-    libs = [line.split("=>")[-1].split("(")[0].strip() for line in
-            subprocess.run(["ldd", str(real)], capture_output=True, text=True, check=True).stdout.splitlines()]
+    libs = [
+        line.split("=>")[-1].split("(")[0].strip()
+        for line in subprocess.run(
+            ["ldd", str(real)], capture_output=True, text=True, check=True
+        ).stdout.splitlines()
+    ]
     for src in [str(real), *[lib for lib in libs if lib.startswith("/")]]:
         dest = root / src.lstrip("/")
         dest.parent.mkdir(parents=True, exist_ok=True)
@@ -178,8 +189,10 @@ async def test_env_mounts_and_working_dir(rig: Rig, shared_dir: Path) -> None:
         p.write_text("/data/pwd.txt", (p.spec.working_dir or "/") + "\n")
         return 0
 
-    sh = ('echo "$GREETING" > env.txt; cat /ro/in.txt > /data/copy.txt; '
-          '(touch /ro/x 2>/dev/null && echo writable || echo readonly) > /data/ro.txt; pwd > /data/pwd.txt')
+    sh = (
+        'echo "$GREETING" > env.txt; cat /ro/in.txt > /data/copy.txt; '
+        "(touch /ro/x 2>/dev/null && echo writable || echo readonly) > /data/ro.txt; pwd > /data/pwd.txt"
+    )
     spec = rig.spec(
         rig.command(sh, fake),
         env={"GREETING": "hi there"},
@@ -203,8 +216,11 @@ async def test_user_uid_gid_applied(rig: Rig, shared_dir: Path) -> None:
         p.write_text("/data/id.txt", f"{p.spec.user}\n")
         return 0
 
-    spec = rig.spec(rig.command('echo "$(id -u):$(id -g)" > /data/id.txt', fake),
-                    user="1234:2345", mounts=[Mount(str(shared_dir), "/data")])
+    spec = rig.spec(
+        rig.command('echo "$(id -u):$(id -g)" > /data/id.txt', fake),
+        user="1234:2345",
+        mounts=[Mount(str(shared_dir), "/data")],
+    )
     _, code = await rig.run(spec)
     assert code == 0
     assert (shared_dir / "id.txt").read_text() == "1234:2345\n"
@@ -238,8 +254,7 @@ async def test_sigterm_reaches_the_process(rig: Rig, shared_dir: Path) -> None:
         p.write_text("/data/sig.txt", "term\n")
         return 7
 
-    sh = ("trap 'echo term > /data/sig.txt; exit 7' TERM; touch /data/ready; "
-          "while true; do sleep 0.05; done")
+    sh = "trap 'echo term > /data/sig.txt; exit 7' TERM; touch /data/ready; while true; do sleep 0.05; done"
     cid = await rig.backend.create(rig.spec(rig.command(sh, fake), mounts=[Mount(str(shared_dir), "/data")]))
     await rig.backend.start(cid)
     await wait_for_file(shared_dir / "ready")
@@ -305,7 +320,9 @@ async def test_follow_logs_until_exit(rig: Rig) -> None:
             await anyio.sleep(0.1)
         return 0
 
-    cid = await rig.backend.create(rig.spec(rig.command("for i in 1 2 3; do echo line$i; sleep 0.1; done", fake)))
+    cid = await rig.backend.create(
+        rig.spec(rig.command("for i in 1 2 3; do echo line$i; sleep 0.1; done", fake))
+    )
     await rig.backend.start(cid)
     with anyio.fail_after(15):
         lines = [line async for line in rig.backend.logs(cid, follow=True)]
@@ -317,7 +334,9 @@ async def test_remove(rig: Rig) -> None:
         await anyio.sleep(60)
         return 0
 
-    cid = await rig.backend.create(rig.spec(rig.command("exec sleep 60", fake), name=f"conf-{uuid.uuid4().hex[:8]}"))
+    cid = await rig.backend.create(
+        rig.spec(rig.command("exec sleep 60", fake), name=f"conf-{uuid.uuid4().hex[:8]}")
+    )
     await rig.backend.start(cid)
     await rig.backend.remove(cid, force=True)  # a running one, killed first
     assert await rig.backend.list_by_label(rig.labels) == []
@@ -356,7 +375,9 @@ async def test_networks_by_label(rig: Rig) -> None:
 async def test_volumes_by_label_and_mounted(rig: Rig) -> None:
     name = f"conf-vol-{uuid.uuid4().hex[:8]}"
     assert await rig.backend.create_volume(name, rig.labels) == name
-    assert [(v.name, v.labels) for v in await rig.backend.list_volumes_by_label(rig.labels)] == [(name, rig.labels)]
+    assert [(v.name, v.labels) for v in await rig.backend.list_volumes_by_label(rig.labels)] == [
+        (name, rig.labels)
+    ]
 
     async def write(p: FakeProcess) -> int:
         p.write_text("/vol/note", "kept\n")

@@ -104,7 +104,9 @@ def translate(exc: BaseException, kind: Kind, ref: str, *, address: str | None =
     text = _chain_text(exc)
     if is_out_of_disk(text):
         return OutOfDisk(OUT_OF_DISK_HINT)
-    if isinstance(exc, docker.errors.ImageNotFound) or (kind == "image" and isinstance(exc, docker.errors.NotFound)):
+    if isinstance(exc, docker.errors.ImageNotFound) or (
+        kind == "image" and isinstance(exc, docker.errors.NotFound)
+    ):
         return ImageMissing(
             f"image {ref} is not in the local Docker engine — build it with `flower-batch image build` "
             "(flower-batch never pulls images)"
@@ -118,11 +120,13 @@ def translate(exc: BaseException, kind: Kind, ref: str, *, address: str | None =
         if exc.status_code == 409 and "not running" in explanation:
             return ContainerNotRunning(f"container {ref} is not running")
         if exc.status_code == 409 and ("already in use" in explanation or "already exists" in explanation):
-            return NameConflict(f"{kind} name {ref} is already in use — pick another name or remove the old {kind}")
+            return NameConflict(
+                f"{kind} name {ref} is already in use — pick another name or remove the old {kind}"
+            )
         return BackendError(f"Docker refused to {_verb(kind)} {ref}: {explanation}")
-    if isinstance(exc, requests.exceptions.ConnectionError | FileNotFoundError | ConnectionError | PermissionError) or (
-        isinstance(exc, docker.errors.DockerException) and "fetching server API version" in str(exc)
-    ):
+    if isinstance(
+        exc, requests.exceptions.ConnectionError | FileNotFoundError | ConnectionError | PermissionError
+    ) or (isinstance(exc, docker.errors.DockerException) and "fetching server API version" in str(exc)):
         return _unreachable(address or daemon_address(), text)
     if isinstance(exc, docker.errors.DockerException):
         return BackendError(f"Docker error on {kind} {ref}: {exc}")

@@ -15,7 +15,8 @@ import abc
 import re
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from types import TracebackType
+from typing import Literal, Self
 
 LabelFilter = Mapping[str, str | None]
 """Labels to match: `{"k": "v"}` requires k=v, `{"k": None}` only requires k to be present."""
@@ -131,7 +132,9 @@ class Backend(abc.ABC):
         """Create a bridge network; `internal` gives it no route outside the host. Returns its id."""
 
     @abc.abstractmethod
-    async def connect_network(self, network: str, container_id: str, aliases: list[str] | None = None) -> None:
+    async def connect_network(
+        self, network: str, container_id: str, aliases: list[str] | None = None
+    ) -> None:
         """Attach an existing container to a further network (e.g. a gateway on two networks)."""
 
     @abc.abstractmethod
@@ -156,8 +159,19 @@ class Backend(abc.ABC):
     async def image_info(self, ref: str) -> ImageInfo:
         """Look up an image by id or tag (never pulls); ImageMissing if absent."""
 
-    async def aclose(self) -> None:
+    async def aclose(self) -> None:  # noqa: B027 - optional hook, most backends hold nothing
         """Release connections. Containers are left as they are."""
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
 
 
 def labels_match(have: Mapping[str, str], want: LabelFilter) -> bool:

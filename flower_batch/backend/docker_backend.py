@@ -60,7 +60,8 @@ class DockerBackend(Backend):
     async def create(self, spec: ContainerSpec) -> str:
         def create(api: docker.APIClient) -> str:
             mounts = [
-                docker.types.Mount(m.target, m.source, type=m.kind, read_only=m.read_only) for m in spec.mounts
+                docker.types.Mount(m.target, m.source, type=m.kind, read_only=m.read_only)
+                for m in spec.mounts
             ]
             host_config = api.create_host_config(
                 mounts=mounts,
@@ -93,7 +94,9 @@ class DockerBackend(Backend):
             except docker.errors.ImageNotFound as exc:
                 raise translate(exc, "image", spec.image) from None
             except Exception as exc:
-                raise translate(exc, "container", spec.name or spec.image, address=self._conn.address) from None
+                raise translate(
+                    exc, "container", spec.name or spec.image, address=self._conn.address
+                ) from None
 
         return await anyio.to_thread.run_sync(create_mapped)
 
@@ -108,7 +111,9 @@ class DockerBackend(Backend):
                 result = api.wait(container_id, timeout=timeout)
             except Exception as exc:
                 if timeout is not None and is_read_timeout(exc):
-                    raise TimeoutError(f"container {container_id[:12]} still running after {timeout:g}s") from None
+                    raise TimeoutError(
+                        f"container {container_id[:12]} still running after {timeout:g}s"
+                    ) from None
                 raise translate(exc, "container", container_id, address=self._conn.address) from None
             return int(result["StatusCode"])
 
@@ -121,9 +126,7 @@ class DockerBackend(Backend):
     async def stop(self, container_id: str, grace_s: float = 10.0) -> None:
         # Docker's stop takes whole seconds; round up so the process gets at least its grace.
         grace = max(0, int(-(-grace_s // 1)))
-        await self._call(
-            "container", container_id, lambda api: api.stop(container_id, timeout=grace)
-        )
+        await self._call("container", container_id, lambda api: api.stop(container_id, timeout=grace))
 
     async def logs(self, container_id: str, follow: bool = False) -> AsyncIterator[str]:
         if not follow:
@@ -152,7 +155,9 @@ class DockerBackend(Backend):
 
         try:
             while True:
-                chunk = await anyio.to_thread.run_sync(next_chunk, limiter=self._waits, abandon_on_cancel=True)
+                chunk = await anyio.to_thread.run_sync(
+                    next_chunk, limiter=self._waits, abandon_on_cancel=True
+                )
                 if chunk is done:
                     break
                 pending += chunk
@@ -212,7 +217,9 @@ class DockerBackend(Backend):
         )
         return created["Id"]
 
-    async def connect_network(self, network: str, container_id: str, aliases: list[str] | None = None) -> None:
+    async def connect_network(
+        self, network: str, container_id: str, aliases: list[str] | None = None
+    ) -> None:
         await self._call(
             "network",
             network,
@@ -238,7 +245,9 @@ class DockerBackend(Backend):
 
     async def list_volumes_by_label(self, labels: LabelFilter) -> list[VolumeInfo]:
         found = await self._call("volume", "list", lambda api: api.volumes(filters=_label_filters(labels)))
-        return [VolumeInfo(name=v["Name"], labels=dict(v.get("Labels") or {})) for v in found.get("Volumes") or []]
+        return [
+            VolumeInfo(name=v["Name"], labels=dict(v.get("Labels") or {})) for v in found.get("Volumes") or []
+        ]
 
     # -- images -----------------------------------------------------------------------------
     async def image_info(self, ref: str) -> ImageInfo:

@@ -119,7 +119,9 @@ class DockerImages:
                     if is_out_of_disk(detail):
                         raise OutOfDisk(OUT_OF_DISK_HINT)
                     context_lines = " | ".join(last[-3:])
-                    raise ImageBuildError(f"image build failed: {detail.strip()} (last output: {context_lines})")
+                    raise ImageBuildError(
+                        f"image build failed: {detail.strip()} (last output: {context_lines})"
+                    )
                 if "aux" in event and "ID" in event["aux"]:
                     image_id = event["aux"]["ID"]
                 text = event.get("stream")

@@ -21,6 +21,7 @@ import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from types import TracebackType
 
 import anyio
 import anyio.abc
@@ -186,7 +187,9 @@ class _Container:
         self.changed = anyio.Event()
 
     def info(self) -> ContainerInfo:
-        return ContainerInfo(self.id, self.name, self.spec.image, self.state, self.exit_code, dict(self.spec.labels))
+        return ContainerInfo(
+            self.id, self.name, self.spec.image, self.state, self.exit_code, dict(self.spec.labels)
+        )
 
     async def run(self, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         self.process = FakeProcess(self)
@@ -239,11 +242,16 @@ class FakeBackend(Backend):
         await self._tg.__aenter__()
         return self
 
-    async def __aexit__(self, *exc: object) -> bool | None:
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         assert self._tg is not None
         self._tg.cancel_scope.cancel()  # the "engine" goes away with its containers
         try:
-            return await self._tg.__aexit__(*exc)
+            await self._tg.__aexit__(exc_type, exc, tb)
         finally:
             self._tg = None
             if self._root:
@@ -280,13 +288,17 @@ class FakeBackend(Backend):
         if spec.memory is not None:
             parse_memory(spec.memory)
         if spec.name and any(c.name == spec.name for c in self._containers.values()):
-            raise NameConflict(f"container name {spec.name} is already in use — pick another name or remove the old container")
+            raise NameConflict(
+                f"container name {spec.name} is already in use — pick another name or remove the old container"
+            )
         if spec.network and spec.network not in self._networks:
             raise NotFound(f"network {spec.network} does not exist")
         for m in spec.mounts:
             if m.kind == "bind" and not Path(m.source).exists():
-                raise BackendError(f"Docker refused to operate on container {spec.name or spec.image}: "
-                                   f"bind source path does not exist: {m.source}")
+                raise BackendError(
+                    f"Docker refused to operate on container {spec.name or spec.image}: "
+                    f"bind source path does not exist: {m.source}"
+                )
             if m.kind == "volume" and m.source not in self._volumes:
                 await self.create_volume(m.source, {})  # Docker creates a named volume on first use
         cid = hashlib.sha256(f"fake-{next(self._ids)}".encode()).hexdigest()
@@ -303,7 +315,9 @@ class FakeBackend(Backend):
         if c.state == "running":
             return
         if self._tg is None:
-            raise BackendError("FakeBackend is not running — use it as `async with FakeBackend() as backend:`")
+            raise BackendError(
+                "FakeBackend is not running — use it as `async with FakeBackend() as backend:`"
+            )
         await self._tg.start(c.run)
 
     async def wait(self, container_id: str, timeout: float | None = None) -> int:
@@ -359,7 +373,9 @@ class FakeBackend(Backend):
         c = self._get(container_id)
         if c.state == "running":
             if not force:
-                raise BackendError(f"container {container_id} is running — stop it first or remove with force")
+                raise BackendError(
+                    f"container {container_id} is running — stop it first or remove with force"
+                )
             await self.signal(container_id, "SIGKILL")
             await c.exited.wait()
         del self._containers[c.id]
@@ -372,8 +388,11 @@ class FakeBackend(Backend):
     def _get(self, container_id: str) -> _Container:
         c = self._containers.get(container_id)
         if c is None:  # Docker also accepts a unique id prefix or the name
-            matches = [x for x in self._containers.values()
-                       if x.name == container_id or (len(container_id) >= 4 and x.id.startswith(container_id))]
+            matches = [
+                x
+                for x in self._containers.values()
+                if x.name == container_id or (len(container_id) >= 4 and x.id.startswith(container_id))
+            ]
             c = matches[0] if len(matches) == 1 else None
         if c is None:
             raise ContainerNotFound(f"container {container_id} does not exist (already removed?)")
@@ -382,13 +401,20 @@ class FakeBackend(Backend):
     # -- networks ---------------------------------------------------------------------------
     async def create_network(self, name: str, labels: Mapping[str, str], internal: bool = False) -> str:
         if name in self._networks:
-            raise NameConflict(f"network name {name} is already in use — pick another name or remove the old network")
-        info = NetworkInfo(id=hashlib.sha256(f"net-{name}-{next(self._ids)}".encode()).hexdigest(), name=name,
-                           labels=dict(labels))
+            raise NameConflict(
+                f"network name {name} is already in use — pick another name or remove the old network"
+            )
+        info = NetworkInfo(
+            id=hashlib.sha256(f"net-{name}-{next(self._ids)}".encode()).hexdigest(),
+            name=name,
+            labels=dict(labels),
+        )
         self._networks[name] = info
         return info.id
 
-    async def connect_network(self, network: str, container_id: str, aliases: list[str] | None = None) -> None:
+    async def connect_network(
+        self, network: str, container_id: str, aliases: list[str] | None = None
+    ) -> None:
         net = self._network(network)
         self._attached.setdefault(net.name, set()).add(self._get(container_id).id)
 
@@ -396,7 +422,9 @@ class FakeBackend(Backend):
         net = self._network(name_or_id)
         busy = [cid for cid in self._attached.get(net.name, ()) if self._containers[cid].state == "running"]
         if busy:
-            raise BackendError(f"network {net.name} has active endpoints (running containers) — stop them first")
+            raise BackendError(
+                f"network {net.name} has active endpoints (running containers) — stop them first"
+            )
         del self._networks[net.name]
         self._attached.pop(net.name, None)
 
@@ -417,10 +445,15 @@ class FakeBackend(Backend):
     async def remove_volume(self, name: str, force: bool = False) -> None:
         if name not in self._volumes:
             raise NotFound(f"volume {name} does not exist")
-        users = [c.id for c in self._containers.values()
-                 if any(m.kind == "volume" and m.source == name for m in c.spec.mounts)]
+        users = [
+            c.id
+            for c in self._containers.values()
+            if any(m.kind == "volume" and m.source == name for m in c.spec.mounts)
+        ]
         if users and not force:
-            raise BackendError(f"volume {name} is in use by container {users[0][:12]} — remove the container first")
+            raise BackendError(
+                f"volume {name} is in use by container {users[0][:12]} — remove the container first"
+            )
         del self._volumes[name]
         shutil.rmtree(self._scratch() / "volumes" / name, ignore_errors=True)
 
