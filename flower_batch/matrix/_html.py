@@ -24,7 +24,7 @@ from ._results import (
     fmt_rate,
     rate_class,
 )
-from ._spec import JobSpec
+from ._spec import JobSpec, gateway_label
 from ._stats import Cell
 from ._table import summary_line
 from ._units import format_duration, format_memory
@@ -124,7 +124,9 @@ _JS = """
 
 def html_report(results: BatchResults) -> str:
     """The whole report as one HTML string."""
-    data = json.dumps(results.to_document(), ensure_ascii=False).replace("</", "<\\/")
+    # <, > and & as \u escapes: the embedded JSON can never close or open a tag.
+    data = json.dumps(results.to_document(), ensure_ascii=False)
+    data = data.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
     return "\n".join(
         [
             "<!DOCTYPE html>",
@@ -235,7 +237,8 @@ def _inputs(job: JobSpec, outcome: JobOutcome | None) -> str:
         ("workflow", job.workflow or "starter flow"),
         ("matrix", ", ".join(f"{k}={_short(v)}" for k, v in job.matrix.items())),
         ("prompt", job.prompt),
-        ("model", outcome.gateway_mode if outcome else job.gateway.mode),
+        ("gateway", gateway_label(outcome.gateway_mode if outcome else job.gateway.mode)),
+        ("model", job.model or "the workflow's default"),
         ("limits", f"timeout {format_duration(job.timeout_s)}, cpus {job.cpus or 'unlimited'}, "
          f"memory {format_memory(job.memory_bytes)}, budget {fmt_cost(job.budget_usd) if job.budget_usd else 'none'}"),
     ]

@@ -44,7 +44,8 @@ class KeyLines:
             self._lines.setdefault(tuple(path[:end]), line)
 
     def _scan(self) -> None:
-        text, pos, table = self._text, 0, ()  # type: ignore[var-annotated]
+        text, pos = self._text, 0
+        table: KeyPath = ()
         while pos < len(text):
             pos = self._skip_space(pos, newlines=True)
             if pos >= len(text):
