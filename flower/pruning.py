@@ -7,9 +7,15 @@ full record stays in SQLite and every load starts again from it.
 What `prune()` does, in order:
 
 1. **Synthetic API errors are dropped**: assistant entries with ``isApiErrorMessage: true`` or
-   ``message.model == "<synthetic>"`` ("API Error: Connection refused …"), and the CLI's
-   per-retry ``system``/``api_error`` entries. Fed back on resume, they make the model believe it
-   was discussing a network problem.
+   ``message.model == "<synthetic>"`` ("API Error: Connection refused …", "No response
+   requested."), and the CLI's per-retry ``system``/``api_error`` entries. Fed back on resume,
+   they make the model believe it was discussing a network problem.
+   One exception, found by resuming with the real CLI 2.1.327: when the transcript ENDS with an
+   ``isApiErrorMessage`` entry (the failed turn being resumed), that entry is kept with its text
+   replaced by `CUT_OFF_NOTE`. The CLI never sends such an entry to the API, and with it in place
+   it merges the failed prompt and the resume prompt into one user message; without it the leaf
+   is a bare user prompt, and the CLI answers that with a synthetic "No response requested." that
+   it does send. On the next load it is no longer last and is dropped like the others.
 2. **Old denied calls are dropped, call and result together**, keeping the latest
    `keep_denials` (default 1: it stops the model retrying the same blocked command, while a pile
    of denials teaches it not to try allowed things either). A denial is a tool_result entry with
@@ -64,6 +70,8 @@ GLANCE_TTL = 6
 
 # Upstream's wording: "[the previous round was cut off here; this tool result was never produced]".
 INTERRUPTED_NOTE = "[上一轮在这里被中断，这个工具结果没有产生]"
+# "[the previous round stopped here]"
+CUT_OFF_NOTE = "[上一轮在这里中断]"
 EXPIRED_NOTE = "[glance output expired after {turns} turns; run the command again if you need it now]"
 
 _FILL_NAMESPACE = uuidlib.UUID("6f1c2a0e-5d7b-4b7e-9a57-f10e2a6b1c00")
@@ -230,8 +238,11 @@ def prune(
             dropped.add(entry["uuid"])
         out[i] = None
 
+    leaf = _last_message_index(entries)
     for i, e in enumerate(entries):
-        if is_synthetic_error(e):
+        if i == leaf and e.get("isApiErrorMessage"):
+            out[i] = _neutral_placeholder(e)
+        elif is_synthetic_error(e):
             drop(i)
 
     _drop_old_denials(out, drop, keep_denials)
@@ -239,6 +250,19 @@ def prune(
     relinked = _relink(out, entries, dropped)
     filled = _fill_missing_results(relinked)
     return trim(filled) if trim else filled
+
+
+def _last_message_index(entries: list[Entry]) -> int:
+    for i in range(len(entries) - 1, -1, -1):
+        if entries[i].get("type") in ("user", "assistant"):
+            return i
+    return -1
+
+
+def _neutral_placeholder(entry: Entry) -> Entry:
+    # Kept (flags intact) only so the CLI sees the failed turn as ended; its error text goes.
+    message = entry.get("message") or {}
+    return {**entry, "message": {**message, "content": [{"type": "text", "text": CUT_OFF_NOTE}]}}
 
 
 def _drop_old_denials(out: list[Entry | None], drop: Callable[[int], None], keep: int) -> None:

@@ -13,6 +13,7 @@ from claude_agent_sdk import InMemorySessionStore, SessionStore
 from claude_agent_sdk.testing import run_session_store_conformance
 
 from flower.pruning import (
+    CUT_OFF_NOTE,
     EXPIRED_NOTE,
     INTERRUPTED_NOTE,
     PruningSessionStore,
@@ -99,7 +100,9 @@ class Transcript:
     def bash(self, command: str, description: str = "run it", msg_id: str | None = None) -> str:
         return self.call("Bash", {"command": command, "description": description}, msg_id)
 
-    def result(self, tool_id: str, content, *, is_error: bool = False, **fields) -> dict:
+    def result(
+        self, tool_id: str, content, *, is_error: bool = False, parent: str | None = "last", **fields
+    ) -> dict:
         block = {"tool_use_id": tool_id, "type": "tool_result", "content": content}
         if is_error:
             block["is_error"] = True
@@ -109,8 +112,13 @@ class Transcript:
         fields.setdefault(
             "permissionDecision", {"decision": "accept", "source": "config", "reasonType": "mode"}
         )
+        source = self.last if parent == "last" else parent
         return self._entry(
-            "user", message={"role": "user", "content": [block]}, sourceToolAssistantUUID=self.last, **fields
+            "user",
+            parent,
+            message={"role": "user", "content": [block]},
+            sourceToolAssistantUUID=source,
+            **fields,
         )
 
     def denial(self, tool_id: str, kind: str = "user-rejected") -> dict:
@@ -241,6 +249,43 @@ def test_synthetic_errors_and_retry_entries_are_dropped_and_children_relinked():
     assert resumed["parentUuid"] == attachment_before_errors["uuid"]
     # Non-message entries stay where they were.
     assert [e["type"] for e in out if not e.get("uuid")].count("queue-operation") == 6
+
+
+def test_a_failed_turn_at_the_end_keeps_a_neutral_placeholder():
+    # CLI 2.1.327 never sends an isApiErrorMessage entry; as the leaf it makes the CLI merge the
+    # failed prompt with the resume prompt (a bare user leaf gets "No response requested.").
+    t = Transcript()
+    prompt = t.prompt("deploy")
+    t.api_retry(1)
+    t.api_retry(2)
+    synthetic = t.synthetic_error()
+    t.meta("last-prompt", lastPrompt="deploy")
+    out = prune(t.entries)
+    kept = [e for e in out if e.get("type") == "assistant"]
+    assert [e["uuid"] for e in kept] == [synthetic["uuid"]]
+    assert kept[0]["message"]["content"] == [{"type": "text", "text": CUT_OFF_NOTE}]
+    assert kept[0]["isApiErrorMessage"] is True and kept[0]["parentUuid"] == prompt["uuid"]
+    assert "API Error" not in json.dumps(out)
+    assert_chain_ok(out)
+
+    resumed = t.prompt("继续")  # the CLI parents the resume prompt to that leaf
+    t.say("done")
+    out = prune(t.entries)
+    assert synthetic["uuid"] not in uuids(out)
+    assert next(e for e in out if e.get("uuid") == resumed["uuid"])["parentUuid"] == prompt["uuid"]
+    assert_chain_ok(out)
+
+
+def test_no_response_requested_placeholder_is_dropped():
+    t = Transcript()
+    t.prompt("go")
+    nrr = t.say("No response requested.")
+    nrr["message"]["model"] = "<synthetic>"
+    t.prompt("继续")
+    t.say("ok")
+    out = prune(t.entries)
+    assert nrr["uuid"] not in uuids(out)
+    assert_chain_ok(out)
 
 
 def test_model_synthetic_without_flag_is_dropped_too():
@@ -507,6 +552,25 @@ def test_parallel_orphans_share_one_fill_after_the_last_block_and_children_move_
     assert resumed["parentUuid"] == fill["uuid"]
     assert_chain_ok(out)
     assert all_message_entries_on_chain(out)
+
+
+def test_parallel_calls_in_the_real_cli_shape_killed_mid_tool():
+    # Observed with CLI 2.1.327: blocks of one response chain one after another, and each
+    # tool_result hangs below its own tool_use entry (not below the last block).
+    t = Transcript()
+    t.prompt("do both")
+    quick = t.bash("echo quick", msg_id="msg_1")
+    first = t.entries[-1]
+    slow = t.bash("for i in 1 2 3; do sleep 5; done", msg_id="msg_1")
+    second = t.entries[-1]
+    answered = t.result(quick, "quick", parent=first["uuid"])
+    out = prune(t.entries)
+    fill = next(e for e in out if e.get("uuid") and e["uuid"] not in uuids(t.entries))
+    assert [b["tool_use_id"] for b in tool_results(fill)] == [slow]
+    assert fill["parentUuid"] == second["uuid"]
+    assert out.index(fill) == out.index(second) + 1
+    assert next(e for e in out if e.get("uuid") == answered["uuid"])["parentUuid"] == first["uuid"]
+    assert_chain_ok(out)
 
 
 def test_tool_use_answered_later_is_not_an_orphan():
