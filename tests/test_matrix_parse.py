@@ -116,6 +116,11 @@ def test_env_and_args_merge_and_secrets_accumulate(tmp_path):
     assert job.args == {"rounds": 2, "style": "terse"}
     assert job.secrets == ("GITHUB_TOKEN", "NPM_TOKEN")
     assert jobs.secret_names == ("GITHUB_TOKEN", "NPM_TOKEN")
+    assert job.environment({"GITHUB_TOKEN": "g", "NPM_TOKEN": "n", "OTHER": "o"}) == {
+        "A": "1", "B": "task", "C": "3", "GITHUB_TOKEN": "g", "NPM_TOKEN": "n",
+    }
+    with pytest.raises(LookupError, match="job a.terse.r1: secret NPM_TOKEN not set in the environment"):
+        job.environment({"GITHUB_TOKEN": "g"})
     assert jobs.missing_secrets({"GITHUB_TOKEN": "x"}) == [
         "jobs.toml: secret NPM_TOKEN is not set in the environment; export it before running"
     ]

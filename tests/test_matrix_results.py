@@ -261,3 +261,12 @@ def test_write_reports_paths(results, tmp_path):
     paths = write_reports(results, tmp_path / "new" / "dir")
     assert [p.name for p in paths] == ["results.json", "junit.xml", "report.html"]
     assert all(Path(p).stat().st_size > 0 for p in paths)
+
+
+def test_ci_verdict(results):
+    assert not results.ci_passed()
+    assert results.ci_passed(fail_under=3 / 9) and not results.ci_passed(fail_under=0.34)  # 3 of 9 jobs
+    everything = {j.id: JobOutcome(j.id, Status.PASSED) for j in results.jobs}
+    assert BatchResults("demo", results.jobs, everything).ci_passed()
+    assert BatchResults("demo", results.jobs, {}).ci_passed(fail_under=0.0)
+    assert not BatchResults("demo", [], {}).ci_passed(fail_under=0.0)  # nothing ran is never a pass

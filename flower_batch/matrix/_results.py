@@ -51,6 +51,17 @@ class BatchResults:
     def gateway_label(self) -> str:
         return " + ".join(gateway_label(m) for m in self.gateway_modes) or "no model"
 
+    def ci_passed(self, fail_under: float | None = None) -> bool:
+        """The CI verdict: every job passed, or (with `fail_under`) passed/all jobs >= it.
+
+        Jobs not run yet and skipped jobs count as not passed.
+        """
+        total = len(self.jobs)
+        passed = sum(1 for job in self.jobs if self.status_of(job.id) == "passed")
+        if fail_under is None:
+            return passed == total
+        return total > 0 and passed / total >= fail_under
+
     def status_of(self, job_id: str) -> str:
         outcome = self.outcomes.get(job_id)
         return outcome.status.value if outcome else "pending"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -84,6 +85,19 @@ class JobSpec:
     @property
     def uses_starter_flow(self) -> bool:
         return self.workflow is None
+
+    def environment(self, host_env: Mapping[str, str]) -> dict[str, str]:
+        """The container's environment: `env` plus each secret's value from `host_env`.
+
+        Call it only when starting the container; never store the result.
+
+        Raises:
+            LookupError: a named secret is not set in `host_env`.
+        """
+        missing = [name for name in self.secrets if not host_env.get(name)]
+        if missing:
+            raise LookupError(f"job {self.id}: secret {', '.join(missing)} not set in the environment; export it before running")
+        return {**self.env, **{name: host_env[name] for name in self.secrets}}
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form, stored in the job record and results.json."""
@@ -180,7 +194,7 @@ class JobsFile:
     def secret_names(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(name for job in self.jobs for name in job.secrets))
 
-    def missing_secrets(self, environ: dict[str, str]) -> list[str]:
+    def missing_secrets(self, environ: Mapping[str, str]) -> list[str]:
         """One line per secret named in the file but absent from `environ` (check before running)."""
         return [
             f"{self.path.name}: secret {name} is not set in the environment; export it before running"
