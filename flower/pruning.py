@@ -19,12 +19,16 @@ What `prune()` does, in order:
 2. **Old denied calls are dropped, call and result together**, keeping the latest
    `keep_denials` (default 1: it stops the model retrying the same blocked command, while a pile
    of denials teaches it not to try allowed things either). A denial is a tool_result entry with
-   a ``toolDenialKind`` other than "interrupted"/"cancelled" (the CLI uses "user-rejected",
-   "permission-rule", "automode-*"), or an ``is_error`` result whose
-   ``permissionDecision.decision`` is "reject" (a ``can_use_tool`` deny).
+   a ``toolDenialKind`` (the CLI uses "user-rejected", "permission-rule", "automode-*"), or an
+   ``is_error`` result whose ``permissionDecision.decision`` is "reject" (a ``can_use_tool``
+   deny), unless it is an interrupted result (3).
 3. **Interrupted tool results are neutralised**: results with ``toolDenialKind``
-   "interrupted"/"cancelled" or the CLI's "The user doesn't want to …" /
-   "[Request interrupted by user …" texts get `INTERRUPTED_NOTE`; the entry stays.
+   "interrupted"/"cancelled", or starting with the CLI's "The user doesn't want to …" /
+   "[Request interrupted by user …" texts without a permission rejection, get
+   `INTERRUPTED_NOTE`; the entry stays. The CLI's own text ends with "STOP what you are doing
+   and wait for the user", which stalls an unattended resumed run. Note that CLI 2.1.327
+   records a tool stopped by ``interrupt()`` as toolDenialKind "user-rejected" with no
+   ``permissionDecision``; that is treated as interrupted, not denied.
 4. **Glance results expire** (``ephemeral=True``): a *glance* is a Bash call whose
    ``input.description`` starts with "glance:" (a quick look such as ``git status``, whose
    output is stale soon after). Once `glance_ttl` (6) model turns have followed the call, its
@@ -68,8 +72,9 @@ INTERRUPT_MARKERS = (
 GLANCE_PREFIX = "glance:"
 GLANCE_TTL = 6
 
-# Upstream's wording: "[the previous round was cut off here; this tool result was never produced]".
-INTERRUPTED_NOTE = "[上一轮在这里被中断，这个工具结果没有产生]"
+# Upstream's wording, plus a clause because a stopped call may have had effects: "[the previous
+# round was cut off here; this tool result was never produced; the call may have partly run]".
+INTERRUPTED_NOTE = "[上一轮在这里被中断，这个工具结果没有产生；这个调用可能已经部分执行]"
 # "[the previous round stopped here]"
 CUT_OFF_NOTE = "[上一轮在这里中断]"
 EXPIRED_NOTE = "[glance output expired after {turns} turns; run the command again if you need it now]"
@@ -122,24 +127,33 @@ def is_synthetic_error(entry: Entry) -> bool:
     return entry.get("type") == "system" and entry.get("subtype") == "api_error"
 
 
-def is_denial(entry: Entry) -> bool:
-    """A tool_result entry for a call that was never run because permission was refused."""
-    results = tool_results(entry)
-    if not results:
-        return False
-    kind = entry.get("toolDenialKind")
-    if kind:
-        return kind not in INTERRUPT_KINDS
+def _permission_rejected(entry: Entry) -> bool:
     decision = entry.get("permissionDecision")
-    rejected = isinstance(decision, dict) and decision.get("decision") == "reject"
-    return rejected and any(b.get("is_error") for b in results)
+    return isinstance(decision, dict) and decision.get("decision") == "reject"
 
 
 def is_interrupted(entry: Entry, block: dict[str, Any]) -> bool:
+    """A tool_result for a call stopped while running (or never reached) by an interrupt or a
+    dying session. CLI 2.1.327 records an interrupted running tool with toolDenialKind
+    "user-rejected" but no permissionDecision, and the text "The user doesn't want to proceed
+    with this tool use … stopped while running, not refused"; a refused call carries a
+    ``permissionDecision`` of "reject"."""
     if entry.get("toolDenialKind") in INTERRUPT_KINDS:
         return True
     text = result_text(block)
-    return text is not None and text.lstrip().startswith(INTERRUPT_MARKERS)
+    return (
+        text is not None and text.lstrip().startswith(INTERRUPT_MARKERS) and not _permission_rejected(entry)
+    )
+
+
+def is_denial(entry: Entry) -> bool:
+    """A tool_result entry for a call that was never run because permission was refused."""
+    results = tool_results(entry)
+    if not results or any(is_interrupted(entry, b) for b in results):
+        return False
+    if entry.get("toolDenialKind"):
+        return True
+    return _permission_rejected(entry) and any(b.get("is_error") for b in results)
 
 
 def is_glance(tool_use: dict[str, Any]) -> bool:

@@ -436,6 +436,46 @@ def test_interrupted_results_are_neutralised_and_kept(text, extra):
     assert entry["message"]["content"][0]["content"] == text  # the original is untouched
 
 
+REAL_INTERRUPT_TEXT = (
+    "The user doesn't want to proceed with this tool use. The tool use was rejected (eg. if it was a file "
+    "edit, the new_string was NOT written to the file). STOP what you are doing and wait for the user to "
+    "tell you how to proceed. Correction to the text above: this call was stopped while running, not "
+    "refused before it ran. It may have run in part or in full, and its changes may have been written."
+)
+
+
+def test_tool_stopped_by_interrupt_in_the_real_cli_shape_is_neutralised_not_dropped():
+    # What CLI 2.1.327 wrote after ClaudeSDKClient.interrupt() during a slow Bash call.
+    t = Transcript()
+    t.prompt("run slow")
+    first = t.bash("for i in 1 2 3 4 5 6; do sleep 5; done")
+    t.result(
+        first,
+        REAL_INTERRUPT_TEXT,
+        is_error=True,
+        toolUseResult="User rejected tool use",
+        toolDenialKind="user-rejected",
+        permissionDecision=None,
+    )
+    del t.entries[-1]["permissionDecision"]
+    t._entry(
+        "user",
+        message={
+            "role": "user",
+            "content": [{"type": "text", "text": "[Request interrupted by user for tool use]"}],
+        },
+    )
+    later = t.bash("touch x")
+    t.denial(later)
+    out = prune(t.entries, keep_denials=0)
+    uses, results = ids_in(out)
+    assert first in uses and first in results
+    assert later not in uses | results
+    assert result_of(out, first) == INTERRUPTED_NOTE
+    assert "STOP what you are doing" not in json.dumps(out, ensure_ascii=False)
+    assert_chain_ok(out)
+
+
 def test_interrupted_denial_kinds_do_not_count_as_denials():
     t = Transcript()
     t.prompt("go")
