@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from flower_batch.errors import FlowerBatchError
+
 KeyPath = tuple[str | int, ...]
 
 
@@ -44,7 +46,7 @@ class FieldError:
         return f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
 
 
-class MatrixFileError(ValueError):
+class MatrixFileError(FlowerBatchError, ValueError):
     """A jobs.toml is invalid; `errors` holds every problem found, one line each."""
 
     def __init__(self, errors: Sequence[FieldError]) -> None:

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from flower_batch.errors import FlowerBatchError
+
 from ._outcome import JobOutcome, Status, StepSummary
 from ._spec import JobSpec
 
@@ -27,7 +29,7 @@ RECORD_STATUSES = (*IN_FLIGHT, *(s.value for s in Status))
 CHECK_OUTPUT_LIMIT = 8000
 
 
-class RecordError(ValueError):
+class RecordError(FlowerBatchError, ValueError):
     """A record.json that is missing a field, has a wrong type, or is not JSON."""
 
 
