@@ -10,9 +10,9 @@ What `prune()` does, in order:
    ``message.model == "<synthetic>"`` ("API Error: Connection refused …", "No response
    requested."), and the CLI's per-retry ``system``/``api_error`` entries. Fed back on resume,
    they make the model believe it was discussing a network problem.
-   One exception, found by resuming with the real CLI 2.1.327: when the transcript ENDS with an
-   ``isApiErrorMessage`` entry (the failed turn being resumed), that entry is kept with its text
-   replaced by `CUT_OFF_NOTE`. The CLI never sends such an entry to the API, and with it in place
+   One exception, found by resuming with the real CLI 2.1.327: when the last user/assistant
+   entry is an ``isApiErrorMessage`` entry (the failed turn being resumed), it is kept with its
+   text replaced by `CUT_OFF_NOTE`. The CLI never sends such an entry to the API, and with it in place
    it merges the failed prompt and the resume prompt into one user message; without it the leaf
    is a bare user prompt, and the CLI answers that with a synthetic "No response requested." that
    it does send. On the next load it is no longer last and is dropped like the others.
@@ -38,7 +38,9 @@ What `prune()` does, in order:
    `INTERRUPTED_NOTE`, placed right after the last entry of that assistant message, so the API
    never sees an orphan tool_use. Its uuid is derived from that entry's uuid (uuid5), so every
    load produces the same one: entries the CLI appends after a resume are parented to it and
-   the next load, which rebuilds it, still finds their parent.
+   the next load, which rebuilds it, still finds their parent. (The CLI fills such gaps itself
+   on resume with a toolDenialKind "interrupted" result, and persists it; step 3 neutralises
+   that one. Filling here keeps the copy valid for any reader, not only that CLI version.)
 6. **The parentUuid chain is relinked**: children of a dropped entry are re-parented to the
    nearest surviving ancestor, so the chain from the last entry still reaches the root (the CLI
    rebuilds the conversation by walking that chain; a gap would silently cut off history).
