@@ -1,0 +1,405 @@
+"""The HTTP core: a threaded server speaking enough of the Anthropic Messages API for the CLI.
+
+`MessagesServer(responder)` parses requests, asks the responder for a ResponsePlan (plan.py),
+logs the request and carries the plan out: JSON or chunked SSE, delays, cuts, dropped
+connections and outages (the listening socket is really closed, then re-bound on the same port).
+`ScriptedServer(scenario)` is a MessagesServer with a ScriptedResponder.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import struct
+import threading
+import time
+from collections import defaultdict
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from .log import RequestLog, make_record
+from .plan import UNMATCHED, Responder, ResponsePlan, new_request_id
+from .render import encode_event
+from .request import ParsedRequest, redact_headers, split_path
+from .responder import ScriptedResponder
+from .scenario import Scenario
+
+log = logging.getLogger(__name__)
+
+API_KEY = "scripted-model"  # what the CLI is given; any value works, this one is recognisable
+_REBIND_TRIES = 100  # x 50 ms: how long to keep trying to re-bind the port after an outage
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False  # stop() resets open connections instead of waiting for them
+    request_queue_size = 64
+    core: MessagesServer
+
+
+def _reset(sock: socket.socket, *, unblock: bool = False) -> None:
+    """Make the socket's close send RST (the peer sees ECONNRESET).
+
+    `unblock` also shuts it down, waking the thread blocked reading it (used from other threads).
+    """
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        if unblock:
+            sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive and chunked SSE, like the real API
+    server_version = "flower-scripted"
+    sys_version = ""
+    server: _HTTPServer
+
+    def setup(self) -> None:
+        super().setup()
+        self.core = self.server.core
+        self.core._track(self.connection)
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        except OSError:
+            pass
+        finally:
+            self.core._forget(self.connection)
+
+    def log_message(self, format: str, *args: Any) -> None:  # the request log is the record
+        pass
+
+    def do_POST(self) -> None:
+        self._serve()
+
+    do_GET = do_HEAD = do_PUT = do_DELETE = do_PATCH = do_POST
+
+    # -- one request ---------------------------------------------------------------------
+    def _serve(self) -> None:
+        core = self.core
+        if core.in_outage():  # a kept-alive connection that slipped through: the server is "down"
+            self._abort()
+            return
+        received = time.time()
+        try:
+            raw = self._read_body()
+        except (OSError, ValueError):
+            self._abort()
+            return
+        prefix, endpoint, _ = split_path(self.path)
+        req = ParsedRequest(
+            method=self.command,
+            path=self.path,
+            prefix=prefix,
+            endpoint=endpoint,
+            headers=redact_headers(dict(self.headers.items())),
+            raw_body=raw,
+            received_at=received,
+        )
+        problem = self._parse_body(req)
+        if endpoint == "messages" and not problem:
+            req.nth = core._next_nth(req.session)
+        plan = self._plan_for(req, problem)
+        # Logged before answering, so the log is complete by the time the client has its answer.
+        core.log.add(make_record(req, plan))
+        self._carry_out(plan)
+
+    def _read_body(self) -> bytes:
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            parts: list[bytes] = []
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass
+                    return b"".join(parts)
+                parts.append(self.rfile.read(size))
+                self.rfile.readline()
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length > 0 else b""
+
+    @staticmethod
+    def _parse_body(req: ParsedRequest) -> str | None:
+        if not req.raw_body:
+            return None if req.endpoint in ("hello", None) else "empty request body; send a JSON object"
+        try:
+            body = json.loads(req.raw_body)
+        except ValueError as err:
+            return f"request body is not JSON ({err})"
+        if not isinstance(body, dict):
+            return "request body must be a JSON object"
+        req.body = body
+        return None
+
+    def _plan_for(self, req: ParsedRequest, problem: str | None) -> ResponsePlan:
+        if req.endpoint == "hello":
+            return ResponsePlan.json(None, rule="hello")
+        if req.endpoint is None:
+            return ResponsePlan.error(
+                404, f"[scripted model] no endpoint at {req.path}", rule="unknown-endpoint"
+            )
+        if req.method != "POST":
+            return ResponsePlan.error(
+                404, f"[scripted model] {req.endpoint} takes POST", rule="unknown-endpoint"
+            )
+        if problem:
+            return ResponsePlan.error(400, f"[scripted model] {problem}", rule="bad-request")
+        try:
+            return self.core.responder.respond(req)
+        except Exception as err:  # a responder bug must answer 500, not kill the connection thread
+            log.exception("responder failed on %s", req.path)
+            return ResponsePlan.error(
+                500, f"[scripted model] responder failed: {err}", rule="responder-error"
+            )
+
+    # -- carrying out a plan ----------------------------------------------------------------
+    def _carry_out(self, plan: ResponsePlan) -> None:
+        if plan.delay_s > 0:
+            time.sleep(plan.delay_s)
+        if plan.outage_s is not None:
+            self.core.begin_outage(plan.outage_s)
+            self._abort()
+            return
+        if plan.events is None and plan.cut_after is not None:
+            self._abort()
+            return
+        try:
+            if plan.events is not None:
+                self._send_events(plan)
+            else:
+                self._send_json(plan)
+        except OSError:  # the client went away (or an outage reset us): nothing left to say
+            self.close_connection = True
+
+    def _start(self, status: int, content_type: str | None, headers: dict[str, str]) -> None:
+        self.send_response(status)
+        if content_type:
+            self.send_header("Content-Type", content_type)
+        self.send_header("request-id", new_request_id())
+        for name, value in headers.items():
+            self.send_header(name, value)
+
+    def _send_json(self, plan: ResponsePlan) -> None:
+        data = b"" if plan.json_body is None else json.dumps(plan.json_body, ensure_ascii=False).encode()
+        self._start(plan.status, "application/json" if data else None, plan.headers)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+
+    def _send_events(self, plan: ResponsePlan) -> None:
+        self._start(plan.status or 200, "text/event-stream; charset=utf-8", plan.headers)
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")  # so a cut is a truncated body, not a normal end
+        self.end_headers()
+        assert plan.events is not None
+        sent = 0
+        for event in plan.events:
+            if plan.cut_after is not None and sent >= plan.cut_after:
+                break
+            if sent and plan.chunk_delay_s > 0:
+                time.sleep(plan.chunk_delay_s)
+            data = encode_event(event)
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            sent += 1
+        if plan.cut_after is not None:
+            self._abort()
+            return
+        self.wfile.write(b"0\r\n\r\n")
+
+    def _abort(self) -> None:
+        """Drop the connection now with a reset, as a crashed server or a broken network would."""
+        self.close_connection = True
+        _reset(self.connection)
+        try:
+            self.connection.close()
+            self.rfile.close()  # releases the last reference: the socket really closes here
+        except OSError:
+            pass
+
+
+class MessagesServer:
+    """Threaded Messages-API server around a Responder. Use as a context manager or start()/stop()."""
+
+    def __init__(
+        self, responder: Responder, host: str = "127.0.0.1", port: int = 0, log_path: str | Path | None = None
+    ):
+        self.responder = responder
+        self.host = host
+        self.port = port
+        self.log = RequestLog(log_path)
+        self._httpd: _HTTPServer | None = None
+        self._state = threading.Lock()  # guards binding, outage and stop
+        self._started = False
+        self._stopped = False
+        self._outage_until = 0.0
+        self._timer: threading.Timer | None = None
+        self._conns: set[socket.socket] = set()
+        self._conns_lock = threading.Lock()
+        self._nth: dict[str, int] = defaultdict(int)
+        self._nth_lock = threading.Lock()
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def start(self) -> MessagesServer:
+        with self._state:
+            if self._started:
+                raise RuntimeError("server already started")
+            self._bind()
+            self._started = True
+        return self
+
+    def stop(self) -> None:
+        with self._state:
+            self._stopped = True
+            if self._timer is not None:
+                self._timer.cancel()
+            if self._httpd is not None:
+                self._unbind()
+        self._reset_connections()
+
+    def __enter__(self) -> MessagesServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _bind(self) -> None:
+        httpd = _HTTPServer((self.host, self.port), _Handler)
+        httpd.core = self
+        self.port = httpd.server_address[1]
+        # A short poll interval makes an outage start (shutdown of the accept loop) within ~50 ms.
+        threading.Thread(
+            target=httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name=f"scripted-accept-{self.port}",
+            daemon=True,
+        ).start()
+        self._httpd = httpd
+
+    def _unbind(self) -> None:
+        httpd, self._httpd = self._httpd, None
+        if httpd is not None:
+            httpd.shutdown()
+            httpd.server_close()
+
+    # -- outages --------------------------------------------------------------------------
+    def in_outage(self) -> bool:
+        return self._outage_until > time.monotonic()
+
+    def begin_outage(self, seconds: float) -> None:
+        """Refuse connections for `seconds` from now: close the listener and reset open connections."""
+        with self._state:
+            if self._stopped or not self._started:
+                return
+            self._outage_until = max(self._outage_until, time.monotonic() + seconds)
+            if self._httpd is not None:
+                self._unbind()
+            self._schedule_rebind(self._outage_until - time.monotonic())
+        self._reset_connections()
+
+    def _schedule_rebind(self, after: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = threading.Timer(max(0.0, after), self._end_outage)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _end_outage(self, tries: int = 0) -> None:
+        with self._state:
+            if self._stopped or self._httpd is not None:
+                return
+            remaining = self._outage_until - time.monotonic()
+            if remaining > 0:  # the outage was extended meanwhile
+                self._schedule_rebind(remaining)
+                return
+            try:
+                self._bind()
+            except OSError as err:
+                if tries >= _REBIND_TRIES:
+                    log.error(
+                        "scripted server could not listen on port %s again after the outage: %s",
+                        self.port,
+                        err,
+                    )
+                    return
+                self._timer = threading.Timer(0.05, self._end_outage, kwargs={"tries": tries + 1})
+                self._timer.daemon = True
+                self._timer.start()
+
+    # -- connections and counters -------------------------------------------------------------
+    def _track(self, sock: socket.socket) -> None:
+        with self._conns_lock:
+            self._conns.add(sock)
+
+    def _forget(self, sock: socket.socket) -> None:
+        with self._conns_lock:
+            self._conns.discard(sock)
+
+    def _reset_connections(self) -> None:
+        with self._conns_lock:
+            conns = list(self._conns)
+        for sock in conns:
+            _reset(sock, unblock=True)
+
+    def _next_nth(self, session: str) -> int:
+        with self._nth_lock:
+            self._nth[session] += 1
+            return self._nth[session]
+
+    # -- what clients and tests use --------------------------------------------------------------
+    @property
+    def base_url(self) -> str:
+        host = "127.0.0.1" if self.host in ("", "0.0.0.0") else self.host
+        host = f"[{host}]" if ":" in host else host
+        return f"http://{host}:{self.port}"
+
+    def env(self, config_dir: str | Path, *, prefix: str = "", max_retries: int | None = 0) -> dict[str, str]:
+        """Environment for the CLI/SDK to use this server, fully offline. Creates `config_dir`.
+
+        `prefix` (e.g. "/j/job1") is appended to the base URL; the CLI keeps it on every path.
+        `max_retries=None` leaves the CLI's default retry count (10) in place.
+        """
+        config = Path(config_dir).resolve()
+        config.mkdir(parents=True, exist_ok=True)
+        env = {
+            "ANTHROPIC_BASE_URL": self.base_url + prefix,
+            "ANTHROPIC_API_KEY": API_KEY,
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "CLAUDE_CONFIG_DIR": str(config),
+            "IS_SANDBOX": "1",
+        }
+        if max_retries is not None:
+            env["CLAUDE_CODE_MAX_RETRIES"] = str(max_retries)
+        return env
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        """Snapshot of the request log (dicts, see log.make_record), oldest first."""
+        return self.log.snapshot()
+
+    @property
+    def unmatched(self) -> list[dict[str, Any]]:
+        return [r for r in self.requests if r["rule"] == UNMATCHED]
+
+
+class ScriptedServer(MessagesServer):
+    """The offline model: a MessagesServer answering from a Scenario (object, file path or dict)."""
+
+    def __init__(
+        self,
+        scenario: Scenario | str | Path | dict[str, Any],
+        host: str = "127.0.0.1",
+        port: int = 0,
+        log_path: str | Path | None = None,
+    ):
+        self.scenario = Scenario.coerce(scenario)
+        super().__init__(ScriptedResponder(self.scenario), host=host, port=port, log_path=log_path)
+
+    def __enter__(self) -> ScriptedServer:
+        self.start()
+        return self
