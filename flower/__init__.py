@@ -1,0 +1,21 @@
+"""flower: a long-horizon agent workflow runtime on the real claude-agent-sdk."""
+
+from .lineage import Lineage
+from .result import StepResult
+from .runtime import HANDOFF_DUE, INTERRUPTED, Runtime
+from .spec import AgentSpec
+from .workflow import Step, StepAbort, Workflow, WorkflowError
+
+__all__ = [
+    "AgentSpec",
+    "HANDOFF_DUE",
+    "INTERRUPTED",
+    "Lineage",
+    "Runtime",
+    "Step",
+    "StepAbort",
+    "StepResult",
+    "Workflow",
+    "WorkflowError",
+]
+__version__ = "0.1.0"

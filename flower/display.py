@@ -1,0 +1,71 @@
+"""What a person sees while flower works: step headers, tool calls, results, totals (rich)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from .result import StepResult
+
+SCRIPTED_LABEL = "offline scripted model — no real model was called"
+
+
+def is_scripted(model: str) -> bool:
+    return model.startswith("scripted")
+
+
+class Display:
+    def __init__(self, verbose: bool = False, console: Console | None = None) -> None:
+        self.verbose = verbose
+        self.console = console or Console(stderr=True, highlight=False)
+        self.out = Console(highlight=False)
+
+    def event(self, kind: str, payload: dict) -> None:
+        c = self.console
+        if kind == "step":
+            resumed = f"  <- 接上次 · 第 {payload['woke']} 次唤醒" if payload.get("resumed") else ""
+            c.rule(f"{payload['name']}  {payload['index']}/{payload['total']}{resumed}", align="left")
+        elif kind == "tool":
+            c.print(f"  [dim]· {payload['name']}[/dim] {_short(payload.get('input'))}")
+        elif kind == "text" and self.verbose:
+            c.print(f"  [dim]{_short(payload.get('text'), 200)}[/dim]")
+        elif kind == "retry":
+            c.print(f"  [yellow]retry after {payload['kind']} error:[/yellow] {_short(payload.get('error'), 160)}")
+        elif kind == "session" and self.verbose:
+            c.print(f"  [dim]session {payload['session_id']}[/dim]")
+        elif kind == "interrupted":
+            c.print(f"  [yellow]interrupted; continuing with:[/yellow] {_short(payload.get('message'))}")
+
+    def step_done(self, name: str, result: StepResult) -> None:
+        mark = "[green]ok[/green]" if result.ok else f"[red]failed[/red] {_short(result.error, 160)}"
+        self.console.print(
+            f"  {name}: {mark}  ${result.cost_usd:.4f}  {result.num_turns} turns  {result.duration_s:.1f}s"
+        )
+
+    def final_text(self, result: StepResult) -> None:
+        if result.text:
+            self.out.print(result.text)
+        if not result.ok:
+            self.console.print(f"[red]failed:[/red] {result.error}")
+
+    def summary(self, runtime: Any) -> None:
+        results: list[StepResult] = runtime.results
+        if len(results) > 1:
+            table = Table(title="steps", show_lines=False)
+            for col in ("step", "ok", "cost $", "turns", "seconds", "session"):
+                table.add_column(col)
+            for r in results:
+                table.add_row(r.step, "yes" if r.ok else "no", f"{r.cost_usd:.4f}", str(r.num_turns),
+                              f"{r.duration_s:.1f}", r.session_id[:8])
+            self.console.print(table)
+        models = {r.model for r in results if r.model}
+        if any(is_scripted(m) for m in models):
+            self.console.print(f"[magenta]model: {SCRIPTED_LABEL}[/magenta]")
+        self.console.print(f"total cost ${runtime.total_cost():.4f}  manifest {runtime.manifest_path}")
+
+
+def _short(value: Any, limit: int = 100) -> str:
+    text = str(value if value is not None else "").replace("\n", " ")
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,100 @@
+"""lineage.json: which session each step name used last, so the next process continues it (R-20..R-26).
+
+Two invariants from seed 000:
+1. A session id is written the moment it is known, atomically (.tmp + replace); OSError is swallowed
+   because bookkeeping must never kill the work.
+2. Whatever doesn't match (moved workspace, dead session, corrupt file) counts as absent, silently.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from pathlib import Path
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+class Lineage:
+    FILE = "lineage.json"
+
+    def __init__(self, run_dir: str | os.PathLike, workspace: str | os.PathLike) -> None:
+        self.path = Path(run_dir) / self.FILE
+        self.workspace = str(Path(workspace).resolve())
+        self.woke = 0
+        self.steps: dict[str, str] = {}
+
+    @classmethod
+    def load(
+        cls,
+        run_dir: str | os.PathLike,
+        workspace: str | os.PathLike,
+        has_session: Callable[[str], bool] | None = None,
+    ) -> Lineage:
+        """Read lineage.json; keep only steps whose session still exists. Never raises."""
+        lin = cls(run_dir, workspace)
+        raw = read_raw(lin.path)
+        if raw is None or raw.get("workspace") != lin.workspace:
+            return lin  # the workspace guard: a moved or copied project starts fresh
+        woke = raw.get("woke", 0)
+        lin.woke = woke if isinstance(woke, int) and woke >= 0 else 0
+        steps = raw.get("steps")
+        if isinstance(steps, dict):
+            for name, sid in steps.items():
+                if isinstance(name, str) and isinstance(sid, str) and sid:
+                    if has_session is None or has_session(sid):
+                        lin.steps[name] = sid
+        return lin
+
+    @property
+    def waking(self) -> bool:
+        return bool(self.steps)
+
+    def record(self, step: str, session_id: str) -> None:
+        # Suffixed attempt names (X#retry1, X#round2, X·判定#1) are never cross-process keys (R-24).
+        if not session_id or "#" in step or "·" in step:
+            return
+        self.steps[step] = session_id
+        self.save()
+
+    def bump_woke(self) -> int:
+        self.woke += 1
+        self.save()
+        return self.woke
+
+    def save(self) -> None:
+        data = {"workspace": self.workspace, "woke": self.woke, "steps": self.steps}
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(self.path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+        except OSError:
+            pass
+
+    def archive(self, into: str | os.PathLike, extra: Iterable[str | os.PathLike] = ()) -> Path:
+        """Move lineage.json and the given files into `into/<YYYYmmdd-HHMMSS>/`; reset (R-34)."""
+        dest = Path(into) / datetime.now().strftime("%Y%m%d-%H%M%S")
+        dest.mkdir(parents=True, exist_ok=True)
+        for item in [self.path, *map(Path, extra)]:
+            if item.exists():
+                shutil.move(str(item), str(dest / item.name))
+        self.steps = {}
+        self.woke = 0
+        return dest
+
+
+def read_raw(path: Path) -> dict | None:
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return raw if isinstance(raw, dict) else None

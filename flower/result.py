@@ -1,0 +1,53 @@
+"""StepResult: what one `Runtime.run` produced (R-05), and its manifest row form (R-20)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+@dataclass
+class StepResult:
+    step: str
+    session_id: str = ""
+    ok: bool = False
+    cost_usd: float = 0.0
+    num_turns: int = 0
+    text: str = ""
+    error: str | None = None
+    started_at: str = field(default_factory=now_iso)
+    ended_at: str = ""
+    attempts: int = 1
+    errors: list[str] = field(default_factory=list)
+    resumed: bool = False
+    retired: list[str] = field(default_factory=list)
+    context: int = 0
+    # Tool calls of the main thread, in order: [{"name", "input"}]. Lets reports and `repro`
+    # compare what two runs actually did, not only what they said.
+    tool_calls: list[dict] = field(default_factory=list)
+    # The model that answered (from the responses). "scripted-model" marks the offline scripted
+    # server, so every output can say when no real model was involved.
+    model: str = ""
+
+    @property
+    def duration_s(self) -> float:
+        if not self.ended_at:
+            return 0.0
+        start = datetime.fromisoformat(self.started_at)
+        end = datetime.fromisoformat(self.ended_at)
+        return round((end - start).total_seconds(), 3)
+
+    def to_row(self, run_id: str) -> dict:
+        row = asdict(self)
+        row["duration_s"] = self.duration_s
+        row["run"] = run_id
+        return row
+
+    @classmethod
+    def from_row(cls, row: dict) -> StepResult:
+        names = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in row.items() if k in names})
