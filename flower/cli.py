@@ -24,7 +24,7 @@ SUBCOMMANDS = ("go", "run", "once")
 GLOBAL_WITH_VALUE = ("-w", "--workspace", "-r", "--run-dir")
 
 app = typer.Typer(add_completion=False, no_args_is_help=False, rich_markup_mode=None)
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)
 
 
 class Globals:

@@ -19,8 +19,8 @@ def is_scripted(model: str) -> bool:
 class Display:
     def __init__(self, verbose: bool = False, console: Console | None = None) -> None:
         self.verbose = verbose
-        self.console = console or Console(stderr=True, highlight=False)
-        self.out = Console(highlight=False)
+        self.console = console or Console(stderr=True, highlight=False, soft_wrap=True)
+        self.out = Console(highlight=False, soft_wrap=True)
 
     def event(self, kind: str, payload: dict) -> None:
         c = self.console
