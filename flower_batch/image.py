@@ -172,7 +172,10 @@ def build_image(
         labels = {**versions, LABEL_BASE: base_id, LABEL_BUILD_KEY: key}
 
         if not no_cache:
-            for found in images.find_by_label(LABEL_BUILD_KEY, key):
+            # Prefer what `tag` already names, so a rebuild never flips between equal images.
+            current = images.find(tag)
+            same = [current] if current and current.labels.get(LABEL_BUILD_KEY) == key else []
+            for found in same or images.find_by_label(LABEL_BUILD_KEY, key)[:1]:
                 if tag not in found.tags:
                     images.tag(found.id, tag)
                 log(f"✓ unchanged: reusing {found.id} ({time.monotonic() - started:.1f}s)")

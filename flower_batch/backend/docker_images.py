@@ -41,8 +41,10 @@ class DockerImages:
             raise err from None
 
     def find_by_label(self, key: str, value: str) -> list[ImageInfo]:
+        """Images carrying key=value, newest first."""
         try:
             rows = self._api().images(filters={"label": f"{key}={value}"})
+            rows.sort(key=lambda r: r.get("Created", 0), reverse=True)
             return [image_info_from_inspect(self._api().inspect_image(r["Id"])) for r in rows]
         except Exception as exc:
             raise translate(exc, "image", f"{key}={value}", address=self.address) from None
