@@ -780,3 +780,93 @@ def test_large_session_prunes_in_one_pass():
     assert_chain_ok(out)
     assert all_message_entries_on_chain(out)
     assert sum(1 for e in out if e.get("toolDenialKind")) == 1
+
+
+# --- on the real CLI ---
+
+
+async def _run_cli(srv, ws, cfg, store, prompt, resume=None):
+    from claude_agent_sdk import ClaudeAgentOptions, ResultError, ResultMessage, query
+
+    options = ClaudeAgentOptions(
+        cwd=ws,
+        env=srv.env(cfg),
+        allowed_tools=["Read"],
+        session_store=store,
+        session_store_flush="eager",
+        resume=resume,
+    )
+    result = None
+    try:
+        async for message in query(prompt=prompt, options=options):
+            if isinstance(message, ResultMessage):
+                result = message
+    except ResultError:
+        assert result is not None and result.is_error
+    return result
+
+
+@pytest.mark.anyio
+async def test_real_cli_transcript_with_denials_and_a_failed_turn_is_cleaned_and_resumes(tmp_path):
+    from claude_agent_sdk import project_key_for_directory
+
+    from flower.scripted import ScriptedServer
+    from flower.store import SQLiteSessionStore
+    from tests.rig import message_requests, texts_of
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    touch = "{cwd}/%s.txt"
+    scenario = {
+        "rules": [
+            {"name": "resumed", "last_user_contains": "继续", "reply": [{"text": "continuing"}]},
+            {"name": "fail", "last_user_contains": "again please", "error": 500},
+            {
+                "name": "start",
+                "last_user_contains": "make two files",
+                "last_is_tool_result": False,
+                "reply": [{"tool_use": {"name": "Bash", "input": {"command": "touch " + touch % "a"}}}],
+            },
+            {
+                "name": "after-denial",
+                "last_is_tool_result": True,
+                "sequence": [
+                    {"reply": [{"tool_use": {"name": "Bash", "input": {"command": "touch " + touch % "b"}}}]},
+                    {"reply": [{"text": "gave up"}]},
+                ],
+            },
+        ]
+    }
+    db = tmp_path / "sessions.db"
+    inner = SQLiteSessionStore(db)
+    store = PruningSessionStore(inner)
+    with ScriptedServer(scenario) as srv:
+        first = await _run_cli(srv, ws, tmp_path / "cfg", store, "make two files")
+        sid = first.session_id
+        failed = await _run_cli(srv, ws, tmp_path / "cfg", store, "again please", resume=sid)
+        assert failed.is_error and "500" in failed.result
+
+        key = {"project_key": project_key_for_directory(str(ws)), "session_id": sid}
+        raw = await inner.load(key)
+        assert sum(1 for e in raw if e.get("toolDenialKind")) == 2
+        assert any(e.get("isApiErrorMessage") for e in raw)
+        digest = hashlib.sha256(db.read_bytes()).hexdigest()
+        cleaned = await store.load(key)
+        assert hashlib.sha256(db.read_bytes()).hexdigest() == digest
+        assert await inner.load(key) == raw
+        assert sum(1 for e in cleaned if e.get("toolDenialKind")) == 1
+        assert "a.txt" not in json.dumps(cleaned) and "b.txt" in json.dumps(cleaned)
+        assert "API Error" not in json.dumps(cleaned)
+        assert_chain_ok(cleaned)
+
+        resumed = await _run_cli(srv, ws, tmp_path / "cfg", store, "继续", resume=sid)
+        assert not resumed.is_error and resumed.result == "continuing" and resumed.session_id == sid
+        last = message_requests(srv)[-1]
+        assert last["rule"] == "resumed"
+    sent = texts_of(last)
+    assert "API Error" not in sent and "a.txt" not in sent and "b.txt" in sent
+    assert "No response requested" not in sent  # the failed prompt and the resume prompt were merged
+    users = [m for m in last["body"]["messages"] if m["role"] == "user"]
+    assert "again please" in json.dumps(users[-1], ensure_ascii=False)
+    assert not (ws / "a.txt").exists() and not (ws / "b.txt").exists()
+    assert_chain_ok(await store.load(key))
