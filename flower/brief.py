@@ -185,10 +185,19 @@ def render_brief(brief: Mapping[str, str]) -> str:
     return "\n".join(parts)
 
 
-def write_brief(path: str | os.PathLike, brief: Mapping[str, str]) -> Path:
-    """Write 需求.md atomically (.tmp + replace)."""
+def write_brief(path: str | os.PathLike, brief: Mapping[str, str], *, keep_appendix: bool = True) -> Path:
+    """Write 需求.md atomically (.tmp + replace).
+
+    With `keep_appendix`, appendix sections already in the file (words the person added on wake or
+    during the run) are kept when `brief` lacks them: a rewrite never silently drops their words.
+    """
     target = Path(path)
-    _atomic_write(target, render_brief(brief))
+    out = Brief({k: brief.get(k, "") for k in SECTIONS}, getattr(brief, "appendix", None))
+    if keep_appendix:
+        old = read_brief(target)
+        for heading, body in (old.appendix if old else {}).items():
+            out.appendix.setdefault(heading, body)
+    _atomic_write(target, render_brief(out))
     return target
 
 

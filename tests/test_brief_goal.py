@@ -338,3 +338,14 @@ def test_verdict_format_lists_three_sections_and_parses_as_ambiguous():
     for part in ("## 结论", "## 理由", "## 未通过", "achieved", "not_yet", "unreachable"):
         assert part in VERDICT_FORMAT
     assert parse_verdict(VERDICT_FORMAT).state == NOT_YET
+
+
+def test_write_brief_keeps_words_already_appended(tmp_path):
+    path = tmp_path / "需求.md"
+    append_to_section(path, "运行中补充", "用红色", when=datetime(2024, 1, 1))
+    write_brief(path, parse_brief(FULL))
+    b = read_brief(path)
+    assert b is not None and b.complete
+    assert b.appendix == {"运行中补充": "- [2024-01-01 00:00:00] 用红色"}
+    write_brief(path, parse_brief(FULL), keep_appendix=False)
+    assert read_brief(path).appendix == {}
