@@ -451,3 +451,18 @@ def _stderr_log() -> Log:
             console.print(f"[dim]{escape(line)}[/]", soft_wrap=True)
 
     return log
+
+
+def main() -> None:
+    """`python -m flower_batch.image`: build (or reuse) the runtime image and print its id."""
+    from flower_batch.errors import FlowerBatchError
+
+    try:
+        print(build_image().id)
+    except FlowerBatchError as err:
+        print(f"error: {err}", file=sys.stderr)
+        raise SystemExit(1) from None
+
+
+if __name__ == "__main__":
+    main()
