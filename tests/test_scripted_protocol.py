@@ -300,3 +300,42 @@ def test_env_points_the_cli_at_the_server(tmp_path):
         }
         assert (tmp_path / "cfg").is_dir()
         assert "CLAUDE_CODE_MAX_RETRIES" not in srv.env(tmp_path / "cfg", max_retries=None)
+
+
+def test_a_custom_responder_plugs_into_the_core():
+    """The Responder contract (plan.py): a generator of events, as a proxy would stream them."""
+    from flower.scripted import MessagesServer, ParsedRequest, ResponsePlan, build_message, message_events
+
+    class Echo:
+        def respond(self, request: ParsedRequest) -> ResponsePlan:
+            msg = build_message(
+                [{"type": "text", "text": f"echo: {request.last_user_text}"}],
+                model="echo",
+                usage={"input_tokens": 1},
+            )
+            if not request.stream:
+                return ResponsePlan.json(msg, rule="echo")
+            return ResponsePlan.sse(
+                (e for e in message_events(msg)), rule="echo", headers={"x-upstream": "none"}
+            )
+
+    with MessagesServer(Echo()) as srv:
+        status, headers, raw = post(srv, body("ping"))
+        _, _, plain = post(srv, body("pong", stream=False))
+        assert [r["rule"] for r in srv.requests] == ["echo", "echo"]
+    assert status == 200 and headers["x-upstream"] == "none"
+    assert [d["delta"]["text"] for n, d in sse_events(raw) if n == "content_block_delta"] == ["echo: ping"]
+    assert json.loads(plain)["content"][0]["text"] == "echo: pong"
+
+
+def test_a_failing_responder_answers_500_and_keeps_serving():
+    from flower.scripted import MessagesServer
+
+    class Broken:
+        def respond(self, request):
+            raise RuntimeError("bug in responder")
+
+    with MessagesServer(Broken()) as srv:
+        status, _, raw = post(srv, body())
+        again, _, _ = post(srv, body())
+    assert status == again == 500 and "bug in responder" in json.loads(raw)["error"]["message"]

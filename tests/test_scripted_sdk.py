@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -16,7 +18,7 @@ pytestmark = pytest.mark.anyio
 async def run(srv: ScriptedServer, tmp_path: Path, prompt: str, **env_kw) -> list:
     """One query() to the end; the messages it yielded (a ResultError after an error result is expected)."""
     ws = tmp_path / "ws"
-    ws.mkdir(exist_ok=True)
+    ws.mkdir(parents=True, exist_ok=True)
     options = ClaudeAgentOptions(
         cwd=ws, env=srv.env(tmp_path / "cfg", **env_kw), permission_mode="bypassPermissions"
     )
@@ -159,3 +161,30 @@ async def test_an_outage_is_ridden_out_by_the_cli_retries(tmp_path):
     entries = [json.loads(line) for line in transcript.read_text().splitlines()]
     codes = [e["error"]["connection"]["code"] for e in entries if e.get("subtype") == "api_error"]
     assert codes == ["ECONNRESET", "ECONNREFUSED"]
+
+
+async def test_demo_scenario_solves_the_example_tasks(tmp_path):
+    """examples/scenarios/demo.toml drives the real CLI through examples/tasks/* to passing checks."""
+    examples = Path(__file__).resolve().parent.parent / "examples"
+    checks = {
+        "hello": "test -f hello.txt && grep -qi hi hello.txt",
+        "fizzbuzz": "python3 fizzbuzz.py | sed -n 15p | grep -qx FizzBuzz && python3 fizzbuzz.py | sed -n 9p | grep -qx Fizz",
+    }
+    with ScriptedServer(examples / "scenarios" / "demo.toml") as srv:
+        for task, check in checks.items():
+            shutil.copytree(examples / "tasks" / task, tmp_path / task / "ws")
+            messages = await run(
+                srv, tmp_path / task, "Read TASK.md and do what it asks. Run the program once to check it."
+            )
+            assert not result_of(messages).is_error
+            assert subprocess.run(check, shell=True, cwd=tmp_path / task / "ws").returncode == 0, task
+        rules = [r["rule"] for r in srv.requests]
+    assert rules == [
+        "read-task",
+        "hello-write",
+        "hello-done",
+        "read-task",
+        "fizzbuzz-write",
+        "fizzbuzz-run",
+        "fizzbuzz-done",
+    ]
