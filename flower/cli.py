@@ -89,13 +89,27 @@ def once(
 
 
 @app.command()
-def run(target: str = typer.Argument(..., help="module:attr or path/to/file.py:attr naming a Workflow")) -> None:
+def run(
+    target: str = typer.Argument(..., help="module:attr or path/to/file.py:attr naming a Workflow"),
+    prompt: str | None = typer.Option(None, "--prompt", help="put this text in ctx['prompt'] for the workflow's steps"),
+    values: list[str] = typer.Option([], "--set", help="KEY=VALUE into ctx['args'] (repeatable)"),
+    fresh: bool = typer.Option(False, "--fresh", help="continuous=False: every step starts a new session"),
+) -> None:
     """Run a Workflow defined in Python."""
     try:
         workflow = load_workflow(target)
     except TargetError as exc:
         _fail(str(exc))
         raise
+    for item in values:
+        if "=" not in item:
+            _fail(f"--set {item!r}: expected KEY=VALUE")
+    if values:
+        workflow.context.setdefault("args", {}).update(dict(v.split("=", 1) for v in values))
+    if prompt is not None:
+        workflow.context["prompt"] = prompt
+    if fresh:
+        workflow.continuous = False
     rt = make_runtime()
     display = Display(verbose=G.verbose)
     try:

@@ -206,7 +206,7 @@ class Runtime:
         if reachable(host, port, timeout=self.resilience.probe_timeout):
             await anyio.sleep(self.resilience.delay(attempt))
         else:
-            await self.resilience.wait_online()
+            await self.resilience.wait_online(env=env)
 
     @staticmethod
     def _absorb(result: StepResult, got: _Attempt) -> None:

@@ -6,6 +6,7 @@ when the request is parsed, so nothing downstream (responders, logs) can write t
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import dataclass, field
@@ -37,6 +38,14 @@ def split_path(path: str) -> tuple[str, str | None, str]:
     if at < 0:
         return "", None, query
     return bare[:at], ENDPOINTS.get(bare[at:]), query
+
+
+def credential_digest(headers: dict[str, str]) -> str:
+    """sha256 of the caller's key (x-api-key or Bearer token): lets a gateway check per-job
+    tokens without the key itself ever being held or logged."""
+    lower = {k.lower(): v for k, v in headers.items()}
+    key = lower.get("x-api-key") or lower.get("authorization", "").removeprefix("Bearer ").strip()
+    return hashlib.sha256(key.encode()).hexdigest() if key else ""
 
 
 def redact_headers(headers: dict[str, str]) -> dict[str, str]:
@@ -82,6 +91,7 @@ class ParsedRequest:
     raw_body: bytes = b""
     received_at: float = 0.0
     nth: int = 0  # 1-based index of this /v1/messages request within its session (0 for others)
+    credential_sha256: str = field(default="", repr=False)  # see credential_digest()
 
     @cached_property
     def session(self) -> str:

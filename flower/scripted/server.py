@@ -22,7 +22,7 @@ from typing import Any
 from .log import RequestLog, make_record
 from .plan import UNMATCHED, Responder, ResponsePlan, new_request_id
 from .render import encode_event
-from .request import ParsedRequest, redact_headers, split_path
+from .request import ParsedRequest, credential_digest, redact_headers, split_path
 from .responder import ScriptedResponder
 from .scenario import Scenario
 
@@ -98,6 +98,7 @@ class _Handler(BaseHTTPRequestHandler):
             prefix=prefix,
             endpoint=endpoint,
             headers=redact_headers(dict(self.headers.items())),
+            credential_sha256=credential_digest(dict(self.headers.items())),
             raw_body=raw,
             received_at=received,
         )

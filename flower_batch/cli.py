@@ -1,0 +1,407 @@
+"""The `flower-batch` command: run / wake / ls / show / logs / stop / gc / image build (+ matrix, report)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from .backend.docker_backend import DockerBackend
+from .errors import FlowerBatchError
+from .jobs import ADHOC_BATCH, adhoc_spec, job_scenario, start_job
+from .labels import BATCH, JOB, MANAGED, ROLE, SESSION
+from .layout import Home, JobDir
+from .matrix import JobRecord, JobSpec, RecordError, format_duration
+from .session import is_alive
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                  help="Run flower workflows in pinned containers: one job, a matrix, a reproduction.")
+image_app = typer.Typer(no_args_is_help=True, help="The runtime image.")
+app.add_typer(image_app, name="image")
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def fail(message: str, code: int = 2) -> None:
+    err.print(f"[red]flower-batch:[/red] {message}")
+    raise typer.Exit(code)
+
+
+def home_option() -> Any:
+    return typer.Option(None, "--home", help="where batches live (default ./volumes or $FLOWER_BATCH_HOME)")
+
+
+def _home(path: Path | None) -> Home:
+    return Home(path)
+
+
+def _parse_env(items: list[str]) -> dict[str, str]:
+    env = {}
+    for item in items:
+        if "=" not in item:
+            fail(f"--env {item!r}: expected KEY=VALUE (use --secret NAME for values from your environment)")
+        key, value = item.split("=", 1)
+        if key.upper().startswith("ANTHROPIC_"):
+            fail(f"--env {key}: the gateway sets ANTHROPIC_* for every job; do not pass them")
+        env[key] = value
+    return env
+
+
+def _progress(job_id: str, state: str) -> None:
+    err.print(f"[cyan]{time.strftime('%H:%M:%S')}[/cyan] {job_id}: {state}")
+
+
+def _finish(record: JobRecord) -> None:
+    colour = "green" if record.status == "passed" else "red"
+    cost = "unknown" if record.cost_usd is None else f"${record.cost_usd:.4f}"
+    err.print(
+        f"[{colour}]{record.job_id}: {record.status}[/{colour}]"
+        + (f" — {record.reason}" if record.reason else "")
+        + f"  cost {cost}  turns {record.num_turns or 0}  {format_duration(record.duration_s or 0)}"
+        + f"  model: {_mode_label(record.gateway_mode)}"
+    )
+    raise typer.Exit(0 if record.status == "passed" else 1)
+
+
+def _mode_label(mode: str) -> str:
+    return {"scripted": "scripted (offline, no real model)", "replay": "replay of a recording",
+            "anthropic": "Anthropic API via the gateway"}.get(mode, mode)
+
+
+def _runtime_image(ref: str) -> tuple[str, dict[str, str]]:
+    from .image import read_image
+
+    img = read_image(ref)
+    versions = {"flower_batch": img.flower_batch_version, "sdk": img.sdk_version, "cli": img.cli_version}
+    return img.id, versions
+
+
+def _run_async(fn: Any) -> Any:
+    try:
+        return anyio.run(fn)
+    except FlowerBatchError as exc:
+        fail(str(exc))
+    except KeyboardInterrupt:
+        err.print("flower-batch: interrupted; containers of this run were removed")
+        raise typer.Exit(130) from None
+
+
+@app.command()
+def run(
+    workspace: Path = typer.Argument(..., help="folder copied fresh into the job's /workspace"),
+    task: str | None = typer.Argument(None, help="task text for flower's starter flow"),
+    workflow: str | None = typer.Option(None, "--workflow", "-f", help="module:attr or file.py:attr of a Workflow"),
+    prompt: str | None = typer.Option(None, "--prompt", help="with --workflow: text given to it as ctx['prompt']"),
+    image: str = typer.Option("flower-batch-runtime:latest", "--image", help="runtime image (tag or id); the id is pinned"),
+    timeout: str = typer.Option("30m", "--timeout", help="stop the job after this long (SIGTERM, grace, kill)"),
+    cpus: float | None = typer.Option(None, "--cpus"),
+    memory: str | None = typer.Option(None, "--memory", help="e.g. 2g"),
+    env: list[str] = typer.Option([], "--env", "-e", help="KEY=VALUE for the job (repeatable)"),
+    secret: list[str] = typer.Option([], "--secret", help="NAME of a host env var passed to the job, never stored"),
+    name: str | None = typer.Option(None, "--name", help="job id (default: from the task)"),
+    persistent: bool = typer.Option(False, "--persistent", help="keep the conversation so `wake` can continue it"),
+    scenario: Path | None = typer.Option(None, "--scenario", help="scripted-model scenario for the gateway"),
+    home: Path | None = home_option(),
+) -> None:
+    """Run one job in a fresh container."""
+    h = _home(home)
+    try:
+        spec = adhoc_spec(workspace=workspace, task=task, workflow=workflow, prompt=prompt, name=name,
+                          timeout=timeout, cpus=cpus, memory=memory, env=_parse_env(env), secrets_=secret,
+                          scenario=scenario)
+        if h.job(ADHOC_BATCH, spec.id).record_path.exists():
+            fail(f"job {spec.id} already exists: wake it (`flower-batch wake {spec.id}`) or pick another --name")
+        image_id, versions = _runtime_image(image)
+    except FlowerBatchError as exc:
+        fail(str(exc))
+        raise
+    err.print(f"job {ADHOC_BATCH}/{spec.id}  image {image_id[:19]}  model: {_mode_label(spec.gateway.mode)}")
+
+    async def go() -> JobRecord:
+        async with DockerBackend() as backend:
+            return await start_job(backend, h, ADHOC_BATCH, spec, image_id=image_id, versions=versions,
+                                   persistent=persistent, on_state=_progress)
+
+    _finish(_run_async(go))
+
+
+@app.command()
+def wake(
+    job: str = typer.Argument(..., help="job id (or batch/job)"),
+    words: str | None = typer.Argument(None, help="more words for the work step (starter flow) or the workflow's prompt"),
+    scenario: Path | None = typer.Option(None, "--scenario", help="use this scenario instead of the job's copy"),
+    timeout: str | None = typer.Option(None, "--timeout"),
+    home: Path | None = home_option(),
+) -> None:
+    """Continue a persistent job in a new container on its recorded image id."""
+    h = _home(home)
+    try:
+        jd = h.find(job)
+        record = jd.record()
+    except (FlowerBatchError, FileNotFoundError) as exc:
+        fail(str(exc))
+        raise
+    if not record.finished:
+        fail(f"job {jd.job} is still {record.status}; stop it first (`flower-batch stop {jd.job}`)")
+    if not record.spec.get("persistent"):
+        fail(f"job {jd.job} was not started with --persistent, so it has no conversation to continue")
+    spec = JobSpec.from_dict(record.spec)
+    gw = spec.gateway
+    chosen = scenario.resolve() if scenario else job_scenario(jd)
+    if chosen is None or not chosen.is_file():
+        fail(f"job {jd.job}: its scenario copy is missing; pass --scenario FILE")
+    from dataclasses import replace
+
+    spec = replace(spec, gateway=replace(gw, scenario=chosen))
+    if timeout:
+        from .matrix import parse_duration
+
+        seconds = parse_duration(timeout)
+        if not seconds:
+            fail(f"--timeout {timeout!r}: expected a duration like 90s, 10m or 1h")
+        spec = replace(spec, timeout_s=seconds)
+    err.print(f"waking {jd.batch}/{jd.job} (attempt {record.attempt + 1}) on image {record.image_id[:19]}")
+
+    async def go() -> JobRecord:
+        async with DockerBackend() as backend:
+            return await start_job(backend, h, jd.batch, spec, image_id=record.image_id, versions=record.versions,
+                                   persistent=True, waking=True, wake_words=words, previous=record,
+                                   on_state=_progress)
+
+    result = _run_async(go)
+    _print_container_tail(h.job(jd.batch, jd.job), marker="接上")
+    _finish(result)
+
+
+def _print_container_tail(jd: JobDir, marker: str) -> None:
+    """Show the wake banner flower printed inside the container."""
+    log = jd.logs / "container.log"
+    if not log.exists():
+        return
+    lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
+    last_run = max((i for i, line in enumerate(lines) if line.startswith("--- container")), default=0)
+    for line in lines[last_run:]:
+        if marker in line or "唤醒" in line:
+            err.print(f"  {line.strip()}")
+
+
+def _rows(h: Home, batch: str | None) -> list[dict[str, Any]]:
+    rows = []
+    for jd, rec in h.records(batch):
+        if isinstance(rec, RecordError):
+            rows.append({"batch": jd.batch, "job": jd.job, "status": "unreadable", "reason": str(rec)})
+            continue
+        rows.append({
+            "batch": jd.batch, "job": jd.job, "status": rec.status, "reason": rec.reason,
+            "cost_usd": rec.cost_usd, "num_turns": rec.num_turns, "duration_s": rec.duration_s,
+            "started_at": rec.started_at, "gateway_mode": rec.gateway_mode, "attempt": rec.attempt,
+            "persistent": bool(rec.spec.get("persistent")), "image_id": rec.image_id,
+        })
+    return rows
+
+
+@app.command("ls")
+def ls(
+    batch: str | None = typer.Option(None, "--batch", "-b"),
+    as_json: bool = typer.Option(False, "--json"),
+    home: Path | None = home_option(),
+) -> None:
+    """List jobs and their status."""
+    rows = _rows(_home(home), batch)
+    if as_json:
+        out.print_json(json.dumps(rows))
+        return
+    table = Table(title=f"jobs ({len(rows)})")
+    for col in ("batch", "job", "status", "cost", "turns", "time", "model", "wakes"):
+        table.add_column(col)
+    for r in rows:
+        cost = "" if r.get("cost_usd") is None else f"${r['cost_usd']:.4f}"
+        table.add_row(r["batch"], r["job"], _status_cell(r["status"]), cost, str(r.get("num_turns") or ""),
+                      format_duration(r.get("duration_s") or 0), r.get("gateway_mode") or "",
+                      str(r.get("attempt", 1) - 1) if r.get("persistent") else "-")
+    out.print(table)
+
+
+app.command("status", help="Same as ls.")(ls)
+
+
+def _status_cell(status: str) -> str:
+    colour = {"passed": "green", "running": "cyan", "queued": "cyan"}.get(status, "red")
+    return f"[{colour}]{status}[/{colour}]"
+
+
+@app.command()
+def show(
+    job: str = typer.Argument(...),
+    as_json: bool = typer.Option(False, "--json"),
+    home: Path | None = home_option(),
+) -> None:
+    """A job's record and its manifest rows (one per step attempt)."""
+    try:
+        jd = _home(home).find(job)
+        record = jd.record()
+    except (FlowerBatchError, FileNotFoundError) as exc:
+        fail(str(exc))
+        raise
+    rows = jd.manifest()
+    if as_json:
+        out.print_json(json.dumps({"record": record.to_dict(), "manifest": rows}))
+        return
+    info = Table.grid(padding=(0, 2))
+    for key, value in (
+        ("job", f"{jd.batch}/{jd.job}"), ("status", _status_cell(record.status)), ("reason", record.reason or ""),
+        ("model", _mode_label(record.gateway_mode)), ("image", record.image_id),
+        ("versions", ", ".join(f"{k} {v}" for k, v in record.versions.items())),
+        ("exit code", str(record.exit_code)), ("check exit", str(record.check_exit)),
+        ("cost", "unknown" if record.cost_usd is None else f"${record.cost_usd:.4f}"),
+        ("turns", str(record.num_turns)), ("started", record.started_at or ""), ("finished", record.finished_at or ""),
+        ("duration", format_duration(record.duration_s or 0)), ("attempt", str(record.attempt)),
+        ("persistent", "yes" if record.spec.get("persistent") else "no"), ("folder", str(jd.root)),
+    ):
+        info.add_row(f"[bold]{key}[/bold]", value)
+    out.print(info)
+    table = Table(title="manifest (one row per step attempt)")
+    for col in ("run", "step", "ok", "cost $", "turns", "seconds", "session", "error"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(str(r.get("run", ""))[-13:], str(r.get("step")), "yes" if r.get("ok") else "no",
+                      f"{r.get('cost_usd') or 0:.4f}", str(r.get("num_turns", "")), f"{r.get('duration_s') or 0:.1f}",
+                      str(r.get("session_id", ""))[:8], str(r.get("error") or "")[:60])
+    out.print(table)
+    if record.check_output:
+        out.print("[bold]check output[/bold]")
+        out.print(record.check_output[-2000:])
+
+
+@app.command()
+def logs(
+    job: str = typer.Argument(...),
+    follow: bool = typer.Option(False, "--follow", "-f", help="keep printing while the job runs"),
+    home: Path | None = home_option(),
+) -> None:
+    """The job's container output (and its check's)."""
+    try:
+        jd = _home(home).find(job)
+        record = jd.record()
+    except (FlowerBatchError, FileNotFoundError) as exc:
+        fail(str(exc))
+        raise
+    log = jd.logs / "container.log"
+    if log.exists():
+        sys.stdout.write(log.read_text(encoding="utf-8", errors="replace"))
+    if follow and record.status == "running" and record.container:
+        async def tail() -> None:
+            async with DockerBackend() as backend:
+                async for line in backend.logs(record.container, follow=True):  # type: ignore[arg-type]
+                    print(line, flush=True)
+
+        _run_async(tail)
+    check = jd.logs / "check.log"
+    if check.exists():
+        sys.stdout.write(check.read_text(encoding="utf-8", errors="replace"))
+
+
+@app.command()
+def stop(
+    job: str = typer.Argument(...),
+    grace: float = typer.Option(10.0, "--grace", help="seconds between SIGTERM and kill"),
+    home: Path | None = home_option(),
+) -> None:
+    """Stop a running job: SIGTERM (flower records the step as killed-by-signal), then kill."""
+    try:
+        jd = _home(home).find(job)
+        record = jd.record()
+    except (FlowerBatchError, FileNotFoundError) as exc:
+        fail(str(exc))
+        raise
+
+    async def go() -> int:
+        async with DockerBackend() as backend:
+            found = await backend.list_by_label({MANAGED: "1", BATCH: jd.batch, JOB: jd.job})
+            running = [c for c in found if c.state == "running"]
+            for c in running:
+                await backend.stop(c.id, grace_s=grace)
+            return len(running)
+
+    n = _run_async(go)
+    err.print(f"stopped {n} container(s) of {jd.batch}/{jd.job} (status was {record.status})")
+
+
+@app.command()
+def gc(
+    dry_run: bool = typer.Option(False, "--dry-run", help="only list what would be removed"),
+    home: Path | None = home_option(),
+) -> None:
+    """Remove containers, networks and volumes with our labels that no live orchestrator owns."""
+    h = _home(home)
+
+    async def go() -> list[tuple[str, str, str]]:
+        found: list[tuple[str, str, str]] = []
+        async with DockerBackend() as backend:
+            for c in await backend.list_by_label({MANAGED: "1"}):
+                if not is_alive(h.root, c.labels.get(SESSION, "")):
+                    found.append(("container", c.name, c.labels.get(ROLE, "")))
+                    if not dry_run:
+                        await backend.remove(c.id, force=True)
+            for n in await backend.list_networks_by_label({MANAGED: "1"}):
+                if not is_alive(h.root, n.labels.get(SESSION, "")):
+                    found.append(("network", n.name, ""))
+                    if not dry_run:
+                        await backend.remove_network(n.id)
+            for v in await backend.list_volumes_by_label({MANAGED: "1"}):
+                if not is_alive(h.root, v.labels.get(SESSION, "")):
+                    found.append(("volume", v.name, ""))
+                    if not dry_run:
+                        await backend.remove_volume(v.name, force=True)
+        return found
+
+    found = _run_async(go)
+    verb = "would remove" if dry_run else "removed"
+    for kind, name, role in found:
+        out.print(f"{verb} {kind} {name} {role}".rstrip())
+    err.print(f"{verb} {len(found)} leaked resource(s)")
+
+
+@image_app.command("build")
+def image_build(
+    tag: str = typer.Option("flower-batch-runtime:latest", "--tag"),
+    base: str | None = typer.Option(None, "--base", help="base image (default: made locally with debootstrap)"),
+    network: bool = typer.Option(False, "--network", help="allow network during the build"),
+    no_cache: bool = typer.Option(False, "--no-cache"),
+) -> None:
+    """Build (or reuse) the runtime image; prints its immutable id."""
+    from .image import build_image
+
+    try:
+        img = build_image(tag=tag, base_image=base, network=network, no_cache=no_cache)
+    except FlowerBatchError as exc:
+        fail(str(exc))
+        raise
+    err.print(f"flower-batch {img.flower_batch_version} · claude-agent-sdk {img.sdk_version} · "
+              f"CLI {img.cli_version} · {'reused' if img.reused else 'built'}")
+    print(img.id)
+
+
+@image_app.command("show")
+def image_show(ref: str = typer.Argument("flower-batch-runtime:latest")) -> None:
+    """The id and versions of a runtime image."""
+    try:
+        img_id, versions = _runtime_image(ref)
+    except FlowerBatchError as exc:
+        fail(str(exc))
+        raise
+    print(json.dumps({"id": img_id, **versions}))
+
+
+def main() -> None:
+    from . import matrix_cmd  # noqa: F401 — registers `matrix` and `report`
+
+    app(prog_name="flower-batch")

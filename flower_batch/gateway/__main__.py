@@ -1,0 +1,50 @@
+"""`python -m flower_batch.gateway serve ...`: the gateway process inside the sidecar container."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+
+from flower.scripted import MessagesServer, Scenario, ScenarioError, ScriptedResponder
+
+from .routing import JobRouter, PerJobLog
+
+SECRET_ENV = "FB_GATEWAY_SECRET"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="flower-batch-gateway")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve")
+    serve.add_argument("--mode", choices=["scripted"], default="scripted")
+    serve.add_argument("--scenario", required=True)
+    serve.add_argument("--host", default="0.0.0.0")
+    serve.add_argument("--port", type=int, default=8080)
+    serve.add_argument("--batch-dir", required=True, help="per-job logs go to <batch-dir>/<job>/logs/")
+    args = parser.parse_args(argv)
+    secret = os.environ.get(SECRET_ENV, "")
+    if not secret:
+        print(f"gateway: {SECRET_ENV} is not set", file=sys.stderr)
+        return 2
+    try:
+        responder = ScriptedResponder(Scenario.load(args.scenario))
+    except ScenarioError as err:
+        print(f"gateway: {err}", file=sys.stderr)
+        return 2
+    server = MessagesServer(JobRouter(responder, secret), host=args.host, port=args.port)
+    server.log = PerJobLog(args.batch_dir)  # type: ignore[assignment]
+    server.start()
+    print(f"gateway listening on {args.host}:{server.port} mode={args.mode} (scripted model)", flush=True)
+    done = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: done.set())
+    done.wait()
+    server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

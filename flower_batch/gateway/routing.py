@@ -1,0 +1,71 @@
+"""Route a request to its job: check the per-job token, then hand it to the mode's responder."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from pathlib import Path
+from typing import Any
+
+from flower.scripted import ParsedRequest, Responder, ResponsePlan
+
+from .tokens import token_matches
+
+JOB_PREFIX = re.compile(r"^/j/([A-Za-z0-9][A-Za-z0-9._-]{0,199})$")
+
+
+def job_of(prefix: str) -> str | None:
+    m = JOB_PREFIX.match(prefix or "")
+    return m.group(1) if m else None
+
+
+class JobRouter:
+    """A Responder: refuses requests without a valid job token, delegates the rest."""
+
+    def __init__(self, inner: Responder, secret: str) -> None:
+        self.inner = inner
+        self.secret = secret
+
+    def respond(self, request: ParsedRequest) -> ResponsePlan:
+        job = job_of(request.prefix)
+        if job is None:
+            return ResponsePlan.error(
+                404, "flower-batch gateway: send requests to /j/<job>/v1/messages (set by flower-batch)",
+                rule="gateway:no-job",
+            )
+        if not token_matches(self.secret, job, request.credential_sha256):
+            return ResponsePlan.error(
+                401,
+                f"flower-batch gateway: unknown token for job {job} — ANTHROPIC_API_KEY must be the "
+                "per-job token flower-batch gave this container",
+                rule="gateway:bad-token",
+            )
+        return self.inner.respond(request)
+
+
+class PerJobLog:
+    """The gateway's request log, split per job: `<batch_dir>/<job>/logs/gateway.jsonl`."""
+
+    def __init__(self, batch_dir: str | Path) -> None:
+        self.batch_dir = Path(batch_dir)
+        self._lock = threading.Lock()
+        self._records: list[dict[str, Any]] = []
+
+    def path_for(self, job: str | None) -> Path:
+        if job is None:
+            return self.batch_dir / "gateway-unrouted.jsonl"
+        return self.batch_dir / job / "logs" / "gateway.jsonl"
+
+    def add(self, record: dict[str, Any]) -> None:
+        path = self.path_for(job_of(record.get("prefix", "")))
+        line = json.dumps(record, ensure_ascii=False) + "\n"
+        with self._lock:
+            self._records.append(record)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with path.open("a", encoding="utf-8") as out:
+                out.write(line)
+
+    def snapshot(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return list(self._records)

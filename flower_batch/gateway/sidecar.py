@@ -1,0 +1,119 @@
+"""Host side of the gateway: a private network for the batch and the gateway container on it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+import anyio
+
+from ..backend import Backend, ContainerSpec, Mount
+from ..errors import FlowerBatchError
+from ..labels import labels
+from .__main__ import SECRET_ENV
+from .tokens import job_token, new_secret
+
+PORT = 8080
+ALIAS = "gateway"
+READY_LINE = "gateway listening"
+
+
+class GatewayError(FlowerBatchError):
+    pass
+
+
+class GatewaySidecar:
+    """Start with `async with`: makes the network and the gateway, removes both at the end."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        batch: str,
+        session: str,
+        image_id: str,
+        batch_dir: Path,
+        scenario: Path | None,
+        mode: str = "scripted",
+    ) -> None:
+        if mode != "scripted":
+            raise GatewayError(f"gateway mode {mode!r} is not available yet: use mode = \"scripted\"")
+        if scenario is None or not Path(scenario).is_file():
+            raise GatewayError(f"gateway mode scripted needs a scenario file; {scenario} does not exist")
+        self.backend = backend
+        self.batch = batch
+        self.session = session
+        self.image_id = image_id
+        self.batch_dir = batch_dir
+        self.scenario = Path(scenario)
+        self.mode = mode
+        self.secret = new_secret()  # held in memory and in the gateway's env only
+        self.network = f"fb-{batch}-{session}"[:60]
+        self.container: str | None = None
+
+    def job_env(self, job_id: str) -> dict[str, str]:
+        return {
+            "ANTHROPIC_BASE_URL": f"http://{ALIAS}:{PORT}/j/{job_id}",
+            "ANTHROPIC_API_KEY": job_token(self.secret, job_id),
+        }
+
+    async def __aenter__(self) -> GatewaySidecar:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        with anyio.CancelScope(shield=True):
+            await self.stop()
+
+    async def start(self) -> None:
+        gdir = self.batch_dir / ".gateway"
+        gdir.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(self.scenario, gdir / ("scenario" + self.scenario.suffix))
+        await self.backend.create_network(self.network, labels(self.batch, self.session, "network"), internal=True)
+        spec = ContainerSpec(
+            image=self.image_id,
+            command=[
+                "python", "-m", "flower_batch.gateway", "serve", "--mode", self.mode,
+                "--scenario", f"/gateway/scenario{self.scenario.suffix}", "--port", str(PORT),
+                "--batch-dir", "/batch",
+            ],
+            env={SECRET_ENV: self.secret, "HOME": "/tmp"},
+            mounts=[Mount(str(self.batch_dir), "/batch"), Mount(str(gdir), "/gateway", read_only=True)],
+            user=f"{os.getuid()}:{os.getgid()}",
+            labels=labels(self.batch, self.session, "gateway"),
+            network=self.network,
+            network_aliases=[ALIAS],
+            name=f"fb-{self.batch}-gateway-{self.session}"[:63],
+            memory="512m",
+        )
+        self.container = await self.backend.create(spec)
+        await self.backend.start(self.container)
+        await self._wait_ready()
+
+    async def _wait_ready(self, timeout: float = 60.0) -> None:
+        assert self.container
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            lines = [line async for line in self.backend.logs(self.container)]
+            if any(READY_LINE in line for line in lines):
+                return
+            info = await self.backend.inspect(self.container)
+            if info.state in ("exited", "dead"):
+                tail = " | ".join(lines[-3:]) or "no output"
+                raise GatewayError(f"the gateway container exited ({info.exit_code}): {tail}")
+            await anyio.sleep(0.1)
+        raise GatewayError(f"the gateway did not start within {timeout:.0f}s")
+
+    async def stop(self) -> None:
+        if self.container:
+            try:
+                await self.backend.remove(self.container, force=True)
+            except FlowerBatchError:
+                pass
+            self.container = None
+        try:
+            await self.backend.remove_network(self.network)
+        except FlowerBatchError:
+            pass

@@ -1,0 +1,26 @@
+"""Per-job gateway tokens: HMAC(batch secret, job id).
+
+The gateway holds only the batch secret (in its environment, never on disk) and recomputes the
+expected token for the job named in the request path, so jobs can be added while it runs and
+no token table is ever written anywhere.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+
+
+def new_secret() -> str:
+    return secrets.token_hex(32)
+
+
+def job_token(secret: str, job_id: str) -> str:
+    mac = hmac.new(secret.encode(), job_id.encode(), hashlib.sha256).hexdigest()
+    return f"fbj-{mac[:40]}"
+
+
+def token_matches(secret: str, job_id: str, presented_sha256: str) -> bool:
+    expected = hashlib.sha256(job_token(secret, job_id).encode()).hexdigest()
+    return hmac.compare_digest(expected, presented_sha256)

@@ -1,0 +1,106 @@
+"""One job from start to record, with its gateway: the shared path of `run`, `wake` and `repro`."""
+
+from __future__ import annotations
+
+import re
+import secrets
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+from .backend import Backend
+from .errors import FlowerBatchError, ImageMissing
+from .gateway.sidecar import GatewaySidecar
+from .layout import Home, JobDir
+from .matrix import GatewaySpec, JobRecord, JobSpec, parse_duration, parse_memory
+from .runner import JobContext, run_job
+from .session import Session
+
+ADHOC_BATCH = "adhoc"
+
+
+def slug(text: str, limit: int = 32) -> str:
+    s = re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()
+    return (s[:limit].rstrip("-") or "job")
+
+
+def adhoc_spec(
+    *,
+    workspace: Path,
+    task: str | None,
+    workflow: str | None,
+    prompt: str | None,
+    name: str | None,
+    timeout: str,
+    cpus: float | None,
+    memory: str | None,
+    env: dict[str, str],
+    secrets_: list[str],
+    scenario: Path | None,
+) -> JobSpec:
+    if not workspace.is_dir():
+        raise FlowerBatchError(f"workspace {workspace} is not a directory: pass an existing folder to copy")
+    if bool(task) == bool(workflow):
+        raise FlowerBatchError("give either a task text or --workflow module:attr (not both, not neither)")
+    if scenario is None:
+        raise FlowerBatchError(
+            "no gateway: pass --scenario FILE for the scripted model (the anthropic proxy mode is not built yet)"
+        )
+    if not scenario.is_file():
+        raise FlowerBatchError(f"--scenario {scenario}: no such file")
+    job_id = name or f"{slug(task or workflow or 'job')}-{secrets.token_hex(2)}"
+    timeout_s = parse_duration(timeout)
+    if timeout_s is None or timeout_s <= 0:
+        raise FlowerBatchError(f"--timeout {timeout!r}: expected a duration like 90s, 10m or 1h")
+    memory_bytes = parse_memory(memory) if memory else None
+    if memory and memory_bytes is None:
+        raise FlowerBatchError(f"--memory {memory!r}: expected a size like 512m or 2g")
+    return JobSpec(
+        id=job_id, task=ADHOC_BATCH, variant="default", repeat=1, matrix={},
+        prompt=(task or prompt or ""), workflow=workflow, workspace=workspace.resolve(),
+        timeout_s=timeout_s, cpus=cpus, memory_bytes=memory_bytes, env=env, secrets=tuple(secrets_),
+        gateway=GatewaySpec(mode="scripted", scenario=scenario.resolve()),
+    )
+
+
+async def start_job(
+    backend: Backend,
+    home: Home,
+    batch: str,
+    job: JobSpec,
+    *,
+    image_id: str,
+    versions: dict[str, str],
+    persistent: bool,
+    waking: bool = False,
+    wake_words: str | None = None,
+    previous: JobRecord | None = None,
+    on_state: Callable[[str, str], None] | None = None,
+    search: list[Path] | None = None,
+) -> JobRecord:
+    """Run one job in its own orchestrator session with its own gateway."""
+    jd = home.job(batch, job.id)
+    scenario = job.gateway.scenario
+    if not waking:
+        jd.root.mkdir(parents=True, exist_ok=True)
+        if scenario is not None:
+            # Keep the scenario with the job: a later wake or repro uses this copy.
+            shutil.copyfile(scenario, jd.root / f"scenario{scenario.suffix}")
+    try:
+        await backend.image_info(image_id)
+    except ImageMissing as exc:
+        raise FlowerBatchError(f"image {image_id[:19]} is not in the Docker engine: {exc}") from exc
+    with Session(home.root) as session:
+        async with GatewaySidecar(
+            backend, batch=batch, session=session.id, image_id=image_id, batch_dir=home.batch_dir(batch),
+            scenario=scenario, mode=job.gateway.mode,
+        ) as gateway:
+            ctx = JobContext(backend=backend, batch=batch, session=session.id, image_id=image_id, gateway=gateway,
+                             versions=versions, on_state=on_state, search=search or [])
+            return await run_job(ctx, job, jd, persistent=persistent, waking=waking, wake_words=wake_words,
+                                 previous=previous)
+
+
+def job_scenario(jd: JobDir) -> Path | None:
+    found = sorted(jd.root.glob("scenario.*"))
+    return found[0] if found else None

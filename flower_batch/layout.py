@@ -1,0 +1,142 @@
+"""Where a batch and its jobs live on the host: `volumes/<batch>/<job>/`.
+
+    volumes/<batch>/batch.json         the batch: image id, gateway mode, jobs file (if any)
+    volumes/<batch>/<job>/record.json  the job's record (flower_batch.matrix record format)
+    volumes/<batch>/<job>/workspace/   mounted at /workspace (the container's cwd)
+    volumes/<batch>/<job>/runs/        mounted at /runs (run_dir; CLAUDE_CONFIG_DIR inside it)
+    volumes/<batch>/<job>/flows/       the workflow's code, copied in; mounted read-only at /flows
+    volumes/<batch>/<job>/logs/        container.log, check.log, gateway.jsonl
+
+The fixed container paths are what keep lineage's workspace guard and the SDK's project_key
+valid on every machine: `wake` works wherever the folder is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import FlowerBatchError
+from .matrix import JobRecord, RecordError, read_record, record_path
+
+WORKSPACE = "/workspace"
+RUNS = "/runs"
+FLOWS = "/flows"
+HOME_ENV = "FLOWER_BATCH_HOME"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+
+
+class JobNotFound(FlowerBatchError):
+    pass
+
+
+def check_name(kind: str, name: str) -> str:
+    if not _NAME.match(name):
+        raise FlowerBatchError(
+            f"{kind} name {name!r} is not usable: use letters, digits, '.', '_' or '-' (max 100)"
+        )
+    return name
+
+
+def default_home() -> Path:
+    return Path(os.environ.get(HOME_ENV, "volumes")).resolve()
+
+
+@dataclass(frozen=True)
+class JobDir:
+    batch: str
+    job: str
+    root: Path
+
+    @property
+    def workspace(self) -> Path:
+        return self.root / "workspace"
+
+    @property
+    def runs(self) -> Path:
+        return self.root / "runs"
+
+    @property
+    def flows(self) -> Path:
+        return self.root / "flows"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def record_path(self) -> Path:
+        return self.root / "record.json"
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.runs / "manifest.json"
+
+    def make(self) -> JobDir:
+        for d in (self.workspace, self.runs, self.flows, self.logs):
+            d.mkdir(parents=True, exist_ok=True)
+        return self
+
+    def record(self) -> JobRecord:
+        return read_record(self.record_path)
+
+    def manifest(self) -> list[dict]:
+        try:
+            rows = json.loads(self.manifest_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return []
+        return rows if isinstance(rows, list) else []
+
+
+class Home:
+    """The root of all batches (default ./volumes, or $FLOWER_BATCH_HOME)."""
+
+    def __init__(self, root: str | Path | None = None) -> None:
+        self.root = Path(root).resolve() if root else default_home()
+
+    def batch_dir(self, batch: str) -> Path:
+        return self.root / check_name("batch", batch)
+
+    def job(self, batch: str, job: str) -> JobDir:
+        return JobDir(batch, check_name("job", job), self.batch_dir(batch) / job)
+
+    def batches(self) -> list[str]:
+        if not self.root.is_dir():
+            return []
+        return sorted(p.name for p in self.root.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+    def jobs(self, batch: str | None = None) -> list[JobDir]:
+        out = []
+        for b in [batch] if batch else self.batches():
+            bdir = self.batch_dir(b)
+            if bdir.is_dir():
+                out += [JobDir(b, p.parent.name, p.parent) for p in sorted(bdir.glob("*/record.json"))]
+        return out
+
+    def find(self, ref: str) -> JobDir:
+        """A job by `batch/job` or by a job id unique across batches."""
+        if "/" in ref:
+            batch, job = ref.split("/", 1)
+            jd = self.job(batch, job)
+            if jd.record_path.exists():
+                return jd
+            raise JobNotFound(f"no job {ref} under {self.root} (see `flower-batch ls`)")
+        hits = [jd for jd in self.jobs() if jd.job == ref]
+        if not hits:
+            raise JobNotFound(f"no job named {ref} under {self.root} (see `flower-batch ls`)")
+        if len(hits) > 1:
+            names = ", ".join(f"{h.batch}/{h.job}" for h in hits)
+            raise JobNotFound(f"job {ref} exists in several batches ({names}): name it as batch/job")
+        return hits[0]
+
+    def records(self, batch: str | None = None) -> list[tuple[JobDir, JobRecord | RecordError]]:
+        out: list[tuple[JobDir, JobRecord | RecordError]] = []
+        for jd in self.jobs(batch):
+            try:
+                out.append((jd, read_record(record_path(jd.root.parent, jd.job))))
+            except RecordError as exc:
+                out.append((jd, exc))
+        return out

@@ -1,0 +1,238 @@
+"""Run one job in its container: prepare its folder, start flower, enforce the timeout, run the
+check, and write the record. Used by `run`, `wake` and `matrix` alike.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import signal
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+import anyio
+
+from .backend import Backend, ContainerSpec, Mount
+from .errors import FlowerBatchError
+from .gateway.sidecar import GatewaySidecar
+from .labels import labels
+from .layout import FLOWS, RUNS, WORKSPACE, JobDir
+from .matrix import JobOutcome, JobRecord, JobSpec, Status, decide_status, steps_from_manifest, write_record
+from .targets import container_target, stage_workflow
+
+GRACE_S = 10.0
+LOG_TAIL = 4000
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+@dataclass
+class JobContext:
+    """What every job of one orchestrator session shares."""
+
+    backend: Backend
+    batch: str
+    session: str
+    image_id: str
+    gateway: GatewaySidecar
+    versions: dict[str, str] = field(default_factory=dict)
+    on_state: Callable[[str, str], None] | None = None  # (job id, state)
+    search: list[Path] = field(default_factory=list)  # where workflow modules are looked up
+
+
+def flower_command(job: JobSpec, *, persistent: bool, wake_words: str | None = None, waking: bool = False) -> list[str]:
+    """The `flower` command line the container runs."""
+    base = ["flower", "-w", WORKSPACE, "-r", RUNS]
+    if job.workflow is None:
+        # The starter flow: the job's prompt is the task; a wake continues it (R-29).
+        words = wake_words if waking else job.prompt
+        return [*base, "go", "--timeout", "0", *([words] if words else [])]
+    cmd = [*base, "run", container_target(job.workflow)]
+    if not persistent:
+        cmd.append("--fresh")
+    if job.prompt:
+        cmd += ["--prompt", wake_words if (waking and wake_words) else job.prompt]
+    for key, value in sorted(job.args.items()):
+        cmd += ["--set", f"{key}={value}"]
+    return cmd
+
+
+def prepare(jd: JobDir, job: JobSpec, *, fresh: bool, search: Sequence[Path] = ()) -> None:
+    """A fresh copy of the task's workspace and the workflow code, unless waking."""
+    if fresh:
+        for d in (jd.workspace, jd.runs, jd.logs, jd.flows):
+            if d.exists():
+                shutil.rmtree(d)
+    jd.make()
+    if fresh and job.workspace is not None:
+        shutil.copytree(job.workspace, jd.workspace, dirs_exist_ok=True, symlinks=True)
+    if fresh and job.workflow is not None:
+        stage_workflow(job.workflow, jd.flows, search)
+
+
+async def run_job(
+    ctx: JobContext,
+    job: JobSpec,
+    jd: JobDir,
+    *,
+    persistent: bool = False,
+    wake_words: str | None = None,
+    waking: bool = False,
+    previous: JobRecord | None = None,
+) -> JobRecord:
+    prepare(jd, job, fresh=not waking, search=ctx.search)
+    record = JobRecord(
+        job_id=job.id, batch=ctx.batch, inputs_hash=job.inputs_hash(ctx.image_id), image_id=ctx.image_id,
+        status="running", spec={**job.to_dict(), "persistent": persistent}, gateway_mode=job.gateway.mode,
+        attempt=(previous.attempt + 1) if previous else 1, queued_at=now_iso(), started_at=now_iso(),
+        versions=ctx.versions,
+    )
+    write_record(jd.record_path, record)
+    _state(ctx, job.id, "running")
+    started = time.monotonic()
+    error: str | None = None
+    timed_out = False
+    exit_code: int | None = None
+    container: str | None = None
+    try:
+        env = {
+            **job.environment(os.environ),
+            **ctx.gateway.job_env(job.id),
+            "CLAUDE_CONFIG_DIR": f"{RUNS}/.claude",
+            "HOME": "/tmp",
+            "PYTHONPATH": FLOWS,
+            "FLOWER_BATCH_JOB": job.id,
+        }
+        if job.model:
+            env["ANTHROPIC_MODEL"] = job.model
+        spec = ContainerSpec(
+            image=ctx.image_id,
+            command=flower_command(job, persistent=persistent, wake_words=wake_words, waking=waking),
+            env=env,
+            mounts=[
+                Mount(str(jd.workspace), WORKSPACE),
+                Mount(str(jd.runs), RUNS),
+                Mount(str(jd.flows), FLOWS, read_only=True),
+            ],
+            working_dir=WORKSPACE,
+            user=f"{os.getuid()}:{os.getgid()}",
+            cpus=job.cpus,
+            memory=job.memory_bytes,
+            labels=labels(ctx.batch, ctx.session, "job", job.id),
+            network=ctx.gateway.network,
+        )
+        container = await ctx.backend.create(spec)
+        record = replace(record, container=container)
+        write_record(jd.record_path, record)
+        await ctx.backend.start(container)
+        exit_code, timed_out = await _wait(ctx.backend, container, job.timeout_s)
+        await _save_logs(ctx.backend, container, jd.logs / "container.log")
+    except LookupError as exc:  # a secret named in the job is not set on the host
+        error = str(exc).strip("'\"")
+    except FlowerBatchError as exc:
+        error = str(exc)
+    finally:
+        if container:
+            with anyio.CancelScope(shield=True):
+                await _remove_quietly(ctx.backend, container)
+
+    rows = jd.manifest()
+    workflow_ok = None if exit_code is None else exit_code == 0
+    check_exit: int | None = None
+    check_output: str | None = None
+    if error is None and not timed_out and workflow_ok and job.check:
+        _state(ctx, job.id, "checking")
+        check_exit, check_output = await run_check(ctx, job, jd)
+    status, reason = decide_status(workflow_ok=workflow_ok, check_exit=check_exit, timed_out=timed_out, error=error)
+    if status is Status.FAILED and not workflow_ok and exit_code not in (None, 0):
+        reason = f"the workflow exited {exit_code}" + _last_error(rows)
+    costs = [r.get("cost_usd") for r in rows if isinstance(r.get("cost_usd"), int | float)]
+    outcome = JobOutcome(
+        job_id=job.id, status=status, workflow_ok=workflow_ok, check_exit=check_exit,
+        cost_usd=round(sum(costs), 6) if rows else None,
+        num_turns=sum(int(r.get("num_turns") or 0) for r in rows),
+        duration_s=round(time.monotonic() - started, 2), steps=steps_from_manifest(rows),
+        gateway_mode=job.gateway.mode, reason=reason, check_output=check_output,
+    )
+    record = record.with_outcome(outcome, finished_at=now_iso(), exit_code=exit_code)
+    write_record(jd.record_path, record)
+    _state(ctx, job.id, status.value)
+    return record
+
+
+def _last_error(rows: list[dict]) -> str:
+    for row in reversed(rows):
+        if row.get("error"):
+            return f": {str(row['error'])[:200]}"
+    return ""
+
+
+async def _wait(backend: Backend, container: str, timeout_s: float) -> tuple[int, bool]:
+    """Exit code and whether the timeout hit. At the timeout: SIGTERM (flower's rescue() records
+    the in-flight step as killed-by-signal), a grace period, then kill."""
+    try:
+        return await backend.wait(container, timeout=timeout_s), False
+    except TimeoutError:
+        pass
+    try:
+        await backend.signal(container, signal.SIGTERM)
+        return await backend.wait(container, timeout=GRACE_S), True
+    except (TimeoutError, FlowerBatchError):
+        await backend.stop(container, grace_s=0)
+        return await backend.wait(container, timeout=30), True
+
+
+async def run_check(ctx: JobContext, job: JobSpec, jd: JobDir) -> tuple[int, str]:
+    """The verifier: the task's check command in a fresh container on the job's workspace."""
+    assert job.check
+    spec = ContainerSpec(
+        image=ctx.image_id,
+        command=["sh", "-c", job.check],
+        env={"HOME": "/tmp", "FLOWER_BATCH_JOB": job.id},
+        mounts=[Mount(str(jd.workspace), WORKSPACE), Mount(str(jd.runs), RUNS, read_only=True)],
+        working_dir=WORKSPACE,
+        user=f"{os.getuid()}:{os.getgid()}",
+        cpus=job.cpus,
+        memory=job.memory_bytes,
+        labels=labels(ctx.batch, ctx.session, "check", job.id),
+        network=ctx.gateway.network,
+    )
+    container = await ctx.backend.create(spec)
+    try:
+        await ctx.backend.start(container)
+        code, timed_out = await _wait(ctx.backend, container, job.check_timeout_s)
+        lines = [line async for line in ctx.backend.logs(container)]
+    finally:
+        with anyio.CancelScope(shield=True):
+            await _remove_quietly(ctx.backend, container)
+    output = "\n".join(lines)
+    if timed_out:
+        output += f"\n[flower-batch] check stopped after {job.check_timeout_s:.0f}s"
+        code = code if code else 124
+    (jd.logs / "check.log").write_text(f"$ {shlex.join(['sh', '-c', job.check])}\n{output}\n[exit {code}]\n")
+    return code, output
+
+
+async def _save_logs(backend: Backend, container: str, path: Path) -> None:
+    with path.open("a", encoding="utf-8") as out:
+        out.write(f"--- container {container[:12]} {now_iso()} ---\n")
+        async for line in backend.logs(container):
+            out.write(line + "\n")
+
+
+async def _remove_quietly(backend: Backend, container: str) -> None:
+    try:
+        await backend.remove(container, force=True)
+    except FlowerBatchError:
+        pass
+
+
+def _state(ctx: JobContext, job_id: str, state: str) -> None:
+    if ctx.on_state is not None:
+        ctx.on_state(job_id, state)
