@@ -35,8 +35,7 @@ def fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
-def home_option() -> Any:
-    return typer.Option(None, "--home", help="where batches live (default ./volumes or $FLOWER_BATCH_HOME)")
+HOME_OPT = typer.Option(None, "--home", help="where batches live (default ./volumes or $FLOWER_BATCH_HOME)")
 
 
 def _home(path: Path | None) -> Home:
@@ -109,7 +108,7 @@ def run(
     name: str | None = typer.Option(None, "--name", help="job id (default: from the task)"),
     persistent: bool = typer.Option(False, "--persistent", help="keep the conversation so `wake` can continue it"),
     scenario: Path | None = typer.Option(None, "--scenario", help="scripted-model scenario for the gateway"),
-    home: Path | None = home_option(),
+    home: Path | None = HOME_OPT,
 ) -> None:
     """Run one job in a fresh container."""
     h = _home(home)
@@ -139,7 +138,7 @@ def wake(
     words: str | None = typer.Argument(None, help="more words for the work step (starter flow) or the workflow's prompt"),
     scenario: Path | None = typer.Option(None, "--scenario", help="use this scenario instead of the job's copy"),
     timeout: str | None = typer.Option(None, "--timeout"),
-    home: Path | None = home_option(),
+    home: Path | None = HOME_OPT,
 ) -> None:
     """Continue a persistent job in a new container on its recorded image id."""
     h = _home(home)
@@ -212,7 +211,7 @@ def _rows(h: Home, batch: str | None) -> list[dict[str, Any]]:
 def ls(
     batch: str | None = typer.Option(None, "--batch", "-b"),
     as_json: bool = typer.Option(False, "--json"),
-    home: Path | None = home_option(),
+    home: Path | None = HOME_OPT,
 ) -> None:
     """List jobs and their status."""
     rows = _rows(_home(home), batch)
@@ -242,7 +241,7 @@ def _status_cell(status: str) -> str:
 def show(
     job: str = typer.Argument(...),
     as_json: bool = typer.Option(False, "--json"),
-    home: Path | None = home_option(),
+    home: Path | None = HOME_OPT,
 ) -> None:
     """A job's record and its manifest rows (one per step attempt)."""
     try:
@@ -285,7 +284,7 @@ def show(
 def logs(
     job: str = typer.Argument(...),
     follow: bool = typer.Option(False, "--follow", "-f", help="keep printing while the job runs"),
-    home: Path | None = home_option(),
+    home: Path | None = HOME_OPT,
 ) -> None:
     """The job's container output (and its check's)."""
     try:
@@ -313,7 +312,7 @@ def logs(
 def stop(
     job: str = typer.Argument(...),
     grace: float = typer.Option(10.0, "--grace", help="seconds between SIGTERM and kill"),
-    home: Path | None = home_option(),
+    home: Path | None = HOME_OPT,
 ) -> None:
     """Stop a running job: SIGTERM (flower records the step as killed-by-signal), then kill."""
     try:
@@ -338,7 +337,7 @@ def stop(
 @app.command()
 def gc(
     dry_run: bool = typer.Option(False, "--dry-run", help="only list what would be removed"),
-    home: Path | None = home_option(),
+    home: Path | None = HOME_OPT,
 ) -> None:
     """Remove containers, networks and volumes with our labels that no live orchestrator owns."""
     h = _home(home)
