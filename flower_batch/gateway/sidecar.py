@@ -37,6 +37,7 @@ class GatewaySidecar:
         batch_dir: Path,
         scenario: Path | None,
         mode: str = "scripted",
+        suffix: str = "",
     ) -> None:
         if mode != "scripted":
             raise GatewayError(f"gateway mode {mode!r} is not available yet: use mode = \"scripted\"")
@@ -50,7 +51,8 @@ class GatewaySidecar:
         self.scenario = Path(scenario)
         self.mode = mode
         self.secret = new_secret()  # held in memory and in the gateway's env only
-        self.network = f"fb-{batch}-{session}"[:60]
+        self.name = f"fb-{batch}-{session}{suffix}"[:60]  # several gateways may serve one session
+        self.network = self.name
         self.container: str | None = None
 
     def job_env(self, job_id: str) -> dict[str, str]:
@@ -68,7 +70,7 @@ class GatewaySidecar:
             await self.stop()
 
     async def start(self) -> None:
-        gdir = self.batch_dir / ".gateway"
+        gdir = self.batch_dir / ".gateway" / self.name
         gdir.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(self.scenario, gdir / ("scenario" + self.scenario.suffix))
         await self.backend.create_network(self.network, labels(self.batch, self.session, "network"), internal=True)
@@ -85,7 +87,7 @@ class GatewaySidecar:
             labels=labels(self.batch, self.session, "gateway"),
             network=self.network,
             network_aliases=[ALIAS],
-            name=f"fb-{self.batch}-gateway-{self.session}"[:63],
+            name=f"{self.name}-gateway",
             memory="512m",
         )
         self.container = await self.backend.create(spec)

@@ -1,0 +1,209 @@
+"""`flower-batch matrix jobs.toml` and `flower-batch report <batch>`."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from .backend.docker_backend import DockerBackend
+from .cli import HOME_OPT, _run_async, _runtime_image, app, err, fail, out
+from .errors import FlowerBatchError
+from .layout import Home
+from .matrix import (
+    BatchResults,
+    JobRecord,
+    MatrixFileError,
+    comparison_table,
+    load_jobs_file,
+    load_records,
+    plan_resume,
+    results_from_records,
+    summary_line,
+    write_reports,
+)
+from .scheduler import run_jobs
+
+
+class MatrixProgress:
+    """Live job states on a terminal; one plain line per change when there is no TTY (CI)."""
+
+    def __init__(self, job_ids: list[str], kept: dict[str, str], console: Console) -> None:
+        self.console = console
+        self.states = {j: kept.get(j, "queued") for j in job_ids}
+        self.started: dict[str, float] = {}
+        self.t0 = time.monotonic()
+        self.costs: dict[str, float] = {}
+        self.live: Live | None = None
+
+    def __enter__(self) -> MatrixProgress:
+        if self.console.is_terminal:
+            self.live = Live(self.render(), console=self.console, refresh_per_second=4)
+            self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.live:
+            self.live.update(self.render())
+            self.live.__exit__(None, None, None)
+
+    def on_state(self, job_id: str, state: str) -> None:
+        self.states[job_id] = state
+        if state == "running":
+            self.started[job_id] = time.monotonic()
+        if self.live:
+            self.live.update(self.render())
+        else:
+            counts = self.counts()
+            self.console.print(f"{time.strftime('%H:%M:%S')} {job_id}: {state}  [{counts}]")
+
+    def record_cost(self, job_id: str, cost: float | None) -> None:
+        if cost is not None:
+            self.costs[job_id] = cost
+
+    def counts(self) -> str:
+        tally: dict[str, int] = {}
+        for s in self.states.values():
+            tally[s] = tally.get(s, 0) + 1
+        return " ".join(f"{k} {v}" for k, v in sorted(tally.items()))
+
+    def render(self) -> Table:
+        table = Table(title=f"matrix · {self.counts()} · {time.monotonic() - self.t0:.0f}s elapsed · "
+                            f"cost so far ${sum(self.costs.values()):.4f}")
+        table.add_column("job")
+        table.add_column("state")
+        table.add_column("elapsed")
+        for job, state in self.states.items():
+            elapsed = f"{time.monotonic() - self.started[job]:.0f}s" if state in ("running", "checking") else ""
+            colour = {"passed": "green", "running": "cyan", "checking": "cyan", "queued": "dim"}.get(state, "red")
+            table.add_row(job, f"[{colour}]{state}[/{colour}]", elapsed)
+        return table
+
+
+@app.command()
+def matrix(
+    jobs_file: Path = typer.Argument(..., help="the jobs.toml describing tasks, variants and repeats"),
+    parallel: int = typer.Option(2, "-j", "--parallel", help="at most this many jobs at once"),
+    image: str | None = typer.Option(None, "--image", help="runtime image (default: jobs.toml's, else flower-batch-runtime:latest)"),
+    retry_failed: bool = typer.Option(False, "--retry-failed", help="also re-run failed/timed-out jobs"),
+    fresh: bool = typer.Option(False, "--fresh", help="re-run every job, ignoring earlier results"),
+    fail_under: float | None = typer.Option(None, "--fail-under", help="exit 0 if the pass rate is at least this (0..1)"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="show the plan and exit"),
+    home: Path | None = HOME_OPT,
+) -> None:
+    """Run a matrix of jobs side by side, each in its own container; resumable."""
+    try:
+        jf = load_jobs_file(jobs_file)
+    except MatrixFileError as exc:
+        err.print(str(exc), markup=False)
+        raise typer.Exit(2) from None
+    except FlowerBatchError as exc:
+        fail(str(exc))
+        raise
+    missing = jf.missing_secrets(os.environ)
+    if missing:
+        for line in missing:
+            err.print(f"[red]flower-batch:[/red] {line}")
+        raise typer.Exit(2)
+    if fail_under is not None and not 0 <= fail_under <= 1:
+        fail("--fail-under: give a pass rate between 0 and 1, e.g. 0.8")
+    h = Home(home)
+    batch_dir = h.batch_dir(jf.name)
+    try:
+        image_id, versions = _runtime_image(image or jf.image or "flower-batch-runtime:latest")
+    except FlowerBatchError as exc:
+        fail(str(exc))
+        raise
+    records = load_records(batch_dir, [j.id for j in jf.jobs])
+    plan = plan_resume(jf.jobs, image_id, records, retry_failed=retry_failed, fresh=fresh)
+    modes = ", ".join(jf.gateway_modes)
+    err.print(f"batch {jf.name}: {len(jf.jobs)} jobs · image {image_id[:19]} · model: {modes} · {plan.summary()}")
+    if dry_run:
+        for d in plan.decisions:
+            out.print(f"{d.action.value:5} {d.job_id}  ({d.reason})")
+        raise typer.Exit(0)
+    _write_batch_file(batch_dir, jf.path, image_id, versions, modes)
+    to_run = [(jf.job(d.job_id), d.previous) for d in plan.to_run]
+    kept = {d.job_id: d.previous.status for d in plan.to_keep if d.previous}
+    progress = MatrixProgress([j.id for j in jf.jobs], kept, err)
+
+    def on_state(job_id: str, state: str) -> None:
+        progress.on_state(job_id, state)
+        if state not in ("queued", "running", "checking"):
+            try:
+                progress.record_cost(job_id, h.job(jf.name, job_id).record().cost_usd)
+            except (OSError, FlowerBatchError):
+                pass
+
+    async def go() -> None:
+        async with DockerBackend() as backend:
+            await run_jobs(backend, h, jf.name, to_run, image_id=image_id, versions=versions, parallel=parallel,
+                           on_state=on_state, search=[jf.path.parent])
+
+    if to_run:
+        with progress:
+            _run_async(go)
+    results = _report(h, jf.name, jobs=list(jf.jobs), image_id=image_id)
+    raise typer.Exit(0 if results.ci_passed(fail_under) else 1)
+
+
+def _write_batch_file(batch_dir: Path, jobs_file: Path, image_id: str, versions: dict, modes: str) -> None:
+    batch_dir.mkdir(parents=True, exist_ok=True)
+    data = {"jobs_file": str(jobs_file), "image_id": image_id, "versions": versions, "gateway_modes": modes,
+            "updated_at": datetime.now(UTC).isoformat(timespec="seconds")}
+    (batch_dir / "batch.json").write_text(json.dumps(data, indent=2) + "\n")
+
+
+def _report(h: Home, batch: str, *, jobs: list | None, image_id: str | None) -> BatchResults:
+    batch_dir = h.batch_dir(batch)
+    loaded = load_records(batch_dir, [j.id for j in jobs] if jobs else None)
+    records: dict[str, JobRecord] = {k: v for k, v in loaded.items() if isinstance(v, JobRecord)}
+    for job_id, problem in loaded.items():
+        if not isinstance(problem, JobRecord) and not isinstance(problem, FileNotFoundError):
+            err.print(f"[yellow]warning:[/yellow] {job_id}: {problem}")
+    tails = {}
+    for job_id in records:
+        log = h.job(batch, job_id).logs / "container.log"
+        if log.exists():
+            tails[job_id] = log.read_text(encoding="utf-8", errors="replace")[-4000:]
+    results = results_from_records(records, batch=batch, image_id=image_id, jobs=jobs, log_tails=tails)
+    out.print(comparison_table(results))
+    paths = write_reports(results, batch_dir / "report")
+    err.print(summary_line(results))
+    err.print(f"results {paths.results_json}\njunit   {paths.junit_xml}\nreport  {paths.html}")
+    return results
+
+
+@app.command()
+def report(
+    batch: str = typer.Argument(..., help="batch name (a folder under volumes/)"),
+    home: Path | None = HOME_OPT,
+) -> None:
+    """Regenerate the table, results.json, junit.xml and report.html of a batch from its records."""
+    h = Home(home)
+    bdir = h.batch_dir(batch)
+    if not bdir.is_dir():
+        fail(f"no batch {batch} under {h.root} (see `flower-batch ls`)")
+    jobs = None
+    meta = bdir / "batch.json"
+    image_id = None
+    if meta.exists():
+        data = json.loads(meta.read_text())
+        image_id = data.get("image_id")
+        try:
+            jobs = list(load_jobs_file(Path(data["jobs_file"])).jobs)
+        except (FlowerBatchError, OSError, KeyError):
+            jobs = None  # the jobs file moved or changed: report what the records say
+    _report(h, batch, jobs=jobs, image_id=image_id)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(app())
