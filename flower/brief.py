@@ -30,16 +30,40 @@ APPENDICES = (WAKE_HEADING, RUN_HEADING)
 ALIASES: dict[str, tuple[str, ...]] = {
     "目标": ("目标", "需求目标", "目的", "goal", "goals", "objective", "objectives"),
     "验收标准": (
-        "验收标准", "验收条件", "验收", "完成标准", "acceptance criteria", "acceptance",
-        "definition of done", "done when",
+        "验收标准",
+        "验收条件",
+        "验收",
+        "完成标准",
+        "acceptance criteria",
+        "acceptance",
+        "definition of done",
+        "done when",
     ),
     "边界": (
-        "边界", "范围", "范围与边界", "边界与范围", "scope", "boundaries", "boundary",
-        "scope and boundaries", "scope boundaries", "out of scope", "non goals",
+        "边界",
+        "范围",
+        "范围与边界",
+        "边界与范围",
+        "scope",
+        "boundaries",
+        "boundary",
+        "scope and boundaries",
+        "scope boundaries",
+        "out of scope",
+        "non goals",
     ),
     "未知与假设": (
-        "未知与假设", "未知和假设", "假设与未知", "未知", "假设", "待确认", "unknowns and assumptions",
-        "assumptions and unknowns", "unknowns", "assumptions", "open questions",
+        "未知与假设",
+        "未知和假设",
+        "假设与未知",
+        "未知",
+        "假设",
+        "待确认",
+        "unknowns and assumptions",
+        "assumptions and unknowns",
+        "unknowns",
+        "assumptions",
+        "open questions",
     ),
 }
 # Placeholders meaning "not filled in". "无" / "none" are real answers ("no unknowns"), not blanks.
@@ -89,7 +113,12 @@ def _split_fences(text: str) -> tuple[str, list[tuple[str, str]]]:
                 fence, info, body = m.group("mark"), m.group("info").strip(), []
             else:
                 kept.append(line)
-        elif m and m.group("mark")[0] == fence[0] and len(m.group("mark")) >= len(fence) and not m.group("info").strip():
+        elif (
+            m
+            and m.group("mark")[0] == fence[0]
+            and len(m.group("mark")) >= len(fence)
+            and not m.group("info").strip()
+        ):
             blocks.append((info, "\n".join(body)))
             fence = None
         else:

@@ -64,7 +64,14 @@ AskFn = Callable[[str, float], Any]
 EventHook = Callable[[str, dict], Any]
 
 # Exchange.status values
-ANSWER, DECLINE, TIMEOUT, AUTO, BUDGET, CANCELLED = "answered", "declined", "timeout", "auto", "budget", "cancelled"
+ANSWER, DECLINE, TIMEOUT, AUTO, BUDGET, CANCELLED = (
+    "answered",
+    "declined",
+    "timeout",
+    "auto",
+    "budget",
+    "cancelled",
+)
 _LOG_STATUS = {
     ANSWER: "答",
     DECLINE: "对方拒答",
@@ -111,7 +118,9 @@ class _Pending:
         self.loop = loop
         self.future: asyncio.Future[tuple[str, str | None]] = loop.create_future()
         self.stop = threading.Event()  # tells a terminal reader to give up
-        self.outcome: tuple[str, str | None] | None = None  # the first (status, answer); guarded by the channel lock
+        self.outcome: tuple[str, str | None] | None = (
+            None  # the first (status, answer); guarded by the channel lock
+        )
 
 
 class HumanChannel:
@@ -198,7 +207,7 @@ class HumanChannel:
         helper = self._start_asker(pending, timeout_s)
         try:
             status, answer = await asyncio.wait_for(asyncio.shield(pending.future), timeout_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             status, answer = self._settle(pending, TIMEOUT, None)
         except asyncio.CancelledError:
             self._finish(exchange, *self._settle(pending, CANCELLED, None))
@@ -220,11 +229,13 @@ class HumanChannel:
         if fn is None or fn is True:
             fn = _terminal_asker(pending.stop)
         if inspect.iscoroutinefunction(fn):
+
             async def run_async() -> None:
                 try:
                     self._from_asker(pending, await fn(question, timeout_s))
                 except Exception:  # noqa: BLE001 — a broken asker means "no answer", never a crash
                     self._from_asker(pending, None)
+
             return asyncio.get_running_loop().create_task(run_async())
 
         def run_sync() -> None:
@@ -240,7 +251,9 @@ class HumanChannel:
     def _from_asker(self, pending: _Pending, got: Any) -> None:
         text = got.strip() if isinstance(got, str) else ""
         # An empty line or None from the asker: the person is not answering this one.
-        self._settle(pending, ANSWER if text else (DECLINE if isinstance(got, str) else TIMEOUT), text or None)
+        self._settle(
+            pending, ANSWER if text else (DECLINE if isinstance(got, str) else TIMEOUT), text or None
+        )
 
     def _settle(self, pending: _Pending, status: str, answer: str | None) -> tuple[str, str | None]:
         """First outcome wins; returns the outcome that stands. Safe from any thread."""
@@ -260,8 +273,15 @@ class HumanChannel:
         return exchange
 
     async def _done(self, exchange: Exchange) -> Exchange:
-        await self._emit("answer", {"question": exchange.question, "index": exchange.index,
-                                    "status": exchange.status, "answer": exchange.answer})
+        await self._emit(
+            "answer",
+            {
+                "question": exchange.question,
+                "index": exchange.index,
+                "status": exchange.status,
+                "answer": exchange.answer,
+            },
+        )
         return exchange
 
     # -- the person's side (any thread) -------------------------------------------------------
@@ -382,7 +402,10 @@ def _terminal_asker(stop: threading.Event) -> Callable[[str, float], str | None]
             return None
         try:
             minutes = f"{timeout_s / 60:.0f} 分钟" if timeout_s >= 60 else f"{timeout_s:.0f} 秒"
-            os.write(fd, f"\n❓ {question}\n   (回车提交;空行=不回答;{minutes}内无回答则由 agent 自行决定)\n> ".encode())
+            os.write(
+                fd,
+                f"\n❓ {question}\n   (回车提交;空行=不回答;{minutes}内无回答则由 agent 自行决定)\n> ".encode(),
+            )
             return _read_line(fd, time.monotonic() + timeout_s, stop)
         except OSError:
             return None

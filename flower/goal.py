@@ -135,13 +135,40 @@ achieved | not_yet | unreachable (只写其中一个)
 
 _CONCLUSION_TITLES = {_norm(t) for t in ("结论", "判定", "判定结论", "verdict", "conclusion", "result")}
 _REASON_TITLES = {_norm(t) for t in ("理由", "原因", "依据", "reason", "reasons", "rationale", "why")}
-_MISSING_TITLES = {_norm(t) for t in ("未通过", "未通过项", "没通过", "未满足", "failed", "failed checks",
-                                      "not passed", "missing", "unmet", "not met")}
+_MISSING_TITLES = {
+    _norm(t)
+    for t in (
+        "未通过",
+        "未通过项",
+        "没通过",
+        "未满足",
+        "failed",
+        "failed checks",
+        "not passed",
+        "missing",
+        "unmet",
+        "not met",
+    )
+}
 # Longest, negated phrases first: "未达成" contains "达成", "not achieved" contains "achieved".
 _STATE_WORDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (UNREACHABLE, ("unreachable", "不可达成", "无法达成", "达不成", "不可能达成", "无法实现", "不可达")),
-    (NOT_YET, ("not yet", "not achieved", "not_yet", "notyet", "尚未达成", "未达成", "没有达成", "没达成",
-               "还没达成", "未完成", "未通过")),
+    (
+        NOT_YET,
+        (
+            "not yet",
+            "not achieved",
+            "not_yet",
+            "notyet",
+            "尚未达成",
+            "未达成",
+            "没有达成",
+            "没达成",
+            "还没达成",
+            "未完成",
+            "未通过",
+        ),
+    ),
     (ACHIEVED, ("achieved", "已达成", "达成", "全部通过", "通过")),
 )
 _NONE_WORDS = {"无", "没有", "none", "n/a", "-", "(无)", "（无）", "无。", "nothing"}
@@ -171,7 +198,9 @@ class Verdict:
         elif self.reason and not self.note:
             lines.append(f"判定者的理由: {self.reason}")
         else:
-            lines.append(f"判定者没有给出可用的结论({self.note or '格式无法解析'}),请自己对照判定清单逐条核实。")
+            lines.append(
+                f"判定者没有给出可用的结论({self.note or '格式无法解析'}),请自己对照判定清单逐条核实。"
+            )
         lines.append("把这些补齐,怎么做由你决定;做完后简短说明改了什么。")
         return "\n".join(lines)
         # ("An independent judge found the goal not yet achieved. Failed checks: ... Close these
@@ -206,8 +235,15 @@ def _verdict_sections(text: str) -> dict[str, str]:
         if inline:
             title = _norm(inline.group(1))
         if title is not None:
-            kind = ("conclusion" if title in _CONCLUSION_TITLES else "reason" if title in _REASON_TITLES
-                    else "missing" if title in _MISSING_TITLES else None)
+            kind = (
+                "conclusion"
+                if title in _CONCLUSION_TITLES
+                else "reason"
+                if title in _REASON_TITLES
+                else "missing"
+                if title in _MISSING_TITLES
+                else None
+            )
             if kind or m:
                 where = kind
                 if kind:

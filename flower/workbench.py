@@ -140,7 +140,7 @@ def describe(path: Path, width: int = 80) -> str:
         return f"二进制, {size} 字节"  # binary, N bytes
     text = head.decode("utf-8", errors="ignore")
     for raw in text.splitlines():
-        line = raw.strip().lstrip("#").strip().strip('"\'').strip()
+        line = raw.strip().lstrip("#").strip().strip("\"'").strip()
         if raw.startswith("#!") or not line or set(line) <= set("-=*`~_"):
             continue
         return line if len(line) <= width else line[: width - 1] + "…"

@@ -51,6 +51,7 @@ hello.txt 里写 hi
 
 # -- brief: parsing -----------------------------------------------------------------------------
 
+
 def test_full_brief_is_complete():
     b = parse_brief(FULL)
     assert b.complete and b.missing == []
@@ -62,13 +63,29 @@ def test_full_brief_is_complete():
 @pytest.mark.parametrize(
     "title, key",
     [
-        ("目标", "目标"), ("Goal", "目标"), ("goals", "目标"), ("1. 目标", "目标"), ("一、目标", "目标"),
-        ("**目标**", "目标"), ("目标 (Goal)", "目标"), ("目标：", "目标"),
-        ("Acceptance criteria", "验收标准"), ("验收条件", "验收标准"), ("Definition of Done", "验收标准"),
-        ("Scope / Boundaries", "边界"), ("Scope", "边界"), ("范围", "边界"), ("Boundaries", "边界"),
-        ("Unknowns and assumptions", "未知与假设"), ("Unknowns & Assumptions", "未知与假设"),
-        ("未知和假设", "未知与假设"), ("假设", "未知与假设"), ("Open questions", "未知与假设"),
-        ("唤醒时追加", "唤醒时追加"), ("备注", None), ("Goal setting process", None),
+        ("目标", "目标"),
+        ("Goal", "目标"),
+        ("goals", "目标"),
+        ("1. 目标", "目标"),
+        ("一、目标", "目标"),
+        ("**目标**", "目标"),
+        ("目标 (Goal)", "目标"),
+        ("目标：", "目标"),
+        ("Acceptance criteria", "验收标准"),
+        ("验收条件", "验收标准"),
+        ("Definition of Done", "验收标准"),
+        ("Scope / Boundaries", "边界"),
+        ("Scope", "边界"),
+        ("范围", "边界"),
+        ("Boundaries", "边界"),
+        ("Unknowns and assumptions", "未知与假设"),
+        ("Unknowns & Assumptions", "未知与假设"),
+        ("未知和假设", "未知与假设"),
+        ("假设", "未知与假设"),
+        ("Open questions", "未知与假设"),
+        ("唤醒时追加", "唤醒时追加"),
+        ("备注", None),
+        ("Goal setting process", None),
     ],
 )
 def test_section_aliases(title, key):
@@ -122,7 +139,11 @@ def test_code_fence_with_sections_is_not_unwrapped_when_brief_is_outside():
 
 
 def test_preamble_unknown_sections_and_subheadings():
-    text = "好的,我整理如下。\n\n" + FULL.replace("## 边界", "### 细节\n写一行\n\n## 备注\n不相关\n\n## 边界") + "\n## 附录\n大段日志\n"
+    text = (
+        "好的,我整理如下。\n\n"
+        + FULL.replace("## 边界", "### 细节\n写一行\n\n## 备注\n不相关\n\n## 边界")
+        + "\n## 附录\n大段日志\n"
+    )
     b = parse_brief(text)
     assert "### 细节\n写一行" in b["验收标准"]
     assert "不相关" not in str(dict(b)) and "大段日志" not in str(dict(b))
@@ -146,6 +167,7 @@ def test_brief_rejects_unknown_keys():
 
 
 # -- brief: rendering and files --------------------------------------------------------------------
+
 
 def test_render_round_trip_and_empty_marker():
     b = parse_brief(FULL)
@@ -232,7 +254,10 @@ def test_parse_goal_checks_and_unverifiable():
     g = parse_goal(GOAL)
     assert g.statement == "hello.txt 说 hi"
     assert g.checks == ["hello.txt 存在", "内容恰好是 hi (不带换行)", "在 GPU 上跑通", "线上流量正常"]
-    assert g.unverifiable == [Unverifiable("在 GPU 上跑通", "没有 GPU"), Unverifiable("线上流量正常", "没有线上环境")]
+    assert g.unverifiable == [
+        Unverifiable("在 GPU 上跑通", "没有 GPU"),
+        Unverifiable("线上流量正常", "没有线上环境"),
+    ]
     assert g.verifiable == ["hello.txt 存在", "内容恰好是 hi (不带换行)"]
     assert g.complete
     assert "2 条" in g.warning() and "没有 GPU" in g.warning()
@@ -271,6 +296,7 @@ def test_marker_only_item_is_dropped():
 
 
 # -- verdicts -------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize(
     "text, state",

@@ -48,6 +48,7 @@ def answer_soon(ch: HumanChannel, text: str | None, delay: float = 0.05) -> thre
 
 # -- asking ---------------------------------------------------------------------------------
 
+
 async def test_fully_automatic_nobody_answers_and_it_is_logged(tmp_path):
     ch = make(tmp_path, timeout_s=0, ask_fn=lambda q, t: pytest.fail("must not ask anyone"))
     started = time.monotonic()
@@ -198,6 +199,7 @@ async def test_unwritable_log_does_not_break_asking(tmp_path):
 
 # -- inbox, amend, deliver --------------------------------------------------------------------
 
+
 def test_send_queues_logs_and_amends_the_brief(tmp_path):
     brief = tmp_path / "需求.md"
     ch = make(tmp_path, amend_path=brief)
@@ -281,14 +283,26 @@ def test_read_line_from_a_terminal_like_fd():
 
 ASK_SCENARIO = {
     "rules": [
-        {"name": "ask", "when": {"last_user_contains": "make hello", "last_is_tool_result": False},
-         "reply": [{"tool_use": {"name": "mcp__human__ask", "input": {"question": "What greeting?"}}}]},
-        {"name": "ask-again", "when": {"tool_result_contains": "没有人会回答"},
-         "reply": [{"tool_use": {"name": "mcp__human__ask", "input": {"question": "And the color?"}}}]},
-        {"name": "inbox", "when": {"tool_result_contains": "提问次数已用完"},
-         "reply": [{"tool_use": {"name": "mcp__human__inbox", "input": {}}}]},
-        {"name": "final", "when": {"last_is_tool_result": True},
-         "reply": [{"text": "assuming hi; noted the inbox"}]},
+        {
+            "name": "ask",
+            "when": {"last_user_contains": "make hello", "last_is_tool_result": False},
+            "reply": [{"tool_use": {"name": "mcp__human__ask", "input": {"question": "What greeting?"}}}],
+        },
+        {
+            "name": "ask-again",
+            "when": {"tool_result_contains": "没有人会回答"},
+            "reply": [{"tool_use": {"name": "mcp__human__ask", "input": {"question": "And the color?"}}}],
+        },
+        {
+            "name": "inbox",
+            "when": {"tool_result_contains": "提问次数已用完"},
+            "reply": [{"tool_use": {"name": "mcp__human__inbox", "input": {}}}],
+        },
+        {
+            "name": "final",
+            "when": {"last_is_tool_result": True},
+            "reply": [{"text": "assuming hi; noted the inbox"}],
+        },
     ]
 }
 
@@ -306,7 +320,11 @@ async def test_real_cli_ask_nobody_answers_budget_and_inbox(tmp_path):
             rt.close()
         reqs = message_requests(srv)
     assert result.ok, result.error
-    assert [c["name"] for c in result.tool_calls] == ["mcp__human__ask", "mcp__human__ask", "mcp__human__inbox"]
+    assert [c["name"] for c in result.tool_calls] == [
+        "mcp__human__ask",
+        "mcp__human__ask",
+        "mcp__human__inbox",
+    ]
     assert [r["rule"] for r in reqs] == ["ask", "ask-again", "inbox", "final"]
     tools = [t["name"] for t in reqs[0]["body"]["tools"]]
     assert "mcp__human__ask" in tools and "mcp__human__inbox" in tools

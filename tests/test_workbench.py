@@ -42,7 +42,9 @@ def test_ensure_is_idempotent_and_keeps_files(tmp_path):
 
 def test_index_lists_files_with_one_line_descriptions(tmp_path):
     wb = Workbench(tmp_path).ensure()
-    (wb.scripts / "count.py").write_text('#!/usr/bin/env python\n"""Count lines in logs."""\n', encoding="utf-8")
+    (wb.scripts / "count.py").write_text(
+        '#!/usr/bin/env python\n"""Count lines in logs."""\n', encoding="utf-8"
+    )
     (wb.artifacts / "report.md").write_text("\n\n## Test report\nall green\n", encoding="utf-8")
     (wb.artifacts / "blob.bin").write_bytes(b"\x00\x01\x02")
     (wb.notes / "empty.txt").write_text("", encoding="utf-8")
@@ -57,7 +59,9 @@ def test_index_lists_files_with_one_line_descriptions(tmp_path):
     long_line = next(line for line in index.splitlines() if "long.txt" in line)
     assert long_line.endswith("…") and len(long_line) < 120
     # sorted: artifacts before notes before scripts
-    assert index.index("artifacts/blob.bin") < index.index("notes/empty.txt") < index.index("scripts/count.py")
+    assert (
+        index.index("artifacts/blob.bin") < index.index("notes/empty.txt") < index.index("scripts/count.py")
+    )
 
 
 def test_index_counts_spill_and_worktrees_instead_of_listing_them(tmp_path):

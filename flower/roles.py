@@ -1,0 +1,472 @@
+"""Ready-made roles (R-60): coordinator, worker, clarify, judge, oracle — and the guards they need.
+
+A role is an AgentSpec (or, for a worker, the SDK's AgentDefinition) with the right tools, rules
+and guards. Guards are PreToolUse hooks, because tool *visibility* cannot do the job: the CLI's
+``--tools`` list is one pool for the whole session, subagents included, so a coordinator whose
+workers write files must have Write in its pool. The delegate-only guard therefore denies
+Write/Edit on the coordinator's own thread only (hook input without ``agent_id``), with a reason
+that tells the model to dispatch instead.
+
+Model-facing texts are Chinese like upstream's; the English meaning is in a comment next to each.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from claude_agent_sdk import AgentDefinition, HookMatcher
+
+from .brief import Brief, render_brief
+from .goal import VERDICT_FORMAT
+from .spec import AgentSpec
+
+DEFAULT_WORKER_TOOLS = ["Read", "Write", "Edit", "Bash", "Glob", "Grep", "WebFetch", "WebSearch"]
+COORDINATOR_TOOLS = ["Agent", "TodoWrite", "Read"]
+READ_TOOLS = ["Read", "Glob", "Grep"]
+EDIT_TOOLS = ("Write", "Edit", "NotebookEdit", "MultiEdit")
+WORKTREES = ".flower/worktrees"
+_ALIASES = {"Task": "Agent"}  # the CLI's older name for the Agent tool
+
+WORKER_RULES = """\
+## 干活规则
+- 你拿到的任务是自足的:背景写在任务说明里,或在它指给你的文件里。缺信息就按最合理的理解去做,并在回复里写明这个假设。
+- 长输出(日志、报告、长列表,超过 2000 字符)写进文件(工作台的 artifacts/ 或任务指定的位置),回复里只给路径。
+- 不要把日志、大段代码或命令输出原样贴进回复。
+- 回复不超过 30 行,固定四段:
+  结论: 一两句话,做成了什么、没做成什么
+  证据: 你实际运行或检查过的东西(命令、退出码、测试通过数),一行一条
+  产出: 新建或改动的文件路径
+  未验证: 没能验证的地方;没有就写「无」"""
+# (Work rules: the task is self-contained — background is in the brief or in files it names;
+# when something is missing, take the most reasonable reading and state the assumption. Long
+# outputs (over 2,000 chars) go to files, reply with the path. Never paste logs or command output.
+# Reply in at most 30 lines: conclusion / evidence / output / unverified.)
+
+ISOLATE_RULES = """\
+## 隔离工作区
+- 你的所有改动只落在 git worktree `⟦path⟧`(分支 `⟦branch⟧`)里,不要改主工作区的文件。
+- 开始前确认它存在;不存在就在仓库根目录运行 `git worktree add -b ⟦branch⟧ ⟦path⟧`(分支已存在时用 `git worktree add ⟦path⟧ ⟦branch⟧`)。
+- 在 worktree 里提交你的改动(`git -C ⟦path⟧ commit`);合并不归你管,不要合并。"""
+# (Isolation: all your changes land in git worktree <path> on branch <branch>, never in the main
+# checkout; create it if missing; commit there; merging is the workflow's job, not yours.)
+
+COORDINATOR_RULES = """\
+## 协调规则
+- 你是协调者:拆分任务、派活、核对结果。你自己不写、不改文件(Write/Edit 会被拒绝);要动手的活用 Agent 工具派给 worker。
+- 派出去的任务必须自足:worker 看不到你的上下文。把目标、相关文件路径、约束和怎样算做完写进任务说明,或让它先读某个文件。
+- worker 的回复是摘要;要核对就自己读它给出的文件。
+- 用 TodoWrite 维护进度,一次只推进一件事。"""
+# (Coordination: split, dispatch, verify. You never write files yourself (Write/Edit are denied);
+# dispatch hands-on work with the Agent tool. Dispatched tasks are self-contained — workers don't
+# see your context. Worker replies are summaries: verify by reading the files they name.)
+
+GLANCE_RULES = "- Bash 只用来快速看一眼(ls、git status、跑一下测试),不要用它改文件。"
+# (Bash is for a quick look only — ls, git status, run the tests — never to change files.)
+
+CHANNEL_RULES = """\
+- 只有用户能决定的事(目标、取舍、偏好)才用 mcp__human__ask 问,一次一个问题;没人回答就自己决定并记录假设。
+- 每完成一个阶段调用一次 mcp__human__inbox,看用户有没有补充。"""
+# (Ask only what only the person can decide, one question at a time; if nobody answers, decide
+# and record the assumption. Check mcp__human__inbox after each phase.)
+
+CLARIFY_RULES = """\
+## 确认需求
+你的任务是把用户的请求整理成一份需求确认书,不是去实现它。
+- 先读一读工作区,弄清现状;能从文件里查到的事不要问用户。
+- 只有用户能决定的事才用 mcp__human__ask 问,一次一个问题,总共尽量不超过三个。没人回答就按最合理的理解写进「未知与假设」。
+- 最后的回复只包含下面这份确认书,四节都要填写,不要贴代码:
+
+"""
+# (Clarify: turn the request into a requirement brief, do not implement it. Read the workspace
+# first; don't ask what the files answer. Ask only what only the person can decide, one at a
+# time, three at most; unanswered -> write the assumption under 未知与假设. The final reply is only
+# the brief below, all four sections filled, no code.)
+
+JUDGE_RULES = """\
+## 独立判定
+你是独立判定者。对照 目标.md 的判定清单,逐条检查工作区里的实际状态,判断目标是否达成。
+- 只相信你亲自看到的证据,不要采信干活的人自己的说法。
+- 你只判定,不修复:不要改任何文件。
+- 标着 [此环境无法验证:…] 的条目跳过,不算未通过。
+- 任何一条可验证的判定没通过,结论就是 not_yet;全部通过才是 achieved;只有在这个环境里根本不可能达成时才写 unreachable,并在理由里说明原因。
+"""
+# (Independent judge: check every item of 目标.md's checklist against the workspace; trust only
+# what you see yourself, never the worker's claims; judge, don't fix; skip unverifiable items;
+# any failed verifiable check -> not_yet; all passed -> achieved; unreachable only when it is
+# impossible in this environment, with the reason.)
+JUDGE_NO_RUN = "- 你不能运行命令。需要运行才能确认的条目,依据代码和工作台里留下的证据(日志、报告)判断;证据不足就算未通过,并写明缺什么证据。\n"
+# (You cannot run commands: judge such items from code and the evidence left in the workbench;
+# missing evidence counts as not passed — say which evidence is missing.)
+JUDGE_CAN_RUN = "- 你可以用 Bash 运行测试或命令来验证,但不要用它改文件。\n"
+# (You may run tests or commands with Bash to verify, but never to change files.)
+
+ORACLE_RULES = """\
+## 旁路问答
+你回答关于这个工作区的问题。只读不改,回答简短,给出依据(文件路径和行号)。查不到就直说查不到。"""
+# (Side questions: answer about this workspace, read-only, briefly, with evidence (path:line);
+# say so when you cannot find out.)
+
+DELEGATE_REASON = "协调者不亲自改文件({tool} 被拒绝)。把这件事写成自足的任务,用 Agent 工具派给 worker。"
+# (The coordinator does not edit files itself ({tool} denied). Write it up as a self-contained
+# task and dispatch it to a worker with the Agent tool.)
+WHITELIST_REASON = "这个角色不能用 {tool}。可用的工具: {allowed}。"
+# (This role may not use {tool}. Allowed tools: {allowed}.)
+
+
+# -- guards ------------------------------------------------------------------------------------
+
+
+def tool_base(name: str) -> str:
+    """``Bash(git:*)`` -> ``Bash``; ``Task`` -> ``Agent``."""
+    base = name.split("(", 1)[0].strip()
+    return _ALIASES.get(base, base)
+
+
+def _deny(reason: str) -> dict[str, Any]:
+    return {
+        "hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "deny",
+            "permissionDecisionReason": reason,
+        }
+    }
+
+
+def deny_tools(tools: Iterable[str], reason: str, *, main_thread_only: bool = True) -> Any:
+    """A PreToolUse hook denying `tools` with `reason` (``{tool}`` is filled in).
+
+    With `main_thread_only`, subagents' calls (hook input carrying ``agent_id``) pass untouched.
+    """
+    denied = {tool_base(t) for t in tools}
+
+    async def hook(input_data: dict, tool_use_id: str | None, context: Any) -> dict:
+        if main_thread_only and input_data.get("agent_id"):
+            return {}
+        name = str(input_data.get("tool_name", ""))
+        if tool_base(name) in denied:
+            return _deny(reason.format(tool=name))
+        return {}
+
+    return hook
+
+
+def allow_only(
+    tools: Iterable[str],
+    *,
+    reason: str = WHITELIST_REASON,
+    reasons: Mapping[str, str] | None = None,
+    main_thread_only: bool = True,
+) -> Any:
+    """A PreToolUse hook denying every tool outside `tools` (``{tool}``, ``{allowed}`` filled in).
+
+    Entries may be patterns like ``Bash(git:*)`` (the base name is what counts) or exact MCP
+    names (``mcp__human__ask``); ``mcp__server__*`` allows a whole server. `reasons` gives a
+    specific denial text per tool (e.g. the delegate-only one for Write/Edit).
+    """
+    special = {tool_base(t): text for t, text in (reasons or {}).items()}
+    allowed = sorted({tool_base(t) for t in tools})
+    prefixes = tuple(t[:-1] for t in allowed if t.endswith("*"))
+    exact = {t for t in allowed if not t.endswith("*")}
+    shown = ", ".join(allowed)
+
+    async def hook(input_data: dict, tool_use_id: str | None, context: Any) -> dict:
+        if main_thread_only and input_data.get("agent_id"):
+            return {}
+        name = str(input_data.get("tool_name", ""))
+        if tool_base(name) in exact or (prefixes and name.startswith(prefixes)):
+            return {}
+        return _deny(special.get(tool_base(name), reason).format(tool=name, allowed=shown))
+
+    return hook
+
+
+def guard_hooks(*callbacks: Any) -> dict[str, list[HookMatcher]]:
+    """``{"PreToolUse": [HookMatcher(hooks=[...])]}`` for AgentSpec.hooks."""
+    return {"PreToolUse": [HookMatcher(matcher=None, hooks=list(callbacks))]}
+
+
+def merge_hooks(*configs: Mapping[str, list] | None) -> dict[str, list] | None:
+    """Concatenate hook configs event by event (None entries are skipped)."""
+    out: dict[str, list] = {}
+    for config in configs:
+        for event, matchers in (config or {}).items():
+            out.setdefault(event, []).extend(matchers)
+    return out or None
+
+
+# -- git worktrees (isolate=True) -------------------------------------------------------------------
+
+
+def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, text=True, check=False)
+
+
+def require_git(workspace: str | os.PathLike) -> Path:
+    """The repository's top-level directory; ValueError (one line) when `workspace` is not in one."""
+    ws = Path(workspace).resolve()
+    try:
+        got = _git(ws, "rev-parse", "--show-toplevel")
+    except (FileNotFoundError, NotADirectoryError):
+        got = None
+    if got is None or got.returncode != 0:
+        raise ValueError(f"isolate=True needs a git repository at {ws}; run git init or drop --isolate")
+    return Path(got.stdout.strip()).resolve()
+
+
+_BAD_NAME = re.compile(r"[\s/\\:?*\[\]~^\x00-\x1f\x7f]|\.\.|^[.-]|\.lock$|@\{|\.$")
+
+
+def ensure_worktree(repo: str | os.PathLike, name: str) -> Path:
+    """Create (or reuse) ``<repo>/.flower/worktrees/<name>`` on branch ``flower/<name>``.
+
+    Raises ValueError (one line) outside a git repository, for a name git cannot use as a branch,
+    when the repository has no commit yet, or when the directory exists but is not a worktree.
+    """
+    if not name or _BAD_NAME.search(name):
+        raise ValueError(
+            f"worker name {name!r} cannot name a git worktree/branch; use letters, digits, '-' or '_'"
+        )
+    top = require_git(repo)
+    path = top / WORKTREES / name
+    branch = f"flower/{name}"
+    if path.exists():
+        listed = _git(top, "worktree", "list", "--porcelain").stdout
+        if f"worktree {path}\n" in listed + "\n":
+            return path
+        raise ValueError(
+            f"{path} exists but is not a git worktree of {top}; move it away or pick another worker name"
+        )
+    if _git(top, "rev-parse", "--verify", "--quiet", "HEAD").returncode != 0:
+        raise ValueError(f"isolate=True needs at least one commit in {top}; commit something first")
+    has_branch = _git(top, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}").returncode == 0
+    args = (
+        ["worktree", "add", str(path), branch] if has_branch else ["worktree", "add", "-b", branch, str(path)]
+    )
+    got = _git(top, *args)
+    if got.returncode != 0:
+        detail = (got.stderr.strip().splitlines() or ["unknown error"])[-1]
+        raise ValueError(f"git worktree add {path} failed: {detail}")
+    _exclude_worktrees(top)
+    return path
+
+
+def _exclude_worktrees(top: Path) -> None:
+    """Keep the worktrees out of the main checkout's `git status` (local exclude, not .gitignore)."""
+    got = _git(top, "rev-parse", "--git-path", "info/exclude")
+    if got.returncode != 0:
+        return
+    exclude = Path(got.stdout.strip())
+    exclude = exclude if exclude.is_absolute() else top / exclude
+    line = f"/{WORKTREES}/"
+    try:
+        current = exclude.read_text(encoding="utf-8") if exclude.exists() else ""
+        if line not in current.splitlines():
+            exclude.parent.mkdir(parents=True, exist_ok=True)
+            exclude.write_text(
+                current + ("" if current.endswith("\n") or not current else "\n") + line + "\n",
+                encoding="utf-8",
+            )
+    except OSError:
+        pass
+
+
+# -- roles ---------------------------------------------------------------------------------------
+
+
+def worker(
+    description: str,
+    prompt: str,
+    *,
+    tools: list[str] | None = None,
+    model: str | None = "inherit",
+    isolate: bool = False,
+    name: str | None = None,
+    max_turns: int | None = None,
+    effort: Any = None,
+) -> AgentDefinition:
+    """A subagent for a coordinator's ``workers``. WORKER_RULES are appended to `prompt`.
+
+    `isolate=True` adds the worktree rules; the worktree is ``.flower/worktrees/<name>`` where
+    `name` is this argument or, inside coordinator(), the worker's key.
+    """
+    if not description.strip():
+        raise ValueError("worker(description=...) is empty: say in one line what to dispatch to this worker")
+    text = "\n\n".join(
+        part for part in (prompt.strip(), WORKER_RULES, ISOLATE_RULES if isolate else "") if part
+    )
+    defn = AgentDefinition(
+        description=description.strip(),
+        prompt=text,
+        tools=list(tools) if tools is not None else list(DEFAULT_WORKER_TOOLS),
+        model=model,
+        maxTurns=max_turns,
+        effort=effort,
+    )
+    return _name_worktree(defn, name) if isolate and name else defn
+
+
+def _name_worktree(defn: AgentDefinition, name: str, root: Path | None = None) -> AgentDefinition:
+    path = str(root / WORKTREES / name) if root else f"{WORKTREES}/{name}"
+    text = defn.prompt.replace("⟦path⟧", path).replace("⟦branch⟧", f"flower/{name}")
+    return replace(defn, prompt=text)
+
+
+def is_isolated(defn: AgentDefinition) -> bool:
+    return "## 隔离工作区" in (defn.prompt or "")
+
+
+def coordinator(
+    name: str,
+    instructions: str,
+    workers: Mapping[str, AgentDefinition],
+    *,
+    channel: Any = None,
+    glance: bool = False,
+    model: str | None = None,
+    effort: str | None = None,
+    max_turns: int | None = None,
+    max_budget_usd: float | None = None,
+    permission_mode: str = "acceptEdits",
+    workspace: str | os.PathLike | None = None,
+    hooks: Mapping[str, list] | None = None,
+    env: Mapping[str, str] | None = None,
+    compact: bool | None = None,
+) -> AgentSpec:
+    """A delegate-only main agent: Agent, TodoWrite, Read (+ Bash with `glance`), dispatching to `workers`.
+
+    `channel` adds mcp__human__ask / mcp__human__inbox. With `workspace`, isolated workers get
+    their worktrees created now (ValueError outside a git repository).
+    """
+    if not workers:
+        raise ValueError(f"coordinator {name!r} needs at least one worker to dispatch to")
+    own = COORDINATOR_TOOLS + (["Bash"] if glance else []) + (list(channel.tool_names) if channel else [])
+    agents = _place_workers(workers, workspace)
+    # The session's tool pool must hold the workers' tools, or the subagents cannot use them.
+    pool = list(own)
+    for defn in agents.values():
+        for t in defn.tools if defn.tools is not None else DEFAULT_WORKER_TOOLS:
+            if t not in pool:
+                pool.append(t)
+    rules = [COORDINATOR_RULES] + ([GLANCE_RULES] if glance else []) + ([CHANNEL_RULES] if channel else [])
+    # One hook, so the model reads the delegate-only reason for Write/Edit, not a generic one.
+    guards = guard_hooks(allow_only(own, reasons={t: DELEGATE_REASON for t in EDIT_TOOLS}))
+    return AgentSpec(
+        name=name,
+        instructions="\n\n".join(p for p in (instructions.strip(), "\n".join(rules)) if p),
+        allowed_tools=pool,
+        model=model,
+        effort=effort,
+        max_turns=max_turns,
+        max_budget_usd=max_budget_usd,
+        permission_mode=permission_mode,
+        agents=agents,
+        mcp_servers=channel.mcp_servers() if channel else {},
+        hooks=merge_hooks(guards, hooks),
+        compact=compact,
+        env=dict(env or {}),
+        glance=glance,
+        delegate_only=True,
+    )
+
+
+def _place_workers(
+    workers: Mapping[str, AgentDefinition], workspace: str | os.PathLike | None
+) -> dict[str, AgentDefinition]:
+    for key, defn in workers.items():
+        if not isinstance(defn, AgentDefinition):
+            raise ValueError(
+                f"worker {key!r} is {type(defn).__name__}, not an AgentDefinition; build it with worker(...)"
+            )
+    isolated = [key for key, defn in workers.items() if is_isolated(defn)]
+    root = require_git(workspace) if isolated and workspace is not None else None
+    out: dict[str, AgentDefinition] = {}
+    for key, defn in workers.items():
+        if key in isolated:
+            if root is not None:
+                ensure_worktree(root, key)
+            defn = _name_worktree(defn, key, root)
+        out[key] = defn
+    return out
+
+
+def _with_channel(tools: list[str], channel: Any) -> tuple[list[str], dict[str, Any]]:
+    if channel is None:
+        return tools, {}
+    return tools + list(channel.tool_names), channel.mcp_servers()
+
+
+def clarify(
+    channel: Any = None,
+    name: str = "确认需求",
+    *,
+    model: str | None = None,
+    max_turns: int | None = None,
+    max_budget_usd: float | None = None,
+    instructions: str = "",
+) -> AgentSpec:
+    """Turns a request into 需求.md's four sections, asking the person through `channel`."""
+    tools, servers = _with_channel(list(READ_TOOLS), channel)
+    template = render_brief(Brief()).replace("(未填)", "<填写>")
+    text = CLARIFY_RULES + template + ("\n" + instructions.strip() if instructions.strip() else "")
+    return AgentSpec(
+        name=name,
+        instructions=text,
+        allowed_tools=tools,
+        model=model,
+        max_turns=max_turns,
+        max_budget_usd=max_budget_usd,
+        mcp_servers=servers,
+        hooks=guard_hooks(allow_only(tools)),
+    )
+
+
+def judge(
+    name: str,
+    channel: Any = None,
+    *,
+    can_run: bool = False,
+    model: str | None = None,
+    max_turns: int | None = None,
+    max_budget_usd: float | None = None,
+) -> AgentSpec:
+    """An independent judge of 目标.md: Read/Glob/Grep (+ Bash with `can_run`), never edits.
+
+    Its reply follows goal.VERDICT_FORMAT, parsed by goal.parse_verdict.
+    """
+    tools, servers = _with_channel(READ_TOOLS + (["Bash"] if can_run else []), channel)
+    text = JUDGE_RULES + (JUDGE_CAN_RUN if can_run else JUDGE_NO_RUN) + "\n" + VERDICT_FORMAT
+    return AgentSpec(
+        name=name,
+        instructions=text,
+        allowed_tools=tools,
+        model=model,
+        max_turns=max_turns,
+        max_budget_usd=max_budget_usd,
+        mcp_servers=servers,
+        hooks=guard_hooks(allow_only(tools)),
+    )
+
+
+def oracle(
+    name: str = "旁路问答",
+    max_turns: int = 12,
+    max_budget_usd: float = 0.5,
+    *,
+    model: str | None = None,
+) -> AgentSpec:
+    """A cheap read-only side-question answerer with a hard turn and budget cap."""
+    return AgentSpec(
+        name=name,
+        instructions=ORACLE_RULES,
+        allowed_tools=list(READ_TOOLS),
+        model=model,
+        max_turns=max_turns,
+        max_budget_usd=max_budget_usd,
+        hooks=guard_hooks(allow_only(READ_TOOLS)),
+    )
