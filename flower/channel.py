@@ -196,16 +196,17 @@ class HumanChannel:
 
     async def _ask(self, question: str, timeout_s: float) -> Exchange:
         exchange = self._open(question)
-        await self._emit("ask", {"question": question, "index": exchange.index, "timeout_s": timeout_s})
-        if not question:
-            return await self._done(self._finish(exchange, DECLINE, None))
-        if timeout_s <= 0:
-            return await self._done(self._finish(exchange, AUTO, None))
+        payload = {"question": question, "index": exchange.index, "timeout_s": timeout_s}
+        if not question or timeout_s <= 0:
+            await self._emit("ask", payload)
+            return await self._done(self._finish(exchange, DECLINE if not question else AUTO, None))
         pending = _Pending(exchange, asyncio.get_running_loop())
         with self._lock:
-            self._pending.append(pending)
-        helper = self._start_asker(pending, timeout_s)
+            self._pending.append(pending)  # before the event: its handler may answer() at once
+        helper: asyncio.Task | None = None
         try:
+            await self._emit("ask", payload)
+            helper = self._start_asker(pending, timeout_s)
             status, answer = await asyncio.wait_for(asyncio.shield(pending.future), timeout_s)
         except TimeoutError:
             status, answer = self._settle(pending, TIMEOUT, None)

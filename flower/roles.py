@@ -334,6 +334,7 @@ def coordinator(
     max_budget_usd: float | None = None,
     permission_mode: str = "acceptEdits",
     workspace: str | os.PathLike | None = None,
+    workbench: Any = None,
     hooks: Mapping[str, list] | None = None,
     env: Mapping[str, str] | None = None,
     compact: bool | None = None,
@@ -341,12 +342,17 @@ def coordinator(
     """A delegate-only main agent: Agent, TodoWrite, Read (+ Bash with `glance`), dispatching to `workers`.
 
     `channel` adds mcp__human__ask / mcp__human__inbox. With `workspace`, isolated workers get
-    their worktrees created now (ValueError outside a git repository).
+    their worktrees created now (ValueError outside a git repository). With `workbench` (a
+    Workbench), each worker's prompt says where the workbench is: a subagent does not see the
+    main thread's system prompt, so it would not know where artifacts/ lives.
     """
     if not workers:
         raise ValueError(f"coordinator {name!r} needs at least one worker to dispatch to")
     own = COORDINATOR_TOOLS + (["Bash"] if glance else []) + (list(channel.tool_names) if channel else [])
     agents = _place_workers(workers, workspace)
+    if workbench is not None:
+        block = workbench.prompt_block()
+        agents = {key: replace(defn, prompt=f"{defn.prompt}\n\n{block}") for key, defn in agents.items()}
     # The session's tool pool must hold the workers' tools, or the subagents cannot use them.
     pool = list(own)
     for defn in agents.values():

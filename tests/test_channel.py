@@ -337,3 +337,15 @@ async def test_real_cli_ask_nobody_answers_budget_and_inbox(tmp_path):
     assert "also make it blue" in parse_brief(brief.read_text(encoding="utf-8")).appendix["运行中补充"]
     assert ch.asks_used == 2 and ch.inbox() == []
     assert INBOX_EMPTY not in texts_of(reqs[3])
+
+
+async def test_event_handler_may_answer_at_once(tmp_path):
+    ch = make(tmp_path, ask_fn=False)
+
+    def ui(kind, payload):
+        if kind == "ask":
+            assert ch.pending == payload["question"]
+            ch.answer("answered from the ask event")
+
+    ch.on_event = ui
+    assert await ch.ask("q?") == "answered from the ask event"

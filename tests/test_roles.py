@@ -354,3 +354,12 @@ async def test_real_cli_coordinator_write_denied_worker_writes(tmp_path):
     )  # WORKER_RULES reached the subagent
     assert [c["name"] for c in result.tool_calls] == ["Write", "Agent"]
     assert result.text == "COORDINATOR-DONE"
+
+
+def test_coordinator_tells_workers_where_the_workbench_is(tmp_path):
+    from flower.workbench import Workbench
+
+    wb = Workbench(tmp_path)
+    spec = coordinator("c", "", {"coder": worker("d", "p")}, workbench=wb)
+    assert spec.agents["coder"].prompt.endswith(wb.prompt_block())
+    assert ".flower/artifacts/" in spec.agents["coder"].prompt
