@@ -1,27 +1,42 @@
-# One entry point per task; every target works on a fresh clone.
+# One entry point per task; every target works on a fresh clone (Debian/Ubuntu with Docker running).
 UV ?= uv
 PY := .venv/bin/python
+FB := .venv/bin/flower-batch
 
-.PHONY: setup test test-fast lint demo bench image clean
+.PHONY: prereqs setup image test test-fast test-docker lint demo demo-flow bench clean
 
-setup:            ## install the locked Python deps into .venv
+prereqs:          ## uv (from PyPI) and debootstrap (to make the base image with no registry)
 	@command -v $(UV) >/dev/null || python3 -m pip install -q uv
+	@command -v debootstrap >/dev/null || [ -x /usr/sbin/debootstrap ] || \
+	  { echo "installing debootstrap"; $$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get install -y -q debootstrap >/dev/null \
+	    || { $$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get update -q >/dev/null && $$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get install -y -q debootstrap >/dev/null; }; }
+
+setup: prereqs    ## install the locked Python deps into .venv
 	$(UV) sync --frozen
 
-test: setup       ## the whole suite (Docker tests included when a Docker engine answers)
+image: setup      ## build (or reuse) the pinned runtime image; prints its id
+	$(FB) image build
+
+test: image       ## the whole suite, Docker tests included
 	$(PY) -m pytest -q
 
-test-fast: setup  ## everything that needs neither Docker nor slow subprocess scenarios
+test-fast: setup  ## no Docker, no slow tests
 	$(PY) -m pytest -q -m "not docker and not slow"
 
+test-docker: image
+	$(PY) -m pytest -q -m docker
+
 lint: setup
-	$(PY) -m ruff check flower flower_batch tests bench
+	$(PY) -m ruff check flower flower_batch tests bench examples
 	$(PY) -m mypy flower flower_batch
 
-demo: setup
+demo: image       ## the demo matrix: 2 workflow variants x 2 tasks x 2 repeats, offline (scripted model)
+	$(FB) matrix examples/jobs.toml -j 2 --fresh --fail-under 0
+
+demo-flow: setup  ## a two-step flower workflow on the host, offline (scripted model)
 	$(PY) examples/demo_workflow.py
 
-bench: setup
+bench: image
 	$(PY) bench/run_all.py
 
 clean:
