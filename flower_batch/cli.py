@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import signal
 import sys
 import time
 from pathlib import Path
@@ -42,12 +44,18 @@ def _home(path: Path | None) -> Home:
     return Home(path)
 
 
+SECRET_LIKE = re.compile(r"(?i)(key|token|secret|passw|credential|auth)")
+
+
 def _parse_env(items: list[str]) -> dict[str, str]:
     env = {}
     for item in items:
         if "=" not in item:
             fail(f"--env {item!r}: expected KEY=VALUE (use --secret NAME for values from your environment)")
         key, value = item.split("=", 1)
+        if SECRET_LIKE.search(key):
+            fail(f"--env {key}: looks like a secret; pass it with --secret {key} so its value is read from "
+                 "your environment at start and never stored")
         if key.upper().startswith("ANTHROPIC_"):
             fail(f"--env {key}: the gateway sets ANTHROPIC_* for every job; do not pass them")
         env[key] = value
@@ -83,13 +91,50 @@ def _runtime_image(ref: str) -> tuple[str, dict[str, str]]:
     return img.id, versions
 
 
+class Interrupted(Exception):
+    pass
+
+
 def _run_async(fn: Any) -> Any:
+    """Run `fn` so that Ctrl-C / SIGTERM cancel it cleanly: every running job's container is
+    stopped (flower records the in-flight step) and its record written before we exit 130."""
+
+    async def main() -> Any:
+        result: list[Any] = []
+        failure: list[Exception] = []
+        stopped = False
+        async with anyio.create_task_group() as tg:
+
+            async def watch() -> None:
+                nonlocal stopped
+                with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                    async for _ in signals:
+                        err.print("flower-batch: stopping — stopping containers and writing records")
+                        stopped = True
+                        tg.cancel_scope.cancel()
+                        return
+
+            async def work() -> None:
+                try:
+                    result.append(await fn())
+                except Exception as exc:  # re-raised below, outside the task group's ExceptionGroup
+                    failure.append(exc)
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(watch)
+            tg.start_soon(work)
+        if failure:
+            raise failure[0]
+        if stopped:
+            raise Interrupted
+        return result[0] if result else None
+
     try:
-        return anyio.run(fn)
+        return anyio.run(main)
     except FlowerBatchError as exc:
         fail(str(exc))
-    except KeyboardInterrupt:
-        err.print("flower-batch: interrupted; containers of this run were removed")
+    except (Interrupted, KeyboardInterrupt):
+        err.print("flower-batch: interrupted; the jobs' containers are stopped and their records written")
         raise typer.Exit(130) from None
 
 

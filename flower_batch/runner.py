@@ -133,6 +133,19 @@ async def run_job(
         await ctx.backend.start(container)
         exit_code, timed_out = await _wait(ctx.backend, container, job.timeout_s)
         await _save_logs(ctx.backend, container, jd.logs / "container.log")
+    except anyio.get_cancelled_exc_class():
+        # The orchestrator is stopping (Ctrl-C): stop the container the way a timeout does, so
+        # flower records the in-flight step, then leave a record that says what happened.
+        with anyio.CancelScope(shield=True):
+            if container:
+                await _stop_quietly(ctx.backend, container)
+                await _save_logs(ctx.backend, container, jd.logs / "container.log")
+            write_record(jd.record_path, replace(
+                record, status=Status.ERROR.value, reason="interrupted: the orchestrator was stopped",
+                finished_at=now_iso(), duration_s=round(time.monotonic() - started, 2),
+            ))
+            _state(ctx, job.id, "interrupted")
+        raise
     except LookupError as exc:  # a secret named in the job is not set on the host
         error = str(exc).strip("'\"")
     except FlowerBatchError as exc:
@@ -224,6 +237,13 @@ async def _save_logs(backend: Backend, container: str, path: Path) -> None:
         out.write(f"--- container {container[:12]} {now_iso()} ---\n")
         async for line in backend.logs(container):
             out.write(line + "\n")
+
+
+async def _stop_quietly(backend: Backend, container: str) -> None:
+    try:
+        await backend.stop(container, grace_s=GRACE_S)
+    except FlowerBatchError:
+        pass
 
 
 async def _remove_quietly(backend: Backend, container: str) -> None:
