@@ -47,6 +47,17 @@ def _home(path: Path | None) -> Home:
 SECRET_LIKE = re.compile(r"(?i)(key|token|secret|passw|credential|auth)")
 
 
+def _load_job(home: Path | None, ref: str) -> tuple[JobDir, JobRecord]:
+    try:
+        jd = _home(home).find(ref)
+        return jd, jd.record()
+    except FileNotFoundError:
+        fail(f"job {ref}: its record.json is missing (see `flower-batch ls`)")
+    except FlowerBatchError as exc:
+        fail(str(exc))
+    raise AssertionError("unreachable")
+
+
 def _parse_env(items: list[str]) -> dict[str, str]:
     env = {}
     for item in items:
@@ -187,12 +198,7 @@ def wake(
 ) -> None:
     """Continue a persistent job in a new container on its recorded image id."""
     h = _home(home)
-    try:
-        jd = h.find(job)
-        record = jd.record()
-    except (FlowerBatchError, FileNotFoundError) as exc:
-        fail(str(exc))
-        raise
+    jd, record = _load_job(home, job)
     if not record.finished:
         fail(f"job {jd.job} is still {record.status}; stop it first (`flower-batch stop {jd.job}`)")
     if not record.spec.get("persistent"):
@@ -289,12 +295,7 @@ def show(
     home: Path | None = HOME_OPT,
 ) -> None:
     """A job's record and its manifest rows (one per step attempt)."""
-    try:
-        jd = _home(home).find(job)
-        record = jd.record()
-    except (FlowerBatchError, FileNotFoundError) as exc:
-        fail(str(exc))
-        raise
+    jd, record = _load_job(home, job)
     rows = jd.manifest()
     if as_json:
         out.print_json(json.dumps({"record": record.to_dict(), "manifest": rows}))
@@ -332,12 +333,7 @@ def logs(
     home: Path | None = HOME_OPT,
 ) -> None:
     """The job's container output (and its check's)."""
-    try:
-        jd = _home(home).find(job)
-        record = jd.record()
-    except (FlowerBatchError, FileNotFoundError) as exc:
-        fail(str(exc))
-        raise
+    jd, record = _load_job(home, job)
     log = jd.logs / "container.log"
     if log.exists():
         sys.stdout.write(log.read_text(encoding="utf-8", errors="replace"))
@@ -360,12 +356,7 @@ def stop(
     home: Path | None = HOME_OPT,
 ) -> None:
     """Stop a running job: SIGTERM (flower records the step as killed-by-signal), then kill."""
-    try:
-        jd = _home(home).find(job)
-        record = jd.record()
-    except (FlowerBatchError, FileNotFoundError) as exc:
-        fail(str(exc))
-        raise
+    jd, record = _load_job(home, job)
 
     async def go() -> int:
         async with DockerBackend() as backend:
