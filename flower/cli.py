@@ -14,10 +14,12 @@ import anyio
 import typer
 from rich.console import Console
 
+from . import signals
 from .display import Display, is_scripted
 from .loader import TargetError, load_workflow
 from .runtime import Runtime
 from .spec import AgentSpec
+from .wake import notice, step_header, wake_line
 from .workflow import WorkflowError
 
 SUBCOMMANDS = ("go", "run", "once")
@@ -112,13 +114,33 @@ def run(
         workflow.continuous = False
     rt = make_runtime()
     display = Display(verbose=G.verbose)
+    if workflow.continuous:
+        line = wake_line(G.workspace, run_dir=G.run_dir, steps_order=[s.name for s in workflow.steps])
+        if line:
+            display.console.print(line, markup=False)
+
+    def on_event(kind: str, payload: dict) -> Any:
+        if kind == "step":
+            display.console.print(step_header(payload["name"], payload["index"], payload["total"],
+                                              resumed=payload["resumed"], woke=payload["woke"]), markup=False)
+            return None
+        text = notice(kind, payload)
+        if text:
+            display.console.print(text, markup=False)
+        return display.event(kind, payload)
+
     try:
-        ctx = anyio.run(lambda: workflow.run(rt, on_event=display.event, on_step=display.step_done))
+        # One Ctrl-C interrupts and continues, two quit (130); SIGTERM/SIGHUP rescue the step.
+        with signals.install(rt, ask=signals.ask_on_terminal()):
+            ctx = anyio.run(lambda: workflow.run(rt, on_event=on_event, on_step=display.step_done))
     except WorkflowError as exc:
-        rt.close()
         _fail(str(exc))
         raise
-    rt.close()
+    except KeyboardInterrupt:
+        err.print("flower: interrupted (the session continues next time)")
+        raise typer.Exit(130) from None
+    finally:
+        rt.close()
     display.summary(rt)
     raise typer.Exit(1 if ctx.get("_failed_at") else 0)
 

@@ -51,9 +51,8 @@ class Lineage:
         steps = raw.get("steps")
         if isinstance(steps, dict):
             for name, sid in steps.items():
-                if isinstance(name, str) and isinstance(sid, str) and sid:
-                    if has_session is None or has_session(sid):
-                        lin.steps[name] = sid
+                if isinstance(name, str) and isinstance(sid, str) and sid and _alive(has_session, sid):
+                    lin.steps[name] = sid
         return lin
 
     @property
@@ -82,14 +81,28 @@ class Lineage:
 
     def archive(self, into: str | os.PathLike, extra: Iterable[str | os.PathLike] = ()) -> Path:
         """Move lineage.json and the given files into `into/<YYYYmmdd-HHMMSS>/`; reset (R-34)."""
-        dest = Path(into) / datetime.now().strftime("%Y%m%d-%H%M%S")
-        dest.mkdir(parents=True, exist_ok=True)
+        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+        dest = Path(into) / stamp
+        n = 1
+        while dest.exists():  # two archives in one second must not mix (or overwrite) their files
+            n += 1
+            dest = Path(into) / f"{stamp}-{n}"
+        dest.mkdir(parents=True)
         for item in [self.path, *map(Path, extra)]:
             if item.exists():
                 shutil.move(str(item), str(dest / item.name))
         self.steps = {}
         self.woke = 0
         return dest
+
+
+def _alive(has_session: Callable[[str], bool] | None, sid: str) -> bool:
+    if has_session is None:
+        return True
+    try:
+        return bool(has_session(sid))
+    except Exception:  # noqa: BLE001 — an unreadable store means "absent", never an error (R-26)
+        return False
 
 
 def read_raw(path: Path) -> dict | None:

@@ -3,13 +3,22 @@
 The runtime owns the run directory (sessions.db, manifest.json, the CLI's config dir), turns
 whatever the CLI does — success, API errors, crashes, interrupts — into a StepResult, and
 resumes the same session across infrastructure failures (R-18, R-40..R-43).
+
+Context economy (R-50, R-51) lives here too: the spill hook (`spill_hook`), trim on load (the
+PruningSessionStore's Trimmer) and handoff (`flower.handoff`): past the threshold the turn is
+interrupted, the session writes its handoff document and a fresh successor takes over inside
+the same `run()`; `StepResult.retired` lists the sessions it replaced.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import inspect
 import os
+import signal
 import threading
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +29,7 @@ from claude_agent_sdk import (
     AssistantMessage,
     ClaudeAgentOptions,
     ClaudeSDKClient,
+    HookMatcher,
     ProcessError,
     ResultError,
     ResultMessage,
@@ -31,11 +41,24 @@ from claude_agent_sdk import (
     project_key_for_directory,
 )
 
+from .handoff import (
+    Handoff,
+    degraded_doc,
+    doc_path,
+    is_overflow,
+    missing_sections,
+    normalise,
+    seed_prompt,
+    write_prompt,
+)
+from .handoff import save as save_doc
 from .manifest import Manifest, new_run_id
 from .resilience import Resilience, classify_result, endpoint, reachable
 from .result import StepResult, now_iso
+from .signals import bundled_cli, shielded_cli
 from .spec import AgentSpec
-from .store import SQLiteSessionStore
+from .store import SQLiteSessionStore, context_tokens
+from .trim import spill
 
 INTERRUPTED = "interrupted-by-human"
 HANDOFF_DUE = "context-full-handoff"
@@ -59,6 +82,7 @@ class _Attempt:
     context: int = 0
     tool_calls: list[dict] = field(default_factory=list)
     model: str = ""
+    handoff_doc: Path | None = None  # set when this process ended by handing over
 
 
 def _tool_base(name: str) -> str:
@@ -91,6 +115,7 @@ class Runtime:
         handoff: Any = True,
         env: dict[str, str] | None = None,
         cli_path: str | None = None,
+        shield_cli: bool = True,
     ) -> None:
         self.workspace = Path(workspace).resolve()
         if not self.workspace.is_dir():
@@ -105,21 +130,26 @@ class Runtime:
         self.spill_threshold = spill_threshold
         self.env = dict(env or {})
         self.cli_path = cli_path
+        self.shield_cli = shield_cli
         self.project_key = project_key_for_directory(str(self.workspace))
         self.sqlite = SQLiteSessionStore(self.run_dir / "sessions.db")
         self.store: Any = self._wrap_store(self.sqlite)
         self.resilience = self._make_resilience(resilience)
-        self.handoff = handoff
+        self.handoff = Handoff.from_value(handoff)
         self.workbench = workbench
         self.run_id = new_run_id()
         self.manifest = Manifest(self.run_dir / "manifest.json", self.run_id)
         self.results: list[StepResult] = []
         self.on_session: SessionHook | None = None
-        self._inflight: StepResult | None = None
+        self._inflight: list[StepResult] = []  # a gate's judge may run inside a step's run
+        self._rescued: set[int] = set()
         self._client: ClaudeSDKClient | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._interrupt_lock = threading.Lock()
-        self._pending_interrupt: str | None = None
+        self._pending_interrupt: str | Callable[[], Any] | None = None
+        self._interrupting = False
+        self._stderr_tail: deque[str] = deque(maxlen=20)
+        self._launcher: str | None = None
 
     # -- construction helpers -------------------------------------------------------------
     def _wrap_store(self, sqlite: SQLiteSessionStore) -> Any:
@@ -145,6 +175,30 @@ class Runtime:
     @property
     def config_dir(self) -> Path:
         return self.run_dir / ".claude"
+
+    @property
+    def workbench_dir(self) -> Path | None:
+        """Root of the workbench (spill goes to ``<root>/spill``), or None when it is off.
+
+        ``True`` means ``<run_dir>/workbench`` (R-61); a Workbench object or a path is used as is.
+        """
+        wb = self.workbench
+        if wb is None or wb is False:
+            return None
+        if wb is True:
+            return self.run_dir / "workbench"
+        return Path(os.fspath(wb)).resolve()
+
+    @property
+    def notes_dir(self) -> Path:
+        """Where handoff documents go: Handoff.notes_dir, the Workbench's notes/, or
+        ``<workspace>/.flower/notes`` (the default Workbench's)."""
+        if self.handoff.notes_dir is not None:
+            return Path(self.handoff.notes_dir).resolve()
+        notes = getattr(self.workbench, "notes", None)
+        if notes is not None:
+            return Path(notes)
+        return self.workspace / ".flower" / "notes"
 
     # -- queries --------------------------------------------------------------------------
     def has_session(self, session_id: str) -> bool:
@@ -172,15 +226,31 @@ class Runtime:
             raise ValueError("fork and resume_at need resume=<session id>")
         name = step_name or spec.name
         result = StepResult(step=name, resumed=bool(resume))
-        self._inflight = result
+        self._inflight.append(result)
         policy = self.resilience
         session, send, forking, at = resume, prompt, fork, resume_at
-        attempt = 0
+        attempt = 1  # attempts in the resilience sense: a handoff successor is not one
+        generations = 0
         try:
             while True:
-                attempt += 1
-                got = await self._attempt(spec, send, result, session, forking, at, on_event)
+                may_hand_off = self.handoff.enabled and generations < self.handoff.max_generations
+                got = await self._attempt(spec, send, result, session, forking, at, on_event, may_hand_off)
+                # A successor that overflows before its first answer would only hand over again.
+                progressed = generations == 0 or got.context > 0
+                if got.handoff_doc is None and not got.ok and may_hand_off and result.session_id and progressed:
+                    if is_overflow(got.error, got.terminal_reason):
+                        # The session can no longer take any request: write the document for it.
+                        got.handoff_doc = self._degraded_handoff(result, prompt, got)
+                        await self._emit(on_event, "handoff-degraded", {"error": got.error})
                 self._absorb(result, got)
+                if got.handoff_doc is not None:
+                    generations += 1
+                    await self._emit(on_event, "handoff", {
+                        "doc": str(got.handoff_doc), "retiring": result.session_id, "generation": generations,
+                    })
+                    doc = got.handoff_doc.read_text(encoding="utf-8")
+                    session, send, forking, at = None, seed_prompt(got.handoff_doc, doc, prompt), False, None
+                    continue
                 if got.ok:
                     break
                 result.errors.append(got.error or "unknown error")
@@ -188,25 +258,42 @@ class Runtime:
                 if not policy.should_retry(kind, attempt):
                     break
                 await self._emit(on_event, "retry", {"attempt": attempt, "kind": kind, "error": got.error})
-                await self._pause(attempt)
+                if not await self._pause(attempt, spec, on_event):
+                    result.errors.append(f"offline for more than {policy.max_offline_wait:.0f} s; gave up")
+                    break
+                attempt += 1
                 if result.session_id:
                     # Continue the interrupted conversation rather than start over (R-43).
                     session, send, forking, at = result.session_id, policy.resume_prompt, False, None
+                    result.resumed = True
         finally:
             result.attempts = attempt
             result.ended_at = now_iso()
-            self._inflight = None
-        self._record(result)
+            with self._interrupt_lock:
+                self._pending_interrupt, self._interrupting = None, False
+            if result in self._inflight:
+                self._inflight.remove(result)
+        if id(result) not in self._rescued:  # rescue() already wrote it
+            self._record(result)
         return result
 
-    async def _pause(self, attempt: int) -> None:
-        """Back off; when the endpoint is unreachable, wait for it by probing instead (R-40)."""
-        env = {**os.environ, **self.env}
-        host, port = endpoint(env)
-        if reachable(host, port, timeout=self.resilience.probe_timeout):
-            await anyio.sleep(self.resilience.delay(attempt))
-        else:
-            await self.resilience.wait_online(env=env)
+    async def _pause(self, attempt: int, spec: AgentSpec, on_event: EventHook | None) -> bool:
+        """Back off; when the endpoint is unreachable, wait for it by probing instead (R-40).
+
+        False when the endpoint stayed unreachable for `max_offline_wait`.
+        """
+        policy = self.resilience
+        env = {**os.environ, **self.env, **spec.env}
+        try:
+            host, port = endpoint(env)
+        except ValueError:
+            await anyio.sleep(policy.delay(attempt))
+            return True
+        if await anyio.to_thread.run_sync(reachable, host, port, policy.probe_timeout):
+            await anyio.sleep(policy.delay(attempt))
+            return True
+        await self._emit(on_event, "offline", {"host": host, "port": port})
+        return await policy.wait_online(env=env)
 
     @staticmethod
     def _absorb(result: StepResult, got: _Attempt) -> None:
@@ -219,6 +306,8 @@ class Runtime:
             result.context = got.context
         if got.model:
             result.model = got.model
+        if got.handoff_doc is not None:
+            return  # neither a success nor a failure: the successor decides
         result.ok = got.ok
         result.error = None if got.ok else (got.error or "unknown error")
 
@@ -226,6 +315,29 @@ class Runtime:
         self.results.append(result)
         self.manifest.write([r.to_row(self.run_id) for r in self.results])
 
+    # -- handoff --------------------------------------------------------------------------
+    def _degraded_handoff(self, result: StepResult, task: str, got: _Attempt) -> Path:
+        path = doc_path(self.notes_dir, result.step)
+        try:
+            previous = path.read_text(encoding="utf-8")
+        except OSError:
+            previous = ""
+        text = degraded_doc(
+            step=result.step, task=task, last_text=got.text or result.text,
+            tool_calls=result.tool_calls + got.tool_calls, error=got.error or "", previous=previous,
+        )
+        return save_doc(path, text)
+
+    def _save_handoff(self, step: str, reply: str, task: str, got: _Attempt) -> Path:
+        path = doc_path(self.notes_dir, step)
+        if reply.strip() and not missing_sections(reply):
+            return save_doc(path, normalise(reply, step))
+        # The session answered, but not with a usable document: keep what it said under 现场.
+        text = degraded_doc(step=step, task=task, last_text=got.text, tool_calls=got.tool_calls,
+                            error="the session's handoff reply lacked 现在在做什么/下一步")
+        return save_doc(path, text + "\n### 会话自己的交接回复\n\n" + reply.strip() + "\n")
+
+    # -- one CLI process --------------------------------------------------------------------
     def _options(
         self, spec: AgentSpec, resume: str | None, fork: bool, resume_at: str | None
     ) -> ClaudeAgentOptions:
@@ -233,6 +345,10 @@ class Runtime:
         if self.portable:
             # The CLI's own files live inside run_dir, so a run directory is self-contained.
             env.setdefault("CLAUDE_CONFIG_DIR", str(self.config_dir))
+        if self.handoff.enabled:
+            env.update(self.handoff.cli_env())  # forced: a silent compaction would defeat handoff
+        elif spec.compact is False:
+            env.setdefault("DISABLE_AUTO_COMPACT", "1")
         tools = [_tool_base(t) for t in spec.allowed_tools if not t.startswith("mcp__")]
         if spec.agents and "Agent" not in tools:
             tools.append("Agent")
@@ -248,19 +364,40 @@ class Runtime:
             max_turns=spec.max_turns,
             max_budget_usd=spec.max_budget_usd,
             mcp_servers=dict(spec.mcp_servers),
-            hooks=spec.hooks,
+            hooks=self._hooks(spec),
             agents=spec.agents,
             session_store=self.store,
             session_store_flush="eager",
             resume=resume,
             fork_session=bool(fork and resume),
             resume_session_at=resume_at,
+            # Piped, so a CLI in its own process group never writes to the terminal, and a
+            # crash can be explained with its last lines.
+            stderr=self._stderr_tail.append,
         )
         if spec.effort:
             kwargs["effort"] = spec.effort
-        if self.cli_path:
-            kwargs["cli_path"] = self.cli_path
+        cli = self._cli()
+        if cli:
+            kwargs["cli_path"] = cli
         return ClaudeAgentOptions(**kwargs)
+
+    def _cli(self) -> str | None:
+        if not self.shield_cli:
+            return self.cli_path
+        if self._launcher is None:
+            self._launcher = shielded_cli(self.cli_path or bundled_cli(), self.run_dir / ".cli") or ""
+        return self._launcher or self.cli_path
+
+    def _hooks(self, spec: AgentSpec) -> dict[str, Any] | None:
+        root = self.workbench_dir
+        if root is None or not spec.workbench or self.spill_threshold <= 0:
+            return spec.hooks
+        hooks = {event: list(matchers) for event, matchers in (spec.hooks or {}).items()}
+        hooks.setdefault("PostToolUse", []).append(
+            HookMatcher(matcher=None, hooks=[spill_hook(root, self.spill_threshold)])
+        )
+        return hooks
 
     async def _attempt(
         self,
@@ -271,6 +408,7 @@ class Runtime:
         fork: bool,
         resume_at: str | None,
         on_event: EventHook | None,
+        may_hand_off: bool = False,
     ) -> _Attempt:
         got = _Attempt()
         texts: dict[str, list[str]] = {}
@@ -278,6 +416,11 @@ class Runtime:
         synthetic: str | None = None
         background: set[str] = set()
         final: ResultMessage | None = None
+        # Handoff phases: "work" -> "due" (interrupt sent) -> "writing" (document asked for).
+        phase = "work"
+        warned = False
+        work_text = ""
+        self._stderr_tail.clear()
         try:
             async with ClaudeSDKClient(self._options(spec, resume, fork, resume_at)) as client:
                 self._client, self._loop = client, asyncio.get_running_loop()
@@ -292,12 +435,16 @@ class Runtime:
                         if msg.parent_tool_use_id is not None:
                             continue  # subagent speech never becomes the step's text (R-05)
                         if msg.usage:
-                            u = msg.usage
-                            got.context = int(
-                                (u.get("input_tokens") or 0)
-                                + (u.get("cache_read_input_tokens") or 0)
-                                + (u.get("cache_creation_input_tokens") or 0)
-                            )
+                            got.context = context_tokens(msg.usage)
+                            if phase == "work" and may_hand_off and self.handoff.due(got.context):
+                                phase = "due"
+                                await self._emit(on_event, "handoff-due", {"context": got.context,
+                                                                           "at": self.handoff.at})
+                                await _safe_interrupt(client)
+                            elif not warned and self.handoff.enabled and got.context >= self.handoff.warn_at:
+                                warned = True
+                                await self._emit(on_event, "context-warn", {"context": got.context,
+                                                                            "at": self.handoff.at})
                         for block in msg.content:
                             if isinstance(block, TextBlock) and block.text:
                                 key = msg.message_id or str(id(msg))
@@ -314,12 +461,27 @@ class Runtime:
                     elif isinstance(msg, ResultMessage):
                         got.cost_usd += msg.total_cost_usd or 0.0
                         got.num_turns += msg.num_turns or 0
-                        follow_up = self._take_interrupt(msg)
+                        aborted = (msg.terminal_reason or "").startswith("aborted")
+                        follow_up = await self._take_interrupt(usable=aborted or not msg.is_error)
                         if follow_up is not None:
                             # One Ctrl-C: same session, same process, not a failed attempt (R-27).
                             await self._emit(on_event, "interrupted", {"message": follow_up})
                             await client.query(follow_up)
+                            with self._interrupt_lock:
+                                self._interrupting = False
                             continue
+                        if phase == "due" and aborted:
+                            # Our own interrupt landed: ask the full session for its handoff document.
+                            phase = "writing"
+                            work_text = "".join(texts[last_text_id]) if last_text_id else ""
+                            last_text_id = ""
+                            await client.query(write_prompt(doc_path(self.notes_dir, result.step)))
+                            continue
+                        if phase == "writing" and not msg.is_error:
+                            reply = "".join(texts[last_text_id]) if last_text_id else ""
+                            got.text = work_text
+                            got.handoff_doc = self._save_handoff(result.step, reply, prompt, got)
+                            break
                         if background and not msg.is_error:
                             continue  # a background subagent will wake the main thread again
                         final = msg
@@ -329,11 +491,17 @@ class Runtime:
             got.api_error_status = exc.api_error_status
             got.terminal_reason = exc.terminal_reason
         except (ProcessError, OSError, RuntimeError, ValueError) as exc:
-            got.error = f"{type(exc).__name__}: {exc}"
+            got.error = f"{type(exc).__name__}: {exc}{self._stderr_hint()}"
         except Exception as exc:  # noqa: BLE001 — a step never raises out of the runtime
-            got.error = f"{type(exc).__name__}: {exc}"
+            got.error = f"{type(exc).__name__}: {exc}{self._stderr_hint()}"
         finally:
             self._client = None
+        if got.handoff_doc is not None:
+            got.error = None
+            return got
+        if phase == "writing":
+            last_text_id = ""  # the document attempt failed: the step's text is the work's
+            got.text = work_text
         if last_text_id:
             got.text = "".join(texts[last_text_id])
         if final is not None and got.error is None:
@@ -346,6 +514,10 @@ class Runtime:
         elif got.error is None:
             got.error = synthetic or "the CLI ended without a result"
         return got
+
+    def _stderr_hint(self) -> str:
+        tail = [line.strip() for line in self._stderr_tail if line.strip()]
+        return f" (CLI stderr: {' | '.join(tail[-3:])})" if tail else ""
 
     async def _note_session(self, result: StepResult, sid: str, on_event: EventHook | None) -> None:
         if not sid or sid == result.session_id:
@@ -370,44 +542,140 @@ class Runtime:
             await out
 
     # -- interrupts and rescue ------------------------------------------------------------
-    def interrupt(self, message: str = "") -> bool:
-        """Stop the running turn at the next message boundary and continue with `message`.
+    @property
+    def interrupting(self) -> bool:
+        """True from `interrupt()` until the session has been sent its follow-up."""
+        return self._interrupting
 
-        Thread-safe and signal-safe: it only schedules work on the runtime's loop.
-        Returns False when no step is running.
+    def interrupt(self, message: str | Callable[[], Any] = "") -> bool:
+        """Stop the running turn at the next message boundary, then continue the same session.
+
+        `message` is what to continue with: a string, or a callable (sync, run in a daemon
+        thread; or async) asked once the turn has stopped, e.g. to let a person type a word.
+        Empty means the neutral `Resilience.resume_prompt`. Thread-safe and signal-safe: it
+        only schedules work on the runtime's loop. Returns False when no step is running.
         """
         client, loop = self._client, self._loop
-        if client is None or loop is None:
+        if client is None or loop is None or loop.is_closed():
             return False
         with self._interrupt_lock:
-            self._pending_interrupt = message or self.resilience.resume_prompt
+            self._pending_interrupt = message
+            self._interrupting = True
         loop.call_soon_threadsafe(lambda: loop.create_task(_safe_interrupt(client)))
         return True
 
-    def _take_interrupt(self, msg: ResultMessage) -> str | None:
+    async def _take_interrupt(self, *, usable: bool) -> str | None:
         with self._interrupt_lock:
             pending = self._pending_interrupt
+            self._pending_interrupt = None
             if pending is None:
                 return None
-            self._pending_interrupt = None
-        return pending
+            if not usable:  # the turn failed on its own; the error path takes over
+                self._interrupting = False
+                return None
+        text = await _ask(pending) if callable(pending) else pending
+        return (text or "").strip() or self.resilience.resume_prompt
 
     def rescue(self, error: str = "killed-by-signal") -> None:
-        """Write the in-flight step to the manifest before the process dies (R-27)."""
-        current = self._inflight
-        if current is None:
-            return
-        current.ok = False
-        current.error = error
-        current.ended_at = now_iso()
-        self._inflight = None
-        try:
-            self._record(current)
-        except OSError:
-            pass
+        """Write the in-flight step to the manifest before the process dies (R-27).
+
+        Also stops the step's CLI process, which would otherwise finish its turn as an orphan.
+        """
+        inflight, self._inflight = list(self._inflight), []
+        self._kill_cli()
+        for current in inflight:
+            self._rescued.add(id(current))
+            current.ok = False
+            current.error = error
+            current.ended_at = now_iso()
+            self.results.append(current)
+        if inflight:
+            try:
+                self.manifest.write([r.to_row(self.run_id) for r in self.results])
+            except Exception:  # noqa: BLE001 — called from a signal handler on the way out
+                pass
+
+    def abandon(self) -> None:
+        """Give up the in-flight step without recording it (second Ctrl-C): stop its CLI."""
+        self._rescued.update(id(r) for r in self._inflight)
+        self._inflight = []
+        self._kill_cli()
+
+    def _kill_cli(self) -> None:
+        client = self._client
+        process = getattr(getattr(client, "_transport", None), "_process", None)
+        pid = getattr(process, "pid", None)
+        if pid and getattr(process, "returncode", None) is None:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
 
     def close(self) -> None:
         self.sqlite.close()
+
+
+def spill_hook(root: Path, threshold: int = 4000) -> Callable[..., Awaitable[dict]]:
+    """A PostToolUse hook: string parts of a tool result over `threshold` chars go to
+    ``<root>/spill/<sha16>.txt`` and the model sees a pointer plus the first 400 chars.
+
+    CLI 2.1.327 replaces a tool's output with the hook's ``updatedToolOutput`` only when the
+    value keeps the tool's output schema (Bash: stdout/stderr/..., Read: file.content ...), so
+    the hook swaps string leaves in place and keeps every key. Checked against the real CLI
+    for Read and Bash: the tool_result the API receives carries the pointer.
+    """
+
+    def replace(value: Any) -> tuple[Any, bool]:
+        if isinstance(value, str):
+            pointer = spill(value, root, threshold=threshold)
+            return (pointer, True) if pointer is not None else (value, False)
+        if isinstance(value, dict):
+            out, changed = {}, False
+            for key, item in value.items():
+                out[key], hit = replace(item)
+                changed = changed or hit
+            return out, changed
+        if isinstance(value, list):
+            items = [replace(item) for item in value]
+            return [v for v, _ in items], any(hit for _, hit in items)
+        return value, False
+
+    async def hook(input_data: dict, tool_use_id: str | None, context: Any) -> dict:
+        try:
+            new, changed = replace(input_data.get("tool_response"))
+        except OSError:
+            return {}  # no room on disk: the model gets the full result, nothing is lost
+        if not changed:
+            return {}
+        return {"hookSpecificOutput": {"hookEventName": "PostToolUse", "updatedToolOutput": new}}
+
+    return hook
+
+
+async def _ask(fn: Callable[[], Any]) -> str:
+    """Call `fn` for the word added to an interrupt: awaited if async, else in a daemon thread
+    (a blocked terminal read must never keep the process alive after a second Ctrl-C)."""
+    if inspect.iscoroutinefunction(fn):
+        return str(await fn() or "")
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[str] = loop.create_future()
+
+    def settle(value: Any, error: BaseException | None) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(str(value or ""))
+
+    def work() -> None:
+        try:
+            value = fn()
+        except BaseException as exc:  # noqa: BLE001 — handed to the awaiting task
+            loop.call_soon_threadsafe(settle, None, exc)
+        else:
+            loop.call_soon_threadsafe(settle, value, None)
+
+    threading.Thread(target=work, name="flower-interrupt-ask", daemon=True).start()
+    return await future
 
 
 async def _safe_interrupt(client: ClaudeSDKClient) -> None:
@@ -422,4 +690,3 @@ def _result_error_text(exc: ResultError) -> str:
     text = data.get("result") if isinstance(data, dict) else None
     errors = getattr(exc, "errors", None) or []
     return str(text or "; ".join(map(str, errors)) or exc)
-
