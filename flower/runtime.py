@@ -29,6 +29,10 @@ from claude_agent_sdk import (
     AssistantMessage,
     ClaudeAgentOptions,
     ClaudeSDKClient,
+    HookCallback,
+    HookContext,
+    HookInput,
+    HookJSONOutput,
     HookMatcher,
     ProcessError,
     ResultError,
@@ -160,7 +164,9 @@ class Runtime:
             from .trim import Trimmer
 
             trimmer = Trimmer(self.run_dir / "trimmed")
-        return PruningSessionStore(
+        # PruningSessionStore.__new__ picks the subclass with the optional methods the inner
+        # store has; mypy only sees the abstract base.
+        return PruningSessionStore(  # type: ignore[abstract]
             sqlite, ephemeral=self.ephemeral, keep_denials=self.keep_denials, trim=trimmer
         )
 
@@ -613,7 +619,7 @@ class Runtime:
         self.sqlite.close()
 
 
-def spill_hook(root: Path, threshold: int = 4000) -> Callable[..., Awaitable[dict]]:
+def spill_hook(root: Path, threshold: int = 4000) -> HookCallback:
     """A PostToolUse hook: string parts of a tool result over `threshold` chars go to
     ``<root>/spill/<sha16>.txt`` and the model sees a pointer plus the first 400 chars.
 
@@ -638,9 +644,9 @@ def spill_hook(root: Path, threshold: int = 4000) -> Callable[..., Awaitable[dic
             return [v for v, _ in items], any(hit for _, hit in items)
         return value, False
 
-    async def hook(input_data: dict, tool_use_id: str | None, context: Any) -> dict:
+    async def hook(input_data: HookInput, tool_use_id: str | None, context: HookContext) -> HookJSONOutput:
         try:
-            new, changed = replace(input_data.get("tool_response"))
+            new, changed = replace(input_data.get("tool_response"))  # type: ignore[union-attr]
         except OSError:
             return {}  # no room on disk: the model gets the full result, nothing is lost
         if not changed:
