@@ -11,8 +11,7 @@ import threading
 from flower.scripted import MessagesServer, Scenario, ScenarioError, ScriptedResponder
 
 from .routing import JobRouter, PerJobLog
-
-SECRET_ENV = "FB_GATEWAY_SECRET"
+from .tokens import SECRET_ENV
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,8 +12,7 @@ import anyio
 from ..backend import Backend, ContainerSpec, Mount
 from ..errors import FlowerBatchError
 from ..labels import labels
-from .__main__ import SECRET_ENV
-from .tokens import job_token, new_secret
+from .tokens import SECRET_ENV, job_token, new_secret  # not .__main__: that imports flower (~1 s)
 
 PORT = 8080
 ALIAS = "gateway"

@@ -11,6 +11,8 @@ import hashlib
 import hmac
 import secrets
 
+SECRET_ENV = "FB_GATEWAY_SECRET"  # the batch secret reaches the gateway container only in its env
+
 
 def new_secret() -> str:
     return secrets.token_hex(32)
