@@ -18,10 +18,10 @@ from rich.table import Table
 from .backend.docker_backend import DockerBackend
 from .errors import FlowerBatchError
 from .jobs import ADHOC_BATCH, adhoc_spec, job_scenario, start_job
-from .labels import BATCH, JOB, MANAGED, ROLE, SESSION
+from .labels import BATCH, JOB, MANAGED
 from .layout import Home, JobDir
 from .matrix import JobRecord, JobSpec, RecordError, format_duration
-from .session import is_alive
+from .session import Leak, find_leaks, remove_leaks
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Run flower workflows in pinned containers: one job, a matrix, a reproduction.")
@@ -200,7 +200,11 @@ def wake(
     h = _home(home)
     jd, record = _load_job(home, job)
     if not record.finished:
-        fail(f"job {jd.job} is still {record.status}; stop it first (`flower-batch stop {jd.job}`)")
+        # A record left `running` by an orchestrator that was killed is not a running job: only
+        # a live container of the job is.
+        if _running_containers(jd):
+            fail(f"job {jd.job} is still {record.status}; stop it first (`flower-batch stop {jd.job}`)")
+        err.print(f"job {jd.job} was left {record.status} by an orchestrator that is gone; continuing it")
     if not record.spec.get("persistent"):
         fail(f"job {jd.job} was not started with --persistent, so it has no conversation to continue")
     spec = JobSpec.from_dict(record.spec)
@@ -229,6 +233,15 @@ def wake(
     result = _run_async(go)
     _print_container_tail(h.job(jd.batch, jd.job), marker="接上")
     _finish(result)
+
+
+def _running_containers(jd: JobDir) -> int:
+    async def go() -> int:
+        async with DockerBackend() as backend:
+            found = await backend.list_by_label({MANAGED: "1", BATCH: jd.batch, JOB: jd.job})
+            return sum(c.state == "running" for c in found)
+
+    return int(_run_async(go))
 
 
 def _print_container_tail(jd: JobDir, marker: str) -> None:
@@ -375,34 +388,25 @@ def gc(
     dry_run: bool = typer.Option(False, "--dry-run", help="only list what would be removed"),
     home: Path | None = HOME_OPT,
 ) -> None:
-    """Remove containers, networks and volumes with our labels that no live orchestrator owns."""
+    """Remove containers, networks and volumes with our labels left by orchestrators of this home
+    that died (their session lock is free); live ones and other homes' are never touched."""
     h = _home(home)
 
-    async def go() -> list[tuple[str, str, str]]:
-        found: list[tuple[str, str, str]] = []
+    async def go() -> tuple[list[Leak], int]:
         async with DockerBackend() as backend:
-            for c in await backend.list_by_label({MANAGED: "1"}):
-                if not is_alive(h.root, c.labels.get(SESSION, "")):
-                    found.append(("container", c.name, c.labels.get(ROLE, "")))
-                    if not dry_run:
-                        await backend.remove(c.id, force=True)
-            for n in await backend.list_networks_by_label({MANAGED: "1"}):
-                if not is_alive(h.root, n.labels.get(SESSION, "")):
-                    found.append(("network", n.name, ""))
-                    if not dry_run:
-                        await backend.remove_network(n.id)
-            for v in await backend.list_volumes_by_label({MANAGED: "1"}):
-                if not is_alive(h.root, v.labels.get(SESSION, "")):
-                    found.append(("volume", v.name, ""))
-                    if not dry_run:
-                        await backend.remove_volume(v.name, force=True)
-        return found
+            leaks, foreign = await find_leaks(backend, h.root)
+            if not dry_run:
+                await remove_leaks(backend, h.root, leaks)
+            return leaks, foreign
 
-    found = _run_async(go)
+    leaks, foreign = _run_async(go)
     verb = "would remove" if dry_run else "removed"
-    for kind, name, role in found:
-        out.print(f"{verb} {kind} {name} {role}".rstrip())
-    err.print(f"{verb} {len(found)} leaked resource(s)")
+    for leak in leaks:
+        out.print(f"{verb} {leak.kind} {leak.name} {leak.role}".rstrip())
+    err.print(f"{verb} {len(leaks)} leaked resource(s)")
+    if foreign:
+        err.print(f"left {foreign} resource(s) of orchestrators this home ({h.root}) does not know: "
+                  "run gc with their --home")
 
 
 @image_app.command("build")

@@ -15,6 +15,7 @@ from .layout import Home, JobDir
 from .matrix import GatewaySpec, JobRecord, JobSpec, parse_duration, parse_memory
 from .runner import JobContext, run_job
 from .session import Session
+from .targets import locate
 
 ADHOC_BATCH = "adhoc"
 
@@ -42,6 +43,8 @@ def adhoc_spec(
         raise FlowerBatchError(f"workspace {workspace} is not a directory: pass an existing folder to copy")
     if bool(task) == bool(workflow):
         raise FlowerBatchError("give either a task text or --workflow module:attr (not both, not neither)")
+    if workflow:
+        locate(workflow)  # a bad target is refused before any folder, gateway or container exists
     if scenario is None:
         raise FlowerBatchError(
             "no gateway: pass --scenario FILE for the scripted model (the anthropic proxy mode is not built yet)"

@@ -31,6 +31,7 @@ from .matrix import (
     write_reports,
 )
 from .scheduler import run_jobs
+from .session import find_leaks, remove_leaks
 
 
 class MatrixProgress:
@@ -143,11 +144,22 @@ def matrix(
             except (OSError, FlowerBatchError):
                 pass
 
+    async def reap() -> int:
+        # A killed earlier run of this batch may have left containers still writing into the job
+        # folders this run is about to reset, and a gateway nobody stops: remove them first.
+        async with DockerBackend() as backend:
+            leaks, _ = await find_leaks(backend, h.root, batch=jf.name)
+            await remove_leaks(backend, h.root, leaks)
+            return len(leaks)
+
     async def go() -> None:
         async with DockerBackend() as backend:
             await run_jobs(backend, h, jf.name, to_run, image_id=image_id, versions=versions, parallel=parallel,
                            on_state=on_state, search=[jf.path.parent])
 
+    reaped = _run_async(reap)
+    if reaped:
+        err.print(f"removed {reaped} container(s)/network(s) left by an earlier run of {jf.name} that was killed")
     if to_run:
         with progress:
             _run_async(go)
