@@ -1,0 +1,276 @@
+"""The Docker test rig of flower-batch: the real `flower-batch` command as a subprocess, the
+runtime image built once per test session, and what the Docker engine holds with our labels.
+
+Every test gets its own home (`--home`), so records, sessions and gateway logs never mix with
+a developer's `volumes/` or with another test. Leftovers are looked up by the session ids of
+that home (each gateway leaves `<home>/<batch>/.gateway/fb-<batch>-<session>…`), so a test never
+mistakes another process's live jobs for its own leaks.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+PROJECT = Path(__file__).resolve().parent / "project"
+FLOWER_BATCH = REPO / ".venv" / "bin" / "flower-batch"
+TEST_TAG = "flower-batch-runtime:batch-tests"  # our own tag: never moves `latest` under anyone
+
+MANAGED = "org.flower-batch.managed"
+BATCH = "org.flower-batch.batch"
+JOB = "org.flower-batch.job"
+ROLE = "org.flower-batch.role"
+VERSION = "org.flower-batch.version"
+SESSION = "org.flower-batch.session"
+ANSI = re.compile(r"\x1b\[")
+
+
+# -- the image ------------------------------------------------------------------------------
+@functools.cache
+def runtime_image() -> str:
+    """The runtime image of the current sources, built once per test process (cached by the
+    build itself too: fast when nothing changed). Skips when no Docker engine answers."""
+    from flower_batch.errors import DaemonUnavailable
+    from flower_batch.image import build_image
+
+    try:
+        return build_image(tag=TEST_TAG, log=lambda line: None).id
+    except DaemonUnavailable as exc:
+        pytest.skip(str(exc))
+
+
+# -- the command ----------------------------------------------------------------------------
+def command_env() -> dict[str, str]:
+    """The environment of a CI job: no TTY, nothing forcing colour."""
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE", "FLOWER_BATCH_HOME")
+    }
+    env["COLUMNS"] = "160"
+    return env
+
+
+def fb(
+    *args: str | Path, home: Path, timeout: float = 180, cwd: Path = REPO
+) -> subprocess.CompletedProcess[str]:
+    """Run `flower-batch ARGS --home HOME` to completion, output captured (so: no TTY)."""
+    return subprocess.run(
+        [str(FLOWER_BATCH), *map(str, args), "--home", str(home)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+        env=command_env(),
+    )
+
+
+def fb_start(*args: str | Path, home: Path, cwd: Path = REPO, log: Path) -> subprocess.Popen[str]:
+    """Start `flower-batch ARGS --home HOME` in the background; stdout+stderr go to `log`."""
+    out = log.open("w")
+    proc = subprocess.Popen(
+        [str(FLOWER_BATCH), *map(str, args), "--home", str(home)],
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=cwd,
+        env=command_env(),
+        start_new_session=True,  # a signal for it never reaches pytest
+    )
+    STARTED.append(proc)
+    return proc
+
+
+STARTED: list[subprocess.Popen[str]] = []  # background orchestrators, stopped when their test ends
+
+
+def kill_started() -> None:
+    while STARTED:
+        proc = STARTED.pop()
+        if proc.poll() is None:
+            sigkill_group(proc)
+
+
+def one_line_error(proc: subprocess.CompletedProcess[str], *words: str) -> str:
+    """Assert the command failed the way users are promised: exit 2, one line, no traceback."""
+    text = (proc.stderr + proc.stdout).strip()
+    assert proc.returncode == 2, f"exit {proc.returncode}: {text}"
+    assert "Traceback" not in text, text
+    lines = [line for line in text.splitlines() if line.startswith("flower-batch:")]
+    assert len(lines) == 1, text
+    for word in words:
+        assert word in lines[0], lines[0]
+    return lines[0]
+
+
+def wait_for(what: str, predicate: Callable[[], Any], timeout: float = 60, every: float = 0.1) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def sigkill_group(proc: subprocess.Popen[str]) -> None:
+    """SIGKILL the orchestrator (it leads its own process group: no child outlives it either)."""
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+
+
+# -- a copy of the test project ---------------------------------------------------------------
+def project_copy(dest: Path) -> Path:
+    """A private copy of tests/batch_fixtures/project (tasks, scenarios, flows.py) to edit freely."""
+    shutil.copytree(PROJECT, dest)
+    return dest
+
+
+# -- what a job left on the host --------------------------------------------------------------
+@dataclass(frozen=True)
+class Job:
+    home: Path
+    batch: str
+    job: str
+
+    @property
+    def root(self) -> Path:
+        return self.home / self.batch / self.job
+
+    def record(self) -> dict:
+        return json.loads((self.root / "record.json").read_text())
+
+    def manifest(self) -> list[dict]:
+        path = self.root / "runs" / "manifest.json"
+        return json.loads(path.read_text()) if path.exists() else []
+
+    def lineage(self) -> dict:
+        return json.loads((self.root / "runs" / "lineage.json").read_text())
+
+    def gateway_log(self) -> list[dict]:
+        path = self.root / "logs" / "gateway.jsonl"
+        if not path.exists():
+            return []
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+    def container_log(self) -> str:
+        path = self.root / "logs" / "container.log"
+        return path.read_text() if path.exists() else ""
+
+    def status(self) -> str | None:
+        try:
+            return self.record()["status"]
+        except (OSError, ValueError, KeyError):
+            return None
+
+
+def message_texts(request: dict) -> str:
+    """Every text a logged Messages request carried: prompts, answers and tool results."""
+    out: list[str] = []
+    for msg in request.get("body", {}).get("messages", []):
+        content = msg.get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
+        for block in blocks:
+            if block.get("type") == "text":
+                out.append(block.get("text", ""))
+            elif block.get("type") == "tool_result":
+                inner = block.get("content")
+                if isinstance(inner, str):
+                    out.append(inner)
+                else:
+                    out.extend(b.get("text", "") for b in inner or [] if isinstance(b, dict))
+    return "\n".join(out)
+
+
+# -- what Docker holds with our labels ----------------------------------------------------------
+def docker_client() -> Any:
+    import docker
+
+    return docker.from_env()
+
+
+def sessions_of(home: Path, batch: str) -> set[str]:
+    """Ids of the orchestrator sessions that ran a gateway for `batch` under `home`."""
+    gw = home / batch / ".gateway"
+    pattern = re.compile(rf"^fb-{re.escape(batch)}-([0-9a-f]{{8}})")
+    return {m.group(1) for p in (gw.iterdir() if gw.is_dir() else []) if (m := pattern.match(p.name))}
+
+
+@dataclass
+class Resources:
+    containers: list[Any]
+    networks: list[Any]
+    volumes: list[Any]
+
+    def __bool__(self) -> bool:
+        return bool(self.containers or self.networks or self.volumes)
+
+    def describe(self) -> str:
+        return (
+            ", ".join(
+                [f"container {c.name} ({c.labels.get(ROLE)}, {c.status})" for c in self.containers]
+                + [f"network {n.name}" for n in self.networks]
+                + [f"volume {v.name}" for v in self.volumes]
+            )
+            or "nothing"
+        )
+
+
+def labelled(batch: str, sessions: set[str] | None = None) -> Resources:
+    """Containers, networks and volumes with our labels for `batch` (and, if given, these sessions)."""
+    client = docker_client()
+    flt = {"label": [f"{MANAGED}=1", f"{BATCH}={batch}"]}
+
+    def mine(labels: dict[str, str] | None) -> bool:
+        return sessions is None or (labels or {}).get(SESSION) in sessions
+
+    try:
+        return Resources(
+            containers=[c for c in client.containers.list(all=True, filters=flt) if mine(c.labels)],
+            networks=[n for n in client.networks.list(filters=flt) if mine(n.attrs.get("Labels"))],
+            volumes=[v for v in client.volumes.list(filters=flt) if mine(v.attrs.get("Labels"))],
+        )
+    finally:
+        client.close()
+
+
+def leftovers(home: Path, batch: str) -> Resources:
+    """What this home's orchestrators left behind for `batch`."""
+    sessions = sessions_of(home, batch)
+    return labelled(batch, sessions) if sessions else Resources([], [], [])
+
+
+def remove_resources(found: Resources) -> None:
+    import docker.errors
+
+    for remove in (
+        [lambda c=c: c.remove(force=True) for c in found.containers]
+        + [n.remove for n in found.networks]
+        + [lambda v=v: v.remove(force=True) for v in found.volumes]
+    ):
+        try:
+            remove()
+        except docker.errors.NotFound:
+            pass  # its orchestrator removed it meanwhile
+
+
+def private_home(tmp_path: Path) -> Iterator[Path]:
+    """A flower-batch home for one test (use as a generator fixture); whatever its orchestrators
+    leaked is removed at the end, after the test has had its chance to assert there is none."""
+    root = tmp_path / "home"
+    root.mkdir()
+    yield root
+    kill_started()  # a failed test may leave its orchestrators running: they must not race the cleanup
+    for batch in [p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")]:
+        remove_resources(leftovers(root, batch))

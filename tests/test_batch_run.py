@@ -1,0 +1,440 @@
+"""`flower-batch run` / `wake` / `ls` / `show` / `stop` / `gc` end to end (issue 5), on the real
+Docker engine, the real runtime image and the real CLI inside it, against the scripted gateway.
+
+Every command runs as a subprocess with `--home` in a temporary folder and no TTY, as in CI.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.batch_fixtures.rig import (
+    BATCH,
+    JOB,
+    MANAGED,
+    PROJECT,
+    REPO,
+    ROLE,
+    SESSION,
+    VERSION,
+    Job,
+    docker_client,
+    fb,
+    fb_start,
+    labelled,
+    leftovers,
+    message_texts,
+    one_line_error,
+    private_home,
+    runtime_image,
+    sessions_of,
+    sigkill_group,
+    wait_for,
+)
+
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture(scope="module")
+def image_id() -> str:
+    return runtime_image()
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Iterator[Path]:
+    yield from private_home(tmp_path)
+
+
+PROMPT = "Read TASK.md and do what it asks."
+SOLO = f"{PROJECT}/flows.py:solo"
+QUICK = PROJECT / "scenarios" / "quick.toml"
+SLOW = PROJECT / "scenarios" / "slow.toml"
+
+
+def rescue_wired() -> bool:
+    """Whether `flower run` handles SIGTERM with Runtime.rescue() (R-27) in these sources (the
+    image under test is built from them)."""
+    signals_py = REPO / "flower" / "signals.py"
+    return (
+        signals_py.is_file()
+        and "rescue(" in signals_py.read_text()
+        and "signals" in (REPO / "flower" / "cli.py").read_text()
+    )
+
+
+RESCUE_PENDING = "flower run has no SIGTERM handler calling Runtime.rescue() yet (flower/signals.py, R-27)"
+
+
+def start_slow(home: Path, name: str, tmp: Path, *extra: str) -> tuple[subprocess.Popen[str], Job]:
+    """A `run` whose step stalls at the model; returns once the stalled request is in flight."""
+    proc = fb_start(
+        "run",
+        PROJECT / "tasks" / "slow",
+        "-f",
+        SOLO,
+        "--prompt",
+        PROMPT,
+        "--scenario",
+        SLOW,
+        "--name",
+        name,
+        *extra,
+        home=home,
+        log=tmp / f"{name}.out",
+    )
+    job = Job(home, "adhoc", name)
+    try:
+        wait_for(
+            f"{name} to stall at the model",
+            lambda: any(r["rule"] == "stall" for r in job.gateway_log()) or proc.poll() is not None,
+        )
+    except AssertionError:
+        proc.kill()
+        raise
+    assert proc.poll() is None, (tmp / f"{name}.out").read_text()
+    return proc, job
+
+
+def output_of(tmp: Path, name: str) -> str:
+    return (tmp / f"{name}.out").read_text()
+
+
+# -- one job, start to finish ---------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def finished(
+    image_id: str, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Job, subprocess.CompletedProcess]:
+    root = tmp_path_factory.mktemp("run") / "home"
+    proc = fb(
+        "run",
+        PROJECT / "tasks" / "alpha",
+        "-f",
+        SOLO,
+        "--prompt",
+        PROMPT,
+        "--scenario",
+        QUICK,
+        "--name",
+        "alpha1",
+        "--image",
+        image_id,
+        "--cpus",
+        "1",
+        "--memory",
+        "1g",
+        "--env",
+        "MOOD=calm",
+        home=root,
+    )
+    yield Job(root, "adhoc", "alpha1"), proc
+    assert not leftovers(root, "adhoc"), "the module's job leaked"
+
+
+def test_run_completes_in_a_container_and_records_everything(finished, image_id: str) -> None:
+    job, proc = finished
+    assert proc.returncode == 0, proc.stderr
+    rec = job.record()
+    assert rec["status"] == "passed" and rec["reason"] is None
+    assert rec["exit_code"] == 0 and rec["workflow_ok"] is True
+    assert rec["image_id"] == image_id
+    assert set(rec["versions"]) == {"flower_batch", "sdk", "cli"} and all(rec["versions"].values())
+    assert rec["gateway_mode"] == "scripted"
+    assert rec["queued_at"] and rec["started_at"] and rec["finished_at"] and rec["duration_s"] > 0
+    assert rec["cost_usd"] and rec["cost_usd"] > 0 and rec["num_turns"] >= 3
+    assert (
+        rec["spec"]["cpus"] == 1
+        and rec["spec"]["memory_bytes"] == 1 << 30
+        and rec["spec"]["env"] == {"MOOD": "calm"}
+    )
+    # the record's totals are the manifest's rows
+    rows = job.manifest()
+    assert [r["step"] for r in rows] == ["do"] and rows[0]["ok"]
+    assert rec["cost_usd"] == pytest.approx(sum(r["cost_usd"] for r in rows))
+    assert rec["num_turns"] == sum(r["num_turns"] for r in rows)
+    assert [s["name"] for s in rec["steps"]] == ["do"]
+    # the agent's file is in the host's workspace copy, owned by the user who ran flower-batch
+    answer = job.root / "workspace" / "answer.txt"
+    assert answer.read_text() == "alpha\n"
+    for path in (answer, job.root / "runs" / "manifest.json", job.root / "runs" / "sessions.db"):
+        assert (path.stat().st_uid, path.stat().st_gid) == (os.getuid(), os.getgid()), path
+    # the container saw the fixed paths
+    assert rows[0]["tool_calls"][0]["input"]["file_path"] == "/workspace/TASK.md"
+    # the source task folder was copied, not used
+    assert not (PROJECT / "tasks" / "alpha" / "answer.txt").exists()
+    # every request reached the gateway under the job's own path
+    requests = job.gateway_log()
+    assert (
+        requests
+        and {r["prefix"] for r in requests} == {"/j/alpha1"}
+        and {r["status"] for r in requests} == {200}
+    )
+    # plain lines without a TTY
+    assert "\x1b[" not in proc.stderr + proc.stdout
+    assert "alpha1: passed" in proc.stderr and "scripted" in proc.stderr
+
+
+def test_run_leaves_no_container_or_network(finished) -> None:
+    job, _ = finished
+    sessions = sessions_of(job.home, "adhoc")
+    assert len(sessions) == 1
+    assert not labelled("adhoc", sessions), labelled("adhoc", sessions).describe()
+    assert not (job.home / ".sessions" / f"{sessions.pop()}.lock").exists()
+
+
+def test_show_and_ls_json_agree_with_record_and_manifest(finished) -> None:
+    job, _ = finished
+    shown = fb("show", "alpha1", "--json", home=job.home)
+    assert shown.returncode == 0, shown.stderr
+    data = json.loads(shown.stdout)
+    assert data["record"] == job.record()
+    assert data["manifest"] == job.manifest()
+    listed = fb("ls", "--json", home=job.home)
+    assert listed.returncode == 0, listed.stderr
+    rows = json.loads(listed.stdout)
+    rec = job.record()
+    assert rows == [
+        {
+            "batch": "adhoc",
+            "job": "alpha1",
+            "status": rec["status"],
+            "reason": rec["reason"],
+            "cost_usd": rec["cost_usd"],
+            "num_turns": rec["num_turns"],
+            "duration_s": rec["duration_s"],
+            "started_at": rec["started_at"],
+            "gateway_mode": "scripted",
+            "attempt": 1,
+            "persistent": False,
+            "image_id": rec["image_id"],
+        }
+    ]
+    # the human forms carry the same facts, as plain text
+    table = fb("show", "adhoc/alpha1", home=job.home)
+    assert table.returncode == 0 and "\x1b[" not in table.stdout
+    assert "passed" in table.stdout and rec["image_id"] in table.stdout and "scripted" in table.stdout
+
+
+# -- bad input: one line, exit 2 ----------------------------------------------------------------
+def test_bad_input_is_one_line_and_exit_2(finished, tmp_path: Path) -> None:
+    job, _ = finished
+    h = job.home
+    base = ["-f", SOLO, "--prompt", PROMPT, "--scenario", QUICK]
+    alpha = PROJECT / "tasks" / "alpha"
+    one_line_error(fb("run", tmp_path / "missing", *base, home=h), "missing", "not a directory")
+    one_line_error(fb("run", alpha, *base, "--timeout", "ten", home=h), "--timeout", "'ten'")
+    one_line_error(fb("run", alpha, *base, "--timeout", "0", home=h), "--timeout")
+    one_line_error(fb("run", alpha, *base, "--memory", "lots", home=h), "--memory")
+    one_line_error(fb("run", alpha, *base, "--name", "alpha1", home=h), "already exists", "wake")
+    one_line_error(fb("run", alpha, "-f", "nosuchmodule:flow", "--scenario", QUICK, home=h), "nosuchmodule")
+    one_line_error(fb("wake", "nosuch", home=h), "no job named nosuch")
+    one_line_error(fb("wake", "adhoc/nosuch", home=h), "nosuch")
+    one_line_error(fb("wake", "alpha1", home=h), "not started with --persistent")
+    one_line_error(fb("show", "nosuch", home=h), "nosuch")
+    one_line_error(fb("logs", "nosuch", home=h), "nosuch")
+    one_line_error(fb("stop", "nosuch", home=h), "nosuch")
+    # nothing was created for the refused runs
+    assert sorted(p.name for p in (h / "adhoc").iterdir() if not p.name.startswith(".")) == ["alpha1"]
+
+
+# -- killed mid-step, woken in a new container ------------------------------------------------------
+@pytest.mark.slow
+def test_killed_mid_step_then_wake_continues_the_same_session(
+    image_id: str, home: Path, tmp_path: Path
+) -> None:
+    proc, job = start_slow(home, "sleeper", tmp_path, "--persistent", "--image", image_id)
+    record = job.record()
+    assert record["status"] == "running" and record["container"]
+    session = job.lineage()["steps"]["do"]  # lineage knows the session before the step ends
+    before = job.gateway_log()
+    assert before[-1]["session"] == session and before[-1]["rule"] == "stall"
+
+    # The job's container as Docker sees it: labels, fixed mounts, the host user's uid, limits.
+    client = docker_client()
+    try:
+        container = client.containers.get(record["container"])
+        labels = container.labels
+        assert labels[MANAGED] == "1" and labels[BATCH] == "adhoc" and labels[JOB] == "sleeper"
+        assert labels[ROLE] == "job" and labels[VERSION] and labels[SESSION] in sessions_of(home, "adhoc")
+        assert container.attrs["Config"]["User"] == f"{os.getuid()}:{os.getgid()}"
+        mounts = {m["Destination"]: m["Source"] for m in container.attrs["Mounts"]}
+        assert mounts["/workspace"] == str(job.root / "workspace") and mounts["/runs"] == str(
+            job.root / "runs"
+        )
+        env = dict(e.split("=", 1) for e in container.attrs["Config"]["Env"])
+        assert env["ANTHROPIC_BASE_URL"] == "http://gateway:8080/j/sleeper"
+        assert env["ANTHROPIC_API_KEY"].startswith("fbj-")
+    finally:
+        client.close()
+
+    # docker kill: no signal handler runs, the step is cut off mid-request. (A moment first, so
+    # the CLI has written the Read's result to its transcript: a kill can lose the last turn.)
+    time.sleep(1.5)
+    subprocess.run(["docker", "kill", record["container"]], check=True, capture_output=True)
+    assert proc.wait(timeout=60) == 1, output_of(tmp_path, "sleeper")
+    killed = job.record()
+    assert killed["status"] == "failed" and killed["exit_code"] == 137
+    assert not leftovers(home, "adhoc"), leftovers(home, "adhoc").describe()
+    assert job.lineage()["woke"] == 1
+
+    # wake: a new container on the recorded image id continues the same session.
+    woken = fb("wake", "sleeper", home=home, timeout=90)
+    assert woken.returncode == 0, woken.stderr
+    rec = job.record()
+    assert rec["status"] == "passed" and rec["attempt"] == 2 and rec["image_id"] == image_id
+    assert rec["container"] != record["container"]
+    lineage = job.lineage()
+    assert lineage["woke"] == 2 and lineage["steps"]["do"] == session
+    rows = job.manifest()
+    assert rows[-1]["step"] == "do" and rows[-1]["ok"] and rows[-1]["session_id"] == session
+    after = job.gateway_log()[len(before) :]
+    first = next(r for r in after if r["endpoint"] == "messages")
+    assert first["session"] == session and first["rule"] == "continued"
+    assert first["n_messages"] > before[-1]["n_messages"]  # the earlier turns, then the new prompt
+    earlier = message_texts(first)  # the killed container's turns: the model's, the Read's result
+    assert "Reading the task." in earlier and "SLOW-TASK" in earlier
+    # the wake banner: in the container's log and echoed by `wake`
+    last_run = job.container_log().rsplit("--- container", 1)[1]
+    assert "第 2 次唤醒" in last_run
+    assert "第 2 次唤醒" in woken.stderr and "\x1b[" not in woken.stderr
+
+    # and again, with more words: they reach the same session as the newest user turn
+    again = fb("wake", "sleeper", "Also say hello to the reviewer.", home=home, timeout=90)
+    assert again.returncode == 0, again.stderr
+    assert job.lineage()["woke"] == 3 and job.lineage()["steps"]["do"] == session
+    assert job.record()["attempt"] == 3
+    latest = [r for r in job.gateway_log() if r["endpoint"] == "messages"][-1]
+    assert latest["session"] == session
+    assert "Also say hello to the reviewer." in message_texts(latest).rsplit("SLOW-TASK", 1)[1]
+    assert "第 3 次唤醒" in job.container_log().rsplit("--- container", 1)[1]
+    assert not leftovers(home, "adhoc"), leftovers(home, "adhoc").describe()
+
+
+# -- limits and faults ------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def timed_out(
+    image_id: str, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Job, subprocess.CompletedProcess]:
+    root = tmp_path_factory.mktemp("timeout") / "home"
+    proc = fb(
+        "run",
+        PROJECT / "tasks" / "slow",
+        "-f",
+        SOLO,
+        "--prompt",
+        PROMPT,
+        "--scenario",
+        SLOW,
+        "--name",
+        "late",
+        "--timeout",
+        "6s",
+        "--image",
+        image_id,
+        home=root,
+    )
+    yield Job(root, "adhoc", "late"), proc
+    assert not leftovers(root, "adhoc")
+
+
+@pytest.mark.slow
+def test_timeout_stops_the_job_with_status_timeout(timed_out) -> None:
+    job, proc = timed_out
+    assert proc.returncode == 1, proc.stderr
+    rec = job.record()
+    assert rec["status"] == "timeout" and "timeout" in rec["reason"]
+    assert rec["exit_code"] not in (0, None)
+    assert 6 <= rec["duration_s"] < 6 + 10 + 5  # timeout, at most the grace period, some slack
+    assert any(r["rule"] == "stall" for r in job.gateway_log())  # it was stopped mid-step
+    assert "late: timeout" in proc.stderr
+
+
+@pytest.mark.slow
+def test_timeout_sigterm_lets_flower_record_killed_by_signal(timed_out) -> None:
+    if not rescue_wired():
+        pytest.skip(RESCUE_PENDING)
+    job, _ = timed_out
+    rows = job.manifest()
+    assert (
+        rows and rows[-1]["step"] == "do" and rows[-1]["error"] == "killed-by-signal" and not rows[-1]["ok"]
+    )
+    assert job.record()["exit_code"] == 128 + signal.SIGTERM
+    shown = json.loads(fb("show", "late", "--json", home=job.home).stdout)
+    assert shown["manifest"][-1]["error"] == "killed-by-signal"
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_the_container_and_writes_the_record(image_id: str, home: Path, tmp_path: Path) -> None:
+    proc, job = start_slow(home, "interrupted", tmp_path, "--image", image_id)
+    os.killpg(proc.pid, signal.SIGINT)
+    assert proc.wait(timeout=60) == 130, output_of(tmp_path, "interrupted")
+    rec = job.record()
+    assert rec["status"] == "error" and "interrupted" in rec["reason"] and rec["finished_at"]
+    assert not leftovers(home, "adhoc"), leftovers(home, "adhoc").describe()
+    text = output_of(tmp_path, "interrupted")
+    assert "Traceback" not in text and "\x1b[" not in text
+    if rescue_wired():
+        assert job.manifest()[-1]["error"] == "killed-by-signal"
+
+
+# -- gc after a SIGKILLed orchestrator ---------------------------------------------------------------
+@pytest.mark.slow
+def test_gc_removes_what_a_killed_orchestrator_leaked_and_spares_a_live_one(
+    image_id: str,
+    home: Path,
+    tmp_path: Path,
+) -> None:
+    dead, dead_job = start_slow(home, "orphan", tmp_path, "--image", image_id, "--persistent")
+    sigkill_group(dead)
+    dead_session = docker_client().containers.get(dead_job.record()["container"]).labels[SESSION]
+    leaked = labelled("adhoc", {dead_session})
+    assert {c.labels[ROLE] for c in leaked.containers} == {"job", "gateway"} and len(leaked.networks) == 1
+
+    live, live_job = start_slow(home, "alive", tmp_path, "--image", image_id)
+    live_session = (sessions_of(home, "adhoc") - {dead_session}).pop()
+    assert labelled("adhoc", {live_session})
+
+    # another home's gc knows neither orchestrator: it touches nothing
+    elsewhere = fb("gc", home=tmp_path / "elsewhere")
+    assert elsewhere.returncode == 0, elsewhere.stderr
+    assert len(labelled("adhoc", {dead_session}).containers) == 2
+
+    dry = fb("gc", "--dry-run", home=home)
+    assert dry.returncode == 0, dry.stderr
+    listed = dry.stdout.splitlines()
+    assert sorted(line.split()[3] for line in listed) == sorted(
+        [c.name for c in leaked.containers] + [n.name for n in leaked.networks]
+    )
+    assert all(line.startswith("would remove ") for line in listed)
+    assert labelled("adhoc", {dead_session}).containers, "--dry-run removed something"
+
+    done = fb("gc", home=home)
+    assert done.returncode == 0, done.stderr
+    assert len(done.stdout.splitlines()) == len(listed)
+    assert not labelled("adhoc", {dead_session}), labelled("adhoc", {dead_session}).describe()
+    # the live orchestrator's job is untouched and still running
+    spared = labelled("adhoc", {live_session})
+    assert {c.labels[ROLE] for c in spared.containers} == {"job", "gateway"} and len(spared.networks) == 1
+    assert all(c.status == "running" for c in spared.containers) and live.poll() is None
+    assert not (home / ".sessions" / f"{dead_session}.lock").exists()
+
+    # the live job ends normally once stopped; then nothing with our labels is left
+    stopped = fb("stop", "alive", "--grace", "2", home=home)
+    assert stopped.returncode == 0, stopped.stderr
+    assert live.wait(timeout=60) == 1
+    assert live_job.status() not in ("running", "queued")
+    assert not leftovers(home, "adhoc"), leftovers(home, "adhoc").describe()
+
+    # the killed orchestrator's persistent job can still be woken: its conversation continues
+    assert dead_job.status() == "running"
+    woken = fb("wake", "orphan", home=home)
+    assert woken.returncode == 0, woken.stderr
+    assert dead_job.status() == "passed" and dead_job.lineage()["woke"] == 2
+    assert not leftovers(home, "adhoc"), leftovers(home, "adhoc").describe()
