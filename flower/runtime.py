@@ -18,6 +18,7 @@ import inspect
 import os
 import signal
 import threading
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -277,8 +278,7 @@ class Runtime:
             result.ended_at = now_iso()
             with self._interrupt_lock:
                 self._pending_interrupt, self._interrupting = None, False
-            if result in self._inflight:
-                self._inflight.remove(result)
+            self._inflight = [r for r in self._inflight if r is not result]
         if id(result) not in self._rescued:  # rescue() already wrote it
             self._record(result)
         return result
@@ -334,10 +334,15 @@ class Runtime:
         )
         return save_doc(path, text)
 
-    def _save_handoff(self, step: str, reply: str, task: str, got: _Attempt) -> Path:
+    def _save_handoff(self, step: str, reply: str, task: str, got: _Attempt, asked_at: float) -> Path:
         path = doc_path(self.notes_dir, step)
         if reply.strip() and not missing_sections(reply):
             return save_doc(path, normalise(reply, step))
+        try:  # a session with Write may have written the file itself and replied "done"
+            if path.stat().st_mtime >= asked_at - 1 and not missing_sections(path.read_text(encoding="utf-8")):
+                return path
+        except (OSError, UnicodeDecodeError):
+            pass
         # The session answered, but not with a usable document: keep what it said under 现场.
         text = degraded_doc(step=step, task=task, last_text=got.text, tool_calls=got.tool_calls,
                             error="the session's handoff reply lacked 现在在做什么/下一步")
@@ -426,6 +431,7 @@ class Runtime:
         phase = "work"
         warned = False
         work_text = ""
+        asked_at = 0.0
         self._stderr_tail.clear()
         try:
             async with ClaudeSDKClient(self._options(spec, resume, fork, resume_at)) as client:
@@ -481,12 +487,13 @@ class Runtime:
                             phase = "writing"
                             work_text = "".join(texts[last_text_id]) if last_text_id else ""
                             last_text_id = ""
+                            asked_at = time.time()
                             await client.query(write_prompt(doc_path(self.notes_dir, result.step)))
                             continue
                         if phase == "writing" and not msg.is_error:
                             reply = "".join(texts[last_text_id]) if last_text_id else ""
                             got.text = work_text
-                            got.handoff_doc = self._save_handoff(result.step, reply, prompt, got)
+                            got.handoff_doc = self._save_handoff(result.step, reply, prompt, got, asked_at)
                             break
                         if background and not msg.is_error:
                             continue  # a background subagent will wake the main thread again

@@ -196,3 +196,27 @@ async def test_generations_are_capped(tmp_path):
             rt.close()
     assert res.ok and len(res.retired) == 2 and len(set(res.retired + [res.session_id])) == 3
     assert res.text == "the work went on without a handoff"
+
+
+@pytest.mark.anyio
+async def test_a_session_that_writes_the_document_itself_is_taken_at_its_word(tmp_path):
+    spec = AgentSpec("worker", allowed_tools=["Read", "Write"], permission_mode="acceptEdits")
+    scenario = {"rules": rules(work_usage=12_000)}
+    scenario["rules"][1] = {  # the document comes as a Write call, the reply is just "done"
+        "name": "doc", "when": {"last_user_contains": "现在写交接文档"}, "times": 1,
+        "reply": [{"tool_use": {"name": "Write", "input": {
+            "file_path": "{cwd}/.flower/notes/交接-干活.md", "content": DOC}}}]}
+    scenario["rules"].insert(1, {"name": "doc-written", "when": {"last_is_tool_result": True,
+                                                                 "tool_result_contains": "交接-干活.md"},
+                                 "usage": {"input_tokens": 12_600}, "reply": [{"text": "done"}]})
+    with scripted(tmp_path, scenario) as srv:
+        rt = runtime(tmp_path, srv, Handoff(window=60_000))
+        try:
+            res = await rt.run(spec, TASK, step_name="干活")
+        finally:
+            rt.close()
+        rules_seen = [r["rule"] for r in message_requests(srv)]
+    assert res.ok and res.text == "finished after handoff" and len(res.retired) == 1
+    assert "doc-written" in rules_seen
+    doc = (rt.workspace / ".flower" / "notes" / "交接-干活.md").read_text(encoding="utf-8")
+    assert doc == DOC  # the session's own file, not overwritten by a degraded one
