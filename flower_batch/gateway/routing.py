@@ -45,7 +45,8 @@ class JobRouter:
 
 
 class PerJobLog:
-    """The gateway's request log, split per job: `<batch_dir>/<job>/logs/gateway.jsonl`."""
+    """The gateway's request log, split per job: `<batch_dir>/<job>/logs/gateway.jsonl`; refused
+    and unroutable requests in `<batch_dir>/gateway-unrouted.jsonl`."""
 
     def __init__(self, batch_dir: str | Path) -> None:
         self.batch_dir = Path(batch_dir)
@@ -58,7 +59,10 @@ class PerJobLog:
         return self.batch_dir / job / "logs" / "gateway.jsonl"
 
     def add(self, record: dict[str, Any]) -> None:
-        path = self.path_for(job_of(record.get("prefix", "")))
+        # A refused request (bad token, no job) goes to the unrouted log: whoever sent it is not
+        # that job, and it must not make a folder under the batch for any name it likes.
+        refused = str(record.get("rule") or "").startswith("gateway:")
+        path = self.path_for(None if refused else job_of(record.get("prefix", "")))
         line = json.dumps(record, ensure_ascii=False) + "\n"
         with self._lock:
             self._records.append(record)
