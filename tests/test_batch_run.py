@@ -103,6 +103,26 @@ def start_slow(home: Path, name: str, tmp: Path, *extra: str) -> tuple[subproces
     return proc, job
 
 
+# Run on the batch network: what the gateway answers to a wrong token, another job's path, no
+# token, and the job's own token (count_tokens: guarded like messages, and needs no rule).
+PROBE = """
+import json, sys, urllib.error, urllib.request
+job, token = sys.argv[1], sys.argv[2]
+def post(path, key):
+    headers = {"content-type": "application/json", **({"x-api-key": key} if key else {})}
+    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).encode()
+    req = urllib.request.Request("http://gateway:8080" + path, data=body, headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+count = "/v1/messages/count_tokens"
+print(json.dumps({"wrong": post(f"/j/{job}{count}", "fbj-wrong"), "other-job": post(f"/j/other{count}", token),
+                  "none": post(f"/j/{job}{count}", ""), "own": post(f"/j/{job}{count}", token)}))
+"""
+
+
 def output_of(tmp: Path, name: str) -> str:
     return (tmp / f"{name}.out").read_text()
 
@@ -271,6 +291,19 @@ def test_killed_mid_step_then_wake_continues_the_same_session(
         env = dict(e.split("=", 1) for e in container.attrs["Config"]["Env"])
         assert env["ANTHROPIC_BASE_URL"] == "http://gateway:8080/j/sleeper"
         assert env["ANTHROPIC_API_KEY"].startswith("fbj-")
+        # The batch network is internal; on it, the gateway serves only the job's own token.
+        network = client.networks.get(container.attrs["HostConfig"]["NetworkMode"])
+        assert network.attrs["Internal"] is True and network.attrs["Labels"][SESSION] == labels[SESSION]
+        probe = client.containers.run(
+            image_id,
+            ["python3", "-c", PROBE, "sleeper", env["ANTHROPIC_API_KEY"]],
+            network=network.name,
+            user=f"{os.getuid()}:{os.getgid()}",
+            remove=True,
+            labels={"org.flower-batch.test": "probe"},
+        )
+        assert json.loads(probe) == {"wrong": 401, "other-job": 401, "none": 401, "own": 200}
+        assert not (home / "adhoc" / "other").exists()  # a refused request makes no job folder
     finally:
         client.close()
 
