@@ -8,8 +8,9 @@ import signal
 import sys
 import threading
 
-from flower.scripted import MessagesServer, Scenario, ScenarioError, ScriptedResponder
+from flower.scripted import MessagesServer, ScenarioError
 
+from .modes import MODES, GatewayConfigError, build_gateway, describe
 from .routing import JobRouter, PerJobLog
 from .tokens import SECRET_ENV
 
@@ -18,8 +19,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="flower-batch-gateway")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve")
-    serve.add_argument("--mode", choices=["scripted"], default="scripted")
-    serve.add_argument("--scenario", required=True)
+    serve.add_argument("--mode", choices=MODES, default="scripted")
+    serve.add_argument("--scenario", help="scripted mode: the scenario file")
+    serve.add_argument("--upstream", help="anthropic mode: the upstream base URL (key in FB_UPSTREAM_KEY)")
+    serve.add_argument("--batch-budget-usd", type=float, help="refuse every job once the batch spent this")
     serve.add_argument("--host", default="0.0.0.0")
     serve.add_argument("--port", type=int, default=8080)
     serve.add_argument("--batch-dir", required=True, help="per-job logs go to <batch-dir>/<job>/logs/")
@@ -29,14 +32,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gateway: {SECRET_ENV} is not set", file=sys.stderr)
         return 2
     try:
-        responder = ScriptedResponder(Scenario.load(args.scenario))
-    except ScenarioError as err:
+        responder = build_gateway(args.mode, batch_dir=args.batch_dir, scenario=args.scenario,
+                                  upstream=args.upstream, batch_budget_usd=args.batch_budget_usd)
+    except (ScenarioError, GatewayConfigError) as err:
         print(f"gateway: {err}", file=sys.stderr)
         return 2
     server = MessagesServer(JobRouter(responder, secret), host=args.host, port=args.port)
     server.log = PerJobLog(args.batch_dir)  # type: ignore[assignment]
     server.start()
-    print(f"gateway listening on {args.host}:{server.port} mode={args.mode} (scripted model)", flush=True)
+    print(f"gateway listening on {args.host}:{server.port} mode={args.mode} ({describe(args.mode, args.upstream)})",
+          flush=True)
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: done.set())

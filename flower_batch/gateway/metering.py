@@ -1,0 +1,315 @@
+"""Per-job token and cost metering, written durably as the responses stream through the gateway.
+
+Files (in the job's `logs/` folder, written only by the gateway):
+
+    meter.jsonl  append-only; one line per usage update of an exchange (message_start, then
+                 message_delta), fsynced before the event is passed on. The source of truth.
+    meter.json   the running summary (atomic replace + fsync), for people and tools.
+
+An exchange's usage lines are cumulative (the API's message_delta usage is), so the last line of
+each exchange counts. A job killed mid-stream keeps its input tokens (sent in message_start) and
+the output counted so far; its exchange is marked incomplete. Only the gateway writes here, so a
+dying job container cannot lose or fake its cost.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import tempfile
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .prices import TOKEN_FIELDS, cost_usd, price_for
+
+METER_LOG = "meter.jsonl"
+METER_SUMMARY = "meter.json"
+SUMMARY_FORMAT = "flower-batch/meter@1"
+
+
+def usage_fields(usage: Mapping[str, Any]) -> dict[str, Any]:
+    """The billable fields of a Messages-API usage object (plus the cache-write split)."""
+    out: dict[str, Any] = {k: int(usage[k]) for k in TOKEN_FIELDS if isinstance(usage.get(k), int | float)}
+    split = usage.get("cache_creation")
+    if isinstance(split, Mapping):
+        out["cache_creation"] = {k: int(v) for k, v in split.items() if isinstance(v, int | float)}
+    return out
+
+
+def merge_usage(before: Mapping[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
+    """message_delta usage fields are totals so far: a field present in `update` replaces it."""
+    return {**before, **usage_fields(update)}
+
+
+@dataclass
+class MeterSummary:
+    """What a job spent, as far as the gateway saw. `cost_usd` None = some model is unpriced."""
+
+    job: str
+    mode: str = ""
+    exchanges: int = 0
+    tokens: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TOKEN_FIELDS, 0))
+    cost_usd: float | None = 0.0
+    cost_known_usd: float = 0.0  # the priced part: a lower bound when cost_usd is None
+    unpriced_models: list[str] = field(default_factory=list)
+    models: list[str] = field(default_factory=list)
+    incomplete: int = 0  # exchanges cut before their final usage arrived
+    refused: int = 0  # requests the budget refused
+    refused_reason: str | None = None
+    free: bool = False  # replay: nothing was billed
+    updated_at: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": SUMMARY_FORMAT,
+            "job": self.job,
+            "mode": self.mode,
+            "exchanges": self.exchanges,
+            "tokens": self.tokens,
+            "cost_usd": None if self.cost_usd is None else round(self.cost_usd, 6),
+            "cost_known_usd": round(self.cost_known_usd, 6),
+            "unpriced_models": self.unpriced_models,
+            "models": self.models,
+            "incomplete": self.incomplete,
+            "refused": self.refused,
+            "refused_reason": self.refused_reason,
+            "free": self.free,
+            "updated_at": self.updated_at,
+        }
+
+    @property
+    def spent_usd(self) -> float:
+        """What counts against a budget: the priced part (unknown models cannot be counted)."""
+        return 0.0 if self.free else self.cost_known_usd
+
+    def describe(self) -> str:
+        """One line for `show`: tokens and cost."""
+        t = self.tokens
+        cost = "unknown" if self.cost_usd is None else f"${self.cost_usd:.4f}"
+        if self.cost_usd is None and self.cost_known_usd:
+            cost += f" (≥ ${self.cost_known_usd:.4f}; no price for {', '.join(self.unpriced_models)})"
+        if self.free:
+            cost += " (replay: nothing billed)"
+        parts = [
+            f"{cost} over {self.exchanges} responses",
+            f"in {t.get('input_tokens', 0)}",
+            f"out {t.get('output_tokens', 0)}",
+            f"cache read {t.get('cache_read_input_tokens', 0)}",
+            f"cache write {t.get('cache_creation_input_tokens', 0)}",
+        ]
+        if self.incomplete:
+            parts.append(f"{self.incomplete} cut mid-stream")
+        if self.refused:
+            parts.append(f"{self.refused} refused by the budget")
+        return " · ".join(parts)
+
+
+def fold(lines: Iterable[Mapping[str, Any]], job: str = "") -> MeterSummary:
+    """The summary of a meter.jsonl: the last usage line of every exchange, summed."""
+    last: dict[str, Mapping[str, Any]] = {}
+    summary = MeterSummary(job=job)
+    for line in lines:
+        kind = line.get("kind")
+        if kind == "usage" and isinstance(line.get("ex"), str):
+            last[line["ex"]] = line
+            summary.mode = str(line.get("mode") or summary.mode)
+        elif kind == "refused":
+            summary.refused += 1
+            summary.refused_reason = str(line.get("reason") or "")
+        summary.job = summary.job or str(line.get("job") or "")
+    _total(summary, last.values())
+    return summary
+
+
+def _total(summary: MeterSummary, exchanges: Iterable[Mapping[str, Any]]) -> None:
+    tokens = dict.fromkeys(TOKEN_FIELDS, 0)
+    known = 0.0
+    unpriced: list[str] = []
+    models: list[str] = []
+    count = incomplete = 0
+    free = False
+    for ex in exchanges:
+        count += 1
+        usage = ex.get("usage") or {}
+        for key in TOKEN_FIELDS:
+            tokens[key] += int(usage.get(key) or 0)
+        model = str(ex.get("model") or "")
+        if model and model not in models:
+            models.append(model)
+        cost = ex.get("cost_usd")
+        if isinstance(cost, int | float):
+            known += float(cost)
+        elif model not in unpriced:
+            unpriced.append(model)
+        if not ex.get("final"):
+            incomplete += 1
+        free = free or bool(ex.get("free"))
+    summary.exchanges = count
+    summary.tokens = tokens
+    summary.cost_known_usd = known
+    summary.cost_usd = None if unpriced else known
+    summary.unpriced_models = unpriced
+    summary.models = models
+    summary.incomplete = incomplete
+    summary.free = free
+
+
+def read_lines(path: Path) -> list[dict[str, Any]]:
+    """JSON lines of a file; a torn last line (crash mid-write) is skipped."""
+    out: list[dict[str, Any]] = []
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (FileNotFoundError, NotADirectoryError):
+        return out
+    for raw in text.splitlines():
+        try:
+            item = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(item, dict):
+            out.append(item)
+    return out
+
+
+def read_meter(logs_dir: Path) -> MeterSummary | None:
+    """The job's metered usage from its meter.jsonl; None when the gateway never metered it."""
+    path = Path(logs_dir) / METER_LOG
+    if not path.exists():
+        return None
+    return fold(read_lines(path))
+
+
+def read_summary(logs_dir: Path) -> dict[str, Any] | None:
+    """meter.json as written (cheap: used to add up a batch's spend)."""
+    try:
+        data = json.loads((Path(logs_dir) / METER_SUMMARY).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def append_durably(path: Path, record: Mapping[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    line = json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
+    with path.open("a", encoding="utf-8") as out:
+        out.write(line)
+        out.flush()
+        os.fsync(out.fileno())
+
+
+def replace_durably(path: Path, data: Mapping[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp = tempfile.mkstemp(prefix=f".{path.name}-", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(json.dumps(data, ensure_ascii=False, indent=1) + "\n")
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+
+
+class JobMeter:
+    """The meter of one job inside the gateway. Thread-safe (a job may stream several at once)."""
+
+    def __init__(self, logs_dir: Path, job: str, mode: str, *, free: bool = False) -> None:
+        self.logs_dir = Path(logs_dir)
+        self.job = job
+        self.mode = mode
+        self.free = free
+        self._lock = threading.Lock()
+        self._prefix = secrets.token_hex(3)  # exchange ids stay unique across gateway restarts
+        self._count = 0
+        self._load()
+
+    @property
+    def log_path(self) -> Path:
+        return self.logs_dir / METER_LOG
+
+    def _load(self) -> None:
+        """Continue what an earlier gateway metered for this job (a wake), if anything."""
+        lines = read_lines(self.log_path)
+        self._exchanges: dict[str, dict[str, Any]] = {}
+        self._refusals: list[dict[str, Any]] = []
+        for line in lines:
+            if line.get("kind") == "usage" and isinstance(line.get("ex"), str):
+                self._exchanges[line["ex"]] = line
+            elif line.get("kind") == "refused":
+                self._refusals.append(line)
+
+    def _check_reset(self) -> None:
+        # The host wipes logs/ when a job is re-run from scratch: start counting afresh.
+        if (self._exchanges or self._refusals) and not self.log_path.exists():
+            self._exchanges, self._refusals = {}, []
+
+    def new_exchange(self) -> str:
+        with self._lock:
+            self._count += 1
+            return f"{self._prefix}-{self._count}"
+
+    def update(
+        self, ex: str, model: str, usage: Mapping[str, Any], *, final: bool, requested: str = ""
+    ) -> None:
+        """Record the cumulative usage of exchange `ex` so far (durable before returning).
+
+        `model` is the one that answered; when the price table does not know it, the model the
+        request asked for is priced instead (the CLI prices that one too), else cost is unknown.
+        """
+        with self._lock:
+            self._check_reset()
+            prior = self._exchanges.get(ex, {}).get("usage") or {}
+            merged = merge_usage(prior, usage)
+            priced_as = next((m for m in (model, requested) if m and price_for(m)), None)
+            cost = 0.0 if self.free else (cost_usd(priced_as, merged) if priced_as else None)
+            line = {
+                "kind": "usage",
+                "ex": ex,
+                "job": self.job,
+                "mode": self.mode,
+                "t": round(time.time(), 3),
+                "model": model,
+                "priced_as": priced_as,
+                "usage": merged,
+                "cost_usd": None if cost is None else round(cost, 8),
+                "final": final,
+                **({"free": True} if self.free else {}),
+            }
+            append_durably(self.log_path, line)
+            self._exchanges[ex] = line
+            self._write_summary()
+
+    def refused(self, reason: str) -> None:
+        with self._lock:
+            self._check_reset()
+            line = {
+                "kind": "refused",
+                "job": self.job,
+                "mode": self.mode,
+                "t": round(time.time(), 3),
+                "reason": reason,
+            }
+            append_durably(self.log_path, line)
+            self._refusals.append(line)
+            self._write_summary()
+
+    def summary(self) -> MeterSummary:
+        with self._lock:
+            return self._summary()
+
+    def _summary(self) -> MeterSummary:
+        s = MeterSummary(job=self.job, mode=self.mode, updated_at=round(time.time(), 3))
+        _total(s, self._exchanges.values())
+        s.free = s.free or self.free
+        s.refused = len(self._refusals)
+        s.refused_reason = str(self._refusals[-1].get("reason")) if self._refusals else None
+        return s
+
+    def _write_summary(self) -> None:
+        replace_durably(self.logs_dir / METER_SUMMARY, self._summary().to_dict())

@@ -1,0 +1,197 @@
+"""Proxy mode (`anthropic`): forward each job's request to an upstream Messages API with the
+host's key, and pass the answer back as it arrives.
+
+The key reaches the gateway process through its environment only (`FB_UPSTREAM_KEY`) and is
+put on the upstream request's `x-api-key`; it is never logged, recorded or written anywhere.
+The job's own credential (its per-job token) never goes upstream.
+
+Streams are relayed event by event: each SSE event is parsed off the upstream socket and
+yielded to the core, which writes it to the job at once, so the tap meters it as it flows.
+An upstream that breaks mid-stream makes the job's stream break too (the CLI then retries, as
+it would against the real API); an unreachable upstream is a 502 `api_error` (retried).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import ssl
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import urlsplit
+
+from flower.scripted import ParsedRequest, ResponsePlan, SSEEvent
+
+from .recording import KEPT_RESPONSE_HEADERS
+
+DEFAULT_UPSTREAM = "https://api.anthropic.com"
+KEY_ENV = "FB_UPSTREAM_KEY"
+
+# Never forwarded: hop-by-hop headers, the job's credentials, and what the proxy sets itself.
+_DROP = frozenset(
+    {
+        "host",
+        "content-length",
+        "transfer-encoding",
+        "connection",
+        "keep-alive",
+        "te",
+        "upgrade",
+        "expect",
+        "proxy-connection",
+        "proxy-authorization",
+        "x-api-key",
+        "authorization",
+        "cookie",
+        "accept-encoding",
+    }
+)
+
+
+class UpstreamError(ValueError):
+    """The upstream base URL cannot be used."""
+
+
+class Upstream:
+    """Where proxy mode sends requests: `scheme://host[:port][/base]`."""
+
+    def __init__(self, url: str, *, connect_timeout: float = 30.0, read_timeout: float = 600.0) -> None:
+        parts = urlsplit(url.strip())
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise UpstreamError(f"upstream {url!r}: expected a base URL like https://api.anthropic.com")
+        self.url = url.strip().rstrip("/")
+        self.scheme = parts.scheme
+        self.host = parts.hostname
+        self.port = parts.port or (443 if parts.scheme == "https" else 80)
+        self.base_path = parts.path.rstrip("/")
+        self.connect_timeout = connect_timeout
+        self.read_timeout = read_timeout
+
+    def connect(self) -> http.client.HTTPConnection:
+        if self.scheme == "https":
+            return http.client.HTTPSConnection(
+                self.host, self.port, timeout=self.connect_timeout, context=ssl.create_default_context()
+            )
+        return http.client.HTTPConnection(self.host, self.port, timeout=self.connect_timeout)
+
+
+def forward_headers(headers: dict[str, str], key: str, length: int) -> dict[str, str]:
+    out = {k: v for k, v in headers.items() if k.lower() not in _DROP}
+    out.update({"x-api-key": key, "accept-encoding": "identity", "content-length": str(length)})
+    return out
+
+
+def passed_back(headers: http.client.HTTPMessage) -> dict[str, str]:
+    """Response headers the job should see (rate-limit hints, retry advice, upstream's request id)."""
+    out: dict[str, str] = {}
+    for name, value in headers.items():
+        low = name.lower()
+        if low in KEPT_RESPONSE_HEADERS or low.startswith("anthropic-ratelimit"):
+            out[low] = value
+        elif low == "request-id":
+            out["upstream-request-id"] = value
+    return out
+
+
+class ProxyResponder:
+    """A Responder (flower.scripted.plan) that forwards to `upstream` with `key`."""
+
+    def __init__(self, upstream: Upstream, key: str) -> None:
+        if not key:
+            raise UpstreamError(f"proxy mode needs the upstream API key in {KEY_ENV}")
+        self.upstream = upstream
+        self._key = key
+
+    def __repr__(self) -> str:  # never show the key
+        return f"ProxyResponder({self.upstream.url})"
+
+    def respond(self, request: ParsedRequest) -> ResponsePlan:
+        if request.endpoint not in ("messages", "count_tokens"):
+            return ResponsePlan.error(
+                404, f"flower-batch gateway: no endpoint at {request.path}", rule="proxy:unknown"
+            )
+        path = self.upstream.base_path + request.path[len(request.prefix) :]
+        conn = self.upstream.connect()
+        try:
+            conn.request(
+                request.method,
+                path,
+                body=request.raw_body,
+                headers=forward_headers(request.headers, self._key, len(request.raw_body)),
+            )
+            if conn.sock is not None:
+                conn.sock.settimeout(self.upstream.read_timeout)
+            resp = conn.getresponse()
+        except (OSError, http.client.HTTPException) as err:
+            conn.close()
+            return ResponsePlan.error(
+                502,
+                f"flower-batch gateway: the upstream {self.upstream.url} did not answer ({type(err).__name__}: {err})",
+                rule="proxy:unreachable",
+            )
+        headers = passed_back(resp.headers)
+        if resp.status == 200 and "text/event-stream" in (resp.getheader("content-type") or ""):
+            return ResponsePlan.sse(_relay(conn, resp), status=200, headers=headers, rule="proxy")
+        try:
+            raw = resp.read()
+        except (OSError, http.client.HTTPException) as err:
+            return ResponsePlan.error(
+                502, f"flower-batch gateway: the upstream's answer broke off ({err})", rule="proxy:broken"
+            )
+        finally:
+            conn.close()
+        return ResponsePlan.json(
+            _json_or_error(raw, resp.status), status=resp.status, headers=headers, rule="proxy"
+        )
+
+
+def _json_or_error(raw: bytes, status: int) -> Any:
+    if not raw:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        text = raw.decode("utf-8", "replace").strip()[:500]
+        return {
+            "type": "error",
+            "error": {"type": "api_error", "message": f"upstream answered {status}: {text}"},
+        }
+
+
+def _relay(conn: http.client.HTTPConnection, resp: http.client.HTTPResponse) -> Iterator[SSEEvent]:
+    """Parse SSE events off the upstream response, one at a time (no buffering of the stream)."""
+    name: str | None = None
+    data: list[bytes] = []
+    try:
+        while True:
+            line = resp.readline()
+            if not line:
+                return  # the upstream ended its stream
+            line = line.rstrip(b"\r\n")
+            if not line:
+                if data:
+                    yield _event(name, b"\n".join(data))
+                name, data = None, []
+            elif line.startswith(b":"):
+                continue  # an SSE comment (keep-alive)
+            else:
+                field, _, value = line.partition(b":")
+                value = value[1:] if value.startswith(b" ") else value
+                if field == b"event":
+                    name = value.decode("utf-8", "replace")
+                elif field == b"data":
+                    data.append(value)
+    except (OSError, http.client.HTTPException) as err:
+        raise ConnectionResetError(f"the upstream stream broke off: {err}") from err
+    finally:
+        conn.close()
+
+
+def _event(name: str | None, payload: bytes) -> SSEEvent:
+    try:
+        data = json.loads(payload)
+    except ValueError:
+        data = {"type": name or "message", "data": payload.decode("utf-8", "replace")}
+    if not isinstance(data, dict):
+        data = {"type": name or "message", "data": data}
+    return (name or str(data.get("type") or "message"), data)

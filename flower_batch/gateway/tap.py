@@ -1,0 +1,194 @@
+"""The gateway's tap: budgets, metering and recording around any mode's responder.
+
+    MessagesServer(JobRouter(Tap(mode_responder, ...), secret))
+
+For each request of a job: refuse it if a budget is spent, else ask the mode's responder
+(scripted, proxy or replay), then watch the answer go by — SSE events one at a time, as the
+core sends them (nothing is buffered), so the meter sees message_start's usage before the rest
+of the stream is even read. The exchange is written to the job's recording when it ends,
+however it ends.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from flower.scripted import ParsedRequest, Responder, ResponsePlan, SSEEvent
+
+from .budget import Budgets
+from .metering import JobMeter, MeterSummary, usage_fields
+from .recording import Recorder, request_summary
+from .routing import job_of
+
+REFUSAL_STATUS = 402  # billing_error: the CLI does not retry it; flower's resilience calls it fatal
+
+
+def refusal_plan(reason: str) -> ResponsePlan:
+    """The budget's refusal, shaped like an Anthropic error (see budget.py)."""
+    body = {"type": "error", "error": {"type": "billing_error", "message": reason}}
+    return ResponsePlan.json(
+        body, status=REFUSAL_STATUS, headers={"x-should-retry": "false"}, rule="gateway:budget"
+    )
+
+
+class Tap:
+    """A Responder wrapping another; see the module docstring."""
+
+    def __init__(
+        self, inner: Responder, *, batch_dir: Path, mode: str, budgets: Budgets | None = None
+    ) -> None:
+        self.inner = inner
+        self.batch_dir = Path(batch_dir)
+        self.mode = mode
+        self.budgets = budgets
+        self.recorder = Recorder(self.batch_dir, source=mode)
+        self._meters: dict[str, JobMeter] = {}
+        self._lock = threading.Lock()
+
+    def meter(self, job: str) -> JobMeter:
+        with self._lock:
+            if job not in self._meters:
+                self._meters[job] = JobMeter(
+                    self.batch_dir / job / "logs", job, self.mode, free=self.mode == "replay"
+                )
+            return self._meters[job]
+
+    def summaries(self) -> dict[str, MeterSummary]:
+        with self._lock:
+            meters = list(self._meters.values())
+        return {m.job: m.summary() for m in meters}
+
+    def respond(self, request: ParsedRequest) -> ResponsePlan:
+        job = job_of(request.prefix)
+        if job is None:  # the router answers these; nothing to meter
+            return self.inner.respond(request)
+        started = time.time()
+        summary = request_summary(request)
+        meter = self.meter(job)
+        if request.endpoint == "messages" and self.budgets is not None:
+            reason = self.budgets.refusal(job, self.summaries())
+            if reason is not None:
+                meter.refused(reason)
+                plan = refusal_plan(reason)
+                self.recorder.append(
+                    job,
+                    request=summary,
+                    endpoint=request.endpoint,
+                    status=plan.status,
+                    outcome="refused",
+                    json_body=plan.json_body,
+                    headers=plan.headers,
+                    started=started,
+                    source="gateway",
+                )
+                return plan
+        plan = self.inner.respond(request)
+        watch = _Watch(self, job, meter, request, summary, plan, started)
+        if plan.events is not None:
+            plan.events = watch.stream(plan.events)
+        else:
+            watch.whole()
+        return plan
+
+
+class _Watch:
+    """One exchange on its way through the tap."""
+
+    def __init__(
+        self,
+        tap: Tap,
+        job: str,
+        meter: JobMeter,
+        request: ParsedRequest,
+        summary: dict[str, Any],
+        plan: ResponsePlan,
+        started: float,
+    ) -> None:
+        self.tap = tap
+        self.job = job
+        self.meter = meter
+        self.request = request
+        self.summary = summary
+        self.plan = plan
+        self.started = started
+        self.model = request.model
+        self.ex = meter.new_exchange()
+
+    def whole(self) -> None:
+        """A JSON answer, an error, a dropped connection or an outage: meter and record at once."""
+        plan = self.plan
+        body = plan.json_body
+        if (
+            plan.status == 200
+            and self.request.endpoint == "messages"
+            and isinstance(body, dict)
+            and isinstance(body.get("usage"), dict)
+        ):
+            model = str(body.get("model") or self.model)
+            self.meter.update(
+                self.ex, model, usage_fields(body["usage"]), final=True, requested=self.request.model
+            )
+        self._record(plan.outcome, events=None, json_body=body)
+
+    def stream(self, events: Iterable[SSEEvent]) -> Iterator[SSEEvent]:
+        seen: list[list[Any]] = []
+        cut_after = self.plan.cut_after
+        outcome = "stream"
+        try:
+            for event in events:
+                if cut_after is not None and len(seen) >= cut_after:
+                    break  # the core would stop here too; stopping here keeps the record exact
+                self._observe(event)
+                seen.append([event[0], event[1]])
+                yield event
+            if cut_after is not None:
+                outcome = "cut"
+        except GeneratorExit:
+            outcome = "client-gone"  # the core stopped pulling: the job's connection went away
+            raise
+        except OSError:
+            outcome = "upstream-cut"
+            raise
+        finally:
+            close = getattr(events, "close", None)
+            if close is not None:
+                close()  # e.g. the proxy's upstream connection, when the stream stopped early
+            self._record(outcome, events=seen, json_body=None)
+
+    def _observe(self, event: SSEEvent) -> None:
+        name, data = event
+        if not isinstance(data, dict):
+            return
+        if name == "message_start" and isinstance(data.get("message"), dict):
+            message = data["message"]
+            self.model = str(message.get("model") or self.model)
+            usage = message.get("usage")
+            if isinstance(usage, dict):
+                self.meter.update(
+                    self.ex, self.model, usage_fields(usage), final=False, requested=self.request.model
+                )
+        elif name == "message_delta" and isinstance(data.get("usage"), dict):
+            self.meter.update(
+                self.ex, self.model, usage_fields(data["usage"]), final=True, requested=self.request.model
+            )
+
+    def _record(self, outcome: str, *, events: list[Any] | None, json_body: Any) -> None:
+        try:
+            self.tap.recorder.append(
+                self.job,
+                request=self.summary,
+                endpoint=self.request.endpoint,
+                status=self.plan.status or 0,
+                outcome=outcome,
+                events=events,
+                json_body=json_body,
+                headers=self.plan.headers,
+                started=self.started,
+                source=self.tap.mode,
+            )
+        except OSError:
+            pass  # a full disk must not take the job's answer down with it; the meter is already written
