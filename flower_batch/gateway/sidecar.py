@@ -12,6 +12,7 @@ import anyio
 from ..backend import Backend, ContainerSpec, Mount
 from ..errors import FlowerBatchError
 from ..labels import labels
+from .host_modes import GatewayModeError, mode_setup
 from .tokens import SECRET_ENV, job_token, new_secret  # not .__main__: that imports flower (~1 s)
 
 PORT = 8080
@@ -37,21 +38,28 @@ class GatewaySidecar:
         scenario: Path | None,
         mode: str = "scripted",
         suffix: str = "",
+        batch_budget_usd: float | None = None,
     ) -> None:
-        if mode != "scripted":
-            raise GatewayError(f"gateway mode {mode!r} is not available yet: use mode = \"scripted\"")
-        if scenario is None or not Path(scenario).is_file():
+        if mode == "scripted" and (scenario is None or not Path(scenario).is_file()):
             raise GatewayError(f"gateway mode scripted needs a scenario file; {scenario} does not exist")
+        self.scenario = Path(scenario) if scenario is not None and mode == "scripted" else None
+        try:  # mode-specific arguments, and for `anthropic` the host's key (gateway env only)
+            self.setup = mode_setup(
+                mode, batch_budget_usd=batch_budget_usd, environ=os.environ,
+                scenario_path=f"/gateway/scenario{self.scenario.suffix}" if self.scenario else None,
+            )
+        except GatewayModeError as exc:
+            raise GatewayError(str(exc)) from None
         self.backend = backend
         self.batch = batch
         self.session = session
         self.image_id = image_id
         self.batch_dir = batch_dir
-        self.scenario = Path(scenario)
         self.mode = mode
         self.secret = new_secret()  # held in memory and in the gateway's env only
         self.name = f"fb-{batch}-{session}{suffix}"[:60]  # several gateways may serve one session
         self.network = self.name
+        self.egress = f"{self.name}-out"  # anthropic mode: the gateway's (only) route out
         self.container: str | None = None
 
     def job_env(self, job_id: str) -> dict[str, str]:
@@ -71,16 +79,16 @@ class GatewaySidecar:
     async def start(self) -> None:
         gdir = self.batch_dir / ".gateway" / self.name
         gdir.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(self.scenario, gdir / ("scenario" + self.scenario.suffix))
+        if self.scenario is not None:
+            shutil.copyfile(self.scenario, gdir / ("scenario" + self.scenario.suffix))
         await self.backend.create_network(self.network, labels(self.batch, self.session, "network"), internal=True)
         spec = ContainerSpec(
             image=self.image_id,
             command=[
                 "python", "-m", "flower_batch.gateway", "serve", "--mode", self.mode,
-                "--scenario", f"/gateway/scenario{self.scenario.suffix}", "--port", str(PORT),
-                "--batch-dir", "/batch",
+                "--port", str(PORT), "--batch-dir", "/batch", *self.setup.args,
             ],
-            env={SECRET_ENV: self.secret, "HOME": "/tmp"},
+            env={SECRET_ENV: self.secret, "HOME": "/tmp", **self.setup.env},
             mounts=[Mount(str(self.batch_dir), "/batch"), Mount(str(gdir), "/gateway", read_only=True)],
             user=f"{os.getuid()}:{os.getgid()}",
             labels=labels(self.batch, self.session, "gateway"),
@@ -90,6 +98,9 @@ class GatewaySidecar:
             memory="512m",
         )
         self.container = await self.backend.create(spec)
+        if self.setup.egress:
+            await self.backend.create_network(self.egress, labels(self.batch, self.session, "network"))
+            await self.backend.connect_network(self.egress, self.container)
         await self.backend.start(self.container)
         await self._wait_ready()
 
@@ -114,7 +125,8 @@ class GatewaySidecar:
             except FlowerBatchError:
                 pass
             self.container = None
-        try:
-            await self.backend.remove_network(self.network)
-        except FlowerBatchError:
-            pass
+        for network in (self.network, self.egress) if self.setup.egress else (self.network,):
+            try:
+                await self.backend.remove_network(network)
+            except FlowerBatchError:
+                pass

@@ -1,0 +1,67 @@
+"""Host side of the gateway's modes: what the sidecar adds to the gateway container per mode.
+
+Host-safe (no flower import): used by every flower-batch command that starts a gateway.
+
+    anthropic  needs the host's key: read from the host's environment (ANTHROPIC_API_KEY) and
+               handed to the gateway container in ITS environment only (FB_UPSTREAM_KEY), never
+               to a job container, never to a file. The gateway also gets a second, ordinary
+               network with a route out (`egress`), while the jobs stay on the internal one.
+               The upstream defaults to the real API; FLOWER_BATCH_UPSTREAM overrides it.
+    scripted   the scenario file, copied next to the gateway.
+    replay     nothing: each replayed job's recording is staged in its own folder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from ..errors import FlowerBatchError
+
+MODES = ("scripted", "anthropic", "replay")
+HOST_KEY_ENV = "ANTHROPIC_API_KEY"
+UPSTREAM_ENV = "FLOWER_BATCH_UPSTREAM"
+DEFAULT_UPSTREAM = "https://api.anthropic.com"
+GATEWAY_KEY_ENV = "FB_UPSTREAM_KEY"  # = proxy.KEY_ENV, spelled here so the host never imports flower
+
+
+class GatewayModeError(FlowerBatchError):
+    pass
+
+
+@dataclass
+class ModeSetup:
+    """Extra command-line arguments and environment for the gateway container of one mode."""
+
+    args: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict, repr=False)  # may hold the host key: never print it
+    egress: bool = False
+
+
+def mode_setup(
+    mode: str,
+    *,
+    scenario_path: str | None,
+    batch_budget_usd: float | None,
+    environ: Mapping[str, str],
+) -> ModeSetup:
+    if mode not in MODES:
+        raise GatewayModeError(f"gateway mode {mode!r} is unknown: use one of {', '.join(MODES)}")
+    setup = ModeSetup()
+    if mode == "scripted":
+        if not scenario_path:
+            raise GatewayModeError("gateway mode scripted needs a scenario file")
+        setup.args += ["--scenario", scenario_path]
+    elif mode == "anthropic":
+        key = environ.get(HOST_KEY_ENV, "").strip()
+        if not key:
+            raise GatewayModeError(
+                f"gateway mode anthropic needs your API key in {HOST_KEY_ENV} on this host "
+                "(only the gateway container gets it; jobs get per-job tokens)"
+            )
+        setup.args += ["--upstream", environ.get(UPSTREAM_ENV, "").strip() or DEFAULT_UPSTREAM]
+        setup.env[GATEWAY_KEY_ENV] = key
+        setup.egress = True
+    if batch_budget_usd is not None:
+        setup.args += ["--batch-budget-usd", repr(float(batch_budget_usd))]
+    return setup
