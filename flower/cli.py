@@ -13,19 +13,28 @@ from typing import Any
 import anyio
 import typer
 from rich.console import Console
+from rich.text import Text
+from typer.exceptions import TyperException
 
-from . import signals
+from . import signals, terminal
 from .display import Display, is_scripted
+from .flows import CLARIFY, GOAL, QA_FILE, WORK, brief_path, goal_path, in_progress, starter_flow
+from .handoff import Handoff
 from .loader import TargetError, load_workflow
+from .roles import require_git
 from .runtime import Runtime
 from .spec import AgentSpec
-from .wake import notice, step_header, wake_line
+from .wake import display_path, notice, step_header, wake_line
+from .workbench import Workbench
 from .workflow import WorkflowError
 
 SUBCOMMANDS = ("go", "run", "once")
 GLOBAL_WITH_VALUE = ("-w", "--workspace", "-r", "--run-dir")
+GLOBAL_FLAGS = ("-v", "--verbose", "-W", "--workbench", "-T", "--trim")
+HELP = ("-h", "--help")
 
-app = typer.Typer(add_completion=False, no_args_is_help=False, rich_markup_mode=None)
+app = typer.Typer(add_completion=False, no_args_is_help=False, rich_markup_mode=None,
+                  context_settings={"help_option_names": list(HELP)})
 err = Console(stderr=True, soft_wrap=True)
 
 
@@ -52,7 +61,7 @@ def _globals(
 
 
 def _fail(message: str, code: int = 2) -> None:
-    err.print(f"[red]flower:[/red] {message}", highlight=False)
+    err.print(Text.assemble(("flower:", "red"), " ", message), highlight=False)
     raise typer.Exit(code)
 
 
@@ -145,30 +154,238 @@ def run(
     raise typer.Exit(1 if ctx.get("_failed_at") else 0)
 
 
+@app.command()
+def go(
+    words: list[str] | None = typer.Argument(None, help="the task; in a directory already in progress: words to add (none = just continue)", show_default=False),
+    asks: int = typer.Option(-1, "--asks", help="questions the agents may ask you in this run (-1 = unlimited)"),
+    rounds: int = typer.Option(3, "--rounds", help="work rounds, each judged against 目标.md (resets every wake)"),
+    no_goal: bool = typer.Option(False, "--no-goal", help="no 设定目标 step and no judge: clarify, then work"),
+    judge_can_run: bool = typer.Option(False, "--judge-can-run", help="the judge may run commands (Bash) to verify"),
+    timeout: float = typer.Option(1800.0, "--timeout", help="seconds a question waits for your answer; 0 = fully automatic (nobody answers, no prompts)"),
+    isolate: bool = typer.Option(False, "--isolate", help="each worker changes its own git worktree (needs a git repository)"),
+    window: int | None = typer.Option(None, "--window", help="the model's context window in tokens, for the handoff threshold (default 200000)"),
+    no_handoff: bool = typer.Option(False, "--no-handoff", help="never hand over to a fresh session when the context fills up"),
+    new: bool = typer.Option(False, "--new", help="archive 需求.md, 目标.md and lineage.json, then start something new"),
+    clarify_only: bool = typer.Option(False, "--clarify-only", help="only write 需求.md, then stop"),
+    no_trim: bool = typer.Option(False, "--no-trim", help="keep old large tool results in the context on resume"),
+) -> None:
+    """确认需求 -> 设定目标 -> 干活, judged against 目标.md (the default command).
+
+    In a directory already in progress, `flower` continues, `flower "words"` adds words
+    (appended to 需求.md, 目标.md re-derived), `flower --new "task"` starts over.
+    """
+    ws = G.workspace
+    if not ws.is_dir():
+        _fail(f"workspace {ws.resolve()} is not a directory: create it or pass -w DIR")
+    if rounds < 1:
+        _fail(f"--rounds {rounds}: needs at least 1 round")
+    if asks < -1:
+        _fail(f"--asks {asks}: use a number >= 0, or -1 for unlimited")
+    if window is not None and window <= 0:
+        _fail(f"--window {window}: give the context window in tokens, e.g. --window 200000")
+    if isolate:
+        try:
+            require_git(ws)
+        except ValueError as exc:
+            _fail(str(exc).replace("isolate=True", "--isolate"))
+    text = " ".join(words or []).strip()
+    person = terminal.interactive() and timeout > 0  # someone may be asked; else fully automatic
+    wb = Workbench(ws)
+    waking = not new and in_progress(ws, run_dir=G.run_dir, workbench=wb)
+    try:
+        if waking:
+            line = wake_line(ws, run_dir=G.run_dir, steps_order=[CLARIFY, GOAL, WORK])
+            if line:
+                err.print(line, markup=False, highlight=False)
+            if not text and person:
+                got = terminal.ask_line(terminal.WAKE_PROMPT)
+                if got is None:
+                    err.print("flower: no input; nothing done")
+                    raise typer.Exit(0)
+                if got == terminal.NEW:
+                    new, waking = True, False
+                else:
+                    text = got
+        if not waking and not text:
+            if not person:
+                _fail(f"nothing to continue in {display_path(ws)}: give a task, e.g. flower \"make hello.txt say hi\"")
+            got = terminal.ask_line(terminal.TASK_PROMPT)
+            if not got or got == terminal.NEW:
+                err.print("flower: no task; nothing done")
+                raise typer.Exit(0)
+            text = got
+    except KeyboardInterrupt:
+        err.print("\nflower: quit")
+        raise typer.Exit(130) from None
+    try:
+        wf = starter_flow(text, workspace=ws, run_dir=G.run_dir, new=new, isolate=isolate,
+                          clarify_only=clarify_only, goal=not no_goal, rounds=rounds,
+                          judge_can_run=judge_can_run, max_asks=asks, timeout_s=timeout,
+                          ask_fn=False, workbench=wb)
+    except ValueError as exc:
+        _fail(str(exc))
+        raise
+    handoff: Any = False if no_handoff else (Handoff(window=window) if window else True)
+    try:
+        rt = Runtime(workspace=ws, run_dir=G.run_dir, trim=not no_trim, workbench=wf.workbench, handoff=handoff)
+    except ValueError as exc:
+        _fail(str(exc))
+        raise
+    display = Display(verbose=G.verbose)
+    printer = GoPrinter(display, person=person)
+    wf.channel.on_event = printer.event
+    typed = terminal.TypedLines(wf.channel, on_delivered=printer.delivered).start()
+    try:
+        with signals.install(rt, ask=typed.next_line if person else None):
+            ctx = anyio.run(lambda: wf.run(rt, on_event=printer.event, on_step=display.step_done))
+    except WorkflowError as exc:
+        _fail(str(exc))
+        raise
+    except KeyboardInterrupt:
+        err.print("flower: interrupted (run flower here again to continue)")
+        raise typer.Exit(130) from None
+    finally:
+        rt.close()
+    display.summary(rt)
+    printer.outcome(ctx, wb, clarify_only=clarify_only, goal=not no_goal)
+    raise typer.Exit(1 if ctx.get("_failed_at") else 0)
+
+
+class GoPrinter:
+    """What `flower go` shows: step headers, questions and answers, goals, verdicts, warnings."""
+
+    def __init__(self, display: Display, *, person: bool) -> None:
+        self.display = display
+        self.console = display.console
+        self.person = person
+
+    def say(self, text: str, style: str | None = None) -> None:
+        self.console.print(text, markup=False, highlight=False, style=style)
+
+    def event(self, kind: str, payload: dict) -> Any:
+        if kind == "step":
+            self.say(step_header(payload["name"], payload["index"], payload["total"],
+                                 resumed=payload["resumed"], woke=payload["woke"]))
+            return None
+        shown = {"ask": self._ask, "answer": self._answer, "goal": self._goal, "judge": self._judge,
+                 "verdict": self._verdict, "warn": self._warn, "frozen": self._frozen}.get(kind)
+        if shown is not None:
+            shown(payload)
+            return None
+        line = notice(kind, payload)
+        if line:
+            self.say(line)
+        return self.display.event(kind, payload)
+
+    def _frozen(self, p: dict) -> None:
+        self.say(f"== {p['name']}: 已定下, 跳过 ({display_path(p['path'])})", style="dim")
+        # (already settled: skipped — the file's content still goes to the next steps)
+
+    def _ask(self, p: dict) -> None:
+        self.say(f"❓ {p['question']}", style="bold")
+        if self.person and p.get("timeout_s", 0) > 0:
+            t = p["timeout_s"]
+            wait = f"{t / 60:.0f} 分钟" if t >= 60 else f"{t:.0f} 秒"
+            self.say(f"   回车提交;空行 = 不回答;{wait}内不答由 agent 自己决定")
+            # (Enter submits; an empty line = no answer; unanswered after <wait>, the agent decides)
+
+    def _answer(self, p: dict) -> None:
+        lines = {
+            "answered": "   ✓ 收到回答",  # answer received
+            "auto": "   (全自动: 没人回答, agent 自己决定并记下假设)",  # fully automatic: the agent decides
+            "timeout": "   (没等到回答: agent 自己决定并记下假设)",  # no answer in time
+            "declined": "   (不回答: agent 自己决定)",  # declined
+            "budget": "   (提问次数用完, 没有转给你)",  # question budget spent
+        }
+        line = lines.get(p.get("status", ""))
+        if line:
+            self.say(line, style="dim")
+
+    def _goal(self, p: dict) -> None:
+        self.say(f"  目标: {p['statement']}  ·  判定清单 {len(p['checks'])} 条  ->  {display_path(p['path'])}")
+
+    def _judge(self, p: dict) -> None:
+        self.say(f"  -- {p['name']}: 独立判定者 (全新会话) 对照 目标.md 检查", style="cyan")
+        # (an independent judge, a fresh session, checks against 目标.md)
+
+    def _verdict(self, p: dict) -> None:
+        state = p["state"]
+        style = "green" if state == "achieved" else "yellow" if state == "not_yet" else "red"
+        self.say(f"  {p['name']}: {state}" + (f"  {p['reason']}" if p.get("reason") else ""), style=style)
+        for item in p.get("missing") or []:
+            self.say(f"    - {item}")
+        if p.get("note"):
+            self.say(f"    (结论不清楚, 按未达成算: {p['note']})")  # (unclear verdict: counted as not achieved)
+        if state == "not_yet" and p.get("round", 0) < p.get("rounds", 0):
+            self.say(f"  -> 带着没通过的项回到同一个会话接着做 (第 {p['round'] + 1}/{p['rounds']} 轮)")
+            # (back to the same session with the failed checks: round N/M)
+
+    def _warn(self, p: dict) -> None:
+        self.say(f"  ! {p['message']}", style="yellow")
+
+    def delivered(self, where: str, text: str) -> None:
+        if where == "answer":
+            self.say("   ✓ 作为回答交给了 agent", style="dim")  # handed to the agent as the answer
+        else:
+            self.say("  -> 放进收件箱 (agent 在阶段之间会读), 也记进了 需求.md 的「运行中补充」", style="dim")
+            # (into the inbox — the agent reads it between phases — and into 需求.md)
+
+    def outcome(self, ctx: dict, wb: Workbench, *, clarify_only: bool, goal: bool) -> None:
+        failed = ctx.get("_failed_at")
+        verdict = ctx.get("_verdict")
+        if failed:
+            why = ctx.get("_aborted") or ""
+            if not why and failed == WORK and verdict is not None and not verdict.achieved:
+                why = "判定没通过, 轮数用完了"  # the judge did not pass it and the rounds ran out
+            if not why:
+                result = ctx.get("_results", {}).get(failed)
+                why = (result.error or "") if result is not None else ""
+            self.say(f"没做完: 停在「{failed}」" + (f" — {why}" if why else ""), style="red")
+            self.say("  再运行 flower 接着做, 或 flower \"补充的话\" 加一句 (--rounds N 给更多轮)")
+            # (run flower again to continue, or add words; --rounds N for more rounds)
+        elif clarify_only:
+            self.say("需求已确认 (--clarify-only: 到此为止)", style="green")
+        elif goal and verdict is not None and verdict.achieved:
+            self.say("做完了: 独立判定者确认目标已达成", style="green")  # done: the judge confirmed the goal
+        else:
+            self.say("做完了", style="green")
+        notes = [("需求", brief_path(wb)), ("目标", goal_path(wb)), ("问答", wb.notes / QA_FILE)]
+        self.say("  " + "  ·  ".join(f"{k} {display_path(v)}" for k, v in notes if v.exists()))
+
+
 def route(argv: list[str]) -> list[str]:
-    """Insert `go` when the first positional word is not a subcommand (upstream's default)."""
+    """Insert `go` where the first thing that is not a global option stands (upstream's default):
+    `flower "do X"`, `flower --new "X"`, `flower --timeout 0` and plain `flower` all mean go."""
     i = 0
     while i < len(argv):
         arg = argv[i]
         if arg in GLOBAL_WITH_VALUE:
             i += 2
             continue
-        if arg.startswith("-"):
-            if arg in ("--help", "-h"):
-                return argv
+        if arg in GLOBAL_FLAGS or arg.startswith(("--workspace=", "--run-dir=")):
             i += 1
             continue
-        return argv if arg in SUBCOMMANDS else argv[:i] + ["go"] + argv[i:]
+        if arg in HELP or arg in SUBCOMMANDS:
+            return argv
+        return argv[:i] + ["go"] + argv[i:]
     return argv + ["go"]
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Exit codes: 0 done, 1 a step failed, 2 bad usage, 130 interrupted. Errors are one line."""
     args = route(list(sys.argv[1:] if argv is None else argv))
     try:
-        app(args=args, prog_name="flower", standalone_mode=True)
-    except KeyboardInterrupt:
+        code = app(args=args, prog_name="flower", standalone_mode=False)
+    except TyperException as exc:  # usage errors (exit 2): one line, not a box
+        message = " ".join(exc.format_message().split())
+        ctx = getattr(exc, "ctx", None)
+        hint = f" (see {ctx.command_path} --help)" if ctx is not None else ""
+        err.print(f"flower: {message}{hint}", markup=False, highlight=False)
+        sys.exit(exc.exit_code)
+    except (typer.Abort, KeyboardInterrupt):
         err.print("flower: interrupted")
         sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 __all__ = ["app", "main", "is_scripted"]
