@@ -18,7 +18,9 @@ import anyio
 
 from .backend import Backend, ContainerSpec, Mount
 from .errors import FlowerBatchError
+from .gateway.recording import stage_recording
 from .gateway.sidecar import GatewaySidecar
+from .gateway.usage import gateway_outcome
 from .labels import labels
 from .layout import FLOWS, RUNS, WORKSPACE, JobDir
 from .matrix import JobOutcome, JobRecord, JobSpec, Status, decide_status, steps_from_manifest, write_record
@@ -44,6 +46,7 @@ class JobContext:
     versions: dict[str, str] = field(default_factory=dict)
     on_state: Callable[[str, str], None] | None = None  # (job id, state)
     search: list[Path] = field(default_factory=list)  # where workflow modules are looked up
+    flows_from: Path | None = None  # repro: the original job's copy of its workflow code
 
 
 def flower_command(job: JobSpec, *, persistent: bool, wake_words: str | None = None, waking: bool = False) -> list[str]:
@@ -63,7 +66,9 @@ def flower_command(job: JobSpec, *, persistent: bool, wake_words: str | None = N
     return cmd
 
 
-def prepare(jd: JobDir, job: JobSpec, *, fresh: bool, search: Sequence[Path] = ()) -> None:
+def prepare(
+    jd: JobDir, job: JobSpec, *, fresh: bool, search: Sequence[Path] = (), flows_from: Path | None = None
+) -> None:
     """A fresh copy of the task's workspace and the workflow code, unless waking."""
     if fresh:
         for d in (jd.workspace, jd.runs, jd.logs, jd.flows):
@@ -72,8 +77,12 @@ def prepare(jd: JobDir, job: JobSpec, *, fresh: bool, search: Sequence[Path] = (
     jd.make()
     if fresh and job.workspace is not None:
         shutil.copytree(job.workspace, jd.workspace, dirs_exist_ok=True, symlinks=True)
-    if fresh and job.workflow is not None:
+    if fresh and flows_from is not None:
+        shutil.copytree(flows_from, jd.flows, dirs_exist_ok=True)
+    elif fresh and job.workflow is not None:
         stage_workflow(job.workflow, jd.flows, search)
+    if fresh and job.gateway.mode == "replay" and job.gateway.recording is not None:
+        stage_recording(job.gateway.recording, jd.root)  # what the replay gateway serves this job
 
 
 async def run_job(
@@ -86,7 +95,7 @@ async def run_job(
     waking: bool = False,
     previous: JobRecord | None = None,
 ) -> JobRecord:
-    prepare(jd, job, fresh=not waking, search=ctx.search)
+    prepare(jd, job, fresh=not waking, search=ctx.search, flows_from=ctx.flows_from)
     record = JobRecord(
         job_id=job.id, batch=ctx.batch, inputs_hash=job.inputs_hash(ctx.image_id), image_id=ctx.image_id,
         status="running", spec={**job.to_dict(), "persistent": persistent}, gateway_mode=job.gateway.mode,
@@ -143,6 +152,7 @@ async def run_job(
             write_record(jd.record_path, replace(
                 record, status=Status.ERROR.value, reason="interrupted: the orchestrator was stopped",
                 finished_at=now_iso(), duration_s=round(time.monotonic() - started, 2),
+                cost_usd=gateway_outcome(jd.logs, job.gateway.mode).cost_usd,
             ))
             _state(ctx, job.id, "interrupted")
         raise
@@ -162,13 +172,19 @@ async def run_job(
     if error is None and not timed_out and workflow_ok and job.check:
         _state(ctx, job.id, "checking")
         check_exit, check_output = await run_check(ctx, job, jd)
-    status, reason = decide_status(workflow_ok=workflow_ok, check_exit=check_exit, timed_out=timed_out, error=error)
+    gateway = gateway_outcome(jd.logs, job.gateway.mode)  # metered outside the container: survives a kill
+    if gateway.divergence and error is None:
+        error = gateway.divergence
+    status, reason = decide_status(workflow_ok=workflow_ok, check_exit=check_exit, timed_out=timed_out,
+                                   over_budget=gateway.over_budget, error=error)
+    if status is Status.BUDGET:
+        reason = gateway.budget_reason or reason
     if status is Status.FAILED and not workflow_ok and exit_code not in (None, 0):
         reason = f"the workflow exited {exit_code}" + _last_error(rows)
     costs = [r.get("cost_usd") for r in rows if isinstance(r.get("cost_usd"), int | float)]
     outcome = JobOutcome(
         job_id=job.id, status=status, workflow_ok=workflow_ok, check_exit=check_exit,
-        cost_usd=round(sum(costs), 6) if rows else None,
+        cost_usd=gateway.cost_usd if gateway.metered else (round(sum(costs), 6) if rows else None),
         num_turns=sum(int(r.get("num_turns") or 0) for r in rows),
         duration_s=round(time.monotonic() - started, 2), steps=steps_from_manifest(rows),
         gateway_mode=job.gateway.mode, reason=reason, check_output=check_output,

@@ -1,0 +1,46 @@
+"""What the gateway knows about a job once its container is gone (host side, no flower import).
+
+The runner asks this for the job's record: the metered cost (which survives a killed container,
+unlike the CLI's own total), whether a budget stopped it, and whether its replay diverged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from .metering import MeterSummary, read_meter
+from .recording import read_state
+
+
+@dataclass(frozen=True)
+class GatewayOutcome:
+    meter: MeterSummary | None
+    divergence: str | None = None
+
+    @property
+    def metered(self) -> bool:
+        return self.meter is not None
+
+    @property
+    def cost_usd(self) -> float | None:
+        return None if self.meter is None or self.meter.cost_usd is None else round(self.meter.cost_usd, 6)
+
+    @property
+    def over_budget(self) -> bool:
+        return bool(self.meter and self.meter.refused)
+
+    @property
+    def budget_reason(self) -> str | None:
+        return self.meter.refused_reason if self.meter else None
+
+
+def gateway_outcome(logs_dir: Path, mode: str) -> GatewayOutcome:
+    """Read the job's meter (and, for a replay, its replay state) from its logs folder."""
+    divergence = None
+    if mode == "replay":
+        state = read_state(logs_dir) or {}
+        found = state.get("divergence")
+        if isinstance(found, dict):
+            divergence = str(found.get("message") or "replay diverged")
+    return GatewayOutcome(read_meter(Path(logs_dir)), divergence)
