@@ -163,7 +163,12 @@ def run(
     secret: list[str] = typer.Option([], "--secret", help="NAME of a host env var passed to the job, never stored"),
     name: str | None = typer.Option(None, "--name", help="job id (default: from the task)"),
     persistent: bool = typer.Option(False, "--persistent", help="keep the conversation so `wake` can continue it"),
-    scenario: Path | None = typer.Option(None, "--scenario", help="scripted-model scenario for the gateway"),
+    scenario: Path | None = typer.Option(
+        None, "--scenario",
+        help="scripted-model scenario for the gateway (without it: the Anthropic API via the gateway, "
+             "with your ANTHROPIC_API_KEY, which stays on the host side)",
+    ),
+    budget_usd: float | None = typer.Option(None, "--budget-usd", help="the gateway stops the job at this spend"),
     home: Path | None = HOME_OPT,
 ) -> None:
     """Run one job in a fresh container."""
@@ -171,7 +176,7 @@ def run(
     try:
         spec = adhoc_spec(workspace=workspace, task=task, workflow=workflow, prompt=prompt, name=name,
                           timeout=timeout, cpus=cpus, memory=memory, env=_parse_env(env), secrets_=secret,
-                          scenario=scenario)
+                          scenario=scenario, budget_usd=budget_usd)
         if h.job(ADHOC_BATCH, spec.id).record_path.exists():
             fail(f"job {spec.id} already exists: wake it (`flower-batch wake {spec.id}`) or pick another --name")
         image_id, versions = _runtime_image(image)
@@ -210,7 +215,7 @@ def wake(
     spec = JobSpec.from_dict(record.spec)
     gw = spec.gateway
     chosen = scenario.resolve() if scenario else job_scenario(jd)
-    if chosen is None or not chosen.is_file():
+    if gw.mode == "scripted" and (chosen is None or not chosen.is_file()):
         fail(f"job {jd.job}: its scenario copy is missing; pass --scenario FILE")
     from dataclasses import replace
 

@@ -38,6 +38,7 @@ def adhoc_spec(
     env: dict[str, str],
     secrets_: list[str],
     scenario: Path | None,
+    budget_usd: float | None = None,
 ) -> JobSpec:
     if not workspace.is_dir():
         raise FlowerBatchError(f"workspace {workspace} is not a directory: pass an existing folder to copy")
@@ -45,12 +46,10 @@ def adhoc_spec(
         raise FlowerBatchError("give either a task text or --workflow module:attr (not both, not neither)")
     if workflow:
         locate(workflow)  # a bad target is refused before any folder, gateway or container exists
-    if scenario is None:
-        raise FlowerBatchError(
-            "no gateway: pass --scenario FILE for the scripted model (the anthropic proxy mode is not built yet)"
-        )
-    if not scenario.is_file():
+    if scenario is not None and not scenario.is_file():
         raise FlowerBatchError(f"--scenario {scenario}: no such file")
+    if budget_usd is not None and budget_usd <= 0:
+        raise FlowerBatchError(f"--budget-usd {budget_usd}: give a positive amount in dollars, e.g. 0.50")
     job_id = name or f"{slug(task or workflow or 'job')}-{secrets.token_hex(2)}"
     timeout_s = parse_duration(timeout)
     if timeout_s is None or timeout_s <= 0:
@@ -62,7 +61,8 @@ def adhoc_spec(
         id=job_id, task=ADHOC_BATCH, variant="default", repeat=1, matrix={},
         prompt=(task or prompt or ""), workflow=workflow, workspace=workspace.resolve(),
         timeout_s=timeout_s, cpus=cpus, memory_bytes=memory_bytes, env=env, secrets=tuple(secrets_),
-        gateway=GatewaySpec(mode="scripted", scenario=scenario.resolve()),
+        gateway=GatewaySpec(mode="scripted", scenario=scenario.resolve()) if scenario else GatewaySpec(mode="anthropic"),
+        budget_usd=budget_usd,
     )
 
 
@@ -80,6 +80,7 @@ async def start_job(
     previous: JobRecord | None = None,
     on_state: Callable[[str, str], None] | None = None,
     search: list[Path] | None = None,
+    flows_from: Path | None = None,
 ) -> JobRecord:
     """Run one job in its own orchestrator session with its own gateway."""
     jd = home.job(batch, job.id)
@@ -99,7 +100,7 @@ async def start_job(
             scenario=scenario, mode=job.gateway.mode,
         ) as gateway:
             ctx = JobContext(backend=backend, batch=batch, session=session.id, image_id=image_id, gateway=gateway,
-                             versions=versions, on_state=on_state, search=search or [])
+                             versions=versions, on_state=on_state, search=search or [], flows_from=flows_from)
             return await run_job(ctx, job, jd, persistent=persistent, waking=waking, wake_words=wake_words,
                                  previous=previous)
 

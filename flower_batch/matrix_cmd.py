@@ -64,7 +64,8 @@ class MatrixProgress:
             self.live.update(self.render())
         else:
             counts = self.counts()
-            self.console.print(f"{time.strftime('%H:%M:%S')} {job_id}: {state}  [{counts}]")
+            # markup=False: rich would take "[passed 2 queued 4]" for a style tag and drop it
+            self.console.print(f"{time.strftime('%H:%M:%S')} {job_id}: {state}  [{counts}]", markup=False)
 
     def record_cost(self, job_id: str, cost: float | None) -> None:
         if cost is not None:
@@ -98,6 +99,9 @@ def matrix(
     fresh: bool = typer.Option(False, "--fresh", help="re-run every job, ignoring earlier results"),
     fail_under: float | None = typer.Option(None, "--fail-under", help="exit 0 if the pass rate is at least this (0..1)"),
     dry_run: bool = typer.Option(False, "--dry-run", help="show the plan and exit"),
+    budget_usd: float | None = typer.Option(
+        None, "--budget-usd", help="spending limit for the whole batch (overrides [batch].budget_usd)"
+    ),
     home: Path | None = HOME_OPT,
 ) -> None:
     """Run a matrix of jobs side by side, each in its own container; resumable."""
@@ -155,7 +159,8 @@ def matrix(
     async def go() -> None:
         async with DockerBackend() as backend:
             await run_jobs(backend, h, jf.name, to_run, image_id=image_id, versions=versions, parallel=parallel,
-                           on_state=on_state, search=[jf.path.parent])
+                           on_state=on_state, search=[jf.path.parent],
+                           budget_usd=budget_usd if budget_usd is not None else jf.budget_usd)
 
     reaped = _run_async(reap)
     if reaped:
