@@ -17,6 +17,7 @@ from rich.table import Table
 
 from .backend.docker_backend import DockerBackend
 from .errors import FlowerBatchError
+from .gateway.metering import read_meter, read_summary
 from .jobs import ADHOC_BATCH, adhoc_spec, job_scenario, start_job
 from .labels import BATCH, JOB, MANAGED
 from .layout import Home, JobDir
@@ -267,9 +268,11 @@ def _rows(h: Home, batch: str | None) -> list[dict[str, Any]]:
         if isinstance(rec, RecordError):
             rows.append({"batch": jd.batch, "job": jd.job, "status": "unreadable", "reason": str(rec)})
             continue
+        meter = read_summary(jd.logs)  # the gateway's meter: live while the job runs
+        cost = rec.cost_usd if rec.finished or not meter else meter.get("cost_usd")
         rows.append({
             "batch": jd.batch, "job": jd.job, "status": rec.status, "reason": rec.reason,
-            "cost_usd": rec.cost_usd, "num_turns": rec.num_turns, "duration_s": rec.duration_s,
+            "cost_usd": cost, "metered": meter is not None, "num_turns": rec.num_turns, "duration_s": rec.duration_s,
             "started_at": rec.started_at, "gateway_mode": rec.gateway_mode, "attempt": rec.attempt,
             "persistent": bool(rec.spec.get("persistent")), "image_id": rec.image_id,
         })
@@ -288,10 +291,10 @@ def ls(
         out.print_json(json.dumps(rows))
         return
     table = Table(title=f"jobs ({len(rows)})")
-    for col in ("batch", "job", "status", "cost", "turns", "time", "model", "wakes"):
+    for col in ("batch", "job", "status", "cost (metered)", "turns", "time", "model", "wakes"):
         table.add_column(col)
     for r in rows:
-        cost = "" if r.get("cost_usd") is None else f"${r['cost_usd']:.4f}"
+        cost = "" if r.get("cost_usd") is None else f"${r['cost_usd']:.4f}" + ("" if r.get("metered") else " (CLI)")
         table.add_row(r["batch"], r["job"], _status_cell(r["status"]), cost, str(r.get("num_turns") or ""),
                       format_duration(r.get("duration_s") or 0), r.get("gateway_mode") or "",
                       str(r.get("attempt", 1) - 1) if r.get("persistent") else "-")
@@ -315,8 +318,10 @@ def show(
     """A job's record and its manifest rows (one per step attempt)."""
     jd, record = _load_job(home, job)
     rows = jd.manifest()
+    meter = read_meter(jd.logs)
     if as_json:
-        out.print_json(json.dumps({"record": record.to_dict(), "manifest": rows}))
+        out.print_json(json.dumps({"record": record.to_dict(), "manifest": rows,
+                                   "meter": meter.to_dict() if meter else None}))
         return
     info = Table.grid(padding=(0, 2))
     for key, value in (
@@ -325,6 +330,8 @@ def show(
         ("versions", ", ".join(f"{k} {v}" for k, v in record.versions.items())),
         ("exit code", str(record.exit_code)), ("check exit", str(record.check_exit)),
         ("cost", "unknown" if record.cost_usd is None else f"${record.cost_usd:.4f}"),
+        ("metered", meter.describe() if meter else "not metered by the gateway (cost from the CLI)"),
+        ("budget", "none" if record.spec.get("budget_usd") is None else f"${record.spec['budget_usd']:.4f}"),
         ("turns", str(record.num_turns)), ("started", record.started_at or ""), ("finished", record.finished_at or ""),
         ("duration", format_duration(record.duration_s or 0)), ("attempt", str(record.attempt)),
         ("persistent", "yes" if record.spec.get("persistent") else "no"), ("folder", str(jd.root)),
@@ -446,6 +453,6 @@ def image_show(ref: str = typer.Argument("flower-batch-runtime:latest")) -> None
 
 
 def main() -> None:
-    from . import matrix_cmd  # noqa: F401 — registers `matrix` and `report`
+    from . import matrix_cmd, repro_cmd  # noqa: F401 — register `matrix`, `report` and `repro`
 
     app(prog_name="flower-batch")

@@ -1,0 +1,162 @@
+"""`flower-batch repro <job>`: reproduce a recorded job in a clean container (see repro.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from .backend.docker_backend import DockerBackend
+from .cli import (
+    HOME_OPT,
+    _home,
+    _load_job,
+    _mode_label,
+    _progress,
+    _run_async,
+    _status_cell,
+    app,
+    err,
+    fail,
+    out,
+)
+from .errors import FlowerBatchError
+from .jobs import start_job
+from .matrix import JobRecord, format_duration
+from .repro import REPRO_BATCH, ReproDiff, ReproPlan, compare_jobs, image_versions, plan_repro, write_report
+
+
+def _calls(step: dict) -> str:
+    names = [c.get("name") or "?" for c in step["tool_calls"]]
+    return ", ".join(names) if names else "-"
+
+
+def _diff_table(diff: ReproDiff) -> Table:
+    table = Table(title="original vs reproduction (one row per step attempt)", show_lines=False)
+    for col in ("#", "step", "ok", "verdict", "tool calls", "same"):
+        table.add_column(col)
+    for i in range(max(len(diff.original), len(diff.repro))):
+        a = diff.original[i] if i < len(diff.original) else None
+        b = diff.repro[i] if i < len(diff.repro) else None
+
+        def pair(key: str, fmt=str, a=a, b=b) -> str:
+            left = fmt(a[key]) if a else "—"
+            right = fmt(b[key]) if b else "—"
+            return left if left == right else f"{left} → {right}"
+
+        same = (
+            a is not None
+            and b is not None
+            and all(a[k] == b[k] for k in ("step", "ok", "verdict", "tool_calls"))
+        )
+        table.add_row(
+            str(i + 1),
+            pair("step"),
+            pair("ok", lambda v: "yes" if v else "no"),
+            pair("verdict", lambda v: v or ""),
+            pair("tool_calls", lambda v: _calls({"tool_calls": v})),
+            "[green]yes[/green]" if same else "[red]no[/red]",
+        )
+    return table
+
+
+def _print_plan(plan: ReproPlan) -> None:
+    err.print(
+        f"reproducing {plan.original.batch}/{plan.original.job} as {REPRO_BATCH}/{plan.spec.id} · "
+        f"image {plan.image_id[:19]} · model: {_mode_label(plan.mode)}"
+    )
+    for item in plan.drift:
+        err.print(f"[yellow]drift (allowed):[/yellow] {item}")
+
+
+def _print_result(plan: ReproPlan, record: JobRecord, diff: ReproDiff, report: Path) -> None:
+    out.print(_diff_table(diff))
+    same_files = diff.files_original == diff.files_repro and not diff.files_differing
+    changed = ", ".join(f"{p} ({s})" for p, s in diff.files_repro.items()) or "none"
+    out.print(f"files changed: {'same in both' if same_files else 'DIFFERENT'} — {changed}")
+    if diff.files_differing:
+        out.print(f"files whose final content differs: {', '.join(diff.files_differing)}")
+    replay = json.loads(report.read_text()).get("replay")
+    if replay:
+        div = replay.get("divergence")
+        out.print(
+            f"replay: served {replay.get('served')} of {replay.get('recorded')} recorded responses"
+            + (f" · [red]{div['message']}[/red]" if div else "")
+        )
+    out.print(
+        f"status: original {_status_cell(plan.record.status)} · reproduction {_status_cell(record.status)}"
+        + (f" — {record.reason}" if record.reason else "")
+        + f" · {format_duration(record.duration_s or 0)}"
+    )
+    verdict = (
+        "[green]identical[/green]" if diff.identical else f"[red]differs[/red]: {diff.first_difference()}"
+    )
+    out.print(f"reproduction {verdict} · report {report}")
+
+
+@app.command()
+def repro(
+    job: str = typer.Argument(..., help="the recorded job (id, or batch/job)"),
+    live: bool = typer.Option(
+        False, "--live", help="call the model again instead of replaying the recording"
+    ),
+    allow_drift: bool = typer.Option(
+        False,
+        "--allow-drift",
+        help="run even if the image, SDK or CLI version (or the workspace source) changed",
+    ),
+    image: str | None = typer.Option(
+        None, "--image", help="run on this image instead of the recorded id (drift)"
+    ),
+    workflow: str | None = typer.Option(
+        None,
+        "--workflow",
+        "-f",
+        help="use this workflow (module:attr or file.py:attr) instead of the recorded copy",
+    ),
+    name: str | None = typer.Option(None, "--name", help="id of the new job (default <batch>.<job>.r<n>)"),
+    home: Path | None = HOME_OPT,
+) -> None:
+    """Reproduce a recorded job in a clean container (replay by default), then diff the manifests."""
+    h = _home(home)
+    original, record = _load_job(home, job)
+    try:
+        image_id, versions = image_versions(image or record.image_id)
+        plan = plan_repro(
+            h,
+            original,
+            record,
+            image_id=image_id,
+            versions=versions,
+            live=live,
+            allow_drift=allow_drift,
+            workflow=workflow,
+            name=name,
+        )
+    except FlowerBatchError as exc:
+        fail(str(exc))
+        raise
+    _print_plan(plan)
+
+    async def go() -> JobRecord:
+        async with DockerBackend() as backend:
+            return await start_job(
+                backend,
+                h,
+                REPRO_BATCH,
+                plan.spec,
+                image_id=plan.image_id,
+                versions=plan.versions,
+                persistent=plan.persistent,
+                on_state=_progress,
+                flows_from=plan.flows_from,
+            )
+
+    result = _run_async(go)
+    new = h.job(REPRO_BATCH, plan.spec.id)
+    diff = compare_jobs(original, new, plan.spec.workspace)
+    report = write_report(plan, new, result, diff)
+    _print_result(plan, result, diff, report)
+    raise typer.Exit(0 if diff.identical else 1)
