@@ -220,22 +220,21 @@ def test_show_and_ls_json_agree_with_record_and_manifest(finished) -> None:
     assert listed.returncode == 0, listed.stderr
     rows = json.loads(listed.stdout)
     rec = job.record()
-    assert rows == [
-        {
-            "batch": "adhoc",
-            "job": "alpha1",
-            "status": rec["status"],
-            "reason": rec["reason"],
-            "cost_usd": rec["cost_usd"],
-            "num_turns": rec["num_turns"],
-            "duration_s": rec["duration_s"],
-            "started_at": rec["started_at"],
-            "gateway_mode": "scripted",
-            "attempt": 1,
-            "persistent": False,
-            "image_id": rec["image_id"],
-        }
-    ]
+    assert len(rows) == 1
+    row = rows[0]
+    assert (row["batch"], row["job"], row["persistent"]) == ("adhoc", "alpha1", False)
+    for key in (
+        "status",
+        "reason",
+        "cost_usd",
+        "num_turns",
+        "duration_s",
+        "started_at",
+        "gateway_mode",
+        "attempt",
+        "image_id",
+    ):
+        assert row[key] == rec[key], key
     # the human forms carry the same facts, as plain text
     table = fb("show", "adhoc/alpha1", home=job.home)
     assert table.returncode == 0 and "\x1b[" not in table.stdout
