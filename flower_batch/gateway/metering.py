@@ -194,9 +194,15 @@ def read_summary(logs_dir: Path) -> dict[str, Any] | None:
 
 
 def append_durably(path: Path, record: Mapping[str, Any]) -> None:
+    """Append one JSON line and fsync it. A torn last line (a writer died mid-line) is closed
+    first, so it costs only itself, never the line written after it."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    line = json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
-    with path.open("a", encoding="utf-8") as out:
+    line = (json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+    with path.open("a+b") as out:
+        if out.seek(0, os.SEEK_END) > 0:
+            out.seek(-1, os.SEEK_END)
+            if out.read(1) != b"\n":
+                line = b"\n" + line
         out.write(line)
         out.flush()
         os.fsync(out.fileno())

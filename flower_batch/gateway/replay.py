@@ -8,8 +8,9 @@ opening request has the same prompt, else the next unpaired one in recorded orde
 session the n-th request gets the n-th recorded response — errors, cut streams and all, so the
 CLI retries exactly as it did — after its shape is checked against the recorded request:
 
-    model, message count, the tool_use ids its tool results answer, and the prompt (when the
-    last message is the workflow's text rather than tool output).
+    model, message count, the tool_use ids its tool results answer, the prompt (when the last
+    message is the workflow's text rather than tool output) and the system prompt (the agent's
+    instructions).
 
 The first mismatch is the divergence: written to `<job>/logs/replay.json` and answered with a
 409 `invalid_request_error` that the CLI does not retry and flower classifies as fatal; every
@@ -71,6 +72,7 @@ def compare_shapes(recorded: Mapping[str, Any], got: Mapping[str, Any]) -> tuple
         ("n_messages", "message count"),
         ("tool_result_ids", "tool results (tool_use ids)"),
         ("prompt_sha", "prompt"),
+        ("system_sha", "system prompt (the agent's instructions)"),
     ]
     for key, label in checks:
         want, have = recorded.get(key), got.get(key)

@@ -89,14 +89,19 @@ class Tap:
         plan = self.inner.respond(request)
         watch = _Watch(self, job, meter, request, summary, plan, started)
         if plan.events is not None:
-            plan.events = watch.stream(plan.events)
+            plan.events = watch.stream(plan.events, plan.cut_after)
         else:
-            watch.whole()
+            watch.whole(plan)
         return plan
 
 
 class _Watch:
-    """One exchange on its way through the tap."""
+    """One exchange on its way through the tap.
+
+    It must not hold the plan: the plan holds the stream generator, whose frame holds this
+    watch, and that cycle would delay the generator's close (and so the record of a job that
+    went away mid-stream) until the cyclic garbage collector happens to run.
+    """
 
     def __init__(
         self,
@@ -113,14 +118,14 @@ class _Watch:
         self.meter = meter
         self.request = request
         self.summary = summary
-        self.plan = plan
+        self.status = plan.status or 200 if plan.events is not None else plan.status
+        self.headers = dict(plan.headers)
         self.started = started
         self.model = request.model
         self.ex = meter.new_exchange()
 
-    def whole(self) -> None:
+    def whole(self, plan: ResponsePlan) -> None:
         """A JSON answer, an error, a dropped connection or an outage: meter and record at once."""
-        plan = self.plan
         body = plan.json_body
         if (
             plan.status == 200
@@ -134,9 +139,8 @@ class _Watch:
             )
         self._record(plan.outcome, events=None, json_body=body)
 
-    def stream(self, events: Iterable[SSEEvent]) -> Iterator[SSEEvent]:
+    def stream(self, events: Iterable[SSEEvent], cut_after: int | None) -> Iterator[SSEEvent]:
         seen: list[list[Any]] = []
-        cut_after = self.plan.cut_after
         outcome = "stream"
         try:
             for event in events:
@@ -182,11 +186,11 @@ class _Watch:
                 self.job,
                 request=self.summary,
                 endpoint=self.request.endpoint,
-                status=self.plan.status or 0,
+                status=self.status or 0,
                 outcome=outcome,
                 events=events,
                 json_body=json_body,
-                headers=self.plan.headers,
+                headers=self.headers,
                 started=self.started,
                 source=self.tap.mode,
             )

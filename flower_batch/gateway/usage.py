@@ -41,6 +41,10 @@ def gateway_outcome(logs_dir: Path, mode: str) -> GatewayOutcome:
     if mode == "replay":
         state = read_state(logs_dir) or {}
         found = state.get("divergence")
+        served, recorded = state.get("served"), state.get("recorded")
         if isinstance(found, dict):
             divergence = str(found.get("message") or "replay diverged")
+        elif isinstance(served, int) and isinstance(recorded, int) and served < recorded:
+            # The run ended early: the recording holds requests this run never made.
+            divergence = f"replay diverged: the run ended after {served} of the {recorded} recorded requests"
     return GatewayOutcome(read_meter(Path(logs_dir)), divergence)
