@@ -1,0 +1,219 @@
+"""Per-job overhead of `flower-batch run`, measured in one run of this script.
+
+Three ways to run the same trivial job (one step, one model turn against the scripted model),
+each `--repeat` times, one after another:
+
+  floor      `docker run --rm IMAGE true`: the engine's own cost of a container
+  raw        `docker run --rm` of the same `flower ... run` command flower-batch starts, by hand:
+             model server on the host network, no gateway, no record, no labels
+  orchestr.  `flower-batch run WS -f bench_flow.py:main --scenario bench.toml` (gateway sidecar
+             on a private network, per-job token, job folder and record, logs, cleanup)
+
+Printed: the median wall time of each and the ratios orchestr./floor, orchestr./raw and
+raw/floor. Also (issue 5): `wake` to its first model request vs a cold `run` to its first
+model request, and an image rebuild with no change. Nothing here is asserted: the figures
+are for the reader.
+
+    .venv/bin/python bench/overhead.py [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from flower.scripted import ScriptedServer  # noqa: E402
+from flower_batch.image import build_image  # noqa: E402
+
+FB = ROOT / ".venv" / "bin" / "flower-batch"
+FLOW = """
+from flower import AgentSpec, Step, Workflow
+
+def main():
+    return Workflow([Step("ping", AgentSpec("pinger", permission_mode="bypassPermissions"), "ping")])
+"""
+SCENARIO = """
+[[rules]]
+name = "pong"
+when = { last_user_contains = "ping" }
+reply = [{ text = "pong" }]
+"""
+
+
+def timed(fn: Callable[[], object]) -> float:
+    t0 = time.monotonic()
+    fn()
+    return time.monotonic() - t0
+
+
+def run(cmd: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(cmd, capture_output=True, text=True, **kw)  # type: ignore[call-overload]
+    if proc.returncode != 0:
+        raise SystemExit(f"bench: {' '.join(cmd[:4])} ... exited {proc.returncode}:\n{proc.stderr[-2000:]}")
+    return proc
+
+
+def first_request_after(log: Path, t0: float, skip: int = 0) -> float:
+    """Seconds from t0 (epoch) to the first /v1/messages request logged after line `skip`."""
+    for line in log.read_text().splitlines()[skip:]:
+        record = json.loads(line)
+        if record.get("endpoint") == "messages":
+            return record["time"] - t0
+    raise SystemExit(f"bench: no model request in {log}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each kind (median reported)")
+    args = parser.parse_args()
+
+    t0 = time.monotonic()
+    image = build_image(log=lambda line: None)
+    first_build = time.monotonic() - t0
+    rebuild = timed(lambda: build_image(log=lambda line: None))
+
+    tmp = Path(tempfile.mkdtemp(prefix="fb-overhead-"))
+    try:
+        ws = tmp / "ws"
+        ws.mkdir()
+        (ws / "README").write_text("bench\n")
+        (tmp / "bench_flow.py").write_text(FLOW)
+        (tmp / "bench.toml").write_text(SCENARIO)
+        home = tmp / "home"
+        env = {**os.environ, "TERM": "dumb"}
+        env.pop("FLOWER_BATCH_HOME", None)
+
+        floor = [timed(lambda: run(["docker", "run", "--rm", image.id, "true"])) for _ in range(args.repeat)]
+
+        flows = tmp / "flows"
+        flows.mkdir()
+        shutil.copyfile(tmp / "bench_flow.py", flows / "bench_flow.py")
+        raw: list[float] = []
+        with ScriptedServer(tmp / "bench.toml", host="0.0.0.0") as srv:
+            for i in range(args.repeat):
+                job = tmp / "raw" / f"j{i}"
+                shutil.copytree(ws, job / "workspace")
+                (job / "runs").mkdir(parents=True)
+                raw.append(
+                    timed(
+                        lambda job=job: run(
+                            [
+                                "docker",
+                                "run",
+                                "--rm",
+                                "--init",
+                                "--network",
+                                "host",
+                                "--user",
+                                f"{os.getuid()}:{os.getgid()}",
+                                "-v",
+                                f"{job}/workspace:/workspace",
+                                "-v",
+                                f"{job}/runs:/runs",
+                                "-v",
+                                f"{flows}:/flows:ro",
+                                "-w",
+                                "/workspace",
+                                "-e",
+                                f"ANTHROPIC_BASE_URL=http://127.0.0.1:{srv.port}",
+                                "-e",
+                                "ANTHROPIC_API_KEY=bench",
+                                "-e",
+                                "CLAUDE_CONFIG_DIR=/runs/.claude",
+                                "-e",
+                                "HOME=/tmp",
+                                "-e",
+                                "PYTHONPATH=/flows",
+                                image.id,
+                                "flower",
+                                "-w",
+                                "/workspace",
+                                "-r",
+                                "/runs",
+                                "run",
+                                "bench_flow:main",
+                                "--fresh",
+                            ]
+                        )
+                    )
+                )
+
+        orchestrated: list[float] = []
+        to_first_cold: list[float] = []
+        for i in range(args.repeat):
+            started = time.time()
+            orchestrated.append(
+                timed(
+                    lambda i=i: run(
+                        [
+                            str(FB),
+                            "run",
+                            str(ws),
+                            "-f",
+                            f"{tmp / 'bench_flow.py'}:main",
+                            "--scenario",
+                            str(tmp / "bench.toml"),
+                            "--name",
+                            f"o{i}",
+                            "--image",
+                            image.id,
+                            "--home",
+                            str(home),
+                            *(["--persistent"] if i == 0 else []),
+                        ],
+                        env=env,
+                    )
+                )
+            )
+            to_first_cold.append(
+                first_request_after(home / "adhoc" / f"o{i}" / "logs" / "gateway.jsonl", started)
+            )
+
+        # wake the first (persistent) job: time to its first model request in the new container
+        to_first_wake: list[float] = []
+        wake_total: list[float] = []
+        log = home / "adhoc" / "o0" / "logs" / "gateway.jsonl"
+        for _ in range(args.repeat):
+            seen = len(log.read_text().splitlines())
+            started = time.time()
+            wake_total.append(timed(lambda: run([str(FB), "wake", "o0", "--home", str(home)], env=env)))
+            to_first_wake.append(first_request_after(log, started, skip=seen))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    med = statistics.median
+    f, r, o = med(floor), med(raw), med(orchestrated)
+    print(
+        f"per-job overhead, median of {args.repeat} (image {image.id[:19]}, scripted model, {os.cpu_count()} cpus)"
+    )
+    print(f"  docker run --rm IMAGE true          {f:6.2f} s")
+    print(f"  docker run --rm IMAGE flower run    {r:6.2f} s   (one step, one model turn)")
+    print(f"  flower-batch run                    {o:6.2f} s   (same job: gateway, record, logs, cleanup)")
+    print(f"  ratio flower-batch / docker true    {o / f:6.1f}x")
+    print(f"  ratio flower-batch / raw flower     {o / r:6.2f}x   (+{o - r:.2f} s per job)")
+    print(f"  ratio raw flower / docker true      {r / f:6.1f}x")
+    print(
+        f"  to first model request: cold run {med(to_first_cold):.2f} s, wake {med(to_first_wake):.2f} s"
+        f"   (wake total {med(wake_total):.2f} s)"
+    )
+    print(
+        f"  image build: {first_build:.1f} s this time ({'reused' if image.reused else 'built'}), "
+        f"rebuild with no change {rebuild:.1f} s"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
