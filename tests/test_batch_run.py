@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import secrets
 import signal
 import subprocess
 import time
@@ -18,6 +20,7 @@ import pytest
 
 from tests.batch_fixtures.rig import (
     BATCH,
+    FLOWER_BATCH,
     JOB,
     MANAGED,
     PROJECT,
@@ -26,6 +29,7 @@ from tests.batch_fixtures.rig import (
     SESSION,
     VERSION,
     Job,
+    command_env,
     docker_client,
     fb,
     fb_start,
@@ -241,6 +245,51 @@ def test_show_and_ls_json_agree_with_record_and_manifest(finished) -> None:
     assert "passed" in table.stdout and rec["image_id"] in table.stdout and "scripted" in table.stdout
 
 
+# -- secrets ------------------------------------------------------------------------------------------
+def test_a_secret_reaches_the_job_and_no_file(image_id: str, home: Path) -> None:
+    secret = f"fbsecret-{secrets.token_hex(16)}"
+    proc = subprocess.run(
+        [
+            str(FLOWER_BATCH),
+            "run",
+            str(PROJECT / "tasks" / "secret"),
+            "-f",
+            SOLO,
+            "--prompt",
+            PROMPT,
+            "--scenario",
+            str(QUICK),
+            "--name",
+            "keeper",
+            "--secret",
+            "FB_TEST_SECRET",
+            "--image",
+            image_id,
+            "--persistent",
+            "--home",
+            str(home),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=REPO,
+        env={**command_env(), "FB_TEST_SECRET": secret},
+    )
+    assert proc.returncode == 0, proc.stderr
+    job = Job(home, "adhoc", "keeper")
+    # it was in the job's environment (the agent's Bash saw it) ...
+    seen = [r for r in job.gateway_log() if r["rule"] == "secret: seen"]
+    assert seen and "the secret is set (41 chars)" in message_texts(seen[0])
+    assert job.record()["spec"]["secrets"] == ["FB_TEST_SECRET"]
+    # ... and is in no file flower-batch, flower, the CLI or the gateway wrote
+    files = [p for p in home.rglob("*") if p.is_file()]
+    assert len(files) > 10
+    assert not [p for p in files if secret.encode() in p.read_bytes()]
+    assert secret not in proc.stdout + proc.stderr
+    # nor is the job's gateway token (it was the container's ANTHROPIC_API_KEY)
+    assert not [p for p in files if re.search(rb"fbj-[0-9a-f]{40}", p.read_bytes())]
+
+
 # -- bad input: one line, exit 2 ----------------------------------------------------------------
 def test_bad_input_is_one_line_and_exit_2(finished, tmp_path: Path) -> None:
     job, _ = finished
@@ -283,6 +332,13 @@ def test_killed_mid_step_then_wake_continues_the_same_session(
         assert labels[MANAGED] == "1" and labels[BATCH] == "adhoc" and labels[JOB] == "sleeper"
         assert labels[ROLE] == "job" and labels[VERSION] and labels[SESSION] in sessions_of(home, "adhoc")
         assert container.attrs["Config"]["User"] == f"{os.getuid()}:{os.getgid()}"
+        # everything this orchestrator made carries the labels gc relies on
+        made = labelled("adhoc", {labels[SESSION]})
+        assert sorted(c.labels[ROLE] for c in made.containers) == ["gateway", "job"]
+        assert [n.attrs["Labels"][ROLE] for n in made.networks] == ["network"]
+        for found in [c.labels for c in made.containers] + [n.attrs["Labels"] for n in made.networks]:
+            assert {MANAGED, BATCH, ROLE, VERSION, SESSION} <= set(found), found
+            assert found[BATCH] == "adhoc" and found[SESSION] == labels[SESSION]
         mounts = {m["Destination"]: m["Source"] for m in container.attrs["Mounts"]}
         assert mounts["/workspace"] == str(job.root / "workspace") and mounts["/runs"] == str(
             job.root / "runs"
