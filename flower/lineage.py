@@ -15,14 +15,11 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from pathlib import Path
 
+from .fileio import write_atomic
+
 
 def atomic_write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    write_atomic(path, text)
 
 
 class Lineage:

@@ -11,13 +11,14 @@ import json
 import logging
 import os
 import secrets
-import tempfile
 from datetime import date, datetime, time
 from enum import Enum
 from pathlib import Path, PurePath
 from typing import Any
 
 from filelock import FileLock
+
+from .fileio import write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -84,28 +85,4 @@ class Manifest:
         return []
 
     def _replace(self, rows: list[dict]) -> None:
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f"{self.path.name}.", suffix=".tmp")
-        try:
-            os.chmod(tmp, 0o644)  # mkstemp makes it 0600; the manifest is a report others read
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(rows, f, indent=2, ensure_ascii=False)
-                f.write("\n")
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        _fsync_dir(self.path.parent)
-
-
-def _fsync_dir(directory: Path) -> None:
-    """Make the rename itself durable (best effort: not every platform can open a directory)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        write_atomic(self.path, json.dumps(rows, indent=2, ensure_ascii=False) + "\n")

@@ -19,11 +19,10 @@ what it sends) is kept.
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from .fileio import write_atomic
 from .pruning import Entry, result_text, tool_results, with_result_contents
 
 TRIM_MIN_CHARS = 2000
@@ -44,14 +43,7 @@ def store_text(directory: Path, text: str) -> Path:
     data = text.encode("utf-8")
     if path.exists() and path.stat().st_size == len(data):
         return path
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".txt")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, data)
     return path
 
 

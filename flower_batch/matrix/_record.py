@@ -9,13 +9,12 @@ truncated one. Secrets never appear: the spec lists secret NAMES only.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from flower.fileio import write_atomic
 from flower_batch.errors import FlowerBatchError
 
 from ._outcome import JobOutcome, Status, StepSummary
@@ -173,32 +172,8 @@ def record_path(batch_dir: Path, job_id: str) -> Path:
 
 def write_record(path: Path, record: JobRecord) -> None:
     """Atomically replace `path` with `record` (temp file in the same folder, fsync, rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    payload = json.dumps(record.to_dict(), indent=2, ensure_ascii=False) + "\n"
-    fd, temp = tempfile.mkstemp(prefix=".record-", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(payload)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
+    write_atomic(path, json.dumps(record.to_dict(), indent=2, ensure_ascii=False) + "\n")
 
-
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass  # some filesystems refuse directory fsync; the rename is still atomic
-    finally:
-        os.close(fd)
 
 
 def read_record(path: Path) -> JobRecord:
