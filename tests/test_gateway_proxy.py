@@ -15,7 +15,6 @@ import json
 import os
 import shutil
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -24,45 +23,20 @@ from typing import Any
 
 import pytest
 
-from flower.scripted import MessagesServer, ParsedRequest, ResponsePlan, Scenario, ScriptedResponder
+from flower.scripted import MessagesServer
 from flower_batch.gateway.metering import read_lines, read_meter
 from flower_batch.gateway.modes import build_gateway
 from flower_batch.gateway.prices import cost_usd
 from flower_batch.gateway.recording import read_recording, read_state, stage_recording
 from flower_batch.gateway.routing import JobRouter, PerJobLog
 from flower_batch.gateway.tokens import job_token, new_secret
+from tests.gateway_fixtures.upstream import Counting
 
 REPO = Path(__file__).resolve().parents[1]
 FLOWER = REPO / ".venv" / "bin" / "flower"
 HOST_KEY = "sk-ant-test-HOSTKEY-" + "7" * 24
 MODEL = "claude-sonnet-4-5"
 PROMPT = "Read TASK.md and do what it asks. Run the program once to check it."
-
-
-class Counting:
-    """The upstream: a scripted model that also notes each request's credential and the usage
-    it answered with (what the real API would bill)."""
-
-    def __init__(self, scenario: Path | dict) -> None:
-        source = Scenario.load(scenario) if isinstance(scenario, Path) else Scenario.from_dict(scenario)
-        self.inner = ScriptedResponder(source)
-        self.credentials: list[str] = []
-        self.usages: list[dict[str, int]] = []
-        self.models: list[str] = []
-        self._lock = threading.Lock()
-
-    def respond(self, request: ParsedRequest) -> ResponsePlan:
-        plan = self.inner.respond(request)
-        with self._lock:
-            self.credentials.append(request.credential_sha256)
-            if request.endpoint == "messages" and plan.events is not None:
-                events = list(plan.events)
-                plan.events = events
-                start = next(e[1]["message"]["usage"] for e in events if e[0] == "message_start")
-                delta = next(e[1]["usage"] for e in events if e[0] == "message_delta")
-                self.usages.append({**start, **delta})
-                self.models.append(request.model)
-        return plan
 
 
 @dataclass
