@@ -179,8 +179,8 @@ def _comparison(results: BatchResults) -> str:
         rows.append(f'<tr class="totals"><th>all tasks</th>{cells}</tr>')
     return (
         "<h2>Comparison</h2>"
-        '<p class="detail">Pass rate over repeats with its 95% Wilson interval; then mean cost, turns and '
-        "duration. Click a cell to list its jobs.</p>"
+        '<p class="detail">Pass rate over repeats with its 95% Wilson interval; then mean cost (metered by '
+        "the gateway, outside the container), turns and duration. Click a cell to list its jobs.</p>"
         f'<table class="compare" id="comparison"><thead><tr><th>task</th>{head}</tr></thead>'
         f"<tbody>{''.join(rows)}</tbody></table>"
     )

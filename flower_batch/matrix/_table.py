@@ -16,7 +16,8 @@ def comparison_table(results: BatchResults) -> Table:
     c = results.comparison
     table = Table(
         title=f"{results.batch} · model: {results.gateway_label}",
-        caption="pass rate over repeats [95% Wilson interval] · mean cost · mean turns · mean duration",
+        caption="pass rate over repeats [95% Wilson interval] · mean cost (metered at the gateway) · mean turns"
+        " · mean duration",
         show_lines=True,
     )
     table.add_column("task", style="bold")
