@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..errors import FlowerBatchError
 from .metering import append_durably, read_lines
 
 if TYPE_CHECKING:  # the host side reads recordings too, and must not pay for importing flower
@@ -141,6 +142,10 @@ def read_recording(path: Path) -> list[dict[str, Any]]:
     return [e for e in read_lines(Path(path)) if e.get("format") == FORMAT]
 
 
+class RecordingMissing(FlowerBatchError, FileNotFoundError):
+    """A job to replay has no recording (it ran before recordings existed, or it is no job folder)."""
+
+
 def recording_source(path: Path) -> Path:
     """The recording.jsonl a `recording` setting names: a file, or a recorded job's folder."""
     path = Path(path)
@@ -148,9 +153,9 @@ def recording_source(path: Path) -> Path:
         for candidate in (path / "logs" / RECORDING, path / RECORDING):
             if candidate.is_file():
                 return candidate
-        raise FileNotFoundError(f"{path} holds no recording (looked for logs/{RECORDING})")
+        raise RecordingMissing(f"{path} holds no recording to replay (looked for logs/{RECORDING})")
     if not path.is_file():
-        raise FileNotFoundError(f"no recording at {path}")
+        raise RecordingMissing(f"no recording to replay at {path}")
     return path
 
 
