@@ -24,22 +24,22 @@ sys.path.insert(0, str(ROOT))
 from flower.scripted import ScriptedServer  # noqa: E402
 from flower_batch.image import build_image  # noqa: E402
 
-FLOW = '''
+FLOW = """
 from flower import AgentSpec, Step, Workflow
 
 def main():
     return Workflow([Step("ping", AgentSpec("pinger", permission_mode="bypassPermissions"), "ping")])
-'''
-SCENARIO = '''
+"""
+SCENARIO = """
 [[rules]]
 name = "pong"
 when = { last_user_contains = "ping" }
 reply = [{ text = "pong" }]
-'''
+"""
 
 
 def jobs_toml(n: int) -> str:
-    return f'''
+    return f"""
 [batch]
 name = "bench{n}"
 
@@ -54,7 +54,7 @@ prompt = "ping"
 
 [matrix]
 repeat = {n}
-'''
+"""
 
 
 def timed(cmd: list[str], **kw) -> float:
@@ -79,8 +79,19 @@ def main() -> int:
 
         fb = [str(ROOT / ".venv" / "bin" / "flower-batch")]
         orchestrated = timed(
-            fb + ["matrix", str(tmp / "jobs.toml"), "-j", str(args.parallel), "--home", str(tmp / "home"), "--fresh"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "TERM": "dumb"},
+            fb
+            + [
+                "matrix",
+                str(tmp / "jobs.toml"),
+                "-j",
+                str(args.parallel),
+                "--home",
+                str(tmp / "home"),
+                "--fresh",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, "TERM": "dumb"},
         )
 
         # The baseline: the same jobs by hand, model on the host network.
@@ -101,8 +112,12 @@ def main() -> int:
             )
             seq = "\n".join(str(i) for i in range(1, args.jobs + 1)) + "\n"
             t0 = time.monotonic()
-            subprocess.run(["xargs", "-P", str(args.parallel), "-I{}", "sh", "-c", docker_run + " >/dev/null 2>&1"],
-                           input=seq, text=True, check=True)
+            subprocess.run(
+                ["xargs", "-P", str(args.parallel), "-I{}", "sh", "-c", docker_run + " >/dev/null 2>&1"],
+                input=seq,
+                text=True,
+                check=True,
+            )
             raw = time.monotonic() - t0
         ok_raw = sum((base / f"j{i}" / "runs" / "manifest.json").exists() for i in range(1, args.jobs + 1))
         records = list((tmp / "home" / f"bench{args.jobs}").glob("*/record.json"))

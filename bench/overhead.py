@@ -196,7 +196,8 @@ def main() -> int:
     med = statistics.median
     f, r, o = med(floor), med(raw), med(orchestrated)
     print(
-        f"per-job overhead, median of {args.repeat} (image {image.id[:19]}, scripted model, {os.cpu_count()} cpus)"
+        f"per-job overhead, median of {args.repeat} "
+        f"(image {image.id[:19]}, scripted model, {os.cpu_count()} cpus)"
     )
     print(f"  docker run --rm IMAGE true          {f:6.2f} s")
     print(f"  docker run --rm IMAGE flower run    {r:6.2f} s   (one step, one model turn)")

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -44,7 +45,7 @@ from tests.batch_fixtures.rig import (
     wait_for,
 )
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.slow]  # every test here runs containers
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +123,8 @@ def post(path, key):
     except urllib.error.HTTPError as exc:
         return exc.code
 count = "/v1/messages/count_tokens"
-print(json.dumps({"wrong": post(f"/j/{job}{count}", "fbj-wrong"), "other-job": post(f"/j/other{count}", token),
+print(json.dumps({"wrong": post(f"/j/{job}{count}", "fbj-wrong"),
+                  "other-job": post(f"/j/other{count}", token),
                   "none": post(f"/j/{job}{count}", ""), "own": post(f"/j/{job}{count}", token)}))
 """
 
@@ -293,27 +295,32 @@ def test_a_secret_reaches_the_job_and_no_file(image_id: str, home: Path) -> None
 # -- bad input: one line, exit 2 ----------------------------------------------------------------
 def test_bad_input_is_one_line_and_exit_2(finished, tmp_path: Path) -> None:
     job, _ = finished
-    h = job.home
     base = ["-f", SOLO, "--prompt", PROMPT, "--scenario", QUICK]
     alpha = PROJECT / "tasks" / "alpha"
-    one_line_error(fb("run", tmp_path / "missing", *base, home=h), "missing", "not a directory")
-    one_line_error(fb("run", alpha, *base, "--timeout", "ten", home=h), "--timeout", "'ten'")
-    one_line_error(fb("run", alpha, *base, "--timeout", "0", home=h), "--timeout")
-    one_line_error(fb("run", alpha, *base, "--memory", "lots", home=h), "--memory")
-    one_line_error(fb("run", alpha, *base, "--name", "alpha1", home=h), "already exists", "wake")
-    one_line_error(fb("run", alpha, "-f", "nosuchmodule:flow", "--scenario", QUICK, home=h), "nosuchmodule")
-    one_line_error(fb("wake", "nosuch", home=h), "no job named nosuch")
-    one_line_error(fb("wake", "adhoc/nosuch", home=h), "nosuch")
-    one_line_error(fb("wake", "alpha1", home=h), "not started with --persistent")
-    one_line_error(fb("show", "nosuch", home=h), "nosuch")
-    one_line_error(fb("logs", "nosuch", home=h), "nosuch")
-    one_line_error(fb("stop", "nosuch", home=h), "nosuch")
+    cases = [  # (arguments, words the one line must contain)
+        (["run", tmp_path / "missing", *base], ["missing", "not a directory"]),
+        (["run", alpha, *base, "--timeout", "ten"], ["--timeout", "'ten'"]),
+        (["run", alpha, *base, "--timeout", "0"], ["--timeout"]),
+        (["run", alpha, *base, "--memory", "lots"], ["--memory"]),
+        (["run", alpha, *base, "--name", "alpha1"], ["already exists", "wake"]),
+        (["run", alpha, "-f", "nosuchmodule:flow", "--scenario", QUICK], ["nosuchmodule"]),
+        (["wake", "nosuch"], ["no job named nosuch"]),
+        (["wake", "adhoc/nosuch"], ["nosuch"]),
+        (["wake", "alpha1"], ["not started with --persistent"]),
+        (["show", "nosuch"], ["nosuch"]),
+        (["logs", "nosuch"], ["nosuch"]),
+        (["stop", "nosuch"], ["nosuch"]),
+    ]
+    # each is a fresh process (its start-up dominates): a few at a time
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(lambda case: fb(*case[0], home=job.home), cases))
+    for (_, words), proc in zip(cases, results, strict=True):
+        one_line_error(proc, *words)
     # nothing was created for the refused runs
-    assert sorted(p.name for p in (h / "adhoc").iterdir() if not p.name.startswith(".")) == ["alpha1"]
+    assert sorted(p.name for p in (job.home / "adhoc").iterdir() if not p.name.startswith(".")) == ["alpha1"]
 
 
 # -- killed mid-step, woken in a new container ------------------------------------------------------
-@pytest.mark.slow
 def test_killed_mid_step_then_wake_continues_the_same_session(
     image_id: str, home: Path, tmp_path: Path
 ) -> None:
@@ -432,7 +439,6 @@ def timed_out(
     assert not leftovers(root, "adhoc")
 
 
-@pytest.mark.slow
 def test_timeout_stops_the_job_with_status_timeout(timed_out) -> None:
     job, proc = timed_out
     assert proc.returncode == 1, proc.stderr
@@ -444,7 +450,6 @@ def test_timeout_stops_the_job_with_status_timeout(timed_out) -> None:
     assert "late: timeout" in proc.stderr
 
 
-@pytest.mark.slow
 def test_timeout_sigterm_lets_flower_record_killed_by_signal(timed_out) -> None:
     if not rescue_wired():
         pytest.skip(RESCUE_PENDING)
@@ -458,7 +463,6 @@ def test_timeout_sigterm_lets_flower_record_killed_by_signal(timed_out) -> None:
     assert shown["manifest"][-1]["error"] == "killed-by-signal"
 
 
-@pytest.mark.slow
 def test_ctrl_c_stops_the_container_and_writes_the_record(image_id: str, home: Path, tmp_path: Path) -> None:
     proc, job = start_slow(home, "interrupted", tmp_path, "--image", image_id)
     os.killpg(proc.pid, signal.SIGINT)
@@ -473,7 +477,6 @@ def test_ctrl_c_stops_the_container_and_writes_the_record(image_id: str, home: P
 
 
 # -- gc after a SIGKILLed orchestrator ---------------------------------------------------------------
-@pytest.mark.slow
 def test_gc_removes_what_a_killed_orchestrator_leaked_and_spares_a_live_one(
     image_id: str,
     home: Path,

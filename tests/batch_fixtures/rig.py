@@ -105,12 +105,13 @@ def kill_started() -> None:
 def one_line_error(proc: subprocess.CompletedProcess[str], *words: str) -> str:
     """Assert the command failed the way users are promised: exit 2, one line, no traceback."""
     text = (proc.stderr + proc.stdout).strip()
-    assert proc.returncode == 2, f"exit {proc.returncode}: {text}"
-    assert "Traceback" not in text, text
+    where = " ".join(proc.args[1:3]) if isinstance(proc.args, list) else str(proc.args)
+    assert proc.returncode == 2, f"{where}: exit {proc.returncode}: {text}"
+    assert "Traceback" not in text, f"{where}: {text}"
     lines = [line for line in text.splitlines() if line.startswith("flower-batch:")]
-    assert len(lines) == 1, text
+    assert len(lines) == 1, f"{where}: {text}"
     for word in words:
-        assert word in lines[0], lines[0]
+        assert word in lines[0], f"{where}: {lines[0]}"
     return lines[0]
 
 
