@@ -6,6 +6,8 @@ that is not a subcommand means `go` (so `flower "do X"` and plain `flower` work)
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -215,6 +217,7 @@ def go(
                 raise typer.Exit(0)
             text = got
     except KeyboardInterrupt:
+        quitting()
         err.print("\nflower: quit")
         raise typer.Exit(130) from None
     try:
@@ -242,6 +245,7 @@ def go(
         _fail(str(exc))
         raise
     except KeyboardInterrupt:
+        quitting()
         err.print("flower: interrupted (run flower here again to continue)")
         raise typer.Exit(130) from None
     finally:
@@ -249,6 +253,13 @@ def go(
     display.summary(rt)
     printer.outcome(ctx, wb, clarify_only=clarify_only, goal=not no_goal)
     raise typer.Exit(1 if ctx.get("_failed_at") else 0)
+
+
+def quitting() -> None:
+    """We are leaving with 130: a further Ctrl-C must not interrupt the cleanup (closing the
+    store, stopping the CLI) or turn the exit into a traceback."""
+    with contextlib.suppress(ValueError, OSError):  # ValueError: not the main thread
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 class GoPrinter:
@@ -324,9 +335,7 @@ class GoPrinter:
         self.say(f"  ! {p['message']}", style="yellow")
 
     def delivered(self, where: str, text: str) -> None:
-        if where == "answer":
-            self.say("   ✓ 作为回答交给了 agent", style="dim")  # handed to the agent as the answer
-        else:
+        if where == "inbox":  # an answer or a refusal is shown by the channel's "answer" event
             self.say("  -> 放进收件箱 (agent 在阶段之间会读), 也记进了 需求.md 的「运行中补充」", style="dim")
             # (into the inbox — the agent reads it between phases — and into 需求.md)
 
@@ -354,21 +363,29 @@ class GoPrinter:
 
 
 def route(argv: list[str]) -> list[str]:
-    """Insert `go` where the first thing that is not a global option stands (upstream's default):
-    `flower "do X"`, `flower --new "X"`, `flower --timeout 0` and plain `flower` all mean go."""
+    """Global options first (wherever they were typed: `flower run flows.py:main -w DIR`), then
+    `go` unless a subcommand or help was asked for (upstream's default): `flower "do X"`,
+    `flower --new "X"`, `flower --timeout 0` and plain `flower` all mean go."""
+    front: list[str] = []
+    rest: list[str] = []
     i = 0
     while i < len(argv):
         arg = argv[i]
+        if arg == "--":
+            rest += argv[i:]
+            break
         if arg in GLOBAL_WITH_VALUE:
+            front += argv[i:i + 2]
             i += 2
             continue
         if arg in GLOBAL_FLAGS or arg.startswith(("--workspace=", "--run-dir=")):
-            i += 1
-            continue
-        if arg in HELP or arg in SUBCOMMANDS:
-            return argv
-        return argv[:i] + ["go"] + argv[i:]
-    return argv + ["go"]
+            front.append(arg)
+        else:
+            rest.append(arg)
+        i += 1
+    if rest and (rest[0] in SUBCOMMANDS or rest[0] in HELP):
+        return front + rest
+    return front + ["go"] + rest
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -59,7 +59,7 @@ class TypedLines:
         self.channel = channel
         self.stream = stream or sys.stdin
         self.out = out or sys.stderr
-        self.on_delivered = on_delivered  # (where, text): "answer" or "inbox"
+        self.on_delivered = on_delivered  # (where, text): "answer", "inbox" or "declined"
         self.ended = threading.Event()
         self._lock = threading.Lock()
         self._waiter: queue.Queue[str | None] | None = None
@@ -85,9 +85,13 @@ class TypedLines:
             if waiter is not None:
                 waiter.put(text)
             elif text:
-                where = self.channel.deliver(text)
-                if self.on_delivered is not None:
-                    self.on_delivered(where, text)
+                self._delivered(self.channel.deliver(text), text)
+            elif self.channel.pending is not None and self.channel.decline():
+                self._delivered("declined", "")  # an empty line: not answering this question
+
+    def _delivered(self, where: str, text: str) -> None:
+        if self.on_delivered is not None:
+            self.on_delivered(where, text)
 
     def _end(self) -> None:
         self.ended.set()
