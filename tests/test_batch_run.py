@@ -305,11 +305,8 @@ def test_bad_input_is_one_line_and_exit_2(finished, tmp_path: Path) -> None:
         (["run", alpha, *base, "--name", "alpha1"], ["already exists", "wake"]),
         (["run", alpha, "-f", "nosuchmodule:flow", "--scenario", QUICK], ["nosuchmodule"]),
         (["wake", "nosuch"], ["no job named nosuch"]),
-        (["wake", "adhoc/nosuch"], ["nosuch"]),
         (["wake", "alpha1"], ["not started with --persistent"]),
-        (["show", "nosuch"], ["nosuch"]),
-        (["logs", "nosuch"], ["nosuch"]),
-        (["stop", "nosuch"], ["nosuch"]),
+        (["show", "nosuch"], ["nosuch"]),  # logs/stop share its job lookup
     ]
     # each is a fresh process (its start-up dominates): a few at a time
     with ThreadPoolExecutor(max_workers=4) as pool:
