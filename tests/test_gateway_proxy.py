@@ -228,3 +228,65 @@ def test_replay_reproduces_with_no_upstream_request_and_reports_a_divergence(
     assert div["field"] == "system prompt (the agent's instructions)"
     assert div["message"].startswith("replay diverged at session 1, request 1 (exchange 1 of the recording)")
     assert len(read_lines(rig.batch / "changed" / "logs" / "recording.jsonl")) == 1  # the refusal, recorded
+
+
+@pytest.mark.slow
+def test_errors_and_cut_streams_are_recorded_and_replayed_as_they_happened(tmp_path: Path) -> None:
+    flaky = {
+        "rules": [
+            {
+                "name": "flaky",
+                "last_user_contains": "Say hi",
+                "sequence": [
+                    {"error": 529},
+                    {"reply": [{"text": "never finished"}], "cut_after": 3},
+                    {"reply": [{"text": "hi after trouble"}]},
+                ],
+            }
+        ]
+    }
+    flow = tmp_path / "flow.py"
+    flow.write_text(
+        "from flower import AgentSpec, Step, Workflow\n"
+        "def w():\n    return Workflow([Step('s', AgentSpec('a', instructions='ROLE: a'), 'Say hi')])\n"
+    )
+    counting = Counting(flaky)
+    batch = tmp_path / "batch"
+
+    def run(job: str, mode: str, upstream: MessagesServer) -> list[dict]:
+        with _gateway(mode, batch, upstream, "s3cret") as gw:
+            ws, runs = tmp_path / "workspace", tmp_path / "runs"
+            for folder in (ws, runs):
+                shutil.rmtree(folder, ignore_errors=True)
+            ws.mkdir()
+            env = {
+                **os.environ,
+                **gw.env(runs / ".claude", prefix=f"/j/{job}", max_retries=None),  # the CLI's own retries
+                "ANTHROPIC_API_KEY": job_token("s3cret", job),
+            }
+            proc = subprocess.run(
+                [str(FLOWER), "-w", str(ws), "-r", str(runs), "run", f"{flow}:w", "--fresh"],
+                env=env, capture_output=True, text=True, timeout=180,
+            )  # fmt: skip
+            assert proc.returncode == 0, proc.stderr[-2000:]
+            return json.loads((runs / "manifest.json").read_text())
+
+    with MessagesServer(counting) as upstream:
+        original = run("orig", "anthropic", upstream)
+        recorded = read_recording(batch / "orig" / "logs" / "recording.jsonl")
+        assert [(e["outcome"], e["response"]["status"]) for e in recorded] == [
+            ("response", 529),
+            ("upstream-cut", 200),
+            ("stream", 200),
+        ]
+        assert len(recorded[1]["response"]["events"]) == 3
+        sent = len(counting.credentials)
+        stage_recording(batch / "orig", batch / "again")
+        again = run("again", "replay", upstream)
+        assert len(counting.credentials) == sent
+    assert [(r["step"], r["ok"], r["text"]) for r in again] == [
+        (r["step"], r["ok"], r["text"]) for r in original
+    ]
+    assert original[0]["text"] == "hi after trouble"
+    state = read_state(batch / "again" / "logs")
+    assert state["served"] == state["recorded"] == 3 and state["divergence"] is None
