@@ -177,3 +177,12 @@ def test_run_the_seed_workflow_file(tmp_path):
     rows = json.loads((tmp_path / "runs" / "manifest.json").read_text())
     assert [(r["step"], r["text"]) for r in rows] == [("取词", "春风"), ("造句", "春风吹绿柳")]
     assert "total cost $" in out.stderr and "manifest" in out.stderr
+
+
+def test_asks_budget_zero_means_the_question_never_reaches_you(tmp_path):
+    (tmp_path / "ws").mkdir()
+    with ScriptedServer(Scenario.load(STARTER)) as srv:
+        out = flower(srv, tmp_path / "ws", "make hello.txt say hi", "--clarify-only", "--asks", "0")
+    assert out.returncode == 0, out.stderr
+    assert "提问次数用完" in out.stderr
+    assert "提问次数已用完" in (tmp_path / "ws" / ".flower" / "notes" / "问答记录.md").read_text()

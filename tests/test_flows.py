@@ -298,3 +298,23 @@ async def test_clarify_repairs_then_continues_its_session_next_process(tmp_path)
         finally:
             rt.close()
         assert not srv.unmatched
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("can_run", [False, True])
+async def test_judge_gets_bash_only_with_can_run(tmp_path, can_run):
+    goal = tmp_path / "目标.md"
+    goal.write_text("# 目标\n\nMODE=plain\n\n# 判定清单\n\n- 训练完成\n", encoding="utf-8")
+    step = with_goal(Step("w", AgentSpec("w", instructions="ROLE=work"), "work please"), None, goal_path=goal,
+                     can_run=can_run)
+    with scripted(tmp_path, {"rules": JUDGE_RULES}) as srv:
+        rt = runtime(tmp_path, srv)
+        try:
+            ctx = await Workflow([step]).run(rt)
+        finally:
+            rt.close()
+        judge_req = next(r for r in message_requests(srv) if r["rule"] == "judge achieved")
+    assert ctx["_verdict"].achieved
+    tools = {t["name"] for t in judge_req["body"].get("tools", [])}
+    assert {"Read", "Glob", "Grep"} <= tools and ("Bash" in tools) is can_run
+    assert not tools & {"Write", "Edit"}
