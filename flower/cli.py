@@ -190,32 +190,10 @@ def go(
             require_git(ws)
         except ValueError as exc:
             _fail(str(exc).replace("isolate=True", "--isolate"))
-    text = " ".join(words or []).strip()
     person = terminal.interactive() and timeout > 0  # someone may be asked; else fully automatic
     wb = Workbench(ws)
-    waking = not new and in_progress(ws, run_dir=G.run_dir, workbench=wb)
     try:
-        if waking:
-            line = wake_line(ws, run_dir=G.run_dir, steps_order=[CLARIFY, GOAL, WORK])
-            if line:
-                err.print(line, markup=False, highlight=False)
-            if not text and person:
-                got = terminal.ask_line(terminal.WAKE_PROMPT)
-                if got is None:
-                    err.print("flower: no input; nothing done")
-                    raise typer.Exit(0)
-                if got == terminal.NEW:
-                    new, waking = True, False
-                else:
-                    text = got
-        if not waking and not text:
-            if not person:
-                _fail(f"nothing to continue in {display_path(ws)}: give a task, e.g. flower \"make hello.txt say hi\"")
-            got = terminal.ask_line(terminal.TASK_PROMPT)
-            if not got or got == terminal.NEW:
-                err.print("flower: no task; nothing done")
-                raise typer.Exit(0)
-            text = got
+        text, new = _what_to_do(ws, wb, " ".join(words or []).strip(), new=new, person=person)
     except KeyboardInterrupt:
         quitting()
         err.print("\nflower: quit")
@@ -253,6 +231,34 @@ def go(
     display.summary(rt)
     printer.outcome(ctx, wb, clarify_only=clarify_only, goal=not no_goal)
     raise typer.Exit(1 if ctx.get("_failed_at") else 0)
+
+
+def _what_to_do(ws: Path, wb: Workbench, text: str, *, new: bool, person: bool) -> tuple[str, bool]:
+    """(task or wake words, new). Reports the wake; asks at the terminal when a person is there
+    and nothing was said: Enter = continue, words = add, /new = start over, Ctrl-C = quit."""
+    waking = not new and in_progress(ws, run_dir=G.run_dir, workbench=wb)
+    if waking:
+        line = wake_line(ws, run_dir=G.run_dir, steps_order=[CLARIFY, GOAL, WORK])
+        if line:
+            err.print(line, markup=False, highlight=False)
+        if not text and person:
+            got = terminal.ask_line(terminal.WAKE_PROMPT)
+            if got is None:
+                err.print("flower: no input; nothing done")
+                raise typer.Exit(0)
+            if got == terminal.NEW:
+                new, waking = True, False
+            else:
+                text = got
+    if not waking and not text:
+        if not person:
+            _fail(f"nothing to continue in {display_path(ws)}: give a task, e.g. flower \"make hello.txt say hi\"")
+        got = terminal.ask_line(terminal.TASK_PROMPT)
+        if not got or got == terminal.NEW:
+            err.print("flower: no task; nothing done")
+            raise typer.Exit(0)
+        text = got
+    return text, new
 
 
 def quitting() -> None:
