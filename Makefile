@@ -3,7 +3,7 @@ UV ?= uv
 PY := .venv/bin/python
 FB := .venv/bin/flower-batch
 
-.PHONY: prereqs setup image test test-fast test-docker lint demo demo-flow bench clean
+.PHONY: prereqs setup image test test-fast test-docker lint demo demo-flow demo-go bench clean
 
 prereqs:          ## uv (from PyPI) and debootstrap (to make the base image with no registry)
 	@command -v $(UV) >/dev/null || python3 -m pip install -q uv
@@ -35,6 +35,9 @@ demo: image       ## the demo matrix: 2 workflow variants x 2 tasks x 2 repeats,
 
 demo-flow: setup  ## a two-step flower workflow on the host, offline (scripted model)
 	$(PY) examples/demo_workflow.py
+
+demo-go: setup    ## the `flower` command (starter flow: clarify -> goal -> work with judge rounds), offline
+	$(PY) examples/demo_go.py
 
 bench: image
 	$(PY) bench/run_all.py
