@@ -227,6 +227,7 @@ def wake(
         seconds = parse_duration(timeout)
         if not seconds:
             fail(f"--timeout {timeout!r}: expected a duration like 90s, 10m or 1h")
+            return
         spec = replace(spec, timeout_s=seconds)
     err.print(f"waking {jd.batch}/{jd.job} (attempt {record.attempt + 1}) on image {record.image_id[:19]}")
 
@@ -263,7 +264,7 @@ def _print_container_tail(jd: JobDir, marker: str) -> None:
 
 
 def _rows(h: Home, batch: str | None) -> list[dict[str, Any]]:
-    rows = []
+    rows: list[dict[str, Any]] = []
     for jd, rec in h.records(batch):
         if isinstance(rec, RecordError):
             rows.append({"batch": jd.batch, "job": jd.job, "status": "unreadable", "reason": str(rec)})

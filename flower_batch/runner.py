@@ -181,7 +181,7 @@ async def run_job(
         reason = gateway.budget_reason or reason
     if status is Status.FAILED and not workflow_ok and exit_code not in (None, 0):
         reason = f"the workflow exited {exit_code}" + _last_error(rows)
-    costs = [r.get("cost_usd") for r in rows if isinstance(r.get("cost_usd"), int | float)]
+    costs: list[float] = [float(r["cost_usd"]) for r in rows if isinstance(r.get("cost_usd"), int | float)]
     outcome = JobOutcome(
         job_id=job.id, status=status, workflow_ok=workflow_ok, check_exit=check_exit,
         cost_usd=gateway.cost_usd if gateway.metered else (round(sum(costs), 6) if rows else None),
