@@ -12,7 +12,7 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -70,6 +70,22 @@ def context_tokens(usage: dict) -> int:
         int(usage.get(k) or 0)
         for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
     )
+
+
+def context_from_newest(payloads: Iterable[str]) -> int | None:
+    """Context size of the newest main-thread assistant entry, from entry payloads newest first.
+    Sidechains (subagents) and synthetic error messages would misreport it, so they are skipped."""
+    for payload in payloads:
+        entry: dict[str, Any] = json.loads(payload)
+        message = entry.get("message")
+        if entry.get("type") != "assistant" or entry.get("isSidechain"):
+            continue
+        if not isinstance(message, dict) or message.get("model") == "<synthetic>":
+            continue
+        usage = message.get("usage")
+        if isinstance(usage, dict):
+            return context_tokens(usage)
+    return None
 
 
 class SQLiteSessionStore(SessionStore):
@@ -256,17 +272,7 @@ class SQLiteSessionStore(SessionStore):
             # Newest first, stopping at the first hit: no need to parse a long transcript whole.
             rows = c.execute("SELECT payload FROM entries WHERE store_key = ? ORDER BY seq DESC", (k,))
             try:
-                for (payload,) in rows:
-                    entry: dict[str, Any] = json.loads(payload)
-                    message = entry.get("message")
-                    if entry.get("type") != "assistant" or entry.get("isSidechain"):
-                        continue
-                    if not isinstance(message, dict) or message.get("model") == "<synthetic>":
-                        continue
-                    usage = message.get("usage")
-                    if isinstance(usage, dict):
-                        return context_tokens(usage)
-                return None
+                return context_from_newest(payload for (payload,) in rows)
             finally:
                 rows.close()
 

@@ -18,7 +18,6 @@ workspace root; pass explicit paths to override.
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import unicodedata
@@ -30,7 +29,7 @@ from claude_agent_sdk import project_key_for_directory
 from .brief import Brief, parse_brief
 from .goal import parse_goal
 from .lineage import Lineage
-from .store import context_tokens, store_key
+from .store import context_from_newest, store_key
 
 BRIEF_FILE = "需求.md"
 GOAL_FILE = "目标.md"
@@ -234,19 +233,9 @@ class ReadOnlySessions:
             rows = self._conn.execute(
                 "SELECT payload FROM entries WHERE store_key = ? ORDER BY seq DESC", (self._key(session_id),)
             )
-            for (payload,) in rows:
-                entry = json.loads(payload)
-                message = entry.get("message")
-                if entry.get("type") != "assistant" or entry.get("isSidechain"):
-                    continue
-                if not isinstance(message, dict) or message.get("model") == "<synthetic>":
-                    continue
-                usage = message.get("usage")
-                if isinstance(usage, dict):
-                    return context_tokens(usage)
+            return context_from_newest(payload for (payload,) in rows)
         except (sqlite3.Error, ValueError):
             return None
-        return None
 
 
 def _read(path: Path | None) -> str | None:

@@ -165,11 +165,12 @@ def test_anthropic_mode_needs_the_host_key_and_passes_it_by_env_only() -> None:
     assert mode_setup("replay", scenario_path=None, batch_budget_usd=None, environ={}).args == []
 
 
-def test_host_side_gateway_modules_do_not_import_flower() -> None:
-    # importing flower costs ~1 s (claude_agent_sdk, mcp) on every flower-batch command
+def test_host_side_gateway_modules_do_not_load_the_sdk() -> None:
+    # importing claude_agent_sdk (and mcp) costs ~1 s on every flower-batch command
     code = (
-        "import sys, flower_batch.gateway.sidecar, flower_batch.gateway.usage, flower_batch.gateway.budget;"
-        "print('flower' in sys.modules)"
+        "import sys, flower_batch.gateway.sidecar, flower_batch.gateway.usage, flower_batch.gateway.budget,"
+        " flower_batch.gateway.metering, flower_batch.cli;"
+        "print('claude_agent_sdk' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

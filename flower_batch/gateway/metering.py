@@ -17,13 +17,14 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import tempfile
 import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from flower.fileio import write_atomic
 
 from .prices import TOKEN_FIELDS, cost_usd, price_for
 
@@ -209,17 +210,7 @@ def append_durably(path: Path, record: Mapping[str, Any]) -> None:
 
 
 def replace_durably(path: Path, data: Mapping[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(prefix=f".{path.name}-", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(json.dumps(data, ensure_ascii=False, indent=1) + "\n")
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, json.dumps(data, ensure_ascii=False, indent=1) + "\n")
 
 
 class JobMeter:
