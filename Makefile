@@ -5,11 +5,8 @@ FB := .venv/bin/flower-batch
 
 .PHONY: prereqs setup image test test-fast test-docker lint demo demo-flow demo-go bench clean
 
-prereqs:          ## uv (from PyPI) and debootstrap (to make the base image with no registry)
-	@command -v $(UV) >/dev/null || python3 -m pip install -q uv
-	@command -v debootstrap >/dev/null || [ -x /usr/sbin/debootstrap ] || \
-	  { echo "installing debootstrap"; $$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get install -y -q debootstrap >/dev/null \
-	    || { $$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get update -q >/dev/null && $$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get install -y -q debootstrap >/dev/null; }; }
+prereqs:          ## uv (PyPI), debootstrap (base image without a registry), chromium (report test)
+	@scripts/install-prereqs.sh
 
 setup: prereqs    ## install the locked Python deps into .venv
 	$(UV) sync --frozen
