@@ -12,6 +12,11 @@ from flower.scripted import ParsedRequest, Responder, ResponsePlan
 
 from .tokens import token_matches
 
+NO_JOB_RULE = "gateway:no-job"
+BAD_TOKEN_RULE = "gateway:bad-token"
+# The router's refusals: whoever sent these is not the job in the URL. (gateway:budget is not one:
+# a valid job refused for its budget stays in that job's log.)
+REFUSAL_RULES = frozenset({NO_JOB_RULE, BAD_TOKEN_RULE})
 JOB_PREFIX = re.compile(r"^/j/([A-Za-z0-9][A-Za-z0-9._-]{0,199})$")
 
 
@@ -32,14 +37,14 @@ class JobRouter:
         if job is None:
             return ResponsePlan.error(
                 404, "flower-batch gateway: send requests to /j/<job>/v1/messages (set by flower-batch)",
-                rule="gateway:no-job",
+                rule=NO_JOB_RULE,
             )
         if not token_matches(self.secret, job, request.credential_sha256):
             return ResponsePlan.error(
                 401,
                 f"flower-batch gateway: unknown token for job {job} — ANTHROPIC_API_KEY must be the "
                 "per-job token flower-batch gave this container",
-                rule="gateway:bad-token",
+                rule=BAD_TOKEN_RULE,
             )
         return self.inner.respond(request)
 
@@ -61,7 +66,7 @@ class PerJobLog:
     def add(self, record: dict[str, Any]) -> None:
         # A refused request (bad token, no job) goes to the unrouted log: whoever sent it is not
         # that job, and it must not make a folder under the batch for any name it likes.
-        refused = str(record.get("rule") or "").startswith("gateway:")
+        refused = record.get("rule") in REFUSAL_RULES
         path = self.path_for(None if refused else job_of(record.get("prefix", "")))
         line = json.dumps(record, ensure_ascii=False) + "\n"
         with self._lock:
