@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 import shutil
 import time
 from pathlib import Path
@@ -20,8 +22,25 @@ ALIAS = "gateway"
 READY_LINE = "gateway listening"
 
 
+MAX_NAME = 63 - len("-gateway")  # the gateway container is `<name>-gateway`, the egress network `<name>-out`
+
+
 class GatewayError(FlowerBatchError):
     pass
+
+
+def gateway_name(batch: str, session: str, suffix: str = "") -> str:
+    """The Docker name of a gateway's network (and the stem of its container's): readable, at most
+    MAX_NAME characters, and unique per (batch, session, suffix) however long the batch name is."""
+    readable = re.sub(r"[^a-z0-9]+", "-", batch.lower()).strip("-")[:24].rstrip("-") or "batch"
+    name = f"fb-{readable}-{_digest(batch)}-{session}{suffix}"
+    if len(name) > MAX_NAME:  # an unusually long session id or suffix: hash those too
+        name = f"fb-{readable}-{_digest(batch)}-{_digest(session + '/' + suffix, 12)}"
+    return name
+
+
+def _digest(text: str, size: int = 6) -> str:
+    return hashlib.sha1(text.encode("utf-8", "surrogateescape")).hexdigest()[:size]
 
 
 class GatewaySidecar:
@@ -57,7 +76,7 @@ class GatewaySidecar:
         self.batch_dir = batch_dir
         self.mode = mode
         self.secret = new_secret()  # held in memory and in the gateway's env only
-        self.name = f"fb-{batch}-{session}{suffix}"[:60]  # several gateways may serve one session
+        self.name = gateway_name(batch, session, suffix)  # several gateways may serve one session
         self.network = self.name
         self.egress = f"{self.name}-out"  # anthropic mode: the gateway's (only) route out
         self.container: str | None = None
