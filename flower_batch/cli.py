@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 import signal
 import sys
 import time
@@ -16,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .backend.docker_backend import DockerBackend
+from .envnames import env_name_problem, looks_secret
 from .errors import FlowerBatchError
 from .gateway.metering import read_meter, read_summary
 from .jobs import ADHOC_BATCH, adhoc_spec, job_scenario, start_job
@@ -45,9 +45,6 @@ def _home(path: Path | None) -> Home:
     return Home(path)
 
 
-SECRET_LIKE = re.compile(r"(?i)(key|token|secret|passw|credential|auth)")
-
-
 def _load_job(home: Path | None, ref: str) -> tuple[JobDir, JobRecord]:
     try:
         jd = _home(home).find(ref)
@@ -65,11 +62,12 @@ def _parse_env(items: list[str]) -> dict[str, str]:
         if "=" not in item:
             fail(f"--env {item!r}: expected KEY=VALUE (use --secret NAME for values from your environment)")
         key, value = item.split("=", 1)
-        if SECRET_LIKE.search(key):
+        problem = env_name_problem(key)
+        if problem:
+            fail(f"--env {key}: {problem}")
+        if looks_secret(key) and value:
             fail(f"--env {key}: looks like a secret; pass it with --secret {key} so its value is read from "
                  "your environment at start and never stored")
-        if key.upper().startswith("ANTHROPIC_"):
-            fail(f"--env {key}: the gateway sets ANTHROPIC_* for every job; do not pass them")
         env[key] = value
     return env
 

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import os
 import re
 import secrets
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from .backend import Backend
+from .envnames import secret_name_problem, unset_names
 from .errors import FlowerBatchError, ImageMissing
 from .gateway.sidecar import GatewaySidecar
 from .layout import Home, JobDir
 from .matrix import GatewaySpec, JobRecord, JobSpec, parse_duration, parse_memory
+from .matrix._hashing import file_hash, tree_hash
 from .runner import JobContext, run_job
 from .session import Session
 from .targets import locate
@@ -39,7 +42,13 @@ def adhoc_spec(
     secrets_: list[str],
     scenario: Path | None,
     budget_usd: float | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> JobSpec:
+    """The spec of a `run` job, validated before any folder, gateway or container exists.
+
+    `environ` (default: this process's) is where the secrets' values will be read at start.
+    """
+    environ = os.environ if environ is None else environ
     if not workspace.is_dir():
         raise FlowerBatchError(f"workspace {workspace} is not a directory: pass an existing folder to copy")
     if bool(task) == bool(workflow):
@@ -50,6 +59,15 @@ def adhoc_spec(
         raise FlowerBatchError(f"--scenario {scenario}: no such file")
     if budget_usd is not None and budget_usd <= 0:
         raise FlowerBatchError(f"--budget-usd {budget_usd}: give a positive amount in dollars, e.g. 0.50")
+    if cpus is not None and not cpus > 0:
+        raise FlowerBatchError(f"--cpus {cpus:g}: give a positive number of CPUs, e.g. 2 or 0.5")
+    for secret in secrets_:
+        problem = secret_name_problem(secret)
+        if problem:
+            raise FlowerBatchError(f"--secret {secret}: {problem}")
+    missing = unset_names(secrets_, environ)
+    if missing:
+        raise FlowerBatchError(f"--secret {', '.join(missing)}: not set in the environment; export it before running")
     job_id = name or f"{slug(task or workflow or 'job')}-{secrets.token_hex(2)}"
     timeout_s = parse_duration(timeout)
     if timeout_s is None or timeout_s <= 0:
@@ -57,12 +75,16 @@ def adhoc_spec(
     memory_bytes = parse_memory(memory) if memory else None
     if memory and memory_bytes is None:
         raise FlowerBatchError(f"--memory {memory!r}: expected a size like 512m or 2g")
+    # Hashed as the matrix does, so inputs_hash covers the workspace and scenario contents and
+    # `repro` can tell when the workspace source drifted.
+    source = workspace.resolve()
+    gateway = (GatewaySpec(mode="scripted", scenario=scenario.resolve(), scenario_hash=file_hash(scenario.resolve()))
+               if scenario else GatewaySpec(mode="anthropic"))
     return JobSpec(
         id=job_id, task=ADHOC_BATCH, variant="default", repeat=1, matrix={},
-        prompt=(task or prompt or ""), workflow=workflow, workspace=workspace.resolve(),
-        timeout_s=timeout_s, cpus=cpus, memory_bytes=memory_bytes, env=env, secrets=tuple(secrets_),
-        gateway=GatewaySpec(mode="scripted", scenario=scenario.resolve()) if scenario else GatewaySpec(mode="anthropic"),
-        budget_usd=budget_usd,
+        prompt=(task or prompt or ""), workflow=workflow, workspace=source, workspace_hash=tree_hash(source),
+        timeout_s=timeout_s, cpus=cpus, memory_bytes=memory_bytes, env=env, secrets=tuple(dict.fromkeys(secrets_)),
+        gateway=gateway, budget_usd=budget_usd,
     )
 
 

@@ -40,3 +40,90 @@ def test_gateway_names_stay_unique_and_short_for_long_batch_names() -> None:
     assert all(len(n + "-gateway") <= 63 and len(n + "-out") <= 63 for n in names)
     assert all(n.startswith("fb-") for n in names)
     assert len(gateway_name("demo", "s" * 80, "-g3") + "-gateway") <= 63
+
+
+def _adhoc(tmp_path: Path, **kw):
+    from flower_batch.jobs import adhoc_spec
+
+    ws = tmp_path / "ws"
+    if not ws.exists():
+        ws.mkdir()
+        (ws / "a.txt").write_text("one\n")
+    args = dict(workspace=ws, task="say hi", workflow=None, prompt=None, name="j1", timeout="10m", cpus=None,
+                memory=None, env={}, secrets_=[], scenario=None, environ={})
+    args.update(kw)
+    return adhoc_spec(**args)
+
+
+def test_run_spec_hashes_workspace_and_scenario(tmp_path: Path) -> None:
+    scenario = tmp_path / "s.toml"
+    scenario.write_text("# empty\n")
+    spec = _adhoc(tmp_path, scenario=scenario)
+    assert spec.workspace_hash and spec.workspace_hash.startswith("sha256:")
+    assert spec.gateway.scenario_hash and spec.gateway.scenario_hash.startswith("sha256:")
+    before = spec.inputs_hash("sha256:img")
+    (tmp_path / "ws" / "a.txt").write_text("two\n")
+    assert _adhoc(tmp_path, scenario=scenario).inputs_hash("sha256:img") != before
+
+
+def test_run_refuses_unset_secret_and_bad_cpus_before_anything_exists(tmp_path: Path) -> None:
+    import pytest
+
+    from flower_batch.errors import FlowerBatchError
+
+    with pytest.raises(FlowerBatchError, match="NOPE_X"):
+        _adhoc(tmp_path, secrets_=["NOPE_X"], environ={})
+    assert _adhoc(tmp_path, secrets_=["NOPE_X"], environ={"NOPE_X": "v"}).secrets == ("NOPE_X",)
+    for cpus in (-1.0, 0.0):
+        with pytest.raises(FlowerBatchError, match="--cpus"):
+            _adhoc(tmp_path, cpus=cpus)
+    with pytest.raises(FlowerBatchError, match="ANTHROPIC_API_KEY"):
+        _adhoc(tmp_path, secrets_=["ANTHROPIC_API_KEY"], environ={"ANTHROPIC_API_KEY": "sk"})
+
+
+def test_run_cli_refuses_unset_secret_without_creating_the_job(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from flower_batch.cli import app
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    home = tmp_path / "home"
+    result = CliRunner().invoke(app, ["run", str(ws), "hi", "--secret", "NOPE_X_UNSET_9", "--name", "j1",
+                                      "--image", "sha256:" + "0" * 64, "--home", str(home)],
+                                env={"NOPE_X_UNSET_9": ""})
+    assert result.exit_code == 2
+    assert not (home / "adhoc" / "j1").exists()
+
+
+def test_env_names_one_rule_for_cli_and_jobs_toml(tmp_path: Path) -> None:
+    import pytest
+    import typer
+
+    from flower_batch.cli import _parse_env
+    from flower_batch.matrix import MatrixFileError, load_jobs_file
+
+    def cli_ok(name: str) -> bool:
+        try:
+            _parse_env([f"{name}=me"])
+            return True
+        except typer.Exit:
+            return False
+
+    def toml_ok(name: str) -> bool:
+        (tmp_path / "ws").mkdir(exist_ok=True)
+        path = tmp_path / "jobs.toml"
+        path.write_text(f'[batch]\nname = "b"\n[defaults]\nenv = {{ {name} = "me" }}\n'
+                        '[tasks.t]\nworkspace = "ws"\nprompt = "hi"\n')
+        try:
+            load_jobs_file(path)
+            return True
+        except MatrixFileError:
+            return False
+
+    for name, allowed in (("AUTHOR", True), ("OAUTH_SCOPE", True), ("MONKEY_PATCH", True), ("GITHUB_TOKEN", False),
+                          ("OPENAI_API_KEY", False), ("ANTHROPIC_MODEL", False), ("ANTHROPIC_BASE_URL", False)):
+        assert cli_ok(name) is allowed, name
+        assert toml_ok(name) is allowed, name
+    with pytest.raises(typer.Exit):
+        _parse_env(["1BAD=x"])

@@ -9,10 +9,10 @@ absent key is simply not in the overlay (our "unset"), which is different from a
 from __future__ import annotations
 
 import difflib
-import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..envnames import env_name_problem, looks_secret, secret_name_problem, valid_env_name
 from ._errors import KeyPath
 from ._templating import Template
 from ._units import parse_duration, parse_memory
@@ -38,10 +38,6 @@ JOB_FIELDS = (
 )
 GATEWAY_MODES = ("anthropic", "scripted", "replay")
 GATEWAY_KEYS = ("mode", "scenario", "recording")
-# Set per job by the orchestrator; a value in the file would be ignored or leak a key.
-GATEWAY_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_SECRET_WORDS = {"KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS", "APIKEY"}
 _INVALID = object()
 _MERGED = ("env", "args", "gateway", "secrets")
 
@@ -150,13 +146,12 @@ def _env(value: Any, path: KeyPath, report: Report) -> Any:
     env: dict[str, Template] = {}
     for name, raw in value.items():
         where = (*path, name)
-        if not _ENV_NAME.match(name):
-            report(where, "not a valid environment variable name; use letters, digits and _")
-        elif name in GATEWAY_ENV:
-            report(where, f"{name} is set per job by the gateway (the real key never enters a container); remove it")
+        problem = env_name_problem(name)
+        if problem:
+            report(where, problem)
         elif isinstance(raw, bool) or not isinstance(raw, str | int | float):
             report(where, f'expected a string value (write it in quotes, e.g. "{_show(raw)}"), got {_show(raw)}')
-        elif _looks_secret(name) and isinstance(raw, str) and raw and "${{" not in raw:
+        elif looks_secret(name) and isinstance(raw, str) and raw and "${{" not in raw:
             report(
                 where,
                 f'looks like a secret written into the file; delete it and add "{name}" to '
@@ -169,10 +164,6 @@ def _env(value: Any, path: KeyPath, report: Report) -> Any:
     return env
 
 
-def _looks_secret(name: str) -> bool:
-    return any(part in _SECRET_WORDS for part in name.upper().split("_"))
-
-
 def _secrets(value: Any, path: KeyPath, report: Report) -> Any:
     if not isinstance(value, list):
         report(path, f'expected a list of environment variable names like ["GITHUB_TOKEN"], got {_show(value)}')
@@ -180,10 +171,10 @@ def _secrets(value: Any, path: KeyPath, report: Report) -> Any:
     names: list[str] = []
     for index, name in enumerate(value):
         where = (*path, index)
-        if not isinstance(name, str) or not _ENV_NAME.match(name):
+        if not isinstance(name, str) or not valid_env_name(name):
             report(where, f"expected the NAME of a host environment variable (not its value), got {_show(name)}")
-        elif name in GATEWAY_ENV:
-            report(where, f"{name} is never passed to a job: the gateway holds the real key; remove it")
+        elif problem := secret_name_problem(name):
+            report(where, problem)
         else:
             names.append(name)
     return tuple(dict.fromkeys(names))

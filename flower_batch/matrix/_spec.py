@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..envnames import unset_names
 from ._hashing import json_hash
 
 INPUTS_FORMAT = "flower-batch/inputs@1"
@@ -94,7 +95,7 @@ class JobSpec:
         Raises:
             LookupError: a named secret is not set in `host_env`.
         """
-        missing = [name for name in self.secrets if not host_env.get(name)]
+        missing = unset_names(self.secrets, host_env)
         if missing:
             raise LookupError(f"job {self.id}: secret {', '.join(missing)} not set in the environment; export it before running")
         return {**self.env, **{name: host_env[name] for name in self.secrets}}
@@ -198,6 +199,5 @@ class JobsFile:
         """One line per secret named in the file but absent from `environ` (check before running)."""
         return [
             f"{self.path.name}: secret {name} is not set in the environment; export it before running"
-            for name in self.secret_names
-            if not environ.get(name)
+            for name in unset_names(self.secret_names, environ)
         ]
