@@ -30,6 +30,7 @@ from .wake import display_path, notice, step_header, wake_line
 from .workbench import Workbench
 from .workflow import WorkflowError
 
+PERMISSION_MODES = ("default", "acceptEdits", "plan", "bypassPermissions", "dontAsk", "auto")
 SUBCOMMANDS = ("go", "run", "once")
 GLOBAL_WITH_VALUE = ("-w", "--workspace", "-r", "--run-dir")
 GLOBAL_FLAGS = ("-v", "--verbose", "-W", "--workbench", "-T", "--trim")
@@ -88,12 +89,21 @@ def once(
     """One question, one session: no Workflow, no lineage."""
     if fork and not resume:
         _fail("--fork needs --resume <session id>")
+    if permission_mode not in PERMISSION_MODES:
+        _fail(f"-p {permission_mode!r}: use one of {', '.join(PERMISSION_MODES)}")
+    if budget is not None and budget <= 0:
+        _fail(f"-b {budget}: a budget is a positive number of USD")
     spec = AgentSpec("once", allowed_tools=[t.strip() for t in tools.split(",") if t.strip()],
                      permission_mode=permission_mode, max_budget_usd=budget)
     rt = make_runtime()
     display = Display(verbose=G.verbose)
     try:
-        result = anyio.run(lambda: rt.run(spec, prompt, resume=resume, fork=fork, on_event=display.event))
+        # Same signals as `run`: one Ctrl-C interrupts and continues, SIGTERM/SIGHUP rescue the step.
+        with signals.install(rt, ask=signals.ask_on_terminal()):
+            result = anyio.run(lambda: rt.run(spec, prompt, resume=resume, fork=fork, on_event=display.event))
+    except KeyboardInterrupt:
+        err.print("flower: interrupted")
+        raise typer.Exit(130) from None
     finally:
         rt.close()
     display.final_text(result)

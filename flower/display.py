@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from .result import StepResult
@@ -26,7 +27,7 @@ class Display:
         c = self.console
         if kind == "step":
             resumed = f"  <- 接上次 · 第 {payload['woke']} 次唤醒" if payload.get("resumed") else ""
-            c.rule(f"{payload['name']}  {payload['index']}/{payload['total']}{resumed}", align="left")
+            c.rule(f"{escape(str(payload['name']))}  {payload['index']}/{payload['total']}{resumed}", align="left")
         elif kind == "tool":
             c.print(f"  [dim]· {payload['name']}[/dim] {_short(payload.get('input'))}")
         elif kind == "text" and self.verbose:
@@ -34,21 +35,21 @@ class Display:
         elif kind == "retry":
             c.print(f"  [yellow]retry after {payload['kind']} error:[/yellow] {_short(payload.get('error'), 160)}")
         elif kind == "session" and self.verbose:
-            c.print(f"  [dim]session {payload['session_id']}[/dim]")
+            c.print(f"  [dim]session {escape(str(payload['session_id']))}[/dim]")
         elif kind == "interrupted":
             c.print(f"  [yellow]interrupted; continuing with:[/yellow] {_short(payload.get('message'))}")
 
     def step_done(self, name: str, result: StepResult) -> None:
         mark = "[green]ok[/green]" if result.ok else f"[red]failed[/red] {_short(result.error, 160)}"
         self.console.print(
-            f"  {name}: {mark}  ${result.cost_usd:.4f}  {result.num_turns} turns  {result.duration_s:.1f}s"
+            f"  {escape(name)}: {mark}  ${result.cost_usd:.4f}  {result.num_turns} turns  {result.duration_s:.1f}s"
         )
 
     def final_text(self, result: StepResult) -> None:
         if result.text:
-            self.out.print(result.text)
+            self.out.print(result.text, markup=False)
         if not result.ok:
-            self.console.print(f"[red]failed:[/red] {result.error}")
+            self.console.print(f"[red]failed:[/red] {escape(str(result.error))}")
 
     def summary(self, runtime: Any) -> None:
         results: list[StepResult] = runtime.results
@@ -63,9 +64,11 @@ class Display:
         models = {r.model for r in results if r.model}
         if any(is_scripted(m) for m in models):
             self.console.print(f"[magenta]model: {SCRIPTED_LABEL}[/magenta]")
-        self.console.print(f"total cost ${runtime.total_cost():.4f}  manifest {runtime.manifest_path}")
+        self.console.print(f"total cost ${runtime.total_cost():.4f}  manifest {escape(str(runtime.manifest_path))}")
 
 
 def _short(value: Any, limit: int = 100) -> str:
+    """One line of someone else's text (model, tool input, error), shortened and escaped so
+    brackets in it are never read as rich markup."""
     text = str(value if value is not None else "").replace("\n", " ")
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return escape(text if len(text) <= limit else text[: limit - 1] + "…")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import logging
 import os
 import signal
 import threading
@@ -65,6 +66,8 @@ from .spec import AgentSpec
 from .store import SQLiteSessionStore, context_tokens
 from .trim import spill
 
+log = logging.getLogger(__name__)
+
 INTERRUPTED = "interrupted-by-human"
 HANDOFF_DUE = "context-full-handoff"
 SYNTHETIC_MODEL = "<synthetic>"
@@ -88,6 +91,7 @@ class _Attempt:
     tool_calls: list[dict] = field(default_factory=list)
     model: str = ""
     handoff_doc: Path | None = None  # set when this process ended by handing over
+    internal: bool = False  # a bug on our side, not the infrastructure's: never retried
 
 
 def _tool_base(name: str) -> str:
@@ -261,7 +265,8 @@ class Runtime:
                 if got.ok:
                     break
                 result.errors.append(got.error or "unknown error")
-                kind = classify_result(got.error or "", got.api_error_status, got.terminal_reason)
+                kind = "fatal" if got.internal else classify_result(
+                    got.error or "", got.api_error_status, got.terminal_reason)
                 if not policy.should_retry(kind, attempt):
                     break
                 await self._emit(on_event, "retry", {"attempt": attempt, "kind": kind, "error": got.error})
@@ -273,6 +278,10 @@ class Runtime:
                     # Continue the interrupted conversation rather than start over (R-43).
                     session, send, forking, at = result.session_id, policy.resume_prompt, False, None
                     result.resumed = True
+        except Exception as exc:  # noqa: BLE001 — bookkeeping failed; the row must still be written
+            result.ok = False
+            result.error = f"internal error: {type(exc).__name__}: {exc}"
+            result.errors.append(result.error)
         finally:
             result.attempts = attempt
             result.ended_at = now_iso()
@@ -506,7 +515,8 @@ class Runtime:
         except (ProcessError, OSError, RuntimeError, ValueError) as exc:
             got.error = f"{type(exc).__name__}: {exc}{self._stderr_hint()}"
         except Exception as exc:  # noqa: BLE001 — a step never raises out of the runtime
-            got.error = f"{type(exc).__name__}: {exc}{self._stderr_hint()}"
+            got.error = f"internal error: {type(exc).__name__}: {exc}"
+            got.internal = True
         finally:
             self._client = None
         if got.handoff_doc is not None:
@@ -548,11 +558,15 @@ class Runtime:
 
     @staticmethod
     async def _emit(on_event: EventHook | None, kind: str, payload: dict) -> None:
+        """Tell the caller's hook; a failing hook (a display, say) never fails the step."""
         if on_event is None:
             return
-        out = on_event(kind, payload)
-        if isinstance(out, Awaitable):
-            await out
+        try:
+            out = on_event(kind, payload)
+            if isinstance(out, Awaitable):
+                await out
+        except Exception as exc:  # noqa: BLE001
+            log.warning("on_event hook failed on %s: %s: %s", kind, type(exc).__name__, exc)
 
     # -- interrupts and rescue ------------------------------------------------------------
     @property

@@ -31,6 +31,17 @@ class WorkflowError(ValueError):
     """A workflow definition or step input that cannot run; the message names the step."""
 
 
+async def _call(step: Step, what: str, fn: Callable[..., Any], *args: Any) -> Any:
+    """Call a step's callback; an exception in user code becomes one WorkflowError naming the
+    step and the callback (StepAbort passes through: it is how a gate gives up)."""
+    try:
+        return await _maybe_await(fn(*args))
+    except (StepAbort, WorkflowError):
+        raise
+    except Exception as exc:
+        raise WorkflowError(f"step {step.name!r}: its {what} raised {type(exc).__name__}: {exc}") from exc
+
+
 async def _maybe_await(value: Any) -> Any:
     if inspect.isawaitable(value):
         return await value
@@ -126,7 +137,7 @@ class Workflow:
         ctx["_woke"] = lineage.woke if lineage else 0
         total = len(self.steps)
         for index, step in enumerate(self.steps, start=1):
-            if step.when is not None and not await _maybe_await(step.when(ctx)):
+            if step.when is not None and not await _call(step, "when", step.when, ctx):
                 continue  # skipped entirely: no result, no session (R-10)
             result, passed = await self._run_step(runtime, step, ctx, index, total, lineage, on_event)
             ctx["_results"][step.name] = result
@@ -135,7 +146,7 @@ class Workflow:
             if on_step is not None:
                 await _maybe_await(on_step(step.name, result))
             if passed:
-                ctx[step.name] = step.reduce(result, ctx) if step.reduce else result.text
+                ctx[step.name] = await _call(step, "reduce", step.reduce, result, ctx) if step.reduce else result.text
                 continue
             if step.on_fail == "continue":
                 ctx[step.name] = result.text  # incomplete; reduce not applied
@@ -193,7 +204,7 @@ class Workflow:
                 break
             follow = ""
             if step.on_reject is not None and result.ok and result.session_id:
-                follow = await _maybe_await(step.on_reject(result, ctx)) or ""
+                follow = await _call(step, "on_reject", step.on_reject, result, ctx) or ""
             if follow:
                 # Resume the rejected session with the feedback; never fork a round (R-15).
                 mode_name, prompt, resume, fork = f"{step.name}#round{attempt + 1}", follow, result.session_id, False
@@ -232,7 +243,7 @@ class Workflow:
         if step.gate is None:
             return True, False
         try:
-            return bool(await _maybe_await(step.gate(result, ctx))), False
+            return bool(await _call(step, "gate", step.gate, result, ctx)), False
         except StepAbort as abort:
             ctx["_aborted"] = abort.reason
             return False, True

@@ -62,3 +62,44 @@ def test_bad_usage_is_one_line_exit_2(tmp_path):
         assert out.returncode == 2 and "--fork needs --resume" in out.stderr
         out = flower(tmp_path, srv, "run", "nowhere.py:flow")
         assert out.returncode == 2 and "does not exist" in out.stderr and "Traceback" not in out.stderr
+
+
+BRACKETS = {
+    "rules": [
+        {"name": "glob", "when": {"last_user_contains": "brackets please", "last_is_tool_result": False},
+         "reply": [{"text": "looking in [/tmp] [bold]now"},
+                   {"tool_use": {"name": "Glob", "input": {"pattern": "[/a-z]*[/]"}}}]},
+        {"name": "done", "when": {"last_is_tool_result": True},
+         "reply": [{"text": "done [/tmp] ok [bold]x[/bold]"}]},
+    ]
+}
+
+
+def test_brackets_in_model_text_and_tool_input_are_shown_verbatim(tmp_path):
+    with scripted(tmp_path, BRACKETS) as srv:
+        out = flower(tmp_path, srv, "-v", "once", "brackets please")
+    assert out.returncode == 0, out.stderr
+    assert "done [/tmp] ok [bold]x[/bold]" in out.stdout  # not read as markup, not a crash
+    assert "[/a-z]*[/]" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_a_raising_gate_is_one_line_naming_the_step_and_its_row_is_kept(tmp_path):
+    flows = tmp_path / "flows.py"
+    flows.write_text(
+        "from flower import AgentSpec, Step, Workflow\n"
+        "def main():\n"
+        "    return Workflow([Step('a', AgentSpec('w'), 'say hello', gate=lambda r, ctx: ctx['nokey'])])\n"
+    )
+    with scripted(tmp_path, SCENARIO) as srv:
+        out = flower(tmp_path, srv, "run", f"{flows}:main")
+    assert out.returncode == 2, out.stderr
+    assert "step 'a': its gate raised KeyError" in out.stderr and "Traceback" not in out.stderr
+    rows = json.loads((tmp_path / "runs" / "manifest.json").read_text())
+    assert [r["step"] for r in rows] == ["a"] and rows[0]["ok"]
+
+
+def test_once_refuses_an_unknown_permission_mode(tmp_path):
+    with scripted(tmp_path, SCENARIO) as srv:
+        out = flower(tmp_path, srv, "once", "hi", "-p", "bogus")
+    assert out.returncode == 2 and "-p 'bogus': use one of" in out.stderr
+    assert not (tmp_path / "runs" / "manifest.json").exists()

@@ -207,3 +207,16 @@ def test_prompt_callable_that_raises_names_the_step():
 def test_resume_from_unknown_step_is_refused():
     with pytest.raises(WorkflowError, match="'b'.*names no earlier step"):
         Workflow([Step("b", SPEC, "p", resume_from="zzz")])
+
+
+async def test_a_failing_event_hook_never_fails_the_step_or_loses_its_row(tmp_path):
+    def hook(kind, payload):
+        raise RuntimeError("display broke")
+
+    with scripted(tmp_path, SCENARIO) as srv:
+        rt = runtime(tmp_path, srv, resilience=True)
+        res = await rt.run(SPEC, "remember 42", on_event=hook)
+    assert res.ok and res.attempts == 1, res.errors
+    assert len(message_requests(srv)) == 1  # not retried as if it were an outage
+    rows = json.loads(rt.manifest_path.read_text())
+    assert [r["step"] for r in rows] == ["worker"] and rows[0]["ok"]
