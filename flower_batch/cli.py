@@ -6,6 +6,7 @@ import json
 import signal
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +106,15 @@ class Interrupted(Exception):
     pass
 
 
+def _leaf_errors(exc: BaseException) -> Iterator[BaseException]:
+    """The errors inside (nested) exception groups."""
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            yield from _leaf_errors(inner)
+    else:
+        yield exc
+
+
 def _run_async(fn: Any) -> Any:
     """Run `fn` so that Ctrl-C / SIGTERM cancel it cleanly: every running job's container is
     stopped (flower records the in-flight step) and its record written before we exit 130."""
@@ -143,6 +153,15 @@ def _run_async(fn: Any) -> Any:
         return anyio.run(main)
     except FlowerBatchError as exc:
         fail(str(exc))
+    except BaseExceptionGroup as group:
+        # A task group's failure: when every error in it is ours, say the first in one line.
+        leaves = list(_leaf_errors(group))
+        if leaves and all(isinstance(e, FlowerBatchError) for e in leaves):
+            fail(" ".join(str(leaves[0]).split()))
+        if leaves and all(isinstance(e, Interrupted | KeyboardInterrupt) for e in leaves):
+            err.print("flower-batch: interrupted; the jobs' containers are stopped and their records written")
+            raise typer.Exit(130) from None
+        raise
     except (Interrupted, KeyboardInterrupt):
         err.print("flower-batch: interrupted; the jobs' containers are stopped and their records written")
         raise typer.Exit(130) from None

@@ -17,6 +17,7 @@ from rich.table import Table
 from .backend.docker_backend import DockerBackend
 from .cli import HOME_OPT, _run_async, _runtime_image, app, err, fail, out
 from .errors import FlowerBatchError
+from .gateway.host_modes import mode_problem
 from .layout import Home
 from .matrix import (
     BatchResults,
@@ -113,7 +114,12 @@ def matrix(
     except FlowerBatchError as exc:
         fail(str(exc))
         raise
+    if parallel < 1:
+        fail(f"-j/--parallel {parallel}: give at least 1 (the number of jobs run at once)")
     missing = jf.missing_secrets(os.environ)
+    # Each gateway mode's needs (anthropic: the host's key), checked before any job is queued.
+    missing += [f"{jf.path.name}: {problem}" for mode in jf.gateway_modes
+                if (problem := mode_problem(mode, os.environ))]
     if missing:
         for line in missing:
             err.print(f"[red]flower-batch:[/red] {line}")

@@ -2,7 +2,9 @@
 
 Every job's record is written when it is queued, when it starts and when it ends (atomically), so
 killing the orchestrator at any moment loses no finished job, and the next `matrix` run knows
-exactly which jobs are unfinished.
+exactly which jobs are unfinished. A job that is re-run keeps its previous finished record until it
+actually starts: killed before that, the batch still has its earlier verdict (and the next run's
+plan decides again, from the same inputs, whether it must run).
 """
 
 from __future__ import annotations
@@ -14,10 +16,11 @@ from pathlib import Path
 import anyio
 
 from .backend import Backend
+from .errors import FlowerBatchError
 from .gateway.budget import batch_spent
 from .gateway.sidecar import GatewaySidecar
 from .layout import Home
-from .matrix import JobOutcome, JobRecord, JobSpec, Status, new_record, read_record, write_record
+from .matrix import JobOutcome, JobRecord, JobSpec, Status, new_record, write_record
 from .runner import JobContext, now_iso, run_job
 from .session import Session
 
@@ -45,9 +48,8 @@ async def run_jobs(
     for job, previous in jobs:
         jd = home.job(batch, job.id)
         jd.root.mkdir(parents=True, exist_ok=True)
-        attempt = previous.attempt + 1 if previous else 1
-        write_record(jd.record_path, new_record(job, batch=batch, image_id=image_id, attempt=attempt,
-                                                queued_at=now_iso(), versions=versions))
+        if previous is None or not previous.finished:
+            write_record(jd.record_path, _queued(job, batch, image_id, versions, previous))
         if on_state:
             on_state(job.id, "queued")
     done: dict[str, JobRecord] = {}
@@ -71,15 +73,22 @@ async def run_jobs(
 
             async def one(job: JobSpec, previous: JobRecord | None) -> None:
                 async with limiter:
+                    path = home.job(batch, job.id).record_path
+                    queued = _queued(job, batch, image_id, versions, previous)
                     if budget_usd is not None and batch_spent(home.batch_dir(batch)) >= budget_usd:
-                        done[job.id] = _skip(home.job(batch, job.id).record_path, job, budget_usd)
-                        if on_state:
-                            on_state(job.id, Status.SKIPPED.value)
+                        reason = f"not started: the batch budget (${budget_usd:.4f}) was spent"
+                        done[job.id] = _finish(path, queued, job, Status.SKIPPED, reason, on_state)
                         return
-                    gw = await gateway_for(job)
-                    ctx = JobContext(backend=backend, batch=batch, session=session.id, image_id=image_id,
-                                     gateway=gw, versions=versions, on_state=on_state, search=list(search))
-                    done[job.id] = await run_job(ctx, job, home.job(batch, job.id), previous=previous)
+                    try:
+                        gw = await gateway_for(job)
+                        ctx = JobContext(backend=backend, batch=batch, session=session.id, image_id=image_id,
+                                         gateway=gw, versions=versions, on_state=on_state, search=list(search))
+                        done[job.id] = await run_job(ctx, job, home.job(batch, job.id), previous=previous)
+                    except FlowerBatchError as exc:
+                        # One job's setup failed (its gateway did not start, its folder could not be
+                        # made): that job ends `error` with the reason; the others go on.
+                        reason = " ".join(str(exc).split()) or type(exc).__name__
+                        done[job.id] = _finish(path, queued, job, Status.ERROR, reason, on_state)
 
             async with anyio.create_task_group() as tg:
                 for job, previous in jobs:
@@ -87,10 +96,19 @@ async def run_jobs(
     return done
 
 
-def _skip(path: Path, job: JobSpec, budget_usd: float) -> JobRecord:
-    """The record of a job the batch budget left no money for."""
-    reason = f"not started: the batch budget (${budget_usd:.4f}) was spent"
-    outcome = JobOutcome(job_id=job.id, status=Status.SKIPPED, gateway_mode=job.gateway.mode, reason=reason)
-    record = read_record(path).with_outcome(outcome, finished_at=now_iso())
+def _queued(job: JobSpec, batch: str, image_id: str, versions: dict[str, str], previous: JobRecord | None) -> JobRecord:
+    attempt = previous.attempt + 1 if previous else 1
+    return new_record(job, batch=batch, image_id=image_id, attempt=attempt, queued_at=now_iso(), versions=versions)
+
+
+def _finish(path: Path, queued: JobRecord, job: JobSpec, status: Status, reason: str,
+            on_state: StateHook | None) -> JobRecord:
+    """The record of a job that ended without running: skipped (no budget left) or error (its
+    setup failed)."""
+    outcome = JobOutcome(job_id=job.id, status=status, gateway_mode=job.gateway.mode, reason=reason)
+    record = queued.with_outcome(outcome, finished_at=now_iso())
+    path.parent.mkdir(parents=True, exist_ok=True)
     write_record(path, record)
+    if on_state:
+        on_state(job.id, status.value)
     return record

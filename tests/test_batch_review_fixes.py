@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from flower_batch.gateway.routing import PerJobLog
 
 
@@ -67,8 +69,6 @@ def test_run_spec_hashes_workspace_and_scenario(tmp_path: Path) -> None:
 
 
 def test_run_refuses_unset_secret_and_bad_cpus_before_anything_exists(tmp_path: Path) -> None:
-    import pytest
-
     from flower_batch.errors import FlowerBatchError
 
     with pytest.raises(FlowerBatchError, match="NOPE_X"):
@@ -97,7 +97,6 @@ def test_run_cli_refuses_unset_secret_without_creating_the_job(tmp_path: Path) -
 
 
 def test_env_names_one_rule_for_cli_and_jobs_toml(tmp_path: Path) -> None:
-    import pytest
     import typer
 
     from flower_batch.cli import _parse_env
@@ -127,3 +126,95 @@ def test_env_names_one_rule_for_cli_and_jobs_toml(tmp_path: Path) -> None:
         assert toml_ok(name) is allowed, name
     with pytest.raises(typer.Exit):
         _parse_env(["1BAD=x"])
+
+
+def _spec(job_id: str, mode: str = "anthropic"):
+    from flower_batch.matrix import GatewaySpec, JobSpec
+
+    return JobSpec(id=job_id, task="t", variant="v", repeat=1, matrix={}, prompt="hi", gateway=GatewaySpec(mode=mode))
+
+
+@pytest.mark.anyio
+async def test_a_job_whose_gateway_cannot_start_ends_error_and_earlier_verdicts_survive_until_start(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """No ANTHROPIC_API_KEY: each job's gateway fails. That must not crash the batch (no
+    ExceptionGroup) nor leave `queued` records; and a job with an earlier finished record keeps it
+    until the job itself is started."""
+    from flower_batch.backend.fake import FakeBackend
+    from flower_batch.layout import Home
+    from flower_batch.matrix import JobOutcome, Status, new_record, read_record, write_record
+    from flower_batch.scheduler import run_jobs
+
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    home = Home(tmp_path / "home")
+    first, second = _spec("first"), _spec("second")
+    old = new_record(second, batch="b", image_id="sha256:img", attempt=1).with_outcome(
+        JobOutcome(job_id="second", status=Status.PASSED, gateway_mode="anthropic"), finished_at="2026-01-01T00:00:00+00:00")
+    write_record(home.job("b", "second").record_path, old)
+    seen: dict[str, str] = {}
+
+    def on_state(job_id: str, state: str) -> None:
+        if job_id == "first" and state == "error":
+            seen["second"] = read_record(home.job("b", "second").record_path).status
+
+    async with FakeBackend() as backend:
+        done = await run_jobs(backend, home, "b", [(first, None), (second, old)], image_id="sha256:img",
+                              versions={}, parallel=1, on_state=on_state)
+    assert seen == {"second": "passed"}  # not overwritten by `queued` before it started
+    for job_id in ("first", "second"):
+        record = read_record(home.job("b", job_id).record_path)
+        assert record.status == "error" and done[job_id].status == "error"
+        assert "ANTHROPIC_API_KEY" in (record.reason or "")
+    assert read_record(home.job("b", "second").record_path).attempt == 2
+
+
+def _jobs_file(tmp_path: Path, gateway: str) -> Path:
+    (tmp_path / "ws").mkdir(exist_ok=True)
+    path = tmp_path / "jobs.toml"
+    path.write_text(f'[batch]\nname = "b"\n[defaults]\ngateway = {gateway}\n'
+                    '[tasks.t]\nworkspace = "ws"\nprompt = "hi"\n')
+    return path
+
+
+def _matrix(tmp_path: Path, *args: str, env: dict[str, str] | None = None):
+    from typer.testing import CliRunner
+
+    from flower_batch import matrix_cmd  # noqa: F401 — registers `matrix` and `report`
+    from flower_batch.cli import app
+
+    return CliRunner().invoke(app, [*args, "--home", str(tmp_path / "home")], env=env)
+
+
+def test_matrix_checks_gateway_mode_needs_before_anything_runs(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    jobs = _jobs_file(tmp_path, '{ mode = "anthropic" }')
+    result = _matrix(tmp_path, "matrix", str(jobs), "--image", "sha256:" + "0" * 64)
+    assert result.exit_code == 2
+    assert "gateway mode anthropic needs your API key in ANTHROPIC_API_KEY" in result.output
+    assert "Traceback" not in result.output
+    assert not (tmp_path / "home" / "b").exists()
+
+
+@pytest.mark.parametrize("parallel", ["0", "-3"])
+def test_matrix_refuses_parallel_below_one(tmp_path: Path, parallel: str) -> None:
+    jobs = _jobs_file(tmp_path, '{ mode = "anthropic" }')
+    result = _matrix(tmp_path, "matrix", str(jobs), "-j", parallel, "--dry-run",
+                     env={"ANTHROPIC_API_KEY": "sk-test"})
+    assert result.exit_code == 2
+    assert "--parallel" in result.output and len(result.output.strip().splitlines()) == 1
+
+
+def test_run_async_says_an_exception_group_of_our_errors_in_one_line(capsys) -> None:
+    import typer
+
+    from flower_batch.cli import _run_async
+    from flower_batch.gateway.sidecar import GatewayError
+
+    async def boom() -> None:
+        raise ExceptionGroup("task group", [GatewayError("the gateway\ndid not start"), GatewayError("again")])
+
+    with pytest.raises(typer.Exit) as exit_info:
+        _run_async(boom)
+    assert exit_info.value.exit_code == 2
+    assert capsys.readouterr().err.strip() == "flower-batch: the gateway did not start"

@@ -65,3 +65,13 @@ def mode_setup(
     if batch_budget_usd is not None:
         setup.args += ["--batch-budget-usd", repr(float(batch_budget_usd))]
     return setup
+
+
+def mode_problem(mode: str, environ: Mapping[str, str]) -> str | None:
+    """What the host lacks to start a gateway of `mode` (e.g. anthropic without the key), or None.
+    Checked before a batch starts; scenario files are the jobs file's business."""
+    try:
+        mode_setup(mode, scenario_path="scenario", batch_budget_usd=None, environ=environ)
+    except GatewayModeError as exc:
+        return str(exc)
+    return None

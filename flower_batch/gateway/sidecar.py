@@ -88,7 +88,13 @@ class GatewaySidecar:
         }
 
     async def __aenter__(self) -> GatewaySidecar:
-        await self.start()
+        try:
+            await self.start()
+        except BaseException:
+            # A gateway that did not come up leaves no network or container behind.
+            with anyio.CancelScope(shield=True):
+                await self.stop()
+            raise
         return self
 
     async def __aexit__(self, *exc: object) -> None:
