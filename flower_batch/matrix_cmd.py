@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -13,6 +12,8 @@ import typer
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
+
+from flower.fileio import write_atomic
 
 from .backend.docker_backend import DockerBackend
 from .cli import HOME_OPT, _run_async, _runtime_image, app, err, fail, out
@@ -182,7 +183,7 @@ def _write_batch_file(batch_dir: Path, jobs_file: Path, image_id: str, versions:
     batch_dir.mkdir(parents=True, exist_ok=True)
     data = {"jobs_file": str(jobs_file), "image_id": image_id, "versions": versions, "gateway_modes": modes,
             "updated_at": datetime.now(UTC).isoformat(timespec="seconds")}
-    (batch_dir / "batch.json").write_text(json.dumps(data, indent=2) + "\n")
+    write_atomic(batch_dir / "batch.json", json.dumps(data, indent=2) + "\n")
 
 
 def _report(h: Home, batch: str, *, jobs: list | None, image_id: str | None) -> BatchResults:
@@ -190,7 +191,7 @@ def _report(h: Home, batch: str, *, jobs: list | None, image_id: str | None) -> 
     loaded = load_records(batch_dir, [j.id for j in jobs] if jobs else None)
     records: dict[str, JobRecord] = {k: v for k, v in loaded.items() if isinstance(v, JobRecord)}
     for job_id, problem in loaded.items():
-        if not isinstance(problem, JobRecord) and not isinstance(problem, FileNotFoundError):
+        if not isinstance(problem, JobRecord):
             err.print(f"[yellow]warning:[/yellow] {job_id}: {problem}")
     tails = {}
     for job_id in records:
@@ -219,14 +220,17 @@ def report(
     meta = bdir / "batch.json"
     image_id = None
     if meta.exists():
-        data = json.loads(meta.read_text())
+        try:
+            data = json.loads(meta.read_text(encoding="utf-8"))
+            if not isinstance(data, dict):
+                raise ValueError("not a JSON object")
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            err.print(f"[yellow]warning:[/yellow] {meta} is unreadable ({exc}); reporting from the job records",
+                      markup=True)
+            data = {}
         image_id = data.get("image_id")
         try:
             jobs = list(load_jobs_file(Path(data["jobs_file"])).jobs)
-        except (FlowerBatchError, OSError, KeyError):
+        except (FlowerBatchError, OSError, KeyError, TypeError):
             jobs = None  # the jobs file moved or changed: report what the records say
     _report(h, batch, jobs=jobs, image_id=image_id)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(app())

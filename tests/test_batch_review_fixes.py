@@ -218,3 +218,36 @@ def test_run_async_says_an_exception_group_of_our_errors_in_one_line(capsys) -> 
         _run_async(boom)
     assert exit_info.value.exit_code == 2
     assert capsys.readouterr().err.strip() == "flower-batch: the gateway did not start"
+
+
+def test_report_on_a_damaged_batch_json_warns_once_and_reports_from_records(tmp_path: Path) -> None:
+    from flower_batch.layout import Home
+    from flower_batch.matrix import JobOutcome, Status, new_record, write_record
+
+    home = Home(tmp_path / "home")
+    job = _spec("t.v.r1")
+    record = new_record(job, batch="b", image_id="sha256:img", attempt=1).with_outcome(
+        JobOutcome(job_id=job.id, status=Status.PASSED, gateway_mode="anthropic"), finished_at="2026-01-01T00:00:00+00:00")
+    write_record(home.job("b", job.id).record_path, record)
+    (home.batch_dir("b") / "batch.json").write_text('{"jobs_file": "/x/jobs.toml", "image_')  # cut short
+    result = _matrix(tmp_path, "report", "b")
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert result.exit_code == 0
+    assert sum("batch.json is unreadable" in line for line in result.output.splitlines()) == 1
+    assert (home.batch_dir("b") / "report" / "results.json").exists()
+
+
+def test_batch_file_is_written_atomically(tmp_path: Path, monkeypatch) -> None:
+    from flower_batch import matrix_cmd
+
+    calls: list[Path] = []
+    real = matrix_cmd.write_atomic
+
+    def spy(path, data, **kw):  # type: ignore[no-untyped-def]
+        calls.append(Path(path))
+        real(path, data, **kw)
+
+    monkeypatch.setattr(matrix_cmd, "write_atomic", spy)
+    matrix_cmd._write_batch_file(tmp_path / "b", tmp_path / "jobs.toml", "sha256:img", {}, "scripted")
+    assert calls == [tmp_path / "b" / "batch.json"]
+    assert json.loads((tmp_path / "b" / "batch.json").read_text())["image_id"] == "sha256:img"
