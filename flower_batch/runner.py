@@ -95,7 +95,6 @@ async def run_job(
     waking: bool = False,
     previous: JobRecord | None = None,
 ) -> JobRecord:
-    prepare(jd, job, fresh=not waking, search=ctx.search, flows_from=ctx.flows_from)
     record = JobRecord(
         job_id=job.id, batch=ctx.batch, inputs_hash=job.inputs_hash(ctx.image_id), image_id=ctx.image_id,
         status="running", spec={**job.to_dict(), "persistent": persistent}, gateway_mode=job.gateway.mode,
@@ -110,6 +109,9 @@ async def run_job(
     exit_code: int | None = None
     container: str | None = None
     try:
+        # Inside the try: a workspace that cannot be copied, a workflow that cannot be found
+        # still end with a finished record saying why.
+        prepare(jd, job, fresh=not waking, search=ctx.search, flows_from=ctx.flows_from)
         env = {
             **job.environment(os.environ),
             **ctx.gateway.job_env(job.id),
@@ -159,7 +161,11 @@ async def run_job(
     except LookupError as exc:  # a secret named in the job is not set on the host
         error = str(exc).strip("'\"")
     except FlowerBatchError as exc:
-        error = str(exc)
+        error = _one_line(str(exc))
+    except TimeoutError:  # the container did not stop even after a kill
+        error = "the container did not stop after a kill; it was removed"
+    except OSError as exc:  # the job's folder: copying the workspace, writing logs
+        error = _one_line(f"{type(exc).__name__}: {exc}")
     finally:
         if container:
             with anyio.CancelScope(shield=True):
@@ -171,7 +177,12 @@ async def run_job(
     check_output: str | None = None
     if error is None and not timed_out and workflow_ok and job.check:
         _state(ctx, job.id, "checking")
-        check_exit, check_output = await run_check(ctx, job, jd)
+        try:
+            check_exit, check_output = await run_check(ctx, job, jd)
+        except TimeoutError:
+            error = "the check's container did not stop after a kill; it was removed"
+        except (FlowerBatchError, OSError) as exc:
+            error = _one_line(f"the check could not run: {exc}")
     gateway = gateway_outcome(jd.logs, job.gateway.mode)  # metered outside the container: survives a kill
     if gateway.divergence and error is None:
         error = gateway.divergence
@@ -193,6 +204,10 @@ async def run_job(
     write_record(jd.record_path, record)
     _state(ctx, job.id, status.value)
     return record
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
 
 
 def _last_error(rows: list[dict]) -> str:
