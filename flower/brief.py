@@ -20,6 +20,8 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from pathlib import Path
 
+from .fileio import write_atomic
+
 HEADER = "# 需求确认书"
 SECTIONS = ("目标", "验收标准", "边界", "未知与假设")
 EMPTY = "(未填)"
@@ -296,7 +298,5 @@ def _find_heading(lines: Iterable[str], heading: str) -> int | None:
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    # A unique temp file: the input thread (amend) and a gate may write 需求.md at once.
+    write_atomic(path, text)

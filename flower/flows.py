@@ -26,6 +26,7 @@ from typing import Any
 
 from .brief import append_wake_words, parse_brief, read_brief, write_brief
 from .channel import HumanChannel
+from .fileio import write_atomic
 from .goal import Goal, Verdict, parse_goal, parse_verdict, render_goal
 from .roles import READ_TOOLS, allow_only, clarify, coordinator, guard_hooks, judge, require_git, worker
 from .spec import AgentSpec
@@ -251,10 +252,7 @@ def read_goal(path: str | os.PathLike) -> Goal | None:
 
 
 def _write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, text)
 
 
 def goal_step(

@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from .fileio import write_atomic
+
 SECTIONS = ("现在在做什么", "已经定下的", "走不通的路", "下一步", "现场")
 REQUIRED = ("现在在做什么", "下一步")
 DEFAULT_WINDOW = 200_000
@@ -213,10 +215,7 @@ def write_prompt(path: Path) -> str:
 
 def save(path: Path, text: str) -> Path:
     """Write the document atomically (a reader never sees half a file)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, text)
     return path
 
 

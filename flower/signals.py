@@ -42,6 +42,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from .fileio import write_atomic
+
 Ask = Callable[[], str]
 
 
@@ -184,11 +186,7 @@ def shielded_cli(real: str | None, directory: str | os.PathLike) -> str | None:
     path = Path(directory) / f"claude-{digest}"
     try:
         if not path.is_file() or path.read_text(encoding="utf-8") != text:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-            tmp.write_text(text, encoding="utf-8")
-            os.chmod(tmp, 0o755)
-            os.replace(tmp, path)
+            write_atomic(path, text, mode=0o755)
         if not os.access(path, os.X_OK):  # e.g. a noexec mount
             return None
     except OSError:

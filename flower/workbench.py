@@ -17,6 +17,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from .fileio import write_atomic
+
 ARTIFACT_THRESHOLD = 2000
 INDEX_LIMIT = 200  # lines of files listed; beyond this INDEX.md only counts them
 _DESCRIBE_BYTES = 4096
@@ -69,9 +71,7 @@ class Workbench:
                 return self.index
         except (OSError, UnicodeDecodeError):
             pass
-        tmp = self.index.with_name(self.index.name + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, self.index)
+        write_atomic(self.index, text)
         return self.index
 
     def files(self) -> list[Path]:
