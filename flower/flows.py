@@ -143,10 +143,6 @@ async def _emit_async(ctx: dict, kind: str, payload: dict) -> None:
             pass
 
 
-def _render(prompt: str | Callable[[dict], str], ctx: dict) -> str:
-    return prompt(ctx) if callable(prompt) else prompt
-
-
 # -- 确认需求 --------------------------------------------------------------------------------------
 
 

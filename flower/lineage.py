@@ -18,10 +18,6 @@ from pathlib import Path
 from .fileio import write_atomic
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    write_atomic(path, text)
-
-
 class Lineage:
     FILE = "lineage.json"
 
@@ -72,7 +68,7 @@ class Lineage:
         data = {"workspace": self.workspace, "woke": self.woke, "steps": self.steps}
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(self.path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+            write_atomic(self.path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
         except OSError:
             pass
 

@@ -46,8 +46,3 @@ class StepResult:
         row["duration_s"] = self.duration_s
         row["run"] = run_id
         return row
-
-    @classmethod
-    def from_row(cls, row: dict) -> StepResult:
-        names = set(cls.__dataclass_fields__)
-        return cls(**{k: v for k, v in row.items() if k in names})

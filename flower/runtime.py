@@ -61,6 +61,7 @@ from .handoff import save as save_doc
 from .manifest import Manifest, new_run_id
 from .resilience import Resilience, classify_result, endpoint, reachable
 from .result import StepResult, now_iso
+from .roles import tool_base
 from .signals import bundled_cli, shielded_cli
 from .spec import AgentSpec
 from .store import SQLiteSessionStore, context_tokens
@@ -92,11 +93,6 @@ class _Attempt:
     model: str = ""
     handoff_doc: Path | None = None  # set when this process ended by handing over
     internal: bool = False  # a bug on our side, not the infrastructure's: never retried
-
-
-def _tool_base(name: str) -> str:
-    """`Bash(git:*)` -> `Bash`: the CLI's --tools flag takes bare tool names."""
-    return name.split("(", 1)[0].strip()
 
 
 def _session_of(msg: Any) -> str:
@@ -143,7 +139,7 @@ class Runtime:
         self.project_key = project_key_for_directory(str(self.workspace))
         self.sqlite = SQLiteSessionStore(self.run_dir / "sessions.db")
         self.store: Any = self._wrap_store(self.sqlite)
-        self.resilience = self._make_resilience(resilience)
+        self.resilience = Resilience.from_value(resilience)
         self.handoff = Handoff.from_value(handoff)
         self.workbench = workbench
         self.run_id = new_run_id()
@@ -174,10 +170,6 @@ class Runtime:
         return PruningSessionStore(  # type: ignore[abstract]
             sqlite, ephemeral=self.ephemeral, keep_denials=self.keep_denials, trim=trimmer
         )
-
-    @staticmethod
-    def _make_resilience(value: Any) -> Resilience:
-        return Resilience.from_value(value)
 
     @property
     def manifest_path(self) -> Path:
@@ -369,7 +361,7 @@ class Runtime:
             env.update(self.handoff.cli_env())  # forced: a silent compaction would defeat handoff
         elif spec.compact is False:
             env.setdefault("DISABLE_AUTO_COMPACT", "1")
-        tools = [_tool_base(t) for t in spec.allowed_tools if not t.startswith("mcp__")]
+        tools = [tool_base(t) for t in spec.allowed_tools if not t.startswith("mcp__")]
         if spec.agents and "Agent" not in tools:
             tools.append("Agent")
         kwargs: dict[str, Any] = dict(
