@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import inspect
 import logging
 import os
@@ -93,6 +94,22 @@ class _Attempt:
     model: str = ""
     handoff_doc: Path | None = None  # set when this process ended by handing over
     internal: bool = False  # a bug on our side, not the infrastructure's: never retried
+
+
+MAX_INPUT_CHARS = 1000
+
+
+def compact_input(value: Any) -> Any:
+    """A tool input as the manifest keeps it: long strings (a Write's whole file, say) become
+    their head plus a digest, so rows stay small yet two runs' calls still compare exactly."""
+    if isinstance(value, str) and len(value) > MAX_INPUT_CHARS:
+        digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        return f"{value[:200]}… [{len(value)} chars, sha256:{digest}]"
+    if isinstance(value, dict):
+        return {k: compact_input(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [compact_input(v) for v in value]
+    return value
 
 
 def _session_of(msg: Any) -> str:
@@ -465,7 +482,7 @@ class Runtime:
                                 last_text_id = key
                                 await self._emit(on_event, "text", {"text": block.text})
                             elif isinstance(block, ToolUseBlock):
-                                got.tool_calls.append({"name": block.name, "input": block.input})
+                                got.tool_calls.append({"name": block.name, "input": compact_input(block.input)})
                                 await self._emit(on_event, "tool", {"name": block.name, "input": block.input})
                     elif isinstance(msg, TaskStartedMessage):
                         background.add(msg.task_id)

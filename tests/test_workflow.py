@@ -220,3 +220,14 @@ async def test_a_failing_event_hook_never_fails_the_step_or_loses_its_row(tmp_pa
     assert len(message_requests(srv)) == 1  # not retried as if it were an outage
     rows = json.loads(rt.manifest_path.read_text())
     assert [r["step"] for r in rows] == ["worker"] and rows[0]["ok"]
+
+
+def test_long_tool_inputs_are_kept_as_head_and_digest():
+    from flower.runtime import compact_input
+
+    big = "x" * 5000
+    short = compact_input({"file_path": "/w/a.txt", "content": big, "list": [big]})
+    assert short["file_path"] == "/w/a.txt"
+    assert short["content"].startswith("x" * 200) and "5000 chars, sha256:" in short["content"]
+    assert len(short["content"]) < 300 and short["list"][0] == short["content"]
+    assert compact_input({"content": big + "y"})["content"] != short["content"]  # still tells runs apart
