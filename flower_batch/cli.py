@@ -18,6 +18,7 @@ from rich.table import Table
 from .backend.docker_backend import DockerBackend
 from .envnames import env_name_problem, looks_secret
 from .errors import FlowerBatchError
+from .gateway.host_modes import mode_label
 from .gateway.metering import read_meter, read_summary
 from .jobs import ADHOC_BATCH, adhoc_spec, job_scenario, start_job
 from .labels import BATCH, JOB, MANAGED
@@ -89,17 +90,13 @@ def _finish(record: JobRecord) -> None:
     raise typer.Exit(0 if record.status == "passed" else 1)
 
 
-def _mode_label(mode: str) -> str:
-    return {"scripted": "scripted (offline, no real model)", "replay": "replay of a recording",
-            "anthropic": "Anthropic API via the gateway"}.get(mode, mode)
+_mode_label = mode_label  # one table: gateway/host_modes.py
 
 
 def _runtime_image(ref: str) -> tuple[str, dict[str, str]]:
-    from .image import read_image
+    from .image import image_versions
 
-    img = read_image(ref)
-    versions = {"flower_batch": img.flower_batch_version, "sdk": img.sdk_version, "cli": img.cli_version}
-    return img.id, versions
+    return image_versions(ref)
 
 
 class Interrupted(Exception):

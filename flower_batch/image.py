@@ -106,6 +106,12 @@ class RuntimeImage:
         )
 
 
+def image_versions(ref: str) -> tuple[str, dict[str, str]]:
+    """(id, versions) of a runtime image by id or tag: what a job record pins (ImageMissing if absent)."""
+    img = read_image(ref)
+    return img.id, {"flower_batch": img.flower_batch_version, "sdk": img.sdk_version, "cli": img.cli_version}
+
+
 def read_image(ref: str, docker_host: str | None = None) -> RuntimeImage:
     """The versions and labels of a runtime image by id or tag (ImageMissing if absent)."""
     images = DockerImages(docker_host)

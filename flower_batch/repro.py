@@ -272,12 +272,11 @@ def write_report(plan: ReproPlan, repro: JobDir, record: JobRecord, diff: ReproD
 
 def image_versions(ref: str) -> tuple[str, dict[str, str]]:
     """(id, versions) of a runtime image; ReproError when it is not in the engine."""
-    from .image import read_image
+    from .image import image_versions as read_versions
 
     try:
-        img = read_image(ref)
+        return read_versions(ref)
     except ImageMissing:
         raise ReproError(
             f"image {ref[:19]} is not in the Docker engine: rebuild it, or pass --image TAG --allow-drift"
         ) from None
-    return img.id, {"flower_batch": img.flower_batch_version, "sdk": img.sdk_version, "cli": img.cli_version}

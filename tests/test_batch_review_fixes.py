@@ -301,3 +301,26 @@ def replace_timeout(job, seconds: float):  # type: ignore[no-untyped-def]
     from dataclasses import replace
 
     return replace(job, timeout_s=seconds)
+
+
+def test_one_table_each_for_modes_labels_memory_and_image_versions(monkeypatch) -> None:
+    from types import SimpleNamespace
+
+    from flower_batch import cli, image, repro
+    from flower_batch.backend.base import parse_memory as strict_memory
+    from flower_batch.gateway import host_modes, modes
+    from flower_batch.matrix import gateway_label, parse_memory
+
+    assert modes.MODES is host_modes.MODES
+    for mode in (*host_modes.MODES, "other"):
+        assert cli._mode_label(mode) == gateway_label(mode) == host_modes.mode_label(mode)
+        assert modes.describe(mode, None).startswith(host_modes.mode_label(mode))
+    for text in ("512m", "2g", "1.5GiB", "1024", "3k"):
+        assert strict_memory(text) == parse_memory(text)
+    with pytest.raises(ValueError):
+        strict_memory("lots")
+
+    fake = SimpleNamespace(id="sha256:abc", flower_batch_version="1", sdk_version="2", cli_version="3")
+    monkeypatch.setattr(image, "read_image", lambda ref: fake)
+    assert cli._runtime_image("x") == repro.image_versions("x") == image.image_versions("x") == (
+        "sha256:abc", {"flower_batch": "1", "sdk": "2", "cli": "3"})

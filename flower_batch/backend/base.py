@@ -12,7 +12,6 @@ Errors are the project's own (`flower_batch.errors`): `DaemonUnavailable`, `Imag
 from __future__ import annotations
 
 import abc
-import re
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -178,18 +177,15 @@ def labels_match(have: Mapping[str, str], want: LabelFilter) -> bool:
     return all(k in have and (v is None or have[k] == v) for k, v in want.items())
 
 
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
-
-
 def parse_memory(value: int | str) -> int:
-    """Bytes from an int or a size string ("512m", "2g", "1.5G"); ValueError on nonsense."""
-    if isinstance(value, int):
-        return value
-    m = _SIZE.match(value)
-    if not m:
+    """Bytes from an int or a size string ("512m", "2g", "1.5G"); ValueError on nonsense.
+    The same parser as jobs.toml's `memory` (matrix/_units.py), strict."""
+    from ..matrix._units import parse_memory as parse_size
+
+    size = parse_size(value)
+    if size is None:
         raise ValueError(f"memory limit {value!r} is not a size (use bytes or e.g. 512m, 2g)")
-    unit = m.group(2).lower()
-    return int(float(m.group(1)) * (1024 ** ("kmgt".index(unit) + 1) if unit else 1))
+    return size
 
 
 SIGNALS = {"SIGHUP": 1, "SIGINT": 2, "SIGQUIT": 3, "SIGKILL": 9, "SIGUSR1": 10, "SIGUSR2": 12, "SIGTERM": 15}

@@ -23,6 +23,12 @@ HOST_KEY_ENV = "ANTHROPIC_API_KEY"
 UPSTREAM_ENV = "FLOWER_BATCH_UPSTREAM"
 DEFAULT_UPSTREAM = "https://api.anthropic.com"
 GATEWAY_KEY_ENV = "FB_UPSTREAM_KEY"  # = proxy.KEY_ENV, spelled here so the host never imports flower
+# How each mode is named to people: every output says which model produced it.
+MODE_LABELS = {"scripted": "scripted model", "replay": "replayed recording", "anthropic": "Anthropic API"}
+
+
+def mode_label(mode: str) -> str:
+    return MODE_LABELS.get(mode, mode)
 
 
 class GatewayModeError(FlowerBatchError):

@@ -13,16 +13,10 @@ from pathlib import Path
 from flower.scripted import Responder, Scenario, ScriptedResponder
 
 from .budget import Budgets
-from .proxy import DEFAULT_UPSTREAM, KEY_ENV, ProxyResponder, Upstream, UpstreamError
+from .host_modes import DEFAULT_UPSTREAM, MODES, mode_label
+from .proxy import KEY_ENV, ProxyResponder, Upstream, UpstreamError
 from .replay import ReplayResponder
 from .tap import Tap
-
-MODES = ("scripted", "anthropic", "replay")
-LABELS = {
-    "scripted": "scripted model",
-    "anthropic": "Anthropic API via proxy",
-    "replay": "replayed recordings",
-}
 
 
 class GatewayConfigError(ValueError):
@@ -69,5 +63,5 @@ def build_gateway(
 
 def describe(mode: str, upstream: str | None) -> str:
     if mode == "anthropic":
-        return f"{LABELS[mode]} {Upstream(upstream or DEFAULT_UPSTREAM).url}"
-    return LABELS.get(mode, mode)
+        return f"{mode_label(mode)} via proxy {Upstream(upstream or DEFAULT_UPSTREAM).url}"
+    return mode_label(mode)

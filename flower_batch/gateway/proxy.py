@@ -22,10 +22,8 @@ from urllib.parse import urlsplit
 
 from flower.scripted import ParsedRequest, ResponsePlan, SSEEvent
 
+from .host_modes import GATEWAY_KEY_ENV as KEY_ENV
 from .recording import KEPT_RESPONSE_HEADERS
-
-DEFAULT_UPSTREAM = "https://api.anthropic.com"
-KEY_ENV = "FB_UPSTREAM_KEY"
 
 # Never forwarded: hop-by-hop headers, the job's credentials, and what the proxy sets itself.
 _DROP = frozenset(

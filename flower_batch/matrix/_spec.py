@@ -8,15 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from ..envnames import unset_names
+from ..gateway.host_modes import mode_label
 from ._hashing import json_hash
 
 INPUTS_FORMAT = "flower-batch/inputs@1"
-GATEWAY_LABELS = {"scripted": "scripted model", "replay": "replayed recording", "anthropic": "Anthropic API"}
-
-
-def gateway_label(mode: str) -> str:
-    """How a gateway mode is named to people: every output says which model produced it."""
-    return GATEWAY_LABELS.get(mode, mode)
+gateway_label = mode_label  # how a gateway mode is named to people (one table: gateway/host_modes.py)
 
 
 @dataclass(frozen=True)
