@@ -64,20 +64,6 @@ QUICK = PROJECT / "scenarios" / "quick.toml"
 SLOW = PROJECT / "scenarios" / "slow.toml"
 
 
-def rescue_wired() -> bool:
-    """Whether `flower run` handles SIGTERM with Runtime.rescue() (R-27) in these sources (the
-    image under test is built from them)."""
-    signals_py = REPO / "flower" / "signals.py"
-    return (
-        signals_py.is_file()
-        and "rescue(" in signals_py.read_text()
-        and "signals" in (REPO / "flower" / "cli.py").read_text()
-    )
-
-
-RESCUE_PENDING = "flower run has no SIGTERM handler calling Runtime.rescue() yet (flower/signals.py, R-27)"
-
-
 def start_slow(home: Path, name: str, tmp: Path, *extra: str) -> tuple[subprocess.Popen[str], Job]:
     """A `run` whose step stalls at the model; returns once the stalled request is in flight."""
     proc = fb_start(
@@ -448,8 +434,6 @@ def test_timeout_stops_the_job_with_status_timeout(timed_out) -> None:
 
 
 def test_timeout_sigterm_lets_flower_record_killed_by_signal(timed_out) -> None:
-    if not rescue_wired():
-        pytest.skip(RESCUE_PENDING)
     job, _ = timed_out
     rows = job.manifest()
     assert (
@@ -469,8 +453,7 @@ def test_ctrl_c_stops_the_container_and_writes_the_record(image_id: str, home: P
     assert not leftovers(home, "adhoc"), leftovers(home, "adhoc").describe()
     text = output_of(tmp_path, "interrupted")
     assert "Traceback" not in text and "\x1b[" not in text
-    if rescue_wired():
-        assert job.manifest()[-1]["error"] == "killed-by-signal"
+    assert job.manifest()[-1]["error"] == "killed-by-signal"
 
 
 # -- gc after a SIGKILLed orchestrator ---------------------------------------------------------------
