@@ -34,22 +34,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.pingjob import FLOW, SCENARIO  # noqa: E402
 from flower.scripted import ScriptedServer  # noqa: E402
 from flower_batch.image import build_image  # noqa: E402
 
 FB = ROOT / ".venv" / "bin" / "flower-batch"
-FLOW = """
-from flower import AgentSpec, Step, Workflow
-
-def main():
-    return Workflow([Step("ping", AgentSpec("pinger", permission_mode="bypassPermissions"), "ping")])
-"""
-SCENARIO = """
-[[rules]]
-name = "pong"
-when = { last_user_contains = "ping" }
-reply = [{ text = "pong" }]
-"""
 
 
 def timed(fn: Callable[[], object]) -> float:
