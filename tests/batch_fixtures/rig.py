@@ -198,8 +198,11 @@ def docker_client() -> Any:
 
 def sessions_of(home: Path, batch: str) -> set[str]:
     """Ids of the orchestrator sessions that ran a gateway for `batch` under `home`."""
+    from flower_batch.gateway.sidecar import gateway_name
+
     gw = home / batch / ".gateway"
-    pattern = re.compile(rf"^fb-{re.escape(batch)}-([0-9a-f]{{8}})")
+    prefix = gateway_name(batch, "")  # the name with an empty session: "fb-<batch>-<digest>-"
+    pattern = re.compile(rf"^{re.escape(prefix)}([0-9a-f]{{8}})")
     return {m.group(1) for p in (gw.iterdir() if gw.is_dir() else []) if (m := pattern.match(p.name))}
 
 
