@@ -29,6 +29,7 @@ from typing import Any
 
 import anyio
 from claude_agent_sdk import (
+    TERMINAL_TASK_STATUSES,
     AssistantMessage,
     ClaudeAgentOptions,
     ClaudeSDKClient,
@@ -43,8 +44,11 @@ from claude_agent_sdk import (
     SystemMessage,
     TaskNotificationMessage,
     TaskStartedMessage,
+    TaskUpdatedMessage,
     TextBlock,
+    ToolResultBlock,
     ToolUseBlock,
+    UserMessage,
     project_key_for_directory,
 )
 
@@ -110,6 +114,52 @@ def compact_input(value: Any) -> Any:
     if isinstance(value, list):
         return [compact_input(v) for v in value]
     return value
+
+
+class _Background:
+    """Background subagents the main thread will be woken by. A launch is known from the Agent
+    tool's result ("Async agent launched…") or from TaskStarted, whichever the CLI sends first;
+    it ends on a terminal TaskNotification or TaskUpdated (the CLI sometimes sends only one)."""
+
+    LAUNCHED = "Async agent launched"
+
+    def __init__(self) -> None:
+        self.launched: set[str] = set()  # tool_use ids of Agent calls still running
+        self.tasks: dict[str, str | None] = {}  # task id -> its tool_use id
+        self.finished: set[str] = set()  # tool_use ids already reported done
+
+    def note(self, msg: Any) -> None:
+        if isinstance(msg, UserMessage) and isinstance(msg.content, list):
+            for block in msg.content:
+                if isinstance(block, ToolResultBlock) and self.LAUNCHED in _block_text(block.content):
+                    if block.tool_use_id not in self.finished:
+                        self.launched.add(block.tool_use_id)
+        elif isinstance(msg, TaskStartedMessage):
+            self.tasks[msg.task_id] = msg.tool_use_id
+            if msg.tool_use_id and msg.tool_use_id not in self.finished:
+                self.launched.add(msg.tool_use_id)
+        elif isinstance(msg, TaskNotificationMessage):
+            self._finish(msg.task_id)
+        elif isinstance(msg, TaskUpdatedMessage) and (msg.patch or {}).get("status") in TERMINAL_TASK_STATUSES:
+            self._finish(msg.task_id)
+
+    def _finish(self, task_id: str) -> None:
+        tool_use_id = self.tasks.pop(task_id, None)
+        if tool_use_id:
+            self.launched.discard(tool_use_id)
+            self.finished.add(tool_use_id)
+
+    @property
+    def pending(self) -> bool:
+        return bool(self.launched or self.tasks)
+
+
+def _block_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
+    return ""
 
 
 def _session_of(msg: Any) -> str:
@@ -443,7 +493,7 @@ class Runtime:
         texts: dict[str, list[str]] = {}
         last_text_id = ""
         synthetic: str | None = None
-        background: set[str] = set()
+        background = _Background()
         final: ResultMessage | None = None
         # Handoff phases: "work" -> "due" (interrupt sent) -> "writing" (document asked for).
         phase = "work"
@@ -457,6 +507,7 @@ class Runtime:
                 await client.query(prompt)
                 async for msg in client.receive_messages():
                     await self._note_session(result, _session_of(msg), on_event)
+                    background.note(msg)
                     if isinstance(msg, AssistantMessage):
                         if msg.model == SYNTHETIC_MODEL or msg.error:
                             synthetic = "".join(b.text for b in msg.content if isinstance(b, TextBlock))
@@ -484,10 +535,6 @@ class Runtime:
                             elif isinstance(block, ToolUseBlock):
                                 got.tool_calls.append({"name": block.name, "input": compact_input(block.input)})
                                 await self._emit(on_event, "tool", {"name": block.name, "input": block.input})
-                    elif isinstance(msg, TaskStartedMessage):
-                        background.add(msg.task_id)
-                    elif isinstance(msg, TaskNotificationMessage):
-                        background.discard(msg.task_id)
                     elif isinstance(msg, ResultMessage):
                         got.cost_usd += msg.total_cost_usd or 0.0
                         got.num_turns += msg.num_turns or 0
@@ -513,7 +560,7 @@ class Runtime:
                             got.text = work_text
                             got.handoff_doc = self._save_handoff(result.step, reply, prompt, got, asked_at)
                             break
-                        if background and not msg.is_error:
+                        if background.pending and not msg.is_error:
                             continue  # a background subagent will wake the main thread again
                         final = msg
                         break
