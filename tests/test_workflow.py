@@ -231,3 +231,33 @@ def test_long_tool_inputs_are_kept_as_head_and_digest():
     assert short["content"].startswith("x" * 200) and "5000 chars, sha256:" in short["content"]
     assert len(short["content"]) < 300 and short["list"][0] == short["content"]
     assert compact_input({"content": big + "y"})["content"] != short["content"]  # still tells runs apart
+
+
+def test_background_subagents_are_waited_for_until_a_terminal_report():
+    from claude_agent_sdk import (
+        TaskNotificationMessage,
+        TaskStartedMessage,
+        TaskUpdatedMessage,
+        ToolResultBlock,
+        UserMessage,
+    )
+
+    from flower.runtime import _Background
+
+    launched = UserMessage([ToolResultBlock("toolu_1", [{"type": "text", "text": "Async agent launched successfully."}])])
+    started = TaskStartedMessage("task_started", {}, "t1", "coder", "u1", "s", tool_use_id="toolu_1")
+    # The CLI may report the launch before TaskStarted: pending from the tool result alone.
+    bg = _Background()
+    bg.note(launched)
+    assert bg.pending
+    bg.note(started)
+    bg.note(TaskUpdatedMessage("task_updated", {}, "t1", {"status": "running"}))
+    assert bg.pending  # not terminal yet
+    bg.note(TaskUpdatedMessage("task_updated", {}, "t1", {"status": "completed"}))
+    assert not bg.pending  # a terminal TaskUpdated alone ends it
+    # ...or a TaskNotification; a late copy of the launch result does not revive it.
+    bg = _Background()
+    bg.note(started)
+    bg.note(TaskNotificationMessage("task_notification", {}, "t1", "completed", "/o", "done", "u2", "s"))
+    bg.note(launched)
+    assert not bg.pending
