@@ -8,6 +8,7 @@ from pathlib import Path
 
 from flower.runtime import Runtime
 from flower.scripted import Scenario, ScriptedServer
+from flower.scripted.request import content_text
 
 
 @contextlib.contextmanager
@@ -25,22 +26,7 @@ def runtime(tmp_path: Path, srv: ScriptedServer, **kw) -> Runtime:
 
 def texts_of(request: dict) -> str:
     """All text a logged request carried in its messages (user and assistant, tool results too)."""
-    out: list[str] = []
-    for msg in request["body"].get("messages", []):
-        content = msg.get("content")
-        if isinstance(content, str):
-            out.append(content)
-            continue
-        for block in content or []:
-            if block.get("type") == "text":
-                out.append(block.get("text", ""))
-            elif block.get("type") == "tool_result":
-                c = block.get("content")
-                if isinstance(c, str):
-                    out.append(c)
-                else:
-                    out.extend(b.get("text", "") for b in c or [] if isinstance(b, dict))
-    return "\n".join(out)
+    return "\n".join(filter(None, (content_text(m.get("content")) for m in request["body"].get("messages", []))))
 
 
 def message_requests(srv: ScriptedServer) -> list[dict]:

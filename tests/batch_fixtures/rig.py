@@ -173,20 +173,10 @@ class Job:
 
 def message_texts(request: dict) -> str:
     """Every text a logged Messages request carried: prompts, answers and tool results."""
-    out: list[str] = []
-    for msg in request.get("body", {}).get("messages", []):
-        content = msg.get("content")
-        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
-        for block in blocks:
-            if block.get("type") == "text":
-                out.append(block.get("text", ""))
-            elif block.get("type") == "tool_result":
-                inner = block.get("content")
-                if isinstance(inner, str):
-                    out.append(inner)
-                else:
-                    out.extend(b.get("text", "") for b in inner or [] if isinstance(b, dict))
-    return "\n".join(out)
+    from flower.scripted.request import content_text  # the server's own reading of a message
+
+    messages = request.get("body", {}).get("messages", [])
+    return "\n".join(filter(None, (content_text(m.get("content")) for m in messages)))
 
 
 # -- what Docker holds with our labels ----------------------------------------------------------
