@@ -407,6 +407,23 @@ def _with_channel(tools: list[str], channel: Any) -> tuple[list[str], dict[str, 
     return tools + list(channel.tool_names), channel.mcp_servers()
 
 
+def _guarded(
+    name: str, text: str, tools: list[str], servers: dict[str, Any],
+    model: str | None, max_turns: int | None, max_budget_usd: float | None,
+) -> AgentSpec:
+    """A role held to exactly its tools by a PreToolUse guard (the CLI's tool pool is shared)."""
+    return AgentSpec(
+        name=name,
+        instructions=text,
+        allowed_tools=tools,
+        model=model,
+        max_turns=max_turns,
+        max_budget_usd=max_budget_usd,
+        mcp_servers=servers,
+        hooks=guard_hooks(allow_only(tools)),
+    )
+
+
 def clarify(
     channel: Any = None,
     name: str = "确认需求",
@@ -420,16 +437,7 @@ def clarify(
     tools, servers = _with_channel(list(READ_TOOLS), channel)
     template = render_brief(Brief()).replace("(未填)", "<填写>")
     text = CLARIFY_RULES + template + ("\n" + instructions.strip() if instructions.strip() else "")
-    return AgentSpec(
-        name=name,
-        instructions=text,
-        allowed_tools=tools,
-        model=model,
-        max_turns=max_turns,
-        max_budget_usd=max_budget_usd,
-        mcp_servers=servers,
-        hooks=guard_hooks(allow_only(tools)),
-    )
+    return _guarded(name, text, tools, servers, model, max_turns, max_budget_usd)
 
 
 def judge(
@@ -447,16 +455,7 @@ def judge(
     """
     tools, servers = _with_channel(READ_TOOLS + (["Bash"] if can_run else []), channel)
     text = JUDGE_RULES + (JUDGE_CAN_RUN if can_run else JUDGE_NO_RUN) + "\n" + VERDICT_FORMAT
-    return AgentSpec(
-        name=name,
-        instructions=text,
-        allowed_tools=tools,
-        model=model,
-        max_turns=max_turns,
-        max_budget_usd=max_budget_usd,
-        mcp_servers=servers,
-        hooks=guard_hooks(allow_only(tools)),
-    )
+    return _guarded(name, text, tools, servers, model, max_turns, max_budget_usd)
 
 
 def oracle(
