@@ -468,6 +468,6 @@ def image_show(ref: str = typer.Argument("flower-batch-runtime:latest")) -> None
 
 
 def main() -> None:
-    from . import matrix_cmd, repro_cmd  # noqa: F401 — register `matrix`, `report` and `repro`
+    from . import compare_cmd, matrix_cmd, repro_cmd  # noqa: F401 — register `compare`, `matrix`, `report`, `repro`
 
     app(prog_name="flower-batch")

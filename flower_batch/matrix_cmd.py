@@ -17,6 +17,7 @@ from flower.fileio import write_atomic
 
 from .backend.docker_backend import DockerBackend
 from .cli import HOME_OPT, _run_async, _runtime_image, app, err, fail, out
+from .compare_cmd import ALPHA_OPT, FAIL_OPT, Baseline, baseline_or_exit
 from .errors import FlowerBatchError
 from .gateway.host_modes import mode_problem
 from .layout import Home
@@ -104,6 +105,11 @@ def matrix(
     budget_usd: float | None = typer.Option(
         None, "--budget-usd", help="spending limit for the whole batch (overrides [batch].budget_usd)"
     ),
+    baseline_ref: str | None = typer.Option(
+        None, "--baseline", help="compare with this batch or results.json at the end (report.html, table, summary)"
+    ),
+    alpha: float = ALPHA_OPT,
+    fail_on_regression: bool = FAIL_OPT,
     home: Path | None = HOME_OPT,
 ) -> None:
     """Run a matrix of jobs side by side, each in its own container; resumable."""
@@ -128,6 +134,9 @@ def matrix(
     if fail_under is not None and not 0 <= fail_under <= 1:
         fail("--fail-under: give a pass rate between 0 and 1, e.g. 0.8")
     h = Home(home)
+    # Read now: a missing baseline stops the run before anything is spent, and a baseline that
+    # is this same batch means its results as they were before this run.
+    baseline = baseline_or_exit(baseline_ref, h, alpha, fail_on_regression)
     batch_dir = h.batch_dir(jf.name)
     try:
         image_id, versions = _runtime_image(image or jf.image or "flower-batch-runtime:latest")
@@ -175,8 +184,9 @@ def matrix(
     if to_run:
         with progress:
             _run_async(go)
-    results = _report(h, jf.name, jobs=list(jf.jobs), image_id=image_id)
-    raise typer.Exit(0 if results.ci_passed(fail_under) else 1)
+    results = _report(h, jf.name, jobs=list(jf.jobs), image_id=image_id, baseline=baseline)
+    regressed = fail_on_regression and baseline is not None and baseline.regressed
+    raise typer.Exit(0 if results.ci_passed(fail_under) and not regressed else 1)
 
 
 def _write_batch_file(batch_dir: Path, jobs_file: Path, image_id: str, versions: dict, modes: str) -> None:
@@ -186,7 +196,8 @@ def _write_batch_file(batch_dir: Path, jobs_file: Path, image_id: str, versions:
     write_atomic(batch_dir / "batch.json", json.dumps(data, indent=2) + "\n")
 
 
-def _report(h: Home, batch: str, *, jobs: list | None, image_id: str | None) -> BatchResults:
+def _report(h: Home, batch: str, *, jobs: list | None, image_id: str | None,
+            baseline: Baseline | None = None) -> BatchResults:
     batch_dir = h.batch_dir(batch)
     loaded = load_records(batch_dir, [j.id for j in jobs] if jobs else None)
     records: dict[str, JobRecord] = {k: v for k, v in loaded.items() if isinstance(v, JobRecord)}
@@ -200,15 +211,22 @@ def _report(h: Home, batch: str, *, jobs: list | None, image_id: str | None) -> 
             tails[job_id] = log.read_text(encoding="utf-8", errors="replace")[-4000:]
     results = results_from_records(records, batch=batch, image_id=image_id, jobs=jobs, log_tails=tails)
     out.print(comparison_table(results))
-    paths = write_reports(results, batch_dir / "report")
+    paths = write_reports(results, batch_dir / "report", baseline.sections(results) if baseline else ())
     err.print(summary_line(results))
     err.print(f"results {paths.results_json}\njunit   {paths.junit_xml}\nreport  {paths.html}")
+    if baseline:
+        baseline.finish(batch_dir / "report")
     return results
 
 
 @app.command()
 def report(
     batch: str = typer.Argument(..., help="batch name (a folder under volumes/)"),
+    baseline_ref: str | None = typer.Option(
+        None, "--baseline", help="add a comparison with this batch or results.json to the report"
+    ),
+    alpha: float = ALPHA_OPT,
+    fail_on_regression: bool = FAIL_OPT,
     home: Path | None = HOME_OPT,
 ) -> None:
     """Regenerate the table, results.json, junit.xml and report.html of a batch from its records."""
@@ -216,6 +234,7 @@ def report(
     bdir = h.batch_dir(batch)
     if not bdir.is_dir():
         fail(f"no batch {batch} under {h.root} (see `flower-batch ls`)")
+    baseline = baseline_or_exit(baseline_ref, h, alpha, fail_on_regression)
     jobs = None
     meta = bdir / "batch.json"
     image_id = None
@@ -233,4 +252,6 @@ def report(
             jobs = list(load_jobs_file(Path(data["jobs_file"])).jobs)
         except (FlowerBatchError, OSError, KeyError, TypeError):
             jobs = None  # the jobs file moved or changed: report what the records say
-    _report(h, batch, jobs=jobs, image_id=image_id)
+    _report(h, batch, jobs=jobs, image_id=image_id, baseline=baseline)
+    if fail_on_regression and baseline is not None and baseline.regressed:
+        raise typer.Exit(1)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from html import escape
 from pathlib import Path
 
@@ -122,8 +123,8 @@ _JS = """
 """
 
 
-def html_report(results: BatchResults) -> str:
-    """The whole report as one HTML string."""
+def html_report(results: BatchResults, sections: Sequence[str] = ()) -> str:
+    """The whole report as one HTML string; `sections` (e.g. the baseline comparison) go after the table."""
     # <, > and & as \u escapes: the embedded JSON can never close or open a tag.
     data = json.dumps(results.to_document(), ensure_ascii=False)
     data = data.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
@@ -137,6 +138,7 @@ def html_report(results: BatchResults) -> str:
             _header(results),
             "<main>",
             _comparison(results),
+            *sections,
             _jobs(results),
             "</main>",
             f'<script type="application/json" id="results-data">{data}</script>',
@@ -146,8 +148,8 @@ def html_report(results: BatchResults) -> str:
     )
 
 
-def write_html(results: BatchResults, path: Path) -> Path:
-    path.write_text(html_report(results), encoding="utf-8")
+def write_html(results: BatchResults, path: Path, sections: Sequence[str] = ()) -> Path:
+    path.write_text(html_report(results, sections), encoding="utf-8")
     return path
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -16,12 +17,13 @@ class ReportPaths(NamedTuple):
     html: Path
 
 
-def write_reports(results: BatchResults, out_dir: Path) -> ReportPaths:
-    """results.json, junit.xml and report.html in `out_dir` (created if needed)."""
+def write_reports(results: BatchResults, out_dir: Path, html_sections: Sequence[str] = ()) -> ReportPaths:
+    """results.json, junit.xml and report.html in `out_dir` (created if needed); `html_sections`
+    are extra sections of report.html (the baseline comparison)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     return ReportPaths(
         write_results_json(results, out_dir / "results.json"),
         write_junit(results, out_dir / "junit.xml"),
-        write_html(results, out_dir / "report.html"),
+        write_html(results, out_dir / "report.html", html_sections),
     )
