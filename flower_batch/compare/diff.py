@@ -9,7 +9,7 @@ tests nearly always agree; asking both keeps a borderline p-value from flagging 
 whose interval still allows none.
 
 Pass rates count jobs as the batch's own table does: skipped and pending jobs are left out of n.
-Per-variant and overall rows pool only the cells present on both sides, so a task added or
+Per-variant rows (when there are several tasks) and the overall row pool only the cells present on both sides, so a task added or
 dropped between the runs never shifts a total; those cells are listed apart instead.
 """
 
@@ -206,7 +206,8 @@ def diff_sides(base: Side, new: Side, *, alpha: float = 0.05) -> BatchDiff:
     shared = [key for key in new_cells if key in base_cells]  # the new batch's order
     cells = tuple(row_diff(t, v, side_stats(base_cells[(t, v)]), side_stats(new_cells[(t, v)]), alpha)
                   for t, v in shared)
-    variants = tuple(dict.fromkeys(v for _, v in shared))
+    # Per-variant rows pool several tasks; with one task they would repeat the cells.
+    variants = tuple(dict.fromkeys(v for _, v in shared)) if len({t for t, _ in shared}) > 1 else ()
     per_variant = tuple(
         row_diff(None, variant,
                  side_stats(r for key in shared if key[1] == variant for r in base_cells[key]),

@@ -76,8 +76,8 @@ def diff_table(diff: BatchDiff) -> Table:
         show_lines=False,
     )
     for column in COLUMNS:
-        table.add_column(column, no_wrap=column in ("cell", "verdict"))
-    groups = [diff.cells, diff.variants, (diff.overall,)]
+        table.add_column(Text(column), no_wrap=column in ("cell", "verdict"))  # Text: "[interval]" is no style
+    groups = [g for g in (diff.cells, diff.variants, (diff.overall,)) if g]
     for i, group in enumerate(groups):
         for j, row in enumerate(group):
             cells = row_cells(row)
