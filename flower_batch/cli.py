@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 import time
@@ -18,7 +19,7 @@ from rich.table import Table
 from .backend.docker_backend import DockerBackend
 from .envnames import env_name_problem, looks_secret
 from .errors import FlowerBatchError
-from .gateway.host_modes import mode_label
+from .gateway.host_modes import mode_label, use_upstream
 from .gateway.metering import read_meter, read_summary
 from .jobs import ADHOC_BATCH, adhoc_spec, job_scenario, start_job
 from .labels import BATCH, JOB, MANAGED
@@ -181,12 +182,18 @@ def run(
     scenario: Path | None = typer.Option(
         None, "--scenario",
         help="scripted-model scenario for the gateway (without it: the Anthropic API via the gateway, "
-             "with your ANTHROPIC_API_KEY, which stays on the host side)",
+             "with your ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN, which stays on the host side)",
     ),
     budget_usd: float | None = typer.Option(None, "--budget-usd", help="the gateway stops the job at this spend"),
+    upstream: str | None = typer.Option(
+        None, "--upstream", help="without --scenario: the Messages API to forward to (default "
+        "$FLOWER_BATCH_UPSTREAM, else https://api.anthropic.com)"
+    ),
     home: Path | None = HOME_OPT,
 ) -> None:
     """Run one job in a fresh container."""
+    if problem := use_upstream(upstream, os.environ):
+        fail(problem)
     h = _home(home)
     try:
         spec = adhoc_spec(workspace=workspace, task=task, workflow=workflow, prompt=prompt, name=name,

@@ -19,7 +19,7 @@ from .backend.docker_backend import DockerBackend
 from .cli import HOME_OPT, _run_async, _runtime_image, app, err, fail, out
 from .compare_cmd import ALPHA_OPT, FAIL_OPT, Baseline, baseline_or_exit
 from .errors import FlowerBatchError
-from .gateway.host_modes import mode_problem
+from .gateway.host_modes import mode_problem, use_upstream
 from .layout import Home
 from .matrix import (
     BatchResults,
@@ -110,6 +110,10 @@ def matrix(
     ),
     alpha: float = ALPHA_OPT,
     fail_on_regression: bool = FAIL_OPT,
+    upstream: str | None = typer.Option(
+        None, "--upstream", help="anthropic mode: the Messages API to forward to (default $FLOWER_BATCH_UPSTREAM, "
+        "else https://api.anthropic.com)"
+    ),
     home: Path | None = HOME_OPT,
 ) -> None:
     """Run a matrix of jobs side by side, each in its own container; resumable."""
@@ -123,6 +127,8 @@ def matrix(
         raise
     if parallel < 1:
         fail(f"-j/--parallel {parallel}: give at least 1 (the number of jobs run at once)")
+    if problem := use_upstream(upstream, os.environ):
+        fail(problem)
     missing = jf.missing_secrets(os.environ)
     # Each gateway mode's needs (anthropic: the host's key), checked before any job is queued.
     missing += [f"{jf.path.name}: {problem}" for mode in jf.gateway_modes

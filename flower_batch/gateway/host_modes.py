@@ -2,27 +2,30 @@
 
 Host-safe (no flower import): used by every flower-batch command that starts a gateway.
 
-    anthropic  needs the host's key: read from the host's environment (ANTHROPIC_API_KEY) and
-               handed to the gateway container in ITS environment only (FB_UPSTREAM_KEY), never
-               to a job container, never to a file. The gateway also gets a second, ordinary
-               network with a route out (`egress`), while the jobs stay on the internal one.
-               The upstream defaults to the real API; FLOWER_BATCH_UPSTREAM overrides it.
+    anthropic  needs the host's credential: ANTHROPIC_API_KEY (sent as x-api-key) or
+               ANTHROPIC_AUTH_TOKEN (sent as Authorization: Bearer, for LiteLLM and the like),
+               handed to the gateway container in ITS environment only (FB_UPSTREAM_KEY or
+               FB_UPSTREAM_TOKEN, see upstream_auth.py), never to a job container, never to a
+               file. The gateway also gets a second, ordinary network with a route out
+               (`egress`), while the jobs stay on the internal one. The upstream defaults to
+               the real API; FLOWER_BATCH_UPSTREAM (or `--upstream URL`) overrides it.
     scripted   the scenario file, copied next to the gateway.
     replay     nothing: each replayed job's recording is staged in its own folder.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field
 
 from ..errors import FlowerBatchError
+from .upstream_auth import GATEWAY_KEY_ENV as GATEWAY_KEY_ENV  # re-exported: older imports name them here
+from .upstream_auth import HOST_KEY_ENV as HOST_KEY_ENV
+from .upstream_auth import UpstreamAuth, UpstreamAuthError, upstream_problem
 
 MODES = ("scripted", "anthropic", "replay")
-HOST_KEY_ENV = "ANTHROPIC_API_KEY"
 UPSTREAM_ENV = "FLOWER_BATCH_UPSTREAM"
 DEFAULT_UPSTREAM = "https://api.anthropic.com"
-GATEWAY_KEY_ENV = "FB_UPSTREAM_KEY"  # = proxy.KEY_ENV, spelled here so the host never imports flower
 # How each mode is named to people: every output says which model produced it.
 MODE_LABELS = {"scripted": "scripted model", "replay": "replayed recording", "anthropic": "Anthropic API"}
 
@@ -59,18 +62,30 @@ def mode_setup(
             raise GatewayModeError("gateway mode scripted needs a scenario file")
         setup.args += ["--scenario", scenario_path]
     elif mode == "anthropic":
-        key = environ.get(HOST_KEY_ENV, "").strip()
-        if not key:
-            raise GatewayModeError(
-                f"gateway mode anthropic needs your API key in {HOST_KEY_ENV} on this host "
-                "(only the gateway container gets it; jobs get per-job tokens)"
-            )
-        setup.args += ["--upstream", environ.get(UPSTREAM_ENV, "").strip() or DEFAULT_UPSTREAM]
-        setup.env[GATEWAY_KEY_ENV] = key
+        try:
+            auth = UpstreamAuth.from_host(environ)
+        except UpstreamAuthError as exc:
+            raise GatewayModeError(str(exc)) from None
+        upstream = environ.get(UPSTREAM_ENV, "").strip() or DEFAULT_UPSTREAM
+        if problem := upstream_problem(upstream):
+            raise GatewayModeError(f"{UPSTREAM_ENV}: {problem}")
+        setup.args += ["--upstream", upstream]
+        setup.env.update(auth.gateway_env())
         setup.egress = True
     if batch_budget_usd is not None:
         setup.args += ["--batch-budget-usd", repr(float(batch_budget_usd))]
     return setup
+
+
+def use_upstream(url: str | None, environ: MutableMapping[str, str]) -> str | None:
+    """`--upstream URL`: set it as FLOWER_BATCH_UPSTREAM for the gateways this process starts.
+    Returns what is wrong with it (nothing set then), or None."""
+    if url is None:
+        return None
+    if problem := upstream_problem(url):
+        return f"--upstream: {problem}"
+    environ[UPSTREAM_ENV] = url.strip()
+    return None
 
 
 def mode_problem(mode: str, environ: Mapping[str, str]) -> str | None:

@@ -1,7 +1,7 @@
 """The gateway's three modes, each a Responder behind the same tap (budgets, meter, recording).
 
 scripted   plays a scenario file (the offline model)
-anthropic  forwards to an upstream Messages API with the host's key (proxy.py)
+anthropic  forwards to an upstream Messages API with the host's key or token (proxy.py)
 replay     re-serves each job's staged recording (replay.py)
 """
 
@@ -14,9 +14,10 @@ from flower.scripted import Responder, Scenario, ScriptedResponder
 
 from .budget import Budgets
 from .host_modes import DEFAULT_UPSTREAM, MODES, mode_label
-from .proxy import KEY_ENV, ProxyResponder, Upstream, UpstreamError
+from .proxy import ProxyResponder, Upstream, UpstreamError
 from .replay import ReplayResponder
 from .tap import Tap
+from .upstream_auth import UpstreamAuth, UpstreamAuthError
 
 
 class GatewayConfigError(ValueError):
@@ -39,8 +40,8 @@ def mode_responder(
         return ScriptedResponder(Scenario.load(scenario))
     if mode == "anthropic":
         try:
-            return ProxyResponder(Upstream(upstream or DEFAULT_UPSTREAM), environ.get(KEY_ENV, ""))
-        except UpstreamError as err:
+            return ProxyResponder(Upstream(upstream or DEFAULT_UPSTREAM), UpstreamAuth.from_gateway(environ))
+        except (UpstreamError, UpstreamAuthError) as err:
             raise GatewayConfigError(str(err)) from err
     if mode == "replay":
         return ReplayResponder(batch_dir)

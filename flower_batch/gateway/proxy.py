@@ -1,9 +1,10 @@
 """Proxy mode (`anthropic`): forward each job's request to an upstream Messages API with the
-host's key, and pass the answer back as it arrives.
+host's credential, and pass the answer back as it arrives.
 
-The key reaches the gateway process through its environment only (`FB_UPSTREAM_KEY`) and is
-put on the upstream request's `x-api-key`; it is never logged, recorded or written anywhere.
-The job's own credential (its per-job token) never goes upstream.
+The credential reaches the gateway process through its environment only (`FB_UPSTREAM_KEY`,
+put on the upstream request's `x-api-key`, or `FB_UPSTREAM_TOKEN`, sent as `Authorization:
+Bearer`; see upstream_auth.py); it is never logged, recorded or written anywhere. The job's
+own credential (its per-job token) never goes upstream.
 
 Streams are relayed event by event: each SSE event is parsed off the upstream socket and
 yielded to the core, which writes it to the job at once, so the tap meters it as it flows.
@@ -22,8 +23,9 @@ from urllib.parse import urlsplit
 
 from flower.scripted import ParsedRequest, ResponsePlan, SSEEvent
 
-from .host_modes import GATEWAY_KEY_ENV as KEY_ENV
 from .recording import KEPT_RESPONSE_HEADERS
+from .upstream_auth import GATEWAY_KEY_ENV as KEY_ENV
+from .upstream_auth import UpstreamAuth, upstream_problem
 
 # Never forwarded: hop-by-hop headers, the job's credentials, and what the proxy sets itself.
 _DROP = frozenset(
@@ -54,9 +56,10 @@ class Upstream:
     """Where proxy mode sends requests: `scheme://host[:port][/base]`."""
 
     def __init__(self, url: str, *, connect_timeout: float = 30.0, read_timeout: float = 600.0) -> None:
+        if problem := upstream_problem(url):
+            raise UpstreamError(problem)
         parts = urlsplit(url.strip())
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise UpstreamError(f"upstream {url!r}: expected a base URL like https://api.anthropic.com")
+        assert parts.hostname  # checked above
         self.url = url.strip().rstrip("/")
         self.scheme = parts.scheme
         self.host = parts.hostname
@@ -73,9 +76,10 @@ class Upstream:
         return http.client.HTTPConnection(self.host, self.port, timeout=self.connect_timeout)
 
 
-def forward_headers(headers: dict[str, str], key: str, length: int) -> dict[str, str]:
+def forward_headers(headers: dict[str, str], auth: UpstreamAuth, length: int) -> dict[str, str]:
+    """The job's headers minus its credential and hop-by-hop ones, plus the host's credential."""
     out = {k: v for k, v in headers.items() if k.lower() not in _DROP}
-    out.update({"x-api-key": key, "accept-encoding": "identity", "content-length": str(length)})
+    out.update({**auth.headers(), "accept-encoding": "identity", "content-length": str(length)})
     return out
 
 
@@ -92,16 +96,16 @@ def passed_back(headers: http.client.HTTPMessage) -> dict[str, str]:
 
 
 class ProxyResponder:
-    """A Responder (flower.scripted.plan) that forwards to `upstream` with `key`."""
+    """A Responder (flower.scripted.plan) that forwards to `upstream` with `auth`."""
 
-    def __init__(self, upstream: Upstream, key: str) -> None:
-        if not key:
-            raise UpstreamError(f"proxy mode needs the upstream API key in {KEY_ENV}")
+    def __init__(self, upstream: Upstream, auth: UpstreamAuth) -> None:
+        if not auth.secret:
+            raise UpstreamError(f"proxy mode needs the upstream credential (e.g. {KEY_ENV})")
         self.upstream = upstream
-        self._key = key
+        self._auth = auth
 
-    def __repr__(self) -> str:  # never show the key
-        return f"ProxyResponder({self.upstream.url})"
+    def __repr__(self) -> str:  # never show the credential
+        return f"ProxyResponder({self.upstream.url}, {self._auth.scheme})"
 
     def respond(self, request: ParsedRequest) -> ResponsePlan:
         if request.endpoint not in ("messages", "count_tokens"):
@@ -115,7 +119,7 @@ class ProxyResponder:
                 request.method,
                 path,
                 body=request.raw_body,
-                headers=forward_headers(request.headers, self._key, len(request.raw_body)),
+                headers=forward_headers(request.headers, self._auth, len(request.raw_body)),
             )
             if conn.sock is not None:
                 conn.sock.settimeout(self.upstream.read_timeout)
