@@ -33,8 +33,8 @@ def comparison_section(diff: BatchDiff) -> str:
         attrs = (f'class="{"pooled" if row.task is None else "cell-diff"}" data-verdict="{escape(row.verdict)}" '
                  f'data-task="{escape(row.task or "")}" data-variant="{escape(row.variant or "")}"')
         rows.append(f"<tr {attrs}><th>{escape(head)}</th>{tds}</tr>")
-    verdict = (f'<span class="v-{REGRESSION}">{len(diff.regressions)} regression(s)</span>' if diff.regressions
-               else f'<span class="v-{IMPROVEMENT}">no regression</span>')
+    verdict = (f'<span class="v-{REGRESSION}">Regression</span>' if diff.regressions
+               else f'<span class="v-{IMPROVEMENT}">No regression</span>')
     one_sided = "".join(f"<li>{escape(line)}</li>" for line in one_sided_lines(diff))
     data = json.dumps(diff.to_document(), ensure_ascii=False)
     data = data.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
