@@ -25,6 +25,7 @@ from flower_batch.compare import (
 from flower_batch.compare.render import diff_markdown, diff_table
 from flower_batch.compare.sides import load_side
 from flower_batch.layout import Home
+from flower_batch.matrix import wilson_interval
 from tests.compare_fixtures import BASE_PLAN, NEW_PLAN, results_document, write_document
 from tests.test_matrix_results import results  # noqa: F401 — the shared results fixture
 
@@ -227,6 +228,7 @@ def test_compare_json_and_markdown(sides) -> None:
                         ("fizz", "careful"): "improvement"}
     assert document["only_in_base"] == [{"task": "fizz", "variant": "quick"}]
     assert document["cells"][0]["mean_turns_delta"] == pytest.approx(5.2)
+    assert document["cells"][0]["new"]["ci95"] == pytest.approx(list(wilson_interval(2, 10)))
     md = _cli("compare", str(base), str(new), "--markdown", "--home", str(home))
     assert md.exit_code == 0 and md.output.startswith("### flower-batch: nightly-2 vs baseline nightly-1")
     assert "| **overall** |" in md.output

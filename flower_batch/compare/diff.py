@@ -19,6 +19,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from flower_batch.matrix import wilson_interval
+
 from .sides import JobRow, Side
 from .stats import fisher_exact, newcombe_interval
 
@@ -48,7 +50,9 @@ class SideStats:
         return self.passed / self.n if self.n else None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"n": self.n, "passed": self.passed, "pass_rate": self.pass_rate, "classes": self.classes,
+        ci95 = wilson_interval(self.passed, self.n)  # the same interval the batch's own table shows
+        return {"n": self.n, "passed": self.passed, "pass_rate": self.pass_rate,
+                "ci95": list(ci95) if ci95 else None, "classes": self.classes,
                 "mean_cost_usd": self.mean_cost_usd, "mean_turns": self.mean_turns,
                 "mean_duration_s": self.mean_duration_s}
 
