@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import typer
+from rich.text import Text
 
 from flower.fileio import write_atomic
 
@@ -55,8 +56,7 @@ def print_diff(diff: BatchDiff) -> None:
     out.print(diff_table(diff))
     for line in one_sided_lines(diff):
         out.print(line, markup=False)
-    colour = "red" if diff.regressions else "green"
-    out.print(f"[{colour}]{diff.headline()}[/{colour}]", highlight=False)
+    out.print(Text(diff.headline(), style="red" if diff.regressions else "green"))
 
 
 @dataclass

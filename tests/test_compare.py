@@ -264,3 +264,12 @@ def test_compare_bad_usage_is_one_line_and_exit_2(sides, tmp_path: Path, args) -
     assert result.output.startswith("flower-batch: ") and len(result.output.strip().splitlines()) == 1
     assert "Traceback" not in result.output
     assert result.exception is None or isinstance(result.exception, SystemExit)  # no crash behind the line
+
+
+def test_a_side_without_a_batch_name_is_named_by_its_file_literally() -> None:
+    document = results_document("", {("t", "v"): ["passed"]})
+    side = side_from_document(document, source="ci/[red]artifact[/red]/results.json")
+    assert side.label == "ci/[red]artifact[/red]/results.json"
+    console = Console(width=250, record=True)
+    console.print(diff_table(diff_sides(side, side)))
+    assert "vs baseline ci/[red]artifact[/red]/results.json" in console.export_text()  # not taken for markup

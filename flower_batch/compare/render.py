@@ -69,10 +69,10 @@ def _level(diff: BatchDiff) -> str:
 
 
 def diff_table(diff: BatchDiff) -> Table:
-    table = Table(
-        title=f"{diff.new.label} vs baseline {diff.base.label} · model: {diff.new.gateway_label}",
-        caption=f"{diff.rule}. Δ in percentage points with its {_level(diff)} Newcombe interval; "
-                "cost, turns and duration are means per job.",
+    table = Table(  # Text, not str: a path or variant name is never taken for rich markup
+        title=Text(f"{diff.new.label} vs baseline {diff.base.label} · model: {diff.new.gateway_label}"),
+        caption=Text(f"{diff.rule}. Δ in percentage points with its {_level(diff)} Newcombe interval; "
+                     "cost, turns and duration are means per job."),
         show_lines=False,
     )
     for column in COLUMNS:
