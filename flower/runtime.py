@@ -384,6 +384,7 @@ class Runtime:
             return  # neither a success nor a failure: the successor decides
         result.ok = got.ok
         result.error = None if got.ok else (got.error or "unknown error")
+        result.api_error_status = None if got.ok else got.api_error_status
 
     def _record(self, result: StepResult) -> None:
         self.results.append(result)
