@@ -19,6 +19,7 @@ from .backend.docker_backend import DockerBackend
 from .cli import HOME_OPT, _run_async, _runtime_image, app, err, fail, out
 from .errors import FlowerBatchError
 from .gateway.host_modes import mode_problem
+from .infra_retry import run_with_infra_retries
 from .layout import Home
 from .matrix import (
     BatchResults,
@@ -32,6 +33,7 @@ from .matrix import (
     summary_line,
     write_reports,
 )
+from .matrix._classes import exit_code_for
 from .scheduler import run_jobs
 from .session import find_leaks, remove_leaks
 
@@ -104,9 +106,16 @@ def matrix(
     budget_usd: float | None = typer.Option(
         None, "--budget-usd", help="spending limit for the whole batch (overrides [batch].budget_usd)"
     ),
+    infra_retries: int = typer.Option(
+        2, "--infra-retries", help="re-run jobs that ended in an infrastructure error, at most this many times"
+    ),
     home: Path | None = HOME_OPT,
 ) -> None:
-    """Run a matrix of jobs side by side, each in its own container; resumable."""
+    """Run a matrix of jobs side by side, each in its own container; resumable.
+
+    Exit codes: 0 all passed (or --fail-under met), 1 below it, 2 bad usage, 3 infrastructure
+    errors remained after --infra-retries.
+    """
     try:
         jf = load_jobs_file(jobs_file)
     except MatrixFileError as exc:
@@ -117,6 +126,8 @@ def matrix(
         raise
     if parallel < 1:
         fail(f"-j/--parallel {parallel}: give at least 1 (the number of jobs run at once)")
+    if infra_retries < 0:
+        fail(f"--infra-retries {infra_retries}: give 0 (never) or more re-runs of infrastructure errors")
     missing = jf.missing_secrets(os.environ)
     # Each gateway mode's needs (anthropic: the host's key), checked before any job is queued.
     missing += [f"{jf.path.name}: {problem}" for mode in jf.gateway_modes
@@ -163,11 +174,18 @@ def matrix(
             await remove_leaks(backend, h.root, leaks)
             return len(leaks)
 
+    def on_retry(n: int, job_ids: list[str]) -> None:
+        err.print(f"infrastructure errors: running {len(job_ids)} job(s) again (retry {n}/{infra_retries}): "
+                  + ", ".join(job_ids), markup=False)
+
     async def go() -> None:
         async with DockerBackend() as backend:
-            await run_jobs(backend, h, jf.name, to_run, image_id=image_id, versions=versions, parallel=parallel,
-                           on_state=on_state, search=[jf.path.parent],
-                           budget_usd=budget_usd if budget_usd is not None else jf.budget_usd)
+            async def one_round(jobs: list) -> dict:
+                return await run_jobs(backend, h, jf.name, jobs, image_id=image_id, versions=versions,
+                                      parallel=parallel, on_state=on_state, search=[jf.path.parent],
+                                      budget_usd=budget_usd if budget_usd is not None else jf.budget_usd)
+
+            await run_with_infra_retries(one_round, to_run, retries=infra_retries, on_retry=on_retry)
 
     reaped = _run_async(reap)
     if reaped:
@@ -176,7 +194,7 @@ def matrix(
         with progress:
             _run_async(go)
     results = _report(h, jf.name, jobs=list(jf.jobs), image_id=image_id)
-    raise typer.Exit(0 if results.ci_passed(fail_under) else 1)
+    raise typer.Exit(exit_code_for(results.class_counts(), threshold_met=results.ci_passed(fail_under)))
 
 
 def _write_batch_file(batch_dir: Path, jobs_file: Path, image_id: str, versions: dict, modes: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 
+from ._classes import describe_counts
 from ._results import BatchResults, fmt_cell_detail, fmt_ci, fmt_passed, fmt_rate, rate_class
 from ._stats import Cell
 
@@ -34,7 +35,8 @@ def summary_line(results: BatchResults) -> str:
     """e.g. `6/8 passed (75%) · $0.0120 · model: scripted model`."""
     overall = results.comparison.overall
     text = f"{fmt_passed(overall)} passed ({fmt_rate(overall)}) · total {_total_cost(overall)} · model: {results.gateway_label}"
-    return text + (f" · {overall.pending} pending" if overall.pending else "")
+    classes = describe_counts(results.class_counts())
+    return text + (f" · {overall.pending} pending" if overall.pending else "") + (f" · {classes}" if classes else "")
 
 
 def _total_cost(cell: Cell) -> str:
