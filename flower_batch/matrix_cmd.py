@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from .layout import Home
 from .matrix import (
     BatchResults,
     JobRecord,
+    JobSpec,
     MatrixFileError,
     comparison_table,
     load_jobs_file,
@@ -180,7 +182,7 @@ def matrix(
 
     async def go() -> None:
         async with DockerBackend() as backend:
-            async def one_round(jobs: list) -> dict:
+            async def one_round(jobs: Sequence[tuple[JobSpec, JobRecord | None]]) -> dict[str, JobRecord]:
                 return await run_jobs(backend, h, jf.name, jobs, image_id=image_id, versions=versions,
                                       parallel=parallel, on_state=on_state, search=[jf.path.parent],
                                       budget_usd=budget_usd if budget_usd is not None else jf.budget_usd)
