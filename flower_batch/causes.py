@@ -104,3 +104,16 @@ def _from_flower(cause: dict[str, Any], fallback: str) -> Verdict:
     if kind == "done":  # flower said all was well but the container did not exit 0
         return Verdict(Status.ERROR, fallback or text, FailureClass.INFRASTRUCTURE)
     return Verdict(Status.FAILED, text, FailureClass.AGENT)  # target, workflow, step, usage
+
+
+def continuity_lines(entries: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -> list[str]:
+    """One line per step: "step fix: continued session 9f1c2a3b… (lineage.json)" or
+    "step fix: started fresh: lineage.json unreadable: …"."""
+    lines = []
+    for e in entries:
+        reason = str(e.get("reason") or "")
+        if e.get("continued"):
+            lines.append(f"step {e.get('step')}: {reason}")
+        else:
+            lines.append(f"step {e.get('step')}: started fresh: {reason}")
+    return lines

@@ -12,7 +12,9 @@ from pathlib import Path
 import typer
 from rich.console import Console
 from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from flower.fileio import write_atomic
 
@@ -92,7 +94,7 @@ class MatrixProgress:
         for job, state in self.states.items():
             elapsed = f"{time.monotonic() - self.started[job]:.0f}s" if state in ("running", "checking") else ""
             colour = {"passed": "green", "running": "cyan", "checking": "cyan", "queued": "dim"}.get(state, "red")
-            table.add_row(job, f"[{colour}]{state}[/{colour}]", elapsed)
+            table.add_row(Text(job), f"[{colour}]{escape(state)}[/{colour}]", elapsed)
         return table
 
 
@@ -136,7 +138,7 @@ def matrix(
                 if (problem := mode_problem(mode, os.environ))]
     if missing:
         for line in missing:
-            err.print(f"[red]flower-batch:[/red] {line}")
+            err.print(f"[red]flower-batch:[/red] {escape(line)}")
         raise typer.Exit(2)
     if fail_under is not None and not 0 <= fail_under <= 1:
         fail("--fail-under: give a pass rate between 0 and 1, e.g. 0.8")
@@ -150,10 +152,11 @@ def matrix(
     records = load_records(batch_dir, [j.id for j in jf.jobs])
     plan = plan_resume(jf.jobs, image_id, records, retry_failed=retry_failed, fresh=fresh)
     modes = ", ".join(jf.gateway_modes)
-    err.print(f"batch {jf.name}: {len(jf.jobs)} jobs · image {image_id[:19]} · model: {modes} · {plan.summary()}")
+    err.print(f"batch {jf.name}: {len(jf.jobs)} jobs · image {image_id[:19]} · model: {modes} · {plan.summary()}",
+              markup=False)
     if dry_run:
         for d in plan.decisions:
-            out.print(f"{d.action.value:5} {d.job_id}  ({d.reason})")
+            out.print(f"{d.action.value:5} {d.job_id}  ({d.reason})", markup=False)
         raise typer.Exit(0)
     _write_batch_file(batch_dir, jf.path, image_id, versions, modes)
     to_run = [(jf.job(d.job_id), d.previous) for d in plan.to_run]
@@ -212,7 +215,7 @@ def _report(h: Home, batch: str, *, jobs: list | None, image_id: str | None) -> 
     records: dict[str, JobRecord] = {k: v for k, v in loaded.items() if isinstance(v, JobRecord)}
     for job_id, problem in loaded.items():
         if not isinstance(problem, JobRecord):
-            err.print(f"[yellow]warning:[/yellow] {job_id}: {problem}")
+            err.print(f"[yellow]warning:[/yellow] {escape(job_id)}: {escape(str(problem))}")
     tails = {}
     for job_id in records:
         log = h.job(batch, job_id).logs / "container.log"
@@ -221,8 +224,8 @@ def _report(h: Home, batch: str, *, jobs: list | None, image_id: str | None) -> 
     results = results_from_records(records, batch=batch, image_id=image_id, jobs=jobs, log_tails=tails)
     out.print(comparison_table(results))
     paths = write_reports(results, batch_dir / "report")
-    err.print(summary_line(results))
-    err.print(f"results {paths.results_json}\njunit   {paths.junit_xml}\nreport  {paths.html}")
+    err.print(summary_line(results), markup=False)
+    err.print(f"results {paths.results_json}\njunit   {paths.junit_xml}\nreport  {paths.html}", markup=False)
     return results
 
 
@@ -245,8 +248,8 @@ def report(
             if not isinstance(data, dict):
                 raise ValueError("not a JSON object")
         except (OSError, UnicodeDecodeError, ValueError) as exc:
-            err.print(f"[yellow]warning:[/yellow] {meta} is unreadable ({exc}); reporting from the job records",
-                      markup=True)
+            err.print(f"[yellow]warning:[/yellow] {escape(str(meta))} is unreadable ({escape(str(exc))}); "
+                      "reporting from the job records", markup=True)
             data = {}
         image_id = data.get("image_id")
         try:

@@ -16,16 +16,16 @@ def comparison_table(results: BatchResults) -> Table:
     """Each cell: passed/n, pass rate, 95% interval; then mean cost, turns, duration."""
     c = results.comparison
     table = Table(
-        title=f"{results.batch} · model: {results.gateway_label}",
+        title=Text(f"{results.batch} · model: {results.gateway_label}"),
         caption="pass rate over repeats [95% Wilson interval] · mean cost (metered at the gateway) · mean turns"
         " · mean duration",
         show_lines=True,
     )
     table.add_column("task", style="bold")
     for variant in c.variants:
-        table.add_column(variant)
+        table.add_column(Text(variant))
     for task in c.tasks:
-        table.add_row(task, *(_cell_text(c.cell(task, v)) for v in c.variants))
+        table.add_row(Text(task, style="bold"), *(_cell_text(c.cell(task, v)) for v in c.variants))
     if len(c.tasks) > 1:
         table.add_row(Text("all tasks", style="italic"), *(_cell_text(c.variant_totals[v]) for v in c.variants))
     return table
