@@ -100,7 +100,8 @@ def _from_flower(cause: dict[str, Any], fallback: str) -> Verdict:
     if kind in ("database", "crash"):
         return Verdict(Status.ERROR, text, FailureClass.INFRASTRUCTURE)
     if kind in ("signal", "interrupted"):
-        return Verdict(Status.ERROR, f"{text}; sent from outside flower-batch", FailureClass.INFRASTRUCTURE)
+        return Verdict(Status.ERROR, f"{text}; not the job's timeout: sent from outside (flower-batch stop, "
+                                     "docker stop, a host shutdown)", FailureClass.INFRASTRUCTURE)
     if kind == "done":  # flower said all was well but the container did not exit 0
         return Verdict(Status.ERROR, fallback or text, FailureClass.INFRASTRUCTURE)
     return Verdict(Status.FAILED, text, FailureClass.AGENT)  # target, workflow, step, usage
