@@ -294,7 +294,7 @@ def _rows(h: Home, batch: str | None) -> list[dict[str, Any]]:
         meter = read_summary(jd.logs)  # the gateway's meter: live while the job runs
         cost = rec.cost_usd if rec.finished or not meter else meter.get("cost_usd")
         rows.append({
-            "batch": jd.batch, "job": jd.job, "status": rec.status, "reason": rec.reason,
+            "batch": jd.batch, "job": jd.job, "status": rec.status, "class": rec.failure_class, "reason": rec.reason,
             "cost_usd": cost, "metered": meter is not None, "num_turns": rec.num_turns, "duration_s": rec.duration_s,
             "started_at": rec.started_at, "gateway_mode": rec.gateway_mode, "attempt": rec.attempt,
             "persistent": bool(rec.spec.get("persistent")), "image_id": rec.image_id,

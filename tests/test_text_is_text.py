@@ -62,6 +62,8 @@ def test_show_prints_a_reason_check_output_and_continuity_as_they_are(tmp_path: 
                  "[bold]fix", "[red]boom[/red]"):
         assert text in result.output, text
     assert "agent" in result.output  # the failure class is shown too
+    listed = CliRunner().invoke(app, ["ls", "--json", "--home", str(home)])
+    assert [(r["job"], r["class"], r["reason"]) for r in json.loads(listed.output)] == [("j1", "agent", REASON)]
 
 
 def test_a_bracketed_job_or_task_name_is_quoted_as_typed(tmp_path: Path) -> None:
