@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import sqlite3
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import anyio
 import typer
@@ -18,7 +19,7 @@ from rich.console import Console
 from rich.text import Text
 from typer.exceptions import TyperException
 
-from . import signals, terminal
+from . import exitinfo, signals, terminal
 from .display import Display, is_scripted
 from .flows import CLARIFY, GOAL, QA_FILE, WORK, brief_path, goal_path, in_progress, starter_flow
 from .handoff import Handoff
@@ -63,18 +64,45 @@ def _globals(
     G.workspace, G.run_dir, G.verbose, G.workbench, G.trim = workspace, run_dir, verbose, workbench, trim
 
 
-def _fail(message: str, code: int = 2) -> None:
+def _fail(message: str, code: int = 2, kind: str = "usage") -> None:
     err.print(Text.assemble(("flower:", "red"), " ", message), highlight=False)
+    exitinfo.leave(G.run_dir, code=code, kind=kind, reason=message)
     raise typer.Exit(code)
 
 
-def make_runtime(**kw: Any) -> Runtime:
+def _ended(ctx: dict) -> int:
+    """The exit code of a workflow run, with its cause left in runs/.exit.json."""
+    failure = exitinfo.step_failure(ctx)
+    if failure is None:
+        exitinfo.leave(G.run_dir, code=0, kind="done", reason="every step passed")
+        return 0
+    kind, reason, step = failure
+    exitinfo.leave(G.run_dir, code=1, kind=kind, reason=reason, step=step)
+    return 1
+
+
+def _interrupted(message: str) -> NoReturn:
+    err.print(f"flower: {message}")
+    exitinfo.leave(G.run_dir, code=130, kind="interrupted", reason=message)
+    raise typer.Exit(130) from None
+
+
+def new_runtime(**kw: Any) -> Runtime:
+    """A Runtime, or one line and exit: 2 for a bad directory, 1 for a sessions.db SQLite
+    cannot read (a malformed or foreign file; moving it aside starts a new store)."""
     try:
-        return Runtime(workspace=G.workspace, run_dir=G.run_dir, trim=kw.pop("trim", G.trim),
-                       workbench=G.workbench, **kw)
+        return Runtime(**kw)
     except ValueError as exc:
         _fail(str(exc))
-        raise  # unreachable; keeps type checkers calm
+    except sqlite3.DatabaseError as exc:
+        db = Path(kw.get("run_dir", "runs")).resolve() / "sessions.db"
+        _fail(f"{db} cannot be opened: {exc} (move it aside to start a new session store)", 1, "database")
+    raise AssertionError("unreachable")
+
+
+def make_runtime(**kw: Any) -> Runtime:
+    return new_runtime(workspace=G.workspace, run_dir=G.run_dir, trim=kw.pop("trim", G.trim),
+                       workbench=G.workbench, **kw)
 
 
 @app.command()
@@ -87,6 +115,7 @@ def once(
     fork: bool = typer.Option(False, "--fork", help="with --resume: branch into a new session"),
 ) -> None:
     """One question, one session: no Workflow, no lineage."""
+    exitinfo.clear(G.run_dir)
     if fork and not resume:
         _fail("--fork needs --resume <session id>")
     if permission_mode not in PERMISSION_MODES:
@@ -102,13 +131,12 @@ def once(
         with signals.install(rt, ask=signals.ask_on_terminal()):
             result = anyio.run(lambda: rt.run(spec, prompt, resume=resume, fork=fork, on_event=display.event))
     except KeyboardInterrupt:
-        err.print("flower: interrupted")
-        raise typer.Exit(130) from None
+        _interrupted("interrupted")
     finally:
         rt.close()
     display.final_text(result)
     display.summary(rt)
-    raise typer.Exit(0 if result.ok else 1)
+    raise typer.Exit(_ended({"_failed_at": None if result.ok else result.step, "_results": {result.step: result}}))
 
 
 @app.command()
@@ -119,10 +147,11 @@ def run(
     fresh: bool = typer.Option(False, "--fresh", help="continuous=False: every step starts a new session"),
 ) -> None:
     """Run a Workflow defined in Python."""
+    exitinfo.clear(G.run_dir)
     try:
         workflow = load_workflow(target)
     except TargetError as exc:
-        _fail(str(exc))
+        _fail(str(exc), kind="target")
         raise
     for item in values:
         if "=" not in item:
@@ -155,15 +184,15 @@ def run(
         with signals.install(rt, ask=signals.ask_on_terminal()):
             ctx = anyio.run(lambda: workflow.run(rt, on_event=on_event, on_step=display.step_done))
     except WorkflowError as exc:
-        _fail(str(exc))
+        _fail(str(exc), kind="workflow")
         raise
     except KeyboardInterrupt:
-        err.print("flower: interrupted (the session continues next time)")
-        raise typer.Exit(130) from None
+        _interrupted("interrupted (the session continues next time)")
+        raise
     finally:
         rt.close()
     display.summary(rt)
-    raise typer.Exit(1 if ctx.get("_failed_at") else 0)
+    raise typer.Exit(_ended(ctx))
 
 
 @app.command()
@@ -187,6 +216,7 @@ def go(
     (appended to 需求.md, 目标.md re-derived), `flower --new "task"` starts over.
     """
     ws = G.workspace
+    exitinfo.clear(G.run_dir)
     if not ws.is_dir():
         _fail(f"workspace {ws.resolve()} is not a directory: create it or pass -w DIR")
     if rounds < 1:
@@ -217,11 +247,7 @@ def go(
         _fail(str(exc))
         raise
     handoff: Any = False if no_handoff else (Handoff(window=window) if window else True)
-    try:
-        rt = Runtime(workspace=ws, run_dir=G.run_dir, trim=not no_trim, workbench=wf.workbench, handoff=handoff)
-    except ValueError as exc:
-        _fail(str(exc))
-        raise
+    rt = new_runtime(workspace=ws, run_dir=G.run_dir, trim=not no_trim, workbench=wf.workbench, handoff=handoff)
     display = Display(verbose=G.verbose)
     printer = GoPrinter(display, person=person)
     wf.channel.on_event = printer.event
@@ -230,17 +256,17 @@ def go(
         with signals.install(rt, ask=typed.next_line if person else None):
             ctx = anyio.run(lambda: wf.run(rt, on_event=printer.event, on_step=display.step_done))
     except WorkflowError as exc:
-        _fail(str(exc))
+        _fail(str(exc), kind="workflow")
         raise
     except KeyboardInterrupt:
         quitting()
-        err.print("flower: interrupted (run flower here again to continue)")
-        raise typer.Exit(130) from None
+        _interrupted("interrupted (run flower here again to continue)")
+        raise
     finally:
         rt.close()
     display.summary(rt)
     printer.outcome(ctx, wb, clarify_only=clarify_only, goal=not no_goal)
-    raise typer.Exit(1 if ctx.get("_failed_at") else 0)
+    raise typer.Exit(_ended(ctx))
 
 
 def _what_to_do(ws: Path, wb: Workbench, text: str, *, new: bool, person: bool) -> tuple[str, bool]:
@@ -417,7 +443,11 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(exc.exit_code)
     except (typer.Abort, KeyboardInterrupt):
         err.print("flower: interrupted")
+        exitinfo.leave(G.run_dir, code=130, kind="interrupted", reason="interrupted")
         sys.exit(130)
+    except Exception as exc:  # a bug or an unforeseen error: keep the traceback, leave the cause
+        exitinfo.leave(G.run_dir, code=1, kind="crash", reason=f"{type(exc).__name__}: {exc}")
+        raise
     sys.exit(code if isinstance(code, int) else 0)
 
 

@@ -29,11 +29,11 @@ class Display:
             resumed = f"  <- 接上次 · 第 {payload['woke']} 次唤醒" if payload.get("resumed") else ""
             c.rule(f"{escape(str(payload['name']))}  {payload['index']}/{payload['total']}{resumed}", align="left")
         elif kind == "tool":
-            c.print(f"  [dim]· {payload['name']}[/dim] {_short(payload.get('input'))}")
+            c.print(f"  [dim]· {escape(str(payload['name']))}[/dim] {_short(payload.get('input'))}")
         elif kind == "text" and self.verbose:
             c.print(f"  [dim]{_short(payload.get('text'), 200)}[/dim]")
         elif kind == "retry":
-            c.print(f"  [yellow]retry after {payload['kind']} error:[/yellow] {_short(payload.get('error'), 160)}")
+            c.print(f"  [yellow]retry after {escape(str(payload['kind']))} error:[/yellow] {_short(payload.get('error'), 160)}")
         elif kind == "session" and self.verbose:
             c.print(f"  [dim]session {escape(str(payload['session_id']))}[/dim]")
         elif kind == "interrupted":
@@ -58,7 +58,7 @@ class Display:
             for col in ("step", "ok", "cost $", "turns", "seconds", "session"):
                 table.add_column(col)
             for r in results:
-                table.add_row(r.step, "yes" if r.ok else "no", f"{r.cost_usd:.4f}", str(r.num_turns),
+                table.add_row(escape(r.step), "yes" if r.ok else "no", f"{r.cost_usd:.4f}", str(r.num_turns),
                               f"{r.duration_s:.1f}", r.session_id[:8])
             self.console.print(table)
         models = {r.model for r in results if r.model}

@@ -26,6 +26,10 @@ class Lineage:
         self.workspace = str(Path(workspace).resolve())
         self.woke = 0
         self.steps: dict[str, str] = {}
+        # Why what is on disk was not used, for reports (the fallback itself stays silent):
+        # `problem` for the whole file, `dropped` for steps whose session is gone.
+        self.problem: str | None = None
+        self.dropped: dict[str, str] = {}
 
     @classmethod
     def load(
@@ -37,15 +41,26 @@ class Lineage:
         """Read lineage.json; keep only steps whose session still exists. Never raises."""
         lin = cls(run_dir, workspace)
         raw = read_raw(lin.path)
-        if raw is None or raw.get("workspace") != lin.workspace:
-            return lin  # the workspace guard: a moved or copied project starts fresh
+        if raw is None:
+            lin.problem = _why_unusable(lin.path)
+            return lin
+        if raw.get("workspace") != lin.workspace:
+            # The workspace guard: a moved or copied project starts fresh.
+            lin.problem = f"workspace guard: lineage.json was written for {raw.get('workspace')!r}, not {lin.workspace!r}"
+            return lin
         woke = raw.get("woke", 0)
         lin.woke = woke if isinstance(woke, int) and woke >= 0 else 0
         steps = raw.get("steps")
         if isinstance(steps, dict):
             for name, sid in steps.items():
-                if isinstance(name, str) and isinstance(sid, str) and sid and _alive(has_session, sid):
+                if not (isinstance(name, str) and isinstance(sid, str) and sid):
+                    continue
+                if _alive(has_session, sid):
                     lin.steps[name] = sid
+                else:
+                    lin.dropped[name] = sid
+        else:
+            lin.problem = "lineage.json unreadable: it has no steps table"
         return lin
 
     @property
@@ -96,6 +111,21 @@ def _alive(has_session: Callable[[str], bool] | None, sid: str) -> bool:
         return bool(has_session(sid))
     except Exception:  # noqa: BLE001 — an unreadable store means "absent", never an error (R-26)
         return False
+
+
+def _why_unusable(path: Path) -> str:
+    """Why read_raw() gave nothing: missing, or unreadable (and how)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return "lineage.json missing"
+    except (OSError, UnicodeDecodeError) as exc:
+        return f"lineage.json unreadable: {type(exc).__name__}: {exc}"
+    try:
+        json.loads(text)
+    except ValueError as exc:
+        return f"lineage.json unreadable: {exc}"
+    return "lineage.json unreadable: not a JSON object"
 
 
 def read_raw(path: Path) -> dict | None:

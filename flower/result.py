@@ -32,6 +32,9 @@ class StepResult:
     # The model that answered (from the responses). "scripted-model" marks the offline scripted
     # server, so every output can say when no real model was involved.
     model: str = ""
+    # The HTTP status of the API error that ended the step (None: no API error), so whoever
+    # reads the manifest can tell a refused key (401) or spent credit (402) from a bad answer.
+    api_error_status: int | None = None
 
     @property
     def duration_s(self) -> float:

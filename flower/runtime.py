@@ -204,6 +204,8 @@ class Runtime:
         self.cli_path = cli_path
         self.shield_cli = shield_cli
         self.project_key = project_key_for_directory(str(self.workspace))
+        # Reported when a step cannot continue: its session was lost with the whole store.
+        self.store_was_new = not (self.run_dir / "sessions.db").is_file()
         self.sqlite = SQLiteSessionStore(self.run_dir / "sessions.db")
         self.store: Any = self._wrap_store(self.sqlite)
         self.resilience = Resilience.from_value(resilience)
@@ -384,6 +386,7 @@ class Runtime:
             return  # neither a success nor a failure: the successor decides
         result.ok = got.ok
         result.error = None if got.ok else (got.error or "unknown error")
+        result.api_error_status = None if got.ok else got.api_error_status
 
     def _record(self, result: StepResult) -> None:
         self.results.append(result)

@@ -42,6 +42,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from . import exitinfo
 from .fileio import write_atomic
 
 Ask = Callable[[], str]
@@ -80,8 +81,15 @@ class SignalGuard:
         raise KeyboardInterrupt
 
     def on_terminate(self, signum: int, frame: Any) -> None:
+        steps = [getattr(r, "step", "?") for r in getattr(self.runtime, "_inflight", [])]
         with contextlib.suppress(Exception):
             self.runtime.rescue("killed-by-signal")
+        with contextlib.suppress(Exception):  # the cause, for an orchestrator that sees only 143
+            name = signal.Signals(signum).name
+            during = f" during step {steps[0]}" if steps else " between steps"
+            exitinfo.leave(self.runtime.run_dir, code=128 + signum, kind="signal",
+                           reason=f"killed by {name}{during} (the step is recorded as killed-by-signal)",
+                           step=steps[0] if steps else None)
         # Restore the default action and deliver the signal again: the process dies of it,
         # so a supervisor sees the real cause (exit status 128 + signum).
         signal.signal(signum, signal.SIG_DFL)

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .continuity import ContinuityLog, decide, first_run
 from .lineage import Lineage
 from .result import StepResult
 from .spec import AgentSpec
@@ -109,6 +110,8 @@ class Workflow:
         self.channel = channel
         self.workbench = workbench
         self.continuous = continuous
+        self._continuity: ContinuityLog | None = None
+        self._first_run = False
         self._validate()
 
     def _validate(self) -> None:
@@ -132,6 +135,9 @@ class Workflow:
         ctx.setdefault("_results", {})
         ctx.pop("_failed_at", None)
         ctx.pop("_aborted", None)
+        run_dir = getattr(runtime, "run_dir", None)
+        self._first_run = run_dir is not None and first_run(run_dir)
+        self._continuity = ContinuityLog(run_dir, str(getattr(runtime, "run_id", ""))) if run_dir else None
         lineage = self._open_lineage(runtime)
         ctx["_lineage"] = lineage
         ctx["_woke"] = lineage.woke if lineage else 0
@@ -187,6 +193,10 @@ class Workflow:
         continuing = None
         if lineage is not None and step.resume_from is None:
             continuing = lineage.steps.get(step.name)
+        if self._continuity is not None:  # why this step continues or starts fresh, for the records
+            self._continuity.add(decide(
+                step.name, lineage, resume_from=step.resume_from, resumed_session=base_resume,
+                store_was_new=bool(getattr(runtime, "store_was_new", False)), first_run=self._first_run))
         if on_event is not None:
             payload = {"name": step.name, "index": index, "total": total,
                        "resumed": bool(continuing), "woke": lineage.woke if lineage else 0}

@@ -14,9 +14,12 @@ from typing import Any
 import anyio
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from .backend.docker_backend import DockerBackend
+from .causes import continuity_lines
 from .envnames import env_name_problem, looks_secret
 from .errors import FlowerBatchError
 from .gateway.host_modes import mode_label, use_upstream
@@ -37,7 +40,7 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def fail(message: str, code: int = 2) -> None:
-    err.print(f"[red]flower-batch:[/red] {message}")
+    err.print(f"[red]flower-batch:[/red] {escape(message)}")
     raise typer.Exit(code)
 
 
@@ -76,15 +79,15 @@ def _parse_env(items: list[str]) -> dict[str, str]:
 
 
 def _progress(job_id: str, state: str) -> None:
-    err.print(f"[cyan]{time.strftime('%H:%M:%S')}[/cyan] {job_id}: {state}")
+    err.print(f"[cyan]{time.strftime('%H:%M:%S')}[/cyan] {escape(job_id)}: {escape(state)}")
 
 
 def _finish(record: JobRecord) -> None:
     colour = "green" if record.status == "passed" else "red"
     cost = "unknown" if record.cost_usd is None else f"${record.cost_usd:.4f}"
     err.print(
-        f"[{colour}]{record.job_id}: {record.status}[/{colour}]"
-        + (f" — {record.reason}" if record.reason else "")
+        f"[{colour}]{escape(record.job_id)}: {record.status}[/{colour}]"
+        + (f" — {escape(record.reason)}" if record.reason else "")
         + f"  cost {cost}  turns {record.num_turns or 0}  {format_duration(record.duration_s or 0)}"
         + f"  model: {_mode_label(record.gateway_mode)}"
     )
@@ -205,7 +208,8 @@ def run(
     except FlowerBatchError as exc:
         fail(str(exc))
         raise
-    err.print(f"job {ADHOC_BATCH}/{spec.id}  image {image_id[:19]}  model: {_mode_label(spec.gateway.mode)}")
+    err.print(f"job {ADHOC_BATCH}/{spec.id}  image {image_id[:19]}  model: {_mode_label(spec.gateway.mode)}",
+              markup=False)
 
     async def go() -> JobRecord:
         async with DockerBackend() as backend:
@@ -260,6 +264,10 @@ def wake(
 
     result = _run_async(go)
     _print_container_tail(h.job(jd.batch, jd.job), marker="接上")
+    for line in continuity_lines(result.continuity):  # flower is silent about a fresh start: we say it
+        err.print(f"  {line}", markup=False)
+    if result.spec.get("persistent") and not result.continuity and result.status != "passed":
+        err.print("  continuity unknown: flower did not get as far as its first step", markup=False)
     _finish(result)
 
 
@@ -281,7 +289,7 @@ def _print_container_tail(jd: JobDir, marker: str) -> None:
     last_run = max((i for i, line in enumerate(lines) if line.startswith("--- container")), default=0)
     for line in lines[last_run:]:
         if marker in line or "唤醒" in line:
-            err.print(f"  {line.strip()}")
+            err.print(f"  {line.strip()}", markup=False)  # flower's own line: text, never markup
 
 
 def _rows(h: Home, batch: str | None) -> list[dict[str, Any]]:
@@ -293,7 +301,7 @@ def _rows(h: Home, batch: str | None) -> list[dict[str, Any]]:
         meter = read_summary(jd.logs)  # the gateway's meter: live while the job runs
         cost = rec.cost_usd if rec.finished or not meter else meter.get("cost_usd")
         rows.append({
-            "batch": jd.batch, "job": jd.job, "status": rec.status, "reason": rec.reason,
+            "batch": jd.batch, "job": jd.job, "status": rec.status, "class": rec.failure_class, "reason": rec.reason,
             "cost_usd": cost, "metered": meter is not None, "num_turns": rec.num_turns, "duration_s": rec.duration_s,
             "started_at": rec.started_at, "gateway_mode": rec.gateway_mode, "attempt": rec.attempt,
             "persistent": bool(rec.spec.get("persistent")), "image_id": rec.image_id,
@@ -357,20 +365,23 @@ def show(
         ("turns", str(record.num_turns)), ("started", record.started_at or ""), ("finished", record.finished_at or ""),
         ("duration", format_duration(record.duration_s or 0)), ("attempt", str(record.attempt)),
         ("persistent", "yes" if record.spec.get("persistent") else "no"), ("folder", str(jd.root)),
+        *(("continuity", line) for line in continuity_lines(record.continuity)),
+        *((("class", record.failure_class),) if record.failure_class else ()),
     ):
-        info.add_row(f"[bold]{key}[/bold]", value)
+        # Values are file and model text (a reason may quote `[[rules]]`): never markup.
+        info.add_row(f"[bold]{key}[/bold]", value if key == "status" else Text(value))
     out.print(info)
     table = Table(title="manifest (one row per step attempt)")
     for col in ("run", "step", "ok", "cost $", "turns", "seconds", "session", "error"):
         table.add_column(col)
     for r in rows:
-        table.add_row(str(r.get("run", ""))[-13:], str(r.get("step")), "yes" if r.get("ok") else "no",
+        table.add_row(str(r.get("run", ""))[-13:], Text(str(r.get("step"))), "yes" if r.get("ok") else "no",
                       f"{r.get('cost_usd') or 0:.4f}", str(r.get("num_turns", "")), f"{r.get('duration_s') or 0:.1f}",
-                      str(r.get("session_id", ""))[:8], str(r.get("error") or "")[:60])
+                      str(r.get("session_id", ""))[:8], Text(str(r.get("error") or "")[:60]))
     out.print(table)
     if record.check_output:
         out.print("[bold]check output[/bold]")
-        out.print(record.check_output[-2000:])
+        out.print(record.check_output[-2000:], markup=False)
 
 
 @app.command()

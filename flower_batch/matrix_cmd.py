@@ -5,13 +5,16 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
 import typer
 from rich.console import Console
 from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from flower.fileio import write_atomic
 
@@ -20,10 +23,12 @@ from .cli import HOME_OPT, _run_async, _runtime_image, app, err, fail, out
 from .compare_cmd import ALPHA_OPT, FAIL_OPT, Baseline, baseline_or_exit
 from .errors import FlowerBatchError
 from .gateway.host_modes import mode_problem, use_upstream
+from .infra_retry import run_with_infra_retries
 from .layout import Home
 from .matrix import (
     BatchResults,
     JobRecord,
+    JobSpec,
     MatrixFileError,
     comparison_table,
     load_jobs_file,
@@ -33,6 +38,7 @@ from .matrix import (
     summary_line,
     write_reports,
 )
+from .matrix._classes import exit_code_for
 from .scheduler import run_jobs
 from .session import find_leaks, remove_leaks
 
@@ -89,7 +95,7 @@ class MatrixProgress:
         for job, state in self.states.items():
             elapsed = f"{time.monotonic() - self.started[job]:.0f}s" if state in ("running", "checking") else ""
             colour = {"passed": "green", "running": "cyan", "checking": "cyan", "queued": "dim"}.get(state, "red")
-            table.add_row(job, f"[{colour}]{state}[/{colour}]", elapsed)
+            table.add_row(Text(job), f"[{colour}]{escape(state)}[/{colour}]", elapsed)
         return table
 
 
@@ -114,9 +120,16 @@ def matrix(
         None, "--upstream", help="anthropic mode: the Messages API to forward to (default $FLOWER_BATCH_UPSTREAM, "
         "else https://api.anthropic.com)"
     ),
+    infra_retries: int = typer.Option(
+        2, "--infra-retries", help="re-run jobs that ended in an infrastructure error, at most this many times"
+    ),
     home: Path | None = HOME_OPT,
 ) -> None:
-    """Run a matrix of jobs side by side, each in its own container; resumable."""
+    """Run a matrix of jobs side by side, each in its own container; resumable.
+
+    Exit codes: 0 all passed (or --fail-under met), 1 below it, 2 bad usage, 3 infrastructure
+    errors remained after --infra-retries.
+    """
     try:
         jf = load_jobs_file(jobs_file)
     except MatrixFileError as exc:
@@ -129,13 +142,15 @@ def matrix(
         fail(f"-j/--parallel {parallel}: give at least 1 (the number of jobs run at once)")
     if problem := use_upstream(upstream, os.environ):
         fail(problem)
+    if infra_retries < 0:
+        fail(f"--infra-retries {infra_retries}: give 0 (never) or more re-runs of infrastructure errors")
     missing = jf.missing_secrets(os.environ)
     # Each gateway mode's needs (anthropic: the host's key), checked before any job is queued.
     missing += [f"{jf.path.name}: {problem}" for mode in jf.gateway_modes
                 if (problem := mode_problem(mode, os.environ))]
     if missing:
         for line in missing:
-            err.print(f"[red]flower-batch:[/red] {line}")
+            err.print(f"[red]flower-batch:[/red] {escape(line)}")
         raise typer.Exit(2)
     if fail_under is not None and not 0 <= fail_under <= 1:
         fail("--fail-under: give a pass rate between 0 and 1, e.g. 0.8")
@@ -152,10 +167,11 @@ def matrix(
     records = load_records(batch_dir, [j.id for j in jf.jobs])
     plan = plan_resume(jf.jobs, image_id, records, retry_failed=retry_failed, fresh=fresh)
     modes = ", ".join(jf.gateway_modes)
-    err.print(f"batch {jf.name}: {len(jf.jobs)} jobs · image {image_id[:19]} · model: {modes} · {plan.summary()}")
+    err.print(f"batch {jf.name}: {len(jf.jobs)} jobs · image {image_id[:19]} · model: {modes} · {plan.summary()}",
+              markup=False)
     if dry_run:
         for d in plan.decisions:
-            out.print(f"{d.action.value:5} {d.job_id}  ({d.reason})")
+            out.print(f"{d.action.value:5} {d.job_id}  ({d.reason})", markup=False)
         raise typer.Exit(0)
     _write_batch_file(batch_dir, jf.path, image_id, versions, modes)
     to_run = [(jf.job(d.job_id), d.previous) for d in plan.to_run]
@@ -178,11 +194,18 @@ def matrix(
             await remove_leaks(backend, h.root, leaks)
             return len(leaks)
 
+    def on_retry(n: int, job_ids: list[str]) -> None:
+        err.print(f"infrastructure errors: running {len(job_ids)} job(s) again (retry {n}/{infra_retries}): "
+                  + ", ".join(job_ids), markup=False)
+
     async def go() -> None:
         async with DockerBackend() as backend:
-            await run_jobs(backend, h, jf.name, to_run, image_id=image_id, versions=versions, parallel=parallel,
-                           on_state=on_state, search=[jf.path.parent],
-                           budget_usd=budget_usd if budget_usd is not None else jf.budget_usd)
+            async def one_round(jobs: Sequence[tuple[JobSpec, JobRecord | None]]) -> dict[str, JobRecord]:
+                return await run_jobs(backend, h, jf.name, jobs, image_id=image_id, versions=versions,
+                                      parallel=parallel, on_state=on_state, search=[jf.path.parent],
+                                      budget_usd=budget_usd if budget_usd is not None else jf.budget_usd)
+
+            await run_with_infra_retries(one_round, to_run, retries=infra_retries, on_retry=on_retry)
 
     reaped = _run_async(reap)
     if reaped:
@@ -192,7 +215,8 @@ def matrix(
             _run_async(go)
     results = _report(h, jf.name, jobs=list(jf.jobs), image_id=image_id, baseline=baseline)
     regressed = fail_on_regression and baseline is not None and baseline.regressed
-    raise typer.Exit(0 if results.ci_passed(fail_under) and not regressed else 1)
+    raise typer.Exit(exit_code_for(results.class_counts(), threshold_met=results.ci_passed(fail_under),
+                                   regression=bool(regressed)))
 
 
 def _write_batch_file(batch_dir: Path, jobs_file: Path, image_id: str, versions: dict, modes: str) -> None:
@@ -209,7 +233,7 @@ def _report(h: Home, batch: str, *, jobs: list | None, image_id: str | None,
     records: dict[str, JobRecord] = {k: v for k, v in loaded.items() if isinstance(v, JobRecord)}
     for job_id, problem in loaded.items():
         if not isinstance(problem, JobRecord):
-            err.print(f"[yellow]warning:[/yellow] {job_id}: {problem}")
+            err.print(f"[yellow]warning:[/yellow] {escape(job_id)}: {escape(str(problem))}")
     tails = {}
     for job_id in records:
         log = h.job(batch, job_id).logs / "container.log"
@@ -218,8 +242,8 @@ def _report(h: Home, batch: str, *, jobs: list | None, image_id: str | None,
     results = results_from_records(records, batch=batch, image_id=image_id, jobs=jobs, log_tails=tails)
     out.print(comparison_table(results))
     paths = write_reports(results, batch_dir / "report", baseline.sections(results) if baseline else ())
-    err.print(summary_line(results))
-    err.print(f"results {paths.results_json}\njunit   {paths.junit_xml}\nreport  {paths.html}")
+    err.print(summary_line(results), markup=False)
+    err.print(f"results {paths.results_json}\njunit   {paths.junit_xml}\nreport  {paths.html}", markup=False)
     if baseline:
         baseline.finish(batch_dir / "report")
     return results
@@ -250,8 +274,8 @@ def report(
             if not isinstance(data, dict):
                 raise ValueError("not a JSON object")
         except (OSError, UnicodeDecodeError, ValueError) as exc:
-            err.print(f"[yellow]warning:[/yellow] {meta} is unreadable ({exc}); reporting from the job records",
-                      markup=True)
+            err.print(f"[yellow]warning:[/yellow] {escape(str(meta))} is unreadable ({escape(str(exc))}); "
+                      "reporting from the job records", markup=True)
             data = {}
         image_id = data.get("image_id")
         try:

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from .backend.docker_backend import DockerBackend
@@ -44,7 +45,7 @@ def _diff_table(diff: ReproDiff) -> Table:
         def pair(key: str, fmt=str, a=a, b=b) -> str:
             left = fmt(a[key]) if a else "—"
             right = fmt(b[key]) if b else "—"
-            return left if left == right else f"{left} → {right}"
+            return escape(left if left == right else f"{left} → {right}")  # step names, verdicts: text
 
         same = (
             a is not None
@@ -65,35 +66,35 @@ def _diff_table(diff: ReproDiff) -> Table:
 def _print_plan(plan: ReproPlan) -> None:
     err.print(
         f"reproducing {plan.original.batch}/{plan.original.job} as {REPRO_BATCH}/{plan.spec.id} · "
-        f"image {plan.image_id[:19]} · model: {_mode_label(plan.mode)}"
+        f"image {plan.image_id[:19]} · model: {_mode_label(plan.mode)}", markup=False
     )
     for item in plan.drift:
-        err.print(f"[yellow]drift (allowed):[/yellow] {item}")
+        err.print(f"[yellow]drift (allowed):[/yellow] {escape(str(item))}")
 
 
 def _print_result(plan: ReproPlan, record: JobRecord, diff: ReproDiff, report: Path) -> None:
     out.print(_diff_table(diff))
     same_files = diff.files_original == diff.files_repro and not diff.files_differing
     changed = ", ".join(f"{p} ({s})" for p, s in diff.files_repro.items()) or "none"
-    out.print(f"files changed: {'same in both' if same_files else 'DIFFERENT'} — {changed}")
+    out.print(f"files changed: {'same in both' if same_files else 'DIFFERENT'} — {changed}", markup=False)
     if diff.files_differing:
-        out.print(f"files whose final content differs: {', '.join(diff.files_differing)}")
+        out.print(f"files whose final content differs: {', '.join(diff.files_differing)}", markup=False)
     replay = json.loads(report.read_text()).get("replay")
     if replay:
         div = replay.get("divergence")
         out.print(
             f"replay: served {replay.get('served')} of {replay.get('recorded')} recorded responses"
-            + (f" · [red]{div['message']}[/red]" if div else "")
+            + (f" · [red]{escape(str(div['message']))}[/red]" if div else "")
         )
     out.print(
         f"status: original {_status_cell(plan.record.status)} · reproduction {_status_cell(record.status)}"
-        + (f" — {record.reason}" if record.reason else "")
+        + (f" — {escape(record.reason)}" if record.reason else "")
         + f" · {format_duration(record.duration_s or 0)}"
     )
     verdict = (
-        "[green]identical[/green]" if diff.identical else f"[red]differs[/red]: {diff.first_difference()}"
+        "[green]identical[/green]" if diff.identical else f"[red]differs[/red]: {escape(str(diff.first_difference()))}"
     )
-    out.print(f"reproduction {verdict} · report {report}")
+    out.print(f"reproduction {verdict} · report {escape(str(report))}")
 
 
 @app.command()

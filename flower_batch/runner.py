@@ -17,6 +17,7 @@ from pathlib import Path
 import anyio
 
 from .backend import Backend, ContainerSpec, Mount
+from .causes import Ending, continuity_of, explain, flower_exit, new_stamp
 from .errors import FlowerBatchError
 from .gateway.recording import stage_recording
 from .gateway.sidecar import GatewaySidecar
@@ -24,6 +25,7 @@ from .gateway.usage import gateway_outcome
 from .labels import labels
 from .layout import FLOWS, RUNS, WORKSPACE, JobDir
 from .matrix import JobOutcome, JobRecord, JobSpec, Status, decide_status, steps_from_manifest, write_record
+from .matrix._classes import FailureClass
 from .targets import container_target, stage_workflow
 
 GRACE_S = 10.0
@@ -108,6 +110,8 @@ async def run_job(
     timed_out = False
     exit_code: int | None = None
     container: str | None = None
+    oom_killed = False
+    stamp = new_stamp(job.id)  # tells this container's runs/.exit.json from an earlier one's
     try:
         # Inside the try: a workspace that cannot be copied, a workflow that cannot be found
         # still end with a finished record saying why.
@@ -119,6 +123,7 @@ async def run_job(
             "HOME": "/tmp",
             "PYTHONPATH": FLOWS,
             "FLOWER_BATCH_JOB": job.id,
+            "FLOWER_RUN_STAMP": stamp,
         }
         if job.model:
             env["ANTHROPIC_MODEL"] = job.model
@@ -143,6 +148,7 @@ async def run_job(
         write_record(jd.record_path, record)
         await ctx.backend.start(container)
         exit_code, timed_out = await _wait(ctx.backend, container, job.timeout_s)
+        oom_killed = await _oom_killed(ctx.backend, container)
         await _save_logs(ctx.backend, container, jd.logs / "container.log")
     except anyio.get_cancelled_exc_class():
         # The orchestrator is stopping (Ctrl-C): stop the container the way a timeout does, so
@@ -190,17 +196,23 @@ async def run_job(
                                    over_budget=gateway.over_budget, error=error)
     if status is Status.BUDGET:
         reason = gateway.budget_reason or reason
-    if status is Status.FAILED and not workflow_ok and exit_code not in (None, 0):
-        reason = f"the workflow exited {exit_code}" + _last_error(rows)
+    verdict = explain(status, reason, Ending(exit_code, timed_out, oom_killed, job.memory_bytes),
+                      flower_exit(jd.runs, stamp), check_exit=check_exit,
+                      fallback=f"the workflow exited {exit_code}" + _last_error(rows))
+    status, reason, klass = verdict.status, verdict.reason, verdict.failure_class
+    if error is not None and error == gateway.divergence:
+        klass = FailureClass.AGENT  # the agent's requests left the recording: a verdict, not a fault
     costs: list[float] = [float(r["cost_usd"]) for r in rows if isinstance(r.get("cost_usd"), int | float)]
     outcome = JobOutcome(
         job_id=job.id, status=status, workflow_ok=workflow_ok, check_exit=check_exit,
         cost_usd=gateway.cost_usd if gateway.metered else (round(sum(costs), 6) if rows else None),
         num_turns=sum(int(r.get("num_turns") or 0) for r in rows),
         duration_s=round(time.monotonic() - started, 2), steps=steps_from_manifest(rows),
-        gateway_mode=job.gateway.mode, reason=reason, check_output=check_output,
+        gateway_mode=job.gateway.mode, reason=reason, check_output=check_output, failure_class=klass.value,
     )
     record = record.with_outcome(outcome, finished_at=now_iso(), exit_code=exit_code)
+    if persistent:
+        record = replace(record, continuity=continuity_of(jd.runs, stamp))
     write_record(jd.record_path, record)
     _state(ctx, job.id, status.value)
     return record
@@ -230,6 +242,13 @@ async def _wait(backend: Backend, container: str, timeout_s: float) -> tuple[int
     except (TimeoutError, FlowerBatchError):
         await backend.stop(container, grace_s=0)
         return await backend.wait(container, timeout=30), True
+
+
+async def _oom_killed(backend: Backend, container: str) -> bool:
+    try:
+        return (await backend.inspect(container)).oom_killed
+    except FlowerBatchError:
+        return False
 
 
 async def run_check(ctx: JobContext, job: JobSpec, jd: JobDir) -> tuple[int, str]:

@@ -358,7 +358,8 @@ def test_killed_mid_step_then_wake_continues_the_same_session(
     subprocess.run(["docker", "kill", record["container"]], check=True, capture_output=True)
     assert proc.wait(timeout=60) == 1, output_of(tmp_path, "sleeper")
     killed = job.record()
-    assert killed["status"] == "failed" and killed["exit_code"] == 137
+    assert killed["status"] == "error" and killed["exit_code"] == 137 and killed["class"] == "infrastructure"
+    assert killed["reason"].startswith("killed from outside: SIGKILL (exit 137)"), killed["reason"]
     assert not leftovers(home, "adhoc"), leftovers(home, "adhoc").describe()
     assert job.lineage()["woke"] == 1
 
@@ -382,6 +383,9 @@ def test_killed_mid_step_then_wake_continues_the_same_session(
     last_run = job.container_log().rsplit("--- container", 1)[1]
     assert "第 2 次唤醒" in last_run
     assert "第 2 次唤醒" in woken.stderr and "\x1b[" not in woken.stderr
+    # ... and what flower keeps quiet about, `wake` says: the step continued its session
+    assert f"step do: continued session {session[:8]}… (lineage.json)" in woken.stderr, woken.stderr
+    assert [(c["step"], c["continued"], c["session"]) for c in rec["continuity"]] == [("do", True, session)]
 
     # and again, with more words: they reach the same session as the newest user turn
     again = fb("wake", "sleeper", "Also say hello to the reviewer.", home=home, timeout=90)

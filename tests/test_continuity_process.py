@@ -9,6 +9,8 @@ import sqlite3
 
 import pytest
 
+from flower import exitinfo
+from flower.continuity import read_continuity
 from tests.rig import message_requests, scripted, texts_of
 from tests.scripts.child import FLOW, Child, alive, descendants, lineage, manifest, wait_until
 
@@ -82,6 +84,11 @@ def assert_continued(tmp_path, srv, sid: str, again: Child) -> None:
     seen = texts_of(resumed[-1])
     assert "read the note and remember it" in seen and "the fruit is banana" in seen
     assert "API Error" not in seen
+    # ... and the records say so: step 1 continued the session lineage named.
+    steps = read_continuity(tmp_path / "runs")
+    assert steps is not None and steps[0]["step"] == STEP1 and steps[0]["continued"] is True
+    assert steps[0]["session"] == sid and steps[0]["reason"].startswith(f"continued session {sid[:8]}")
+    assert exitinfo.read(tmp_path / "runs")["class"] == "done"  # the kill's cause was cleared
 
 
 def test_sigkill_in_the_middle_of_step_1_then_the_next_run_continues_the_same_session(tmp_path):
@@ -148,6 +155,11 @@ def test_sigterm_and_sighup_rescue_the_in_flight_step_then_the_next_run_continue
         assert row["step"] == STEP1 and row["error"] == "killed-by-signal" and row["ok"] is False
         assert row["session_id"] == sid and row["ended_at"]
         assert "Traceback" not in child.output
+        # The cause is left for an orchestrator that only sees the exit status (128 + signal).
+        cause = exitinfo.read(tmp_path / "runs")
+        assert cause is not None and cause["class"] == "signal" and cause["code"] == 128 + sig
+        assert cause["reason"].startswith(f"killed by {signal.Signals(sig).name} during step {STEP1}")
+        assert cause["step"] == STEP1
         again = start(tmp_path, srv)
         try:
             assert_continued(tmp_path, srv, sid, again)

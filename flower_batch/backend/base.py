@@ -63,6 +63,8 @@ class ContainerInfo:
     exit_code: int | None
     """None while the container has not exited."""
     labels: dict[str, str]
+    oom_killed: bool = False
+    """The kernel killed it for exceeding its memory limit (Docker's State.OOMKilled)."""
 
 
 @dataclass(frozen=True)

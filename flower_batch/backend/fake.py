@@ -124,6 +124,11 @@ class FakeProcess:
     def _abs(self, p: str) -> str:
         return p if p.startswith("/") else str(PurePosixPath(self._c.spec.working_dir or "/") / p)
 
+    def oom_kill(self) -> None:
+        """End the program as the kernel's OOM killer would: SIGKILL (137) and OOMKilled set."""
+        self._c.oom_killed = True
+        raise _Killed(128 + SIGKILL)
+
     def _deliver(self, sig: int) -> None:
         self.signals.append(sig)
         if sig == SIGKILL:
@@ -172,6 +177,7 @@ class _Container:
         self.backend, self.id, self.name, self.spec, self.program = backend, cid, name, spec, program
         self.state: ContainerState = "created"
         self.exit_code: int | None = None
+        self.oom_killed = False
         self.lines: list[str] = []
         self.changed = anyio.Event()
         self.exited = anyio.Event()
@@ -188,17 +194,21 @@ class _Container:
 
     def info(self) -> ContainerInfo:
         return ContainerInfo(
-            self.id, self.name, self.spec.image, self.state, self.exit_code, dict(self.spec.labels)
+            self.id, self.name, self.spec.image, self.state, self.exit_code, dict(self.spec.labels),
+            oom_killed=self.oom_killed,
         )
 
     async def run(self, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         self.process = FakeProcess(self)
         self.state, self.exit_code, self.exited = "running", None, anyio.Event()
+        self.oom_killed = False
         code = 0
         with anyio.CancelScope() as self.scope:
             task_status.started()
             try:
                 code = await self.program(self.process)
+            except _Killed as killed:  # oom_kill() from inside the program
+                code = killed.code
             except Exception as exc:  # a crashing program is a crashing container, not a test error
                 self.append_log(f"{type(exc).__name__}: {exc}")
                 code = 1

@@ -1,8 +1,9 @@
 """JUnit XML for CI: one <testsuite> per task, one <testcase> per job.
 
-failed / timeout / budget -> <failure type=STATUS message=REASON>
-error                     -> <error type="error" message=REASON>
-skipped, not run yet      -> <skipped message=...>
+By failure class (matrix/_classes.py), so CI tells a broken run from a bad result:
+agent / verifier / timeout / budget -> <failure type=CLASS message=REASON>
+infrastructure                      -> <error type="infrastructure" message=REASON>
+skipped, not run yet                -> <skipped message=...> (a skipped job still counts in its class)
 The check's output (and the log tail) go to <system-out>. Element order and attributes
 stay inside the common Jenkins/Ant JUnit schema.
 """
@@ -13,6 +14,7 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from ._classes import FailureClass
 from ._outcome import JobOutcome, Status
 from ._results import BatchResults
 from ._spec import JobSpec
@@ -20,7 +22,7 @@ from ._spec import JobSpec
 # Characters XML 1.0 forbids (terminal escapes in logs would make the file unreadable).
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-_FAILURES = (Status.FAILED, Status.TIMEOUT, Status.BUDGET)
+_FAILURES = (FailureClass.AGENT, FailureClass.VERIFIER, FailureClass.TIMEOUT, FailureClass.BUDGET)
 
 
 def junit_xml(results: BatchResults) -> str:
@@ -52,8 +54,8 @@ def _suite(results: BatchResults, task: str, jobs: list[JobSpec]) -> ET.Element:
         "testsuite",
         name=task,
         tests=str(len(jobs)),
-        failures=str(sum(1 for o in outcomes if o and o.status in _FAILURES)),
-        errors=str(sum(1 for o in outcomes if o and o.status is Status.ERROR)),
+        failures=str(sum(1 for o in outcomes if o and o.status is not Status.SKIPPED and o.klass in _FAILURES)),
+        errors=str(sum(1 for o in outcomes if o and o.klass is FailureClass.INFRASTRUCTURE)),
         skipped=str(sum(1 for o in outcomes if o is None or o.status is Status.SKIPPED)),
         time=f"{sum(o.duration_s or 0.0 for o in outcomes if o):.3f}",
     )
@@ -77,14 +79,15 @@ def _case(job: JobSpec, outcome: JobOutcome | None) -> ET.Element:
         ET.SubElement(case, "skipped", message="not run yet (pending)")
         return case
     reason = outcome.reason or outcome.status.value
-    if outcome.status in _FAILURES:
-        element = ET.SubElement(case, "failure", message=_clean(reason), type=outcome.status.value)
-        element.text = _clean(_details(outcome))
-    elif outcome.status is Status.ERROR:
-        element = ET.SubElement(case, "error", message=_clean(reason), type="error")
-        element.text = _clean(_details(outcome))
-    elif outcome.status is Status.SKIPPED:
+    klass = outcome.klass
+    if outcome.status is Status.SKIPPED:
         ET.SubElement(case, "skipped", message=_clean(reason))
+    elif klass is FailureClass.INFRASTRUCTURE:
+        element = ET.SubElement(case, "error", message=_clean(reason), type=klass.value)
+        element.text = _clean(_details(outcome))
+    elif klass in _FAILURES:
+        element = ET.SubElement(case, "failure", message=_clean(reason), type=klass.value)
+        element.text = _clean(_details(outcome))
     out = _system_out(job, outcome)
     if out:
         ET.SubElement(case, "system-out").text = _clean(out)
@@ -92,7 +95,7 @@ def _case(job: JobSpec, outcome: JobOutcome | None) -> ET.Element:
 
 
 def _details(outcome: JobOutcome) -> str:
-    lines = [f"status: {outcome.status.value}"]
+    lines = [f"status: {outcome.status.value}", f"class: {outcome.klass.value}"]
     if outcome.workflow_ok is not None:
         lines.append(f"workflow ok: {outcome.workflow_ok}")
     if outcome.check_exit is not None:

@@ -5,7 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._classes import FailureClass
 
 
 class Status(StrEnum):
@@ -104,10 +107,19 @@ class JobOutcome:
     reason: str | None = None
     check_output: str | None = None
     log_tail: str | None = None
+    failure_class: str | None = None
+    """A FailureClass value (matrix/_classes.py) when the runner knew the cause; else see `klass`."""
 
     @property
     def passed(self) -> bool:
         return self.status is Status.PASSED
+
+    @property
+    def klass(self) -> FailureClass:
+        """The job's one failure class: the runner's, else what the status implies."""
+        from ._classes import class_from_status, parse_class
+
+        return parse_class(self.failure_class) or class_from_status(self.status, self.check_exit)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -123,6 +135,7 @@ class JobOutcome:
             "reason": self.reason,
             "check_output": self.check_output,
             "log_tail": self.log_tail,
+            "class": self.klass.value,
         }
 
     @classmethod
@@ -140,6 +153,7 @@ class JobOutcome:
             reason=data.get("reason"),
             check_output=data.get("check_output"),
             log_tail=data.get("log_tail"),
+            failure_class=data.get("class"),
         )
 
 

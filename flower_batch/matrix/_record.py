@@ -58,6 +58,9 @@ class JobRecord:
     duration_s: float | None = None
     container: str | None = None
     versions: dict[str, str] = field(default_factory=dict)
+    failure_class: str | None = None  # see matrix/_classes.py; None while in flight
+    # Per step: continued its session or started fresh, and why (flower's runs/continuity.json).
+    continuity: tuple[dict[str, Any], ...] = ()
 
     @property
     def finished(self) -> bool:
@@ -78,6 +81,7 @@ class JobRecord:
             steps=outcome.steps,
             duration_s=outcome.duration_s,
             gateway_mode=outcome.gateway_mode,
+            failure_class=outcome.klass.value,
             **timings,
         )
 
@@ -98,6 +102,7 @@ class JobRecord:
             reason=self.reason,
             check_output=self.check_output,
             log_tail=log_tail,
+            failure_class=self.failure_class,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -106,6 +111,7 @@ class JobRecord:
             "job_id": self.job_id,
             "batch": self.batch,
             "status": self.status,
+            "class": self.failure_class,
             "reason": self.reason,
             "inputs_hash": self.inputs_hash,
             "image_id": self.image_id,
@@ -124,6 +130,7 @@ class JobRecord:
             "duration_s": self.duration_s,
             "container": self.container,
             "versions": self.versions,
+            "continuity": [dict(e) for e in self.continuity],
             "spec": self.spec,
         }
 
@@ -161,6 +168,8 @@ class JobRecord:
                 duration_s=data.get("duration_s"),
                 container=data.get("container"),
                 versions=dict(data.get("versions") or {}),
+                failure_class=data.get("class") if isinstance(data.get("class"), str) else None,
+                continuity=tuple(dict(e) for e in data.get("continuity") or () if isinstance(e, Mapping)),
             )
         except (TypeError, ValueError, AttributeError) as exc:
             raise RecordError(f"malformed field: {exc}") from exc

@@ -62,6 +62,12 @@ class BatchResults:
             return passed == total
         return total > 0 and passed / total >= fail_under
 
+    def class_counts(self) -> dict[str, int]:
+        """How many jobs ended in each failure class (matrix/_classes.py), plus "pending"."""
+        from ._classes import count_classes
+
+        return count_classes(o.klass if (o := self.outcomes.get(job.id)) else None for job in self.jobs)
+
     def status_of(self, job_id: str) -> str:
         outcome = self.outcomes.get(job_id)
         return outcome.status.value if outcome else "pending"
@@ -78,6 +84,7 @@ class BatchResults:
             "tasks": list(c.tasks),
             "variants": list(c.variants),
             "summary": c.overall.to_dict(),
+            "classes": self.class_counts(),
             "cells": [{"task": t, "variant": v, **cell.to_dict()} for (t, v), cell in c.cells.items()],
             "variant_totals": [{"variant": v, **cell.to_dict()} for v, cell in c.variant_totals.items()],
             "jobs": [self._job_entry(job) for job in self.ordered_jobs],
@@ -92,6 +99,7 @@ class BatchResults:
             "repeat": job.repeat,
             "matrix": job.matrix,
             "status": self.status_of(job.id),
+            "class": outcome.klass.value if outcome else None,
             "outcome": outcome.to_dict() if outcome else None,
             "inputs": job.to_dict(),
         }

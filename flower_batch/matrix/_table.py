@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 
+from ._classes import describe_counts
 from ._results import BatchResults, fmt_cell_detail, fmt_ci, fmt_passed, fmt_rate, rate_class
 from ._stats import Cell
 
@@ -15,16 +16,16 @@ def comparison_table(results: BatchResults) -> Table:
     """Each cell: passed/n, pass rate, 95% interval; then mean cost, turns, duration."""
     c = results.comparison
     table = Table(
-        title=f"{results.batch} · model: {results.gateway_label}",
+        title=Text(f"{results.batch} · model: {results.gateway_label}"),
         caption="pass rate over repeats [95% Wilson interval] · mean cost (metered at the gateway) · mean turns"
         " · mean duration",
         show_lines=True,
     )
     table.add_column("task", style="bold")
     for variant in c.variants:
-        table.add_column(variant)
+        table.add_column(Text(variant))
     for task in c.tasks:
-        table.add_row(task, *(_cell_text(c.cell(task, v)) for v in c.variants))
+        table.add_row(Text(task, style="bold"), *(_cell_text(c.cell(task, v)) for v in c.variants))
     if len(c.tasks) > 1:
         table.add_row(Text("all tasks", style="italic"), *(_cell_text(c.variant_totals[v]) for v in c.variants))
     return table
@@ -34,7 +35,8 @@ def summary_line(results: BatchResults) -> str:
     """e.g. `6/8 passed (75%) · $0.0120 · model: scripted model`."""
     overall = results.comparison.overall
     text = f"{fmt_passed(overall)} passed ({fmt_rate(overall)}) · total {_total_cost(overall)} · model: {results.gateway_label}"
-    return text + (f" · {overall.pending} pending" if overall.pending else "")
+    classes = describe_counts(results.class_counts())
+    return text + (f" · {overall.pending} pending" if overall.pending else "") + (f" · {classes}" if classes else "")
 
 
 def _total_cost(cell: Cell) -> str:

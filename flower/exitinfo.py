@@ -1,0 +1,125 @@
+"""runs/.exit.json: why this flower process ended, in one line, for whoever started it.
+
+flower prints its errors on the terminal; an orchestrator that started flower in a container
+only sees an exit code. So flower also leaves the cause where the orchestrator reads it, next to
+manifest.json::
+
+    {"format": "flower/exit@1", "code": 1, "class": "target",
+     "reason": "target 'boom.py:main': importing boom.py failed: RuntimeError: no", "step": null,
+     "stamp": "<FLOWER_RUN_STAMP>", "at": "2026-…"}
+
+`stamp` is the value of $FLOWER_RUN_STAMP when flower started (the orchestrator sets a new one
+per container), so a file left by an earlier run is never taken for this run's.
+
+Classes: done, usage, target (the workflow module or attribute), workflow (its definition or a
+callback), database (sessions.db), api (a fatal API error: 401, 402, ...), step (a step
+failed), signal (SIGTERM/SIGHUP), interrupted (Ctrl-C), crash (anything else).
+
+Writing is bookkeeping: it never raises, and it never creates the run directory (a usage error
+typed in some folder must not leave a runs/ there).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from .fileio import write_atomic
+
+EXIT_FILE = ".exit.json"
+EXIT_FORMAT = "flower/exit@1"
+STAMP_ENV = "FLOWER_RUN_STAMP"
+CLASSES = ("done", "usage", "target", "workflow", "database", "api", "step", "signal", "interrupted", "crash")
+REASON_LIMIT = 500
+
+
+def exit_path(run_dir: str | os.PathLike) -> Path:
+    return Path(run_dir) / EXIT_FILE
+
+
+def current_stamp() -> str | None:
+    return os.environ.get(STAMP_ENV) or None
+
+
+def clear(run_dir: str | os.PathLike) -> None:
+    """Remove an earlier process's file (flower does this as it starts)."""
+    try:
+        exit_path(run_dir).unlink(missing_ok=True)
+    except OSError:
+        pass
+
+
+def leave(run_dir: str | os.PathLike, *, code: int, kind: str, reason: str, step: str | None = None) -> None:
+    """Write the cause of this exit atomically; silently nothing when run_dir does not exist."""
+    if kind not in CLASSES:
+        raise ValueError(f"exit class {kind!r} is not one of {', '.join(CLASSES)}")
+    directory = Path(run_dir)
+    if not directory.is_dir():
+        return
+    data = {
+        "format": EXIT_FORMAT,
+        "code": int(code),
+        "class": kind,
+        "reason": one_line(reason),
+        "step": step,
+        "stamp": current_stamp(),
+        "at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    try:
+        write_atomic(exit_path(directory), json.dumps(data, ensure_ascii=False) + "\n")
+    except OSError:
+        pass
+
+
+def read(run_dir: str | os.PathLike, *, stamp: str | None = None) -> dict[str, Any] | None:
+    """The cause left in run_dir, or None: missing, unreadable, not ours, or (with `stamp`)
+    written by a process started with another stamp."""
+    try:
+        data = json.loads(exit_path(run_dir).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("format") != EXIT_FORMAT:
+        return None
+    if data.get("class") not in CLASSES or not isinstance(data.get("reason"), str):
+        return None
+    if not isinstance(data.get("code"), int) or isinstance(data.get("code"), bool):
+        return None
+    if stamp is not None and data.get("stamp") != stamp:
+        return None
+    step = data.get("step")
+    return {"code": data["code"], "class": data["class"], "reason": data["reason"],
+            "step": step if isinstance(step, str) else None, "stamp": data.get("stamp")}
+
+
+def one_line(text: str) -> str:
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= REASON_LIMIT else flat[: REASON_LIMIT - 1] + "…"
+
+
+def step_failure(ctx: dict) -> tuple[str, str, str] | None:
+    """(class, reason, step) for a workflow run that stopped at a failed step, else None.
+
+    A fatal API error (its HTTP status known to the runtime) is class "api"; a gate that gave
+    up, or a step whose result was fine but never passed its gate, is class "step".
+    """
+    failed = ctx.get("_failed_at")
+    if not failed:
+        return None
+    result = (ctx.get("_results") or {}).get(failed)
+    aborted = ctx.get("_aborted")
+    if aborted:
+        return "step", f"step {failed}: its gate gave up: {aborted}", failed
+    if result is None:
+        return "step", f"step {failed} failed", failed
+    if result.ok:
+        return "step", f"step {failed}: its gate did not pass the result", failed
+    error = result.error or "failed"
+    if "DatabaseError" in error or "database disk image" in error:
+        return "database", f"step {failed}: the session store failed: {error}", failed
+    status = getattr(result, "api_error_status", None)
+    if status is not None and 400 <= status < 500 and status not in (408, 429):
+        return "api", f"step {failed}: API error {status}: {error}", failed
+    return "step", f"step {failed} failed: {error}", failed
