@@ -468,6 +468,6 @@ def image_show(ref: str = typer.Argument("flower-batch-runtime:latest")) -> None
 
 
 def main() -> None:
-    from . import matrix_cmd, repro_cmd  # noqa: F401 — register `matrix`, `report` and `repro`
+    from . import matrix_cmd, repro_cmd, view_cmd  # noqa: F401 — register `matrix`, `report`, `repro`, `view`
 
     app(prog_name="flower-batch")

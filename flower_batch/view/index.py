@@ -1,0 +1,134 @@
+"""The batches of a home and the job rows of a batch, read from record.json files only.
+
+A 5,000-job batch must list in well under 2 s and be polled every 2 s while it runs, so each
+record is parsed once and kept with its (mtime, size): a poll costs one stat per job, and a
+re-read only for records that changed. sessions.db is never opened for a list.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..layout import check_name
+from ..matrix import RecordError, read_record
+from ..matrix._record import RECORD_NAME
+
+STATUS_ORDER = ("running", "queued", "failed", "error", "timeout", "budget", "passed", "skipped", "unreadable")
+
+
+@dataclass(frozen=True)
+class _Cached:
+    stamp: tuple[int, int]
+    row: dict[str, Any]
+
+
+class RecordIndex:
+    """Thread-safe cache of job rows, keyed by record path."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self._rows: dict[Path, _Cached] = {}
+        self._lock = threading.Lock()
+
+    def batches(self) -> list[dict[str, Any]]:
+        if not self.home.is_dir():
+            return []
+        out = []
+        for entry in sorted(os.scandir(self.home), key=lambda e: e.name):
+            if not entry.is_dir() or entry.name.startswith("."):
+                continue
+            rows, version = self.rows(entry.name)
+            counts: dict[str, int] = {}
+            for row in rows:
+                counts[row["status"]] = counts.get(row["status"], 0) + 1
+            meta = _batch_meta(Path(entry.path) / "batch.json")
+            out.append({
+                "name": entry.name, "jobs": len(rows), "counts": counts, "version": version,
+                "gateway_modes": meta.get("gateway_modes"), "updated_at": meta.get("updated_at"),
+            })
+        return out
+
+    def rows(self, batch: str) -> tuple[list[dict[str, Any]], str]:
+        """Every job row of `batch` (by job id) and a version that changes when any record does."""
+        bdir = self.home / check_name("batch", batch)
+        if not bdir.is_dir():
+            return [], ""
+        rows, stamps = [], hashlib.sha1()
+        seen: set[Path] = set()
+        for entry in sorted(os.scandir(bdir), key=lambda e: e.name):
+            if entry.name.startswith(".") or not entry.is_dir():
+                continue
+            path = Path(entry.path) / RECORD_NAME
+            try:
+                st = path.stat()
+            except OSError:
+                continue
+            stamp = (st.st_mtime_ns, st.st_size)
+            seen.add(path)
+            stamps.update(f"{entry.name}:{stamp}\n".encode())
+            with self._lock:
+                cached = self._rows.get(path)
+            if cached is None or cached.stamp != stamp:
+                cached = _Cached(stamp, _row(entry.name, path))
+                with self._lock:
+                    self._rows[path] = cached
+            rows.append(cached.row)
+        with self._lock:  # forget jobs whose folder went away
+            for path in [p for p in self._rows if p.parent.parent == bdir and p not in seen]:
+                del self._rows[path]
+        return rows, stamps.hexdigest()[:16]
+
+
+def _row(job: str, path: Path) -> dict[str, Any]:
+    try:
+        rec = read_record(path)
+    except (RecordError, OSError) as exc:
+        return {"id": job, "status": "unreadable", "reason": str(exc), "task": "", "variant": "", "matrix": "",
+                "search": f"{job} unreadable {exc}".lower()}
+    spec = rec.spec
+    matrix = spec.get("matrix") if isinstance(spec.get("matrix"), dict) else {}
+    axes = " ".join(f"{k}={_short(v)}" for k, v in matrix.items())
+    row = {
+        "id": rec.job_id, "status": rec.status, "task": str(spec.get("task") or ""),
+        "variant": str(spec.get("variant") or ""), "repeat": spec.get("repeat"), "matrix": axes,
+        "cost_usd": rec.cost_usd, "num_turns": rec.num_turns, "duration_s": rec.duration_s,
+        "reason": rec.reason, "attempt": rec.attempt, "started_at": rec.started_at,
+        "finished_at": rec.finished_at, "steps": len(rec.steps), "gateway_mode": rec.gateway_mode,
+    }
+    row["search"] = " ".join(str(row[k] or "") for k in ("id", "status", "task", "variant", "matrix", "reason")).lower()
+    return row
+
+
+def _short(value: object) -> str:
+    text = value.get("name", json.dumps(value)) if isinstance(value, dict) else str(value)
+    text = str(text)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _batch_meta(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def select(rows: list[dict[str, Any]], *, status: str = "", text: str = "", offset: int = 0,
+           limit: int = 200) -> dict[str, Any]:
+    """One page of rows matching a status and a text (all words, any field), with counts."""
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row["status"]] = counts.get(row["status"], 0) + 1
+    words = text.lower().split()
+    hits = [r for r in rows if (not status or r["status"] == status) and all(w in r["search"] for w in words)]
+    offset = max(0, min(offset, len(hits)))
+    page = [{k: v for k, v in r.items() if k != "search"} for r in hits[offset : offset + max(1, limit)]]
+    ordered = {s: counts[s] for s in STATUS_ORDER if s in counts}
+    return {"total": len(rows), "matched": len(hits), "offset": offset, "limit": limit, "counts": ordered,
+            "jobs": page}
