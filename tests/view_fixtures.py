@@ -5,6 +5,7 @@ copy and run_dir; the job's record.json is written with the matrix's own record 
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ import anyio
 from flower import starter_flow
 from flower.runtime import Runtime
 from flower.scripted import Scenario, ScriptedServer
-from flower_batch.matrix import JobRecord, write_record
+from flower_batch.matrix import GatewaySpec, JobRecord, JobSpec, new_record, write_record
 
 STARTER = Path(__file__).resolve().parent.parent / "examples" / "scenarios" / "starter.toml"
 
@@ -53,12 +54,9 @@ def run_starter(job_dir: Path, source: Path, prompt: str = "make hello.txt say h
 
 def record(batch: str, job: str, status: str = "passed", *, task: str = "hello", variant: str = "base",
            source: Path | None = None, **fields: Any) -> JobRecord:
-    spec = {"id": job, "task": task, "variant": variant, "repeat": 1, "matrix": {"model": variant},
-            "prompt": "make hello.txt say hi", "workflow": None,
-            "workspace": str(source) if source else None, "gateway": {"mode": "scripted"}}
-    data = {"job_id": job, "batch": batch, "inputs_hash": "sha256:fixture", "image_id": "sha256:fixture",
-            "status": status, "spec": spec, "gateway_mode": "scripted", **fields}
-    return JobRecord.from_dict(data)
+    spec = JobSpec(id=job, task=task, variant=variant, repeat=1, matrix={"model": variant},
+                   prompt="make hello.txt say hi", workspace=source, gateway=GatewaySpec(mode="scripted"))
+    return replace(new_record(spec, batch=batch, image_id="sha256:" + "f" * 64, status=status), **fields)
 
 
 def write_job(home: Path, batch: str, job: str, status: str = "passed", **kw: Any) -> Path:

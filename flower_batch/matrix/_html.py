@@ -11,10 +11,14 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from html import escape
 from pathlib import Path
+from typing import Any
 
+from ._diff_html import diff_summary_span
 from ._outcome import JobOutcome
+from ._plots import PLOTS_CSS, plots_section
 from ._results import (
     BatchResults,
     fmt_cell_detail,
@@ -133,10 +137,11 @@ def html_report(results: BatchResults) -> str:
             '<html lang="en"><head><meta charset="utf-8">',
             '<meta name="viewport" content="width=device-width, initial-scale=1">',
             f"<title>{escape(results.batch)} · flower-batch report</title>",
-            f"<style>{_CSS}</style></head><body>",
+            f"<style>{_CSS}{PLOTS_CSS}</style></head><body>",
             _header(results),
             "<main>",
             _comparison(results),
+            plots_section(results.comparison),
             _jobs(results),
             "</main>",
             f'<script type="application/json" id="results-data">{data}</script>',
@@ -205,7 +210,9 @@ def _jobs(results: BatchResults) -> str:
     statuses = ["passed", "failed", "error", "timeout", "budget", "skipped", "pending"]
     present = [s for s in statuses if any(results.status_of(j.id) == s for j in results.jobs)]
     buttons = "".join(f'<button data-status="{s}">{s}</button>' for s in present)
-    entries = "".join(_job(job, results.outcomes.get(job.id)) for job in results.ordered_jobs)
+    entries = "".join(
+        _job(job, results.outcomes.get(job.id), results.diffs.get(job.id)) for job in results.ordered_jobs
+    )
     return (
         '<h2 id="jobs">Jobs</h2><div class="controls">'
         f'{buttons}<input id="search" type="search" placeholder="filter by text">'
@@ -214,7 +221,7 @@ def _jobs(results: BatchResults) -> str:
     )
 
 
-def _job(job: JobSpec, outcome: JobOutcome | None) -> str:
+def _job(job: JobSpec, outcome: JobOutcome | None, diff: Mapping[str, Any] | None = None) -> str:
     status = outcome.status.value if outcome else "pending"
     cost = fmt_cost(outcome.cost_usd) if outcome else ""
     turns = f"{outcome.num_turns} turns" if outcome and outcome.num_turns is not None else ""
@@ -222,7 +229,8 @@ def _job(job: JobSpec, outcome: JobOutcome | None) -> str:
     reason = f'<span class="reason">{escape(outcome.reason)}</span>' if outcome and outcome.reason else ""
     summary = (
         f'<span class="id">{escape(job.id)}</span><span class="badge s-{status}">{status}</span>'
-        f"<span>{escape(cost)}</span><span>{escape(turns)}</span><span>{escape(duration)}</span>{reason}"
+        f"<span>{escape(cost)}</span><span>{escape(turns)}</span><span>{escape(duration)}</span>"
+        f"{diff_summary_span(diff)}{reason}"
     )
     return (
         f'<details class="job" id="job-{escape(job.id)}" data-status="{status}" '
