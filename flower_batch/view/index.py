@@ -92,7 +92,8 @@ def _row(job: str, path: Path) -> dict[str, Any]:
         return {"id": job, "status": "unreadable", "reason": str(exc), "task": "", "variant": "", "matrix": "",
                 "search": f"{job} unreadable {exc}".lower()}
     spec = rec.spec
-    matrix = spec.get("matrix") if isinstance(spec.get("matrix"), dict) else {}
+    matrix = spec.get("matrix")
+    matrix = matrix if isinstance(matrix, dict) else {}
     axes = " ".join(f"{k}={_short(v)}" for k, v in matrix.items())
     row = {
         "id": rec.job_id, "status": rec.status, "task": str(spec.get("task") or ""),

@@ -112,7 +112,7 @@ def _step(
     by_session: Mapping[str, Mapping[str | None, list[dict]]], notes: Path,
 ) -> dict[str, Any]:
     name = str(row.get("step") or "?")
-    sessions = []
+    sessions: list[dict[str, Any]] = []
     retired = [s for s in row.get("retired") or [] if isinstance(s, str)]
     for sid in _sessions_of(row):
         subs = by_session.get(sid, {})
@@ -185,6 +185,7 @@ def _messages(entries: Sequence[Mapping[str, Any]], subs: Mapping[str | None, li
     agents = _subagents_by_tool_use(subs)
     out: list[dict[str, Any]] = []
     calls: dict[str, dict[str, Any]] = {}
+    call: dict[str, Any] | None
     for entry in entries:
         kind = entry.get("type")
         message = entry.get("message")
