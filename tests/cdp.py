@@ -147,8 +147,9 @@ class Browser:
     def wait_for(self, expression: str, timeout: float = 30.0) -> Any:
         """Poll a JavaScript expression until it is truthy (generous: the machine is shared)."""
         deadline = time.monotonic() + timeout
+        probe = f"(function () {{ var v = ({expression}); return v instanceof Node ? true : v; }})()"
         while True:
-            value = self.evaluate(expression)
+            value = self.evaluate(probe)
             if value:
                 return value
             if time.monotonic() > deadline:
