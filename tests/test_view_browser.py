@@ -237,3 +237,26 @@ def test_report_plots_render_in_chromium(browser, results, tmp_path):  # noqa: F
     for height, rate in zip(plots["plot-pass-rate"]["bars"], rates, strict=True):
         assert abs(height - 220 * rate) < 0.5  # the bar is the pass rate on the 220-px axis
     assert plots["plot-cost-pass"]["variants"] == variants
+
+
+def test_report_job_body_is_built_on_open_and_stays_text(browser, results, tmp_path):  # noqa: F811
+    page = tmp_path / "report.html"
+    page.write_text(html_report(results), encoding="utf-8")
+    browser.goto(page.as_uri())
+    job = "document.getElementById('job-hello.careful.r1')"
+    assert browser.evaluate(f"{job}.querySelector('.job-body').childNodes.length") == 0  # not built until opened
+    browser.evaluate(f"{job}.open = true")
+    browser.wait_for(f"{job}.querySelector('.job-body table.kv')")
+    text = browser.evaluate(f"{job}.querySelector('.job-body').innerText")
+    assert "say hi </script><script>alert(1)</script>" in text  # the prompt, as text
+    assert "$ grep -q hi hello.txt\nhello.txt: hi" in text and "last line of the log" in text
+    assert "work" in browser.evaluate(f"{job}.querySelector('table.steps').innerText")
+    failed = "document.getElementById('job-hello.careful.r3')"
+    browser.evaluate(f"{failed}.open = true")
+    failed_text = browser.wait_for(f"{failed}.querySelector('.job-body').innerText")
+    assert "\x1b" not in failed_text and "check exit 1" in failed_text
+    assert browser.evaluate("document.querySelectorAll('script').length") == 2
+    # The text filter searches what the bodies hold (the prompt), not only the summary line.
+    browser.evaluate("var s = document.getElementById('search'); s.value = 'fizzbuzz'; s.dispatchEvent(new Event('input'))")
+    shown = browser.evaluate("Array.from(document.querySelectorAll('details.job:not(.hidden)')).map(d => d.id)")
+    assert shown and all(s.startswith("job-fizz.") for s in shown)

@@ -131,3 +131,32 @@ def test_plot_labels_are_escaped_and_unknown_costs_listed():
     etree.fromstring(svg.encode())
     assert "<b>" not in svg and "cost unknown: &lt;b&gt;x&lt;/b&gt;" in svg
     assert "<b>" not in pass_rate_svg({"<b>x</b>": cell})
+
+
+def test_text_budget_keeps_small_reports_whole_and_cuts_large_ones(results, tmp_path):  # noqa: F811
+    import json
+    from dataclasses import replace
+
+    from flower_batch.matrix import write_reports
+    from flower_batch.matrix._budget import SHORTENED, fit_texts, per_job_limits
+
+    assert fit_texts(results).outcomes == results.outcomes  # a small batch: nothing cut
+    log_limit, check_limit = per_job_limits(5000)
+    assert log_limit < 4000 and check_limit < 8000 and per_job_limits(10) == (100_000, 150_000)
+    long_log = "".join(f"log line {i}\n" for i in range(2000))
+    big = replace(results, outcomes={
+        k: replace(o, log_tail=long_log, check_output=long_log) for k, o in results.outcomes.items()})
+    import flower_batch.matrix._budget as budget
+
+    saved = budget.TEXT_BUDGET
+    budget.TEXT_BUDGET = len(big.jobs) * 3000  # as if the batch were large: 3,000 characters per job
+    try:
+        paths = write_reports(big, tmp_path / "out")
+    finally:
+        budget.TEXT_BUDGET = saved
+    doc = json.loads(paths.results_json.read_text())
+    tails = [j["outcome"]["log_tail"] for j in doc["jobs"] if j["outcome"]]
+    assert tails and all(t.startswith(SHORTENED) and t.endswith("log line 1999\n") for t in tails)
+    assert all(len(t) == len(SHORTENED) + 3000 * 2 // 5 for t in tails)
+    embedded = re.search(r'id="results-data">(.*?)</script>', paths.html.read_text(), flags=re.S)
+    assert embedded and json.loads(embedded.group(1)) == doc  # the report embeds exactly results.json

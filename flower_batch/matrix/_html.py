@@ -1,22 +1,23 @@
 """A self-contained HTML report: inline CSS and JS, nothing fetched, opens from disk.
 
 Top: which model produced the results (a scripted model is impossible to miss), the
-summary and the comparison table (colour-coded pass rates). Below: one collapsible
-entry per job with its inputs, steps, verdicts, check output and log tail. Everything
-is readable without JavaScript; the script only adds filtering. The results.json
-document is embedded as <script type="application/json" id="results-data">.
+summary, the comparison table (colour-coded pass rates) and two SVG plots. Below: one
+collapsible entry per job: its summary line (status, cost, turns, duration, workspace diff
+summary, reason) is HTML; its inputs, steps, verdicts, check output and log tail are built by
+the script from the embedded document when opened, so a 5,000-job report carries them once.
+The results.json document is embedded as <script type="application/json" id="results-data">.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from html import escape
 from pathlib import Path
 from typing import Any
 
 from ._diff_html import diff_summary_span
+from ._job_body_js import JOB_BODY_JS
 from ._outcome import JobOutcome
 from ._plots import PLOTS_CSS, plots_section
 from ._results import (
@@ -28,12 +29,10 @@ from ._results import (
     fmt_rate,
     rate_class,
 )
-from ._spec import JobSpec, gateway_label
+from ._spec import JobSpec
 from ._stats import Cell
 from ._table import summary_line
-from ._units import format_duration, format_memory
-
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+from ._units import format_duration
 
 _CSS = """
 :root { --good:#1a7f37; --mid:#9a6700; --bad:#cf222e; --none:#6e7781; --line:#d0d7de; --bg:#f6f8fa; }
@@ -86,7 +85,7 @@ _JS = """
       var ok = (!active.status || el.dataset.status === active.status) &&
                (!active.task || el.dataset.task === active.task) &&
                (!active.variant || el.dataset.variant === active.variant) &&
-               (!active.text || el.textContent.toLowerCase().indexOf(active.text) >= 0);
+               (!active.text || (el.dataset.search || el.textContent.toLowerCase()).indexOf(active.text) >= 0);
       el.classList.toggle('hidden', !ok);
       if (ok) { shown += 1; }
     });
@@ -145,7 +144,7 @@ def html_report(results: BatchResults) -> str:
             _jobs(results),
             "</main>",
             f'<script type="application/json" id="results-data">{data}</script>',
-            f"<script>{_JS}</script>",
+            f"<script>{JOB_BODY_JS}{_JS}</script>",
             "</body></html>",
         ]
     )
@@ -235,56 +234,7 @@ def _job(job: JobSpec, outcome: JobOutcome | None, diff: Mapping[str, Any] | Non
     return (
         f'<details class="job" id="job-{escape(job.id)}" data-status="{status}" '
         f'data-task="{escape(job.task)}" data-variant="{escape(job.variant)}">'
-        f'<summary>{summary}</summary><div class="job-body">'
-        f"{_inputs(job, outcome)}{_steps(outcome)}{_check(job, outcome)}{_log(outcome)}</div></details>"
+        # The body is filled from the embedded document when opened (_job_body_js.py).
+        f'<summary>{summary}</summary><div class="job-body"></div></details>'
     )
 
-
-def _inputs(job: JobSpec, outcome: JobOutcome | None) -> str:
-    rows = [
-        ("workflow", job.workflow or "starter flow"),
-        ("matrix", ", ".join(f"{k}={_short(v)}" for k, v in job.matrix.items())),
-        ("prompt", job.prompt),
-        ("gateway", gateway_label(outcome.gateway_mode if outcome else job.gateway.mode)),
-        ("model", job.model or "the workflow's default"),
-        ("limits", f"timeout {format_duration(job.timeout_s)}, cpus {job.cpus or 'unlimited'}, "
-         f"memory {format_memory(job.memory_bytes)}, budget {fmt_cost(job.budget_usd) if job.budget_usd else 'none'}"),
-    ]
-    if outcome is not None:
-        verdict = "ok" if outcome.workflow_ok else "not ok" if outcome.workflow_ok is False else "unknown"
-        check = "not run" if outcome.check_exit is None else f"exit {outcome.check_exit}"
-        rows.append(("verdict", f"workflow {verdict}; check {check}"))
-    body = "".join(f"<tr><td>{escape(k)}</td><td>{escape(str(v))}</td></tr>" for k, v in rows)
-    return f'<table class="kv">{body}</table>'
-
-
-def _steps(outcome: JobOutcome | None) -> str:
-    if outcome is None or not outcome.steps:
-        return ""
-    rows = "".join(
-        f"<tr><td>{escape(s.name)}</td><td>{'ok' if s.ok else 'failed'}</td><td>{escape(fmt_cost(s.cost_usd))}</td>"
-        f"<td>{'' if s.num_turns is None else s.num_turns}</td><td>{escape(format_duration(s.duration_s))}</td>"
-        f"<td>{escape(s.verdict or '')}</td><td>{escape(s.error or '')}</td></tr>"
-        for s in outcome.steps
-    )
-    head = "<tr><th>step</th><th>ok</th><th>cost</th><th>turns</th><th>duration</th><th>verdict</th><th>error</th></tr>"
-    return f'<h4>Steps</h4><table class="steps">{head}{rows}</table>'
-
-
-def _check(job: JobSpec, outcome: JobOutcome | None) -> str:
-    if not job.check:
-        return ""
-    exit_code = "" if outcome is None or outcome.check_exit is None else f" → exit {outcome.check_exit}"
-    output = outcome.check_output if outcome and outcome.check_output else "(no output)"
-    return f"<h4>Check{escape(exit_code)}</h4><pre>$ {escape(job.check)}\n{escape(_ANSI.sub('', output))}</pre>"
-
-
-def _log(outcome: JobOutcome | None) -> str:
-    if outcome is None or not outcome.log_tail:
-        return ""
-    return f"<h4>Log (tail)</h4><pre>{escape(_ANSI.sub('', outcome.log_tail))}</pre>"
-
-
-def _short(value: object) -> str:
-    text = value.get("name", json.dumps(value)) if isinstance(value, dict) else str(value)
-    return str(text) if len(str(text)) <= 60 else str(text)[:57] + "..."

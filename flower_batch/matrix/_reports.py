@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import NamedTuple
 
+from ._budget import fit_texts
 from ._html import write_html
 from ._junit import write_junit
 from ._results import BatchResults, write_results_json
@@ -17,7 +18,12 @@ class ReportPaths(NamedTuple):
 
 
 def write_reports(results: BatchResults, out_dir: Path) -> ReportPaths:
-    """results.json, junit.xml and report.html in `out_dir` (created if needed)."""
+    """results.json, junit.xml and report.html in `out_dir` (created if needed).
+
+    All three carry the same texts, each job's log tail and check output cut to the batch's
+    text budget (see _budget.py), so the HTML's embedded document stays equal to results.json.
+    """
+    results = fit_texts(results)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     return ReportPaths(
