@@ -11,6 +11,11 @@ from collections.abc import Mapping
 from html import escape
 from typing import Any
 
+DIFF_CSS = """
+.diffsum { font-family: ui-monospace, monospace; font-size: 12px; color: #57606a; }
+.diffsum .a { color: #1a7f37; } .diffsum .r { color: #cf222e; } .diffsum .c { color: #9a6700; }
+"""
+
 
 def diff_summary_span(summary: Mapping[str, Any] | None) -> str:
     if not summary or summary.get("workspace_missing"):

@@ -16,8 +16,8 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from ._diff_html import diff_summary_span
-from ._job_body_js import JOB_BODY_JS
+from ._diff_html import DIFF_CSS, diff_summary_span
+from ._job_body_js import JOB_BODY_JS, JOB_LIST_CSS
 from ._outcome import JobOutcome
 from ._plots import PLOTS_CSS, plots_section
 from ._results import (
@@ -85,7 +85,7 @@ _JS = """
       var ok = (!active.status || el.dataset.status === active.status) &&
                (!active.task || el.dataset.task === active.task) &&
                (!active.variant || el.dataset.variant === active.variant) &&
-               (!active.text || (el.dataset.search || el.textContent.toLowerCase()).indexOf(active.text) >= 0);
+               (!active.text || window.jobSearchText(el).indexOf(active.text) >= 0);
       el.classList.toggle('hidden', !ok);
       if (ok) { shown += 1; }
     });
@@ -128,7 +128,7 @@ _JS = """
 def html_report(results: BatchResults) -> str:
     """The whole report as one HTML string."""
     # <, > and & as \u escapes: the embedded JSON can never close or open a tag.
-    data = json.dumps(results.to_document(), ensure_ascii=False)
+    data = json.dumps(results.to_document(), ensure_ascii=False, separators=(",", ":"))
     data = data.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
     return "\n".join(
         [
@@ -136,7 +136,7 @@ def html_report(results: BatchResults) -> str:
             '<html lang="en"><head><meta charset="utf-8">',
             '<meta name="viewport" content="width=device-width, initial-scale=1">',
             f"<title>{escape(results.batch)} · flower-batch report</title>",
-            f"<style>{_CSS}{PLOTS_CSS}</style></head><body>",
+            f"<style>{_CSS}{PLOTS_CSS}{DIFF_CSS}{JOB_LIST_CSS}</style></head><body>",
             _header(results),
             "<main>",
             _comparison(results),

@@ -8,12 +8,22 @@ is opened. Every value goes in through textContent: job text never becomes marku
 
 from __future__ import annotations
 
+# Offscreen jobs are not laid out or painted until scrolled to: a 5,000-job list opens fast.
+JOB_LIST_CSS = "details.job { content-visibility: auto; contain-intrinsic-size: auto 36px; }\n"
+
 JOB_BODY_JS = r"""
 (function () {
-  var doc = JSON.parse(document.getElementById('results-data').textContent);
-  var byId = {};
+  // Parsed on first need (a body opened, a text filter typed), not at load: a large report
+  // opens as fast as its HTML renders.
+  var byId = null;
   var ANSI = /\x1b\[[0-9;?]*[A-Za-z]/g;
-  doc.jobs.forEach(function (j) { byId[j.id] = j; });
+  function jobs() {
+    if (byId === null) {
+      byId = {};
+      JSON.parse(document.getElementById('results-data').textContent).jobs.forEach(function (j) { byId[j.id] = j; });
+    }
+    return byId;
+  }
   function el(tag, cls, children) {
     var n = document.createElement(tag);
     if (cls) { n.className = cls; }
@@ -79,19 +89,25 @@ JOB_BODY_JS = r"""
     if (o && o.log_tail) { parts.push(el('h4', '', ['Log (tail)']), el('pre', '', [o.log_tail.replace(ANSI, '')])); }
     return parts;
   }
-  document.querySelectorAll('details.job').forEach(function (det) {
-    var j = byId[det.id.slice(4)];
-    if (!j) { return; }
-    var o = j.outcome || {};
-    det.dataset.search = [j.id, j.task, j.variant, j.status, JSON.stringify(j.matrix), (j.inputs || {}).prompt, o.reason]
-      .join(' ').toLowerCase();
-    det.addEventListener('toggle', function () {
-      var target = det.querySelector('.job-body');
-      if (det.open && !target.dataset.built) {
-        target.dataset.built = '1';
-        body(j).forEach(function (p) { target.appendChild(p); });
-      }
-    });
-  });
+  // The text filter (in the report's main script) asks for a job's searchable text.
+  window.jobSearchText = function (det) {
+    if (det.dataset.search === undefined) {
+      var j = jobs()[det.id.slice(4)] || {}, o = j.outcome || {};
+      det.dataset.search = [j.id, j.task, j.variant, j.status, JSON.stringify(j.matrix || {}), (j.inputs || {}).prompt,
+        o.reason].join(' ').toLowerCase();
+    }
+    return det.dataset.search;
+  };
+  // One listener for all jobs: toggle does not bubble, so it is caught on the way down.
+  document.addEventListener('toggle', function (e) {
+    var det = e.target;
+    if (!det.classList || !det.classList.contains('job') || !det.open) { return; }
+    var target = det.querySelector('.job-body');
+    var j = jobs()[det.id.slice(4)];
+    if (j && !target.dataset.built) {
+      target.dataset.built = '1';
+      body(j).forEach(function (p) { target.appendChild(p); });
+    }
+  }, true);
 })();
 """

@@ -22,8 +22,6 @@ PLOTS_CSS = """
 svg.plot text { font: 11px system-ui, sans-serif; fill: #1f2328; } svg.plot .axis { stroke: #57606a; }
 svg.plot .grid { stroke: #d0d7de; stroke-dasharray: 2 3; } svg.plot .bar { fill: #54aeff; }
 svg.plot .err { stroke: #1f2328; stroke-width: 1.5; } svg.plot .pt { fill: #0969da; stroke: white; }
-.diffsum { font-family: ui-monospace, monospace; font-size: 12px; color: #57606a; }
-.diffsum .a { color: #1a7f37; } .diffsum .r { color: #cf222e; } .diffsum .c { color: #9a6700; }
 """
 
 _TOP, _BOTTOM, _LEFT, _RIGHT = 20, 70, 48, 16
