@@ -39,6 +39,7 @@ def view(
         if port is not None or exc.errno != errno.EADDRINUSE:
             fail(f"cannot listen on 127.0.0.1:{port if port is not None else DEFAULT_PORT}: {exc.strerror or exc}")
         server = ViewServer(h, 0)  # the default port is busy: any free one will do
+    server.warm_up()
     url = server.url + (f"#batch={batch}" if batch else "")
     print(f"flower-batch view: {url}  (home {h.root}; read-only; Ctrl-C to stop)", flush=True)
     if open_browser:

@@ -54,6 +54,10 @@ class ViewServer(ThreadingHTTPServer):
     def url(self) -> str:
         return f"http://{HOST}:{self.port}/"
 
+    def warm_up(self) -> None:
+        """Read every batch's records in the background, so the first page finds them indexed."""
+        threading.Thread(target=self.index.batches, name="flower-batch-view-index", daemon=True).start()
+
     def start_in_thread(self) -> threading.Thread:
         thread = threading.Thread(target=self.serve_forever, name="flower-batch-view", daemon=True)
         thread.start()
