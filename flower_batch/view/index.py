@@ -28,11 +28,11 @@ class _Cached:
 
 
 class RecordIndex:
-    """Thread-safe cache of job rows, keyed by record path."""
+    """Thread-safe cache of job rows: batch -> job folder name -> (record stamp, row)."""
 
     def __init__(self, home: Path) -> None:
         self.home = home
-        self._rows: dict[Path, _Cached] = {}
+        self._rows: dict[str, dict[str, _Cached]] = {}
         self._lock = threading.Lock()
 
     def batches(self) -> list[dict[str, Any]]:
@@ -58,30 +58,26 @@ class RecordIndex:
         bdir = self.home / check_name("batch", batch)
         if not bdir.is_dir():
             return [], ""
-        rows, stamps = [], hashlib.sha1()
-        seen: set[Path] = set()
-        for entry in sorted(os.scandir(bdir), key=lambda e: e.name):
-            if entry.name.startswith(".") or not entry.is_dir():
-                continue
-            path = Path(entry.path) / RECORD_NAME
+        with self._lock:
+            cache = self._rows.get(batch, {})
+        fresh: dict[str, _Cached] = {}  # rebuilt each time: jobs whose folder went away drop out
+        stamps = hashlib.sha1()
+        base = str(bdir)
+        for name in sorted(e.name for e in os.scandir(base) if not e.name.startswith(".") and e.is_dir()):
+            path = os.path.join(base, name, RECORD_NAME)
             try:
-                st = path.stat()
+                st = os.stat(path)
             except OSError:
                 continue
             stamp = (st.st_mtime_ns, st.st_size)
-            seen.add(path)
-            stamps.update(f"{entry.name}:{stamp}\n".encode())
-            with self._lock:
-                cached = self._rows.get(path)
+            stamps.update(f"{name}:{stamp}\n".encode())
+            cached = cache.get(name)
             if cached is None or cached.stamp != stamp:
-                cached = _Cached(stamp, _row(entry.name, path))
-                with self._lock:
-                    self._rows[path] = cached
-            rows.append(cached.row)
-        with self._lock:  # forget jobs whose folder went away
-            for path in [p for p in self._rows if p.parent.parent == bdir and p not in seen]:
-                del self._rows[path]
-        return rows, stamps.hexdigest()[:16]
+                cached = _Cached(stamp, _row(name, Path(path)))
+            fresh[name] = cached
+        with self._lock:
+            self._rows[batch] = fresh
+        return [c.row for c in fresh.values()], stamps.hexdigest()[:16]
 
 
 def _row(job: str, path: Path) -> dict[str, Any]:

@@ -221,6 +221,7 @@ APP_JS = r"""
       ['workflow', spec.workflow || 'starter flow'], ['prompt', spec.prompt || ''], ['started', r.started_at || ''],
       ['finished', r.finished_at || ''], ['cost', money(r.cost_usd)], ['turns', num(r.num_turns)],
       ['workspace source', spec.workspace || '(empty)']];
+    rows = rows.filter(function (p) { return p[1] !== ''; });  // a queued job has no times yet
     var kv = el('table', {'class': 'kv'}, rows.map(function (p) { return el('tr', {}, [el('td', {}, [p[0]]), el('td', {}, [p[1]])]); }));
     var parts = [kv];
     if (t.problem) { parts.push(el('p', {'class': 'problem'}, [t.problem])); }
