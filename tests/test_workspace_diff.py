@@ -160,3 +160,18 @@ def test_text_budget_keeps_small_reports_whole_and_cuts_large_ones(results, tmp_
     assert all(len(t) == len(SHORTENED) + 3000 * 2 // 5 for t in tails)
     embedded = re.search(r'id="results-data">(.*?)</script>', paths.html.read_text(), flags=re.S)
     assert embedded and json.loads(embedded.group(1)) == doc  # the report embeds exactly results.json
+
+
+def test_quick_check_and_a_same_size_edit(tmp_path):
+    import os
+    import shutil
+
+    src = tree(tmp_path / "src", {"a.txt": "abc\n", "b.txt": "xyz\n"})
+    ws = tmp_path / "ws"
+    shutil.copytree(src, ws)  # as the runner copies it: mtimes kept
+    assert diff(src, ws).files == []
+    (ws / "b.txt").write_text("XYZ\n")  # same size, new content, new mtime
+    assert [(f.path, f.kind) for f in diff(src, ws).files] == [("b.txt", "changed")]
+    st = (src / "b.txt").stat()
+    os.utime(ws / "b.txt", ns=(st.st_atime_ns, st.st_mtime_ns + 1))
+    assert [f.path for f in diff(src, ws).files] == ["b.txt"]  # a different mtime: contents compared
