@@ -222,6 +222,10 @@ def test_view_command_rejects_an_unknown_batch(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [f"flower-batch: no batch nosuch under {tmp_path} (see `flower-batch ls`)"]
     assert list(tmp_path.iterdir()) == []
+    proc = subprocess.run([str(FLOWER_BATCH), "view", "--home", str(tmp_path), "--port", "70000"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stderr.strip() == (
+        "flower-batch: --port 70000: give a port between 1 and 65535, or 0 for any free port")
 
 
 @pytest.mark.slow
