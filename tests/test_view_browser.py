@@ -116,6 +116,15 @@ def test_handoff_is_shown_between_the_sessions(browser, url):
     assert text.index("(handed over)") < text.index("handoff → successor") < text.index("你在接手")
 
 
+def test_an_open_job_has_a_link_that_opens_it(browser, url):
+    open_job(browser, url, "hello-base-1")
+    assert browser.evaluate("location.hash") == "#batch=nightly&job=hello-base-1"
+    link = browser.evaluate("location.href")
+    browser.goto("about:blank")
+    browser.goto(link)
+    browser.wait_for("document.querySelector('tr.detail[data-detail-for=\"hello-base-1\"] details.step')")
+
+
 def test_model_markup_is_shown_as_text_never_run(browser, url):
     open_job(browser, url, "build-handoff-1")
     browser.evaluate("document.querySelectorAll('details').forEach(d => { if (d.dataset.key !== 'diff') d.open = true; })")

@@ -213,7 +213,9 @@ def _jobs(results: BatchResults) -> str:
         _job(job, results.outcomes.get(job.id), results.diffs.get(job.id)) for job in results.ordered_jobs
     )
     return (
-        '<h2 id="jobs">Jobs</h2><div class="controls">'
+        '<h2 id="jobs">Jobs</h2><noscript><p class="detail">A job\'s inputs, steps, check output and log '
+        "tail show when it is opened, which needs JavaScript; results.json beside this file has them.</p></noscript>"
+        '<div class="controls">'
         f'{buttons}<input id="search" type="search" placeholder="filter by text">'
         '<button id="expand">expand / collapse</button><span id="filter-info" class="detail"></span></div>'
         f"{entries}"

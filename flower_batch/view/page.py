@@ -282,8 +282,10 @@ APP_JS = r"""
       state.open[job].row.remove();
       delete state.open[job];
       tr.classList.remove('open');
+      history.replaceState(null, '', '#' + q({batch: state.batch}));
       return;
     }
+    history.replaceState(null, '', '#' + q({batch: state.batch, job: job}));  // a link to this job
     var cell = el('td', {'colspan': '8', 'class': 'trajectory'}, [el('p', {'class': 'meta'}, ['loading…'])]);
     var row = el('tr', {'class': 'detail', 'data-detail-for': job}, [cell]);
     tr.after(row);
