@@ -486,6 +486,6 @@ def image_show(ref: str = typer.Argument("flower-batch-runtime:latest")) -> None
 
 
 def main() -> None:
-    from . import compare_cmd, matrix_cmd, repro_cmd  # noqa: F401 — register `compare`, `matrix`, `report`, `repro`
+    from . import compare_cmd, matrix_cmd, repro_cmd, view_cmd  # noqa: F401 — register `compare`, `matrix`, `report`, `repro`, `view`
 
     app(prog_name="flower-batch")

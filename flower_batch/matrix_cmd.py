@@ -239,7 +239,8 @@ def _report(h: Home, batch: str, *, jobs: list | None, image_id: str | None,
         log = h.job(batch, job_id).logs / "container.log"
         if log.exists():
             tails[job_id] = log.read_text(encoding="utf-8", errors="replace")[-4000:]
-    results = results_from_records(records, batch=batch, image_id=image_id, jobs=jobs, log_tails=tails)
+    results = results_from_records(records, batch=batch, image_id=image_id, jobs=jobs, log_tails=tails,
+                                   batch_dir=batch_dir)
     out.print(comparison_table(results))
     paths = write_reports(results, batch_dir / "report", baseline.sections(results) if baseline else ())
     err.print(summary_line(results), markup=False)

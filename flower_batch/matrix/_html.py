@@ -1,21 +1,26 @@
 """A self-contained HTML report: inline CSS and JS, nothing fetched, opens from disk.
 
 Top: which model produced the results (a scripted model is impossible to miss), the
-summary and the comparison table (colour-coded pass rates). Below: one collapsible
-entry per job with its inputs, steps, verdicts, check output and log tail. Everything
-is readable without JavaScript; the script only adds filtering. The results.json
-document is embedded as <script type="application/json" id="results-data">.
+summary, the comparison table (colour-coded pass rates) and two SVG plots. Below: one
+collapsible entry per job: its summary line (status, cost, turns, duration, workspace diff
+summary, reason) is HTML; its inputs, steps, verdicts, check output and log tail are built by
+the script from the embedded document when opened, so a 5,000-job report carries them once.
+The results.json document is embedded as <script type="application/json" id="results-data">.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from html import escape
 from pathlib import Path
+from typing import Any
 
+from ._diff_html import DIFF_CSS, diff_summary_span
+from ._job_body_js import JOB_BODY_JS, JOB_LIST_CSS
 from ._outcome import JobOutcome
+from ._plots import PLOTS_CSS, plots_section
 from ._results import (
     BatchResults,
     fmt_cell_detail,
@@ -25,12 +30,10 @@ from ._results import (
     fmt_rate,
     rate_class,
 )
-from ._spec import JobSpec, gateway_label
+from ._spec import JobSpec
 from ._stats import Cell
 from ._table import summary_line
-from ._units import format_duration, format_memory
-
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+from ._units import format_duration
 
 _CSS = """
 :root { --good:#1a7f37; --mid:#9a6700; --bad:#cf222e; --none:#6e7781; --line:#d0d7de; --bg:#f6f8fa; }
@@ -83,7 +86,7 @@ _JS = """
       var ok = (!active.status || el.dataset.status === active.status) &&
                (!active.task || el.dataset.task === active.task) &&
                (!active.variant || el.dataset.variant === active.variant) &&
-               (!active.text || el.textContent.toLowerCase().indexOf(active.text) >= 0);
+               (!active.text || window.jobSearchText(el).indexOf(active.text) >= 0);
       el.classList.toggle('hidden', !ok);
       if (ok) { shown += 1; }
     });
@@ -126,7 +129,7 @@ _JS = """
 def html_report(results: BatchResults, sections: Sequence[str] = ()) -> str:
     """The whole report as one HTML string; `sections` (e.g. the baseline comparison) go after the table."""
     # <, > and & as \u escapes: the embedded JSON can never close or open a tag.
-    data = json.dumps(results.to_document(), ensure_ascii=False)
+    data = json.dumps(results.to_document(), ensure_ascii=False, separators=(",", ":"))
     data = data.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
     return "\n".join(
         [
@@ -134,15 +137,16 @@ def html_report(results: BatchResults, sections: Sequence[str] = ()) -> str:
             '<html lang="en"><head><meta charset="utf-8">',
             '<meta name="viewport" content="width=device-width, initial-scale=1">',
             f"<title>{escape(results.batch)} · flower-batch report</title>",
-            f"<style>{_CSS}</style></head><body>",
+            f"<style>{_CSS}{PLOTS_CSS}{DIFF_CSS}{JOB_LIST_CSS}</style></head><body>",
             _header(results),
             "<main>",
             _comparison(results),
+            plots_section(results.comparison),
             *sections,
             _jobs(results),
             "</main>",
             f'<script type="application/json" id="results-data">{data}</script>',
-            f"<script>{_JS}</script>",
+            f"<script>{JOB_BODY_JS}{_JS}</script>",
             "</body></html>",
         ]
     )
@@ -207,16 +211,20 @@ def _jobs(results: BatchResults) -> str:
     statuses = ["passed", "failed", "error", "timeout", "budget", "skipped", "pending"]
     present = [s for s in statuses if any(results.status_of(j.id) == s for j in results.jobs)]
     buttons = "".join(f'<button data-status="{s}">{s}</button>' for s in present)
-    entries = "".join(_job(job, results.outcomes.get(job.id)) for job in results.ordered_jobs)
+    entries = "".join(
+        _job(job, results.outcomes.get(job.id), results.diffs.get(job.id)) for job in results.ordered_jobs
+    )
     return (
-        '<h2 id="jobs">Jobs</h2><div class="controls">'
+        '<h2 id="jobs">Jobs</h2><noscript><p class="detail">A job\'s inputs, steps, check output and log '
+        "tail show when it is opened, which needs JavaScript; results.json beside this file has them.</p></noscript>"
+        '<div class="controls">'
         f'{buttons}<input id="search" type="search" placeholder="filter by text">'
         '<button id="expand">expand / collapse</button><span id="filter-info" class="detail"></span></div>'
         f"{entries}"
     )
 
 
-def _job(job: JobSpec, outcome: JobOutcome | None) -> str:
+def _job(job: JobSpec, outcome: JobOutcome | None, diff: Mapping[str, Any] | None = None) -> str:
     status = outcome.status.value if outcome else "pending"
     cost = fmt_cost(outcome.cost_usd) if outcome else ""
     turns = f"{outcome.num_turns} turns" if outcome and outcome.num_turns is not None else ""
@@ -224,61 +232,13 @@ def _job(job: JobSpec, outcome: JobOutcome | None) -> str:
     reason = f'<span class="reason">{escape(outcome.reason)}</span>' if outcome and outcome.reason else ""
     summary = (
         f'<span class="id">{escape(job.id)}</span><span class="badge s-{status}">{status}</span>'
-        f"<span>{escape(cost)}</span><span>{escape(turns)}</span><span>{escape(duration)}</span>{reason}"
+        f"<span>{escape(cost)}</span><span>{escape(turns)}</span><span>{escape(duration)}</span>"
+        f"{diff_summary_span(diff)}{reason}"
     )
     return (
         f'<details class="job" id="job-{escape(job.id)}" data-status="{status}" '
         f'data-task="{escape(job.task)}" data-variant="{escape(job.variant)}">'
-        f'<summary>{summary}</summary><div class="job-body">'
-        f"{_inputs(job, outcome)}{_steps(outcome)}{_check(job, outcome)}{_log(outcome)}</div></details>"
+        # The body is filled from the embedded document when opened (_job_body_js.py).
+        f'<summary>{summary}</summary><div class="job-body"></div></details>'
     )
 
-
-def _inputs(job: JobSpec, outcome: JobOutcome | None) -> str:
-    rows = [
-        ("workflow", job.workflow or "starter flow"),
-        ("matrix", ", ".join(f"{k}={_short(v)}" for k, v in job.matrix.items())),
-        ("prompt", job.prompt),
-        ("gateway", gateway_label(outcome.gateway_mode if outcome else job.gateway.mode)),
-        ("model", job.model or "the workflow's default"),
-        ("limits", f"timeout {format_duration(job.timeout_s)}, cpus {job.cpus or 'unlimited'}, "
-         f"memory {format_memory(job.memory_bytes)}, budget {fmt_cost(job.budget_usd) if job.budget_usd else 'none'}"),
-    ]
-    if outcome is not None:
-        verdict = "ok" if outcome.workflow_ok else "not ok" if outcome.workflow_ok is False else "unknown"
-        check = "not run" if outcome.check_exit is None else f"exit {outcome.check_exit}"
-        rows.append(("verdict", f"workflow {verdict}; check {check}"))
-    body = "".join(f"<tr><td>{escape(k)}</td><td>{escape(str(v))}</td></tr>" for k, v in rows)
-    return f'<table class="kv">{body}</table>'
-
-
-def _steps(outcome: JobOutcome | None) -> str:
-    if outcome is None or not outcome.steps:
-        return ""
-    rows = "".join(
-        f"<tr><td>{escape(s.name)}</td><td>{'ok' if s.ok else 'failed'}</td><td>{escape(fmt_cost(s.cost_usd))}</td>"
-        f"<td>{'' if s.num_turns is None else s.num_turns}</td><td>{escape(format_duration(s.duration_s))}</td>"
-        f"<td>{escape(s.verdict or '')}</td><td>{escape(s.error or '')}</td></tr>"
-        for s in outcome.steps
-    )
-    head = "<tr><th>step</th><th>ok</th><th>cost</th><th>turns</th><th>duration</th><th>verdict</th><th>error</th></tr>"
-    return f'<h4>Steps</h4><table class="steps">{head}{rows}</table>'
-
-
-def _check(job: JobSpec, outcome: JobOutcome | None) -> str:
-    if not job.check:
-        return ""
-    exit_code = "" if outcome is None or outcome.check_exit is None else f" → exit {outcome.check_exit}"
-    output = outcome.check_output if outcome and outcome.check_output else "(no output)"
-    return f"<h4>Check{escape(exit_code)}</h4><pre>$ {escape(job.check)}\n{escape(_ANSI.sub('', output))}</pre>"
-
-
-def _log(outcome: JobOutcome | None) -> str:
-    if outcome is None or not outcome.log_tail:
-        return ""
-    return f"<h4>Log (tail)</h4><pre>{escape(_ANSI.sub('', outcome.log_tail))}</pre>"
-
-
-def _short(value: object) -> str:
-    text = value.get("name", json.dumps(value)) if isinstance(value, dict) else str(value)
-    return str(text) if len(str(text)) <= 60 else str(text)[:57] + "..."

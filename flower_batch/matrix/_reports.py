@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
 
+from ._budget import fit_texts
 from ._html import write_html
 from ._junit import write_junit
 from ._results import BatchResults, write_results_json
@@ -19,7 +20,12 @@ class ReportPaths(NamedTuple):
 
 def write_reports(results: BatchResults, out_dir: Path, html_sections: Sequence[str] = ()) -> ReportPaths:
     """results.json, junit.xml and report.html in `out_dir` (created if needed); `html_sections`
-    are extra sections of report.html (the baseline comparison)."""
+    are extra sections of report.html (the baseline comparison).
+
+    All three carry the same texts, each job's log tail and check output cut to the batch's
+    text budget (see _budget.py), so the HTML's embedded document stays equal to results.json.
+    """
+    results = fit_texts(results)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     return ReportPaths(

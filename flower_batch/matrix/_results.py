@@ -13,6 +13,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from ..workspace_diff import source_of, summarize
 from ._outcome import JobOutcome
 from ._record import JobRecord
 from ._spec import JobSpec, gateway_label
@@ -30,6 +31,8 @@ class BatchResults:
     image_id: str | None = None
     generated_at: str | None = None
     descriptions: Mapping[str, str] = field(default_factory=dict)
+    # Workspace diff summaries by job id (flower_batch.workspace_diff), filled at report time.
+    diffs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @cached_property
     def comparison(self) -> Comparison:
@@ -102,6 +105,7 @@ class BatchResults:
             "class": outcome.klass.value if outcome else None,
             "outcome": outcome.to_dict() if outcome else None,
             "inputs": job.to_dict(),
+            "workspace_diff": self.diffs.get(job.id),
         }
 
 
@@ -113,11 +117,13 @@ def results_from_records(
     jobs: Sequence[JobSpec] | None = None,
     log_tails: Mapping[str, str] | None = None,
     generated_at: str | None = None,
+    batch_dir: Path | None = None,
 ) -> BatchResults:
     """Results rebuilt from a batch folder's records (for `flower-batch report <batch>`).
 
     With `jobs` (the current jobs file) the table follows its order and lists jobs not run
-    yet as pending; without it, the jobs come from the specs stored in the records.
+    yet as pending; without it, the jobs come from the specs stored in the records. With
+    `batch_dir`, each recorded job's workspace is compared with its task's source (diff summaries).
     """
     tails = log_tails or {}
     if jobs is None:
@@ -130,7 +136,14 @@ def results_from_records(
             outcomes[job.id] = outcome
     if image_id is None:
         image_id = next((r.image_id for r in records.values()), None)
-    return BatchResults(batch=batch, jobs=list(jobs), outcomes=outcomes, image_id=image_id, generated_at=generated_at)
+    diffs = _diff_summaries(batch_dir, records) if batch_dir is not None else {}
+    return BatchResults(batch=batch, jobs=list(jobs), outcomes=outcomes, image_id=image_id, generated_at=generated_at,
+                        diffs=diffs)
+
+
+def _diff_summaries(batch_dir: Path, records: Mapping[str, JobRecord]) -> dict[str, dict[str, Any]]:
+    return {job_id: summarize(source_of(r.spec), Path(batch_dir) / job_id / "workspace").summary()
+            for job_id, r in records.items() if r.finished}
 
 
 def write_results_json(results: BatchResults, path: Path) -> Path:
