@@ -11,7 +11,6 @@ The results.json document is embedded as <script type="application/json" id="res
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from html import escape
 from pathlib import Path
