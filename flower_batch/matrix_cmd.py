@@ -20,6 +20,7 @@ from .cli import HOME_OPT, _run_async, _runtime_image, app, err, fail, out
 from .errors import FlowerBatchError
 from .gateway.host_modes import mode_problem
 from .layout import Home
+from .liveness import Liveness
 from .matrix import (
     BatchResults,
     JobRecord,
@@ -198,7 +199,10 @@ def _report(h: Home, batch: str, *, jobs: list | None, image_id: str | None) -> 
         log = h.job(batch, job_id).logs / "container.log"
         if log.exists():
             tails[job_id] = log.read_text(encoding="utf-8", errors="replace")[-4000:]
-    results = results_from_records(records, batch=batch, image_id=image_id, jobs=jobs, log_tails=tails)
+    live = Liveness(h.root)  # records left running/queued by an orchestrator that is gone
+    in_flight = {j: (live.status(r), live.reason(r)) for j, r in records.items() if not r.finished}
+    results = results_from_records(records, batch=batch, image_id=image_id, jobs=jobs, log_tails=tails,
+                                   in_flight=in_flight)
     out.print(comparison_table(results))
     paths = write_reports(results, batch_dir / "report")
     err.print(summary_line(results))

@@ -63,6 +63,8 @@ class ContainerInfo:
     exit_code: int | None
     """None while the container has not exited."""
     labels: dict[str, str]
+    oom_killed: bool = False
+    """The kernel's OOM killer ended it (Docker's State.OOMKilled)."""
 
 
 @dataclass(frozen=True)

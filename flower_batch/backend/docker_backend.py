@@ -180,6 +180,7 @@ class DockerBackend(Backend):
             state=status,
             exit_code=int(state["ExitCode"]) if status in ("exited", "dead") else None,
             labels=dict(data["Config"].get("Labels") or {}),
+            oom_killed=bool(state.get("OOMKilled")),
         )
 
     async def remove(self, container_id: str, force: bool = True) -> None:

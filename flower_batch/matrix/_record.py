@@ -58,6 +58,8 @@ class JobRecord:
     duration_s: float | None = None
     container: str | None = None
     versions: dict[str, str] = field(default_factory=dict)
+    session: str | None = None  # the orchestrator session that wrote it (liveness: is it still there?)
+    gateway_health: dict[str, Any] | None = None  # gateway deaths and restarts while the job ran
 
     @property
     def finished(self) -> bool:
@@ -124,6 +126,8 @@ class JobRecord:
             "duration_s": self.duration_s,
             "container": self.container,
             "versions": self.versions,
+            "session": self.session,
+            "gateway_health": self.gateway_health,
             "spec": self.spec,
         }
 
@@ -161,6 +165,8 @@ class JobRecord:
                 duration_s=data.get("duration_s"),
                 container=data.get("container"),
                 versions=dict(data.get("versions") or {}),
+                session=data.get("session") if isinstance(data.get("session"), str) else None,
+                gateway_health=dict(data["gateway_health"]) if isinstance(data.get("gateway_health"), dict) else None,
             )
         except (TypeError, ValueError, AttributeError) as exc:
             raise RecordError(f"malformed field: {exc}") from exc

@@ -30,6 +30,9 @@ class BatchResults:
     image_id: str | None = None
     generated_at: str | None = None
     descriptions: Mapping[str, str] = field(default_factory=dict)
+    # Jobs without an outcome whose record says more than "pending": job id -> (state, reason),
+    # e.g. ("orphaned", "orphaned: its orchestrator … is gone …") (flower_batch/liveness.py).
+    in_flight: Mapping[str, tuple[str, str | None]] = field(default_factory=dict)
 
     @cached_property
     def comparison(self) -> Comparison:
@@ -64,7 +67,13 @@ class BatchResults:
 
     def status_of(self, job_id: str) -> str:
         outcome = self.outcomes.get(job_id)
-        return outcome.status.value if outcome else "pending"
+        if outcome:
+            return outcome.status.value
+        return self.in_flight[job_id][0] if job_id in self.in_flight else "pending"
+
+    def pending_reason(self, job_id: str) -> str | None:
+        """Why a job without an outcome has none (None: simply not run yet)."""
+        return self.in_flight[job_id][1] if job_id in self.in_flight else None
 
     def to_document(self) -> dict[str, Any]:
         """The content of results.json."""
@@ -92,6 +101,7 @@ class BatchResults:
             "repeat": job.repeat,
             "matrix": job.matrix,
             "status": self.status_of(job.id),
+            **({"reason": self.pending_reason(job.id)} if outcome is None and job.id in self.in_flight else {}),
             "outcome": outcome.to_dict() if outcome else None,
             "inputs": job.to_dict(),
         }
@@ -105,6 +115,7 @@ def results_from_records(
     jobs: Sequence[JobSpec] | None = None,
     log_tails: Mapping[str, str] | None = None,
     generated_at: str | None = None,
+    in_flight: Mapping[str, tuple[str, str | None]] | None = None,
 ) -> BatchResults:
     """Results rebuilt from a batch folder's records (for `flower-batch report <batch>`).
 
@@ -122,7 +133,8 @@ def results_from_records(
             outcomes[job.id] = outcome
     if image_id is None:
         image_id = next((r.image_id for r in records.values()), None)
-    return BatchResults(batch=batch, jobs=list(jobs), outcomes=outcomes, image_id=image_id, generated_at=generated_at)
+    return BatchResults(batch=batch, jobs=list(jobs), outcomes=outcomes, image_id=image_id, generated_at=generated_at,
+                        in_flight=dict(in_flight or {}))
 
 
 def write_results_json(results: BatchResults, path: Path) -> Path:
