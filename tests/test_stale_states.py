@@ -14,7 +14,15 @@ from typer.testing import CliRunner
 
 from flower_batch.layout import Home
 from flower_batch.liveness import NEVER_STARTED, ORPHANED, Liveness
-from flower_batch.matrix import GatewaySpec, JobOutcome, JobSpec, Status, new_record, read_record, write_record
+from flower_batch.matrix import (
+    GatewaySpec,
+    JobOutcome,
+    JobSpec,
+    Status,
+    new_record,
+    read_record,
+    write_record,
+)
 from flower_batch.session import Session, sessions_dir
 
 
