@@ -1,0 +1,173 @@
+"""The long job of the soak bench (bench/soak_e2e.py) and of the supervised-gateway Docker tests:
+one workflow step that loops a tool call, with a scripted model whose every rule is decided by
+what the workspace says, never by counters of the model's own (a restarted gateway forgets
+those, a workspace does not).
+
+The job runs `sh count.sh` over and over: the script bumps `.count` and prints `count=N`, and
+`LEG-DONE` every `leg` counts, where the step ends (one leg per run or wake). At count `handoff_at`
+it prints `HANDOFF-NOW`: the model's answer to that reports a context of HANDOFF_CONTEXT tokens,
+past the handoff threshold of the default 200K window (150K), so flower's runtime interrupts,
+asks the session for its handoff document and continues in a fresh successor session.
+(`flower run` takes no `--window`, and a batch job could not pass one: the reported context is
+how a scripted model fills a window.)
+
+Every rule reports its own usage, so the cost a job should have been metered can be computed
+from the scenario and the gateway's request log alone (`expected_usage`), independently of the
+meter being checked.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+FLOW = '''
+"""The soak job: one step that counts with count.sh until it says LEG-DONE."""
+from flower import AgentSpec, Step, Workflow
+
+COUNTER = AgentSpec("counter", instructions="ROLE: soak counter.", allowed_tools=["Bash"],
+                    permission_mode="bypassPermissions", max_turns=100000)
+
+
+def main():
+    return Workflow([Step("count", COUNTER, lambda ctx: ctx.get("prompt") or PROMPT)], name="soak")
+
+
+PROMPT = "COUNT: run `sh count.sh` again and again until it prints LEG-DONE."
+'''
+PROMPT = "COUNT: run `sh count.sh` again and again until it prints LEG-DONE."
+WAKE_WORDS = "COUNT on: run `sh count.sh` again and again until it prints LEG-DONE."
+HANDOFF_CONTEXT = 160_000
+BUILTIN_USAGE = {"input_tokens": 10, "output_tokens": 5, "cache_read_input_tokens": 0,
+                 "cache_creation_input_tokens": 0}
+TOKEN_KEYS = tuple(BUILTIN_USAGE)
+COUNT = {"tool_use": {"name": "Bash", "input": {"command": "sh count.sh", "description": "count once more"}}}
+HANDOFF_DOC = (
+    "## 现在在做什么\\n用 count.sh 计数，每次加一。\\n\\n## 已经定下的\\n计数在 .count 里。\\n\\n"
+    "## 走不通的路\\n无。\\n\\n## 下一步\\n继续运行 sh count.sh，直到它打印 LEG-DONE。\\n\\n## 现场\\n.count\\n"
+)
+
+
+def count_script(leg: int, handoff_at: int | None) -> str:
+    handoff = f'[ "$n" -eq {handoff_at} ] && echo "HANDOFF-NOW"\n' if handoff_at else ""
+    return (
+        "#!/bin/sh\n"
+        'n=$(( $(cat .count 2>/dev/null || echo 0) + 1 ))\n'
+        'echo "$n" > .count\n'
+        'echo "count=$n"\n'
+        f'[ $((n % {leg})) -eq 0 ] && echo "LEG-DONE"\n'
+        f"{handoff}"
+        "exit 0\n"
+    )
+
+
+def scenario(*, delay_s: float = 0.0) -> str:
+    """The scenario TOML: first match wins, so the specific tool results come before `count`."""
+    count = json.dumps(COUNT["tool_use"])
+    rules = [
+        ("handoff: document", 'last_user_contains = "上下文快满了"',
+         f'reply = [{{ text = "{HANDOFF_DOC}" }}]', {"input_tokens": 2000, "output_tokens": 300}),
+        ("leg done", 'last_is_tool_result = true\ntool_result_contains = "LEG-DONE"',
+         'reply = [{ text = "LEG-DONE: the counter reached its mark." }]',
+         {"input_tokens": 1500, "output_tokens": 20}),
+        ("context full", 'last_is_tool_result = true\ntool_result_contains = "HANDOFF-NOW"',
+         f"reply = [{{ tool_use = {_toml_inline(count)} }}]",
+         {"input_tokens": HANDOFF_CONTEXT, "output_tokens": 40}),
+        ("count", 'last_is_tool_result = true\ntool_result_contains = "count="',
+         f"reply = [{{ tool_use = {_toml_inline(count)} }}]",
+         {"input_tokens": 1200, "output_tokens": 40, "cache_read_input_tokens": 800}),
+        ("start", "last_is_tool_result = false",
+         f'reply = [{{ text = "Counting." }}, {{ tool_use = {_toml_inline(count)} }}]',
+         {"input_tokens": 1000, "output_tokens": 60}),
+    ]
+    parts = ['description = "soak: a long job that loops a Bash tool call (bench/soakjob.py)"\n',
+             f"[defaults]\ndelay_s = {delay_s}\n"]
+    for name, when, reply, usage in rules:
+        usage_toml = ", ".join(f"{k} = {v}" for k, v in usage.items())
+        parts.append(f'[[rules]]\nname = "{name}"\n{when}\n{reply}\nusage = {{ {usage_toml} }}\n')
+    return "\n".join(parts)
+
+
+def _toml_inline(json_text: str) -> str:
+    """A JSON object of strings as a TOML inline table (TOML basic strings are JSON strings)."""
+    data = json.loads(json_text)
+
+    def value(v: Any) -> str:
+        if isinstance(v, dict):
+            return "{ " + ", ".join(f"{k} = {value(x)}" for k, x in v.items()) + " }"
+        return json.dumps(v, ensure_ascii=False)
+
+    return value(data)
+
+
+def write_project(root: Path, *, leg: int, handoff_at: int | None, delay_s: float = 0.0) -> dict[str, Path]:
+    """The soak project under `root`: workspace (count.sh), flows (soak_flows.py), scenario."""
+    ws = root / "workspace"
+    ws.mkdir(parents=True, exist_ok=True)
+    (ws / "count.sh").write_text(count_script(leg, handoff_at))
+    (ws / "COUNT.md").write_text("Run `sh count.sh` until it prints LEG-DONE.\n")
+    flows = root / "soak_flows.py"
+    flows.write_text(FLOW)
+    scen = root / "soak.toml"
+    scen.write_text(scenario(delay_s=delay_s))
+    return {"workspace": ws, "flows": flows, "scenario": scen}
+
+
+# -- what the job should have been metered -----------------------------------------------------
+@dataclass
+class Expected:
+    tokens: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TOKEN_KEYS, 0))
+    cost_usd: float = 0.0
+    served: int = 0  # complete /v1/messages answers
+    by_rule: dict[str, int] = field(default_factory=dict)
+
+
+def rule_usages(scenario_path: Path) -> dict[str, dict[str, int]]:
+    """Each rule's usage, as the scenario file says (defaults merged), read with tomllib."""
+    data = tomllib.loads(Path(scenario_path).read_text(encoding="utf-8"))
+    defaults = {**BUILTIN_USAGE, **((data.get("defaults") or {}).get("usage") or {})}
+    rules = data.get("rules") or data.get("rule") or []
+    return {str(r.get("name") or f"rule #{i}"): {**defaults, **(r.get("usage") or {})}
+            for i, r in enumerate(rules, 1)}
+
+
+def expected_usage(scenario_path: Path, log_records: Iterable[Mapping[str, Any]]) -> Expected:
+    """What the scripted model sent: every complete answer in the gateway's request log, at the
+    usage its rule has in the scenario, priced as the gateway prices (the requested model)."""
+    from flower_batch.gateway.prices import cost_usd
+
+    usages = rule_usages(scenario_path)
+    out = Expected()
+    for rec in log_records:
+        if rec.get("endpoint") != "messages" or rec.get("status") != 200:
+            continue
+        if rec.get("outcome") not in ("stream", "response") or rec.get("rule") not in usages:
+            continue
+        usage = usages[str(rec["rule"])]
+        out.served += 1
+        out.by_rule[str(rec["rule"])] = out.by_rule.get(str(rec["rule"]), 0) + 1
+        for key in TOKEN_KEYS:
+            out.tokens[key] += int(usage.get(key) or 0)
+        out.cost_usd += cost_usd(str(rec.get("model") or ""), usage) or 0.0
+    return out
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return out
+    for line in text.splitlines():
+        try:
+            item = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(item, dict):
+            out.append(item)
+    return out
+
