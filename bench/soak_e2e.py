@@ -92,7 +92,7 @@ class Check:
     def exact(self) -> bool:
         return (self.metered_tokens == self.expected.tokens
                 and math.isclose(self.metered_cost, self.expected.cost_usd, abs_tol=1e-6)
-                and self.metered_exchanges == self.expected.served and not self.incomplete)
+                and self.metered_exchanges == self.expected.served and self.incomplete == self.expected.cut)
 
     @property
     def counted_twice(self) -> int:
@@ -102,7 +102,8 @@ class Check:
     def line(self) -> str:
         return (f"cost metered ${self.metered_cost:.6f} vs expected ${self.expected.cost_usd:.6f} · "
                 f"exchanges metered {self.metered_exchanges} vs served {self.expected.served}"
-                + (f" ({self.incomplete} cut mid-stream)" if self.incomplete else "")
+                + (f" ({self.incomplete} metered as cut mid-stream, {self.expected.cut} re-sent by the CLI)"
+                   if self.incomplete or self.expected.cut else "")
                 + f" · tokens equal: {'yes' if self.metered_tokens == self.expected.tokens else 'NO'}")
 
 

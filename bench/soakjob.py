@@ -122,7 +122,8 @@ def write_project(root: Path, *, leg: int, handoff_at: int | None, delay_s: floa
 class Expected:
     tokens: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TOKEN_KEYS, 0))
     cost_usd: float = 0.0
-    served: int = 0  # complete /v1/messages answers
+    served: int = 0  # /v1/messages answers the model began to send
+    cut: int = 0  # of those, answers the client had to ask for again (the gateway died mid-stream)
     by_rule: dict[str, int] = field(default_factory=dict)
 
 
@@ -136,18 +137,28 @@ def rule_usages(scenario_path: Path) -> dict[str, dict[str, int]]:
 
 
 def expected_usage(scenario_path: Path, log_records: Iterable[Mapping[str, Any]]) -> Expected:
-    """What the scripted model sent: every complete answer in the gateway's request log, at the
-    usage its rule has in the scenario, priced as the gateway prices (the requested model)."""
+    """What the scripted model sent: every answer in the gateway's request log at the usage its
+    rule has in the scenario, priced as the gateway prices (the requested model).
+
+    An answer the client asked for again (the next request of its session carries the same
+    messages: the gateway died while streaming it) got only as far as its first event, whose
+    usage is the input side with output_tokens 1 (flower/scripted/render.py), as an API bills
+    an interrupted stream: that is what it counts for."""
     from flower_batch.gateway.prices import cost_usd
 
     usages = rule_usages(scenario_path)
+    records = [r for r in log_records if r.get("endpoint") == "messages"]
     out = Expected()
-    for rec in log_records:
-        if rec.get("endpoint") != "messages" or rec.get("status") != 200:
+    for i, rec in enumerate(records):
+        if rec.get("status") != 200:
             continue
         if rec.get("outcome") not in ("stream", "response") or rec.get("rule") not in usages:
             continue
         usage = usages[str(rec["rule"])]
+        again = next((r for r in records[i + 1:] if r.get("session") == rec.get("session")), None)
+        if again is not None and again.get("n_messages") == rec.get("n_messages"):
+            usage = {**usage, "output_tokens": 1}
+            out.cut += 1
         out.served += 1
         out.by_rule[str(rec["rule"])] = out.by_rule.get(str(rec["rule"]), 0) + 1
         for key in TOKEN_KEYS:
