@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from bench import soakjob
+from flower_batch.gateway.sidecar import READY_LINE
 from tests.batch_fixtures.rig import (
     BATCH,
     MANAGED,
@@ -110,12 +111,13 @@ def test_a_gateway_that_keeps_dying_ends_its_job_with_the_reason(
     proc, job, _ = _start(home, tmp_path, "dying-gw", image_id, turns=1000, delay_s=0.2)
     wait_for("the job to be served", lambda: _served(job) >= 2 or proc.poll() is not None, timeout=300)
     kills = 0
-    last_start = None
     deadline = time.monotonic() + 300
     while proc.poll() is None and time.monotonic() < deadline:
         gateway = _gateway(job)
-        if gateway is not None and gateway.status == "running" and gateway.attrs["State"]["StartedAt"] != last_start:
-            last_start = gateway.attrs["State"]["StartedAt"]
+        # kill each life of the gateway once it is serving (its ready line printed once more)
+        if gateway is not None and gateway.status == "running" and (
+            gateway.logs().decode().count(READY_LINE) > kills
+        ):
             gateway.kill()
             kills += 1
         time.sleep(0.3)
