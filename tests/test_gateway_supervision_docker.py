@@ -8,6 +8,7 @@ The job is bench/soakjob.py's: a step that loops a Bash tool call, decided by th
 from __future__ import annotations
 
 import json
+import secrets
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -72,14 +73,14 @@ def test_a_gateway_killed_mid_job_is_restarted_and_the_job_finishes_exactly_mete
     image_id: str, home: Path, tmp_path: Path
 ) -> None:
     turns = 16
-    proc, job, files = _start(home, tmp_path, "killed-gw", image_id, turns=turns)
+    proc, job, files = _start(home, tmp_path, f"killed-gw-{secrets.token_hex(2)}", image_id, turns=turns)
     wait_for("half the turns", lambda: _served(job) >= turns // 2 or proc.poll() is not None, timeout=300)
-    assert proc.poll() is None, (tmp_path / "killed-gw.out").read_text()
+    assert proc.poll() is None, (tmp_path / f"{job.job}.out").read_text()
     gateway = _gateway(job)
     assert gateway is not None
     before_kill = gateway.id
     gateway.kill()  # SIGKILL, as `docker kill` does
-    assert proc.wait(timeout=300) == 0, (tmp_path / "killed-gw.out").read_text()
+    assert proc.wait(timeout=300) == 0, (tmp_path / f"{job.job}.out").read_text()
 
     record = job.record()
     assert record["status"] == "passed", record
@@ -98,7 +99,7 @@ def test_a_gateway_killed_mid_job_is_restarted_and_the_job_finishes_exactly_mete
     assert meter["exchanges"] == expected.served and meter["incomplete"] == expected.cut
     assert record["cost_usd"] == pytest.approx(expected.cost_usd, abs=1e-6) and record["cost_usd"] > 0
     assert expected.by_rule["count"] >= turns - 2  # the job really looped through the restart
-    shown = fb("show", "killed-gw", home=home)
+    shown = fb("show", job.job, home=home)
     assert "restarted 1×" in shown.stdout and "exit 137" in shown.stdout, shown.stdout
     assert before_kill  # the supervisor restarted that container in place; at the end it is removed
     assert not leftovers(home, "adhoc"), leftovers(home, "adhoc").describe()
@@ -108,7 +109,7 @@ def test_a_gateway_that_keeps_dying_ends_its_job_with_the_reason(
     image_id: str, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("FLOWER_BATCH_GATEWAY_RESTARTS", "1")  # one restart, then give up
-    proc, job, _ = _start(home, tmp_path, "dying-gw", image_id, turns=1000, delay_s=0.2)
+    proc, job, _ = _start(home, tmp_path, f"dying-gw-{secrets.token_hex(2)}", image_id, turns=1000, delay_s=0.2)
     wait_for("the job to be served", lambda: _served(job) >= 2 or proc.poll() is not None, timeout=300)
     kills = 0
     deadline = time.monotonic() + 300
@@ -121,7 +122,7 @@ def test_a_gateway_that_keeps_dying_ends_its_job_with_the_reason(
             gateway.kill()
             kills += 1
         time.sleep(0.3)
-    assert proc.wait(timeout=60) == 1, (tmp_path / "dying-gw.out").read_text()
+    assert proc.wait(timeout=60) == 1, (tmp_path / f"{job.job}.out").read_text()
     assert kills == 2
     record = job.record()
     assert record["status"] == "error", record
@@ -130,5 +131,5 @@ def test_a_gateway_that_keeps_dying_ends_its_job_with_the_reason(
     assert health["gave_up"] == record["reason"] and health["restarts"] == 1
     assert [d["exit_code"] for d in health["deaths"]] == [137, 137]
     rows = json.loads(fb("ls", "--json", home=home).stdout)
-    assert [r["gateway_restarts"] for r in rows if r["job"] == "dying-gw"] == [1]
+    assert [r["gateway_restarts"] for r in rows if r["job"] == job.job] == [1]
     assert not leftovers(home, "adhoc"), leftovers(home, "adhoc").describe()

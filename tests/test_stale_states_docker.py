@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -35,27 +36,28 @@ def _status(home: Path, job: str) -> dict:
 
 
 def test_wake_repairs_a_job_orphaned_by_a_killed_orchestrator(home: Path, tmp_path: Path) -> None:
+    name = f"orphaned-{secrets.token_hex(3)}"  # `wake` looks for live containers by job label
     proc = fb_start("run", PROJECT / "tasks" / "slow", "-f", f"{PROJECT}/flows.py:solo", "--prompt",
                     "Read TASK.md and do what it asks.", "--scenario", PROJECT / "scenarios" / "slow.toml",
-                    "--name", "orphan", "--persistent", "--image", runtime_image(), home=home,
+                    "--name", name, "--persistent", "--image", runtime_image(), home=home,
                     log=tmp_path / "orphan.out")
-    job = Job(home, "adhoc", "orphan")
+    job = Job(home, "adhoc", name)
     wait_for("the step to stall at the model", lambda: any(r["rule"] == "stall" for r in job.gateway_log())
              or proc.poll() is not None, timeout=180)
     assert proc.poll() is None, (tmp_path / "orphan.out").read_text()
-    assert _status(home, "orphan")["status"] == "running"  # its orchestrator is alive
+    assert _status(home, name)["status"] == "running"  # its orchestrator is alive
     sigkill_group(proc)
     assert job.record()["status"] == "running"  # the record itself cannot know
-    row = _status(home, "orphan")
+    row = _status(home, name)
     assert row["status"] == "orphaned" and row["recorded_status"] == "running"
     assert job.record()["session"] in row["reason"]
-    shown = fb("show", "orphan", home=home)
+    shown = fb("show", name, home=home)
     assert "orphaned" in shown.stdout and "wake" in shown.stdout
     # the killed orchestrator's containers are leaked: gc removes them, then wake continues it
     assert fb("gc", home=home).returncode == 0
-    woken = fb("wake", "orphan", home=home, timeout=180)
+    woken = fb("wake", name, home=home, timeout=180)
     assert woken.returncode == 0, woken.stderr
     assert "left running by an orchestrator that is gone" in woken.stderr
-    row = _status(home, "orphan")
+    row = _status(home, name)
     assert row["status"] == "passed" and row["attempt"] == 2
     assert not leftovers(home, "adhoc"), leftovers(home, "adhoc").describe()
