@@ -145,3 +145,34 @@ def test_the_restart_limit_comes_from_the_environment() -> None:
     with pytest.raises(FlowerBatchError, match=RESTARTS_ENV):
         RestartPolicy.from_env({RESTARTS_ENV: "lots"})
     assert RestartPolicy().delay(1) == 0.5 and RestartPolicy().delay(10) == 10.0
+
+
+def test_a_restarted_gateway_continues_the_meter_and_the_batch_budget(tmp_path: Path) -> None:
+    """What a restarted gateway process does with a job's meter files: it reads them back and
+    goes on under fresh exchange ids, so no exchange is counted twice and no budget forgets."""
+    from flower_batch.gateway.budget import Budgets
+    from flower_batch.gateway.metering import JobMeter, read_meter
+
+    logs = tmp_path / "b" / "j1" / "logs"
+    usage = {"input_tokens": 1000, "output_tokens": 100}
+    first = JobMeter(logs, "j1", "scripted")  # the gateway before it was killed
+    ex = first.new_exchange()
+    first.update(ex, "claude-sonnet-4-5", usage, final=True)
+    cut = first.new_exchange()
+    first.update(cut, "claude-sonnet-4-5", {"input_tokens": 1000, "output_tokens": 1}, final=False)  # killed here
+    one = first.summary().cost_known_usd
+
+    again = JobMeter(logs, "j1", "scripted")  # the restarted gateway's meter of the same job
+    assert again.summary().exchanges == 2 and again.summary().incomplete == 1
+    retry = again.new_exchange()
+    assert retry not in (ex, cut)
+    again.update(retry, "claude-sonnet-4-5", usage, final=True)
+    summary = again.summary()
+    assert summary.exchanges == 3 and summary.tokens["input_tokens"] == 3000
+    assert summary.tokens["output_tokens"] == 201
+    assert read_meter(logs) is not None and read_meter(logs).tokens == summary.tokens  # type: ignore[union-attr]
+    # the batch budget sees the spend of both lives of the gateway
+    spent = summary.cost_known_usd
+    assert spent > one
+    assert Budgets(tmp_path / "b", batch_budget_usd=spent).refusal("j1", {"j1": summary}) is not None
+    assert Budgets(tmp_path / "b", batch_budget_usd=spent * 1.01).refusal("j1", {"j1": summary}) is None
