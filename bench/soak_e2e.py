@@ -2,8 +2,9 @@
 in a container, against the scripted gateway (bench/soakjob.py).
 
 5b  a `--persistent` job (`flower-batch run`) that loops a Bash tool call for `--leg-turns`
-    model turns, hands off to a fresh session on the way (at count `--handoff-at`), and is
-    woken twice (`flower-batch wake`): by default 3 legs of 100 turns, so 300+ model turns.
+    model turns, hands off to a fresh session on the way (a small `--window`, given to the job
+    as `--env FLOWER_WINDOW=…`; the context fills at count `--handoff-at`), and is woken twice
+    (`flower-batch wake`): by default 3 legs of 100 turns, so 300+ model turns.
 5c  `--kills` times (default 5): a job of `--kill-turns` turns whose gateway container is
     `docker kill`ed when half its turns are served. The job must finish (the supervisor starts
     the gateway again, flower resumes the same session), and its metered cost must equal the
@@ -180,13 +181,15 @@ class SoakResult:
             self.check and self.check.exact) and self.handoffs >= 1
 
 
-def soak(home: Path, image: str, root: Path, *, legs: int, leg_turns: int, handoff_at: int) -> SoakResult:
-    files = soakjob.write_project(root, leg=leg_turns, handoff_at=handoff_at)
+def soak(home: Path, image: str, root: Path, *, legs: int, leg_turns: int, handoff_at: int,
+         window: int) -> SoakResult:
+    files = soakjob.write_project(root, leg=leg_turns, handoff_at=handoff_at, window=window)
     job = JobFiles(home, "soak")
     result = SoakResult()
+    # The window reaches flower in the container through the job's env (kept for its wakes).
     commands = [["run", files["workspace"], "-f", f"{files['flows']}:main", "--prompt", soakjob.PROMPT,
                  "--scenario", files["scenario"], "--persistent", "--name", job.job, "--image", image,
-                 "--timeout", "4h"]]
+                 "--timeout", "4h", "--env", f"FLOWER_WINDOW={window}"]]
     commands += [["wake", job.job, soakjob.WAKE_WORDS, "--timeout", "4h"] for _ in range(legs - 1)]
     with MemorySampler(job) as memory:
         for cmd in commands:
@@ -266,6 +269,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--legs", type=int, default=3, help="the run plus this many minus one wakes (default 3)")
     parser.add_argument("--leg-turns", type=int, help="model turns per leg (default 100; --quick 20)")
     parser.add_argument("--handoff-at", type=int, help="the count whose answer fills the context (default 1.5 legs)")
+    parser.add_argument("--window", type=int, default=60_000,
+                        help="the 5b job's context window (FLOWER_WINDOW), small so a handoff comes (default 60000)")
     parser.add_argument("--kills", type=int, help="5c tries (default 5; --quick 2; 0 skips 5c)")
     parser.add_argument("--kill-turns", type=int, help="model turns of each 5c job (default 60; --quick 20)")
     parser.add_argument("--image", help="runtime image (default: built from these sources as flower-batch-runtime:soak)")
@@ -287,11 +292,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         home = args.home or Path(scratch) / "home"
         ok = True
         if not args.skip_soak:
-            print(f"5b: {args.legs} legs × {args.leg_turns} turns, handoff at count {handoff_at}, image {image[:19]}",
-                  flush=True)
+            print(f"5b: {args.legs} legs × {args.leg_turns} turns, window {args.window} (handoff at count "
+                  f"{handoff_at}), image {image[:19]}", flush=True)
             t0 = time.monotonic()
             r = soak(home, image, Path(scratch) / "soak", legs=args.legs, leg_turns=args.leg_turns,
-                     handoff_at=handoff_at)
+                     handoff_at=handoff_at, window=args.window)
             wall = time.monotonic() - t0
             assert r.check is not None
             print(f"5b  model turns {r.turns} · handoffs {r.handoffs} · sessions {r.sessions} · wall {wall:.1f} s ("

@@ -5,11 +5,10 @@ those, a workspace does not).
 
 The job runs `sh count.sh` over and over: the script bumps `.count` and prints `count=N`, and
 `LEG-DONE` every `leg` counts, where the step ends (one leg per run or wake). At count `handoff_at`
-it prints `HANDOFF-NOW`: the model's answer to that reports a context of HANDOFF_CONTEXT tokens,
-past the handoff threshold of the default 200K window (150K), so flower's runtime interrupts,
-asks the session for its handoff document and continues in a fresh successor session.
-(`flower run` takes no `--window`, and a batch job could not pass one: the reported context is
-how a scripted model fills a window.)
+it prints `HANDOFF-NOW`: the model's answer to that reports a context just past the handoff
+threshold of the job's window (`FLOWER_WINDOW`, given to the job with `--env`; a small window
+makes a small threshold), so flower's runtime interrupts, asks the session for its handoff
+document and continues in a fresh successor session.
 
 Every rule reports its own usage, so the cost a job should have been metered can be computed
 from the scenario and the gateway's request log alone (`expected_usage`), independently of the
@@ -41,7 +40,14 @@ PROMPT = "COUNT: run `sh count.sh` again and again until it prints LEG-DONE."
 '''
 PROMPT = "COUNT: run `sh count.sh` again and again until it prints LEG-DONE."
 WAKE_WORDS = "COUNT on: run `sh count.sh` again and again until it prints LEG-DONE."
-HANDOFF_CONTEXT = 160_000
+DEFAULT_WINDOW = 200_000
+
+
+def handoff_context(window: int | None) -> int:
+    """A context a little past the handoff threshold of `window` (flower.handoff's numbers)."""
+    from flower.handoff import Handoff
+
+    return Handoff(window=window or DEFAULT_WINDOW).at + 2000
 BUILTIN_USAGE = {"input_tokens": 10, "output_tokens": 5, "cache_read_input_tokens": 0,
                  "cache_creation_input_tokens": 0}
 TOKEN_KEYS = tuple(BUILTIN_USAGE)
@@ -65,7 +71,7 @@ def count_script(leg: int, handoff_at: int | None) -> str:
     )
 
 
-def scenario(*, delay_s: float = 0.0) -> str:
+def scenario(*, delay_s: float = 0.0, window: int | None = None) -> str:
     """The scenario TOML: first match wins, so the specific tool results come before `count`."""
     count = json.dumps(COUNT["tool_use"])
     rules = [
@@ -76,7 +82,7 @@ def scenario(*, delay_s: float = 0.0) -> str:
          {"input_tokens": 1500, "output_tokens": 20}),
         ("context full", 'last_is_tool_result = true\ntool_result_contains = "HANDOFF-NOW"',
          f"reply = [{{ tool_use = {_toml_inline(count)} }}]",
-         {"input_tokens": HANDOFF_CONTEXT, "output_tokens": 40}),
+         {"input_tokens": handoff_context(window), "output_tokens": 40}),
         ("count", 'last_is_tool_result = true\ntool_result_contains = "count="',
          f"reply = [{{ tool_use = {_toml_inline(count)} }}]",
          {"input_tokens": 1200, "output_tokens": 40, "cache_read_input_tokens": 800}),
@@ -104,7 +110,8 @@ def _toml_inline(json_text: str) -> str:
     return value(data)
 
 
-def write_project(root: Path, *, leg: int, handoff_at: int | None, delay_s: float = 0.0) -> dict[str, Path]:
+def write_project(root: Path, *, leg: int, handoff_at: int | None, delay_s: float = 0.0,
+                  window: int | None = None) -> dict[str, Path]:
     """The soak project under `root`: workspace (count.sh), flows (soak_flows.py), scenario."""
     ws = root / "workspace"
     ws.mkdir(parents=True, exist_ok=True)
@@ -113,7 +120,7 @@ def write_project(root: Path, *, leg: int, handoff_at: int | None, delay_s: floa
     flows = root / "soak_flows.py"
     flows.write_text(FLOW)
     scen = root / "soak.toml"
-    scen.write_text(scenario(delay_s=delay_s))
+    scen.write_text(scenario(delay_s=delay_s, window=window))
     return {"workspace": ws, "flows": flows, "scenario": scen}
 
 
