@@ -90,6 +90,8 @@ def _finish(record: JobRecord) -> None:
         + f"  cost {cost}  turns {record.num_turns or 0}  {format_duration(record.duration_s or 0)}"
         + f"  model: {_mode_label(record.gateway_mode)}"
     )
+    if record.gateway_health and record.status == "passed":  # a failed one already says it in its reason
+        err.print(f"  gateway: {escape(describe_health(record.gateway_health))}")
     raise typer.Exit(0 if record.status == "passed" else 1)
 
 

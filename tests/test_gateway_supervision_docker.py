@@ -81,6 +81,7 @@ def test_a_gateway_killed_mid_job_is_restarted_and_the_job_finishes_exactly_mete
     before_kill = gateway.id
     gateway.kill()  # SIGKILL, as `docker kill` does
     assert proc.wait(timeout=300) == 0, (tmp_path / f"{job.job}.out").read_text()
+    assert "gateway: the gateway was restarted 1×" in (tmp_path / f"{job.job}.out").read_text()
 
     record = job.record()
     assert record["status"] == "passed", record
