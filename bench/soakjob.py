@@ -17,7 +17,9 @@ meter being checked.
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -127,11 +129,33 @@ def write_project(root: Path, *, leg: int, handoff_at: int | None, delay_s: floa
 # -- what the job should have been metered -----------------------------------------------------
 @dataclass
 class Expected:
+    """What the meter of a job must hold: every complete answer once (`tokens`, `cost_usd`,
+    `complete`), plus, of the answers the gateway's death cut (`cut_starts`), exactly those
+    that had begun to stream, each at its first event's usage."""
+
     tokens: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TOKEN_KEYS, 0))
     cost_usd: float = 0.0
-    served: int = 0  # /v1/messages answers the model began to send
-    cut: int = 0  # of those, answers the client had to ask for again (the gateway died mid-stream)
+    complete: int = 0
+    cut_starts: list[tuple[dict[str, int], float]] = field(default_factory=list)  # (usage, cost)
     by_rule: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def cut(self) -> int:
+        return len(self.cut_starts)
+
+    def accepts(self, meter: Mapping[str, Any]) -> bool:
+        """Whether a meter.json is exact: nothing lost, nothing counted twice. The meter says how
+        many exchanges it saw cut (`incomplete`); those must be some of the cut answers."""
+        incomplete = int(meter.get("incomplete") or 0)
+        if int(meter.get("exchanges") or 0) != self.complete + incomplete or incomplete > self.cut:
+            return False
+        tokens = {k: int((meter.get("tokens") or {}).get(k) or 0) for k in TOKEN_KEYS}
+        cost = float(meter.get("cost_usd") or 0.0)
+        for started in itertools.combinations(self.cut_starts, incomplete):
+            want = {k: self.tokens[k] + sum(u.get(k, 0) for u, _ in started) for k in TOKEN_KEYS}
+            if want == tokens and math.isclose(cost, self.cost_usd + sum(c for _, c in started), abs_tol=1e-6):
+                return True
+        return False
 
 
 def rule_usages(scenario_path: Path) -> dict[str, dict[str, int]]:
@@ -144,13 +168,13 @@ def rule_usages(scenario_path: Path) -> dict[str, dict[str, int]]:
 
 
 def expected_usage(scenario_path: Path, log_records: Iterable[Mapping[str, Any]]) -> Expected:
-    """What the scripted model sent: every answer in the gateway's request log at the usage its
+    """What the scripted model sent, from the gateway's request log: each answer at the usage its
     rule has in the scenario, priced as the gateway prices (the requested model).
 
     An answer the client asked for again (the next request of its session carries the same
-    messages: the gateway died while streaming it) got only as far as its first event, whose
-    usage is the input side with output_tokens 1 (flower/scripted/render.py), as an API bills
-    an interrupted stream: that is what it counts for."""
+    messages) was cut by the gateway's death: it got no further than its first event, whose usage
+    is the input side with output_tokens 1 (flower/scripted/render.py) — as an API bills an
+    interrupted stream — or not even that far (the log line is written before the answer)."""
     from flower_batch.gateway.prices import cost_usd
 
     usages = rule_usages(scenario_path)
@@ -162,15 +186,17 @@ def expected_usage(scenario_path: Path, log_records: Iterable[Mapping[str, Any]]
         if rec.get("outcome") not in ("stream", "response") or rec.get("rule") not in usages:
             continue
         usage = usages[str(rec["rule"])]
+        model = str(rec.get("model") or "")
         again = next((r for r in records[i + 1:] if r.get("session") == rec.get("session")), None)
         if again is not None and again.get("n_messages") == rec.get("n_messages"):
-            usage = {**usage, "output_tokens": 1}
-            out.cut += 1
-        out.served += 1
+            start = {k: int(v) for k, v in {**usage, "output_tokens": 1}.items() if k in TOKEN_KEYS}
+            out.cut_starts.append((start, cost_usd(model, start) or 0.0))
+            continue
+        out.complete += 1
         out.by_rule[str(rec["rule"])] = out.by_rule.get(str(rec["rule"]), 0) + 1
         for key in TOKEN_KEYS:
             out.tokens[key] += int(usage.get(key) or 0)
-        out.cost_usd += cost_usd(str(rec.get("model") or ""), usage) or 0.0
+        out.cost_usd += cost_usd(model, usage) or 0.0
     return out
 
 

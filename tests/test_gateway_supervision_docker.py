@@ -96,9 +96,8 @@ def test_a_gateway_killed_mid_job_is_restarted_and_the_job_finishes_exactly_mete
     # metered exactly what the scripted model sent: nothing lost, nothing counted twice
     expected = soakjob.expected_usage(files["scenario"], log)
     meter = json.loads((job.root / "logs" / "meter.json").read_text())
-    assert meter["tokens"] == expected.tokens, (meter, expected)
-    assert meter["exchanges"] == expected.served and meter["incomplete"] == expected.cut
-    assert record["cost_usd"] == pytest.approx(expected.cost_usd, abs=1e-6) and record["cost_usd"] > 0
+    assert expected.accepts(meter), (meter, expected)
+    assert record["cost_usd"] == pytest.approx(meter["cost_usd"], abs=1e-6) and record["cost_usd"] > 0
     assert expected.by_rule["count"] >= turns - 2  # the job really looped through the restart
     shown = fb("show", job.job, home=home)
     assert "restarted 1×" in shown.stdout and "exit 137" in shown.stdout, shown.stdout
@@ -134,3 +133,58 @@ def test_a_gateway_that_keeps_dying_ends_its_job_with_the_reason(
     rows = json.loads(fb("ls", "--json", home=home).stdout)
     assert [r["gateway_restarts"] for r in rows if r["job"] == job.job] == [1]
     assert not leftovers(home, "adhoc"), leftovers(home, "adhoc").describe()
+
+
+@pytest.mark.anyio
+async def test_a_gateway_down_longer_than_the_cli_retries_is_ridden_out_by_flowers_resilience(
+    image_id: str, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The gateway comes back only after 20 s: the job waits it out (the CLI's retries, else
+    flower's probe-and-resume) and goes on in the same session, metered exactly. In process, so
+    the restart's backoff can be made long."""
+    import anyio
+
+    from flower_batch.backend.docker_backend import DockerBackend
+    from flower_batch.gateway import supervisor
+    from flower_batch.jobs import adhoc_spec, start_job
+    from flower_batch.layout import Home
+
+    slow = supervisor.RestartPolicy(backoff_s=20.0, backoff_max_s=20.0)
+    monkeypatch.setattr(supervisor.RestartPolicy, "from_env", classmethod(lambda cls, environ=None: slow))
+    turns = 12
+    name = f"outage-{secrets.token_hex(2)}"
+    files = soakjob.write_project(tmp_path / name, leg=turns, handoff_at=None)
+    spec = adhoc_spec(workspace=files["workspace"], task=None, workflow=f"{files['flows']}:main",
+                      prompt=soakjob.PROMPT, name=name, timeout="10m", cpus=None, memory=None, env={},
+                      secrets_=[], scenario=files["scenario"])
+    job = Job(home, "adhoc", name)
+    records: list = []
+
+    async def run() -> None:
+        async with DockerBackend() as backend:
+            records.append(await start_job(backend, Home(home), "adhoc", spec, image_id=image_id, versions={},
+                                           persistent=True))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        with anyio.fail_after(300):
+            while _served(job) < turns // 2:
+                await anyio.sleep(0.2)
+        gateway = await anyio.to_thread.run_sync(_gateway, job)
+        assert gateway is not None
+        await anyio.to_thread.run_sync(gateway.kill)
+        killed_at = time.monotonic()
+    record = records[0]
+    assert record.status == "passed", record
+    assert record.gateway_health and record.gateway_health["restarts"] == 1
+    log = job.gateway_log()
+    messages = [r for r in log if r.get("endpoint") == "messages"]
+    assert {r["session"] for r in messages} == {job.lineage()["steps"]["count"]}  # one session throughout
+    # the outage was real (no answer for the restart's 20 s), and the loop went on after it
+    gaps = [b["time"] - a["time"] for a, b in zip(messages, messages[1:], strict=False)]
+    assert max(gaps) >= 19, gaps
+    assert (job.root / "workspace" / ".count").read_text().strip() == str(turns)
+    assert time.monotonic() - killed_at < 300
+    expected = soakjob.expected_usage(files["scenario"], log)
+    meter = json.loads((job.root / "logs" / "meter.json").read_text())
+    assert expected.accepts(meter), (meter, expected)
