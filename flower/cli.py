@@ -7,6 +7,7 @@ that is not a subcommand means `go` (so `flower "do X"` and plain `flower` work)
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import sqlite3
 import sys
@@ -68,6 +69,24 @@ def _fail(message: str, code: int = 2, kind: str = "usage") -> None:
     err.print(Text.assemble(("flower:", "red"), " ", message), highlight=False)
     exitinfo.leave(G.run_dir, code=code, kind=kind, reason=message)
     raise typer.Exit(code)
+
+
+WINDOW_ENV = "FLOWER_WINDOW"
+
+
+def _window(window: int | None) -> int | None:
+    """--window, else $FLOWER_WINDOW (how a job in a container gets one: `flower-batch run --env
+    FLOWER_WINDOW=…` or `env` in jobs.toml), else None (the default window)."""
+    if window is None:
+        raw = os.environ.get(WINDOW_ENV, "").strip()
+        if not raw:
+            return None
+        if not raw.isdigit() or int(raw) <= 0:
+            _fail(f"{WINDOW_ENV}={raw!r}: give the context window in tokens, e.g. {WINDOW_ENV}=200000")
+        window = int(raw)
+    if window <= 0:
+        _fail(f"--window {window}: give the context window in tokens, e.g. --window 200000")
+    return window
 
 
 def _ended(ctx: dict) -> int:
@@ -145,9 +164,11 @@ def run(
     prompt: str | None = typer.Option(None, "--prompt", help="put this text in ctx['prompt'] for the workflow's steps"),
     values: list[str] = typer.Option([], "--set", help="KEY=VALUE into ctx['args'] (repeatable)"),
     fresh: bool = typer.Option(False, "--fresh", help="continuous=False: every step starts a new session"),
+    window: int | None = typer.Option(None, "--window", help=f"the model's context window in tokens, for the handoff threshold (default ${WINDOW_ENV}, else 200000)"),
 ) -> None:
     """Run a Workflow defined in Python."""
     exitinfo.clear(G.run_dir)
+    window = _window(window)
     try:
         workflow = load_workflow(target)
     except TargetError as exc:
@@ -162,7 +183,7 @@ def run(
         workflow.context["prompt"] = prompt
     if fresh:
         workflow.continuous = False
-    rt = make_runtime()
+    rt = make_runtime(**({"handoff": Handoff(window=window)} if window else {}))
     display = Display(verbose=G.verbose)
     if workflow.continuous:
         line = wake_line(G.workspace, run_dir=G.run_dir, steps_order=[s.name for s in workflow.steps])
@@ -204,7 +225,7 @@ def go(
     judge_can_run: bool = typer.Option(False, "--judge-can-run", help="the judge may run commands (Bash) to verify"),
     timeout: float = typer.Option(1800.0, "--timeout", help="seconds a question waits for your answer; 0 = fully automatic (nobody answers, no prompts)"),
     isolate: bool = typer.Option(False, "--isolate", help="each worker changes its own git worktree (needs a git repository)"),
-    window: int | None = typer.Option(None, "--window", help="the model's context window in tokens, for the handoff threshold (default 200000)"),
+    window: int | None = typer.Option(None, "--window", help=f"the model's context window in tokens, for the handoff threshold (default ${WINDOW_ENV}, else 200000)"),
     no_handoff: bool = typer.Option(False, "--no-handoff", help="never hand over to a fresh session when the context fills up"),
     new: bool = typer.Option(False, "--new", help="archive 需求.md, 目标.md and lineage.json, then start something new"),
     clarify_only: bool = typer.Option(False, "--clarify-only", help="only write 需求.md, then stop"),
@@ -223,8 +244,7 @@ def go(
         _fail(f"--rounds {rounds}: needs at least 1 round")
     if asks < -1:
         _fail(f"--asks {asks}: use a number >= 0, or -1 for unlimited")
-    if window is not None and window <= 0:
-        _fail(f"--window {window}: give the context window in tokens, e.g. --window 200000")
+    window = _window(window)
     if isolate:
         try:
             require_git(ws)

@@ -22,11 +22,13 @@ from .backend.docker_backend import DockerBackend
 from .causes import continuity_lines
 from .envnames import env_name_problem, looks_secret
 from .errors import FlowerBatchError
+from .gateway.health import describe_health
 from .gateway.host_modes import mode_label, use_upstream
 from .gateway.metering import read_meter, read_summary
 from .jobs import ADHOC_BATCH, adhoc_spec, job_scenario, start_job
 from .labels import BATCH, JOB, MANAGED
 from .layout import Home, JobDir
+from .liveness import NEVER_STARTED, ORPHANED, Liveness
 from .matrix import JobRecord, JobSpec, RecordError, format_duration
 from .session import Leak, find_leaks, remove_leaks
 
@@ -91,6 +93,8 @@ def _finish(record: JobRecord) -> None:
         + f"  cost {cost}  turns {record.num_turns or 0}  {format_duration(record.duration_s or 0)}"
         + f"  model: {_mode_label(record.gateway_mode)}"
     )
+    if record.gateway_health and record.status == "passed":  # a failed one already says it in its reason
+        err.print(f"  gateway: {escape(describe_health(record.gateway_health))}")
     raise typer.Exit(0 if record.status == "passed" else 1)
 
 
@@ -294,6 +298,7 @@ def _print_container_tail(jd: JobDir, marker: str) -> None:
 
 def _rows(h: Home, batch: str | None) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
+    live = Liveness(h.root)
     for jd, rec in h.records(batch):
         if isinstance(rec, RecordError):
             rows.append({"batch": jd.batch, "job": jd.job, "status": "unreadable", "reason": str(rec)})
@@ -301,7 +306,8 @@ def _rows(h: Home, batch: str | None) -> list[dict[str, Any]]:
         meter = read_summary(jd.logs)  # the gateway's meter: live while the job runs
         cost = rec.cost_usd if rec.finished or not meter else meter.get("cost_usd")
         rows.append({
-            "batch": jd.batch, "job": jd.job, "status": rec.status, "class": rec.failure_class, "reason": rec.reason,
+            "batch": jd.batch, "job": jd.job, "status": live.status(rec), "recorded_status": rec.status,
+            "class": rec.failure_class, "reason": live.reason(rec), "gateway_restarts": _restarts(rec),
             "cost_usd": cost, "metered": meter is not None, "num_turns": rec.num_turns, "duration_s": rec.duration_s,
             "started_at": rec.started_at, "gateway_mode": rec.gateway_mode, "attempt": rec.attempt,
             "persistent": bool(rec.spec.get("persistent")), "image_id": rec.image_id,
@@ -335,8 +341,13 @@ app.command("status", help="Same as ls.")(ls)
 
 
 def _status_cell(status: str) -> str:
-    colour = {"passed": "green", "running": "cyan", "queued": "cyan"}.get(status, "red")
+    colour = {"passed": "green", "running": "cyan", "queued": "cyan", ORPHANED: "yellow",
+              NEVER_STARTED: "yellow"}.get(status, "red")
     return f"[{colour}]{status}[/{colour}]"
+
+
+def _restarts(record: JobRecord) -> int:
+    return int((record.gateway_health or {}).get("restarts") or 0)
 
 
 @app.command()
@@ -349,13 +360,16 @@ def show(
     jd, record = _load_job(home, job)
     rows = jd.manifest()
     meter = read_meter(jd.logs)
+    live = Liveness(_home(home).root)
     if as_json:
-        out.print_json(json.dumps({"record": record.to_dict(), "manifest": rows,
+        out.print_json(json.dumps({"record": record.to_dict(), "status": live.status(record),
+                                   "reason": live.reason(record), "manifest": rows,
                                    "meter": meter.to_dict() if meter else None}))
         return
     info = Table.grid(padding=(0, 2))
     for key, value in (
-        ("job", f"{jd.batch}/{jd.job}"), ("status", _status_cell(record.status)), ("reason", record.reason or ""),
+        ("job", f"{jd.batch}/{jd.job}"), ("status", _status_cell(live.status(record))),
+        ("reason", live.reason(record) or ""), ("gateway", describe_health(record.gateway_health)),
         ("model", _mode_label(record.gateway_mode)), ("image", record.image_id),
         ("versions", ", ".join(f"{k} {v}" for k, v in record.versions.items())),
         ("exit code", str(record.exit_code)), ("check exit", str(record.check_exit)),

@@ -13,6 +13,7 @@ from .backend import Backend
 from .envnames import secret_name_problem, unset_names
 from .errors import FlowerBatchError, ImageMissing
 from .gateway.sidecar import GatewaySidecar
+from .gateway.supervisor import supervisors
 from .layout import Home, JobDir
 from .matrix import GatewaySpec, JobRecord, JobSpec, parse_duration, parse_memory
 from .matrix._hashing import file_hash, tree_hash
@@ -120,7 +121,8 @@ async def start_job(
         async with GatewaySidecar(
             backend, batch=batch, session=session.id, image_id=image_id, batch_dir=home.batch_dir(batch),
             scenario=scenario, mode=job.gateway.mode,
-        ) as gateway:
+        ) as gateway, supervisors() as supervise:
+            supervise(gateway)  # restarted if it dies (gateway/supervisor.py)
             ctx = JobContext(backend=backend, batch=batch, session=session.id, image_id=image_id, gateway=gateway,
                              versions=versions, on_state=on_state, search=search or [], flows_from=flows_from)
             return await run_job(ctx, job, jd, persistent=persistent, waking=waking, wake_words=wake_words,

@@ -25,6 +25,7 @@ from .errors import FlowerBatchError
 from .gateway.host_modes import mode_problem, use_upstream
 from .infra_retry import run_with_infra_retries
 from .layout import Home
+from .liveness import Liveness
 from .matrix import (
     BatchResults,
     JobRecord,
@@ -239,8 +240,10 @@ def _report(h: Home, batch: str, *, jobs: list | None, image_id: str | None,
         log = h.job(batch, job_id).logs / "container.log"
         if log.exists():
             tails[job_id] = log.read_text(encoding="utf-8", errors="replace")[-4000:]
+    live = Liveness(h.root)  # records left running/queued by an orchestrator that is gone
+    in_flight = {j: (live.status(r), live.reason(r)) for j, r in records.items() if not r.finished}
     results = results_from_records(records, batch=batch, image_id=image_id, jobs=jobs, log_tails=tails,
-                                   batch_dir=batch_dir)
+                                   batch_dir=batch_dir, in_flight=in_flight)
     out.print(comparison_table(results))
     paths = write_reports(results, batch_dir / "report", baseline.sections(results) if baseline else ())
     err.print(summary_line(results), markup=False)

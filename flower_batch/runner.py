@@ -19,6 +19,7 @@ import anyio
 from .backend import Backend, ContainerSpec, Mount
 from .causes import Ending, continuity_of, explain, flower_exit, new_stamp
 from .errors import FlowerBatchError
+from .gateway.health import describe_health
 from .gateway.recording import stage_recording
 from .gateway.sidecar import GatewaySidecar
 from .gateway.usage import gateway_outcome
@@ -101,10 +102,11 @@ async def run_job(
         job_id=job.id, batch=ctx.batch, inputs_hash=job.inputs_hash(ctx.image_id), image_id=ctx.image_id,
         status="running", spec={**job.to_dict(), "persistent": persistent}, gateway_mode=job.gateway.mode,
         attempt=(previous.attempt + 1) if previous else 1, queued_at=now_iso(), started_at=now_iso(),
-        versions=ctx.versions,
+        versions=ctx.versions, session=ctx.session,
     )
     write_record(jd.record_path, record)
     _state(ctx, job.id, "running")
+    gateway_mark = ctx.gateway.health.mark()  # the gateway's deaths from here on are this job's too
     started = time.monotonic()
     error: str | None = None
     timed_out = False
@@ -115,6 +117,8 @@ async def run_job(
     try:
         # Inside the try: a workspace that cannot be copied, a workflow that cannot be found
         # still end with a finished record saying why.
+        if ctx.gateway.health.gave_up:
+            raise FlowerBatchError(f"not started: {ctx.gateway.health.gave_up}")
         prepare(jd, job, fresh=not waking, search=ctx.search, flows_from=ctx.flows_from)
         env = {
             **job.environment(os.environ),
@@ -147,7 +151,7 @@ async def run_job(
         record = replace(record, container=container)
         write_record(jd.record_path, record)
         await ctx.backend.start(container)
-        exit_code, timed_out = await _wait(ctx.backend, container, job.timeout_s)
+        exit_code, timed_out = await _wait_unless_gateway_gone(ctx, container, job.timeout_s)
         oom_killed = await _oom_killed(ctx.backend, container)
         await _save_logs(ctx.backend, container, jd.logs / "container.log")
     except anyio.get_cancelled_exc_class():
@@ -161,6 +165,7 @@ async def run_job(
                 record, status=Status.ERROR.value, reason="interrupted: the orchestrator was stopped",
                 finished_at=now_iso(), duration_s=round(time.monotonic() - started, 2),
                 cost_usd=gateway_outcome(jd.logs, job.gateway.mode).cost_usd,
+                gateway_health=ctx.gateway.health.for_job(gateway_mark),
             ))
             _state(ctx, job.id, "interrupted")
         raise
@@ -202,6 +207,14 @@ async def run_job(
     status, reason, klass = verdict.status, verdict.reason, verdict.failure_class
     if error is not None and error == gateway.divergence:
         klass = FailureClass.AGENT  # the agent's requests left the recording: a verdict, not a fault
+    health = ctx.gateway.health.for_job(gateway_mark)
+    if health and status is not Status.PASSED:
+        # The gateway's trouble is the likelier cause: say it first.
+        reason = health["gave_up"] or f"{describe_health(health)}; {reason}"
+        if health["gave_up"]:
+            klass = FailureClass.INFRASTRUCTURE  # no verdict on the workflow: it lost its model
+            if status is Status.FAILED:
+                status = Status.ERROR
     costs: list[float] = [float(r["cost_usd"]) for r in rows if isinstance(r.get("cost_usd"), int | float)]
     outcome = JobOutcome(
         job_id=job.id, status=status, workflow_ok=workflow_ok, check_exit=check_exit,
@@ -213,6 +226,7 @@ async def run_job(
     record = record.with_outcome(outcome, finished_at=now_iso(), exit_code=exit_code)
     if persistent:
         record = replace(record, continuity=continuity_of(jd.runs, stamp))
+    record = replace(record, gateway_health=health)
     write_record(jd.record_path, record)
     _state(ctx, job.id, status.value)
     return record
@@ -227,6 +241,25 @@ def _last_error(rows: list[dict]) -> str:
         if row.get("error"):
             return f": {str(row['error'])[:200]}"
     return ""
+
+
+async def _wait_unless_gateway_gone(ctx: JobContext, container: str, timeout_s: float) -> tuple[int, bool]:
+    """As `_wait`; and once the gateway's supervisor gives up, the job is stopped the way a
+    timeout stops it (flower records the step): it would only wait out flower's offline wait."""
+    async with anyio.create_task_group() as tg:
+        async def stop_when_gateway_gone() -> None:
+            await ctx.gateway.gave_up.wait()
+            await _stop_quietly(ctx.backend, container)
+
+        tg.start_soon(stop_when_gateway_gone)
+        try:
+            result: tuple[int, bool] | Exception = await _wait(ctx.backend, container, timeout_s)
+        except (TimeoutError, FlowerBatchError) as exc:  # raised below, not as an ExceptionGroup
+            result = exc
+        tg.cancel_scope.cancel()
+    if isinstance(result, Exception):
+        raise result
+    return result
 
 
 async def _wait(backend: Backend, container: str, timeout_s: float) -> tuple[int, bool]:

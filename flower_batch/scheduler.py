@@ -19,8 +19,10 @@ from .backend import Backend
 from .errors import FlowerBatchError
 from .gateway.budget import batch_spent
 from .gateway.sidecar import GatewaySidecar
+from .gateway.supervisor import supervisors
 from .layout import Home
-from .matrix import JobOutcome, JobRecord, JobSpec, Status, new_record, write_record
+from .liveness import NEVER_STARTED_REASON
+from .matrix import JobOutcome, JobRecord, JobSpec, Status, new_record, read_record, write_record
 from .runner import JobContext, now_iso, run_job
 from .session import Session
 
@@ -45,17 +47,22 @@ async def run_jobs(
     `budget_usd` is the batch's: its gateways refuse requests once the batch's metered spend
     reaches it (running jobs end `budget`), and jobs not started by then end `skipped`.
     """
-    for job, previous in jobs:
-        jd = home.job(batch, job.id)
-        jd.root.mkdir(parents=True, exist_ok=True)
-        if previous is None or not previous.finished:
-            write_record(jd.record_path, _queued(job, batch, image_id, versions, previous))
-        if on_state:
-            on_state(job.id, "queued")
     done: dict[str, JobRecord] = {}
     limiter = anyio.CapacityLimiter(max(1, parallel))
     with Session(home.root) as session:
+        # Queued records name this session: once it is gone, readers see them as never-started.
+        for job, previous in jobs:
+            jd = home.job(batch, job.id)
+            jd.root.mkdir(parents=True, exist_ok=True)
+            if previous is None or not previous.finished:
+                write_record(jd.record_path, _queued(job, batch, image_id, versions, previous, session.id))
+            if on_state:
+                on_state(job.id, "queued")
+        started: set[str] = set()
         async with contextlib.AsyncExitStack() as stack:
+            # However this ends (Ctrl-C included), a job that never began says so.
+            stack.callback(_mark_never_started, home, batch, jobs, started, done, on_state)
+            supervise = await stack.enter_async_context(supervisors())  # restarts a gateway that dies
             gateways: dict[tuple[str, str], GatewaySidecar] = {}
             gateway_lock = anyio.Lock()
 
@@ -69,12 +76,14 @@ async def run_jobs(
                             batch_budget_usd=budget_usd,
                         )
                         gateways[key] = await stack.enter_async_context(gw)
+                        supervise(gw)
                     return gateways[key]
 
             async def one(job: JobSpec, previous: JobRecord | None) -> None:
                 async with limiter:
+                    started.add(job.id)
                     path = home.job(batch, job.id).record_path
-                    queued = _queued(job, batch, image_id, versions, previous)
+                    queued = _queued(job, batch, image_id, versions, previous, session.id)
                     if budget_usd is not None and batch_spent(home.batch_dir(batch)) >= budget_usd:
                         reason = f"not started: the batch budget (${budget_usd:.4f}) was spent"
                         done[job.id] = _finish(path, queued, job, Status.SKIPPED, reason, on_state)
@@ -96,9 +105,32 @@ async def run_jobs(
     return done
 
 
-def _queued(job: JobSpec, batch: str, image_id: str, versions: dict[str, str], previous: JobRecord | None) -> JobRecord:
+def _queued(job: JobSpec, batch: str, image_id: str, versions: dict[str, str], previous: JobRecord | None,
+            session: str) -> JobRecord:
     attempt = previous.attempt + 1 if previous else 1
-    return new_record(job, batch=batch, image_id=image_id, attempt=attempt, queued_at=now_iso(), versions=versions)
+    return new_record(job, batch=batch, image_id=image_id, attempt=attempt, queued_at=now_iso(), versions=versions,
+                      session=session)
+
+
+def _mark_never_started(home: Home, batch: str, jobs: Sequence[tuple[JobSpec, JobRecord | None]],
+                        started: set[str], done: dict[str, JobRecord], on_state: StateHook | None) -> None:
+    """The orchestrator is stopping (Ctrl-C, an error): a job still queued never began. Its record
+    says so (skipped, "never started: …"); a job that kept its earlier finished record keeps it."""
+    for job, _previous in jobs:
+        if job.id in started or job.id in done:
+            continue
+        path = home.job(batch, job.id).record_path
+        try:
+            record = read_record(path)
+        except (OSError, FlowerBatchError):
+            continue
+        if record.status != "queued":
+            continue
+        reason = f"{NEVER_STARTED_REASON}: the orchestrator was stopped before the job's turn"
+        outcome = JobOutcome(job_id=job.id, status=Status.SKIPPED, gateway_mode=job.gateway.mode, reason=reason)
+        write_record(path, record.with_outcome(outcome, finished_at=now_iso()))
+        if on_state:
+            on_state(job.id, "never-started")
 
 
 def _finish(path: Path, queued: JobRecord, job: JobSpec, status: Status, reason: str,

@@ -12,9 +12,11 @@ from pathlib import Path
 import anyio
 
 from ..backend import Backend, ContainerSpec, Mount
-from ..errors import FlowerBatchError
+from ..errors import ContainerNotFound, FlowerBatchError
 from ..labels import labels
+from .health import GatewayHealth
 from .host_modes import GatewayModeError, mode_setup
+from .supervisor import RestartPolicy
 from .tokens import SECRET_ENV, job_token, new_secret  # not .__main__: that imports flower (~1 s)
 
 PORT = 8080
@@ -80,6 +82,11 @@ class GatewaySidecar:
         self.network = self.name
         self.egress = f"{self.name}-out"  # anthropic mode: the gateway's (only) route out
         self.container: str | None = None
+        self.policy = RestartPolicy.from_env()  # how often supervisor.py may restart it
+        self.health = GatewayHealth(name=f"{self.name}-gateway")
+        self.gave_up = anyio.Event()  # set when the supervisor stops restarting it
+        self.stopping = False
+        self._spec: ContainerSpec | None = None  # kept (in memory only) to create it again
 
     def job_env(self, job_id: str) -> dict[str, str]:
         return {
@@ -122,6 +129,7 @@ class GatewaySidecar:
             name=f"{self.name}-gateway",
             memory="512m",
         )
+        self._spec = spec
         self.container = await self.backend.create(spec)
         if self.setup.egress:
             await self.backend.create_network(self.egress, labels(self.batch, self.session, "network"))
@@ -129,12 +137,35 @@ class GatewaySidecar:
         await self.backend.start(self.container)
         await self._wait_ready()
 
-    async def _wait_ready(self, timeout: float = 60.0) -> None:
+    async def restart(self) -> None:
+        """Start the dead gateway again: the same container (same alias, same secret in its
+        environment) when it still exists, else a new one from the same spec."""
+        assert self._spec is not None and self.container
+        try:
+            before = await self._ready_count()
+            await self.backend.start(self.container)
+        except ContainerNotFound:
+            self.container = None
+            self.container = await self.backend.create(self._spec)
+            if self.setup.egress:
+                await self.backend.connect_network(self.egress, self.container)
+            before = 0
+            await self.backend.start(self.container)
+        await self._wait_ready(after=before)
+
+    async def _ready_count(self) -> int:
+        assert self.container
+        lines = [line async for line in self.backend.logs(self.container)]
+        return sum(READY_LINE in line for line in lines)
+
+    async def _wait_ready(self, timeout: float = 60.0, after: int = 0) -> None:
+        """Until the gateway prints its ready line (the `after`+1-th: a restarted container's
+        log still holds the lines of its earlier lives)."""
         assert self.container
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             lines = [line async for line in self.backend.logs(self.container)]
-            if any(READY_LINE in line for line in lines):
+            if sum(READY_LINE in line for line in lines) > after:
                 return
             info = await self.backend.inspect(self.container)
             if info.state in ("exited", "dead"):
@@ -144,6 +175,7 @@ class GatewaySidecar:
         raise GatewayError(f"the gateway did not start within {timeout:.0f}s")
 
     async def stop(self) -> None:
+        self.stopping = True  # before the container goes: its supervisor must not restart it
         if self.container:
             try:
                 await self.backend.remove(self.container, force=True)

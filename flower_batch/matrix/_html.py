@@ -66,7 +66,8 @@ details.job[open] > summary { border-bottom: 1px solid var(--line); background: 
 .id { font-family: ui-monospace, monospace; font-weight: 600; }
 .badge { border-radius: 10px; padding: 1px 8px; font-size: 12px; font-weight: 600; color: white; }
 .s-passed { background: var(--good); } .s-failed, .s-timeout, .s-budget { background: var(--bad); }
-.s-error { background: #8250df; } .s-skipped, .s-pending { background: var(--none); }
+.s-error { background: #8250df; } .s-skipped, .s-pending, .s-running, .s-queued { background: var(--none); }
+.s-orphaned, .s-never-started { background: #9a6700; }
 .kv td { padding: 2px 10px 2px 0; vertical-align: top; } .kv td:first-child { color: #57606a; white-space: nowrap; }
 .steps th, .steps td { border-bottom: 1px solid var(--line); padding: 3px 10px 3px 0; text-align: left; }
 pre { background: #0d1117; color: #e6edf3; padding: 10px; border-radius: 6px; overflow: auto; max-height: 360px; white-space: pre-wrap; }
@@ -207,11 +208,14 @@ def _cell(cell: Cell | None, task: str, variant: str, clickable: bool = True) ->
 
 
 def _jobs(results: BatchResults) -> str:
-    statuses = ["passed", "failed", "error", "timeout", "budget", "skipped", "pending"]
+    statuses = ["passed", "failed", "error", "timeout", "budget", "skipped", "orphaned", "never-started",
+                "running", "queued", "pending"]
     present = [s for s in statuses if any(results.status_of(j.id) == s for j in results.jobs)]
     buttons = "".join(f'<button data-status="{s}">{s}</button>' for s in present)
     entries = "".join(
-        _job(job, results.outcomes.get(job.id), results.diffs.get(job.id)) for job in results.ordered_jobs
+        _job(job, results.outcomes.get(job.id), results.diffs.get(job.id), results.status_of(job.id),
+             results.pending_reason(job.id))
+        for job in results.ordered_jobs
     )
     return (
         '<h2 id="jobs">Jobs</h2><noscript><p class="detail">A job\'s inputs, steps, check output and log '
@@ -223,12 +227,19 @@ def _jobs(results: BatchResults) -> str:
     )
 
 
-def _job(job: JobSpec, outcome: JobOutcome | None, diff: Mapping[str, Any] | None = None) -> str:
-    status = outcome.status.value if outcome else "pending"
+def _job(
+    job: JobSpec,
+    outcome: JobOutcome | None,
+    diff: Mapping[str, Any] | None = None,
+    status: str = "pending",
+    pending_reason: str | None = None,
+) -> str:
+    status = outcome.status.value if outcome else status
     cost = fmt_cost(outcome.cost_usd) if outcome else ""
     turns = f"{outcome.num_turns} turns" if outcome and outcome.num_turns is not None else ""
     duration = format_duration(outcome.duration_s) if outcome and outcome.duration_s is not None else ""
-    reason = f'<span class="reason">{escape(outcome.reason)}</span>' if outcome and outcome.reason else ""
+    why = outcome.reason if outcome else pending_reason
+    reason = f'<span class="reason">{escape(why)}</span>' if why else ""
     summary = (
         f'<span class="id">{escape(job.id)}</span><span class="badge s-{status}">{status}</span>'
         f"<span>{escape(cost)}</span><span>{escape(turns)}</span><span>{escape(duration)}</span>"

@@ -68,15 +68,15 @@ def _suite(results: BatchResults, task: str, jobs: list[JobSpec]) -> ET.Element:
     ):
         ET.SubElement(properties, "property", name=name, value=_clean(value))
     for job, outcome in zip(jobs, outcomes, strict=True):
-        suite.append(_case(job, outcome))
+        suite.append(_case(job, outcome, results.pending_reason(job.id)))
     return suite
 
 
-def _case(job: JobSpec, outcome: JobOutcome | None) -> ET.Element:
+def _case(job: JobSpec, outcome: JobOutcome | None, pending_reason: str | None = None) -> ET.Element:
     case = ET.Element("testcase", classname=job.task, name=job.id)
     case.set("time", f"{(outcome.duration_s or 0.0) if outcome else 0.0:.3f}")
     if outcome is None:
-        ET.SubElement(case, "skipped", message="not run yet (pending)")
+        ET.SubElement(case, "skipped", message=_clean(pending_reason or "not run yet (pending)"))
         return case
     reason = outcome.reason or outcome.status.value
     klass = outcome.klass

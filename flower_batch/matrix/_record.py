@@ -61,6 +61,8 @@ class JobRecord:
     failure_class: str | None = None  # see matrix/_classes.py; None while in flight
     # Per step: continued its session or started fresh, and why (flower's runs/continuity.json).
     continuity: tuple[dict[str, Any], ...] = ()
+    session: str | None = None  # the orchestrator session that wrote it (liveness: is it still there?)
+    gateway_health: dict[str, Any] | None = None  # gateway deaths and restarts while the job ran
 
     @property
     def finished(self) -> bool:
@@ -131,6 +133,8 @@ class JobRecord:
             "container": self.container,
             "versions": self.versions,
             "continuity": [dict(e) for e in self.continuity],
+            "session": self.session,
+            "gateway_health": self.gateway_health,
             "spec": self.spec,
         }
 
@@ -170,6 +174,8 @@ class JobRecord:
                 versions=dict(data.get("versions") or {}),
                 failure_class=data.get("class") if isinstance(data.get("class"), str) else None,
                 continuity=tuple(dict(e) for e in data.get("continuity") or () if isinstance(e, Mapping)),
+                session=data.get("session") if isinstance(data.get("session"), str) else None,
+                gateway_health=dict(data["gateway_health"]) if isinstance(data.get("gateway_health"), dict) else None,
             )
         except (TypeError, ValueError, AttributeError) as exc:
             raise RecordError(f"malformed field: {exc}") from exc

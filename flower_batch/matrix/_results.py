@@ -33,6 +33,9 @@ class BatchResults:
     descriptions: Mapping[str, str] = field(default_factory=dict)
     # Workspace diff summaries by job id (flower_batch.workspace_diff), filled at report time.
     diffs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # Jobs without an outcome whose record says more than "pending": job id -> (state, reason),
+    # e.g. ("orphaned", "orphaned: its orchestrator … is gone …") (flower_batch/liveness.py).
+    in_flight: Mapping[str, tuple[str, str | None]] = field(default_factory=dict)
 
     @cached_property
     def comparison(self) -> Comparison:
@@ -73,7 +76,13 @@ class BatchResults:
 
     def status_of(self, job_id: str) -> str:
         outcome = self.outcomes.get(job_id)
-        return outcome.status.value if outcome else "pending"
+        if outcome:
+            return outcome.status.value
+        return self.in_flight[job_id][0] if job_id in self.in_flight else "pending"
+
+    def pending_reason(self, job_id: str) -> str | None:
+        """Why a job without an outcome has none (None: simply not run yet)."""
+        return self.in_flight[job_id][1] if job_id in self.in_flight else None
 
     def to_document(self) -> dict[str, Any]:
         """The content of results.json."""
@@ -103,6 +112,7 @@ class BatchResults:
             "matrix": job.matrix,
             "status": self.status_of(job.id),
             "class": outcome.klass.value if outcome else None,
+            **({"reason": self.pending_reason(job.id)} if outcome is None and job.id in self.in_flight else {}),
             "outcome": outcome.to_dict() if outcome else None,
             "inputs": job.to_dict(),
             "workspace_diff": self.diffs.get(job.id),
@@ -118,6 +128,7 @@ def results_from_records(
     log_tails: Mapping[str, str] | None = None,
     generated_at: str | None = None,
     batch_dir: Path | None = None,
+    in_flight: Mapping[str, tuple[str, str | None]] | None = None,
 ) -> BatchResults:
     """Results rebuilt from a batch folder's records (for `flower-batch report <batch>`).
 
@@ -138,7 +149,7 @@ def results_from_records(
         image_id = next((r.image_id for r in records.values()), None)
     diffs = _diff_summaries(batch_dir, records) if batch_dir is not None else {}
     return BatchResults(batch=batch, jobs=list(jobs), outcomes=outcomes, image_id=image_id, generated_at=generated_at,
-                        diffs=diffs)
+                        diffs=diffs, in_flight=dict(in_flight or {}))
 
 
 def _diff_summaries(batch_dir: Path, records: Mapping[str, JobRecord]) -> dict[str, dict[str, Any]]:

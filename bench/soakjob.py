@@ -1,0 +1,217 @@
+"""The long job of the soak bench (bench/soak_e2e.py) and of the supervised-gateway Docker tests:
+one workflow step that loops a tool call, with a scripted model whose every rule is decided by
+what the workspace says, never by counters of the model's own (a restarted gateway forgets
+those, a workspace does not).
+
+The job runs `sh count.sh` over and over: the script bumps `.count` and prints `count=N`, and
+`LEG-DONE` every `leg` counts, where the step ends (one leg per run or wake). At count `handoff_at`
+it prints `HANDOFF-NOW`: the model's answer to that reports a context just past the handoff
+threshold of the job's window (`FLOWER_WINDOW`, given to the job with `--env`; a small window
+makes a small threshold), so flower's runtime interrupts, asks the session for its handoff
+document and continues in a fresh successor session.
+
+Every rule reports its own usage, so the cost a job should have been metered can be computed
+from the scenario and the gateway's request log alone (`expected_usage`), independently of the
+meter being checked.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import tomllib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+FLOW = '''
+"""The soak job: one step that counts with count.sh until it says LEG-DONE."""
+from flower import AgentSpec, Step, Workflow
+
+COUNTER = AgentSpec("counter", instructions="ROLE: soak counter.", allowed_tools=["Bash"],
+                    permission_mode="bypassPermissions", max_turns=100000)
+
+
+def main():
+    return Workflow([Step("count", COUNTER, lambda ctx: ctx.get("prompt") or PROMPT)], name="soak")
+
+
+PROMPT = "COUNT: run `sh count.sh` again and again until it prints LEG-DONE."
+'''
+PROMPT = "COUNT: run `sh count.sh` again and again until it prints LEG-DONE."
+WAKE_WORDS = "COUNT on: run `sh count.sh` again and again until it prints LEG-DONE."
+DEFAULT_WINDOW = 200_000
+
+
+def handoff_context(window: int | None) -> int:
+    """A context a little past the handoff threshold of `window` (flower.handoff's numbers)."""
+    from flower.handoff import Handoff
+
+    return Handoff(window=window or DEFAULT_WINDOW).at + 2000
+BUILTIN_USAGE = {"input_tokens": 10, "output_tokens": 5, "cache_read_input_tokens": 0,
+                 "cache_creation_input_tokens": 0}
+TOKEN_KEYS = tuple(BUILTIN_USAGE)
+COUNT = {"tool_use": {"name": "Bash", "input": {"command": "sh count.sh", "description": "count once more"}}}
+HANDOFF_DOC = (
+    "## 现在在做什么\\n用 count.sh 计数，每次加一。\\n\\n## 已经定下的\\n计数在 .count 里。\\n\\n"
+    "## 走不通的路\\n无。\\n\\n## 下一步\\n继续运行 sh count.sh，直到它打印 LEG-DONE。\\n\\n## 现场\\n.count\\n"
+)
+
+
+def count_script(leg: int, handoff_at: int | None) -> str:
+    handoff = f'[ "$n" -eq {handoff_at} ] && echo "HANDOFF-NOW"\n' if handoff_at else ""
+    return (
+        "#!/bin/sh\n"
+        'n=$(( $(cat .count 2>/dev/null || echo 0) + 1 ))\n'
+        'echo "$n" > .count\n'
+        'echo "count=$n"\n'
+        f'[ $((n % {leg})) -eq 0 ] && echo "LEG-DONE"\n'
+        f"{handoff}"
+        "exit 0\n"
+    )
+
+
+def scenario(*, delay_s: float = 0.0, window: int | None = None) -> str:
+    """The scenario TOML: first match wins, so the specific tool results come before `count`."""
+    count = json.dumps(COUNT["tool_use"])
+    rules = [
+        ("handoff: document", 'last_user_contains = "上下文快满了"',
+         f'reply = [{{ text = "{HANDOFF_DOC}" }}]', {"input_tokens": 2000, "output_tokens": 300}),
+        ("leg done", 'last_is_tool_result = true\ntool_result_contains = "LEG-DONE"',
+         'reply = [{ text = "LEG-DONE: the counter reached its mark." }]',
+         {"input_tokens": 1500, "output_tokens": 20}),
+        ("context full", 'last_is_tool_result = true\ntool_result_contains = "HANDOFF-NOW"',
+         f"reply = [{{ tool_use = {_toml_inline(count)} }}]",
+         {"input_tokens": handoff_context(window), "output_tokens": 40}),
+        ("count", 'last_is_tool_result = true\ntool_result_contains = "count="',
+         f"reply = [{{ tool_use = {_toml_inline(count)} }}]",
+         {"input_tokens": 1200, "output_tokens": 40, "cache_read_input_tokens": 800}),
+        ("start", "last_is_tool_result = false",
+         f'reply = [{{ text = "Counting." }}, {{ tool_use = {_toml_inline(count)} }}]',
+         {"input_tokens": 1000, "output_tokens": 60}),
+    ]
+    parts = ['description = "soak: a long job that loops a Bash tool call (bench/soakjob.py)"\n',
+             f"[defaults]\ndelay_s = {delay_s}\n"]
+    for name, when, reply, usage in rules:
+        usage_toml = ", ".join(f"{k} = {v}" for k, v in usage.items())
+        parts.append(f'[[rules]]\nname = "{name}"\n{when}\n{reply}\nusage = {{ {usage_toml} }}\n')
+    return "\n".join(parts)
+
+
+def _toml_inline(json_text: str) -> str:
+    """A JSON object of strings as a TOML inline table (TOML basic strings are JSON strings)."""
+    data = json.loads(json_text)
+
+    def value(v: Any) -> str:
+        if isinstance(v, dict):
+            return "{ " + ", ".join(f"{k} = {value(x)}" for k, x in v.items()) + " }"
+        return json.dumps(v, ensure_ascii=False)
+
+    return value(data)
+
+
+def write_project(root: Path, *, leg: int, handoff_at: int | None, delay_s: float = 0.0,
+                  window: int | None = None) -> dict[str, Path]:
+    """The soak project under `root`: workspace (count.sh), flows (soak_flows.py), scenario."""
+    ws = root / "workspace"
+    ws.mkdir(parents=True, exist_ok=True)
+    (ws / "count.sh").write_text(count_script(leg, handoff_at))
+    (ws / "COUNT.md").write_text("Run `sh count.sh` until it prints LEG-DONE.\n")
+    flows = root / "soak_flows.py"
+    flows.write_text(FLOW)
+    scen = root / "soak.toml"
+    scen.write_text(scenario(delay_s=delay_s, window=window))
+    return {"workspace": ws, "flows": flows, "scenario": scen}
+
+
+# -- what the job should have been metered -----------------------------------------------------
+@dataclass
+class Expected:
+    """What the meter of a job must hold: every complete answer once (`tokens`, `cost_usd`,
+    `complete`), plus, of the answers the gateway's death cut (`cut_starts`), exactly those
+    that had begun to stream, each at its first event's usage."""
+
+    tokens: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TOKEN_KEYS, 0))
+    cost_usd: float = 0.0
+    complete: int = 0
+    cut_starts: list[tuple[dict[str, int], float]] = field(default_factory=list)  # (usage, cost)
+    by_rule: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def cut(self) -> int:
+        return len(self.cut_starts)
+
+    def accepts(self, meter: Mapping[str, Any]) -> bool:
+        """Whether a meter.json is exact: nothing lost, nothing counted twice. The meter says how
+        many exchanges it saw cut (`incomplete`); those must be some of the cut answers."""
+        incomplete = int(meter.get("incomplete") or 0)
+        if int(meter.get("exchanges") or 0) != self.complete + incomplete or incomplete > self.cut:
+            return False
+        tokens = {k: int((meter.get("tokens") or {}).get(k) or 0) for k in TOKEN_KEYS}
+        cost = float(meter.get("cost_usd") or 0.0)
+        for started in itertools.combinations(self.cut_starts, incomplete):
+            want = {k: self.tokens[k] + sum(u.get(k, 0) for u, _ in started) for k in TOKEN_KEYS}
+            if want == tokens and math.isclose(cost, self.cost_usd + sum(c for _, c in started), abs_tol=1e-6):
+                return True
+        return False
+
+
+def rule_usages(scenario_path: Path) -> dict[str, dict[str, int]]:
+    """Each rule's usage, as the scenario file says (defaults merged), read with tomllib."""
+    data = tomllib.loads(Path(scenario_path).read_text(encoding="utf-8"))
+    defaults = {**BUILTIN_USAGE, **((data.get("defaults") or {}).get("usage") or {})}
+    rules = data.get("rules") or data.get("rule") or []
+    return {str(r.get("name") or f"rule #{i}"): {**defaults, **(r.get("usage") or {})}
+            for i, r in enumerate(rules, 1)}
+
+
+def expected_usage(scenario_path: Path, log_records: Iterable[Mapping[str, Any]]) -> Expected:
+    """What the scripted model sent, from the gateway's request log: each answer at the usage its
+    rule has in the scenario, priced as the gateway prices (the requested model).
+
+    An answer the client asked for again (the next request of its session carries the same
+    messages) was cut by the gateway's death: it got no further than its first event, whose usage
+    is the input side with output_tokens 1 (flower/scripted/render.py) — as an API bills an
+    interrupted stream — or not even that far (the log line is written before the answer)."""
+    from flower_batch.gateway.prices import cost_usd
+
+    usages = rule_usages(scenario_path)
+    records = [r for r in log_records if r.get("endpoint") == "messages"]
+    out = Expected()
+    for i, rec in enumerate(records):
+        if rec.get("status") != 200:
+            continue
+        if rec.get("outcome") not in ("stream", "response") or rec.get("rule") not in usages:
+            continue
+        usage = usages[str(rec["rule"])]
+        model = str(rec.get("model") or "")
+        again = next((r for r in records[i + 1:] if r.get("session") == rec.get("session")), None)
+        if again is not None and again.get("n_messages") == rec.get("n_messages"):
+            start = {k: int(v) for k, v in {**usage, "output_tokens": 1}.items() if k in TOKEN_KEYS}
+            out.cut_starts.append((start, cost_usd(model, start) or 0.0))
+            continue
+        out.complete += 1
+        out.by_rule[str(rec["rule"])] = out.by_rule.get(str(rec["rule"]), 0) + 1
+        for key in TOKEN_KEYS:
+            out.tokens[key] += int(usage.get(key) or 0)
+        out.cost_usd += cost_usd(model, usage) or 0.0
+    return out
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return out
+    for line in text.splitlines():
+        try:
+            item = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(item, dict):
+            out.append(item)
+    return out
+

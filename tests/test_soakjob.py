@@ -1,0 +1,47 @@
+"""The soak job's independent account of what the scripted model sent (bench/soakjob.py), which
+the supervised-gateway tests and bench/soak_e2e.py hold the meter to."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench import soakjob
+from flower.scripted import Scenario
+from flower_batch.gateway.prices import cost_usd
+
+MODEL = "claude-sonnet-4-5"
+
+
+def _log(*rows: tuple[str, int]) -> list[dict]:
+    return [{"endpoint": "messages", "status": 200, "outcome": "stream", "session": "s", "model": MODEL,
+             "rule": rule, "n_messages": n} for rule, n in rows]
+
+
+def _meter(tokens: dict[str, int], cost: float, exchanges: int, incomplete: int = 0) -> dict:
+    return {"tokens": tokens, "cost_usd": cost, "exchanges": exchanges, "incomplete": incomplete}
+
+
+def test_the_scenario_loads_with_the_gateways_own_parser(tmp_path: Path) -> None:
+    files = soakjob.write_project(tmp_path, leg=5, handoff_at=7, window=60_000)
+    assert len(Scenario.load(files["scenario"]).rules) == 5
+    assert soakjob.rule_usages(files["scenario"])["context full"]["input_tokens"] == 12_000  # past 60K's 10K
+
+
+def test_a_cut_answer_counts_at_its_first_event_or_not_at_all(tmp_path: Path) -> None:
+    files = soakjob.write_project(tmp_path, leg=5, handoff_at=None)
+    # the third answer (4 messages) was cut: the client sent the same 4 messages again
+    exp = soakjob.expected_usage(files["scenario"], _log(("start", 2), ("count", 4), ("count", 4), ("leg done", 6)))
+    assert exp.complete == 3 and exp.cut == 1
+    count = soakjob.rule_usages(files["scenario"])["count"]
+    start = {**count, "output_tokens": 1}
+    assert exp.cut_starts[0][0] == start
+    # the gateway died before the answer's first event: nothing of it metered
+    assert exp.accepts(_meter(exp.tokens, exp.cost_usd, 3))
+    # it died mid-stream: the first event's usage metered, marked incomplete
+    with_start = {k: exp.tokens[k] + start[k] for k in exp.tokens}
+    assert exp.accepts(_meter(with_start, exp.cost_usd + (cost_usd(MODEL, start) or 0), 4, incomplete=1))
+    # an answer counted twice, or a full answer for the cut one, is refused
+    twice = {k: exp.tokens[k] + count[k] for k in exp.tokens}
+    assert not exp.accepts(_meter(twice, exp.cost_usd + (cost_usd(MODEL, count) or 0), 4))
+    assert not exp.accepts(_meter(exp.tokens, exp.cost_usd, 4))
+    assert not exp.accepts(_meter(with_start, exp.cost_usd, 4, incomplete=1))  # cost must agree too
