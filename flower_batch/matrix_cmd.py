@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from .layout import Home
 from .matrix import (
     BatchResults,
     JobRecord,
+    JobSpec,
     MatrixFileError,
     comparison_table,
     load_jobs_file,
@@ -32,6 +34,10 @@ from .matrix import (
     summary_line,
     write_reports,
 )
+from .matrix._size import MAX_JOBS
+from .plan_summary import plan_lines
+from .preflight import Describe, Preflight, include_warnings
+from .preflight_cmd import finish_preflight, print_warnings
 from .scheduler import run_jobs
 from .session import find_leaks, remove_leaks
 
@@ -104,11 +110,12 @@ def matrix(
     budget_usd: float | None = typer.Option(
         None, "--budget-usd", help="spending limit for the whole batch (overrides [batch].budget_usd)"
     ),
+    allow_large: bool = typer.Option(False, "--allow-large", help=f"allow more than {MAX_JOBS:,} jobs"),
     home: Path | None = HOME_OPT,
 ) -> None:
     """Run a matrix of jobs side by side, each in its own container; resumable."""
     try:
-        jf = load_jobs_file(jobs_file)
+        jf = load_jobs_file(jobs_file, max_jobs=None if allow_large else MAX_JOBS)
     except MatrixFileError as exc:
         err.print(str(exc), markup=False)
         raise typer.Exit(2) from None
@@ -127,6 +134,7 @@ def matrix(
         raise typer.Exit(2)
     if fail_under is not None and not 0 <= fail_under <= 1:
         fail("--fail-under: give a pass rate between 0 and 1, e.g. 0.8")
+    print_warnings(include_warnings(jf.path, jf.axes))
     h = Home(home)
     batch_dir = h.batch_dir(jf.name)
     try:
@@ -136,11 +144,15 @@ def matrix(
         raise
     records = load_records(batch_dir, [j.id for j in jf.jobs])
     plan = plan_resume(jf.jobs, image_id, records, retry_failed=retry_failed, fresh=fresh)
+    # Pre-flight of the jobs that would run, before any folder, record or batch.json is written.
+    pf = Preflight(_describe(jf.path.name), batch=jf.name)
+    pf.add_jobs([jf.job(d.job_id) for d in plan.to_run], search=[jf.path.parent])
+    finish_preflight(pf, image_id)
     modes = ", ".join(jf.gateway_modes)
     err.print(f"batch {jf.name}: {len(jf.jobs)} jobs · image {image_id[:19]} · model: {modes} · {plan.summary()}")
     if dry_run:
-        for d in plan.decisions:
-            out.print(f"{d.action.value:5} {d.job_id}  ({d.reason})")
+        for line in plan_lines(plan, jf.jobs):
+            out.print(line, markup=False, highlight=False)
         raise typer.Exit(0)
     _write_batch_file(batch_dir, jf.path, image_id, versions, modes)
     to_run = [(jf.job(d.job_id), d.previous) for d in plan.to_run]
@@ -177,6 +189,15 @@ def matrix(
             _run_async(go)
     results = _report(h, jf.name, jobs=list(jf.jobs), image_id=image_id)
     raise typer.Exit(0 if results.ci_passed(fail_under) else 1)
+
+
+def _describe(file: str) -> Describe:
+    def describe(field: str, value: str, jobs: Sequence[JobSpec]) -> str:
+        tasks = list(dict.fromkeys(j.task for j in jobs))
+        who = f"task {tasks[0]}" if len(tasks) == 1 else f"tasks {', '.join(tasks[:3])}" + ("…" if len(tasks) > 3 else "")
+        return f'{file}: {field} "{value}" ({who}, {len(jobs)} job{"" if len(jobs) == 1 else "s"})'
+
+    return describe
 
 
 def _write_batch_file(batch_dir: Path, jobs_file: Path, image_id: str, versions: dict, modes: str) -> None:

@@ -47,6 +47,7 @@ class Expander:
         self.base_dir = base_dir
         self.problems = problems
         self._hashes: dict[Path, str] = {}
+        self._workspaces: dict[str, Path | None] = {}  # rendered text -> checked directory (hot in huge matrices)
 
     def expand(self) -> list[JobSpec]:
         units = [*self._matrix_units(), *self._explicit_units()]
@@ -180,8 +181,11 @@ class Expander:
         text = render(template)
         if template is None or text is None:
             return None, None
-        path = (self.base_dir / text).resolve()
-        if not path.is_dir():
+        if text not in self._workspaces:
+            found = (self.base_dir / text).resolve()
+            self._workspaces[text] = found if found.is_dir() else None
+        path = self._workspaces[text] or (self.base_dir / text).resolve()
+        if self._workspaces[text] is None:
             self.problems.add(template.path, f'directory "{text}" not found (looked for {path}); paths are relative to the jobs file')
             return None, None
         if path not in self._hashes:
