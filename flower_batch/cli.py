@@ -198,6 +198,7 @@ def run(
     except FlowerBatchError as exc:
         fail(str(exc))
         raise
+    _preflight(spec, image_id, ADHOC_BATCH, describe=None, flows_dir=None)
     err.print(f"job {ADHOC_BATCH}/{spec.id}  image {image_id[:19]}  model: {_mode_label(spec.gateway.mode)}")
 
     async def go() -> JobRecord:
@@ -243,6 +244,8 @@ def wake(
             fail(f"--timeout {timeout!r}: expected a duration like 90s, 10m or 1h")
             return
         spec = replace(spec, timeout_s=seconds)
+    _preflight(spec, record.image_id, jd.batch, describe=f"job {jd.batch}/{jd.job}",
+               flows_dir=jd.flows if spec.workflow else None)
     err.print(f"waking {jd.batch}/{jd.job} (attempt {record.attempt + 1}) on image {record.image_id[:19]}")
 
     async def go() -> JobRecord:
@@ -254,6 +257,16 @@ def wake(
     result = _run_async(go)
     _print_container_tail(h.job(jd.batch, jd.job), marker="接上")
     _finish(result)
+
+
+def _preflight(spec: JobSpec, image_id: str, batch: str, *, describe: str | None, flows_dir: Path | None) -> None:
+    """Pre-flight of one job (run, wake, repro): exit 2 with one line per problem, nothing written."""
+    from .preflight import Preflight
+    from .preflight_cmd import finish_preflight, flag_describe
+
+    pf = Preflight(flag_describe if describe is None else (lambda f, v, _: f"{describe}: {f} {v}"), batch=batch)
+    pf.add_jobs([spec], flows_dir=flows_dir)
+    finish_preflight(pf, image_id)
 
 
 def _running_containers(jd: JobDir) -> int:

@@ -14,6 +14,7 @@ from .cli import (
     _home,
     _load_job,
     _mode_label,
+    _preflight,
     _progress,
     _run_async,
     _status_cell,
@@ -138,6 +139,8 @@ def repro(
     except FlowerBatchError as exc:
         fail(str(exc))
         raise
+    _preflight(plan.spec, plan.image_id, REPRO_BATCH, describe=f"reproduction of {original.batch}/{original.job}",
+               flows_dir=plan.flows_from)
     _print_plan(plan)
 
     async def go() -> JobRecord:

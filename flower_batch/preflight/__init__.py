@@ -67,6 +67,9 @@ class Preflight:
         for target, users in _grouped(jobs, lambda j: j.workflow).items():
             written = str(target)
             label = self.describe("workflow", written, users)
+            if flows_dir is not None and not flows_dir.is_dir():
+                self.problems.append(f"{label}: the job's copy of its workflow code ({flows_dir}) is missing")
+                continue
             if flows_dir is not None:
                 self.targets.append(Target(written=written, label=label, flows_dir=flows_dir))
                 continue
