@@ -13,6 +13,7 @@ from typing import Any
 import anyio
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from .backend.docker_backend import DockerBackend
@@ -344,12 +345,16 @@ def show(
     home: Path | None = HOME_OPT,
 ) -> None:
     """A job's record and its manifest rows (one per step attempt)."""
+    from .attempts import list_attempts
+
     jd, record = _load_job(home, job)
     rows = jd.manifest()
     meter = read_meter(jd.logs)
+    attempts = list_attempts(jd)
     if as_json:
         out.print_json(json.dumps({"record": record.to_dict(), "manifest": rows,
-                                   "meter": meter.to_dict() if meter else None}))
+                                   "meter": meter.to_dict() if meter else None,
+                                   "attempts": [a.to_dict() for a in attempts]}))
         return
     info = Table.grid(padding=(0, 2))
     for key, value in (
@@ -374,9 +379,23 @@ def show(
                       f"{r.get('cost_usd') or 0:.4f}", str(r.get("num_turns", "")), f"{r.get('duration_s') or 0:.1f}",
                       str(r.get("session_id", ""))[:8], str(r.get("error") or "")[:60])
     out.print(table)
+    if attempts:
+        _print_attempts(attempts)
     if record.check_output:
         out.print("[bold]check output[/bold]")
         out.print(record.check_output[-2000:])
+
+
+def _print_attempts(attempts: list) -> None:
+    table = Table(title="earlier attempts (kept in attempts/<n>/; `gc --attempts` prunes them)")
+    for col in ("attempt", "status", "reason", "finished", "cost", "folder"):
+        table.add_column(col)
+    for a in attempts:
+        d = a.to_dict()
+        cost = "" if d.get("cost_usd") is None else f"${d['cost_usd']:.4f}"
+        table.add_row(str(a.number), _status_cell(d["status"]), escape(str(d.get("reason") or ""))[:60],
+                      d.get("finished_at") or "", cost, escape(str(a.folder)))
+    out.print(table)
 
 
 @app.command()
@@ -426,11 +445,22 @@ def stop(
 @app.command()
 def gc(
     dry_run: bool = typer.Option(False, "--dry-run", help="only list what would be removed"),
+    attempts: bool = typer.Option(False, "--attempts", help="instead: prune jobs' kept earlier attempts"),
+    keep: int = typer.Option(0, "--keep", help="with --attempts: keep each job's newest N earlier attempts"),
+    batch: str | None = typer.Option(None, "--batch", "-b", help="with --attempts: only this batch's jobs"),
     home: Path | None = HOME_OPT,
 ) -> None:
     """Remove containers, networks and volumes with our labels left by orchestrators of this home
-    that died (their session lock is free); live ones and other homes' are never touched."""
+    that died (their session lock is free); live ones and other homes' are never touched.
+    With --attempts: remove the earlier attempts kept under <job>/attempts/ instead."""
     h = _home(home)
+    if attempts or keep or batch:
+        from .attempts_cmd import gc_attempts
+
+        if not attempts:
+            fail("--keep and --batch go with --attempts (gc --attempts --keep N)")
+        gc_attempts(h, keep=keep, batch=batch, dry_run=dry_run)
+        return
 
     async def go() -> tuple[list[Leak], int]:
         async with DockerBackend() as backend:

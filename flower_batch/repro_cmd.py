@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from .attempts import attempt_dir, attempt_numbers
 from .backend.docker_backend import DockerBackend
 from .cli import (
     HOME_OPT,
@@ -25,6 +26,7 @@ from .cli import (
 )
 from .errors import FlowerBatchError
 from .jobs import start_job
+from .layout import JobDir
 from .matrix import JobRecord, format_duration
 from .repro import REPRO_BATCH, ReproDiff, ReproPlan, compare_jobs, image_versions, plan_repro, write_report
 
@@ -97,6 +99,20 @@ def _print_result(plan: ReproPlan, record: JobRecord, diff: ReproDiff, report: P
     out.print(f"reproduction {verdict} · report {report}")
 
 
+def _earlier_attempt(jd: JobDir, n: int) -> tuple[JobDir, JobRecord]:
+    kept = attempt_numbers(jd)
+    if n not in kept:
+        listing = ", ".join(map(str, kept)) if kept else "none kept"
+        fail(f"job {jd.batch}/{jd.job} has no earlier attempt {n} (attempts: {listing}; "
+             f"the current one is `repro {jd.batch}/{jd.job}` without --attempt)")
+    folder = attempt_dir(jd, n)
+    try:
+        return folder, folder.record()
+    except (FileNotFoundError, FlowerBatchError) as exc:
+        fail(f"job {jd.batch}/{jd.job} attempt {n}: its record is unreadable ({exc})")
+        raise
+
+
 @app.command()
 def repro(
     job: str = typer.Argument(..., help="the recorded job (id, or batch/job)"),
@@ -118,11 +134,16 @@ def repro(
         help="use this workflow (module:attr or file.py:attr) instead of the recorded copy",
     ),
     name: str | None = typer.Option(None, "--name", help="id of the new job (default <batch>.<job>.r<n>)"),
+    attempt: int | None = typer.Option(
+        None, "--attempt", help="reproduce this earlier attempt (kept in <job>/attempts/<n>/; see `show`)"
+    ),
     home: Path | None = HOME_OPT,
 ) -> None:
     """Reproduce a recorded job in a clean container (replay by default), then diff the manifests."""
     h = _home(home)
     original, record = _load_job(home, job)
+    if attempt is not None:
+        original, record = _earlier_attempt(original, attempt)
     try:
         image_id, versions = image_versions(image or record.image_id)
         plan = plan_repro(
