@@ -149,7 +149,7 @@ def matrix(
     pf.add_jobs([jf.job(d.job_id) for d in plan.to_run], search=[jf.path.parent])
     finish_preflight(pf, image_id)
     modes = ", ".join(jf.gateway_modes)
-    err.print(f"batch {jf.name}: {len(jf.jobs)} jobs · image {image_id[:19]} · model: {modes} · {plan.summary()}")
+    err.print(f"batch {jf.name}: {len(jf.jobs):,} jobs · image {image_id[:19]} · model: {modes} · {plan.summary()}")
     if dry_run:
         for line in plan_lines(plan, jf.jobs):
             out.print(line, markup=False, highlight=False)
