@@ -12,7 +12,7 @@ from ._ids import slugify
 from ._locate import KeyLines
 from ._parse import Parser
 from ._problems import Problems
-from ._size import breakdown, count_jobs
+from ._size import MatrixTooLarge, breakdown, count_jobs
 from ._spec import JobsFile
 
 _TOML_POSITION = re.compile(r"\s*\(at line (\d+), column \d+\)$")
@@ -52,7 +52,7 @@ def parse_jobs_text(text: str, *, path: Path, label: str | None = None, max_jobs
     if max_jobs is not None and (count := count_jobs(parsed)) > max_jobs:
         problems.add(("matrix",), f"makes {count:,} jobs ({breakdown(parsed)}), more than {max_jobs:,}; pass "
                                   "--allow-large to run (or --dry-run) that many, or shrink an axis")
-        problems.raise_if_any()
+        raise MatrixTooLarge(problems.errors())  # with the file's other problems: all before any expansion
     base_dir = path.resolve().parent
     jobs = Expander(parsed, base_dir, problems).expand()
     problems.raise_if_any()
