@@ -42,12 +42,12 @@ def attempt_numbers(jd: JobDir) -> list[int]:
 
 
 def _record_is_this_run(jd: JobDir, attempt: int) -> bool:
-    """The record on disk is the `queued` one this orchestrator wrote for the new attempt."""
+    """The record on disk is the new attempt's own (queued, running or ended by this run)."""
     try:
         record = jd.record()
     except (FileNotFoundError, RecordError):
         return False
-    return record.status == "queued" and record.attempt == attempt
+    return record.attempt == attempt
 
 
 def keep_previous_attempt(jd: JobDir, previous: JobRecord | None, attempt: int) -> Path | None:

@@ -41,15 +41,19 @@ def plan_lines(plan: ResumePlan, jobs: Sequence[JobSpec], limit: int | None = No
 
 
 def _axes(jobs: Sequence[JobSpec]) -> list[str]:
-    per_axis: dict[str, Counter[str]] = {}
+    per_axis: dict[str, Counter[object]] = {}
     for job in jobs:
         for axis, value in job.matrix.items():
-            key = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
-            per_axis.setdefault(axis, Counter())[key] += 1
+            # Scalars count as they are (fast for 200,000 jobs); tables by their JSON text.
+            key = json.dumps(value, sort_keys=True) if isinstance(value, dict | list) else value
+            counter = per_axis.get(axis)
+            if counter is None:
+                counter = per_axis[axis] = Counter()
+            counter[key] += 1
     out = []
     for axis, counts in per_axis.items():
         low, high = min(counts.values()), max(counts.values())
         each = f"{low:,}" if low == high else f"{low:,}–{high:,}"
-        shown = ", ".join(list(counts)[:3]) + (", …" if len(counts) > 3 else "")
+        shown = ", ".join(map(str, list(counts)[:3])) + (", …" if len(counts) > 3 else "")
         out.append(f"axis {axis}: {len(counts):,} values ({shown}) · {each} jobs each")
     return out

@@ -219,3 +219,23 @@ def test_an_unfinished_attempt_is_kept_with_the_record_the_planner_read(tmp_path
     assert dest is not None
     assert json.loads((dest / "record.json").read_text())["status"] == "running"
     assert (dest / "runs" / "sessions.db").read_bytes() == b"db"
+
+
+@pytest.mark.anyio
+async def test_a_rerun_whose_setup_fails_keeps_the_previous_verdict_as_an_attempt(tmp_path: Path, monkeypatch) -> None:
+    """No ANTHROPIC_API_KEY: the gateway cannot start, the job ends `error` — its earlier passed
+    attempt (record, workspace, runs) is in attempts/1, not overwritten."""
+    from flower_batch.backend.fake import FakeBackend
+    from flower_batch.matrix import read_record
+    from flower_batch.scheduler import run_jobs
+
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    home = Home(tmp_path / "home")
+    jd = home.job("b", "j")
+    old = _finished(jd, 1)
+    async with FakeBackend() as backend:
+        done = await run_jobs(backend, home, "b", [(_job("j"), old)], image_id="sha256:x", versions={}, parallel=1)
+    assert done["j"].status == "error" and done["j"].attempt == 2
+    kept = jd.root / "attempts" / "1"
+    assert read_record(kept / "record.json").status == "passed"
+    assert (kept / "workspace" / "answer.txt").read_text() == "attempt 1\n"
