@@ -12,7 +12,14 @@ from hypothesis import strategies as st
 from flower_batch.attempts import attempt_numbers, keep_previous_attempt, list_attempts, prunable
 from flower_batch.backend.docker_engine import EngineFacts
 from flower_batch.layout import Home
-from flower_batch.matrix import JobSpec, MatrixFileError, new_record, parse_jobs_text, plan_resume, write_record
+from flower_batch.matrix import (
+    JobSpec,
+    MatrixFileError,
+    new_record,
+    parse_jobs_text,
+    plan_resume,
+    write_record,
+)
 from flower_batch.matrix._size import MatrixTooLarge
 from flower_batch.plan_summary import plan_lines
 from flower_batch.preflight import Preflight, include_warnings
