@@ -246,3 +246,11 @@ async def test_a_rerun_whose_setup_fails_keeps_the_previous_verdict_as_an_attemp
     kept = jd.root / "attempts" / "1"
     assert read_record(kept / "record.json").status == "passed"
     assert (kept / "workspace" / "answer.txt").read_text() == "attempt 1\n"
+
+
+def test_a_misspelt_module_target_gets_a_did_you_mean(tmp_path: Path) -> None:
+    (tmp_path / "flows.py").write_text("x = 1\n")
+    pf = Preflight(lambda f, v, jobs: f"{f} {v}")
+    pf.add_jobs([_job(workflow="flow:main")], search=[tmp_path])
+    (line,) = pf.problems
+    assert line.startswith("workflow flow:main: module flow not found") and line.endswith("(did you mean flows?)")

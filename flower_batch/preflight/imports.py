@@ -187,10 +187,15 @@ def _did_you_mean(written: str, search: Sequence[Path]) -> str:
     import difflib
 
     where = written.rsplit(":", 1)[0]
-    if not where.endswith(".py"):
-        return ""
-    folder = Path(where).parent
-    names = sorted({str(folder / p.name) if str(folder) != "." else p.name
-                    for root in [Path.cwd(), *search] for p in (root / folder).glob("*.py")})
+    roots = [Path.cwd(), *search]
+    if where.endswith(".py"):
+        folder = Path(where).parent
+        names = sorted({str(folder / p.name) if str(folder) != "." else p.name
+                        for root in roots for p in (root / folder).glob("*.py")})
+    else:  # a module name: the .py files beside it, as module names
+        parts = where.split(".")
+        package = Path(*parts[:-1]) if len(parts) > 1 else Path()
+        prefix = ".".join(parts[:-1]) + "." if len(parts) > 1 else ""
+        names = sorted({prefix + p.stem for root in roots for p in (root / package).glob("*.py")})
     guess = difflib.get_close_matches(where, names, n=1, cutoff=0.6)
     return f" (did you mean {guess[0]}?)" if guess else ""
