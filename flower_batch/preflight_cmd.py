@@ -21,6 +21,7 @@ def finish_preflight(pf: Preflight, image_id: str | None) -> None:
                 await pf.check_engine(backend, image_id)
 
         _run_async(go)
+    print_warnings(pf.warnings)
     if pf.problems:
         for line in dict.fromkeys(pf.problems):
             err.print(f"flower-batch: {line}", markup=False, highlight=False)

@@ -24,7 +24,7 @@ from flower_batch.matrix._size import MatrixTooLarge
 from flower_batch.plan_summary import plan_lines
 from flower_batch.preflight import Preflight, include_warnings
 from flower_batch.preflight.imports import Target, _problems
-from flower_batch.preflight.limits import cpus_problem, memory_problem
+from flower_batch.preflight.limits import cpus_problem, memory_problem, memory_warning
 from flower_batch.preflight.scenarios import scenario_problems
 
 FACTS = EngineFacts(ncpu=4, mem_total=8 * 1024**3)
@@ -110,11 +110,16 @@ def test_scenarios_are_parsed_by_the_gateway_code_and_keep_their_markup(tmp_path
 
 # -- limits --------------------------------------------------------------------------------------
 @pytest.mark.parametrize(("memory", "words"), [
-    (1024**2, "below Docker's minimum of 6m"), (6 * 1024**2, None), (9 * 1024**3, "more than the Docker host has"),
+    (1024**2, "below Docker's minimum of 6m"), (6 * 1024**2, None), (9 * 1024**3, None),
 ])
 def test_memory_limits(memory: int, words: str | None) -> None:
     problem = memory_problem(memory, FACTS)
     assert (problem is None) if words is None else (words in (problem or ""))
+
+
+def test_memory_over_the_host_is_a_warning_since_docker_accepts_it() -> None:
+    assert "more than the Docker host has (8g), so it limits nothing" in (memory_warning(9 * 1024**3, FACTS) or "")
+    assert memory_warning(8 * 1024**3, FACTS) is None
 
 
 @pytest.mark.parametrize(("cpus", "words"), [(0.5, None), (4, None), (4.5, "more than the 4 CPU(s)"), (0, "positive")])

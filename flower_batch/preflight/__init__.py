@@ -24,7 +24,7 @@ from ..matrix import JobSpec
 from ..matrix._units import format_memory
 from .imports import Target, host_target, import_problems
 from .include_keys import include_warnings
-from .limits import cpus_problem, memory_problem
+from .limits import cpus_problem, memory_problem, memory_warning
 from .scenarios import scenario_problems
 
 Describe = Callable[[str, str, Sequence[JobSpec]], str]
@@ -54,6 +54,7 @@ class Preflight:
         self.describe = describe
         self.batch = batch
         self.problems: list[str] = []
+        self.warnings: list[str] = []
         self.targets: list[Target] = []
         self._jobs: list[JobSpec] = []
 
@@ -81,9 +82,13 @@ class Preflight:
 
     def _limits(self, jobs: Sequence[JobSpec], facts: EngineFacts | None) -> None:
         for users in _grouped(jobs, lambda j: j.memory_bytes).values():
+            where = self.describe("memory", format_memory(users[0].memory_bytes), users)
             problem = memory_problem(users[0].memory_bytes, facts)
             if problem:
-                self.problems.append(f"{self.describe('memory', format_memory(users[0].memory_bytes), users)}: {problem}")
+                self.problems.append(f"{where}: {problem}")
+            warning = memory_warning(users[0].memory_bytes, facts)
+            if warning:
+                self.warnings.append(f"{where}: {warning}")
         for users in _grouped(jobs, lambda j: j.cpus).values():
             problem = cpus_problem(users[0].cpus, facts)
             if problem:
@@ -99,6 +104,7 @@ class Preflight:
         self._limits(self._jobs, facts)
         # The static pass already reported what needs no engine: keep each line once.
         self.problems = list(dict.fromkeys(self.problems))
+        self.warnings = list(dict.fromkeys(self.warnings))
         labels = {MANAGED: "1", BATCH: self.batch, ROLE: "preflight"}
         try:
             self.problems += await import_problems(backend, image_id, self.targets, labels=labels)
