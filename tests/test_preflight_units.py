@@ -259,3 +259,16 @@ def test_a_misspelt_module_target_gets_a_did_you_mean(tmp_path: Path) -> None:
     pf.add_jobs([_job(workflow="flow:main")], search=[tmp_path])
     (line,) = pf.problems
     assert line.startswith("workflow flow:main: module flow not found") and line.endswith("(did you mean flows?)")
+
+
+@pytest.mark.parametrize("text", [
+    '[tasks.alpha]\nprompt = "p"\n[[jobs]]\nname = "x"\ntask = ["alpha"]\n',
+    '[tasks.alpha]\nprompt = "p"\n[[jobs]]\nname = "x"\ntask = { a = 1 }\n',
+    '[tasks.alpha]\nprompt = "p"\n[matrix]\ntask = [["alpha"]]\n',
+    '[tasks.alpha]\nprompt = "p"\n[matrix]\ntask = [{ name = "alpha" }]\n',
+])
+def test_a_task_given_as_a_list_or_table_is_one_line_not_a_type_error(tmp_path: Path, text: str) -> None:
+    """Found by the fuzz: `task = ["alpha"]` raised TypeError (unhashable) out of the parser."""
+    with pytest.raises(MatrixFileError) as caught:
+        parse_jobs_text(text, path=tmp_path / "jobs.toml")
+    assert all("\n" not in str(e) and "task" in str(e) for e in caught.value.errors)
