@@ -272,3 +272,21 @@ def test_a_task_given_as_a_list_or_table_is_one_line_not_a_type_error(tmp_path: 
     with pytest.raises(MatrixFileError) as caught:
         parse_jobs_text(text, path=tmp_path / "jobs.toml")
     assert all("\n" not in str(e) and "task" in str(e) for e in caught.value.errors)
+
+
+@pytest.mark.parametrize("path", ["a\\u0000b", "x" * 300, "/".join(["y" * 250] * 20)])
+def test_an_unusable_path_is_one_line_not_an_os_error(tmp_path: Path, path: str) -> None:
+    """Found by the fuzz: a NUL byte or an over-long name raised ValueError/OSError out of the loader."""
+    text = f'[tasks.alpha]\nprompt = "p"\nworkspace = "{path}"\ngateway = {{ mode = "scripted", scenario = "{path}" }}\n'
+    with pytest.raises(MatrixFileError) as caught:
+        parse_jobs_text(text, path=tmp_path / "jobs.toml")
+    lines = [str(e) for e in caught.value.errors]
+    assert len(lines) == 2 and all("\n" not in line and "write a plain relative path" in line for line in lines)
+
+
+@pytest.mark.parametrize("target", ["a\x00b.py:main", ("z" * 300) + ".py:main", "pkg." + ("z" * 300) + ":main"])
+def test_an_unusable_target_path_is_one_line(tmp_path: Path, target: str) -> None:
+    pf = Preflight(lambda f, v, jobs: f"{f} X")
+    pf.add_jobs([_job(workflow=target)], search=[tmp_path])
+    (line,) = pf.problems
+    assert line.startswith("workflow X: ") and "\n" not in line

@@ -7,6 +7,8 @@ job (undefined template references, missing directories) go to the same `Problem
 
 from __future__ import annotations
 
+import errno
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,7 +17,7 @@ from typing import Any
 
 from ._combos import Combination, combinations
 from ._errors import KeyPath
-from ._fields import GATEWAY_MODES, Overlay, is_invalid, merge
+from ._fields import GATEWAY_MODES, Overlay, is_invalid, merge, show_value
 from ._hashing import path_hash, tree_hash
 from ._ids import job_id, slugify, variant_of
 from ._parse import Explicit, Parsed, Val, match
@@ -182,6 +184,10 @@ class Expander:
         if template is None or text is None:
             return None, None
         if text not in self._workspaces:
+            unusable = _unusable_path(self.base_dir, text)
+            if unusable:
+                self.problems.add(template.path, unusable)
+                return None, None
             found = (self.base_dir / text).resolve()
             self._workspaces[text] = found if found.is_dir() else None
         path = self._workspaces[text] or (self.base_dir / text).resolve()
@@ -219,6 +225,10 @@ class Expander:
         text = render(template)
         if text is None:
             return None
+        unusable = _unusable_path(self.base_dir, text)
+        if unusable:
+            self.problems.add(template.path, unusable)
+            return None
         path = (self.base_dir / text).resolve()
         if not path.exists():
             self.problems.add(template.path, f'"{text}" not found (looked for {path}); paths are relative to the jobs file')
@@ -226,6 +236,22 @@ class Expander:
         if path not in self._hashes:
             self._hashes[path] = path_hash(path)
         return path, self._hashes[path]
+
+
+def _unusable_path(base_dir: Path, text: str) -> str | None:
+    """Why a path cannot even be looked up (NUL byte, a name too long), as the fix to make."""
+    if "\x00" in text:
+        return f"{show_value(text)[:80]} contains a NUL character; write a plain relative path"
+    try:
+        os.stat(base_dir / text)
+    except (FileNotFoundError, NotADirectoryError, PermissionError):
+        return None
+    except OSError as exc:
+        if exc.errno in (errno.ENAMETOOLONG, errno.EINVAL, errno.ELOOP):
+            return f"{show_value(text)[:80]} is not a usable path ({exc.strerror}); write a plain relative path"
+    except ValueError as exc:
+        return f"{show_value(text)[:80]} is not a usable path ({exc}); write a plain relative path"
+    return None
 
 
 def _render_tree(value: Any, render: Callable[[Template | None], str | None]) -> Any:

@@ -176,6 +176,8 @@ def host_target(written: str, label: str, search: Sequence[Path]) -> tuple[Targe
         source, rel, _ = locate(written, search)
     except FlowerBatchError as exc:
         return None, f"{label}: {_one_line(_strip_workflow(str(exc)))}{_did_you_mean(written, search)}"
+    except (OSError, ValueError) as exc:  # a NUL byte, a name too long: not even a path to look up
+        return None, f"{label}: not a usable module path ({exc}); write module:attr or file.py:attr"
     return Target(written=written, label=label, source=source, rel=rel), None
 
 
