@@ -9,6 +9,7 @@ import typer
 from .backend.docker_backend import DockerBackend
 from .cli import _run_async, err
 from .matrix import JobSpec
+from .matrix._errors import one_line
 from .preflight import Preflight
 
 
@@ -24,13 +25,13 @@ def finish_preflight(pf: Preflight, image_id: str | None) -> None:
     print_warnings(pf.warnings)
     if pf.problems:
         for line in dict.fromkeys(pf.problems):
-            err.print(f"flower-batch: {line}", markup=False, highlight=False)
+            err.print(f"flower-batch: {one_line(line)}", markup=False, highlight=False)
         raise typer.Exit(2)
 
 
 def print_warnings(lines: Sequence[str]) -> None:
     for line in lines:
-        err.print(f"warning: {line}", markup=False, highlight=False)
+        err.print(f"warning: {one_line(line)}", markup=False, highlight=False)
 
 
 def flag_describe(field: str, value: str, jobs: Sequence[JobSpec]) -> str:

@@ -112,7 +112,7 @@ def mutated(draw: st.DrawFn, base: dict[str, Any]) -> dict[str, Any]:
             parent[last] = draw(st.sampled_from(
                 [str(value), [value], {"v": value}, 1 if not isinstance(value, int) else "1", value is None]))
         else:
-            parent[last] = draw(BAD_VALUES)
+            parent[last] = copy.deepcopy(draw(BAD_VALUES))  # sampled lists/tables are shared: never mutate them
     return doc
 
 

@@ -290,3 +290,13 @@ def test_an_unusable_target_path_is_one_line(tmp_path: Path, target: str) -> Non
     pf.add_jobs([_job(workflow=target)], search=[tmp_path])
     (line,) = pf.problems
     assert line.startswith("workflow X: ") and "\n" not in line
+
+
+def test_a_newline_inside_a_value_or_key_stays_inside_its_one_line(tmp_path: Path) -> None:
+    """Found by the fuzz: a value echoed back with its newline made one problem two lines."""
+    text = '[batch]\nbudget_usd = "a\\nb"\n[tasks.alpha]\nprompt = "p"\n"x\\ny" = 1\n'
+    with pytest.raises(MatrixFileError) as caught:
+        parse_jobs_text(text, path=tmp_path / "jobs.toml")
+    lines = str(caught.value).splitlines()
+    assert len(lines) == len(caught.value.errors) == 2
+    assert '"a\\nb"' in lines[0] and '"x\\ny"' in lines[1]
