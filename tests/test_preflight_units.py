@@ -300,3 +300,43 @@ def test_a_newline_inside_a_value_or_key_stays_inside_its_one_line(tmp_path: Pat
     lines = str(caught.value).splitlines()
     assert len(lines) == len(caught.value.errors) == 2
     assert '"a\\nb"' in lines[0] and '"x\\ny"' in lines[1]
+
+
+@pytest.mark.anyio
+async def test_ctrl_c_before_a_job_starts_leaves_its_old_attempt_where_it_was(tmp_path: Path) -> None:
+    """Two re-runs, one at a time: stopped while the first runs, the second never started, so its
+    earlier attempt is still the job folder itself (record, workspace, runs), not in attempts/."""
+    import anyio
+
+    from flower_batch.backend.fake import FakeBackend, Script
+    from flower_batch.gateway.sidecar import READY_LINE
+    from flower_batch.matrix import GatewaySpec, read_record
+    from flower_batch.scheduler import run_jobs
+
+    scenario = tmp_path / "s.toml"
+    scenario.write_text('[[rules]]\nreply = "hi"\n')
+    home = Home(tmp_path / "home")
+    gateway = GatewaySpec(mode="scripted", scenario=scenario)
+    first, second = _job("first", gateway=gateway), _job("second", gateway=gateway)
+    old_first, old_second = _finished(home.job("b", "first"), 1), _finished(home.job("b", "second"), 1)
+    programs = {"python": Script(duration_s=60, log_lines=[READY_LINE], term_exit_code=143),
+                "flower": Script(duration_s=60, term_exit_code=143)}  # end at SIGTERM: no grace to wait out
+
+    first_runs = anyio.Event()
+
+    def on_state(job_id: str, state: str) -> None:
+        if (job_id, state) == ("first", "running"):
+            first_runs.set()
+
+    async with FakeBackend(programs=programs, images={"sha256:x": {}}) as backend, anyio.create_task_group() as tg:
+        tg.start_soon(lambda: run_jobs(backend, home, "b", [(first, old_first), (second, old_second)],
+                                       image_id="sha256:x", versions={}, parallel=1, on_state=on_state))
+        await first_runs.wait()
+        await anyio.sleep(0.5)  # its container is up: this is Ctrl-C mid-job, the second still waiting
+        tg.cancel_scope.cancel()
+    assert attempt_numbers(home.job("b", "first")) == [1]  # it had started: kept in attempts/1
+    jd = home.job("b", "second")
+    assert attempt_numbers(jd) == []
+    assert read_record(jd.record_path).status == "passed"
+    assert (jd.workspace / "answer.txt").read_text() == "attempt 1\n"
+    assert (jd.runs / "sessions.db").read_bytes() == b"db"
