@@ -31,11 +31,11 @@ from tests.batch_fixtures.campaign import (
     problem_lines,
     write_files,
 )
-from tests.batch_fixtures.rig import fb, labelled, project_copy, remove_resources, runtime_image
+from tests.batch_fixtures.rig import fb, labelled, project_copy, remove_resources, runtime_image, sessions_of
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-BATCH = "campaign"
+BATCH = "i11-campaign"  # unique: teardown removes what carries this batch label
 PERSISTENT = "keep-me"
 
 
@@ -62,9 +62,11 @@ def seed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Seed]:
                "--persistent", "--name", PERSISTENT, "--image", image, home=home, cwd=project, timeout=240)
     assert alone.returncode == 0, alone.stderr
     shutil.rmtree(home / ".sessions", ignore_errors=True)  # clean exits leave an empty folder
+    adhoc_sessions = sessions_of(home, "adhoc")  # only our own `run`'s leftovers, never another test's
     yield Seed(project, home, image)
     remove_resources(labelled(BATCH))
-    remove_resources(labelled("adhoc"))
+    if adhoc_sessions:
+        remove_resources(labelled("adhoc", adhoc_sessions))
 
 
 @dataclass
@@ -153,7 +155,7 @@ CASES = [
     Case("matrix-cpus-over-host", ["matrix", "jobs.toml", "--image", "{image}"],
          [['cpus "1000"', "task alpha", "CPU(s) the Docker host has"]], edit=_limits("cpus = 1000")),
     Case("matrix-memory-over-host-warns", ["matrix", "jobs.toml", "--image", "{image}", "--dry-run"],
-         [["warning:", 'memory "', "more than the Docker host has", "limits nothing"], ["batch campaign:"]],
+         [["warning:", 'memory "', "more than the Docker host has", "limits nothing"], ["batch i11-campaign:"]],
          edit=_limits('memory = "64t"'), code=0),
     Case("matrix-memory-below-docker", ["matrix", "jobs.toml", "--image", "{image}"],
          [["tasks.alpha.memory", "below Docker's minimum of 6m"]], edit=_limits('memory = "1m"')),
@@ -179,11 +181,11 @@ CASES = [
          [[f"job adhoc/{PERSISTENT}", "workflow flows.py:solo", "ImportError: flows copy broken"]],
          edit=_wake_target_removed),
     Case("repro-typo-workflow", ["repro", f"{BATCH}/alpha.r1", "-f", "flow.py:solo"],
-         [["reproduction of campaign/alpha.r1", "flow.py not found", "did you mean flows.py?"]]),
+         [["reproduction of i11-campaign/alpha.r1", "flow.py not found", "did you mean flows.py?"]]),
     # -- the matrix itself -------------------------------------------------------------------------
     Case("matrix-misspelt-include-key", ["matrix", "jobs.toml", "--image", "{image}", "--dry-run"],
          [["warning:", "matrix.include[0].varient", "did you mean `variant`?"],
-          ["batch campaign:", "jobs"]],
+          ["batch i11-campaign:", "jobs"]],
          edit=_misspelt_include, code=0),
     Case("matrix-huge", ["matrix", "jobs.toml", "--image", "{image}"],
          [["makes 200,000 jobs", "a 100 × b 100 × c 20", "--allow-large"]], edit=_huge((100, 100, 20))),
@@ -191,7 +193,7 @@ CASES = [
          [["makes 200,000 jobs", "--allow-large"]], edit=_huge((100, 100, 20))),
     Case("matrix-large-dry-run-summarised", ["matrix", "jobs.toml", "--image", "{image}", "--dry-run",
                                              "--allow-large"],
-         [["batch campaign:", "12,000 jobs"]], edit=_huge((100, 120)), code=0,
+         [["batch i11-campaign:", "12,000 jobs"]], edit=_huge((100, 120)), code=0,
          stdout=lambda out: len(out.splitlines()) <= 40 and "12,000 jobs" in out and "axis a: 100 values" in out),
 ]
 
