@@ -145,8 +145,9 @@ def matrix(
     records = load_records(batch_dir, [j.id for j in jf.jobs])
     plan = plan_resume(jf.jobs, image_id, records, retry_failed=retry_failed, fresh=fresh)
     # Pre-flight of the jobs that would run, before any folder, record or batch.json is written.
+    by_id = {j.id: j for j in jf.jobs}  # jf.job() is a scan: quadratic over 200,000 jobs
     pf = Preflight(_describe(jf.path.name), batch=jf.name)
-    pf.add_jobs([jf.job(d.job_id) for d in plan.to_run], search=[jf.path.parent])
+    pf.add_jobs([by_id[d.job_id] for d in plan.to_run], search=[jf.path.parent])
     finish_preflight(pf, image_id)
     modes = ", ".join(jf.gateway_modes)
     err.print(f"batch {jf.name}: {len(jf.jobs):,} jobs · image {image_id[:19]} · model: {modes} · {plan.summary()}")
@@ -155,7 +156,7 @@ def matrix(
             out.print(line, markup=False, highlight=False)
         raise typer.Exit(0)
     _write_batch_file(batch_dir, jf.path, image_id, versions, modes)
-    to_run = [(jf.job(d.job_id), d.previous) for d in plan.to_run]
+    to_run = [(by_id[d.job_id], d.previous) for d in plan.to_run]
     kept = {d.job_id: d.previous.status for d in plan.to_keep if d.previous}
     progress = MatrixProgress([j.id for j in jf.jobs], kept, err)
 

@@ -49,7 +49,8 @@ class Expander:
         self.base_dir = base_dir
         self.problems = problems
         self._hashes: dict[Path, str] = {}
-        self._workspaces: dict[str, Path | None] = {}  # rendered text -> checked directory (hot in huge matrices)
+        self._workspaces: dict[str, Path | None] = {}
+        self._files: dict[str, tuple[Path, str]] = {}  # rendered text -> found file and its hash  # rendered text -> checked directory (hot in huge matrices)
 
     def expand(self) -> list[JobSpec]:
         units = [*self._matrix_units(), *self._explicit_units()]
@@ -225,6 +226,8 @@ class Expander:
         text = render(template)
         if text is None:
             return None
+        if text in self._files:  # the same scenario for every job of a huge matrix: resolved once
+            return self._files[text]
         unusable = _unusable_path(self.base_dir, text)
         if unusable:
             self.problems.add(template.path, unusable)
@@ -235,7 +238,8 @@ class Expander:
             return None
         if path not in self._hashes:
             self._hashes[path] = path_hash(path)
-        return path, self._hashes[path]
+        self._files[text] = (path, self._hashes[path])
+        return self._files[text]
 
 
 def _unusable_path(base_dir: Path, text: str) -> str | None:

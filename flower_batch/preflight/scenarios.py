@@ -14,7 +14,7 @@ from ..gateway.modes import GatewayConfigError, mode_responder
 def scenario_problems(paths: Iterable[Path]) -> list[str]:
     """One line per distinct scenario file the scripted gateway would refuse to load."""
     out: list[str] = []
-    for path in dict.fromkeys(Path(p) for p in paths):
+    for path in map(Path, dict.fromkeys(paths)):  # distinct first: one per file, not per job
         try:
             # What the gateway container runs at start (gateway/__main__.py); the batch folder is
             # only read by replay mode, so a scratch one keeps the home untouched.
