@@ -212,6 +212,7 @@ def run(
     except FlowerBatchError as exc:
         fail(str(exc))
         raise
+    _preflight(spec, image_id, ADHOC_BATCH, describe=None, flows_dir=None)
     err.print(f"job {ADHOC_BATCH}/{spec.id}  image {image_id[:19]}  model: {_mode_label(spec.gateway.mode)}",
               markup=False)
 
@@ -258,6 +259,8 @@ def wake(
             fail(f"--timeout {timeout!r}: expected a duration like 90s, 10m or 1h")
             return
         spec = replace(spec, timeout_s=seconds)
+    _preflight(spec, record.image_id, jd.batch, describe=f"job {jd.batch}/{jd.job}",
+               flows_dir=jd.flows if spec.workflow else None)
     err.print(f"waking {jd.batch}/{jd.job} (attempt {record.attempt + 1}) on image {record.image_id[:19]}")
 
     async def go() -> JobRecord:
@@ -273,6 +276,16 @@ def wake(
     if result.spec.get("persistent") and not result.continuity and result.status != "passed":
         err.print("  continuity unknown: flower did not get as far as its first step", markup=False)
     _finish(result)
+
+
+def _preflight(spec: JobSpec, image_id: str, batch: str, *, describe: str | None, flows_dir: Path | None) -> None:
+    """Pre-flight of one job (run, wake, repro): exit 2 with one line per problem, nothing written."""
+    from .preflight import Preflight
+    from .preflight_cmd import finish_preflight, flag_describe
+
+    pf = Preflight(flag_describe if describe is None else (lambda f, v, _: f"{describe}: {f} {v}"), batch=batch)
+    pf.add_jobs([spec], flows_dir=flows_dir)
+    finish_preflight(pf, image_id)
 
 
 def _running_containers(jd: JobDir) -> int:
@@ -357,14 +370,18 @@ def show(
     home: Path | None = HOME_OPT,
 ) -> None:
     """A job's record and its manifest rows (one per step attempt)."""
+    from .attempts import list_attempts
+
     jd, record = _load_job(home, job)
     rows = jd.manifest()
     meter = read_meter(jd.logs)
     live = Liveness(_home(home).root)
+    attempts = list_attempts(jd)
     if as_json:
         out.print_json(json.dumps({"record": record.to_dict(), "status": live.status(record),
                                    "reason": live.reason(record), "manifest": rows,
-                                   "meter": meter.to_dict() if meter else None}))
+                                   "meter": meter.to_dict() if meter else None,
+                                   "attempts": [a.to_dict() for a in attempts]}))
         return
     info = Table.grid(padding=(0, 2))
     for key, value in (
@@ -393,9 +410,23 @@ def show(
                       f"{r.get('cost_usd') or 0:.4f}", str(r.get("num_turns", "")), f"{r.get('duration_s') or 0:.1f}",
                       str(r.get("session_id", ""))[:8], Text(str(r.get("error") or "")[:60]))
     out.print(table)
+    if attempts:
+        _print_attempts(attempts)
     if record.check_output:
         out.print("[bold]check output[/bold]")
         out.print(record.check_output[-2000:], markup=False)
+
+
+def _print_attempts(attempts: list) -> None:
+    table = Table(title="earlier attempts (kept in attempts/<n>/; `gc --attempts` prunes them)")
+    for col in ("attempt", "status", "reason", "finished", "cost", "folder"):
+        table.add_column(col)
+    for a in attempts:
+        d = a.to_dict()
+        cost = "" if d.get("cost_usd") is None else f"${d['cost_usd']:.4f}"
+        table.add_row(str(a.number), _status_cell(d["status"]), escape(str(d.get("reason") or ""))[:60],
+                      d.get("finished_at") or "", cost, escape(str(a.folder)))
+    out.print(table)
 
 
 @app.command()
@@ -445,11 +476,22 @@ def stop(
 @app.command()
 def gc(
     dry_run: bool = typer.Option(False, "--dry-run", help="only list what would be removed"),
+    attempts: bool = typer.Option(False, "--attempts", help="instead: prune jobs' kept earlier attempts"),
+    keep: int = typer.Option(0, "--keep", help="with --attempts: keep each job's newest N earlier attempts"),
+    batch: str | None = typer.Option(None, "--batch", "-b", help="with --attempts: only this batch's jobs"),
     home: Path | None = HOME_OPT,
 ) -> None:
     """Remove containers, networks and volumes with our labels left by orchestrators of this home
-    that died (their session lock is free); live ones and other homes' are never touched."""
+    that died (their session lock is free); live ones and other homes' are never touched.
+    With --attempts: remove the earlier attempts kept under <job>/attempts/ instead."""
     h = _home(home)
+    if attempts or keep or batch:
+        from .attempts_cmd import gc_attempts
+
+        if not attempts:
+            fail("--keep and --batch go with --attempts (gc --attempts --keep N)")
+        gc_attempts(h, keep=keep, batch=batch, dry_run=dry_run)
+        return
 
     async def go() -> tuple[list[Leak], int]:
         async with DockerBackend() as backend:

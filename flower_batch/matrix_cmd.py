@@ -40,6 +40,10 @@ from .matrix import (
     write_reports,
 )
 from .matrix._classes import exit_code_for
+from .matrix._size import MAX_JOBS
+from .plan_summary import plan_lines
+from .preflight import Describe, Preflight, include_warnings
+from .preflight_cmd import finish_preflight, print_warnings
 from .scheduler import run_jobs
 from .session import find_leaks, remove_leaks
 
@@ -124,6 +128,7 @@ def matrix(
     infra_retries: int = typer.Option(
         2, "--infra-retries", help="re-run jobs that ended in an infrastructure error, at most this many times"
     ),
+    allow_large: bool = typer.Option(False, "--allow-large", help=f"allow more than {MAX_JOBS:,} jobs"),
     home: Path | None = HOME_OPT,
 ) -> None:
     """Run a matrix of jobs side by side, each in its own container; resumable.
@@ -132,7 +137,7 @@ def matrix(
     errors remained after --infra-retries.
     """
     try:
-        jf = load_jobs_file(jobs_file)
+        jf = load_jobs_file(jobs_file, max_jobs=None if allow_large else MAX_JOBS)
     except MatrixFileError as exc:
         err.print(str(exc), markup=False)
         raise typer.Exit(2) from None
@@ -155,6 +160,7 @@ def matrix(
         raise typer.Exit(2)
     if fail_under is not None and not 0 <= fail_under <= 1:
         fail("--fail-under: give a pass rate between 0 and 1, e.g. 0.8")
+    print_warnings(include_warnings(jf.path, jf.axes))
     h = Home(home)
     # Read now: a missing baseline stops the run before anything is spent, and a baseline that
     # is this same batch means its results as they were before this run.
@@ -167,15 +173,20 @@ def matrix(
         raise
     records = load_records(batch_dir, [j.id for j in jf.jobs])
     plan = plan_resume(jf.jobs, image_id, records, retry_failed=retry_failed, fresh=fresh)
+    # Pre-flight of the jobs that would run, before any folder, record or batch.json is written.
+    by_id = {j.id: j for j in jf.jobs}  # jf.job() is a scan: quadratic over 200,000 jobs
+    pf = Preflight(_describe(jf.path.name), batch=jf.name)
+    pf.add_jobs([by_id[d.job_id] for d in plan.to_run], search=[jf.path.parent])
+    finish_preflight(pf, image_id)
     modes = ", ".join(jf.gateway_modes)
-    err.print(f"batch {jf.name}: {len(jf.jobs)} jobs · image {image_id[:19]} · model: {modes} · {plan.summary()}",
+    err.print(f"batch {jf.name}: {len(jf.jobs):,} jobs · image {image_id[:19]} · model: {modes} · {plan.summary()}",
               markup=False)
     if dry_run:
-        for d in plan.decisions:
-            out.print(f"{d.action.value:5} {d.job_id}  ({d.reason})", markup=False)
+        for line in plan_lines(plan, jf.jobs):
+            out.print(line, markup=False, highlight=False)
         raise typer.Exit(0)
     _write_batch_file(batch_dir, jf.path, image_id, versions, modes)
-    to_run = [(jf.job(d.job_id), d.previous) for d in plan.to_run]
+    to_run = [(by_id[d.job_id], d.previous) for d in plan.to_run]
     kept = {d.job_id: d.previous.status for d in plan.to_keep if d.previous}
     progress = MatrixProgress([j.id for j in jf.jobs], kept, err)
 
@@ -218,6 +229,15 @@ def matrix(
     regressed = fail_on_regression and baseline is not None and baseline.regressed
     raise typer.Exit(exit_code_for(results.class_counts(), threshold_met=results.ci_passed(fail_under),
                                    regression=bool(regressed)))
+
+
+def _describe(file: str) -> Describe:
+    def describe(field: str, value: str, jobs: Sequence[JobSpec]) -> str:
+        tasks = list(dict.fromkeys(j.task for j in jobs))
+        who = f"task {tasks[0]}" if len(tasks) == 1 else f"tasks {', '.join(tasks[:3])}" + ("…" if len(tasks) > 3 else "")
+        return f'{file}: {field} "{value}" ({who}, {len(jobs)} job{"" if len(jobs) == 1 else "s"})'
+
+    return describe
 
 
 def _write_batch_file(batch_dir: Path, jobs_file: Path, image_id: str, versions: dict, modes: str) -> None:

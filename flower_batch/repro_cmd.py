@@ -9,12 +9,14 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from .attempts import attempt_dir, attempt_numbers
 from .backend.docker_backend import DockerBackend
 from .cli import (
     HOME_OPT,
     _home,
     _load_job,
     _mode_label,
+    _preflight,
     _progress,
     _run_async,
     _status_cell,
@@ -25,6 +27,7 @@ from .cli import (
 )
 from .errors import FlowerBatchError
 from .jobs import start_job
+from .layout import JobDir
 from .matrix import JobRecord, format_duration
 from .repro import REPRO_BATCH, ReproDiff, ReproPlan, compare_jobs, image_versions, plan_repro, write_report
 
@@ -97,6 +100,20 @@ def _print_result(plan: ReproPlan, record: JobRecord, diff: ReproDiff, report: P
     out.print(f"reproduction {verdict} · report {escape(str(report))}")
 
 
+def _earlier_attempt(jd: JobDir, n: int) -> tuple[JobDir, JobRecord]:
+    kept = attempt_numbers(jd)
+    if n not in kept:
+        listing = ", ".join(map(str, kept)) if kept else "none kept"
+        fail(f"job {jd.batch}/{jd.job} has no earlier attempt {n} (attempts: {listing}; "
+             f"the current one is `repro {jd.batch}/{jd.job}` without --attempt)")
+    folder = attempt_dir(jd, n)
+    try:
+        return folder, folder.record()
+    except (FileNotFoundError, FlowerBatchError) as exc:
+        fail(f"job {jd.batch}/{jd.job} attempt {n}: its record is unreadable ({exc})")
+        raise
+
+
 @app.command()
 def repro(
     job: str = typer.Argument(..., help="the recorded job (id, or batch/job)"),
@@ -118,11 +135,16 @@ def repro(
         help="use this workflow (module:attr or file.py:attr) instead of the recorded copy",
     ),
     name: str | None = typer.Option(None, "--name", help="id of the new job (default <batch>.<job>.r<n>)"),
+    attempt: int | None = typer.Option(
+        None, "--attempt", help="reproduce this earlier attempt (kept in <job>/attempts/<n>/; see `show`)"
+    ),
     home: Path | None = HOME_OPT,
 ) -> None:
     """Reproduce a recorded job in a clean container (replay by default), then diff the manifests."""
     h = _home(home)
     original, record = _load_job(home, job)
+    if attempt is not None:
+        original, record = _earlier_attempt(original, attempt)
     try:
         image_id, versions = image_versions(image or record.image_id)
         plan = plan_repro(
@@ -139,6 +161,8 @@ def repro(
     except FlowerBatchError as exc:
         fail(str(exc))
         raise
+    _preflight(plan.spec, plan.image_id, REPRO_BATCH, describe=f"reproduction of {original.batch}/{original.job}",
+               flows_dir=plan.flows_from)
     _print_plan(plan)
 
     async def go() -> JobRecord:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import anyio
 
+from .attempts import keep_previous_attempt
 from .backend import Backend, ContainerSpec, Mount
 from .causes import Ending, continuity_of, explain, flower_exit, new_stamp
 from .errors import FlowerBatchError
@@ -104,6 +105,8 @@ async def run_job(
         attempt=(previous.attempt + 1) if previous else 1, queued_at=now_iso(), started_at=now_iso(),
         versions=ctx.versions, session=ctx.session,
     )
+    if not waking:  # the new attempt starts now: the previous one moves to attempts/<n>/, kept
+        keep_previous_attempt(jd, previous, record.attempt)
     write_record(jd.record_path, record)
     _state(ctx, job.id, "running")
     gateway_mark = ctx.gateway.health.mark()  # the gateway's deaths from here on are this job's too

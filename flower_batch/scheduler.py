@@ -15,6 +15,7 @@ from pathlib import Path
 
 import anyio
 
+from .attempts import keep_previous_attempt
 from .backend import Backend
 from .errors import FlowerBatchError
 from .gateway.budget import batch_spent
@@ -86,6 +87,7 @@ async def run_jobs(
                     queued = _queued(job, batch, image_id, versions, previous, session.id)
                     if budget_usd is not None and batch_spent(home.batch_dir(batch)) >= budget_usd:
                         reason = f"not started: the batch budget (${budget_usd:.4f}) was spent"
+                        keep_previous_attempt(home.job(batch, job.id), previous, queued.attempt)
                         done[job.id] = _finish(path, queued, job, Status.SKIPPED, reason, on_state)
                         return
                     try:
@@ -97,6 +99,9 @@ async def run_jobs(
                         # One job's setup failed (its gateway did not start, its folder could not be
                         # made): that job ends `error` with the reason; the others go on.
                         reason = " ".join(str(exc).split()) or type(exc).__name__
+                        # Its record replaces the previous attempt's: that one is kept first.
+                        with contextlib.suppress(FlowerBatchError):
+                            keep_previous_attempt(home.job(batch, job.id), previous, queued.attempt)
                         done[job.id] = _finish(path, queued, job, Status.ERROR, reason, on_state)
 
             async with anyio.create_task_group() as tg:

@@ -25,7 +25,7 @@ def locate(target: str, search: Sequence[Path] = ()) -> tuple[Path, str, str]:
     if ":" not in target:
         raise TargetNotFound(f"workflow {target!r}: expected module:attr or file.py:attr")
     where, attr = target.rsplit(":", 1)
-    roots = [Path.cwd(), *search]
+    roots = list(dict.fromkeys([Path.cwd(), *search]))  # each folder named once in messages
     if where.endswith(".py"):
         for root in roots:
             path = (root / where).resolve()

@@ -43,7 +43,14 @@ class FieldError:
 
     def __str__(self) -> str:
         where = f"{self.file}:{self.line}" if self.line else self.file
-        return f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
+        line = f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
+        return one_line(line)
+
+
+def one_line(text: str) -> str:
+    """Control characters (a newline in a value or key the file holds) shown escaped: one problem,
+    one line."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 class MatrixFileError(FlowerBatchError, ValueError):

@@ -7,6 +7,8 @@ job (undefined template references, missing directories) go to the same `Problem
 
 from __future__ import annotations
 
+import errno
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,7 +17,7 @@ from typing import Any
 
 from ._combos import Combination, combinations
 from ._errors import KeyPath
-from ._fields import GATEWAY_MODES, Overlay, is_invalid, merge
+from ._fields import GATEWAY_MODES, Overlay, is_invalid, merge, show_value
 from ._hashing import path_hash, tree_hash
 from ._ids import job_id, slugify, variant_of
 from ._parse import Explicit, Parsed, Val, match
@@ -47,6 +49,8 @@ class Expander:
         self.base_dir = base_dir
         self.problems = problems
         self._hashes: dict[Path, str] = {}
+        self._workspaces: dict[str, Path | None] = {}
+        self._files: dict[str, tuple[Path, str]] = {}  # rendered text -> found file and its hash  # rendered text -> checked directory (hot in huge matrices)
 
     def expand(self) -> list[JobSpec]:
         units = [*self._matrix_units(), *self._explicit_units()]
@@ -180,8 +184,15 @@ class Expander:
         text = render(template)
         if template is None or text is None:
             return None, None
-        path = (self.base_dir / text).resolve()
-        if not path.is_dir():
+        if text not in self._workspaces:
+            unusable = _unusable_path(self.base_dir, text)
+            if unusable:
+                self.problems.add(template.path, unusable)
+                return None, None
+            found = (self.base_dir / text).resolve()
+            self._workspaces[text] = found if found.is_dir() else None
+        path = self._workspaces[text] or (self.base_dir / text).resolve()
+        if self._workspaces[text] is None:
             self.problems.add(template.path, f'directory "{text}" not found (looked for {path}); paths are relative to the jobs file')
             return None, None
         if path not in self._hashes:
@@ -215,13 +226,36 @@ class Expander:
         text = render(template)
         if text is None:
             return None
+        if text in self._files:  # the same scenario for every job of a huge matrix: resolved once
+            return self._files[text]
+        unusable = _unusable_path(self.base_dir, text)
+        if unusable:
+            self.problems.add(template.path, unusable)
+            return None
         path = (self.base_dir / text).resolve()
         if not path.exists():
             self.problems.add(template.path, f'"{text}" not found (looked for {path}); paths are relative to the jobs file')
             return None
         if path not in self._hashes:
             self._hashes[path] = path_hash(path)
-        return path, self._hashes[path]
+        self._files[text] = (path, self._hashes[path])
+        return self._files[text]
+
+
+def _unusable_path(base_dir: Path, text: str) -> str | None:
+    """Why a path cannot even be looked up (NUL byte, a name too long), as the fix to make."""
+    if "\x00" in text:
+        return f"{show_value(text)[:80]} contains a NUL character; write a plain relative path"
+    try:
+        os.stat(base_dir / text)
+    except (FileNotFoundError, NotADirectoryError, PermissionError):
+        return None
+    except OSError as exc:
+        if exc.errno in (errno.ENAMETOOLONG, errno.EINVAL, errno.ELOOP):
+            return f"{show_value(text)[:80]} is not a usable path ({exc.strerror}); write a plain relative path"
+    except ValueError as exc:
+        return f"{show_value(text)[:80]} is not a usable path ({exc}); write a plain relative path"
+    return None
 
 
 def _render_tree(value: Any, render: Callable[[Template | None], str | None]) -> Any:

@@ -12,13 +12,16 @@ from ._ids import slugify
 from ._locate import KeyLines
 from ._parse import Parser
 from ._problems import Problems
+from ._size import MatrixTooLarge, breakdown, count_jobs
 from ._spec import JobsFile
 
 _TOML_POSITION = re.compile(r"\s*\(at line (\d+), column \d+\)$")
 
 
-def load_jobs_file(path: str | Path) -> JobsFile:
+def load_jobs_file(path: str | Path, *, max_jobs: int | None = None) -> JobsFile:
     """Parse, validate and expand the jobs file at `path`.
+
+    With `max_jobs`, a file making more jobs than that is refused before it is expanded.
 
     Raises:
         MatrixFileError: the file is missing, unreadable or invalid; `.errors` lists every
@@ -30,10 +33,10 @@ def load_jobs_file(path: str | Path) -> JobsFile:
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise MatrixFileError([FieldError(str(path), None, "", f"cannot read the jobs file: {reason}")]) from exc
-    return parse_jobs_text(text, path=path)
+    return parse_jobs_text(text, path=path, max_jobs=max_jobs)
 
 
-def parse_jobs_text(text: str, *, path: Path, label: str | None = None) -> JobsFile:
+def parse_jobs_text(text: str, *, path: Path, label: str | None = None, max_jobs: int | None = None) -> JobsFile:
     """Like `load_jobs_file` for text already read; relative paths resolve against `path`'s folder."""
     label = label or str(path)
     try:
@@ -46,6 +49,10 @@ def parse_jobs_text(text: str, *, path: Path, label: str | None = None) -> JobsF
         raise MatrixFileError([FieldError(label, line, "", f"not valid TOML: {message}")]) from None
     problems = Problems(label, KeyLines(text))
     parsed = Parser(problems).parse(data)
+    if max_jobs is not None and (count := count_jobs(parsed)) > max_jobs:
+        problems.add(("matrix",), f"makes {count:,} jobs ({breakdown(parsed)}), more than {max_jobs:,}; pass "
+                                  "--allow-large to run (or --dry-run) that many, or shrink an axis")
+        raise MatrixTooLarge(problems.errors())  # with the file's other problems: all before any expansion
     base_dir = path.resolve().parent
     jobs = Expander(parsed, base_dir, problems).expand()
     problems.raise_if_any()

@@ -212,7 +212,7 @@ class Parser:
     def _value(self, key: str, raw: Any, path: KeyPath) -> Val | None:
         """Parse a value given to matrix key `key` (axis value or include entry value)."""
         if key == "task":
-            if raw not in self.out.tasks:
+            if not isinstance(raw, str) or raw not in self.out.tasks:  # a list or table is no task name
                 known = ", ".join(self.out.tasks) or "none defined"
                 self.report(path, f"unknown task {show_value(raw)}; define [tasks.{raw}] or use one of: {known}")
                 return None
@@ -320,7 +320,7 @@ class Parser:
             self.report((*path, "name") if "name" in entry else path,
                         "every [[jobs]] entry needs a `name` (letters, digits, - and _); it becomes part of the job id")
             ok = False
-        if task not in self.out.tasks:
+        if not isinstance(task, str) or task not in self.out.tasks:  # (a list or table would not even hash)
             known = ", ".join(self.out.tasks) or "none defined"
             self.report((*path, "task") if "task" in entry else path, f"needs `task` naming one of the tasks ({known})")
             ok = False

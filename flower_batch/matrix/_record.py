@@ -214,7 +214,11 @@ def load_records(batch_dir: Path, job_ids: Iterable[str] | None = None) -> dict[
     if job_ids is None:
         job_ids = sorted(p.parent.name for p in batch_dir.glob(f"*/{RECORD_NAME}"))
     found: dict[str, JobRecord | RecordError] = {}
+    # One listing instead of a failed lookup per job: a 200,000-job plan on an empty batch is instant.
+    present = {p.name for p in batch_dir.iterdir()} if batch_dir.is_dir() else set()
     for job_id in job_ids:
+        if job_id not in present:
+            continue
         try:
             found[job_id] = read_record(record_path(batch_dir, job_id))
         except FileNotFoundError:

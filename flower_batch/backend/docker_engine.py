@@ -1,0 +1,31 @@
+"""What the Docker engine accepts and what its host has: the facts pre-flight checks limits against."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ._docker import Connection, translate
+
+# Docker refuses a memory limit below 6 MiB ("Minimum memory limit allowed is 6MB").
+DOCKER_MIN_MEMORY = 6 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class EngineFacts:
+    ncpu: int
+    """CPUs the engine's host has (`docker info` NCPU): --cpus above it is refused by Docker."""
+    mem_total: int
+    """Bytes of memory the engine's host has (`docker info` MemTotal)."""
+    min_memory: int = DOCKER_MIN_MEMORY
+
+
+def engine_facts(base_url: str | None = None) -> EngineFacts:
+    """One `docker info` call. Raises DaemonUnavailable / BackendError (one line)."""
+    conn = Connection(base_url, timeout=30)
+    try:
+        info = conn.api().info()
+    except Exception as exc:  # noqa: BLE001 - translated to our one-line errors
+        raise translate(exc, "engine", "info", address=conn.address) from None
+    finally:
+        conn.close()
+    return EngineFacts(ncpu=int(info.get("NCPU") or 0), mem_total=int(info.get("MemTotal") or 0))

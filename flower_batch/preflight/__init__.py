@@ -1,0 +1,116 @@
+"""Pre-flight: everything a run needs is checked before any job folder, record or container exists.
+
+    pf = Preflight(describe)            describe(field, value, jobs) names where a value came from
+    pf.add_jobs(jobs, search=...)       host-side: scenarios (the gateway's parser), limits,
+                                        workflow files located
+    pf.problems                         one line per problem so far (static: no Docker needed)
+    await pf.check_engine(backend, image_id)   `docker info` limits + ONE container importing
+                                        every distinct workflow target in the pinned image
+    pf.raise_if_any()                   PreflightFailed(lines)
+
+`matrix`, `run`, `wake` and `repro` call it; any problem means exit 2 and nothing on disk changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from ..backend import Backend
+from ..backend.docker_engine import EngineFacts, engine_facts
+from ..errors import FlowerBatchError
+from ..labels import BATCH, MANAGED, ROLE
+from ..matrix import JobSpec
+from ..matrix._units import format_memory
+from .imports import Target, host_target, import_problems
+from .include_keys import include_warnings
+from .limits import cpus_problem, memory_problem, memory_warning
+from .scenarios import scenario_problems
+
+Describe = Callable[[str, str, Sequence[JobSpec]], str]
+
+__all__ = ["Describe", "Preflight", "PreflightFailed", "include_warnings"]
+
+
+class PreflightFailed(FlowerBatchError):
+    """Problems found before anything ran; `lines` holds one line per problem."""
+
+    def __init__(self, lines: Sequence[str]) -> None:
+        self.lines = list(lines)
+        super().__init__("\n".join(self.lines))
+
+
+def _grouped(jobs: Sequence[JobSpec], key: Callable[[JobSpec], object]) -> dict[object, list[JobSpec]]:
+    groups: dict[object, list[JobSpec]] = {}
+    for job in jobs:
+        value = key(job)
+        if value is not None:
+            groups.setdefault(value, []).append(job)
+    return groups
+
+
+class Preflight:
+    def __init__(self, describe: Describe, *, batch: str = "preflight") -> None:
+        self.describe = describe
+        self.batch = batch
+        self.problems: list[str] = []
+        self.warnings: list[str] = []
+        self.targets: list[Target] = []
+        self._jobs: list[JobSpec] = []
+
+    def add_jobs(self, jobs: Sequence[JobSpec], *, search: Sequence[Path] = (), flows_dir: Path | None = None) -> None:
+        """Host-side checks of these jobs. `flows_dir`: their workflow is that existing copy
+        (wake, repro), not a file to find on the search path."""
+        self._jobs += jobs
+        scenarios = [j.gateway.scenario for j in jobs if j.gateway.mode == "scripted" and j.gateway.scenario]
+        self.problems += scenario_problems(p for p in scenarios if p is not None)
+        self._limits(jobs, None)
+        for target, users in _grouped(jobs, lambda j: j.workflow).items():
+            written = str(target)
+            label = self.describe("workflow", written, users)
+            if flows_dir is not None and not flows_dir.is_dir():
+                self.problems.append(f"{label}: the job's copy of its workflow code ({flows_dir}) is missing")
+                continue
+            if flows_dir is not None:
+                self.targets.append(Target(written=written, label=label, flows_dir=flows_dir))
+                continue
+            found, problem = host_target(written, label, search)
+            if problem:
+                self.problems.append(problem)
+            elif found:
+                self.targets.append(found)
+
+    def _limits(self, jobs: Sequence[JobSpec], facts: EngineFacts | None) -> None:
+        for users in _grouped(jobs, lambda j: j.memory_bytes).values():
+            where = self.describe("memory", format_memory(users[0].memory_bytes), users)
+            problem = memory_problem(users[0].memory_bytes, facts)
+            if problem:
+                self.problems.append(f"{where}: {problem}")
+            warning = memory_warning(users[0].memory_bytes, facts)
+            if warning:
+                self.warnings.append(f"{where}: {warning}")
+        for users in _grouped(jobs, lambda j: j.cpus).values():
+            problem = cpus_problem(users[0].cpus, facts)
+            if problem:
+                self.problems.append(f"{self.describe('cpus', f'{users[0].cpus:g}', users)}: {problem}")
+
+    async def check_engine(self, backend: Backend, image_id: str, *, facts: EngineFacts | None = None) -> None:
+        """The checks that need the engine: limits against its host, imports in its image."""
+        try:
+            facts = facts or engine_facts()
+        except FlowerBatchError as exc:
+            self.problems.append(" ".join(str(exc).split()))
+            return
+        self._limits(self._jobs, facts)
+        # The static pass already reported what needs no engine: keep each line once.
+        self.problems = list(dict.fromkeys(self.problems))
+        self.warnings = list(dict.fromkeys(self.warnings))
+        labels = {MANAGED: "1", BATCH: self.batch, ROLE: "preflight"}
+        try:
+            self.problems += await import_problems(backend, image_id, self.targets, labels=labels)
+        except FlowerBatchError as exc:
+            self.problems.append(f"the workflow import check could not run: {' '.join(str(exc).split())}")
+
+    def raise_if_any(self) -> None:
+        if self.problems:
+            raise PreflightFailed(list(dict.fromkeys(self.problems)))

@@ -1,0 +1,203 @@
+"""Import every workflow target in ONE container of the pinned image, before any job folder exists.
+
+A workflow module may import packages that only the image has, so the host cannot tell
+whether it loads: the container can. Each distinct target's module is copied into a
+temporary folder outside the home (`<tmp>/<i>/`), mounted read-only at /flows, and one
+`python` process loads them all with flower's own loader, printing one JSON line per target.
+A module that kills the process (os._exit, a segfault) or hangs is named too: every target
+announces itself before it is imported.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+
+from ..backend import Backend, ContainerSpec, Mount
+from ..errors import FlowerBatchError
+from ..layout import FLOWS
+from ..targets import locate
+
+IMPORT_TIMEOUT_S = 120.0
+
+# Runs inside the container: argv is pairs of (folder under /flows, target as the job sees it).
+# Each target gets its folder first on sys.path, and modules loaded from /flows are forgotten
+# afterwards, so two targets with the same module name never see each other's module.
+_SCRIPT = r"""
+import json, sys
+from flower.loader import TargetError, load_workflow
+args = sys.argv[1:]
+for i in range(0, len(args), 2):
+    folder, target = args[i], args[i + 1]
+    print(json.dumps({"start": target}), flush=True)
+    sys.path.insert(0, folder)
+    try:
+        load_workflow(target)
+        result = {"target": target, "ok": True}
+    except TargetError as exc:
+        result = {"target": target, "error": str(exc)}
+    except BaseException as exc:
+        result = {"target": target, "error": f"importing it raised {type(exc).__name__}: {exc}"}
+    finally:
+        sys.path.remove(folder)
+        for name, mod in list(sys.modules.items()):
+            if str(getattr(mod, "__file__", "") or "").startswith("/flows/"):
+                del sys.modules[name]
+    print(json.dumps(result), flush=True)
+"""
+
+
+@dataclass(frozen=True)
+class Target:
+    """One workflow target to check: as written (`flows.py:main`), with where its module is."""
+
+    written: str
+    label: str  # how the line names it: `jobs.toml: workflow "flows.py:main" (task a)`
+    source: Path | None = None  # the module file on the host (None: taken from `flows_dir`)
+    rel: str | None = None  # where the job's flows/ holds that module (as targets.stage_workflow)
+    flows_dir: Path | None = None  # an existing flows/ copy (wake, repro): mounted as it is
+
+
+def _in_container(target: str, folder: str) -> str:
+    where, attr = target.rsplit(":", 1)
+    return f"{folder}/{Path(where).name}:{attr}" if where.endswith(".py") else target
+
+
+def _strip_prefix(message: str) -> str:
+    """flower's TargetError starts with `target '<container path>': `; the label replaces it, and
+    the check's own folders (/flows/<i>/) mean nothing to the user."""
+    if message.startswith("target '") and "': " in message:
+        message = message.split("': ", 1)[1]
+    return re.sub(rf"{FLOWS}/\d+/", "", message)
+
+
+async def import_problems(
+    backend: Backend, image_id: str, targets: Sequence[Target], *, labels: dict[str, str],
+    timeout_s: float = IMPORT_TIMEOUT_S,
+) -> list[str]:
+    """One line per target that does not load as a flower.Workflow in the image (none: [])."""
+    if not targets:
+        return []
+    staging = Path(tempfile.mkdtemp(prefix="flower-batch-preflight-"))
+    try:
+        mounts: list[Mount] = []
+        argv: list[str] = []
+        for i, target in enumerate(targets):
+            folder = f"{FLOWS}/{i}"
+            (staging / str(i)).mkdir()  # the mount point of a flows/ copy, or the staged module's folder
+            if target.flows_dir is not None:
+                mounts.append(Mount(str(target.flows_dir.resolve()), folder, read_only=True))
+            else:
+                assert target.source is not None and target.rel is not None
+                dest = staging / str(i) / target.rel
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(target.source, dest)
+            argv += [folder, _in_container(target.written, folder)]
+        os.chmod(staging, 0o755)
+        mounts.insert(0, Mount(str(staging), FLOWS, read_only=True))
+        spec = ContainerSpec(
+            image=image_id, command=["python", "-c", _SCRIPT, *argv], env={"HOME": "/tmp"},
+            mounts=mounts, working_dir="/tmp", user=f"{os.getuid()}:{os.getgid()}", labels=labels,
+            network="none",
+        )
+        lines, code, timed_out = await _run(backend, spec, timeout_s)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return _problems(targets, argv, lines, code, timed_out, timeout_s)
+
+
+async def _run(backend: Backend, spec: ContainerSpec, timeout_s: float) -> tuple[list[str], int | None, bool]:
+    container = await backend.create(spec)
+    try:
+        await backend.start(container)
+        try:
+            code: int | None = await backend.wait(container, timeout=timeout_s)
+            timed_out = False
+        except TimeoutError:
+            code, timed_out = None, True
+        lines = [line async for line in backend.logs(container)]
+    finally:
+        with anyio.CancelScope(shield=True):
+            try:
+                await backend.remove(container, force=True)
+            except FlowerBatchError:
+                pass
+    return lines, code, timed_out
+
+
+def _problems(
+    targets: Sequence[Target], argv: list[str], lines: list[str], code: int | None, timed_out: bool,
+    timeout_s: float,
+) -> list[str]:
+    by_container = {argv[i + 1]: targets[i // 2] for i in range(0, len(argv), 2)}
+    results: dict[str, dict] = {}
+    last_started: str | None = None
+    for line in lines:
+        try:
+            item = json.loads(line)
+        except ValueError:
+            continue  # the module's own output
+        if not isinstance(item, dict):
+            continue
+        if "start" in item:
+            last_started = str(item["start"])
+        elif "target" in item:
+            results[str(item["target"])] = item
+    out: list[str] = []
+    for container_target, target in by_container.items():
+        item = results.get(container_target)
+        if item is None:
+            if container_target == last_started:
+                why = (f"importing it did not finish within {timeout_s:.0f}s" if timed_out
+                       else f"importing it ended the Python process (exit code {code})")
+            else:
+                why = "not checked: an earlier workflow's import ended the check"
+            out.append(f"{target.label}: {why}")
+        elif not item.get("ok"):
+            out.append(f"{target.label}: {_one_line(_strip_prefix(str(item.get('error'))))}")
+    return out
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def host_target(written: str, label: str, search: Sequence[Path]) -> tuple[Target | None, str | None]:
+    """A target found on the host (its module copied in later), or the one-line problem."""
+    try:
+        source, rel, _ = locate(written, search)
+    except FlowerBatchError as exc:
+        return None, f"{label}: {_one_line(_strip_workflow(str(exc)))}{_did_you_mean(written, search)}"
+    except (OSError, ValueError) as exc:  # a NUL byte, a name too long: not even a path to look up
+        return None, f"{label}: not a usable module path ({exc}); write module:attr or file.py:attr"
+    return Target(written=written, label=label, source=source, rel=rel), None
+
+
+def _strip_workflow(message: str) -> str:
+    return message.split("': ", 1)[1] if message.startswith("workflow '") and "': " in message else message
+
+
+def _did_you_mean(written: str, search: Sequence[Path]) -> str:
+    import difflib
+
+    where = written.rsplit(":", 1)[0]
+    roots = [Path.cwd(), *search]
+    if where.endswith(".py"):
+        folder = Path(where).parent
+        names = sorted({str(folder / p.name) if str(folder) != "." else p.name
+                        for root in roots for p in (root / folder).glob("*.py")})
+    else:  # a module name: the .py files beside it, as module names
+        parts = where.split(".")
+        package = Path(*parts[:-1]) if len(parts) > 1 else Path()
+        prefix = ".".join(parts[:-1]) + "." if len(parts) > 1 else ""
+        names = sorted({prefix + p.stem for root in roots for p in (root / package).glob("*.py")})
+    guess = difflib.get_close_matches(where, names, n=1, cutoff=0.6)
+    return f" (did you mean {guess[0]}?)" if guess else ""

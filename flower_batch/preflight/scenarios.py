@@ -1,0 +1,25 @@
+"""Every scenario a run would serve, parsed by the gateway's own code before anything starts."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+from flower.scripted import ScenarioError
+
+from ..gateway.modes import GatewayConfigError, mode_responder
+
+
+def scenario_problems(paths: Iterable[Path]) -> list[str]:
+    """One line per distinct scenario file the scripted gateway would refuse to load."""
+    out: list[str] = []
+    for path in map(Path, dict.fromkeys(paths)):  # distinct first: one per file, not per job
+        try:
+            # What the gateway container runs at start (gateway/__main__.py); the batch folder is
+            # only read by replay mode, so a scratch one keeps the home untouched.
+            with tempfile.TemporaryDirectory(prefix="flower-batch-preflight-") as scratch:
+                mode_responder("scripted", batch_dir=Path(scratch), scenario=str(path))
+        except (ScenarioError, GatewayConfigError) as exc:
+            out.append(" ".join(str(exc).split()))
+    return out

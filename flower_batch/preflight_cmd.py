@@ -1,0 +1,39 @@
+"""The commands' side of pre-flight: run the engine checks, print one line per problem, exit 2."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import typer
+
+from .backend.docker_backend import DockerBackend
+from .cli import _run_async, err
+from .matrix import JobSpec
+from .matrix._errors import one_line
+from .preflight import Preflight
+
+
+def finish_preflight(pf: Preflight, image_id: str | None) -> None:
+    """Engine checks (with an image to import the workflows in), then: any problem -> its lines, exit 2."""
+    if image_id is not None:
+
+        async def go() -> None:
+            async with DockerBackend() as backend:
+                await pf.check_engine(backend, image_id)
+
+        _run_async(go)
+    print_warnings(pf.warnings)
+    if pf.problems:
+        for line in dict.fromkeys(pf.problems):
+            err.print(f"flower-batch: {one_line(line)}", markup=False, highlight=False)
+        raise typer.Exit(2)
+
+
+def print_warnings(lines: Sequence[str]) -> None:
+    for line in lines:
+        err.print(f"warning: {one_line(line)}", markup=False, highlight=False)
+
+
+def flag_describe(field: str, value: str, jobs: Sequence[JobSpec]) -> str:
+    """How `run` names a value: by its flag."""
+    return f"--{field} {value}"
