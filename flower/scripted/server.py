@@ -228,12 +228,19 @@ class MessagesServer:
     """Threaded Messages-API server around a Responder. Use as a context manager or start()/stop()."""
 
     def __init__(
-        self, responder: Responder, host: str = "127.0.0.1", port: int = 0, log_path: str | Path | None = None
+        self,
+        responder: Responder,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        log_path: str | Path | None = None,
+        *,
+        keep_requests: bool = False,
     ):
         self.responder = responder
         self.host = host
         self.port = port
-        self.log = RequestLog(log_path)
+        # In memory only when asked (tests read `requests`): a long-lived server must not grow.
+        self.log = RequestLog(log_path, keep=keep_requests)
         self._httpd: _HTTPServer | None = None
         self._state = threading.Lock()  # guards binding, outage and stop
         self._started = False
@@ -380,7 +387,8 @@ class MessagesServer:
 
     @property
     def requests(self) -> list[dict[str, Any]]:
-        """Snapshot of the request log (dicts, see log.make_record), oldest first."""
+        """Snapshot of the request log (dicts, see log.make_record), oldest first.
+        Only for a server made with keep_requests=True; else RuntimeError."""
         return self.log.snapshot()
 
     @property
@@ -397,9 +405,13 @@ class ScriptedServer(MessagesServer):
         host: str = "127.0.0.1",
         port: int = 0,
         log_path: str | Path | None = None,
+        *,
+        keep_requests: bool = False,
     ):
         self.scenario = Scenario.coerce(scenario)
-        super().__init__(ScriptedResponder(self.scenario), host=host, port=port, log_path=log_path)
+        super().__init__(
+            ScriptedResponder(self.scenario), host=host, port=port, log_path=log_path, keep_requests=keep_requests
+        )
 
     def __enter__(self) -> ScriptedServer:
         self.start()
