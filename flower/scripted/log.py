@@ -60,10 +60,21 @@ class DeltaWriter:
         self._records: list[dict[str, Any]] = []
         self._lock = threading.Lock()
 
-    def write(self, path: Path | None, record: dict[str, Any]) -> None:
-        prep = prepare(record) if path is not None else None  # the hashing, outside the lock
+    def remember(self, record: dict[str, Any]) -> None:
+        """Keep `record` in memory, if this log keeps any (then add it with remembered=True)."""
+        if self.keep:
+            with self._lock:
+                self._records.append(record)
+
+    def write(self, path: Path | None, record: dict[str, Any], *, remembered: bool = False) -> None:
+        # The costly part (serialising and hashing the messages) runs outside the lock.
+        prep = prepare(record) if path is not None else None
+        if prep is not None and prep.stripped is not None:
+            with self._lock:
+                sizes = self._encoder.sizes(prep.key)
+            prep.hash(sizes)
         with self._lock:
-            if self.keep:
+            if self.keep and not remembered:
                 self._records.append(record)
             if prep is None or path is None:
                 return
@@ -96,5 +107,5 @@ class RequestLog(DeltaWriter):
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
 
-    def add(self, record: dict[str, Any]) -> None:
-        self.write(self.path, record)
+    def add(self, record: dict[str, Any], *, remembered: bool = False) -> None:
+        self.write(self.path, record, remembered=remembered)

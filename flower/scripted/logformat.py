@@ -15,9 +15,10 @@ with chain digests proving the earlier part unchanged:
                   "marks": [[i, j, cache_control], ...]},
      "full": "first" | "changed"}  present when the whole history is logged (k = 0)
 
-`D(k)` is a running digest of the first k messages (sha256 chained message by message), so
-the writer keeps per conversation only (message count, running digest, field digests): never
-the messages themselves. The CLI moves `cache_control` markers from block to block as the
+`D(k)` is the sha256 of the first k messages as JSON (compact, the bytes of `[m1,...,mk`
+without cache_control markers), so the writer keeps per conversation only (message count,
+their byte length, D, field digests): never the messages themselves. It serialises a request's
+messages once and hashes them in one pass, checking a conversation it follows in the same pass. The CLI moves `cache_control` markers from block to block as the
 conversation grows; they are logged apart (`marks`: message i, block j) so that moving one does
 not count as a changed history. A conversation whose history shrank or changed (a handoff,
 a trim, a pruning, a session rebuilt on resume) is logged whole, with `"full": "changed"`.
@@ -40,7 +41,6 @@ from typing import Any
 
 LOG_FORMAT = "flower-scripted/requests@2"
 _FORMAT_STEM = "flower-scripted/requests@"
-EMPTY_DIGEST = hashlib.sha256(b"").hexdigest()[:32]
 # Fields smaller than this are logged as they are: naming them "same" would save nothing.
 _SAME_MIN_BYTES = 96
 MAX_CONVERSATIONS = 4096  # followed at once; an evicted one is logged whole when it comes back
@@ -60,8 +60,15 @@ def _field_digest(value: Any) -> tuple[str, int]:
     return hashlib.sha256(data).hexdigest()[:32], len(data)
 
 
-def _chain(digest: str, message: Any) -> str:
-    return hashlib.sha256((digest + hashlib.sha256(_dumps(message)).hexdigest()).encode()).hexdigest()[:32]
+def _hex(hasher: Any) -> str:
+    return str(hasher.hexdigest())[:32]
+
+
+def _start_hash() -> Any:
+    return hashlib.sha256(b"[")
+
+
+EMPTY_DIGEST = _hex(_start_hash())  # D(0)
 
 
 def strip_marks(index: int, message: Any, marks: list[list[Any]]) -> Any:
@@ -93,26 +100,42 @@ def apply_marks(messages: list[Any], marks: list[list[Any]]) -> list[Any]:
 @dataclass
 class _Branch:
     count: int = 0  # messages seen so far in this conversation
+    size: int = 1  # bytes of `[m1,...,m_count` (1: just "[")
     digest: str = EMPTY_DIGEST  # D(count)
     fields: dict[str, str] = field(default_factory=dict)  # big field -> its digest at the last request
 
 
 @dataclass
 class Prepared:
-    """A record with its hashing done (see prepare())."""
+    """A record serialised for hashing (see prepare())."""
 
     record: dict[str, Any]
     entry: dict[str, Any]  # the record's shape, without headers and body
     key: tuple[str, str, str]  # (prefix, endpoint, session)
     rest: dict[str, Any]  # the body's fields but messages
     stripped: list[Any] | None = None  # the messages without cache_control; None: no messages
+    data: bytes = b""  # the stripped messages as compact JSON, `[...]`
     marks: list[list[Any]] = field(default_factory=list)
-    digests: list[str] = field(default_factory=list)  # digests[k] = D(k)
     fields: dict[str, str] = field(default_factory=dict)  # big fields (headers, system, tools) -> digest
+    digests: dict[int, str] = field(default_factory=dict)  # prefix size -> D at that size
+
+    def hash(self, sizes: list[int]) -> None:
+        """D at each of `sizes` (prefixes ending on a message boundary) and at the end, in one pass."""
+        hasher, done = hashlib.sha256(), 0
+        end = len(self.data) - 1  # without the closing "]"
+        for size in sorted({*sizes, end}):
+            if size > end or size in self.digests or not self._boundary(size):
+                continue
+            hasher.update(self.data[done:size])
+            done = size
+            self.digests[size] = _hex(hasher)
+
+    def _boundary(self, size: int) -> bool:
+        return size == len(self.data) - 1 or self.data[size : size + 1] == b","
 
 
 def prepare(record: dict[str, Any]) -> Prepared:
-    """Hash a record's messages and big fields: the costly part of encoding, done without a lock."""
+    """Serialise a record's messages and digest its big fields: done without a lock."""
     entry = {k: v for k, v in record.items() if k not in ("headers", "body")}
     entry["format"] = LOG_FORMAT
     body = record.get("body")
@@ -122,15 +145,9 @@ def prepare(record: dict[str, Any]) -> Prepared:
     if not isinstance(messages, list) or not messages:
         return Prepared(record, entry, key, body)
     rest = {k: v for k, v in body.items() if k != "messages"}
-    prep = Prepared(record, entry, key, rest, stripped=[])
-    assert prep.stripped is not None
-    digest = EMPTY_DIGEST
-    prep.digests.append(digest)
-    for i, msg in enumerate(messages):
-        plain = strip_marks(i, msg, prep.marks)
-        prep.stripped.append(plain)
-        digest = _chain(digest, plain)
-        prep.digests.append(digest)
+    prep = Prepared(record, entry, key, rest)
+    prep.stripped = [strip_marks(i, m, prep.marks) for i, m in enumerate(messages)]
+    prep.data = _dumps(prep.stripped)
     for name, value in (("headers", record.get("headers") or {}), *rest.items()):
         found, size = _field_digest(value)
         if size >= _SAME_MIN_BYTES:
@@ -150,12 +167,17 @@ class DeltaEncoder:
     def conversations(self) -> int:
         return sum(len(b) for b in self._sessions.values())
 
+    def sizes(self, key: tuple[str, str, str]) -> list[int]:
+        """The prefix sizes a request of `key` may continue from (hash them before commit())."""
+        return [b.size for b in self._sessions.get(key, ())]
+
     def encode(self, record: dict[str, Any]) -> dict[str, Any]:
-        return self.commit(prepare(record))
+        prep = prepare(record)
+        prep.hash(self.sizes(prep.key))
+        return self.commit(prep)
 
     def commit(self, prep: Prepared) -> dict[str, Any]:
-        """The v2 entry of a prepared record, against (and updating) the conversations followed.
-        Cheap: the hashing was done in prepare(), which needs no lock."""
+        """The v2 entry of a prepared record, against (and updating) the conversations followed."""
         record, entry = prep.record, prep.entry
         if prep.stripped is None:
             entry["headers"] = record.get("headers") or {}
@@ -164,10 +186,11 @@ class DeltaEncoder:
         branches = self._sessions.get(prep.key)
         if branches is not None:
             self._sessions.move_to_end(prep.key)
+        prep.hash(self.sizes(prep.key))  # a no-op unless another request of the key came in between
         branch = None
         # The longest conversation it continues; on a tie the latest (as the reader picks).
         for b in sorted(reversed(branches or ()), key=lambda b: -b.count):
-            if 0 < b.count <= len(prep.digests) - 1 and prep.digests[b.count] == b.digest:
+            if 0 < b.count <= len(prep.stripped) and prep.digests.get(b.size) == b.digest:
                 branch = b
                 break
         start = 0
@@ -179,10 +202,11 @@ class DeltaEncoder:
             assert branches is not None
             branches.remove(branch)
             branches.append(branch)  # most recently continued last
+        size = len(prep.data) - 1
         entry["messages"] = {
             "from": start,
-            "base": prep.digests[start],
-            "digest": prep.digests[-1],
+            "base": branch.digest if start else EMPTY_DIGEST,
+            "digest": prep.digests[size],
             "new": prep.stripped[start:],
             **({"marks": prep.marks} if prep.marks else {}),
         }
@@ -192,7 +216,8 @@ class DeltaEncoder:
         entry["body"] = {k: v for k, v in prep.rest.items() if k not in same}
         if same:
             entry["same"] = same
-        branch.count, branch.digest, branch.fields = len(prep.stripped), prep.digests[-1], prep.fields
+        branch.count, branch.size, branch.digest = len(prep.stripped), size, prep.digests[size]
+        branch.fields = prep.fields
         return entry
 
     def _new_branch(self, key: tuple[str, str, str]) -> _Branch:
@@ -210,7 +235,7 @@ class DeltaEncoder:
 @dataclass
 class _Rebuilt:
     messages: list[Any]  # stripped of cache_control markers
-    digests: list[str]  # digests[k] = D(k)
+    hasher: Any  # sha256 over `[m1,...,mn`: D(n), and where the next request's digest goes on from
     fields: dict[str, Any]  # "headers" and the body's other fields, as last logged
 
 
@@ -237,17 +262,17 @@ class _Rebuilder:
         base: _Rebuilt | None = None
         if start:  # the conversation the writer continued: the latest of exactly `start` messages
             base = next(
-                (c for c in reversed(known) if len(c.messages) == start and c.digests[start] == delta.get("base")),
+                (c for c in reversed(known) if len(c.messages) == start and _hex(c.hasher) == delta.get("base")),
                 None,
             )
             if base is None:
                 return self._unreadable(record, lineno, f"its first {start} messages are in no earlier line")
         new = list(delta.get("new") or [])
         messages = (base.messages[:start] if base else []) + new
-        digests = base.digests[: start + 1] if base else [EMPTY_DIGEST]
-        for msg in new:
-            digests.append(_chain(digests[-1], msg))
-        if digests[-1] != delta.get("digest"):
+        hasher = base.hasher.copy() if base else _start_hash()
+        for i, msg in enumerate(new, start):
+            hasher.update(b"," + _dumps(msg) if i else _dumps(msg))
+        if _hex(hasher) != delta.get("digest"):
             return self._unreadable(record, lineno, "its messages do not match their digest")
         same = entry.get("same") or []
         fields: dict[str, Any] = {}
@@ -258,7 +283,7 @@ class _Rebuilder:
         if "headers" not in same:
             fields["headers"] = entry.get("headers") or {}
         fields.update(entry.get("body") or {})
-        conv = _Rebuilt(messages, digests, fields)
+        conv = _Rebuilt(messages, hasher, fields)
         if base is not None:  # mirrors DeltaEncoder's branches: continued ones move last
             known.remove(base)
         elif len(known) >= MAX_BRANCHES:
