@@ -215,19 +215,31 @@ class Results:
         self.lines.append(f"  {text}")
 
 
-def sizes(logs: Path) -> dict[str, int]:
-    out = {}
-    for name in ("gateway.jsonl", "recording.jsonl", "meter.jsonl"):
-        try:
-            out[name] = (logs / name).stat().st_size
-        except FileNotFoundError:
-            out[name] = 0
-    return out
-
-
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+def line_sizes(path: Path) -> list[tuple[dict, int]]:
+    """Each JSON line of a file with its size in bytes (newline included)."""
+    with path.open("rb") as lines:
+        return [(json.loads(raw), len(raw)) for raw in lines]
+
+
+def per_request_bytes(logs: Path, requests: int) -> dict[str, list[int]]:
+    """Bytes each request added to each file of the job, read from the files' own lines (the
+    request log is written after the answer: file sizes seen by the client would race)."""
+    out: dict[str, list[int]] = {}
+    out["gateway.jsonl"] = [size for _, size in line_sizes(logs / "gateway.jsonl")]
+    out["recording.jsonl"] = [size for _, size in line_sizes(logs / "recording.jsonl")]
+    meter: dict[str, int] = {}
+    for line, size in line_sizes(logs / "meter.jsonl"):
+        meter[str(line.get("ex"))] = meter.get(str(line.get("ex")), 0) + size
+    out["meter.jsonl"] = list(meter.values())
+    for name, sizes in out.items():
+        if len(sizes) != requests:
+            raise SystemExit(f"soak: {name} has {len(sizes)} entries for {requests} requests")
+    return out
 
 
 def run_long(gw: Server, batch: Path, args: argparse.Namespace, res: Results, mode: str) -> None:
@@ -236,39 +248,43 @@ def run_long(gw: Server, batch: Path, args: argparse.Namespace, res: Results, mo
     convo = Conversation("sess-long-0001", args.start, args.growth)
     client = Client(gw.url, job)
     checkpoints = {max(1, round(args.requests * k / 8)) for k in range(1, 9)}
-    overhead: list[int] = []
-    per_file: dict[str, list[int]] = {"recording.jsonl": [], "meter.jsonl": []}
+    new_bytes: list[int] = []
     rss_seen: list[tuple[int, int, float, float]] = []
-    before = sizes(logs)
     t0 = time.monotonic()
     body = b""
+    sent = 0
     for n in range(1, args.requests + 1):
-        body, new_bytes = convo.next_body()
+        body, new = convo.next_body()
+        new_bytes.append(new)
+        sent += len(body)
         client.send(body, convo.session)
-        after = sizes(logs)
-        overhead.append(after["gateway.jsonl"] - before["gateway.jsonl"] - new_bytes)
-        for name in per_file:
-            per_file[name].append(after[name] - before[name])
-        before = after
         if n in checkpoints:
             rss, hwm = gw.rss_mib()
             rss_seen.append((n, len(body), rss, hwm))
     took = time.monotonic() - t0
     client.close()
+    gw.stop()  # the request log is complete once the gateway stopped
     res.info(f"[{mode}] long: {args.requests} requests, one conversation, {args.start // 1024} KB + "
              f"{args.growth / 1024:g} KB a request -> {len(body) / MIB:.2f} MiB last body, {took:.0f} s")
     for n, size, rss, hwm in rss_seen:
         res.check(f"gateway RSS after {n} requests ({size / MIB:.2f} MiB body)", rss, TARGET_RSS_MIB, "MiB",
                   f"peak so far {hwm:.1f} MiB")
     res.check("gateway RSS peak (VmHWM) over the long run", rss_seen[-1][3], TARGET_RSS_MIB, "MiB")
-    total_log = (logs / "gateway.jsonl").stat().st_size
+    grown = per_request_bytes(logs, args.requests)
+    overhead = [logged - new for logged, new in zip(grown["gateway.jsonl"], new_bytes, strict=True)]
+    total_log = sum(grown["gateway.jsonl"])
     res.check("request log: worst bytes/request beyond new msgs", max(overhead), TARGET_LOG_OVERHEAD, "B",
-              f"median {statistics.median(overhead):.0f} B; gateway.jsonl {total_log / MIB:.1f} MiB in all")
-    for name, grown in per_file.items():
-        first, last = grown[: max(1, len(grown) // 10)], grown[-max(1, len(grown) // 10):]
-        ratio = statistics.mean(last) / max(1.0, statistics.mean(first))
-        res.check(f"{name}: bytes/request, last tenth / first tenth", ratio, 1.5, "x",
-                  f"{statistics.mean(first):.0f} -> {statistics.mean(last):.0f} B/request")
+              f"median {statistics.median(overhead):.0f} B; gateway.jsonl {total_log / MIB:.1f} MiB for "
+              f"{sent / MIB:.0f} MiB of request bodies")
+    for name in ("recording.jsonl", "meter.jsonl"):
+        sizes = grown[name]
+        tenth = max(1, len(sizes) // 10)
+        first, last = statistics.mean(sizes[:tenth]), statistics.mean(sizes[-tenth:])
+        res.check(f"{name}: bytes/request, last tenth / first tenth", last / first, 1.5, "x",
+                  f"{first:.0f} -> {last:.0f} B/request")
+    per_request = sum(sum(sizes) for sizes in grown.values()) / args.requests
+    res.info(f"[{mode}] on disk: {per_request:.0f} B a request in all (gateway.jsonl + recording.jsonl + "
+             f"meter.jsonl) beyond its new messages: {per_request - statistics.mean(new_bytes):.0f} B")
 
 
 def run_parallel(gw: Server, batch: Path, args: argparse.Namespace, res: Results, mode: str) -> None:
@@ -306,6 +322,7 @@ def run_parallel(gw: Server, batch: Path, args: argparse.Namespace, res: Results
         raise SystemExit(f"soak: a parallel conversation failed: {errors[0]}")
     took = time.monotonic() - t0
     rss, hwm = gw.rss_mib()
+    gw.stop()
     logged = sum((batch / f"par-job-{i:02d}" / "logs" / "gateway.jsonl").stat().st_size for i in range(args.jobs))
     res.info(f"[{mode}] parallel: {args.jobs} conversations x {args.parallel_requests} requests at once, {took:.0f} s, "
              f"{logged / MIB:.1f} MiB of request logs")

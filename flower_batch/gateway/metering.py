@@ -4,7 +4,9 @@ Files (in the job's `logs/` folder, written only by the gateway):
 
     meter.jsonl  append-only; one line per usage update of an exchange (message_start, then
                  message_delta), fsynced before the event is passed on. The source of truth.
-    meter.json   the running summary (atomic replace + fsync), for people and tools.
+    meter.json   the running summary (atomic replace), for people and tools. Not fsynced: it is
+                 derived from meter.jsonl (a restarted gateway rewrites it from there), and
+                 two syncs of it per response were most of the latency the gateway added.
 
 An exchange's usage lines are cumulative (the API's message_delta usage is), so the last line of
 each exchange counts. A job killed mid-stream keeps its input tokens (sent in message_start) and
@@ -236,6 +238,19 @@ def replace_durably(path: Path, data: Mapping[str, Any]) -> None:
     write_atomic(path, json.dumps(data, ensure_ascii=False, indent=1) + "\n")
 
 
+def replace_atomically(path: Path, data: Mapping[str, Any]) -> None:
+    """Replace `path` by rename (readers see old or new, never half), without syncing: for
+    files derived from a durable one, rewritten on every change."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        tmp.write_text(json.dumps(data, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
 class JobMeter:
     """The meter of one job inside the gateway. Thread-safe (a job may stream several at once)."""
 
@@ -352,4 +367,4 @@ class JobMeter:
         return s
 
     def _write_summary(self) -> None:
-        replace_durably(self.logs_dir / METER_SUMMARY, self._summary().to_dict())
+        replace_atomically(self.logs_dir / METER_SUMMARY, self._summary().to_dict())
