@@ -39,7 +39,6 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -132,6 +131,12 @@ def _compact(value: object) -> str:
 
 class Conversation:
     """Successive request bodies of one conversation: the whole history each time."""
+
+    def prefill(self, size: int) -> None:
+        """Grow the history without sending it, to about `size` bytes of body (many messages,
+        the way a long conversation reaches it)."""
+        while len(self.next_body()[0]) < size:
+            pass
 
     def __init__(self, session: str, start: int, growth: int) -> None:
         self.session = session
@@ -331,7 +336,8 @@ def run_parallel(gw: Server, batch: Path, args: argparse.Namespace, res: Results
 
 
 def run_latency(gw: Server, direct: Server, args: argparse.Namespace, res: Results, mode: str) -> None:
-    convo = Conversation("sess-lat-0001", args.latency_body, args.growth)
+    convo = Conversation("sess-lat-0001", args.start, args.growth)
+    convo.prefill(args.latency_body)
     via, straight = Client(gw.url, "latency-job"), Client(direct.url, None)
     for _ in range(3):  # warm both paths (imports, first connection)
         body, _ = convo.next_body()
@@ -343,12 +349,14 @@ def run_latency(gw: Server, direct: Server, args: argparse.Namespace, res: Resul
         body, _ = convo.next_body()
         pair = [(via, through), (straight, plain)]
         for client, out in pair if i % 2 == 0 else reversed(pair):  # alternate: load drift hits both
+            time.sleep(args.gap)  # the CLI's own time between an answer and its next request
             out.append(client.send(body, convo.session))
     via.close()
     straight.close()
     p50 = (statistics.median(through) - statistics.median(plain)) * 1000
     p99 = (percentile(through, 0.99) - percentile(plain, 0.99)) * 1000
-    res.info(f"[{mode}] latency: {args.latency_requests} requests at {len(body) / MIB:.2f} MiB bodies; direct "
+    res.info(f"[{mode}] latency: {args.latency_requests} requests at {len(body) / MIB:.2f} MiB bodies "
+             f"({len(convo.messages)} messages, {args.gap * 1000:.0f} ms apart); direct "
              f"p50 {statistics.median(plain) * 1000:.1f} ms p99 {percentile(plain, 0.99) * 1000:.1f} ms, "
              f"via the gateway p50 {statistics.median(through) * 1000:.1f} ms p99 {percentile(through, 0.99) * 1000:.1f} ms")
     res.check("latency added by the gateway, p50", p50, TARGET_P50_MS, "ms")
@@ -389,6 +397,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--parallel-requests", type=int, help="parallel: requests each (300)")
     p.add_argument("--latency-body", type=int, help="latency: bytes of the bodies (1 MiB)")
     p.add_argument("--latency-requests", type=int, help="latency: requests each way (200)")
+    p.add_argument("--gap", type=float, default=0.05,
+                   help="latency: seconds between an answer and the next request (the CLI's own time; 0.05)")
     args = p.parse_args(argv)
     full = dict(requests=2000, start=20 * 1024, growth=2048, jobs=16, parallel_requests=300,
                 latency_body=MIB, latency_requests=200)

@@ -45,6 +45,7 @@ _FORMAT_STEM = "flower-scripted/requests@"
 _SAME_MIN_BYTES = 96
 MAX_CONVERSATIONS = 4096  # followed at once; an evicted one is logged whole when it comes back
 MAX_BRANCHES = 4  # conversations followed per session (a parent and its subagents)
+_SLICE = 64  # messages serialised per call
 
 
 class LogFormatError(ValueError):
@@ -69,6 +70,16 @@ def _start_hash() -> Any:
 
 
 EMPTY_DIGEST = _hex(_start_hash())  # D(0)
+
+
+def _marked(message: Any) -> bool:
+    """Whether a content block of `message` carries cache_control (a quick test: most do not)."""
+    content = message.get("content") if type(message) is dict else None
+    if type(content) is list:
+        for block in content:
+            if type(block) is dict and "cache_control" in block:
+                return True
+    return False
 
 
 def strip_marks(index: int, message: Any, marks: list[list[Any]]) -> Any:
@@ -146,8 +157,11 @@ def prepare(record: dict[str, Any]) -> Prepared:
         return Prepared(record, entry, key, body)
     rest = {k: v for k, v in body.items() if k != "messages"}
     prep = Prepared(record, entry, key, rest)
-    prep.stripped = [strip_marks(i, m, prep.marks) for i, m in enumerate(messages)]
-    prep.data = _dumps(prep.stripped)
+    prep.stripped = [m if not _marked(m) else strip_marks(i, m, prep.marks) for i, m in enumerate(messages)]
+    # In slices: the same bytes as dumping the list whole, without holding the GIL through a
+    # whole history (the server's threads answer meanwhile), and without a call per message.
+    slices = (_dumps(prep.stripped[i : i + _SLICE])[1:-1] for i in range(0, len(prep.stripped), _SLICE))
+    prep.data = b"[" + b",".join(slices) + b"]"
     for name, value in (("headers", record.get("headers") or {}), *rest.items()):
         found, size = _field_digest(value)
         if size >= _SAME_MIN_BYTES:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import queue
 import socket
 import struct
 import threading
@@ -29,6 +30,8 @@ from .scenario import Scenario
 log = logging.getLogger(__name__)
 
 API_KEY = "scripted-model"  # what the CLI is given; any value works, this one is recognisable
+_LOG_QUEUE = 8  # records waiting for the log's writer at most (each holds its request body)
+_LOG_AFTER_S = 0.05  # a request still being answered after this is logged anyway
 _REBIND_TRIES = 100  # x 50 ms: how long to keep trying to re-bind the port after an outage
 
 
@@ -114,17 +117,17 @@ class _Handler(BaseHTTPRequestHandler):
         plan = self._plan_for(req, problem)
         record = make_record(req, plan)
         # In memory (keep_requests) before answering: a test sees the request once it has the
-        # answer. On disk after answering: serialising and hashing a long history (logformat)
-        # is not the client's wait; stop() waits for these writes.
+        # answer. On disk by the log's writer thread once the answer went out, or after
+        # _LOG_AFTER_S if it is slow (a stalled request is on disk while it waits): serialising
+        # and hashing a long history (logformat) is not the client's wait. stop() returns once
+        # every line is written.
         core.log.remember(record)
-        core._writes.acquire()
+        answered = threading.Event()
+        core._log_later(record, answered)
         try:
             self._carry_out(plan)
         finally:
-            try:
-                core.log.add(record, remembered=True)
-            finally:
-                core._writes.release()
+            answered.set()
 
     def _read_body(self) -> bytes:
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
@@ -289,7 +292,9 @@ class MessagesServer:
         self._conns_lock = threading.Lock()
         self._nth: dict[str, int] = defaultdict(int)
         self._nth_lock = threading.Lock()
-        self._writes = _Pending()  # log lines still being written after their answer
+        self._writes = _Pending()  # log lines queued, not yet written
+        self._log_queue: queue.Queue[tuple[dict[str, Any], threading.Event] | None] = queue.Queue(maxsize=_LOG_QUEUE)
+        self._log_thread: threading.Thread | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
     def start(self) -> MessagesServer:
@@ -298,6 +303,8 @@ class MessagesServer:
                 raise RuntimeError("server already started")
             self._bind()
             self._started = True
+        self._log_thread = threading.Thread(target=self._write_log, name=f"scripted-log-{self.port}", daemon=True)
+        self._log_thread.start()
         return self
 
     def stop(self) -> None:
@@ -309,6 +316,9 @@ class MessagesServer:
                 self._unbind()
         self._reset_connections()
         self._writes.wait_idle(timeout=10.0)  # the log is complete once stop() returns
+        if self._log_thread is not None:
+            self._log_queue.put(None)
+            self._log_thread = None
 
     def __enter__(self) -> MessagesServer:
         return self.start()
@@ -393,6 +403,23 @@ class MessagesServer:
             conns = list(self._conns)
         for sock in conns:
             _reset(sock, unblock=True)
+
+    def _log_later(self, record: dict[str, Any], answered: threading.Event) -> None:
+        """Queue a record for the log's writer (blocks when it is _LOG_QUEUE behind: bounded)."""
+        self._writes.acquire()
+        self._log_queue.put((record, answered))
+
+    def _write_log(self) -> None:
+        while (item := self._log_queue.get()) is not None:
+            record, answered = item
+            try:
+                answered.wait(_LOG_AFTER_S)
+                self.log.add(record, remembered=True)
+            except Exception:  # a full disk must not stop the server answering
+                log.exception("could not write the request log")
+            finally:
+                del item, record
+                self._writes.release()
 
     def _next_nth(self, session: str) -> int:
         with self._nth_lock:
