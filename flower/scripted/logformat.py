@@ -3,7 +3,7 @@
 The CLI resends its whole history on every request, so logging every body in full makes a log
 grow with the square of the conversation. A v2 entry keeps the request's shape in full and, of
 its body, only the messages that are new since the previous request of the same conversation,
-with chain digests proving the earlier part unchanged:
+with digests proving the earlier part unchanged:
 
     {"format": "flower-scripted/requests@2", "time", "method", "path", "prefix", "endpoint",
      "session", "nth", "model", "stream", "n_messages", "body_bytes", "rule", "step", "status",
@@ -18,9 +18,10 @@ with chain digests proving the earlier part unchanged:
 `D(k)` is the sha256 of the first k messages as JSON (compact, the bytes of `[m1,...,mk`
 without cache_control markers), so the writer keeps per conversation only (message count,
 their byte length, D, field digests): never the messages themselves. It serialises a request's
-messages once and hashes them in one pass, checking a conversation it follows in the same pass. The CLI moves `cache_control` markers from block to block as the
-conversation grows; they are logged apart (`marks`: message i, block j) so that moving one does
-not count as a changed history. A conversation whose history shrank or changed (a handoff,
+messages once and hashes them in one pass, checking the conversations it follows on the way.
+The CLI moves `cache_control` markers from block to block as the conversation grows; they
+are logged apart (`marks`: message i, block j) so that moving one does not count as a
+changed history. A conversation whose history shrank or changed (a handoff,
 a trim, a pruning, a session rebuilt on resume) is logged whole, with `"full": "changed"`.
 A session may carry several conversations at once (a subagent shares its parent's session):
 each is followed as its own branch.
