@@ -251,6 +251,8 @@ def run_long(gw: Server, batch: Path, args: argparse.Namespace, res: Results, mo
     job = "long-job"
     logs = batch / job / "logs"
     convo = Conversation("sess-long-0001", args.start, args.growth)
+    if args.prefill:  # start the conversation already long (not sent): the last stretch of a long job
+        convo.prefill(args.prefill)
     client = Client(gw.url, job)
     checkpoints = {max(1, round(args.requests * k / 8)) for k in range(1, 9)}
     new_bytes: list[int] = []
@@ -260,7 +262,7 @@ def run_long(gw: Server, batch: Path, args: argparse.Namespace, res: Results, mo
     sent = 0
     for n in range(1, args.requests + 1):
         body, new = convo.next_body()
-        new_bytes.append(new)
+        new_bytes.append(len(body) if n == 1 else new)  # the first request sent is new all through
         sent += len(body)
         client.send(body, convo.session)
         if n in checkpoints:
@@ -269,8 +271,10 @@ def run_long(gw: Server, batch: Path, args: argparse.Namespace, res: Results, mo
     took = time.monotonic() - t0
     client.close()
     gw.stop()  # the request log is complete once the gateway stopped
-    res.info(f"[{mode}] long: {args.requests} requests, one conversation, {args.start // 1024} KB + "
-             f"{args.growth / 1024:g} KB a request -> {len(body) / MIB:.2f} MiB last body, {took:.0f} s")
+    begun = f"prefilled (not sent) to {args.prefill / MIB:.1f} MiB" if args.prefill else f"{args.start // 1024} KB"
+    res.info(f"[{mode}] long: {args.requests} requests, one conversation, {begun} + "
+             f"{args.growth / 1024:g} KB a request -> {len(body) / MIB:.2f} MiB last body "
+             f"({len(convo.messages)} messages), {took:.0f} s")
     for n, size, rss, hwm in rss_seen:
         res.check(f"gateway RSS after {n} requests ({size / MIB:.2f} MiB body)", rss, TARGET_RSS_MIB, "MiB",
                   f"peak so far {hwm:.1f} MiB")
@@ -287,9 +291,12 @@ def run_long(gw: Server, batch: Path, args: argparse.Namespace, res: Results, mo
         first, last = statistics.mean(sizes[:tenth]), statistics.mean(sizes[-tenth:])
         res.check(f"{name}: bytes/request, last tenth / first tenth", last / first, 1.5, "x",
                   f"{first:.0f} -> {last:.0f} B/request")
-    per_request = sum(sum(sizes) for sizes in grown.values()) / args.requests
+    # the first request holds everything so far: the per-request figure is of the rest
+    grown = {name: sizes[1:] for name, sizes in grown.items()} if args.prefill else grown
+    per_request = sum(sum(sizes) for sizes in grown.values()) / max(1, args.requests - (1 if args.prefill else 0))
+    new_mean = statistics.mean(new_bytes[1:] if args.prefill and len(new_bytes) > 1 else new_bytes)
     res.info(f"[{mode}] on disk: {per_request:.0f} B a request in all (gateway.jsonl + recording.jsonl + "
-             f"meter.jsonl) beyond its new messages: {per_request - statistics.mean(new_bytes):.0f} B")
+             f"meter.jsonl) beyond its new messages: {per_request - new_mean:.0f} B")
 
 
 def run_parallel(gw: Server, batch: Path, args: argparse.Namespace, res: Results, mode: str) -> None:
@@ -392,6 +399,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--only", default="long,parallel,latency", help="comma-separated workloads")
     p.add_argument("--requests", type=int, help="long: requests of the one conversation (2000)")
     p.add_argument("--start", type=int, help="bytes of the first body (20480)")
+    p.add_argument("--prefill", type=int, default=0,
+                   help="long: grow the conversation to this many bytes before the first request is sent")
     p.add_argument("--growth", type=int, help="bytes added a request (2048)")
     p.add_argument("--jobs", type=int, help="parallel: conversations at once (16)")
     p.add_argument("--parallel-requests", type=int, help="parallel: requests each (300)")

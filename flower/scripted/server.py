@@ -406,6 +406,9 @@ class MessagesServer:
 
     def _log_later(self, record: dict[str, Any], answered: threading.Event) -> None:
         """Queue a record for the log's writer (blocks when it is _LOG_QUEUE behind: bounded)."""
+        if self._log_thread is None:  # not started, or stopped: no writer, write it now
+            self.log.add(record, remembered=True)
+            return
         self._writes.acquire()
         self._log_queue.put((record, answered))
 
