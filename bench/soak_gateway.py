@@ -98,6 +98,12 @@ class Server:
                 fields[name] = int(value.split()[0]) / 1024
         return fields["VmRSS"], fields["VmHWM"]
 
+    def cpu_s(self) -> float:
+        """CPU seconds (user + system) the process used so far: a figure the machine's load does
+        not inflate, unlike the latencies."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def stop(self) -> None:
         self.proc.terminate()
         try:
@@ -352,6 +358,7 @@ def run_latency(gw: Server, direct: Server, args: argparse.Namespace, res: Resul
         straight.send(body, convo.session)
     through: list[float] = []
     plain: list[float] = []
+    cpu_gw, cpu_direct = gw.cpu_s(), direct.cpu_s()
     for i in range(args.latency_requests):
         body, _ = convo.next_body()
         pair = [(via, through), (straight, plain)]
@@ -360,12 +367,18 @@ def run_latency(gw: Server, direct: Server, args: argparse.Namespace, res: Resul
             out.append(client.send(body, convo.session))
     via.close()
     straight.close()
+    time.sleep(0.3)  # the gateway's last log line
+    cpu_gw, cpu_direct = gw.cpu_s() - cpu_gw, direct.cpu_s() - cpu_direct
+    served_direct = args.latency_requests * (2 if mode == "anthropic" else 1)  # upstream: both ways
     p50 = (statistics.median(through) - statistics.median(plain)) * 1000
     p99 = (percentile(through, 0.99) - percentile(plain, 0.99)) * 1000
     res.info(f"[{mode}] latency: {args.latency_requests} requests at {len(body) / MIB:.2f} MiB bodies "
              f"({len(convo.messages)} messages, {args.gap * 1000:.0f} ms apart); direct "
              f"p50 {statistics.median(plain) * 1000:.1f} ms p99 {percentile(plain, 0.99) * 1000:.1f} ms, "
              f"via the gateway p50 {statistics.median(through) * 1000:.1f} ms p99 {percentile(through, 0.99) * 1000:.1f} ms")
+    res.info(f"[{mode}] CPU per request: gateway {cpu_gw / args.latency_requests * 1000:.1f} ms (its log "
+             f"written after the answer included), scripted server {cpu_direct / served_direct * 1000:.1f} ms; "
+             f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     res.check("latency added by the gateway, p50", p50, TARGET_P50_MS, "ms")
     res.check("latency added by the gateway, p99", p99, TARGET_P99_MS, "ms")
 

@@ -30,7 +30,7 @@ from .scenario import Scenario
 log = logging.getLogger(__name__)
 
 API_KEY = "scripted-model"  # what the CLI is given; any value works, this one is recognisable
-_LOG_QUEUE = 8  # records waiting for the log's writer at most (each holds its request body)
+_LOG_QUEUE = 4  # records waiting for the log's writer at most (each holds its request body)
 _LOG_AFTER_S = 0.05  # a request still being answered after this is logged anyway
 _REBIND_TRIES = 100  # x 50 ms: how long to keep trying to re-bind the port after an outage
 
