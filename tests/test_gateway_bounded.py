@@ -68,6 +68,8 @@ def test_after_many_requests_nothing_per_request_is_retained(tmp_path: Path) -> 
     log = server.log
     assert isinstance(log, PerJobLog) and log.retained() == 0
     assert log._encoder.conversations() == len(JOBS) * len(SESSIONS)
+    # all but each conversation's first two requests proven from the raw body (rawprefix.py)
+    assert log._encoder.fast_hits == len(JOBS) * len(SESSIONS) * (ROUNDS - 2)
     assert len(server._nth) == len(SESSIONS)  # counters per session, not per request
     responder = tap.inner
     assert len(responder._fired) <= len(SESSIONS) + 1 and len(responder._cursor) <= len(SESSIONS)

@@ -195,12 +195,54 @@ def test_no_record_is_retained_and_followed_conversations_are_bounded(tmp_path):
     assert kept.snapshot() == [record(convo[0])]
 
 
+def raw_of(rec: dict[str, Any], **dumps: Any) -> bytes:
+    return json.dumps(rec["body"], ensure_ascii=False, **dumps).encode()
+
+
+def test_with_the_raw_body_the_history_is_proven_without_serialising_it(tmp_path):
+    path = tmp_path / "log.jsonl"
+    log = RequestLog(path)
+    originals = [record(msgs, nth=n) for n, msgs in enumerate(conversation(20), 1)]
+    originals[7]["body"]["messages"][0]["content"][0]["text"] += " 中文"  # non-ASCII: a changed history
+    for rec in originals:
+        log.add(rec, raw=raw_of(rec, separators=(",", ":")))
+    entries = lines(path)
+    assert [n for n, e in enumerate(entries) if "full" in e] == [0, 7]  # 8 goes on from 6's branch
+    assert entries[8]["messages"]["from"] == originals[6]["n_messages"]
+    # from the raw text: all but the first two (the first has no unmarked message) and the changed one
+    assert log._encoder.fast_hits == 17
+    assert list(read_request_log(path, strict=True)) == originals
+
+
+def test_raw_text_that_is_not_the_parsed_body_falls_back_to_the_slow_path(tmp_path):
+    path = tmp_path / "log.jsonl"
+    log = RequestLog(path)
+    convo = conversation(9)
+    honest = copy.deepcopy(convo[6])
+    for later in convo[6:]:  # from request 6 on, an early message was edited (a pruning)
+        later[1] = message("assistant", "pruned")
+    originals = [record(m, nth=n) for n, m in enumerate(convo, 1)]
+    raws = [raw_of(r) for r in originals]  # default separators: ", " and ": "
+    raws[3] = raw_of(originals[3], indent=1)  # reformatted: same values, other bytes
+    # request 6's raw text starts with a duplicate key holding the history unedited: its bytes
+    # are the ones remembered, but the body was parsed from the other (last) `messages`
+    lie = json.dumps(with_cache_mark(honest))
+    raws[6] = raws[6].replace(b'{"model"', b'{"messages": ' + lie.encode() + b', "model"', 1)
+    for rec, raw in zip(originals, raws, strict=True):
+        log.add(rec, raw=raw)
+    entries = lines(path)
+    assert [e.get("full") for e in entries] == ["first"] + [None] * 5 + ["changed", None, None]
+    # proven from the raw text: 2, 5 and 8 only (3 reformatted, 4 after it, 6 lies, 7 after it)
+    assert log._encoder.fast_hits == 3
+    assert list(read_request_log(path, strict=True)) == originals
+
+
 OPS = st.lists(st.sampled_from(["grow", "grow", "grow", "shrink", "edit", "switch", "system"]), min_size=1, max_size=25)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(ops=OPS)
-def test_any_history_rebuilds_exactly(tmp_path, ops):
+@given(ops=OPS, with_raw=st.booleans())
+def test_any_history_rebuilds_exactly(tmp_path, ops, with_raw):
     path = tmp_path / "prop.jsonl"
     path.unlink(missing_ok=True)
     log = RequestLog(path)
@@ -220,5 +262,5 @@ def test_any_history_rebuilds_exactly(tmp_path, ops):
             system = f"system {n} " * 20
         rec = record(convs[current], nth=n, system=system)
         originals.append(copy.deepcopy(rec))
-        log.add(rec)
+        log.add(rec, raw=raw_of(rec) if with_raw else None)
     assert list(read_request_log(path, strict=True)) == originals

@@ -66,13 +66,16 @@ class DeltaWriter:
             with self._lock:
                 self._records.append(record)
 
-    def write(self, path: Path | None, record: dict[str, Any], *, remembered: bool = False) -> None:
-        # The costly part (serialising and hashing the messages) runs outside the lock.
-        prep = prepare(record) if path is not None else None
+    def write(
+        self, path: Path | None, record: dict[str, Any], *, remembered: bool = False, raw: bytes | None = None
+    ) -> None:
+        # The costly part (proving the history unchanged, or serialising and hashing it) runs
+        # outside the lock. `raw`, the body as received, makes it cheap (rawprefix.py).
+        prep = prepare(record, raw) if path is not None else None
         if prep is not None and prep.stripped is not None:
             with self._lock:
-                sizes = self._encoder.sizes(prep.key)
-            prep.hash(sizes)
+                candidates = self._encoder.candidates(prep.key)
+            self._encoder.prepare_hashes(prep, candidates)
         with self._lock:
             if self.keep and not remembered:
                 self._records.append(record)
@@ -107,5 +110,5 @@ class RequestLog(DeltaWriter):
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
 
-    def add(self, record: dict[str, Any], *, remembered: bool = False) -> None:
-        self.write(self.path, record, remembered=remembered)
+    def add(self, record: dict[str, Any], *, remembered: bool = False, raw: bytes | None = None) -> None:
+        self.write(self.path, record, remembered=remembered, raw=raw)

@@ -40,6 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .rawprefix import Stable, continue_from, messages_start, stable_of
+
 LOG_FORMAT = "flower-scripted/requests@2"
 _FORMAT_STEM = "flower-scripted/requests@"
 # Fields smaller than this are logged as they are: naming them "same" would save nothing.
@@ -115,6 +117,29 @@ class _Branch:
     size: int = 1  # bytes of `[m1,...,m_count` (1: just "[")
     digest: str = EMPTY_DIGEST  # D(count)
     fields: dict[str, str] = field(default_factory=dict)  # big field -> its digest at the last request
+    stable: Stable | None = None  # the last request's raw text, for the fast path (rawprefix.py)
+    version: int = 0  # bumped on every update: a fast result computed meanwhile is stale
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    """A branch as it was when a request started to be prepared (read under the log's lock)."""
+
+    branch: _Branch
+    version: int
+    count: int
+    digest: str
+    size: int
+    stable: Stable | None
+
+
+@dataclass
+class _Fast:
+    branch: _Branch
+    version: int
+    digest: str  # D(n)
+    size: int
+    stable: Stable
 
 
 @dataclass
@@ -130,6 +155,48 @@ class Prepared:
     marks: list[list[Any]] = field(default_factory=list)
     fields: dict[str, str] = field(default_factory=dict)  # big fields (headers, system, tools) -> digest
     digests: dict[int, str] = field(default_factory=dict)  # prefix size -> D at that size
+    text: str | None = None  # the raw body, when the server passed it (the fast path)
+    start: int | None = None  # where its first message starts (rawprefix.messages_start)
+    first_marked: int = 0  # the first message with a cache_control marker (n: none)
+    fast: _Fast | None = None  # the conversation continued, proven from the raw text
+    stable: Stable | None = None  # this request's raw text, for the next one (slow path)
+
+    def chunk(self, i: int) -> bytes:
+        """Canonical bytes of stripped message i, with its leading separator."""
+        assert self.stripped is not None
+        return (b"," if i else b"") + _dumps(self.stripped[i])
+
+    def try_fast(self, candidates: list[_Candidate]) -> None:
+        """Continue the longest conversation whose raw text this request starts with."""
+        if self.stripped is None or self.text is None or self.start is None:
+            return
+        ordered = sorted(reversed(candidates), key=lambda c: -c.count)
+        for cand in ordered:
+            if cand.stable is None:
+                continue
+            found = continue_from(self.text, self.start, self.record["body"]["messages"], self.chunk,
+                                  self.first_marked, cand.stable, cand.count, cand.digest)
+            if found is None:
+                continue
+            if any(c is not cand and (c.count, c.digest) == (cand.count, cand.digest) for c in candidates):
+                return  # twin conversations: which one the reader takes is the slow path's rule
+            self.fast = _Fast(cand.branch, cand.version, *found)
+            return
+
+    def serialise(self) -> None:
+        """The slow path: all the messages as canonical JSON, and this request's Stable."""
+        if self.data or self.stripped is None:
+            return
+        # In slices: the same bytes as dumping the list whole, without holding the GIL through a
+        # whole history (the server's threads answer meanwhile), and without a call per message.
+        stripped = self.stripped
+        slices = (_dumps(stripped[i : i + _SLICE])[1:-1] for i in range(0, len(stripped), _SLICE))
+        self.data = b"[" + b",".join(slices) + b"]"
+        if self.text is not None and self.start is not None:
+            tail = sum(len(self.chunk(i)) for i in range(self.first_marked, len(stripped)))
+            at = len(self.data) - 1 - tail
+            self.stable = stable_of(self.text, self.start, self.record["body"]["messages"], self.first_marked,
+                                    hashlib.sha256(self.data[:at]), at)
 
     def hash(self, sizes: list[int]) -> None:
         """D at each of `sizes` (prefixes ending on a message boundary) and at the end, in one pass."""
@@ -146,8 +213,9 @@ class Prepared:
         return size == len(self.data) - 1 or self.data[size : size + 1] == b","
 
 
-def prepare(record: dict[str, Any]) -> Prepared:
-    """Serialise a record's messages and digest its big fields: done without a lock."""
+def prepare(record: dict[str, Any], raw: bytes | None = None) -> Prepared:
+    """Strip a record's messages of their markers and digest its big fields: no lock needed.
+    `raw`, the body as received, lets try_fast() prove the history unchanged cheaply."""
     entry = {k: v for k, v in record.items() if k not in ("headers", "body")}
     entry["format"] = LOG_FORMAT
     body = record.get("body")
@@ -159,10 +227,13 @@ def prepare(record: dict[str, Any]) -> Prepared:
     rest = {k: v for k, v in body.items() if k != "messages"}
     prep = Prepared(record, entry, key, rest)
     prep.stripped = [m if not _marked(m) else strip_marks(i, m, prep.marks) for i, m in enumerate(messages)]
-    # In slices: the same bytes as dumping the list whole, without holding the GIL through a
-    # whole history (the server's threads answer meanwhile), and without a call per message.
-    slices = (_dumps(prep.stripped[i : i + _SLICE])[1:-1] for i in range(0, len(prep.stripped), _SLICE))
-    prep.data = b"[" + b",".join(slices) + b"]"
+    prep.first_marked = prep.marks[0][0] if prep.marks else len(messages)
+    if raw:
+        try:
+            prep.text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            prep.text = None
+        prep.start = messages_start(prep.text) if prep.text is not None else None
     for name, value in (("headers", record.get("headers") or {}), *rest.items()):
         found, size = _field_digest(value)
         if size >= _SAME_MIN_BYTES:
@@ -178,6 +249,7 @@ class DeltaEncoder:
         self.max_conversations = max_conversations
         self.max_branches = max_branches
         self._sessions: OrderedDict[tuple[str, str, str], list[_Branch]] = OrderedDict()
+        self.fast_hits = 0  # requests whose history was proven from the raw text (rawprefix.py)
 
     def conversations(self) -> int:
         return sum(len(b) for b in self._sessions.values())
@@ -186,10 +258,25 @@ class DeltaEncoder:
         """The prefix sizes a request of `key` may continue from (hash them before commit())."""
         return [b.size for b in self._sessions.get(key, ())]
 
-    def encode(self, record: dict[str, Any]) -> dict[str, Any]:
-        prep = prepare(record)
-        prep.hash(self.sizes(prep.key))
+    def candidates(self, key: tuple[str, str, str]) -> list[_Candidate]:
+        """The conversations a request of `key` may continue (for Prepared.try_fast)."""
+        return [_Candidate(b, b.version, b.count, b.digest, b.size, b.stable) for b in self._sessions.get(key, ())]
+
+    def encode(self, record: dict[str, Any], raw: bytes | None = None) -> dict[str, Any]:
+        prep = prepare(record, raw)
+        self.prepare_hashes(prep)
         return self.commit(prep)
+
+    def prepare_hashes(self, prep: Prepared, candidates: list[_Candidate] | None = None) -> None:
+        """The costly part: the fast path if it applies, else serialise and hash (no lock needed
+        when `candidates` were read under it)."""
+        if prep.stripped is None:
+            return
+        candidates = self.candidates(prep.key) if candidates is None else candidates
+        prep.try_fast(candidates)
+        if prep.fast is None:
+            prep.serialise()
+            prep.hash([c.size for c in candidates] if candidates else [])
 
     def commit(self, prep: Prepared) -> dict[str, Any]:
         """The v2 entry of a prepared record, against (and updating) the conversations followed."""
@@ -201,13 +288,22 @@ class DeltaEncoder:
         branches = self._sessions.get(prep.key)
         if branches is not None:
             self._sessions.move_to_end(prep.key)
-        prep.hash(self.sizes(prep.key))  # a no-op unless another request of the key came in between
+        fast = prep.fast
         branch = None
-        # The longest conversation it continues; on a tie the latest (as the reader picks).
-        for b in sorted(reversed(branches or ()), key=lambda b: -b.count):
-            if 0 < b.count <= len(prep.stripped) and prep.digests.get(b.size) == b.digest:
-                branch = b
-                break
+        stable: Stable | None
+        if fast is not None and branches and fast.branch in branches and fast.branch.version == fast.version:
+            branch = fast.branch
+            digest, size, stable = fast.digest, fast.size, fast.stable
+        else:  # the slow path (or the fast result went stale: another request of it came in between)
+            prep.serialise()
+            prep.hash(self.sizes(prep.key))
+            # The longest conversation it continues; on a tie the latest (as the reader picks).
+            for b in sorted(reversed(branches or ()), key=lambda b: -b.count):
+                if 0 < b.count <= len(prep.stripped) and prep.digests.get(b.size) == b.digest:
+                    branch = b
+                    break
+            size = len(prep.data) - 1
+            digest, stable = prep.digests[size], prep.stable
         start = 0
         if branch is None:
             entry["full"] = "changed" if branches else "first"
@@ -217,11 +313,10 @@ class DeltaEncoder:
             assert branches is not None
             branches.remove(branch)
             branches.append(branch)  # most recently continued last
-        size = len(prep.data) - 1
         entry["messages"] = {
             "from": start,
             "base": branch.digest if start else EMPTY_DIGEST,
-            "digest": prep.digests[size],
+            "digest": digest,
             "new": prep.stripped[start:],
             **({"marks": prep.marks} if prep.marks else {}),
         }
@@ -231,8 +326,11 @@ class DeltaEncoder:
         entry["body"] = {k: v for k, v in prep.rest.items() if k not in same}
         if same:
             entry["same"] = same
-        branch.count, branch.size, branch.digest = len(prep.stripped), size, prep.digests[size]
-        branch.fields = prep.fields
+        branch.count, branch.size, branch.digest = len(prep.stripped), size, digest
+        branch.fields, branch.stable = prep.fields, stable
+        branch.version += 1
+        if fast is not None and branch is fast.branch:
+            self.fast_hits += 1
         return entry
 
     def _new_branch(self, key: tuple[str, str, str]) -> _Branch:

@@ -123,7 +123,7 @@ class _Handler(BaseHTTPRequestHandler):
         # every line is written.
         core.log.remember(record)
         answered = threading.Event()
-        core._log_later(record, answered)
+        core._log_later(record, answered, req.raw_body)
         try:
             self._carry_out(plan)
         finally:
@@ -293,7 +293,7 @@ class MessagesServer:
         self._nth: dict[str, int] = defaultdict(int)
         self._nth_lock = threading.Lock()
         self._writes = _Pending()  # log lines queued, not yet written
-        self._log_queue: queue.Queue[tuple[dict[str, Any], threading.Event] | None] = queue.Queue(maxsize=_LOG_QUEUE)
+        self._log_queue: queue.Queue[tuple[dict[str, Any], threading.Event, bytes] | None] = queue.Queue(maxsize=_LOG_QUEUE)
         self._log_thread: threading.Thread | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -404,24 +404,24 @@ class MessagesServer:
         for sock in conns:
             _reset(sock, unblock=True)
 
-    def _log_later(self, record: dict[str, Any], answered: threading.Event) -> None:
+    def _log_later(self, record: dict[str, Any], answered: threading.Event, raw: bytes) -> None:
         """Queue a record for the log's writer (blocks when it is _LOG_QUEUE behind: bounded)."""
         if self._log_thread is None:  # not started, or stopped: no writer, write it now
-            self.log.add(record, remembered=True)
+            self.log.add(record, remembered=True, raw=raw)
             return
         self._writes.acquire()
-        self._log_queue.put((record, answered))
+        self._log_queue.put((record, answered, raw))
 
     def _write_log(self) -> None:
         while (item := self._log_queue.get()) is not None:
-            record, answered = item
+            record, answered, raw = item
             try:
                 answered.wait(_LOG_AFTER_S)
-                self.log.add(record, remembered=True)
+                self.log.add(record, remembered=True, raw=raw)
             except Exception:  # a full disk must not stop the server answering
                 log.exception("could not write the request log")
             finally:
-                del item, record
+                del item, record, raw
                 self._writes.release()
 
     def _next_nth(self, session: str) -> int:

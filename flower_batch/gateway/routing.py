@@ -63,8 +63,8 @@ class PerJobLog(DeltaWriter):
             return self.batch_dir / "gateway-unrouted.jsonl"
         return self.batch_dir / job / "logs" / "gateway.jsonl"
 
-    def add(self, record: dict[str, Any], *, remembered: bool = False) -> None:
+    def add(self, record: dict[str, Any], *, remembered: bool = False, raw: bytes | None = None) -> None:
         # A refused request (bad token, no job) goes to the unrouted log: whoever sent it is not
         # that job, and it must not make a folder under the batch for any name it likes.
         refused = record.get("rule") in REFUSAL_RULES
-        self.write(self.path_for(None if refused else job_of(record.get("prefix", ""))), record, remembered=remembered)
+        self.write(self.path_for(None if refused else job_of(record.get("prefix", ""))), record, remembered=remembered, raw=raw)
