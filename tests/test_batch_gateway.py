@@ -109,6 +109,8 @@ def test_the_log_is_split_per_job_and_holds_no_token(gateway) -> None:
     def statuses(path: Path) -> list[tuple[str, int]]:
         return [(r["prefix"], r["status"]) for r in read_request_log(path)]
 
+    assert server.flush_log()  # lines are written just after their answers
+
     assert statuses(batch / "job-1" / "logs" / "gateway.jsonl") == [("/j/job-1", 200)]
     assert statuses(batch / "job-2" / "logs" / "gateway.jsonl") == [("/j/job-2", 200)]
     # refused requests are kept apart: they did not come from the job they name

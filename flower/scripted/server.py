@@ -124,6 +124,7 @@ class _Handler(BaseHTTPRequestHandler):
         core.log.remember(record)
         answered = threading.Event()
         core._log_later(record, answered, req.raw_body)
+        del req, record  # a long answer must not hold the request's body (the log's writer has it)
         try:
             self._carry_out(plan)
         finally:
@@ -315,7 +316,7 @@ class MessagesServer:
             if self._httpd is not None:
                 self._unbind()
         self._reset_connections()
-        self._writes.wait_idle(timeout=10.0)  # the log is complete once stop() returns
+        self.flush_log()  # the log is complete once stop() returns
         if self._log_thread is not None:
             self._log_queue.put(None)
             self._log_thread = None
@@ -403,6 +404,11 @@ class MessagesServer:
             conns = list(self._conns)
         for sock in conns:
             _reset(sock, unblock=True)
+
+    def flush_log(self, timeout: float = 10.0) -> bool:
+        """Wait until every request answered so far is in the log file (the writer thread writes
+        each line just after its answer); False if that took longer than `timeout`."""
+        return self._writes.wait_idle(timeout=timeout)
 
     def _log_later(self, record: dict[str, Any], answered: threading.Event, raw: bytes) -> None:
         """Queue a record for the log's writer (blocks when it is _LOG_QUEUE behind: bounded)."""
