@@ -3,6 +3,7 @@
   overhead.py         per-job overhead of `flower-batch run` vs raw `docker run` (issue 5)
   matrix_vs_xargs.py  a one-step matrix at -j N vs `xargs -P N docker run` (issue 6)
   viewer.py           `flower-batch view` and report.html on a 5,000-job batch (issue 14)
+  soak_gateway.py     the gateway alone under long and parallel conversations (issue 10)
 
 Each prints its own figures, measured in that one run; nothing is asserted. `--quick` uses
 fewer repeats and a smaller matrix (a 2-core laptop: about 2 minutes instead of 6+).
@@ -35,6 +36,7 @@ def main() -> int:
             "4" if args.quick else "8",
         ],
         ["viewer.py", *(["--quick"] if args.quick else [])],
+        ["soak_gateway.py", *(["--quick"] if args.quick else [])],
     ]
     failed = []
     for script, *flags in benches:

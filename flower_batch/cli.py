@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sys
 import time
@@ -439,7 +440,8 @@ def logs(
     jd, record = _load_job(home, job)
     log = jd.logs / "container.log"
     if log.exists():
-        sys.stdout.write(log.read_text(encoding="utf-8", errors="replace"))
+        with log.open(encoding="utf-8", errors="replace") as saved:  # streamed: it may be MBs
+            shutil.copyfileobj(saved, sys.stdout)
     if follow and record.status == "running" and record.container:
         async def tail() -> None:
             async with DockerBackend() as backend:

@@ -24,6 +24,7 @@ from .gateway.health import describe_health
 from .gateway.recording import stage_recording
 from .gateway.sidecar import GatewaySidecar
 from .gateway.usage import gateway_outcome
+from .joblog import save_capped
 from .labels import labels
 from .layout import FLOWS, RUNS, WORKSPACE, JobDir
 from .matrix import JobOutcome, JobRecord, JobSpec, Status, decide_status, steps_from_manifest, write_record
@@ -319,10 +320,8 @@ async def run_check(ctx: JobContext, job: JobSpec, jd: JobDir) -> tuple[int, str
 
 
 async def _save_logs(backend: Backend, container: str, path: Path) -> None:
-    with path.open("a", encoding="utf-8") as out:
-        out.write(f"--- container {container[:12]} {now_iso()} ---\n")
-        async for line in backend.logs(container):
-            out.write(line + "\n")
+    # Capped per run: head and tail kept (joblog.py), so a long job's log stays small.
+    await save_capped(backend.logs(container), path, f"--- container {container[:12]} {now_iso()} ---")
 
 
 async def _stop_quietly(backend: Backend, container: str) -> None:

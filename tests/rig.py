@@ -13,7 +13,7 @@ from flower.scripted.request import content_text
 
 @contextlib.contextmanager
 def scripted(tmp_path: Path, scenario: dict) -> Iterator[ScriptedServer]:
-    with ScriptedServer(Scenario.from_dict(scenario), log_path=tmp_path / "model.jsonl") as srv:
+    with ScriptedServer(Scenario.from_dict(scenario), log_path=tmp_path / "model.jsonl", keep_requests=True) as srv:
         yield srv
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from flower.scripted import MessagesServer, Scenario, ScriptedResponder
+from flower.scripted import MessagesServer, Scenario, ScriptedResponder, read_request_log
 from flower_batch.gateway.__main__ import main as gateway_main
 from flower_batch.gateway.routing import JobRouter, PerJobLog
 from flower_batch.gateway.tokens import SECRET_ENV, job_token, new_secret, token_matches
@@ -107,7 +107,9 @@ def test_the_log_is_split_per_job_and_holds_no_token(gateway) -> None:
     post(server, "/v1/messages", {"x-api-key": t1})
 
     def statuses(path: Path) -> list[tuple[str, int]]:
-        return [(r["prefix"], r["status"]) for r in map(json.loads, path.read_text().splitlines())]
+        return [(r["prefix"], r["status"]) for r in read_request_log(path)]
+
+    assert server.flush_log()  # lines are written just after their answers
 
     assert statuses(batch / "job-1" / "logs" / "gateway.jsonl") == [("/j/job-1", 200)]
     assert statuses(batch / "job-2" / "logs" / "gateway.jsonl") == [("/j/job-2", 200)]

@@ -53,7 +53,7 @@ def test_orchestrator_commands_first_run_silent_wake_words_and_new(tmp_path):
     ws.mkdir()
     notes = ws / ".flower" / "notes"
     base = ["-w", str(ws), "-r", str(runs), "go", "--timeout", "0"]
-    with ScriptedServer(Scenario.load(STARTER), log_path=tmp_path / "model.jsonl") as srv:
+    with ScriptedServer(Scenario.load(STARTER), log_path=tmp_path / "model.jsonl", keep_requests=True) as srv:
         first = flower(srv, tmp_path, *base, "make hello.txt say hi")
         assert first.returncode == 0, first.stderr
         assert (ws / "hello.txt").read_text() == "hi\n"
@@ -105,7 +105,7 @@ def test_orchestrator_commands_first_run_silent_wake_words_and_new(tmp_path):
 @pytest.mark.slow
 def test_rounds_run_out_exit_1(tmp_path):
     (tmp_path / "ws").mkdir()
-    with ScriptedServer(Scenario.load(STARTER)) as srv:
+    with ScriptedServer(Scenario.load(STARTER), keep_requests=True) as srv:
         out = flower(srv, tmp_path / "ws", "make hello.txt say hi", "--timeout", "0", "--rounds", "1")
     assert out.returncode == 1, out.stderr
     assert "没做完: 停在「干活」" in out.stderr and "Traceback" not in out.stderr
@@ -117,7 +117,7 @@ def test_piped_stdin_goes_to_the_inbox_and_nobody_is_waited_for(tmp_path):
     nobody can answer, so the question does not wait 30 minutes."""
     (tmp_path / "ws").mkdir()
     started = time.monotonic()
-    with ScriptedServer(Scenario.load(STARTER)) as srv:
+    with ScriptedServer(Scenario.load(STARTER), keep_requests=True) as srv:
         out = flower(srv, tmp_path / "ws", "make hello.txt say hi", "--clarify-only",
                      stdin="PIPED-NOTE keep it lowercase\n", timeout=120)
     assert out.returncode == 0, out.stderr
@@ -170,7 +170,7 @@ def test_run_the_seed_workflow_file(tmp_path):
     ws = tmp_path / "repo"
     ws.mkdir()
     (ws / "seed.txt").write_text("春风\n", encoding="utf-8")
-    with ScriptedServer(Scenario.load(EXAMPLES / "scenarios" / "starter-flows.toml")) as srv:
+    with ScriptedServer(Scenario.load(EXAMPLES / "scenarios" / "starter-flows.toml"), keep_requests=True) as srv:
         out = flower(srv, tmp_path, "run", str(EXAMPLES / "flows.py") + ":main", "-w", str(ws))
         assert not srv.unmatched
     assert out.returncode == 0, out.stderr
@@ -181,7 +181,7 @@ def test_run_the_seed_workflow_file(tmp_path):
 
 def test_asks_budget_zero_means_the_question_never_reaches_you(tmp_path):
     (tmp_path / "ws").mkdir()
-    with ScriptedServer(Scenario.load(STARTER)) as srv:
+    with ScriptedServer(Scenario.load(STARTER), keep_requests=True) as srv:
         out = flower(srv, tmp_path / "ws", "make hello.txt say hi", "--clarify-only", "--asks", "0")
     assert out.returncode == 0, out.stderr
     assert "提问次数用完" in out.stderr

@@ -110,7 +110,7 @@ def test_a_person_at_the_terminal(tmp_path):
     ws = tmp_path / "ws"
     ws.mkdir()
     notes, runs = ws / ".flower" / "notes", ws / "runs"
-    with ScriptedServer(Scenario.from_dict(scenario), log_path=tmp_path / "model.jsonl") as srv:
+    with ScriptedServer(Scenario.from_dict(scenario), log_path=tmp_path / "model.jsonl", keep_requests=True) as srv:
         env = {**os.environ, **srv.env(tmp_path / "cfg"), "NO_COLOR": "1", "TERM": "xterm"}
 
         def flower(*args: str) -> Terminal:

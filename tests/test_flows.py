@@ -165,7 +165,7 @@ async def test_starter_flow_end_to_end(tmp_path):
     ws = tmp_path / "ws"
     ws.mkdir()
     events: list[tuple[str, dict]] = []
-    with ScriptedServer(Scenario.load(STARTER), log_path=tmp_path / "model.jsonl") as srv:
+    with ScriptedServer(Scenario.load(STARTER), log_path=tmp_path / "model.jsonl", keep_requests=True) as srv:
         wf = starter_flow("make hello.txt say hi", workspace=ws, run_dir=tmp_path / "runs", timeout_s=0)
         rt = starter_runtime(tmp_path, srv, wf)
         try:

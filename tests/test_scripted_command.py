@@ -8,6 +8,8 @@ import subprocess
 import sys
 import urllib.request
 
+from flower.scripted import read_request_log
+
 HELLO_TOML = '[[rules]]\nname = "hi"\nreply = [{ text = "hi from the command" }]\n'
 
 
@@ -41,7 +43,7 @@ def test_serve_prints_the_url_answers_logs_and_stops_on_sigterm(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    records = [json.loads(line) for line in log.read_text().splitlines()]
+    records = list(read_request_log(log))
     assert [(r["prefix"], r["rule"]) for r in records] == [("/j/a", "hi")]
 
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from flower.scripted import UNMATCHED_TEXT, ScriptedServer
+from flower.scripted import UNMATCHED_TEXT, ScriptedServer, read_request_log
 
 HELLO = {"rules": [{"name": "hi", "reply": [{"text": "hello from the script"}]}]}
 
@@ -49,7 +49,7 @@ def sse_events(raw: bytes) -> list[tuple[str, dict]]:
 
 
 def test_text_stream_is_framed_like_the_api():
-    with ScriptedServer(HELLO) as srv:
+    with ScriptedServer(HELLO, keep_requests=True) as srv:
         status, headers, raw = post(srv, body())
     assert status == 200 and headers["Content-Type"].startswith("text/event-stream")
     assert headers["Transfer-Encoding"] == "chunked" and headers["request-id"].startswith("req_")
@@ -78,7 +78,7 @@ def test_several_blocks_with_tool_uses_and_unique_ids():
             }
         ]
     }
-    with ScriptedServer(scn) as srv:
+    with ScriptedServer(scn, keep_requests=True) as srv:
         first = sse_events(post(srv, body())[2])
         second = sse_events(post(srv, body())[2])
     starts = [d["content_block"] for n, d in first if n == "content_block_start"]
@@ -95,7 +95,7 @@ def test_several_blocks_with_tool_uses_and_unique_ids():
 
 
 def test_non_stream_request_gets_a_json_message():
-    with ScriptedServer(HELLO) as srv:
+    with ScriptedServer(HELLO, keep_requests=True) as srv:
         status, headers, raw = post(srv, body(stream=False))
     msg = json.loads(raw)
     assert status == 200 and headers["Content-Type"] == "application/json"
@@ -105,7 +105,7 @@ def test_non_stream_request_gets_a_json_message():
 
 
 def test_count_tokens_hello_prefix_and_unknown_paths():
-    with ScriptedServer(HELLO) as srv:
+    with ScriptedServer(HELLO, keep_requests=True) as srv:
         status, _, raw = post(srv, body("x" * 4000), path="/j/job1/v1/messages/count_tokens?beta=true")
         assert status == 200 and json.loads(raw)["input_tokens"] > 900
         conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=5)
@@ -126,7 +126,7 @@ def test_count_tokens_hello_prefix_and_unknown_paths():
 
 
 def test_bad_json_body_is_a_400():
-    with ScriptedServer(HELLO) as srv:
+    with ScriptedServer(HELLO, keep_requests=True) as srv:
         conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=5)
         conn.request("POST", "/v1/messages", body=b"{not json", headers={"content-type": "application/json"})
         resp = conn.getresponse()
@@ -141,7 +141,7 @@ def test_bad_json_body_is_a_400():
 )
 def test_errors_carry_the_anthropic_error_body(status, kind):
     scn = {"rules": [{"error": status}]}
-    with ScriptedServer(scn) as srv:
+    with ScriptedServer(scn, keep_requests=True) as srv:
         got, headers, raw = post(srv, body())
         assert srv.requests[0]["status"] == status and srv.requests[0]["outcome"] == "response"
     err = json.loads(raw)
@@ -151,7 +151,7 @@ def test_errors_carry_the_anthropic_error_body(status, kind):
 
 def test_error_message_can_be_set():
     scn = {"rules": [{"error": 429, "error_message": "slow down, scripted"}]}
-    with ScriptedServer(scn) as srv:
+    with ScriptedServer(scn, keep_requests=True) as srv:
         _, _, raw = post(srv, body())
     assert json.loads(raw)["error"]["message"] == "slow down, scripted"
 
@@ -176,7 +176,7 @@ def read_until_dropped(srv: ScriptedServer, payload: dict) -> tuple[bytes, Excep
 
 def test_cut_after_sends_n_events_then_resets():
     scn = {"rules": [{"reply": [{"text": "never finished"}], "cut_after": 2}]}
-    with ScriptedServer(scn) as srv:
+    with ScriptedServer(scn, keep_requests=True) as srv:
         got, err = read_until_dropped(srv, body())
         assert srv.requests[0]["outcome"] == "cut"
     assert err is not None  # the chunked body never ended
@@ -188,7 +188,7 @@ def test_cut_after_sends_n_events_then_resets():
 
 def test_cut_on_a_non_stream_request_drops_without_answer():
     scn = {"rules": [{"reply": [{"text": "x"}], "cut_after": 3}]}
-    with ScriptedServer(scn) as srv:
+    with ScriptedServer(scn, keep_requests=True) as srv:
         got, err = read_until_dropped(srv, body(stream=False))
         assert srv.requests[0]["outcome"] == "dropped" and srv.requests[0]["status"] == 0
     assert got == b"" and err is not None
@@ -196,7 +196,7 @@ def test_cut_on_a_non_stream_request_drops_without_answer():
 
 def test_delays_before_and_between_events():
     scn = {"rules": [{"reply": [{"text": "slow"}], "delay_s": 0.3, "chunk_delay_s": 0.05}]}
-    with ScriptedServer(scn) as srv:
+    with ScriptedServer(scn, keep_requests=True) as srv:
         t0 = time.monotonic()
         status, _, raw = post(srv, body())
         took = time.monotonic() - t0
@@ -224,7 +224,7 @@ def test_outage_refuses_connections_then_listens_again_on_the_same_port():
     scn = {
         "rules": [{"name": "down", "outage_s": 0.8, "times": 1}, {"name": "up", "reply": [{"text": "back"}]}]
     }
-    with ScriptedServer(scn) as srv:
+    with ScriptedServer(scn, keep_requests=True) as srv:
         port = srv.port
         idle = socket.create_connection(("127.0.0.1", port))  # a kept-alive connection dies too
         got, err = read_until_dropped(srv, body())
@@ -245,7 +245,7 @@ def test_outage_refuses_connections_then_listens_again_on_the_same_port():
 
 
 def test_stop_ends_listening():
-    srv = ScriptedServer(HELLO).start()
+    srv = ScriptedServer(HELLO, keep_requests=True).start()
     port = srv.port
     assert post(srv, body())[0] == 200
     srv.stop()
@@ -254,7 +254,7 @@ def test_stop_ends_listening():
 
 def test_unmatched_requests_answer_and_are_logged():
     scn = {"rules": [{"last_user_contains": "only this", "reply": [{"text": "matched"}]}]}
-    with ScriptedServer(scn) as srv:
+    with ScriptedServer(scn, keep_requests=True) as srv:
         _, _, raw = post(srv, body("something else"))
         assert [r["rule"] for r in srv.unmatched] == ["unmatched"]
     deltas = [d["delta"]["text"] for n, d in sse_events(raw) if n == "content_block_delta"]
@@ -263,7 +263,7 @@ def test_unmatched_requests_answer_and_are_logged():
 
 def test_request_log_in_memory_and_jsonl_without_secrets(tmp_path):
     log_path = tmp_path / "logs" / "model.jsonl"
-    with ScriptedServer(HELLO, log_path=log_path) as srv:
+    with ScriptedServer(HELLO, log_path=log_path, keep_requests=True) as srv:
         post(
             srv,
             body("first"),
@@ -274,7 +274,7 @@ def test_request_log_in_memory_and_jsonl_without_secrets(tmp_path):
         mem = srv.requests
     text = log_path.read_text()
     assert "sk-secret-value" not in text and "tok-secret" not in text
-    disk = [json.loads(line) for line in text.splitlines()]
+    disk = list(read_request_log(log_path))
     assert disk == mem
     first = mem[0]
     assert first["method"] == "POST" and first["path"] == "/v1/messages?beta=true" and first["prefix"] == ""
@@ -290,13 +290,13 @@ def test_request_log_in_memory_and_jsonl_without_secrets(tmp_path):
 
 
 def test_session_falls_back_to_metadata_user_id():
-    with ScriptedServer(HELLO) as srv:
+    with ScriptedServer(HELLO, keep_requests=True) as srv:
         post(srv, body(metadata={"user_id": json.dumps({"device_id": "d", "session_id": "from-meta"})}))
         assert srv.requests[0]["session"] == "from-meta"
 
 
 def test_env_points_the_cli_at_the_server(tmp_path):
-    with ScriptedServer(HELLO) as srv:
+    with ScriptedServer(HELLO, keep_requests=True) as srv:
         env = srv.env(tmp_path / "cfg", prefix="/j/a")
         assert env == {
             "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{srv.port}/j/a",
@@ -327,7 +327,7 @@ def test_a_custom_responder_plugs_into_the_core():
                 (e for e in message_events(msg)), rule="echo", headers={"x-upstream": "none"}
             )
 
-    with MessagesServer(Echo()) as srv:
+    with MessagesServer(Echo(), keep_requests=True) as srv:
         status, headers, raw = post(srv, body("ping"))
         _, _, plain = post(srv, body("pong", stream=False))
         assert [r["rule"] for r in srv.requests] == ["echo", "echo"]
@@ -343,7 +343,7 @@ def test_a_failing_responder_answers_500_and_keeps_serving():
         def respond(self, request):
             raise RuntimeError("bug in responder")
 
-    with MessagesServer(Broken()) as srv:
+    with MessagesServer(Broken(), keep_requests=True) as srv:
         status, _, raw = post(srv, body())
         again, _, _ = post(srv, body())
     assert status == again == 500 and "bug in responder" in json.loads(raw)["error"]["message"]

@@ -45,7 +45,7 @@ async def test_text_turn_ends_with_the_scripted_text(tmp_path):
             }
         ]
     }
-    with ScriptedServer(scn) as srv:
+    with ScriptedServer(scn, keep_requests=True) as srv:
         messages = await run(srv, tmp_path, "say hello")
         reqs = srv.requests
     result = result_of(messages)
@@ -70,7 +70,7 @@ async def test_read_tool_really_runs_and_its_result_comes_back(tmp_path):
     }  # fmt: skip
     (tmp_path / "ws").mkdir()
     (tmp_path / "ws" / "note.txt").write_text("secret fruit: kiwi-7431\n")
-    with ScriptedServer(scn) as srv:
+    with ScriptedServer(scn, keep_requests=True) as srv:
         messages = await run(srv, tmp_path, "please read the note")
         reqs = srv.requests
         assert not srv.unmatched
@@ -92,7 +92,7 @@ async def test_read_tool_really_runs_and_its_result_comes_back(tmp_path):
 
 
 async def test_a_500_without_retries_gives_the_synthetic_error(tmp_path):
-    with ScriptedServer({"rules": [{"name": "boom", "error": 500}]}) as srv:
+    with ScriptedServer({"rules": [{"name": "boom", "error": 500}]}, keep_requests=True) as srv:
         messages = await run(srv, tmp_path, "anything")
         assert len(srv.requests) == 1  # CLAUDE_CODE_MAX_RETRIES=0
     synthetic = [m for m in messages if isinstance(m, AssistantMessage)]
@@ -108,7 +108,7 @@ async def test_a_cut_stream_is_survived_through_the_non_stream_fallback(tmp_path
             {"name": "fallback", "stream": False, "reply": [{"text": "made it"}]},
         ]
     }
-    with ScriptedServer(scn) as srv:
+    with ScriptedServer(scn, keep_requests=True) as srv:
         messages = await run(srv, tmp_path, "go")
         reqs = srv.requests
     result = result_of(messages)
@@ -130,7 +130,7 @@ async def test_a_stream_cut_twice_is_retried_once_then_falls_back(tmp_path):
             }
         ]
     }
-    with ScriptedServer(scn) as srv:
+    with ScriptedServer(scn, keep_requests=True) as srv:
         messages = await run(srv, tmp_path, "go", max_retries=1)
         reqs = srv.requests
     assert result_of(messages).result == "third time"
@@ -148,7 +148,7 @@ async def test_an_outage_is_ridden_out_by_the_cli_retries(tmp_path):
             {"name": "up", "reply": [{"text": "back up"}]},
         ]
     }
-    with ScriptedServer(scn) as srv:
+    with ScriptedServer(scn, keep_requests=True) as srv:
         messages = await run(srv, tmp_path, "go", max_retries=3)
         rules = [r["rule"] for r in srv.requests]
     result = result_of(messages)

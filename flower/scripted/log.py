@@ -1,4 +1,6 @@
-"""The request log: every request the server saw, in memory and optionally as JSONL on disk."""
+"""The request log: every request the server saw, as JSONL on disk (logformat.py, v2), and in
+memory only when asked for (`keep=True`, for tests): a long-lived server must not grow with the
+requests it has seen."""
 
 from __future__ import annotations
 
@@ -7,8 +9,21 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from .logformat import DeltaEncoder, prepare
 from .plan import ResponsePlan
 from .request import ParsedRequest
+
+
+def plan_usage(plan: ResponsePlan) -> dict[str, Any] | None:
+    """The usage a plan will send, when it is known before it is sent (a scripted answer)."""
+    if isinstance(plan.json_body, dict) and isinstance(plan.json_body.get("usage"), dict):
+        return plan.json_body["usage"]
+    if isinstance(plan.events, list | tuple):  # not a generator (a proxied stream): nothing to peek at
+        for name, data in plan.events:
+            if name == "message_start" and isinstance(data, dict) and isinstance(data.get("message"), dict):
+                usage = data["message"].get("usage")
+                return usage if isinstance(usage, dict) else None
+    return None
 
 
 def make_record(req: ParsedRequest, plan: ResponsePlan) -> dict[str, Any]:
@@ -24,32 +39,76 @@ def make_record(req: ParsedRequest, plan: ResponsePlan) -> dict[str, Any]:
         "model": req.model,
         "stream": req.stream,
         "n_messages": len(req.messages),
+        "body_bytes": len(req.raw_body),
         "rule": plan.rule,
         "step": plan.step,
         "status": plan.status,
         "outcome": plan.outcome,
+        "usage": plan_usage(plan),
         "headers": req.headers,
         "body": req.body,
     }
 
 
-class RequestLog:
-    """Thread-safe list of records; each one is also appended as a JSON line to `path` if set."""
+class DeltaWriter:
+    """Appends records to JSONL files as v2 entries (one encoder: conversations are followed per
+    prefix and session, whichever file they go to). Thread-safe; O(conversations) memory."""
 
-    def __init__(self, path: str | Path | None = None):
-        self.path = Path(path) if path is not None else None
+    def __init__(self, keep: bool = False) -> None:
+        self.keep = keep
+        self._encoder = DeltaEncoder()
         self._records: list[dict[str, Any]] = []
         self._lock = threading.Lock()
+
+    def remember(self, record: dict[str, Any]) -> None:
+        """Keep `record` in memory, if this log keeps any (then add it with remembered=True)."""
+        if self.keep:
+            with self._lock:
+                self._records.append(record)
+
+    def write(
+        self, path: Path | None, record: dict[str, Any], *, remembered: bool = False, raw: bytes | None = None
+    ) -> None:
+        # The costly part (proving the history unchanged, or serialising and hashing it) runs
+        # outside the lock. `raw`, the body as received, makes it cheap (rawprefix.py).
+        prep = prepare(record, raw) if path is not None else None
+        if prep is not None and prep.stripped is not None:
+            with self._lock:
+                candidates = self._encoder.candidates(prep.key)
+            self._encoder.prepare_hashes(prep, candidates)
+        with self._lock:
+            if self.keep and not remembered:
+                self._records.append(record)
+            if prep is None or path is None:
+                return
+            line = json.dumps(self._encoder.commit(prep), ensure_ascii=False, separators=(",", ":")) + "\n"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with path.open("a", encoding="utf-8") as out:
+                out.write(line)
+
+    def snapshot(self) -> list[dict[str, Any]]:
+        if not self.keep:
+            raise RuntimeError(
+                "this server keeps no requests in memory: create it with keep_requests=True "
+                "(tests), or read its log file with read_request_log()"
+            )
+        with self._lock:
+            return list(self._records)
+
+    def retained(self) -> int:
+        """How many records are held in memory (0 unless keep=True)."""
+        with self._lock:
+            return len(self._records)
+
+
+class RequestLog(DeltaWriter):
+    """The scripted server's log: every record appended to `path` if set; kept in memory if `keep`."""
+
+    def __init__(self, path: str | Path | None = None, keep: bool = False):
+        super().__init__(keep=keep)
+        self.path = Path(path) if path is not None else None
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
 
-    def add(self, record: dict[str, Any]) -> None:
-        with self._lock:
-            self._records.append(record)
-            if self.path is not None:
-                with self.path.open("a", encoding="utf-8") as out:
-                    out.write(json.dumps(record, ensure_ascii=False) + "\n")
-
-    def snapshot(self) -> list[dict[str, Any]]:
-        with self._lock:
-            return list(self._records)
+    def add(self, record: dict[str, Any], *, remembered: bool = False, raw: bytes | None = None) -> None:
+        self.write(self.path, record, remembered=remembered, raw=raw)

@@ -6,6 +6,7 @@ import json
 import re
 import threading
 from collections import defaultdict
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from .plan import UNMATCHED, ResponsePlan
@@ -19,7 +20,32 @@ CUT_TEXT = "[scripted model] this stream is cut"
 _PLACEHOLDER = re.compile(r"\{\{(cwd|session|n|prefix|model)\}\}|\{(cwd|session|n|prefix|model)\}")
 
 
-def substitute(value: Any, context: dict[str, str | None]) -> Any:
+class PlaceholderValues(Mapping[str, "str | None"]):
+    """{cwd} {session} {n} {prefix} {model} of a request, each computed when a reply uses it:
+    {cwd} reads every message's text, which a long history makes costly (time and memory)."""
+
+    NAMES = ("cwd", "session", "n", "prefix", "model")
+
+    def __init__(self, request: ParsedRequest) -> None:
+        self.request = request
+
+    def __getitem__(self, name: str) -> str | None:
+        if name == "cwd":
+            return self.request.cwd
+        if name == "n":
+            return str(self.request.nth)
+        if name in ("session", "prefix", "model"):
+            return str(getattr(self.request, name))
+        raise KeyError(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.NAMES)
+
+    def __len__(self) -> int:
+        return len(self.NAMES)
+
+
+def substitute(value: Any, context: Mapping[str, str | None]) -> Any:
     """Replace {cwd} {session} {n} {prefix} {model} in strings (recursively); {{x}} gives a literal {x}.
 
     A placeholder whose value is unknown (e.g. no cwd in the request) stays as written, so the
@@ -95,13 +121,7 @@ class ScriptedResponder:
             return ResponsePlan.outage(action.outage_s, **timing)
         if action.error is not None:
             return ResponsePlan.error(action.error, action.error_message, **timing)
-        context = {
-            "cwd": request.cwd,
-            "session": request.session,
-            "n": str(request.nth),
-            "prefix": request.prefix,
-            "model": request.model,
-        }
+        context = PlaceholderValues(request)
         blocks = action.reply or (Block("text", text=CUT_TEXT),)
         message = build_message(
             [self._content(b, context) for b in blocks],
@@ -116,7 +136,7 @@ class ScriptedResponder:
         return ResponsePlan.sse(message_events(message), cut_after=action.cut_after, **timing)
 
     @staticmethod
-    def _content(block: Block, context: dict[str, str | None]) -> dict[str, Any]:
+    def _content(block: Block, context: Mapping[str, str | None]) -> dict[str, Any]:
         if block.kind == "tool_use":
             return {
                 "type": "tool_use",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import queue
 import socket
 import struct
 import threading
@@ -29,6 +30,8 @@ from .scenario import Scenario
 log = logging.getLogger(__name__)
 
 API_KEY = "scripted-model"  # what the CLI is given; any value works, this one is recognisable
+_LOG_QUEUE = 4  # records waiting for the log's writer at most (each holds its request body)
+_LOG_AFTER_S = 0.05  # a request still being answered after this is logged anyway
 _REBIND_TRIES = 100  # x 50 ms: how long to keep trying to re-bind the port after an outage
 
 
@@ -60,6 +63,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         super().setup()
+        # Answers go out in small writes (SSE chunks): without this, Nagle's algorithm and the
+        # client's delayed ACK can hold the last of them back ~40 ms.
+        try:
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError:
+            pass
         self.core = self.server.core
         self.core._track(self.connection)
 
@@ -106,9 +115,20 @@ class _Handler(BaseHTTPRequestHandler):
         if endpoint == "messages" and not problem:
             req.nth = core._next_nth(req.session)
         plan = self._plan_for(req, problem)
-        # Logged before answering, so the log is complete by the time the client has its answer.
-        core.log.add(make_record(req, plan))
-        self._carry_out(plan)
+        record = make_record(req, plan)
+        # In memory (keep_requests) before answering: a test sees the request once it has the
+        # answer. On disk by the log's writer thread once the answer went out, or after
+        # _LOG_AFTER_S if it is slow (a stalled request is on disk while it waits): serialising
+        # and hashing a long history (logformat) is not the client's wait. stop() returns once
+        # every line is written.
+        core.log.remember(record)
+        answered = threading.Event()
+        core._log_later(record, answered, req.raw_body)
+        del req, record  # a long answer must not hold the request's body (the log's writer has it)
+        try:
+            self._carry_out(plan)
+        finally:
+            answered.set()
 
     def _read_body(self) -> bytes:
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
@@ -224,16 +244,45 @@ class _Handler(BaseHTTPRequestHandler):
             pass
 
 
+class _Pending:
+    """A count of work in flight, and a way to wait until there is none."""
+
+    def __init__(self) -> None:
+        self._count = 0
+        self._idle = threading.Condition()
+
+    def acquire(self) -> None:
+        with self._idle:
+            self._count += 1
+
+    def release(self) -> None:
+        with self._idle:
+            self._count -= 1
+            if self._count == 0:
+                self._idle.notify_all()
+
+    def wait_idle(self, timeout: float) -> bool:
+        with self._idle:
+            return self._idle.wait_for(lambda: self._count == 0, timeout=timeout)
+
+
 class MessagesServer:
     """Threaded Messages-API server around a Responder. Use as a context manager or start()/stop()."""
 
     def __init__(
-        self, responder: Responder, host: str = "127.0.0.1", port: int = 0, log_path: str | Path | None = None
+        self,
+        responder: Responder,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        log_path: str | Path | None = None,
+        *,
+        keep_requests: bool = False,
     ):
         self.responder = responder
         self.host = host
         self.port = port
-        self.log = RequestLog(log_path)
+        # In memory only when asked (tests read `requests`): a long-lived server must not grow.
+        self.log = RequestLog(log_path, keep=keep_requests)
         self._httpd: _HTTPServer | None = None
         self._state = threading.Lock()  # guards binding, outage and stop
         self._started = False
@@ -244,6 +293,9 @@ class MessagesServer:
         self._conns_lock = threading.Lock()
         self._nth: dict[str, int] = defaultdict(int)
         self._nth_lock = threading.Lock()
+        self._writes = _Pending()  # log lines queued, not yet written
+        self._log_queue: queue.Queue[tuple[dict[str, Any], threading.Event, bytes] | None] = queue.Queue(maxsize=_LOG_QUEUE)
+        self._log_thread: threading.Thread | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
     def start(self) -> MessagesServer:
@@ -252,6 +304,8 @@ class MessagesServer:
                 raise RuntimeError("server already started")
             self._bind()
             self._started = True
+        self._log_thread = threading.Thread(target=self._write_log, name=f"scripted-log-{self.port}", daemon=True)
+        self._log_thread.start()
         return self
 
     def stop(self) -> None:
@@ -262,6 +316,10 @@ class MessagesServer:
             if self._httpd is not None:
                 self._unbind()
         self._reset_connections()
+        self.flush_log()  # the log is complete once stop() returns
+        if self._log_thread is not None:
+            self._log_queue.put(None)
+            self._log_thread = None
 
     def __enter__(self) -> MessagesServer:
         return self.start()
@@ -347,6 +405,31 @@ class MessagesServer:
         for sock in conns:
             _reset(sock, unblock=True)
 
+    def flush_log(self, timeout: float = 10.0) -> bool:
+        """Wait until every request answered so far is in the log file (the writer thread writes
+        each line just after its answer); False if that took longer than `timeout`."""
+        return self._writes.wait_idle(timeout=timeout)
+
+    def _log_later(self, record: dict[str, Any], answered: threading.Event, raw: bytes) -> None:
+        """Queue a record for the log's writer (blocks when it is _LOG_QUEUE behind: bounded)."""
+        if self._log_thread is None:  # not started, or stopped: no writer, write it now
+            self.log.add(record, remembered=True, raw=raw)
+            return
+        self._writes.acquire()
+        self._log_queue.put((record, answered, raw))
+
+    def _write_log(self) -> None:
+        while (item := self._log_queue.get()) is not None:
+            record, answered, raw = item
+            try:
+                answered.wait(_LOG_AFTER_S)
+                self.log.add(record, remembered=True, raw=raw)
+            except Exception:  # a full disk must not stop the server answering
+                log.exception("could not write the request log")
+            finally:
+                del item, record, raw
+                self._writes.release()
+
     def _next_nth(self, session: str) -> int:
         with self._nth_lock:
             self._nth[session] += 1
@@ -380,7 +463,8 @@ class MessagesServer:
 
     @property
     def requests(self) -> list[dict[str, Any]]:
-        """Snapshot of the request log (dicts, see log.make_record), oldest first."""
+        """Snapshot of the request log (dicts, see log.make_record), oldest first.
+        Only for a server made with keep_requests=True; else RuntimeError."""
         return self.log.snapshot()
 
     @property
@@ -397,9 +481,13 @@ class ScriptedServer(MessagesServer):
         host: str = "127.0.0.1",
         port: int = 0,
         log_path: str | Path | None = None,
+        *,
+        keep_requests: bool = False,
     ):
         self.scenario = Scenario.coerce(scenario)
-        super().__init__(ScriptedResponder(self.scenario), host=host, port=port, log_path=log_path)
+        super().__init__(
+            ScriptedResponder(self.scenario), host=host, port=port, log_path=log_path, keep_requests=keep_requests
+        )
 
     def __enter__(self) -> ScriptedServer:
         self.start()

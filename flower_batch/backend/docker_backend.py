@@ -129,18 +129,11 @@ class DockerBackend(Backend):
         await self._call("container", container_id, lambda api: api.stop(container_id, timeout=grace))
 
     async def logs(self, container_id: str, follow: bool = False) -> AsyncIterator[str]:
-        if not follow:
-            raw = await self._call(
-                "container", container_id, lambda api: api.logs(container_id, stdout=True, stderr=True)
-            )
-            for line in raw.decode("utf-8", "replace").splitlines():
-                yield line
-            return
-
+        # Streamed even when not following: a long job's output is never held whole in memory.
         stream = await self._call(
             "container",
             container_id,
-            lambda api: api.logs(container_id, stdout=True, stderr=True, stream=True, follow=True),
+            lambda api: api.logs(container_id, stdout=True, stderr=True, stream=True, follow=follow),
         )
         pending = b""
         done = object()

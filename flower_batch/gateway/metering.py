@@ -4,7 +4,9 @@ Files (in the job's `logs/` folder, written only by the gateway):
 
     meter.jsonl  append-only; one line per usage update of an exchange (message_start, then
                  message_delta), fsynced before the event is passed on. The source of truth.
-    meter.json   the running summary (atomic replace + fsync), for people and tools.
+    meter.json   the running summary (atomic replace), for people and tools. Not fsynced: it is
+                 derived from meter.jsonl (a restarted gateway rewrites it from there), and
+                 two syncs of it per response were most of the latency the gateway added.
 
 An exchange's usage lines are cumulative (the API's message_delta usage is), so the last line of
 each exchange counts. A job killed mid-stream keeps its input tokens (sent in message_start) and
@@ -31,6 +33,7 @@ from .prices import TOKEN_FIELDS, cost_usd, price_for
 METER_LOG = "meter.jsonl"
 METER_SUMMARY = "meter.json"
 SUMMARY_FORMAT = "flower-batch/meter@1"
+SETTLE_AFTER = 64  # exchanges a meter keeps by id; older finished ones are only summed
 
 
 def usage_fields(usage: Mapping[str, Any]) -> dict[str, Any]:
@@ -127,37 +130,59 @@ def fold(lines: Iterable[Mapping[str, Any]], job: str = "") -> MeterSummary:
     return summary
 
 
-def _total(summary: MeterSummary, exchanges: Iterable[Mapping[str, Any]]) -> None:
-    tokens = dict.fromkeys(TOKEN_FIELDS, 0)
-    known = 0.0
-    unpriced: list[str] = []
-    models: list[str] = []
-    count = incomplete = 0
-    free = False
-    for ex in exchanges:
-        count += 1
+class ExchangeTotals:
+    """Exchanges summed as they settle: what a meter needs to remember of a finished exchange."""
+
+    def __init__(self) -> None:
+        self.tokens = dict.fromkeys(TOKEN_FIELDS, 0)
+        self.known = 0.0
+        self.unpriced: list[str] = []  # distinct models: bounded by the models a job uses
+        self.models: list[str] = []
+        self.count = 0
+        self.incomplete = 0
+        self.free = False
+
+    def copy(self) -> ExchangeTotals:
+        out = ExchangeTotals()
+        out.tokens, out.known, out.unpriced, out.models = dict(self.tokens), self.known, list(self.unpriced), list(self.models)
+        out.count, out.incomplete, out.free = self.count, self.incomplete, self.free
+        return out
+
+    def add(self, ex: Mapping[str, Any]) -> None:
+        self.count += 1
         usage = ex.get("usage") or {}
         for key in TOKEN_FIELDS:
-            tokens[key] += int(usage.get(key) or 0)
+            self.tokens[key] += int(usage.get(key) or 0)
         model = str(ex.get("model") or "")
-        if model and model not in models:
-            models.append(model)
+        if model and model not in self.models:
+            self.models.append(model)
         cost = ex.get("cost_usd")
         if isinstance(cost, int | float):
-            known += float(cost)
-        elif model not in unpriced:
-            unpriced.append(model)
+            self.known += float(cost)
+        elif model not in self.unpriced:
+            self.unpriced.append(model)
         if not ex.get("final"):
-            incomplete += 1
-        free = free or bool(ex.get("free"))
-    summary.exchanges = count
-    summary.tokens = tokens
-    summary.cost_known_usd = known
-    summary.cost_usd = None if unpriced else known
-    summary.unpriced_models = unpriced
-    summary.models = models
-    summary.incomplete = incomplete
-    summary.free = free
+            self.incomplete += 1
+        self.free = self.free or bool(ex.get("free"))
+
+    def into(self, summary: MeterSummary) -> None:
+        summary.exchanges = self.count
+        summary.tokens = dict(self.tokens)
+        summary.cost_known_usd = self.known
+        summary.cost_usd = None if self.unpriced else self.known
+        summary.unpriced_models = list(self.unpriced)
+        summary.models = list(self.models)
+        summary.incomplete = self.incomplete
+        summary.free = self.free
+
+
+def _total(
+    summary: MeterSummary, exchanges: Iterable[Mapping[str, Any]], settled: ExchangeTotals | None = None
+) -> None:
+    totals = settled.copy() if settled is not None else ExchangeTotals()
+    for ex in exchanges:
+        totals.add(ex)
+    totals.into(summary)
 
 
 def read_lines(path: Path) -> list[dict[str, Any]]:
@@ -213,6 +238,19 @@ def replace_durably(path: Path, data: Mapping[str, Any]) -> None:
     write_atomic(path, json.dumps(data, ensure_ascii=False, indent=1) + "\n")
 
 
+def replace_atomically(path: Path, data: Mapping[str, Any]) -> None:
+    """Replace `path` by rename (readers see old or new, never half), without syncing: for
+    files derived from a durable one, rewritten on every change."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        tmp.write_text(json.dumps(data, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
 class JobMeter:
     """The meter of one job inside the gateway. Thread-safe (a job may stream several at once)."""
 
@@ -233,18 +271,35 @@ class JobMeter:
     def _load(self) -> None:
         """Continue what an earlier gateway metered for this job (a wake), if anything."""
         lines = read_lines(self.log_path)
+        # The latest exchanges, by id (an update replaces its exchange's line); older finished
+        # ones are folded into `_settled`, so a long job's meter stays small (see _settle).
         self._exchanges: dict[str, dict[str, Any]] = {}
-        self._refusals: list[dict[str, Any]] = []
+        self._settled = ExchangeTotals()
+        self._refused = 0
+        self._refused_reason: str | None = None
         for line in lines:
             if line.get("kind") == "usage" and isinstance(line.get("ex"), str):
+                self._exchanges.pop(line["ex"], None)
                 self._exchanges[line["ex"]] = line
             elif line.get("kind") == "refused":
-                self._refusals.append(line)
+                self._refused += 1
+                self._refused_reason = str(line.get("reason"))
+        self._settle()
+
+    def _settle(self) -> None:
+        """Fold finished exchanges beyond the last SETTLE_AFTER into the totals. A finished
+        exchange gets no more updates (message_delta is its last); the window only guards."""
+        while len(self._exchanges) > SETTLE_AFTER:
+            oldest = next(iter(self._exchanges))
+            if not self._exchanges[oldest].get("final") and len(self._exchanges) <= 4 * SETTLE_AFTER:
+                break  # still streaming (or cut): keep it open a while longer
+            self._settled.add(self._exchanges.pop(oldest))
 
     def _check_reset(self) -> None:
         # The host wipes logs/ when a job is re-run from scratch: start counting afresh.
-        if (self._exchanges or self._refusals) and not self.log_path.exists():
-            self._exchanges, self._refusals = {}, []
+        if (self._exchanges or self._refused or self._settled.count) and not self.log_path.exists():
+            self._exchanges, self._settled = {}, ExchangeTotals()
+            self._refused, self._refused_reason = 0, None
 
     def new_exchange(self) -> str:
         with self._lock:
@@ -279,7 +334,9 @@ class JobMeter:
                 **({"free": True} if self.free else {}),
             }
             append_durably(self.log_path, line)
-            self._exchanges[ex] = line
+            self._exchanges.pop(ex, None)
+            self._exchanges[ex] = line  # last: the dict is in order of latest update
+            self._settle()
             self._write_summary()
 
     def refused(self, reason: str) -> None:
@@ -293,7 +350,8 @@ class JobMeter:
                 "reason": reason,
             }
             append_durably(self.log_path, line)
-            self._refusals.append(line)
+            self._refused += 1
+            self._refused_reason = reason
             self._write_summary()
 
     def summary(self) -> MeterSummary:
@@ -302,11 +360,11 @@ class JobMeter:
 
     def _summary(self) -> MeterSummary:
         s = MeterSummary(job=self.job, mode=self.mode, updated_at=round(time.time(), 3))
-        _total(s, self._exchanges.values())
+        _total(s, self._exchanges.values(), self._settled)
         s.free = s.free or self.free
-        s.refused = len(self._refusals)
-        s.refused_reason = str(self._refusals[-1].get("reason")) if self._refusals else None
+        s.refused = self._refused
+        s.refused_reason = self._refused_reason
         return s
 
     def _write_summary(self) -> None:
-        replace_durably(self.logs_dir / METER_SUMMARY, self._summary().to_dict())
+        replace_atomically(self.logs_dir / METER_SUMMARY, self._summary().to_dict())

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import re
-import threading
 from pathlib import Path
 from typing import Any
 
 from flower.scripted import ParsedRequest, Responder, ResponsePlan
+from flower.scripted.log import DeltaWriter
 
 from .tokens import token_matches
 
@@ -49,32 +48,23 @@ class JobRouter:
         return self.inner.respond(request)
 
 
-class PerJobLog:
+class PerJobLog(DeltaWriter):
     """The gateway's request log, split per job: `<batch_dir>/<job>/logs/gateway.jsonl`; refused
-    and unroutable requests in `<batch_dir>/gateway-unrouted.jsonl`."""
+    and unroutable requests in `<batch_dir>/gateway-unrouted.jsonl`. Written in the request
+    log's v2 format (flower/scripted/logformat.py: new messages only); nothing kept in memory
+    but the digests of the conversations it follows (bounded), unless `keep` (tests)."""
 
-    def __init__(self, batch_dir: str | Path) -> None:
+    def __init__(self, batch_dir: str | Path, keep: bool = False) -> None:
+        super().__init__(keep=keep)
         self.batch_dir = Path(batch_dir)
-        self._lock = threading.Lock()
-        self._records: list[dict[str, Any]] = []
 
     def path_for(self, job: str | None) -> Path:
         if job is None:
             return self.batch_dir / "gateway-unrouted.jsonl"
         return self.batch_dir / job / "logs" / "gateway.jsonl"
 
-    def add(self, record: dict[str, Any]) -> None:
+    def add(self, record: dict[str, Any], *, remembered: bool = False, raw: bytes | None = None) -> None:
         # A refused request (bad token, no job) goes to the unrouted log: whoever sent it is not
         # that job, and it must not make a folder under the batch for any name it likes.
         refused = record.get("rule") in REFUSAL_RULES
-        path = self.path_for(None if refused else job_of(record.get("prefix", "")))
-        line = json.dumps(record, ensure_ascii=False) + "\n"
-        with self._lock:
-            self._records.append(record)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with path.open("a", encoding="utf-8") as out:
-                out.write(line)
-
-    def snapshot(self) -> list[dict[str, Any]]:
-        with self._lock:
-            return list(self._records)
+        self.write(self.path_for(None if refused else job_of(record.get("prefix", ""))), record, remembered=remembered, raw=raw)

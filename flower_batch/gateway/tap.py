@@ -116,7 +116,9 @@ class _Watch:
         self.tap = tap
         self.job = job
         self.meter = meter
-        self.request = request
+        # Not the request itself: a stream may last minutes, and the request holds its body.
+        self.endpoint = request.endpoint
+        self.requested = request.model
         self.summary = summary
         self.status = plan.status or 200 if plan.events is not None else plan.status
         self.headers = dict(plan.headers)
@@ -129,13 +131,13 @@ class _Watch:
         body = plan.json_body
         if (
             plan.status == 200
-            and self.request.endpoint == "messages"
+            and self.endpoint == "messages"
             and isinstance(body, dict)
             and isinstance(body.get("usage"), dict)
         ):
             model = str(body.get("model") or self.model)
             self.meter.update(
-                self.ex, model, usage_fields(body["usage"]), final=True, requested=self.request.model
+                self.ex, model, usage_fields(body["usage"]), final=True, requested=self.requested
             )
         self._record(plan.outcome, events=None, json_body=body)
 
@@ -173,11 +175,11 @@ class _Watch:
             usage = message.get("usage")
             if isinstance(usage, dict):
                 self.meter.update(
-                    self.ex, self.model, usage_fields(usage), final=False, requested=self.request.model
+                    self.ex, self.model, usage_fields(usage), final=False, requested=self.requested
                 )
         elif name == "message_delta" and isinstance(data.get("usage"), dict):
             self.meter.update(
-                self.ex, self.model, usage_fields(data["usage"]), final=True, requested=self.request.model
+                self.ex, self.model, usage_fields(data["usage"]), final=True, requested=self.requested
             )
 
     def _record(self, outcome: str, *, events: list[Any] | None, json_body: Any) -> None:
@@ -185,7 +187,7 @@ class _Watch:
             self.tap.recorder.append(
                 self.job,
                 request=self.summary,
-                endpoint=self.request.endpoint,
+                endpoint=self.endpoint,
                 status=self.status or 0,
                 outcome=outcome,
                 events=events,

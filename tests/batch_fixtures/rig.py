@@ -158,7 +158,9 @@ class Job:
         path = self.root / "logs" / "gateway.jsonl"
         if not path.exists():
             return []
-        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        from flower.scripted import read_request_log  # the one reader of the v2 format
+
+        return list(read_request_log(path))
 
     def container_log(self) -> str:
         path = self.root / "logs" / "container.log"
