@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .fileio import write_atomic
+from flower.fileio import write_atomic
 
 EXIT_FILE = ".exit.json"
 EXIT_FORMAT = "flower/exit@1"

@@ -10,7 +10,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from flower.manifest import Manifest, new_run_id
+from flower.runtime.manifest import Manifest, new_run_id
 
 
 def main() -> None:

@@ -6,7 +6,7 @@ from datetime import datetime
 
 import pytest
 
-from flower.brief import (
+from flower.flows.brief import (
     EMPTY,
     HEADER,
     SECTIONS,
@@ -20,7 +20,7 @@ from flower.brief import (
     strip_fences,
     write_brief,
 )
-from flower.goal import (
+from flower.flows.goal import (
     ACHIEVED,
     NOT_YET,
     UNREACHABLE,

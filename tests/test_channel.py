@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from flower.brief import parse_brief
-from flower.channel import (
+from flower.flows.brief import parse_brief
+from flower.flows.channel import (
     ASK_TOOL,
     BUDGET_SPENT,
     DECLINED,

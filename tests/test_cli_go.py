@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from flower.flows import WAKE_PROMPT
+from flower.flows.starter import WAKE_PROMPT
 from flower.scripted import Scenario, ScriptedServer
 from tests.rig import message_requests, texts_of
 
@@ -147,7 +147,7 @@ BAD_INPUT = [
 
 @pytest.mark.parametrize(("args", "text"), BAD_INPUT, ids=[" ".join(a) for a, _ in BAD_INPUT])
 def test_bad_input_one_line_errors_and_exit_2(tmp_path, monkeypatch, capsys, args, text):
-    from flower.cli import main
+    from flower.cli.app import main
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "notflow.py").write_text("thing = 42\n")

@@ -10,7 +10,7 @@ import sqlite3
 import pytest
 
 from flower import AgentSpec
-from flower.runtime import Runtime
+from flower.runtime.engine import Runtime
 from tests.rig import message_requests, scripted
 
 pytestmark = pytest.mark.anyio

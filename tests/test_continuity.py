@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from flower import AgentSpec, Lineage, Step, Workflow
-from flower.wake import banner, format_tokens, start_over, step_header, wake_line, wake_state
+from flower.flows.wake import banner, format_tokens, start_over, step_header, wake_line, wake_state
 from tests.rig import message_requests, runtime, scripted, texts_of
 
 SPEC = AgentSpec("worker", instructions="ROLE=worker", allowed_tools=["Read"])
@@ -159,7 +159,7 @@ async def test_whatever_does_not_match_starts_fresh_without_error(tmp_path, dama
             lineage_file.write_text("这不是 JSON\n")
         else:
             lineage_file.write_text(json.dumps({"workspace": ["x"], "woke": "two", "steps": [sid]}))
-        from flower.runtime import Runtime
+        from flower.runtime.engine import Runtime
 
         ws = kw.get("workspace", tmp_path / "ws")
         rt2 = Runtime(workspace=ws, run_dir=tmp_path / "runs", env=srv.env(tmp_path / "cfg"), resilience=False)

@@ -10,7 +10,7 @@ import sqlite3
 import pytest
 
 from flower import exitinfo
-from flower.continuity import read_continuity
+from flower.flows.continuity import read_continuity
 from tests.rig import message_requests, scripted, texts_of
 from tests.scripts.child import FLOW, Child, alive, descendants, lineage, manifest, wait_until
 

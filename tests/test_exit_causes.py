@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from flower import exitinfo
-from flower.continuity import ContinuityLog, decide, read_continuity
-from flower.lineage import Lineage
+from flower.flows.continuity import ContinuityLog, decide, read_continuity
+from flower.flows.lineage import Lineage
 from flower.result import StepResult
 
 FLOWER = Path(sys.executable).with_name("flower")

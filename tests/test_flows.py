@@ -1,4 +1,4 @@
-"""flower.flows: clarify_step, goal_step, with_goal, starter_flow — pure wiring first, then the
+"""flower.flows.starter: clarify_step, goal_step, with_goal, starter_flow — pure wiring first, then the
 real SDK + the real bundled CLI against the scripted model (examples/scenarios/starter.toml)."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from flower import CLARIFY_RESUME, AgentSpec, HumanChannel, Step, Workflow, starter_flow
-from flower.brief import read_brief
-from flower.flows import WAKE_PROMPT, WORK_RESUME, clarify_step, goal_step, with_goal
-from flower.roles import WORKER_RULES
-from flower.runtime import Runtime
+from flower.flows.brief import read_brief
+from flower.flows.roles import WORKER_RULES
+from flower.flows.starter import WAKE_PROMPT, WORK_RESUME, clarify_step, goal_step, with_goal
+from flower.runtime.engine import Runtime
 from flower.scripted import Scenario, ScriptedServer
 from tests.rig import message_requests, runtime, scripted, texts_of
 

@@ -8,8 +8,8 @@ import json
 import pytest
 
 from flower import AgentSpec, Step, Workflow
-from flower.handoff import Handoff, doc_path, is_overflow, missing_sections
-from flower.runtime import Runtime
+from flower.context.handoff import Handoff, doc_path, is_overflow, missing_sections
+from flower.runtime.engine import Runtime
 from tests.rig import message_requests, scripted, texts_of
 
 SPEC = AgentSpec("worker", instructions="ROLE=worker", allowed_tools=["Read"])

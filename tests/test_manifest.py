@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from flower.manifest import Manifest, new_run_id
+from flower.runtime.manifest import Manifest, new_run_id
 
 HELPER = Path(__file__).with_name("helpers_manifest_writer.py")
 
@@ -92,7 +92,7 @@ def test_no_temp_files_left_and_old_content_survives_a_failed_replace(tmp_path, 
     def boom(*_):
         raise OSError("disk full")
 
-    monkeypatch.setattr("flower.manifest.os.replace", boom)
+    monkeypatch.setattr("flower.runtime.manifest.os.replace", boom)
     with pytest.raises(OSError, match="disk full"):
         m.write([{"step": "never"}])
     assert len(m.read()) == 5

@@ -12,7 +12,7 @@ import pytest
 from claude_agent_sdk import InMemorySessionStore, SessionStore
 from claude_agent_sdk.testing import run_session_store_conformance
 
-from flower.pruning import (
+from flower.context.pruning import (
     CUT_OFF_NOTE,
     EXPIRED_NOTE,
     INTERRUPTED_NOTE,
@@ -738,7 +738,7 @@ async def test_conformance_suite_passes_through_the_wrapper():
 
 @pytest.mark.anyio
 async def test_on_sqlite_store_db_bytes_unchanged(tmp_path):
-    from flower.store import SQLiteSessionStore
+    from flower.context.store import SQLiteSessionStore
 
     db = tmp_path / "sessions.db"
     inner = SQLiteSessionStore(db)
@@ -810,8 +810,8 @@ async def _run_cli(srv, ws, cfg, store, prompt, resume=None):
 async def test_real_cli_transcript_with_denials_and_a_failed_turn_is_cleaned_and_resumes(tmp_path):
     from claude_agent_sdk import project_key_for_directory
 
+    from flower.context.store import SQLiteSessionStore
     from flower.scripted import ScriptedServer
-    from flower.store import SQLiteSessionStore
     from tests.rig import message_requests, texts_of
 
     ws = tmp_path / "ws"

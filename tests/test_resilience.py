@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from flower.resilience import (
+from flower.runtime.resilience import (
     RESUME_PROMPT,
     Resilience,
     classify,

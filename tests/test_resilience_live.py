@@ -10,8 +10,8 @@ import time
 import pytest
 
 from flower import AgentSpec, Step, Workflow
-from flower.resilience import RESUME_PROMPT, Resilience
-from flower.runtime import Runtime
+from flower.runtime.engine import Runtime
+from flower.runtime.resilience import RESUME_PROMPT, Resilience
 from tests.rig import message_requests, scripted, texts_of
 
 pytestmark = pytest.mark.anyio

@@ -7,9 +7,9 @@ import subprocess
 import pytest
 from claude_agent_sdk import AgentDefinition
 
-from flower.channel import HumanChannel
-from flower.goal import VERDICT_FORMAT
-from flower.roles import (
+from flower.flows.channel import HumanChannel
+from flower.flows.goal import VERDICT_FORMAT
+from flower.flows.roles import (
     DEFAULT_WORKER_TOOLS,
     WORKER_RULES,
     allow_only,
@@ -357,7 +357,7 @@ async def test_real_cli_coordinator_write_denied_worker_writes(tmp_path):
 
 
 def test_coordinator_tells_workers_where_the_workbench_is(tmp_path):
-    from flower.workbench import Workbench
+    from flower.context.workbench import Workbench
 
     wb = Workbench(tmp_path)
     spec = coordinator("c", "", {"coder": worker("d", "p")}, workbench=wb)

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from flower import AgentSpec
-from flower.pruning import INTERRUPTED_NOTE, chain_problems
+from flower.context.pruning import INTERRUPTED_NOTE, chain_problems
 from tests.rig import message_requests, runtime, scripted, texts_of
 
 pytestmark = pytest.mark.anyio

@@ -20,7 +20,7 @@ from claude_agent_sdk import (
 )
 from claude_agent_sdk.testing import run_session_store_conformance
 
-from flower.store import SQLiteSessionStore
+from flower.context.store import SQLiteSessionStore
 
 OPTIONAL = ("list_sessions", "list_session_summaries", "delete", "list_subkeys")
 KEY = {"project_key": "proj", "session_id": "s1"}
@@ -173,7 +173,7 @@ async def test_has_session_and_last_context_tokens(store):
 
 APPENDER = """
 import asyncio, sys
-from flower.store import SQLiteSessionStore
+from flower.context.store import SQLiteSessionStore
 db, worker = sys.argv[1], sys.argv[2]
 async def main():
     store = SQLiteSessionStore(db)
@@ -310,7 +310,7 @@ def _texts(request: dict) -> str:
 RESUMER = """
 import asyncio, json, sys
 from claude_agent_sdk import ClaudeAgentOptions, ResultMessage, query
-from flower.store import SQLiteSessionStore
+from flower.context.store import SQLiteSessionStore
 db, cwd, session_id, env = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
 async def main():
     store = SQLiteSessionStore(db)

@@ -10,8 +10,8 @@ import anyio
 import pytest
 from claude_agent_sdk import InMemorySessionStore
 
-from flower.pruning import PruningSessionStore, prune, result_text, tool_results
-from flower.trim import Trimmer, spill
+from flower.context.pruning import PruningSessionStore, prune, result_text, tool_results
+from flower.context.trim import Trimmer, spill
 from tests.test_pruning import KEY, Transcript, assert_chain_ok
 
 POINTER = re.compile(r"^\[(trimmed|spilled): (\d+) chars → (\S+\.txt); first 400 chars: (.*)\]$", re.S)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 
-from flower.trim import spill
-from flower.workbench import ARTIFACT_THRESHOLD, Workbench, describe
+from flower.context.trim import spill
+from flower.context.workbench import ARTIFACT_THRESHOLD, Workbench, describe
 
 
 def test_default_layout_under_dot_flower(tmp_path):
@@ -76,7 +76,7 @@ def test_index_counts_spill_and_worktrees_instead_of_listing_them(tmp_path):
 
 
 def test_index_is_capped(tmp_path, monkeypatch):
-    import flower.workbench as mod
+    import flower.context.workbench as mod
 
     monkeypatch.setattr(mod, "INDEX_LIMIT", 3)
     wb = Workbench(tmp_path).ensure()

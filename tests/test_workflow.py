@@ -223,7 +223,7 @@ async def test_a_failing_event_hook_never_fails_the_step_or_loses_its_row(tmp_pa
 
 
 def test_long_tool_inputs_are_kept_as_head_and_digest():
-    from flower.runtime import compact_input
+    from flower.runtime.engine import compact_input
 
     big = "x" * 5000
     short = compact_input({"file_path": "/w/a.txt", "content": big, "list": [big]})
@@ -242,7 +242,7 @@ def test_background_subagents_are_waited_for_until_a_terminal_report():
         UserMessage,
     )
 
-    from flower.runtime import _Background
+    from flower.runtime.engine import _Background
 
     launched = UserMessage([ToolResultBlock("toolu_1", [{"type": "text", "text": "Async agent launched successfully."}])])
     started = TaskStartedMessage("task_started", {}, "t1", "coder", "u1", "s", tool_use_id="toolu_1")

@@ -5,7 +5,7 @@ whatever the CLI does — success, API errors, crashes, interrupts — into a St
 resumes the same session across infrastructure failures (R-18, R-40..R-43).
 
 Context economy (R-50, R-51) lives here too: the spill hook (`spill_hook`), trim on load (the
-PruningSessionStore's Trimmer) and handoff (`flower.handoff`): past the threshold the turn is
+PruningSessionStore's Trimmer) and handoff (`flower.context.handoff`): past the threshold the turn is
 interrupted, the session writes its handoff document and a fresh successor takes over inside
 the same `run()`; `StepResult.retired` lists the sessions it replaced.
 """
@@ -52,7 +52,7 @@ from claude_agent_sdk import (
     project_key_for_directory,
 )
 
-from .handoff import (
+from flower.context.handoff import (
     Handoff,
     degraded_doc,
     doc_path,
@@ -62,15 +62,15 @@ from .handoff import (
     seed_prompt,
     write_prompt,
 )
-from .handoff import save as save_doc
-from .manifest import Manifest, new_run_id
-from .resilience import Resilience, classify_result, endpoint, reachable
-from .result import StepResult, now_iso
-from .roles import tool_base
-from .signals import bundled_cli, shielded_cli
-from .spec import AgentSpec
-from .store import SQLiteSessionStore, context_tokens
-from .trim import spill
+from flower.context.handoff import save as save_doc
+from flower.context.store import SQLiteSessionStore, context_tokens
+from flower.context.trim import spill
+from flower.flows.roles import tool_base
+from flower.result import StepResult, now_iso
+from flower.runtime.manifest import Manifest, new_run_id
+from flower.runtime.resilience import Resilience, classify_result, endpoint, reachable
+from flower.runtime.signals import bundled_cli, shielded_cli
+from flower.spec import AgentSpec
 
 log = logging.getLogger(__name__)
 
@@ -227,11 +227,11 @@ class Runtime:
 
     # -- construction helpers -------------------------------------------------------------
     def _wrap_store(self, sqlite: SQLiteSessionStore) -> Any:
-        from .pruning import PruningSessionStore
+        from flower.context.pruning import PruningSessionStore
 
         trimmer = None
         if self.trim:
-            from .trim import Trimmer
+            from flower.context.trim import Trimmer
 
             trimmer = Trimmer(self.run_dir / "trimmed")
         # PruningSessionStore.__new__ picks the subclass with the optional methods the inner

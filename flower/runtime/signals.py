@@ -42,8 +42,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from . import exitinfo
-from .fileio import write_atomic
+from flower import exitinfo
+from flower.fileio import write_atomic
 
 Ask = Callable[[], str]
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from filelock import FileLock
 
-from .fileio import write_atomic
+from flower.fileio import write_atomic
 
 log = logging.getLogger(__name__)
 

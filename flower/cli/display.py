@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from .result import StepResult
+from flower.result import StepResult
 
 SCRIPTED_LABEL = "offline scripted model — no real model was called"
 

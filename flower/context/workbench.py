@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .fileio import write_atomic
+from flower.fileio import write_atomic
 
 ARTIFACT_THRESHOLD = 2000
 INDEX_LIMIT = 200  # lines of files listed; beyond this INDEX.md only counts them

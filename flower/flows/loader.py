@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .workflow import Workflow
+from flower.flows.workflow import Workflow
 
 
 class TargetError(ValueError):

@@ -24,15 +24,24 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .brief import append_wake_words, parse_brief, read_brief, write_brief
-from .channel import HumanChannel
-from .fileio import write_atomic
-from .goal import Goal, Verdict, parse_goal, parse_verdict, render_goal
-from .roles import READ_TOOLS, allow_only, clarify, coordinator, guard_hooks, judge, require_git, worker
-from .spec import AgentSpec
-from .wake import start_over, wake_state
-from .workbench import Workbench
-from .workflow import Step, StepAbort, Workflow
+from flower.context.workbench import Workbench
+from flower.fileio import write_atomic
+from flower.flows.brief import append_wake_words, parse_brief, read_brief, write_brief
+from flower.flows.channel import HumanChannel
+from flower.flows.goal import Goal, Verdict, parse_goal, parse_verdict, render_goal
+from flower.flows.roles import (
+    READ_TOOLS,
+    allow_only,
+    clarify,
+    coordinator,
+    guard_hooks,
+    judge,
+    require_git,
+    worker,
+)
+from flower.flows.wake import start_over, wake_state
+from flower.flows.workflow import Step, StepAbort, Workflow
+from flower.spec import AgentSpec
 
 CLARIFY = "确认需求"
 GOAL = "设定目标"

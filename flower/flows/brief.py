@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from pathlib import Path
 
-from .fileio import write_atomic
+from flower.fileio import write_atomic
 
 HEADER = "# 需求确认书"
 SECTIONS = ("目标", "验收标准", "边界", "未知与假设")

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from pathlib import Path
 
-from .fileio import write_atomic
+from flower.fileio import write_atomic
 
 
 class Lineage:

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from .fileio import write_atomic
+from flower.fileio import write_atomic
 
 SECTIONS = ("现在在做什么", "已经定下的", "走不通的路", "下一步", "现场")
 REQUIRED = ("现在在做什么", "下一步")

@@ -11,10 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .continuity import ContinuityLog, decide, first_run
-from .lineage import Lineage
-from .result import StepResult
-from .spec import AgentSpec
+from flower.flows.continuity import ContinuityLog, decide, first_run
+from flower.flows.lineage import Lineage
+from flower.result import StepResult
+from flower.spec import AgentSpec
 
 ON_FAIL = ("stop", "skip", "continue")
 RESERVED = ("_runtime", "_on_event", "_sessions", "_results", "_lineage", "_woke", "_aborted", "_failed_at")

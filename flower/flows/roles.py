@@ -22,9 +22,9 @@ from typing import Any
 
 from claude_agent_sdk import AgentDefinition, HookMatcher
 
-from .brief import Brief, render_brief
-from .goal import VERDICT_FORMAT
-from .spec import AgentSpec
+from flower.flows.brief import Brief, render_brief
+from flower.flows.goal import VERDICT_FORMAT
+from flower.spec import AgentSpec
 
 DEFAULT_WORKER_TOOLS = ["Read", "Write", "Edit", "Bash", "Glob", "Grep", "WebFetch", "WebSearch"]
 COORDINATOR_TOOLS = ["Agent", "TodoWrite", "Read"]

@@ -34,7 +34,7 @@ from typing import Any
 
 from claude_agent_sdk import create_sdk_mcp_server, tool
 
-from .brief import RUN_HEADING, append_to_section
+from flower.flows.brief import RUN_HEADING, append_to_section
 
 SERVER = "human"
 ASK_TOOL = f"mcp__{SERVER}__ask"

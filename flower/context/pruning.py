@@ -45,7 +45,7 @@ What `prune()` does, in order:
    nearest surviving ancestor, so the chain from the last entry still reaches the root (the CLI
    rebuilds the conversation by walking that chain; a gap would silently cut off history).
    `chain_problems()` checks this.
-7. **trim** (optional, `flower.trim.Trimmer`) runs last. ``trim=None``/``False`` disables only that
+7. **trim** (optional, `flower.context.trim.Trimmer`) runs last. ``trim=None``/``False`` disables only that
    layer; steps 1-6 always run.
 
 Entries are copied on write: untouched entries are returned as they came from `inner`,
@@ -505,7 +505,7 @@ class PruningSessionStore(SessionStore):
         if not isinstance(keep_denials, int) or keep_denials < 0:
             raise ValueError(f"keep_denials must be an integer >= 0, not {keep_denials!r}")
         if trim is True or not (trim is None or trim is False or callable(trim)):
-            raise TypeError("trim must be None/False or a callable over the entry list (flower.trim.Trimmer)")
+            raise TypeError("trim must be None/False or a callable over the entry list (flower.context.trim.Trimmer)")
         self.inner = inner
         self.ephemeral = ephemeral
         self.keep_denials = keep_denials

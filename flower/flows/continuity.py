@@ -21,9 +21,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .exitinfo import current_stamp
-from .fileio import write_atomic
-from .lineage import Lineage
+from flower.exitinfo import current_stamp
+from flower.fileio import write_atomic
+from flower.flows.lineage import Lineage
 
 CONTINUITY_FILE = "continuity.json"
 CONTINUITY_FORMAT = "flower/continuity@1"

@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from .brief import _HEADING, _norm, strip_fences
+from flower.flows.brief import _HEADING, _norm, strip_fences
 
 GOAL_HEADING = "目标"
 CHECKS_HEADING = "判定清单"

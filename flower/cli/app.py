@@ -19,17 +19,28 @@ from rich.console import Console
 from rich.text import Text
 from typer.exceptions import TyperException
 
-from . import exitinfo, signals, terminal
-from .display import Display, is_scripted
-from .flows import CLARIFY, GOAL, QA_FILE, WORK, brief_path, goal_path, in_progress, starter_flow
-from .handoff import Handoff
-from .loader import TargetError, load_workflow
-from .roles import require_git
-from .runtime import Runtime
-from .spec import AgentSpec
-from .wake import display_path, notice, step_header, wake_line
-from .workbench import Workbench
-from .workflow import WorkflowError
+from flower import exitinfo
+from flower.cli import terminal
+from flower.cli.display import Display, is_scripted
+from flower.context.handoff import Handoff
+from flower.context.workbench import Workbench
+from flower.flows.loader import TargetError, load_workflow
+from flower.flows.roles import require_git
+from flower.flows.starter import (
+    CLARIFY,
+    GOAL,
+    QA_FILE,
+    WORK,
+    brief_path,
+    goal_path,
+    in_progress,
+    starter_flow,
+)
+from flower.flows.wake import display_path, notice, step_header, wake_line
+from flower.flows.workflow import WorkflowError
+from flower.runtime import signals
+from flower.runtime.engine import Runtime
+from flower.spec import AgentSpec
 
 PERMISSION_MODES = ("default", "acceptEdits", "plan", "bypassPermissions", "dontAsk", "auto")
 SUBCOMMANDS = ("go", "run", "once")

@@ -26,10 +26,10 @@ from typing import Any
 
 from claude_agent_sdk import project_key_for_directory
 
-from .brief import Brief, parse_brief
-from .goal import parse_goal
-from .lineage import Lineage
-from .store import context_from_newest, store_key
+from flower.context.store import context_from_newest, store_key
+from flower.flows.brief import Brief, parse_brief
+from flower.flows.goal import parse_goal
+from flower.flows.lineage import Lineage
 
 BRIEF_FILE = "需求.md"
 GOAL_FILE = "目标.md"

@@ -5,7 +5,7 @@ hex digits of the SHA-256 of the text), so the same text is written once and not
 
 * **spill** (`spill()`, for a PostToolUse hook): a fresh result over 4,000 chars goes to
   ``<workbench>/spill/<sha16>.txt``; the agent sees a pointer plus the first 400 chars.
-* **trim on load** (`Trimmer`, the ``trim`` hook of `flower.pruning.PruningSessionStore`):
+* **trim on load** (`Trimmer`, the ``trim`` hook of `flower.context.pruning.PruningSessionStore`):
   when a session is resumed, tool results of >= 2,000 chars except the newest 20 are written
   under the trim directory and replaced, in the loaded copy only, by a pointer. The stored
   transcript keeps the full text; each load trims again from it.
@@ -22,8 +22,8 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from .fileio import write_atomic
-from .pruning import Entry, result_text, tool_results, with_result_contents
+from flower.context.pruning import Entry, result_text, tool_results, with_result_contents
+from flower.fileio import write_atomic
 
 TRIM_MIN_CHARS = 2000
 TRIM_KEEP_NEWEST = 20
