@@ -22,7 +22,7 @@ _EXPORTS = {
     "AgentSpec": "spec",
     "wake_state": "flows.wake",
     "Workbench": "context.workbench",
-    "Step": "flows.workflow", "StepAbort": "flows.workflow", "Workflow": "flows.workflow", "WorkflowError": "flows.workflow",
+    "Step": "flows.workflow", "StepAbort": "errors", "Workflow": "flows.workflow", "WorkflowError": "errors",
 }
 
 __all__ = [
@@ -72,12 +72,13 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:  # for type checkers and editors: the same names, eagerly
     from .context.handoff import Handoff
     from .context.workbench import Workbench
+    from .errors import StepAbort, WorkflowError
     from .flows.channel import HumanChannel
     from .flows.lineage import Lineage
     from .flows.roles import WORKER_RULES, clarify, coordinator, judge, oracle, worker
     from .flows.starter import CLARIFY_RESUME, clarify_step, goal_step, starter_flow, with_goal
     from .flows.wake import wake_state
-    from .flows.workflow import Step, StepAbort, Workflow, WorkflowError
+    from .flows.workflow import Step, Workflow
     from .result import StepResult
     from .runtime.engine import HANDOFF_DUE, INTERRUPTED, Runtime
     from .spec import AgentSpec

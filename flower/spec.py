@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from flower.errors import ConfigError
+
 
 @dataclass
 class AgentSpec:
@@ -28,6 +30,6 @@ class AgentSpec:
 
     def __post_init__(self) -> None:
         if not self.name or not isinstance(self.name, str):
-            raise ValueError("AgentSpec.name must be a non-empty string")
+            raise ConfigError("AgentSpec.name must be a non-empty string")
         if self.max_turns is not None and self.max_turns < 1:
-            raise ValueError(f"AgentSpec {self.name!r}: max_turns must be >= 1 (got {self.max_turns})")
+            raise ConfigError(f"AgentSpec {self.name!r}: max_turns must be >= 1 (got {self.max_turns})")

@@ -24,7 +24,8 @@ from flower.cli import terminal
 from flower.cli.display import Display, is_scripted
 from flower.context.handoff import Handoff
 from flower.context.workbench import Workbench
-from flower.flows.loader import TargetError, load_workflow
+from flower.errors import FlowerError, TargetError, WorkflowError
+from flower.flows.loader import load_workflow
 from flower.flows.roles import require_git
 from flower.flows.starter import (
     CLARIFY,
@@ -37,7 +38,6 @@ from flower.flows.starter import (
     starter_flow,
 )
 from flower.flows.wake import display_path, notice, step_header, wake_line
-from flower.flows.workflow import WorkflowError
 from flower.runtime import signals
 from flower.runtime.engine import Runtime
 from flower.spec import AgentSpec
@@ -452,6 +452,10 @@ def main(argv: list[str] | None = None) -> None:
         hint = f" (see {ctx.command_path} --help)" if ctx is not None else ""
         err.print(f"flower: {message}{hint}", markup=False, highlight=False)
         sys.exit(exc.exit_code)
+    except FlowerError as exc:  # an error the person can fix, not caught by a command: one line
+        err.print(Text.assemble(("flower:", "red"), " ", str(exc)), highlight=False)
+        exitinfo.leave(G.run_dir, code=2, kind=exc.kind, reason=str(exc))
+        sys.exit(2)
     except (typer.Abort, KeyboardInterrupt):
         err.print("flower: interrupted")
         exitinfo.leave(G.run_dir, code=130, kind="interrupted", reason="interrupted")

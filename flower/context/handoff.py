@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from flower.errors import ConfigError
 from flower.fileio import write_atomic
 
 SECTIONS = ("现在在做什么", "已经定下的", "走不通的路", "下一步", "现场")
@@ -91,9 +92,9 @@ class Handoff:
 
     def __post_init__(self) -> None:
         if not isinstance(self.window, int) or self.window <= 0:
-            raise ValueError(f"Handoff.window must be a positive number of tokens, not {self.window!r}")
+            raise ConfigError(f"Handoff.window must be a positive number of tokens, not {self.window!r}")
         if not isinstance(self.max_generations, int) or self.max_generations < 0:
-            raise ValueError(f"Handoff.max_generations must be an int >= 0, not {self.max_generations!r}")
+            raise ConfigError(f"Handoff.max_generations must be an int >= 0, not {self.max_generations!r}")
 
     @classmethod
     def from_value(cls, value: bool | Handoff | None) -> Handoff:

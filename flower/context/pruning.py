@@ -61,6 +61,8 @@ from typing import Any
 
 from claude_agent_sdk import SessionKey, SessionStore, SessionStoreEntry
 
+from flower.errors import ConfigError
+
 Entry = dict[str, Any]
 Trim = Callable[[list[Entry]], list[Entry]]
 
@@ -503,7 +505,7 @@ class PruningSessionStore(SessionStore):
         glance_ttl: int = GLANCE_TTL,
     ) -> None:
         if not isinstance(keep_denials, int) or keep_denials < 0:
-            raise ValueError(f"keep_denials must be an integer >= 0, not {keep_denials!r}")
+            raise ConfigError(f"keep_denials must be an integer >= 0, not {keep_denials!r}")
         if trim is True or not (trim is None or trim is False or callable(trim)):
             raise TypeError("trim must be None/False or a callable over the entry list (flower.context.trim.Trimmer)")
         self.inner = inner

@@ -27,6 +27,8 @@ from claude_agent_sdk import (
     fold_session_summary,
 )
 
+from flower.errors import ConfigError
+
 T = TypeVar("T")
 
 BUSY_TIMEOUT_MS = 30_000
@@ -59,7 +61,7 @@ def store_key(key: SessionKey | SessionListSubkeysKey) -> str:
     """`project_key/session_id[/subpath]`, the string every table is keyed by."""
     subpath = key.get("subpath")  # type: ignore[union-attr]
     if subpath == "":
-        raise ValueError("SessionKey.subpath must be omitted for the main transcript, not empty")
+        raise ConfigError("SessionKey.subpath must be omitted for the main transcript, not empty")
     base = f"{key['project_key']}/{key['session_id']}"
     return f"{base}/{subpath}" if subpath else base
 

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from pathlib import Path
 
+from flower.errors import ConfigError
 from flower.fileio import write_atomic
 
 HEADER = "# 需求确认书"
@@ -255,7 +256,7 @@ def append_to_section(
     """
     words = (text or "").strip()
     if not words:
-        raise ValueError(f"nothing to append under ## {heading}: the text is empty")
+        raise ConfigError(f"nothing to append under ## {heading}: the text is empty")
     stamp = (when or datetime.now()).strftime("%Y-%m-%d %H:%M:%S")
     first, *rest = words.splitlines()
     entry = "\n".join([f"- [{stamp}] {first}"] + [f"  {line}" if line.strip() else "" for line in rest])

@@ -8,11 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from flower.errors import TargetError
 from flower.flows.workflow import Workflow
-
-
-class TargetError(ValueError):
-    """A workflow target that cannot be loaded; the message says what to fix."""
 
 
 def load_object(target: str) -> Any:

@@ -22,6 +22,7 @@ from typing import Any
 
 from claude_agent_sdk import AgentDefinition, HookMatcher
 
+from flower.errors import ConfigError, WorkspaceError
 from flower.flows.brief import Brief, render_brief
 from flower.flows.goal import VERDICT_FORMAT
 from flower.spec import AgentSpec
@@ -215,7 +216,7 @@ def require_git(workspace: str | os.PathLike) -> Path:
     except (FileNotFoundError, NotADirectoryError):
         got = None
     if got is None or got.returncode != 0:
-        raise ValueError(f"isolate=True needs a git repository at {ws}; run git init or drop --isolate")
+        raise WorkspaceError(f"isolate=True needs a git repository at {ws}; run git init or drop --isolate")
     return Path(got.stdout.strip()).resolve()
 
 
@@ -229,7 +230,7 @@ def ensure_worktree(repo: str | os.PathLike, name: str) -> Path:
     when the repository has no commit yet, or when the directory exists but is not a worktree.
     """
     if not name or _BAD_NAME.search(name):
-        raise ValueError(
+        raise WorkspaceError(
             f"worker name {name!r} cannot name a git worktree/branch; use letters, digits, '-' or '_'"
         )
     top = require_git(repo)
@@ -239,11 +240,11 @@ def ensure_worktree(repo: str | os.PathLike, name: str) -> Path:
         listed = _git(top, "worktree", "list", "--porcelain").stdout
         if f"worktree {path}\n" in listed + "\n":
             return path
-        raise ValueError(
+        raise WorkspaceError(
             f"{path} exists but is not a git worktree of {top}; move it away or pick another worker name"
         )
     if _git(top, "rev-parse", "--verify", "--quiet", "HEAD").returncode != 0:
-        raise ValueError(f"isolate=True needs at least one commit in {top}; commit something first")
+        raise WorkspaceError(f"isolate=True needs at least one commit in {top}; commit something first")
     has_branch = _git(top, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}").returncode == 0
     args = (
         ["worktree", "add", str(path), branch] if has_branch else ["worktree", "add", "-b", branch, str(path)]
@@ -251,7 +252,7 @@ def ensure_worktree(repo: str | os.PathLike, name: str) -> Path:
     got = _git(top, *args)
     if got.returncode != 0:
         detail = (got.stderr.strip().splitlines() or ["unknown error"])[-1]
-        raise ValueError(f"git worktree add {path} failed: {detail}")
+        raise WorkspaceError(f"git worktree add {path} failed: {detail}")
     _exclude_worktrees(top)
     return path
 
@@ -296,7 +297,7 @@ def worker(
     `name` is this argument or, inside coordinator(), the worker's key.
     """
     if not description.strip():
-        raise ValueError("worker(description=...) is empty: say in one line what to dispatch to this worker")
+        raise ConfigError("worker(description=...) is empty: say in one line what to dispatch to this worker")
     text = "\n\n".join(
         part for part in (prompt.strip(), WORKER_RULES, ISOLATE_RULES if isolate else "") if part
     )
@@ -347,7 +348,7 @@ def coordinator(
     main thread's system prompt, so it would not know where artifacts/ lives.
     """
     if not workers:
-        raise ValueError(f"coordinator {name!r} needs at least one worker to dispatch to")
+        raise ConfigError(f"coordinator {name!r} needs at least one worker to dispatch to")
     own = COORDINATOR_TOOLS + (["Bash"] if glance else []) + (list(channel.tool_names) if channel else [])
     agents = _place_workers(workers, workspace)
     if workbench is not None:
@@ -386,7 +387,7 @@ def _place_workers(
 ) -> dict[str, AgentDefinition]:
     for key, defn in workers.items():
         if not isinstance(defn, AgentDefinition):
-            raise ValueError(
+            raise ConfigError(
                 f"worker {key!r} is {type(defn).__name__}, not an AgentDefinition; build it with worker(...)"
             )
     isolated = [key for key, defn in workers.items() if is_isolated(defn)]

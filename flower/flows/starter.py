@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from flower.context.workbench import Workbench
+from flower.errors import ConfigError, StepAbort, WorkspaceError
 from flower.fileio import write_atomic
 from flower.flows.brief import append_wake_words, parse_brief, read_brief, write_brief
 from flower.flows.channel import HumanChannel
@@ -40,7 +41,7 @@ from flower.flows.roles import (
     worker,
 )
 from flower.flows.wake import start_over, wake_state
-from flower.flows.workflow import Step, StepAbort, Workflow
+from flower.flows.workflow import Step, Workflow
 from flower.spec import AgentSpec
 
 CLARIFY = "确认需求"
@@ -340,7 +341,7 @@ def with_goal(
     * No complete 目标.md at gate time: nothing to judge against — the round passes with a warning.
     """
     if rounds < 1:
-        raise ValueError(f"with_goal({step.name!r}): rounds must be >= 1 (got {rounds})")
+        raise ConfigError(f"with_goal({step.name!r}): rounds must be >= 1 (got {rounds})")
     judge_name = name or f"{step.name}·判定"
     role = spec or judge(judge_name, channel, can_run=can_run)
     path = Path(goal_path)
@@ -473,9 +474,9 @@ def starter_flow(
     """
     ws = Path(workspace).resolve()
     if not ws.is_dir():
-        raise ValueError(f"workspace {ws} is not a directory: create it or pass -w DIR")
+        raise WorkspaceError(f"workspace {ws} is not a directory: create it or pass -w DIR")
     if rounds < 1:
-        raise ValueError(f"rounds must be >= 1 (got {rounds})")
+        raise ConfigError(f"rounds must be >= 1 (got {rounds})")
     if isolate:
         require_git(ws)
     wb = (workbench or Workbench(ws)).ensure()
@@ -485,7 +486,7 @@ def starter_flow(
     words = (ask or "").strip()
     waking = in_progress(ws, run_dir=run_dir, workbench=wb)
     if not words and not waking:
-        raise ValueError(f"nothing to do in {ws}: say what you want, e.g. flower \"make hello.txt say hi\"")
+        raise ConfigError(f"nothing to do in {ws}: say what you want, e.g. flower \"make hello.txt say hi\"")
     wake_words = words if waking else ""
     if wake_words:
         append_wake_words(brief_file, wake_words)  # lands in 需求.md before any step reads it

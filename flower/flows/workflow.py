@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from flower.errors import StepAbort, WorkflowError
 from flower.flows.continuity import ContinuityLog, decide, first_run
 from flower.flows.lineage import Lineage
 from flower.result import StepResult
@@ -18,18 +19,6 @@ from flower.spec import AgentSpec
 
 ON_FAIL = ("stop", "skip", "continue")
 RESERVED = ("_runtime", "_on_event", "_sessions", "_results", "_lineage", "_woke", "_aborted", "_failed_at")
-
-
-class StepAbort(Exception):
-    """Raised in a gate to give up on a step at once: remaining retries are not used (R-16)."""
-
-    def __init__(self, reason: str = "") -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-class WorkflowError(ValueError):
-    """A workflow definition or step input that cannot run; the message names the step."""
 
 
 async def _call(step: Step, what: str, fn: Callable[..., Any], *args: Any) -> Any:

@@ -65,6 +65,7 @@ from flower.context.handoff import (
 from flower.context.handoff import save as save_doc
 from flower.context.store import SQLiteSessionStore, context_tokens
 from flower.context.trim import spill
+from flower.errors import ConfigError, WorkspaceError
 from flower.flows.roles import tool_base
 from flower.result import StepResult, now_iso
 from flower.runtime.manifest import Manifest, new_run_id
@@ -191,7 +192,7 @@ class Runtime:
     ) -> None:
         self.workspace = Path(workspace).resolve()
         if not self.workspace.is_dir():
-            raise ValueError(f"workspace {self.workspace} is not a directory: create it or pass -w DIR")
+            raise WorkspaceError(f"workspace {self.workspace} is not a directory: create it or pass -w DIR")
         # run_dir is relative to the current directory, not to the workspace.
         self.run_dir = Path(run_dir).resolve()
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -295,7 +296,7 @@ class Runtime:
         on_event: EventHook | None = None,
     ) -> StepResult:
         if (fork or resume_at) and not resume:
-            raise ValueError("fork and resume_at need resume=<session id>")
+            raise ConfigError("fork and resume_at need resume=<session id>")
         name = step_name or spec.name
         result = StepResult(step=name, resumed=bool(resume))
         self._inflight.append(result)

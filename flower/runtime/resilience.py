@@ -61,6 +61,8 @@ from urllib.parse import urlsplit
 
 import anyio
 
+from flower.errors import ConfigError
+
 Kind = Literal["transient", "fatal", "unknown"]
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
@@ -106,7 +108,7 @@ def endpoint(env: Mapping[str, str] | None = None) -> tuple[str, int]:
     else:
         host = parts.hostname
     if not host:
-        raise ValueError(
+        raise ConfigError(
             f"ANTHROPIC_BASE_URL={url!r} has no usable host[:port]; set it like https://api.anthropic.com"
         )
     if port is None:
