@@ -1,0 +1,89 @@
+"""`flower run TARGET`: run a Workflow defined in Python (module:attr or file.py:attr)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import typer
+
+from flower import exitinfo
+from flower.cli.common import (
+    G,
+    RunDirOption,
+    TrimOption,
+    VerboseOption,
+    WorkbenchOption,
+    WorkspaceOption,
+    ended,
+    fail,
+    interrupted,
+    make_runtime,
+    set_globals,
+)
+from flower.cli.display import Display
+from flower.errors import TargetError, WorkflowError
+from flower.flows.loader import load_workflow
+from flower.flows.wake import notice, step_header, wake_line
+from flower.runtime import signals
+
+
+def run(
+    target: str = typer.Argument(..., help="module:attr or path/to/file.py:attr naming a Workflow"),
+    prompt: str | None = typer.Option(None, "--prompt", help="put this text in ctx['prompt'] for the workflow's steps"),
+    values: list[str] = typer.Option([], "--set", help="KEY=VALUE into ctx['args'] (repeatable)"),
+    fresh: bool = typer.Option(False, "--fresh", help="continuous=False: every step starts a new session"),
+    workspace: WorkspaceOption = None,
+    run_dir: RunDirOption = None,
+    verbose: VerboseOption = False,
+    workbench: WorkbenchOption = False,
+    trim: TrimOption = False,
+) -> None:
+    """Run a Workflow defined in Python."""
+    set_globals(workspace, run_dir, verbose, workbench, trim)
+    exitinfo.clear(G.run_dir)
+    try:
+        workflow = load_workflow(target)
+    except TargetError as exc:
+        fail(str(exc), kind="target")
+        raise
+    for item in values:
+        if "=" not in item:
+            fail(f"--set {item!r}: expected KEY=VALUE")
+    if values:
+        workflow.context.setdefault("args", {}).update(dict(v.split("=", 1) for v in values))
+    if prompt is not None:
+        workflow.context["prompt"] = prompt
+    if fresh:
+        workflow.continuous = False
+    rt = make_runtime()
+    display = Display(verbose=G.verbose)
+    if workflow.continuous:
+        line = wake_line(G.workspace, run_dir=G.run_dir, steps_order=[s.name for s in workflow.steps])
+        if line:
+            display.console.print(line, markup=False)
+
+    def on_event(kind: str, payload: dict) -> Any:
+        if kind == "step":
+            display.console.print(step_header(payload["name"], payload["index"], payload["total"],
+                                              resumed=payload["resumed"], woke=payload["woke"]), markup=False)
+            return None
+        text = notice(kind, payload)
+        if text:
+            display.console.print(text, markup=False)
+        return display.event(kind, payload)
+
+    try:
+        # One Ctrl-C interrupts and continues, two quit (130); SIGTERM/SIGHUP rescue the step.
+        with signals.install(rt, ask=signals.ask_on_terminal()):
+            ctx = anyio.run(lambda: workflow.run(rt, on_event=on_event, on_step=display.step_done))
+    except WorkflowError as exc:
+        fail(str(exc), kind="workflow")
+        raise
+    except KeyboardInterrupt:
+        interrupted("interrupted (the session continues next time)")
+        raise
+    finally:
+        rt.close()
+    display.summary(rt)
+    raise typer.Exit(ended(ctx))
