@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 _EXPORTS = {
     "HumanChannel": "flows.channel",
-    "CLARIFY_RESUME": "flows.starter", "clarify_step": "flows.starter", "goal_step": "flows.starter", "starter_flow": "flows.starter",
+    "CLARIFY_RESUME": "catalogue", "clarify_step": "flows.starter", "goal_step": "flows.starter", "starter_flow": "flows.starter",
     "with_goal": "flows.starter",
     "Handoff": "context.handoff",
     "Lineage": "flows.lineage",
     "StepResult": "result",
-    "WORKER_RULES": "flows.roles", "clarify": "flows.roles", "coordinator": "flows.roles", "judge": "flows.roles", "oracle": "flows.roles",
+    "WORKER_RULES": "catalogue", "clarify": "flows.roles", "coordinator": "flows.roles", "judge": "flows.roles", "oracle": "flows.roles",
     "worker": "flows.roles",
     "HANDOFF_DUE": "runtime.engine", "INTERRUPTED": "runtime.engine", "Runtime": "runtime.engine",
     "AgentSpec": "spec",
@@ -70,13 +70,14 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # for type checkers and editors: the same names, eagerly
+    from .catalogue import CLARIFY_RESUME, WORKER_RULES
     from .context.handoff import Handoff
     from .context.workbench import Workbench
     from .errors import StepAbort, WorkflowError
     from .flows.channel import HumanChannel
     from .flows.lineage import Lineage
-    from .flows.roles import WORKER_RULES, clarify, coordinator, judge, oracle, worker
-    from .flows.starter import CLARIFY_RESUME, clarify_step, goal_step, starter_flow, with_goal
+    from .flows.roles import clarify, coordinator, judge, oracle, worker
+    from .flows.starter import clarify_step, goal_step, starter_flow, with_goal
     from .flows.wake import wake_state
     from .flows.workflow import Step, Workflow
     from .result import StepResult

@@ -27,9 +27,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from flower.catalogue import EXIT_FILE
 from flower.fileio import write_atomic
 
-EXIT_FILE = ".exit.json"
 EXIT_FORMAT = "flower/exit@1"
 STAMP_ENV = "FLOWER_RUN_STAMP"
 CLASSES = ("done", "usage", "target", "workflow", "database", "api", "step", "signal", "interrupted", "crash")

@@ -6,10 +6,11 @@ from datetime import datetime
 
 import pytest
 
+from flower.catalogue import BRIEF_HEADER as HEADER
+from flower.catalogue import BRIEF_SECTIONS as SECTIONS
+from flower.catalogue import EMPTY_MARK as EMPTY
+from flower.catalogue import VERDICT_FORMAT
 from flower.flows.brief import (
-    EMPTY,
-    HEADER,
-    SECTIONS,
     Brief,
     append_to_section,
     append_wake_words,
@@ -24,7 +25,6 @@ from flower.flows.goal import (
     ACHIEVED,
     NOT_YET,
     UNREACHABLE,
-    VERDICT_FORMAT,
     Goal,
     Unverifiable,
     parse_goal,

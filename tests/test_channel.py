@@ -9,17 +9,9 @@ import time
 
 import pytest
 
+from flower.catalogue import BUDGET_SPENT, DECLINED, INBOX_EMPTY, NO_ANSWER
 from flower.flows.brief import parse_brief
-from flower.flows.channel import (
-    ASK_TOOL,
-    BUDGET_SPENT,
-    DECLINED,
-    INBOX_EMPTY,
-    INBOX_TOOL,
-    NO_ANSWER,
-    HumanChannel,
-    _read_line,
-)
+from flower.flows.channel import ASK_TOOL, INBOX_TOOL, HumanChannel, _read_line
 from flower.spec import AgentSpec
 from tests.rig import message_requests, runtime, scripted, texts_of
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from flower import CLARIFY_RESUME, AgentSpec, HumanChannel, Step, Workflow, starter_flow
+from flower.catalogue import WAKE_PROMPT, WORK_RESUME, WORKER_RULES
 from flower.flows.brief import read_brief
-from flower.flows.roles import WORKER_RULES
-from flower.flows.starter import WAKE_PROMPT, WORK_RESUME, clarify_step, goal_step, with_goal
+from flower.flows.starter import clarify_step, goal_step, with_goal
 from flower.runtime.engine import Runtime
 from flower.scripted import Scenario, ScriptedServer
 from tests.rig import message_requests, runtime, scripted, texts_of

@@ -7,14 +7,8 @@ import socket
 
 import pytest
 
-from flower.runtime.resilience import (
-    RESUME_PROMPT,
-    Resilience,
-    classify,
-    classify_result,
-    endpoint,
-    reachable,
-)
+from flower.catalogue import RESUME_PROMPT
+from flower.runtime.resilience import Resilience, classify, classify_result, endpoint, reachable
 
 # Final synthetic texts the real CLI 2.1.327 produced (fact sheet §5.2) and related texts.
 CLI_ECONNREFUSED = "API Error: Connection refused — a firewall or proxy may be blocking it (ECONNREFUSED)"

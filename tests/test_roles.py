@@ -7,11 +7,10 @@ import subprocess
 import pytest
 from claude_agent_sdk import AgentDefinition
 
+from flower.catalogue import VERDICT_FORMAT, WORKER_RULES
 from flower.flows.channel import HumanChannel
-from flower.flows.goal import VERDICT_FORMAT
 from flower.flows.roles import (
     DEFAULT_WORKER_TOOLS,
-    WORKER_RULES,
     allow_only,
     clarify,
     coordinator,

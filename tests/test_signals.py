@@ -10,7 +10,8 @@ import json
 import pytest
 
 from flower import AgentSpec
-from flower.context.pruning import INTERRUPTED_NOTE, chain_problems
+from flower.catalogue import INTERRUPTED_NOTE
+from flower.context.pruning import chain_problems
 from tests.rig import message_requests, runtime, scripted, texts_of
 
 pytestmark = pytest.mark.anyio

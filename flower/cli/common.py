@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.text import Text
 
 from flower import exitinfo
+from flower.catalogue import SESSIONS_DB
 from flower.runtime.engine import Runtime
 
 PERMISSION_MODES = ("default", "acceptEdits", "plan", "bypassPermissions", "dontAsk", "auto")
@@ -104,7 +105,7 @@ def new_runtime(**kw: Any) -> Runtime:
     except ValueError as exc:
         fail(str(exc))
     except sqlite3.DatabaseError as exc:
-        db = Path(kw.get("run_dir", "runs")).resolve() / "sessions.db"
+        db = Path(kw.get("run_dir", "runs")).resolve() / SESSIONS_DB
         fail(f"{db} cannot be opened: {exc} (move it aside to start a new session store)", 1, "database")
 
 

@@ -9,6 +9,7 @@ import anyio
 import typer
 
 from flower import exitinfo
+from flower.catalogue import CLARIFY, GOAL, WORK
 from flower.cli import terminal
 from flower.cli.common import (
     G,
@@ -31,7 +32,7 @@ from flower.context.handoff import Handoff
 from flower.context.workbench import Workbench
 from flower.errors import WorkflowError
 from flower.flows.roles import require_git
-from flower.flows.starter import CLARIFY, GOAL, WORK, in_progress, starter_flow
+from flower.flows.starter import in_progress, starter_flow
 from flower.flows.wake import display_path, wake_line
 from flower.runtime import signals
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from flower.catalogue import QA_FILE, WORK
 from flower.cli.display import Display
 from flower.context.workbench import Workbench
-from flower.flows.starter import QA_FILE, WORK, brief_path, goal_path
+from flower.flows.starter import brief_path, goal_path
 from flower.flows.wake import display_path, notice, step_header
 
 

@@ -15,12 +15,8 @@ import threading
 from collections.abc import Callable
 from typing import IO, Any
 
-WAKE_PROMPT = "接着上次? 直接回车 = 接着做;也可以说点新的;/new = 重开一件事(Ctrl-C 退出)\n> "
-# ("Continue? Enter = go on; or say something new; /new = start something else (Ctrl-C quits)")
-TASK_PROMPT = "要做什么? 一句话就够,回车开始(Ctrl-C 退出)\n> "
-# ("What shall I do? One sentence is enough; Enter starts (Ctrl-C quits)")
-ADD_PROMPT = "补充一句? 回车 = 直接接着做 (再按 Ctrl-C 退出)\n> "
-# ("Add a word? Enter = just continue (Ctrl-C again quits)")
+from flower.catalogue import ADD_PROMPT
+
 NEW = "/new"
 
 

@@ -34,50 +34,19 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from flower.catalogue import HANDOFF_REQUIRED as REQUIRED
+from flower.catalogue import HANDOFF_SECTIONS as SECTIONS
+from flower.catalogue import HANDOFF_SEED_PROMPT as SEED_PROMPT
+from flower.catalogue import HANDOFF_WRITE_PROMPT as WRITE_PROMPT
 from flower.errors import ConfigError
 from flower.fileio import write_atomic
 
-SECTIONS = ("现在在做什么", "已经定下的", "走不通的路", "下一步", "现场")
-REQUIRED = ("现在在做什么", "下一步")
 DEFAULT_WINDOW = 200_000
 MAX_GENERATIONS = 8
 
 # Tokens of the window counted as "full". Overflow texts the CLI and the API produce.
 _OVERFLOW = re.compile(r"prompt is too long|prompt_too_long|context (?:length|window) exceeded", re.I)
 _OVERFLOW_REASONS = frozenset({"prompt_too_long", "blocking_limit"})
-
-# Asked of the session whose context is full. It answers with the document as its reply; the
-# runtime writes the file, so a read-only role can hand over too.
-WRITE_PROMPT = """\
-上下文快满了，这个会话要交给一个全新的会话接着做。请现在写交接文档，直接把文档全文作为你的回复（不要调用工具，不要写别的），
-它会被保存到 {path}。接手的人只看得到这份文档和原始任务，看不到我们之间的对话。用下面五个小节，每节写实在的内容：
-
-## 现在在做什么
-(正在进行的事，做到了哪一步)
-
-## 已经定下的
-(已经确认的决定、约定、关键事实；已经产出的文件和它们的路径)
-
-## 走不通的路
-(试过但行不通的做法，以及为什么，免得重走)
-
-## 下一步
-(接手后第一件要做的事，然后是后面几步)
-
-## 现场
-(相关的文件、命令、报错原文、要注意的状态)
-"""
-
-# The successor's first prompt: the document inline (no Read permission needed) plus the task.
-SEED_PROMPT = """\
-你在接手一个进行中的任务。上一个会话的上下文满了，它把进展写进了交接文档 {path}，全文如下：
-
-{doc}
-
-原始任务：
-{task}
-
-从「下一步」接着做，不要从头开始；「走不通的路」里的做法不要再试。"""
 
 
 @dataclass

@@ -61,6 +61,7 @@ from typing import Any
 
 from claude_agent_sdk import SessionKey, SessionStore, SessionStoreEntry
 
+from flower.catalogue import CUT_OFF_NOTE, INTERRUPTED_NOTE
 from flower.errors import ConfigError
 
 Entry = dict[str, Any]
@@ -76,11 +77,6 @@ INTERRUPT_MARKERS = (
 GLANCE_PREFIX = "glance:"
 GLANCE_TTL = 6
 
-# Upstream's wording, plus a clause because a stopped call may have had effects: "[the previous
-# round was cut off here; this tool result was never produced; the call may have partly run]".
-INTERRUPTED_NOTE = "[上一轮在这里被中断，这个工具结果没有产生；这个调用可能已经部分执行]"
-# "[the previous round stopped here]"
-CUT_OFF_NOTE = "[上一轮在这里中断]"
 EXPIRED_NOTE = "[glance output expired after {turns} turns; run the command again if you need it now]"
 
 _FILL_NAMESPACE = uuidlib.UUID("6f1c2a0e-5d7b-4b7e-9a57-f10e2a6b1c00")

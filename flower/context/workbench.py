@@ -17,15 +17,16 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from flower.catalogue import ARTIFACTS_DIR, NOTES_DIR, SCRIPTS_DIR, WORKBENCH_DIR
 from flower.fileio import write_atomic
 
 ARTIFACT_THRESHOLD = 2000
 INDEX_LIMIT = 200  # lines of files listed; beyond this INDEX.md only counts them
 _DESCRIBE_BYTES = 4096
 _SUBDIRS = {
-    "scripts": "可复用的脚本",  # reusable scripts
-    "artifacts": f"产出物: 超过 {ARTIFACT_THRESHOLD} 字符的输出放这里",  # outputs over 2,000 chars
-    "notes": "笔记: 需求、目标、问答记录、交接文档",  # notes: brief, goal, Q&A log, handoffs
+    SCRIPTS_DIR: "可复用的脚本",  # reusable scripts
+    ARTIFACTS_DIR: f"产出物: 超过 {ARTIFACT_THRESHOLD} 字符的输出放这里",  # outputs over 2,000 chars
+    NOTES_DIR: "笔记: 需求、目标、问答记录、交接文档",  # notes: brief, goal, Q&A log, handoffs
 }
 # Top-level directories other parts of flower own; INDEX.md only counts their entries.
 _COUNTED = {
@@ -35,12 +36,12 @@ _COUNTED = {
 
 
 class Workbench:
-    def __init__(self, workspace: str | os.PathLike = ".", dirname: str = ".flower") -> None:
+    def __init__(self, workspace: str | os.PathLike = ".", dirname: str = WORKBENCH_DIR) -> None:
         self.workspace = Path(workspace).resolve()
         self.root = (self.workspace / dirname).resolve()
-        self.scripts = self.root / "scripts"
-        self.artifacts = self.root / "artifacts"
-        self.notes = self.root / "notes"
+        self.scripts = self.root / SCRIPTS_DIR
+        self.artifacts = self.root / ARTIFACTS_DIR
+        self.notes = self.root / NOTES_DIR
         self.index = self.root / "INDEX.md"
 
     def __fspath__(self) -> str:

@@ -20,14 +20,13 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from pathlib import Path
 
+from flower.catalogue import BRIEF_HEADER as HEADER
+from flower.catalogue import BRIEF_SECTIONS as SECTIONS
+from flower.catalogue import EMPTY_MARK as EMPTY
+from flower.catalogue import RUN_HEADING, WAKE_HEADING
 from flower.errors import ConfigError
 from flower.fileio import write_atomic
 
-HEADER = "# 需求确认书"
-SECTIONS = ("目标", "验收标准", "边界", "未知与假设")
-EMPTY = "(未填)"
-WAKE_HEADING = "唤醒时追加"
-RUN_HEADING = "运行中补充"
 APPENDICES = (WAKE_HEADING, RUN_HEADING)
 
 ALIASES: dict[str, tuple[str, ...]] = {

@@ -21,11 +21,11 @@ import os
 from pathlib import Path
 from typing import Any
 
+from flower.catalogue import CONTINUITY_FILE, MANIFEST_FILE
 from flower.exitinfo import current_stamp
 from flower.fileio import write_atomic
 from flower.flows.lineage import Lineage
 
-CONTINUITY_FILE = "continuity.json"
 CONTINUITY_FORMAT = "flower/continuity@1"
 
 
@@ -106,4 +106,4 @@ def read_continuity(run_dir: str | os.PathLike, *, stamp: str | None = None) -> 
 
 def first_run(run_dir: str | os.PathLike) -> bool:
     """Nothing ran in this run directory before (no manifest rows of an earlier run)."""
-    return not (Path(run_dir) / "manifest.json").is_file()
+    return not (Path(run_dir) / MANIFEST_FILE).is_file()

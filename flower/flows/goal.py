@@ -21,11 +21,10 @@ import re
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from flower.catalogue import CHECKS_HEADING, GOAL_HEADING
+from flower.catalogue import EMPTY_MARK as EMPTY
 from flower.flows.brief import _HEADING, _norm, strip_fences
 
-GOAL_HEADING = "目标"
-CHECKS_HEADING = "判定清单"
-EMPTY = "(未填)"
 ACHIEVED, NOT_YET, UNREACHABLE = "achieved", "not_yet", "unreachable"
 STATES = (ACHIEVED, NOT_YET, UNREACHABLE)
 
@@ -117,21 +116,6 @@ def render_goal(goal: Goal) -> str:
 
 # -- verdicts ---------------------------------------------------------------------------------
 
-VERDICT_FORMAT = """\
-只按下面的格式作答,三个小节都要有:
-
-## 结论
-achieved | not_yet | unreachable (只写其中一个)
-
-## 理由
-<两三句话:你检查了什么,看到了什么>
-
-## 未通过
-- <没通过的那条判定,原样抄写> —— <你实际看到的情况>
-(全部通过时写「无」)
-"""
-# ("Answer in exactly this format: 结论 = one of achieved / not_yet / unreachable; 理由 = what you
-# checked and saw; 未通过 = one failed check per bullet, copied verbatim, with what you saw; 无 if none.")
 
 _CONCLUSION_TITLES = {_norm(t) for t in ("结论", "判定", "判定结论", "verdict", "conclusion", "result")}
 _REASON_TITLES = {_norm(t) for t in ("理由", "原因", "依据", "reason", "reasons", "rationale", "why")}

@@ -15,11 +15,12 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from pathlib import Path
 
+from flower.catalogue import LINEAGE_FILE
 from flower.fileio import write_atomic
 
 
 class Lineage:
-    FILE = "lineage.json"
+    FILE = LINEAGE_FILE
 
     def __init__(self, run_dir: str | os.PathLike, workspace: str | os.PathLike) -> None:
         self.path = Path(run_dir) / self.FILE

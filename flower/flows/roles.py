@@ -22,102 +22,40 @@ from typing import Any
 
 from claude_agent_sdk import AgentDefinition, HookMatcher
 
+from flower.catalogue import (
+    CHANNEL_RULES,
+    CLARIFY_RULES,
+    COORDINATOR_RULES,
+    DELEGATE_REASON,
+    GLANCE_RULES,
+    ISOLATE_RULES,
+    JUDGE_CAN_RUN,
+    JUDGE_NO_RUN,
+    JUDGE_RULES,
+    ORACLE_RULES,
+    VERDICT_FORMAT,
+    WHITELIST_REASON,
+    WORKER_RULES,
+    WORKTREES,
+)
 from flower.errors import ConfigError, WorkspaceError
 from flower.flows.brief import Brief, render_brief
-from flower.flows.goal import VERDICT_FORMAT
 from flower.spec import AgentSpec
 
 DEFAULT_WORKER_TOOLS = ["Read", "Write", "Edit", "Bash", "Glob", "Grep", "WebFetch", "WebSearch"]
 COORDINATOR_TOOLS = ["Agent", "TodoWrite", "Read"]
 READ_TOOLS = ["Read", "Glob", "Grep"]
 EDIT_TOOLS = ("Write", "Edit", "NotebookEdit", "MultiEdit")
-WORKTREES = ".flower/worktrees"
 _ALIASES = {"Task": "Agent"}  # the CLI's older name for the Agent tool
 
-WORKER_RULES = """\
-## 干活规则
-- 你拿到的任务是自足的:背景写在任务说明里,或在它指给你的文件里。缺信息就按最合理的理解去做,并在回复里写明这个假设。
-- 长输出(日志、报告、长列表,超过 2000 字符)写进文件(工作台的 artifacts/ 或任务指定的位置),回复里只给路径。
-- 不要把日志、大段代码或命令输出原样贴进回复。
-- 回复不超过 30 行,固定四段:
-  结论: 一两句话,做成了什么、没做成什么
-  证据: 你实际运行或检查过的东西(命令、退出码、测试通过数),一行一条
-  产出: 新建或改动的文件路径
-  未验证: 没能验证的地方;没有就写「无」"""
-# (Work rules: the task is self-contained — background is in the brief or in files it names;
-# when something is missing, take the most reasonable reading and state the assumption. Long
-# outputs (over 2,000 chars) go to files, reply with the path. Never paste logs or command output.
-# Reply in at most 30 lines: conclusion / evidence / output / unverified.)
 
-ISOLATE_RULES = """\
-## 隔离工作区
-- 你的所有改动只落在 git worktree `⟦path⟧`(分支 `⟦branch⟧`)里,不要改主工作区的文件。
-- 开始前确认它存在;不存在就在仓库根目录运行 `git worktree add -b ⟦branch⟧ ⟦path⟧`(分支已存在时用 `git worktree add ⟦path⟧ ⟦branch⟧`)。
-- 在 worktree 里提交你的改动(`git -C ⟦path⟧ commit`);合并不归你管,不要合并。"""
-# (Isolation: all your changes land in git worktree <path> on branch <branch>, never in the main
-# checkout; create it if missing; commit there; merging is the workflow's job, not yours.)
 
-COORDINATOR_RULES = """\
-## 协调规则
-- 你是协调者:拆分任务、派活、核对结果。你自己不写、不改文件(Write/Edit 会被拒绝);要动手的活用 Agent 工具派给 worker。
-- 派出去的任务必须自足:worker 看不到你的上下文。把目标、相关文件路径、约束和怎样算做完写进任务说明,或让它先读某个文件。
-- worker 的回复是摘要;要核对就自己读它给出的文件。
-- 用 TodoWrite 维护进度,一次只推进一件事。"""
-# (Coordination: split, dispatch, verify. You never write files yourself (Write/Edit are denied);
-# dispatch hands-on work with the Agent tool. Dispatched tasks are self-contained — workers don't
-# see your context. Worker replies are summaries: verify by reading the files they name.)
 
-GLANCE_RULES = "- Bash 只用来快速看一眼(ls、git status、跑一下测试),不要用它改文件。"
-# (Bash is for a quick look only — ls, git status, run the tests — never to change files.)
 
-CHANNEL_RULES = """\
-- 只有用户能决定的事(目标、取舍、偏好)才用 mcp__human__ask 问,一次一个问题;没人回答就自己决定并记录假设。
-- 每完成一个阶段调用一次 mcp__human__inbox,看用户有没有补充。"""
-# (Ask only what only the person can decide, one question at a time; if nobody answers, decide
-# and record the assumption. Check mcp__human__inbox after each phase.)
 
-CLARIFY_RULES = """\
-## 确认需求
-你的任务是把用户的请求整理成一份需求确认书,不是去实现它。
-- 先读一读工作区,弄清现状;能从文件里查到的事不要问用户。
-- 只有用户能决定的事才用 mcp__human__ask 问,一次一个问题,总共尽量不超过三个。没人回答就按最合理的理解写进「未知与假设」。
-- 最后的回复只包含下面这份确认书,四节都要填写,不要贴代码:
 
-"""
-# (Clarify: turn the request into a requirement brief, do not implement it. Read the workspace
-# first; don't ask what the files answer. Ask only what only the person can decide, one at a
-# time, three at most; unanswered -> write the assumption under 未知与假设. The final reply is only
-# the brief below, all four sections filled, no code.)
 
-JUDGE_RULES = """\
-## 独立判定
-你是独立判定者。对照 目标.md 的判定清单,逐条检查工作区里的实际状态,判断目标是否达成。
-- 只相信你亲自看到的证据,不要采信干活的人自己的说法。
-- 你只判定,不修复:不要改任何文件。
-- 标着 [此环境无法验证:…] 的条目跳过,不算未通过。
-- 任何一条可验证的判定没通过,结论就是 not_yet;全部通过才是 achieved;只有在这个环境里根本不可能达成时才写 unreachable,并在理由里说明原因。
-"""
-# (Independent judge: check every item of 目标.md's checklist against the workspace; trust only
-# what you see yourself, never the worker's claims; judge, don't fix; skip unverifiable items;
-# any failed verifiable check -> not_yet; all passed -> achieved; unreachable only when it is
-# impossible in this environment, with the reason.)
-JUDGE_NO_RUN = "- 你不能运行命令。需要运行才能确认的条目,依据代码和工作台里留下的证据(日志、报告)判断;证据不足就算未通过,并写明缺什么证据。\n"
-# (You cannot run commands: judge such items from code and the evidence left in the workbench;
-# missing evidence counts as not passed — say which evidence is missing.)
-JUDGE_CAN_RUN = "- 你可以用 Bash 运行测试或命令来验证,但不要用它改文件。\n"
-# (You may run tests or commands with Bash to verify, but never to change files.)
 
-ORACLE_RULES = """\
-## 旁路问答
-你回答关于这个工作区的问题。只读不改,回答简短,给出依据(文件路径和行号)。查不到就直说查不到。"""
-# (Side questions: answer about this workspace, read-only, briefly, with evidence (path:line);
-# say so when you cannot find out.)
-
-DELEGATE_REASON = "协调者不亲自改文件({tool} 被拒绝)。把这件事写成自足的任务,用 Agent 工具派给 worker。"
-# (The coordinator does not edit files itself ({tool} denied). Write it up as a self-contained
-# task and dispatch it to a worker with the Agent tool.)
-WHITELIST_REASON = "这个角色不能用 {tool}。可用的工具: {allowed}。"
-# (This role may not use {tool}. Allowed tools: {allowed}.)
 
 
 # -- guards ------------------------------------------------------------------------------------

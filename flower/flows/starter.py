@@ -24,6 +24,34 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from flower.catalogue import (
+    ARCHIVE_DIR,
+    BRIEF_FILE,
+    CHANGED_MARK,
+    CLARIFY,
+    CLARIFY_PROMPT,
+    CLARIFY_REPAIR,
+    CLARIFY_RESUME,
+    CODER_DESCRIPTION,
+    CODER_PROMPT,
+    GOAL,
+    GOAL_CHANGED,
+    GOAL_FILE,
+    GOAL_PROMPT,
+    GOAL_REPAIR,
+    GOAL_RULES,
+    JUDGE_PROMPT,
+    LINEAGE_FILE,
+    OVERRULED,
+    QA_FILE,
+    UNREACHABLE_QUESTION,
+    WAKE_PROMPT,
+    WORK,
+    WORK_GOAL,
+    WORK_INSTRUCTIONS,
+    WORK_PROMPT,
+    WORK_RESUME,
+)
 from flower.context.workbench import Workbench
 from flower.errors import ConfigError, StepAbort, WorkspaceError
 from flower.fileio import write_atomic
@@ -43,94 +71,6 @@ from flower.flows.roles import (
 from flower.flows.wake import start_over, wake_state
 from flower.flows.workflow import Step, Workflow
 from flower.spec import AgentSpec
-
-CLARIFY = "确认需求"
-GOAL = "设定目标"
-WORK = "干活"
-BRIEF_FILE = "需求.md"
-GOAL_FILE = "目标.md"
-QA_FILE = "问答记录.md"
-ARCHIVE_DIR = "archive"
-
-CLARIFY_PROMPT = "用户的请求:\n\n{ask}\n\n把它整理成需求确认书。"
-# ("The person's request: ... Turn it into a requirement brief.")
-
-CLARIFY_RESUME = (
-    "刚才的需求确认还没有做完(上次在中途停下了)。接着做完它,不要从头开始:已经问过、答过的不要再问,"
-    "已经查过的不用再查。最后照原来的格式回复完整的需求确认书,四节都要填写。"
-)
-# ("The clarification you were doing was interrupted. Finish it, don't start over: don't ask
-# again what was asked and answered, don't re-read what you read. Then reply with the complete
-# brief in the same format, all four sections filled.)
-
-CLARIFY_REPAIR = "需求确认书还缺这几节: {missing}。补上它们,然后重新回复完整的确认书(四节都要有)。"
-# ("The brief still lacks these sections: ... Fill them in and reply with the whole brief.")
-
-GOAL_RULES = """\
-## 设定目标
-你把一份需求确认书变成 目标.md:一句目标陈述,加一份判定清单。清单会交给一个独立判定者,它只看工作区里的实际状态判断目标是否达成。
-- 先读一读工作区,弄清现状。你不实现、不改任何文件。
-- 每条判定具体、可检查(文件在不在、内容是什么、命令的退出码),一条只查一件事。
-- 需求里「唤醒时追加」「运行中补充」的话也是需求,要写进清单。
-- 这个环境里无法验证的条目照写,但在行末标上 [此环境无法验证:原因]。
-- 最后的回复只包含下面格式的 目标.md:
-
-# 目标
-
-<一句话:做完是什么样子>
-
-# 判定清单
-
-- <一条可检查的判定>
-"""
-# (Setting the goal: turn the brief into 目标.md — one statement and a checklist an independent
-# judge verifies by looking at the workspace. Read the workspace first; do not implement or edit.
-# Each check concrete and checkable, one thing per check. Words under 唤醒时追加 / 运行中补充 are
-# requirements too. Mark checks this environment cannot verify with [此环境无法验证:reason].
-# The final reply is only 目标.md in this format.)
-
-GOAL_PROMPT = "照这份需求确认书设定目标,写出 目标.md:\n\n{brief}"
-# ("Set the goal from this brief and write 目标.md: ...")
-
-GOAL_REPAIR = "目标.md 不完整: {missing}。照格式重新回复完整的 目标.md(# 目标 一句话,# 判定清单 至少一条)。"
-# ("目标.md is incomplete: ... Reply again with the whole 目标.md in the format.")
-
-WORK_INSTRUCTIONS = "你负责把需求做完。需求确认书和目标在任务里;判定清单会由一个独立判定者逐条检查。"
-# (You see the requirement through to done. The brief and the goal are in the task; an
-# independent judge checks the checklist item by item.)
-
-WORK_PROMPT = "照这份需求做:\n\n{brief}"
-# ("Do this requirement: ...")
-WORK_GOAL = "\n\n目标和判定清单(做完后由独立判定者逐条检查):\n\n{goal}"
-# ("The goal and checklist (an independent judge checks them when you are done): ...")
-
-WORK_RESUME = "接着上次的工作继续。先看看工作区和工作台里已经有什么,把没做完的做完;如果都做完了,简短说明现状。"
-# ("Continue where you left off. Look at what the workspace and the workbench hold, finish what
-# is unfinished; if everything is done, say briefly where things stand.")
-
-WAKE_PROMPT = "用户补充了一句(已追加到 需求.md 的「唤醒时追加」,目标.md 已按它重新设定):\n\n{words}"
-# ("The person added this (appended to 需求.md under 唤醒时追加; 目标.md was re-derived from it): ...")
-
-CODER_DESCRIPTION = "动手实现:写代码、改文件、跑命令和测试。要动手的活派给它。"
-# (Hands-on work: write code, edit files, run commands and tests. Dispatch hands-on work to it.)
-CODER_PROMPT = "你负责动手实现。每改一处就验证一次(读回文件、跑一下命令或测试),别攒到最后。"
-# (You implement. Verify after every change — read the file back, run the command or tests.)
-
-JUDGE_PROMPT = "检查这个工作区是否达成了下面这份 目标.md({path}),按格式给出结论。\n\n{goal}"
-# ("Check whether this workspace achieves the 目标.md below, and answer in the format.")
-
-UNREACHABLE_QUESTION = (
-    "判定者认为「{step}」的目标在这个环境里无法达成: {reason}\n"
-    "回 1 = 接受现状,算完成;回 2 加一句话 = 改目标;回 3 = 判定者错了,继续做。不回答就停下。"
-)
-# ("The judge finds the goal of <step> unreachable here: <reason>. 1 = accept as done; 2 + words =
-# change the goal; 3 = the judge is wrong, keep going. No answer stops the step.")
-OVERRULED = "用户认为判定者错了,目标在这个环境里可以达成。继续做,把判定清单上没通过的补齐。判定者的理由是: {reason}"
-# ("The person says the judge was wrong and the goal is reachable here. Carry on and close the
-# failing checks. The judge's reasoning was: ...")
-GOAL_CHANGED = "用户修改了目标: {words}\n按修改后的目标继续做。"
-# ("The person changed the goal: ... Carry on towards the changed goal.")
-CHANGED_MARK = "(用户修改: {words})"  # appended to the goal statement: "(changed by the person: ...)"
 
 
 def _emit(ctx: dict, kind: str, payload: dict) -> Any:
@@ -481,7 +421,7 @@ def starter_flow(
         require_git(ws)
     wb = (workbench or Workbench(ws)).ensure()
     brief_file, goal_file = brief_path(wb), goal_path(wb)
-    if new and any(p.exists() for p in (Path(run_dir) / "lineage.json", brief_file, goal_file)):
+    if new and any(p.exists() for p in (Path(run_dir) / LINEAGE_FILE, brief_file, goal_file)):
         start_over(ws, run_dir=run_dir, brief_path=brief_file, goal_path=goal_file, into=wb.notes / ARCHIVE_DIR)
     words = (ask or "").strip()
     waking = in_progress(ws, run_dir=run_dir, workbench=wb)

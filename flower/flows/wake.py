@@ -26,18 +26,16 @@ from typing import Any
 
 from claude_agent_sdk import project_key_for_directory
 
+from flower.catalogue import BRIEF_FILE, GOAL_FILE, NOTES_DIR, SESSIONS_DB, WORKBENCH_DIR
+from flower.catalogue import WORK as WORK_STEP
 from flower.context.store import context_from_newest, store_key
 from flower.flows.brief import Brief, parse_brief
 from flower.flows.goal import parse_goal
 from flower.flows.lineage import Lineage
 
-BRIEF_FILE = "需求.md"
-GOAL_FILE = "目标.md"
-WORK_STEP = "干活"  # the step whose context the banner reports when the workflow has one
-
 
 def notes_dir(workspace: str | os.PathLike = ".") -> Path:
-    return Path(workspace).resolve() / ".flower" / "notes"
+    return Path(workspace).resolve() / WORKBENCH_DIR / NOTES_DIR
 
 
 def find_file(workspace: str | os.PathLike, name: str) -> Path | None:
@@ -67,7 +65,7 @@ def wake_state(
     brief = _read_brief(Path(brief_path) if brief_path else find_file(ws, BRIEF_FILE))
     goal_text = _read(Path(goal_path) if goal_path else find_file(ws, GOAL_FILE))
     statement, checks = _parse_goal(goal_text) if goal_text is not None else (None, [])
-    with ReadOnlySessions(Path(run_dir).resolve() / "sessions.db", ws) as sessions:
+    with ReadOnlySessions(Path(run_dir).resolve() / SESSIONS_DB, ws) as sessions:
         lineage = Lineage.load(Path(run_dir).resolve(), ws, sessions.has_session)
     return {
         "waking": bool(brief is not None and brief.complete),
@@ -83,7 +81,7 @@ def context_of(
     session_id: str, workspace: str | os.PathLike = ".", *, run_dir: str | os.PathLike = "runs"
 ) -> int | None:
     """The session's last main-thread context size from sessions.db (read-only), or None."""
-    with ReadOnlySessions(Path(run_dir).resolve() / "sessions.db", workspace) as sessions:
+    with ReadOnlySessions(Path(run_dir).resolve() / SESSIONS_DB, workspace) as sessions:
         return sessions.last_context_tokens(session_id)
 
 

@@ -52,6 +52,7 @@ from claude_agent_sdk import (
     project_key_for_directory,
 )
 
+from flower.catalogue import MANIFEST_FILE, NOTES_DIR, SESSIONS_DB, WORKBENCH_DIR
 from flower.context.handoff import (
     Handoff,
     degraded_doc,
@@ -206,14 +207,14 @@ class Runtime:
         self.shield_cli = shield_cli
         self.project_key = project_key_for_directory(str(self.workspace))
         # Reported when a step cannot continue: its session was lost with the whole store.
-        self.store_was_new = not (self.run_dir / "sessions.db").is_file()
-        self.sqlite = SQLiteSessionStore(self.run_dir / "sessions.db")
+        self.store_was_new = not (self.run_dir / SESSIONS_DB).is_file()
+        self.sqlite = SQLiteSessionStore(self.run_dir / SESSIONS_DB)
         self.store: Any = self._wrap_store(self.sqlite)
         self.resilience = Resilience.from_value(resilience)
         self.handoff = Handoff.from_value(handoff)
         self.workbench = workbench
         self.run_id = new_run_id()
-        self.manifest = Manifest(self.run_dir / "manifest.json", self.run_id)
+        self.manifest = Manifest(self.run_dir / MANIFEST_FILE, self.run_id)
         self.results: list[StepResult] = []
         self.on_session: SessionHook | None = None
         self._inflight: list[StepResult] = []  # a gate's judge may run inside a step's run
@@ -271,7 +272,7 @@ class Runtime:
         notes = getattr(self.workbench, "notes", None)
         if notes is not None:
             return Path(notes)
-        return self.workspace / ".flower" / "notes"
+        return self.workspace / WORKBENCH_DIR / NOTES_DIR
 
     # -- queries --------------------------------------------------------------------------
     def has_session(self, session_id: str) -> bool:

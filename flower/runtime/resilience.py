@@ -61,18 +61,12 @@ from urllib.parse import urlsplit
 
 import anyio
 
+from flower.catalogue import RESUME_PROMPT
 from flower.errors import ConfigError
 
 Kind = Literal["transient", "fatal", "unknown"]
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
-
-# Said to the model when a broken round is resumed. Upstream's wording; deliberately no error
-# details. ("The last round was cut off before it finished. Check what is already recorded in
-# the workbench and continue from where it stopped. Do not start over.")
-RESUME_PROMPT = (
-    "上一轮在中途被中断，没有完成。先查看工作台里已经记下的内容，从中断的地方接着做，不要从头开始。"
-)
 
 
 def reachable(host: str, port: int, timeout: float = 5.0) -> bool:
