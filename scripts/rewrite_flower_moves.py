@@ -21,24 +21,51 @@ def tables() -> tuple[dict[str, str], dict[str, str]]:
     return dict(ROW.findall(modules_part)), dict(ROW.findall(names_part))
 
 
+IMPORT = re.compile(r"^(?P<indent>[ \t]*)from (?P<mod>flower[\w.]*) import (?P<names>\([^)]*\)|[^\n]*)", re.M)
+
+
 def rewrite(text: str, modules: dict[str, str], names: dict[str, str]) -> str:
-    """One pass over `text`: old names first (they are longer), then old modules."""
-    table = {**modules, **names}
-    if not table:
-        return text
-    pattern = re.compile(r"\b(" + "|".join(re.escape(k) for k in sorted(table, key=len, reverse=True)) + r")\b")
-    text = pattern.sub(lambda m: table[m.group(1)], text)
-    # `from flower.pkg.mod import Old` where only the name was renamed
-    for old, new in names.items():
-        old_mod, _, old_leaf = old.rpartition(".")
-        new_mod, _, new_leaf = new.rpartition(".")
-        text = re.sub(rf"(from {re.escape(new_mod)} import [^\n]*?)\b{old_leaf}\b", rf"\g<1>{new_leaf}", text)
-    for old, new in modules.items():  # `from flower import signals` -> `from flower.runtime import signals`
-        pkg, _, leaf = new.rpartition(".")
-        old_leaf = old.rpartition(".")[2]
-        if pkg != "flower":
-            text = re.sub(rf"^(\s*)from flower import {old_leaf}$", rf"\1from {pkg} import {leaf}", text, flags=re.M)
-    return text
+    """Old modules first (one pass, longest first), then names moved out of their module."""
+    if modules:
+        leaves = "|".join(sorted({new.rpartition(".")[2] for new in modules.values()}))
+        # not followed by a new module's leaf: a path already rewritten stays as it is
+        old = re.compile(r"\b(" + "|".join(re.escape(k) for k in sorted(modules, key=len, reverse=True))
+                         + rf")\b(?!\.(?:{leaves})\b)")
+        text = old.sub(lambda m: modules[m.group(1)], text)
+        for module, new in modules.items():  # `from flower import signals` -> `from flower.runtime import signals`
+            pkg, _, leaf = new.rpartition(".")
+            if pkg != "flower":
+                text = re.sub(rf"^(\s*)from flower import {module.rpartition('.')[2]}$", rf"\1from {pkg} import {leaf}",
+                              text, flags=re.M)
+    by_module: dict[str, dict[str, str]] = {}
+    for old_name, new_name in names.items():
+        by_module.setdefault(old_name.rpartition(".")[0], {})[old_name.rpartition(".")[2]] = new_name
+    return IMPORT.sub(lambda m: _split_import(m, by_module), text)
+
+
+def _split_import(m: re.Match[str], by_module: dict[str, dict[str, str]]) -> str:
+    """`from M import a, b` where `a` moved to N as `c`: `from N import c as a` + `from M import b`."""
+    moved = by_module.get(m.group("mod"))
+    if not moved:
+        return m.group(0)
+    raw, _, comment = m.group("names").strip("()").partition("#")
+    keep: list[str] = []
+    elsewhere: dict[str, list[str]] = {}
+    for item in (x.strip() for x in raw.replace("\n", " ").split(",") if x.strip()):
+        name, _, alias = item.partition(" as ")
+        if name not in moved:
+            keep.append(item)
+            continue
+        new_module, _, new_name = moved[name].rpartition(".")
+        bound = alias or name
+        elsewhere.setdefault(new_module, []).append(new_name if new_name == bound else f"{new_name} as {bound}")
+    if not elsewhere:
+        return m.group(0)
+    indent = m.group("indent")
+    lines = [f"{indent}from {module} import {', '.join(items)}" for module, items in elsewhere.items()]
+    if keep:
+        lines.append(f"{indent}from {m.group('mod')} import {', '.join(keep)}")
+    return "\n".join(lines) + (f"  #{comment}" if comment else "")
 
 
 def main(paths: list[str]) -> None:
