@@ -1,4 +1,4 @@
-"""StepResult: what one `Runtime.run` produced (R-05), and its manifest row form (R-20)."""
+"""StepResult: what one `Runtime.run` produced, and its manifest row form."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""AgentSpec: a role — its instructions, tools, model and budget (R-01, upstream's fields)."""
+"""AgentSpec: a role — its instructions, tools, model and budget (upstream's fields)."""
 
 from __future__ import annotations
 

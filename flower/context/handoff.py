@@ -1,5 +1,5 @@
 """Handoff: when a session's context is nearly full, it writes a handoff document and a fresh
-session takes over (R-51, upstream's "handoff").
+session takes over (upstream's "handoff").
 
 Not compaction: the document is a file a person can read and edit, and what was left out is
 visible. Continuity needs no extra wiring: lineage always records the last session a step

@@ -1,4 +1,4 @@
-"""A SessionStore that hands the CLI a cleaned copy of the transcript on resume (R-44, R-45).
+"""A SessionStore that hands the CLI a cleaned copy of the transcript on resume.
 
 `PruningSessionStore(inner)` passes every call through to `inner` (sessions.db); only `load()`
 differs: it returns `prune(rows)`, a cleaned copy. The stored rows are never modified, so the

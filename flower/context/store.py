@@ -1,4 +1,4 @@
-"""sessions.db: an SDK SessionStore on SQLite (R-20), upstream's schema, safe for several processes.
+"""sessions.db: an SDK SessionStore on SQLite, upstream's schema, safe for several processes.
 
 The SDK mirrors every transcript line here (`append`) and resumes from here (`load`), so this file
 is the durable copy of every session. Entries are opaque JSON; `entry["uuid"]` makes appends

@@ -1,4 +1,4 @@
-"""Large tool results out of the resident context, content kept on disk (R-50, "context layers").
+"""Large tool results out of the resident context, content kept on disk ("context layers").
 
 Two layers share one pointer format and content-addressed files (``<sha16>.txt``, the first 16
 hex digits of the SHA-256 of the text), so the same text is written once and nothing is lost:

@@ -1,4 +1,4 @@
-"""The workbench: one directory where agents keep scripts, large outputs and notes (R-61).
+"""The workbench: one directory where agents keep scripts, large outputs and notes.
 
 ``<workspace>/.flower/`` by default::
 

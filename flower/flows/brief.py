@@ -1,4 +1,4 @@
-"""需求.md, the requirement brief: four sections, parsed leniently and written back canonically (R-29, R-61).
+"""需求.md, the requirement brief: four sections, parsed leniently and written back canonically.
 
 The clarify step's model writes the brief in its reply; what goes downstream is the parsed four
 sections, never the raw reply (a clarifier likes to paste whole files next to the brief). So:
@@ -241,7 +241,7 @@ def read_brief(path: str | os.PathLike) -> Brief | None:
 
 
 def append_wake_words(path: str | os.PathLike, words: str, *, when: datetime | None = None) -> str:
-    """Append `words` under ``## 唤醒时追加`` (R-29); returns the entry written."""
+    """Append `words` under ``## 唤醒时追加``; returns the entry written."""
     return append_to_section(path, WAKE_HEADING, words, when=when)
 
 

@@ -1,4 +1,4 @@
-"""HumanChannel: the person on the other side, as an in-process MCP server named ``human`` (R-61).
+"""HumanChannel: the person on the other side, as an in-process MCP server named ``human``.
 
 The agent gets two tools:
 

@@ -2,8 +2,8 @@
 started fresh, and why.
 
 A persistent workflow falls back to a fresh session, silently, when lineage.json is missing,
-unreadable, written for another workspace, or names a session the store no longer has (seed
-000: the fallback must never stop the work). Silent on the terminal is right; silent in the
+unreadable, written for another workspace, or names a session the store no longer has (the
+fallback must never stop the work). Silent on the terminal is right; silent in the
 records is not: whoever wakes a job needs to know the conversation was not continued. The
 Workflow writes this file as it decides each step, so a run killed mid-way still says it::
 

@@ -1,4 +1,4 @@
-"""目标.md (a goal statement + a checklist) and the judge's verdict (R-62).
+"""目标.md (a goal statement + a checklist) and the judge's verdict.
 
 目标.md::
 

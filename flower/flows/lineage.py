@@ -1,6 +1,6 @@
-"""lineage.json: which session each step name used last, so the next process continues it (R-20..R-26).
+"""lineage.json: which session each step name used last, so the next process continues it.
 
-Two invariants from seed 000:
+Two invariants (the bookkeeping must never stop the work):
 1. A session id is written the moment it is known, atomically (.tmp + replace); OSError is swallowed
    because bookkeeping must never kill the work.
 2. Whatever doesn't match (moved workspace, dead session, corrupt file) counts as absent, silently.
@@ -69,7 +69,7 @@ class Lineage:
         return bool(self.steps)
 
     def record(self, step: str, session_id: str) -> None:
-        # Suffixed attempt names (X#retry1, X#round2, X·判定#1) are never cross-process keys (R-24).
+        # Suffixed attempt names (X#retry1, X#round2, X·判定#1) are never cross-process keys.
         if not session_id or "#" in step or "·" in step:
             return
         self.steps[step] = session_id
@@ -89,7 +89,7 @@ class Lineage:
             pass
 
     def archive(self, into: str | os.PathLike, extra: Iterable[str | os.PathLike] = ()) -> Path:
-        """Move lineage.json and the given files into `into/<YYYYmmdd-HHMMSS>/`; reset (R-34)."""
+        """Move lineage.json and the given files into `into/<YYYYmmdd-HHMMSS>/`; reset."""
         stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
         dest = Path(into) / stamp
         n = 1
@@ -110,7 +110,7 @@ def _alive(has_session: Callable[[str], bool] | None, sid: str) -> bool:
         return True
     try:
         return bool(has_session(sid))
-    except Exception:  # noqa: BLE001 — an unreadable store means "absent", never an error (R-26)
+    except Exception:  # noqa: BLE001 — an unreadable store means "absent", never an error
         return False
 
 

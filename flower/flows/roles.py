@@ -1,4 +1,4 @@
-"""Ready-made roles (R-60): coordinator, worker, clarify, judge, oracle — and the guards they need.
+"""Ready-made roles: coordinator, worker, clarify, judge, oracle — and the guards they need.
 
 A role is an AgentSpec (or, for a worker, the SDK's AgentDefinition) with the right tools, rules
 and guards. Guards are PreToolUse hooks, because tool *visibility* cannot do the job: the CLI's

@@ -1,4 +1,4 @@
-"""Ready-made flows: clarify_step, goal_step, with_goal and starter_flow (R-28..R-30, R-61..R-63).
+"""Ready-made flows: clarify_step, goal_step, with_goal and starter_flow.
 
 The starter flow is what `flower "do X"` runs::
 
@@ -7,7 +7,7 @@ The starter flow is what `flower "do X"` runs::
     干活      (a coordinator dispatching to a worker; an independent judge checks 目标.md after
                every round: `干活·判定#1`, and a not_yet resumes the same session: `干活#round2`)
 
-Each piece is an ordinary Step built from the mechanisms the seeds describe: `when` skips a
+Each piece is an ordinary Step built from Step's own mechanisms: `when` skips a
 frozen step and still puts its content into ctx, `gate` parses and writes the file once per
 attempt, `reduce` sends the parsed sections downstream (never the raw reply), `on_reject`
 resumes the rejected session with what is missing.
@@ -109,7 +109,7 @@ def clarify_step(
     repair_rounds: int = 1,
     extra_resume: str = "",
 ) -> Step:
-    """The step that turns a request into 需求.md (R-30, R-61).
+    """The step that turns a request into 需求.md.
 
     * `when`: a 需求.md with all four sections is frozen — the step is skipped, and its content
       still goes into ``ctx[name]`` and ``ctx["_brief"]``.
@@ -218,7 +218,7 @@ def goal_step(
     """The step that derives 目标.md from the brief in ``ctx[brief_key]``.
 
     A complete 目标.md (a statement and at least one check) is frozen: skipped, content into
-    ``ctx[name]`` / ``ctx["_goal"]`` — unless `always_set` (wake words: re-derive, R-29). Checks
+    ``ctx[name]`` / ``ctx["_goal"]`` — unless `always_set` (wake words: re-derive). Checks
     marked unverifiable are warned about at once. No resume_prompt: re-deriving needs the whole
     brief again, so a continued session is sent the prompt itself.
     """
@@ -270,10 +270,10 @@ def with_goal(
     name: str | None = None,
     spec: AgentSpec | None = None,
 ) -> Step:
-    """`step` with a gate that runs an independent judge against 目标.md after every round (R-62).
+    """`step` with a gate that runs an independent judge against 目标.md after every round.
 
     * The judge is a fresh session every round, named ``<step>·判定#N`` in the manifest (N counts
-      this process's rounds), run with the lineage hook detached: it never enters lineage (R-28).
+      this process's rounds), run with the lineage hook detached: it never enters lineage.
     * achieved -> pass. not_yet (and anything ambiguous) -> the work session is resumed with the
       verdict's feedback (``<step>#roundN``). unreachable -> the person is asked (accept / change
       the goal / the judge is wrong); no answer -> StepAbort, remaining rounds unused.
@@ -303,7 +303,7 @@ def with_goal(
         run_name = f"{judge_name}#{number}"
         prompt = JUDGE_PROMPT.format(path=path, goal=path.read_text(encoding="utf-8").strip())
         await _emit_async(ctx, "judge", {"name": run_name})
-        # The hook covers exactly one work run (R-25): a judge's session must never be recorded.
+        # The hook covers exactly one work run: a judge's session must never be recorded.
         hook, runtime.on_session = runtime.on_session, None
         try:
             verdict_run = await runtime.run(role, prompt, step_name=run_name, on_event=ctx.get("_on_event"))
@@ -400,12 +400,12 @@ def starter_flow(
     workbench: Workbench | None = None,
     model: str | None = None,
 ) -> Workflow:
-    """确认需求 -> 设定目标 -> 干活 (judge rounds ``干活·判定#N``) (R-63).
+    """确认需求 -> 设定目标 -> 干活 (judge rounds ``干活·判定#N``).
 
     On a directory already in progress (a complete 需求.md, or steps in lineage), a non-empty
-    `ask` is a *wake with words* (R-29): appended to 需求.md under ``## 唤醒时追加``, sent as the
+    `ask` is a *wake with words*: appended to 需求.md under ``## 唤醒时追加``, sent as the
     work step's resume prompt, and 目标.md is re-derived. An empty `ask` is a silent wake: frozen
-    steps are skipped and nothing is re-derived. `new=True` archives first (R-34).
+    steps are skipped and nothing is re-derived. `new=True` archives first.
 
     The flow owns its HumanChannel (``notes/问答记录.md``, amending 需求.md) and Workbench
     (``<workspace>/.flower``), both attached to the Workflow: build the Runtime with

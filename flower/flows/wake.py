@@ -1,6 +1,6 @@
-"""Waking up where flower worked before: what is on disk, and the line that reports it (R-32..R-34).
+"""Waking up where flower worked before: what is on disk, and the line that reports it.
 
-* `wake_state()` is a read-only probe (R-33): it writes not one byte — sessions.db is opened
+* `wake_state()` is a read-only probe: it writes not one byte — sessions.db is opened
   read-only (``immutable`` when no writer has a WAL open, so not even -wal/-shm files appear).
 * `banner()` / `wake_line()`: ``<- 在 ~/proj 接上上次  需求已确认 · 目标 15 条 · 干活上下文 80.2K · 第 3 次唤醒``.
   需求已确认 when the brief has its four sections, 目标 N 条 when the checklist is not empty,
@@ -8,7 +8,7 @@
   tokens). Reporting the context is deliberate: a person who sees it grow can start over
   (`--new`) before the window is full.
 * `step_header()`: ``== 干活 ====…  3/3  <- 接上次 · 第 3 次唤醒``.
-* `start_over()` (``--new`` / ``/new``, R-34) archives lineage.json, 需求.md and 目标.md together
+* `start_over()` (``--new`` / ``/new``) archives lineage.json, 需求.md and 目标.md together
   into ``<notes>/archive/<YYYYmmdd-HHMMSS>/``; sessions.db is the archive of transcripts and is
   left alone.
 
@@ -59,7 +59,7 @@ def wake_state(
     waking: 需求.md exists with all four sections. brief: the parsed brief (a dict of the four
     sections) or None. goal: the goal statement or None. checks: how many checks 目标.md lists.
     woke: how many wakes so far (0 = never ran here). steps: step name -> session id, only
-    sessions that still exist in sessions.db, only if the workspace matches (R-23).
+    sessions that still exist in sessions.db, only if the workspace matches.
     """
     ws = Path(workspace).resolve()
     brief = _read_brief(Path(brief_path) if brief_path else find_file(ws, BRIEF_FILE))

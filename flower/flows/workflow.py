@@ -1,4 +1,4 @@
-"""Step and Workflow: the ctx rules of seed 004 (R-02, R-03, R-10..R-18) and continuity (R-22).
+"""Step and Workflow: how steps share ctx, retry and stop, and continue their sessions across processes.
 
 One step = one `Runtime.run` = one session. Two retry layers never mix: `Step.retries` is for
 business failure (not ok, gate said no); the runtime's resilience handles infrastructure.
@@ -133,7 +133,7 @@ class Workflow:
         total = len(self.steps)
         for index, step in enumerate(self.steps, start=1):
             if step.when is not None and not await _call(step, "when", step.when, ctx):
-                continue  # skipped entirely: no result, no session (R-10)
+                continue  # skipped entirely: no result, no session
             result, passed = await self._run_step(runtime, step, ctx, index, total, lineage, on_event)
             ctx["_results"][step.name] = result
             if result.session_id:
@@ -167,8 +167,8 @@ class Workflow:
         lineage: Lineage | None,
         on_event: Callable | None,
     ) -> tuple[StepResult, bool]:
-        # Where the first attempt starts: an earlier step's session (R-17), or this step's own
-        # session from a previous process (R-22), or a fresh one.
+        # Where the first attempt starts: an earlier step's session, or this step's own
+        # session from a previous process, or a fresh one.
         base_resume: str | None = None
         fork = False
         if step.resume_from is not None:
@@ -205,7 +205,7 @@ class Workflow:
             if step.on_reject is not None and result.ok and result.session_id:
                 follow = await _call(step, "on_reject", step.on_reject, result, ctx) or ""
             if follow:
-                # Resume the rejected session with the feedback; never fork a round (R-15).
+                # Resume the rejected session with the feedback; never fork a round.
                 mode_name, prompt, resume, fork = f"{step.name}#round{attempt + 1}", follow, result.session_id, False
             else:
                 mode_name, prompt = f"{step.name}#retry{attempt}", step.render(ctx)
@@ -224,7 +224,7 @@ class Workflow:
         lineage: Lineage | None,
         on_event: Callable | None,
     ) -> StepResult:
-        # The lineage hook covers exactly this one run (R-25); judges run with it detached.
+        # The lineage hook covers exactly this one run; judges run with it detached.
         if lineage is not None:
             runtime.on_session = lambda _name, sid: lineage.record(step.name, sid)
         try:

@@ -1,10 +1,10 @@
-"""Runtime: one `run()` = one step = one session of the real Claude Code CLI (R-04, R-05).
+"""Runtime: one `run()` = one step = one session of the real Claude Code CLI.
 
 The runtime owns the run directory (sessions.db, manifest.json, the CLI's config dir), turns
 whatever the CLI does — success, API errors, crashes, interrupts — into a StepResult, and
-resumes the same session across infrastructure failures (R-18, R-40..R-43).
+resumes the same session across infrastructure failures.
 
-Context economy (R-50, R-51) lives here too: the spill hook (`spill_hook`), trim on load (the
+Context economy lives here too: the spill hook (`spill_hook`), trim on load (the
 PruningSessionStore's Trimmer) and handoff (`flower.context.handoff`): past the threshold the turn is
 interrupted, the session writes its handoff document and a fresh successor takes over inside
 the same `run()`; `StepResult.retired` lists the sessions it replaced.
@@ -194,7 +194,7 @@ class Runtime:
         self.workspace = Path(workspace).resolve()
         if not self.workspace.is_dir():
             raise WorkspaceError(f"workspace {self.workspace} is not a directory: create it or pass -w DIR")
-        # run_dir is relative to the current directory, not to the workspace (R-04).
+        # run_dir is relative to the current directory, not to the workspace.
         self.run_dir = Path(run_dir).resolve()
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.portable = portable
@@ -254,7 +254,7 @@ class Runtime:
     def workbench_dir(self) -> Path | None:
         """Root of the workbench (spill goes to ``<root>/spill``), or None when it is off.
 
-        ``True`` means ``<run_dir>/workbench`` (R-61); a Workbench object or a path is used as is.
+        ``True`` means ``<run_dir>/workbench``; a Workbench object or a path is used as is.
         """
         wb = self.workbench
         if wb is None or wb is False:
@@ -338,7 +338,7 @@ class Runtime:
                     break
                 attempt += 1
                 if result.session_id:
-                    # Continue the interrupted conversation rather than start over (R-43).
+                    # Continue the interrupted conversation rather than start over.
                     session, send, forking, at = result.session_id, policy.resume_prompt, False, None
                     result.resumed = True
         except Exception as exc:  # noqa: BLE001 — bookkeeping failed; the row must still be written
@@ -356,7 +356,7 @@ class Runtime:
         return result
 
     async def _pause(self, attempt: int, spec: AgentSpec, on_event: EventHook | None) -> bool:
-        """Back off; when the endpoint is unreachable, wait for it by probing instead (R-40).
+        """Back off; when the endpoint is unreachable, wait for it by probing instead.
 
         False when the endpoint stayed unreachable for `max_offline_wait`.
         """
@@ -519,7 +519,7 @@ class Runtime:
                             continue
                         got.model = msg.model or got.model
                         if msg.parent_tool_use_id is not None:
-                            continue  # subagent speech never becomes the step's text (R-05)
+                            continue  # subagent speech never becomes the step's text
                         if msg.usage:
                             got.context = context_tokens(msg.usage)
                             if phase == "work" and may_hand_off and self.handoff.due(got.context):
@@ -546,7 +546,7 @@ class Runtime:
                         aborted = (msg.terminal_reason or "").startswith("aborted")
                         follow_up = await self._take_interrupt(usable=aborted or not msg.is_error)
                         if follow_up is not None:
-                            # One Ctrl-C: same session, same process, not a failed attempt (R-27).
+                            # One Ctrl-C: same session, same process, not a failed attempt.
                             await self._emit(on_event, "interrupted", {"message": follow_up})
                             await client.query(follow_up)
                             with self._interrupt_lock:
@@ -609,7 +609,7 @@ class Runtime:
         if result.session_id:
             result.retired.append(result.session_id)
         result.session_id = sid
-        # Invariant 1: hand the id over the moment it is known (R-25).
+        # Invariant 1: hand the id over the moment it is known.
         if self.on_session is not None:
             try:
                 self.on_session(result.step, sid)
@@ -665,7 +665,7 @@ class Runtime:
         return (text or "").strip() or self.resilience.resume_prompt
 
     def rescue(self, error: str = "killed-by-signal") -> None:
-        """Write the in-flight step to the manifest before the process dies (R-27).
+        """Write the in-flight step to the manifest before the process dies.
 
         Also stops the step's CLI process, which would otherwise finish its turn as an orphan.
         """

@@ -1,4 +1,4 @@
-"""manifest.json: one row per step attempt, shared by every run in a run_dir (R-20, R-21).
+"""manifest.json: one row per step attempt, shared by every run in a run_dir.
 
 Each write re-reads the file under a file lock, replaces this run's rows and keeps everyone
 else's, then swaps the new file in atomically. Parallel flower processes in one directory

@@ -1,6 +1,6 @@
 """Riding out network outages: probe, classify, back off, resume.
 
-A long run will meet a network outage. flower's answer has three parts (R-40..R-43):
+A long run will meet a network outage. flower's answer has three parts:
 
 * **Probe, don't ask.** `reachable()` is getaddrinfo plus one TCP handshake to the endpoint
   the CLI really talks to (`endpoint()` follows ``ANTHROPIC_BASE_URL``, so a gateway is probed,

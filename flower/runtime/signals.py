@@ -1,4 +1,4 @@
-"""Signals (R-27): what Ctrl-C, SIGTERM and SIGHUP do to a running flower.
+"""Signals: what Ctrl-C, SIGTERM and SIGHUP do to a running flower.
 
 ==================  ====================================================================
 one Ctrl-C          cooperative interrupt at the next message boundary (the SDK's
