@@ -23,7 +23,7 @@ class Display:
         self.console = console or Console(stderr=True, highlight=False, soft_wrap=True)
         self.out = Console(highlight=False, soft_wrap=True)
 
-    def event(self, kind: str, payload: dict) -> None:
+    def event(self, kind: str, payload: dict[str, Any]) -> None:
         c = self.console
         if kind == "step":
             resumed = f"  <- 接上次 · 第 {payload['woke']} 次唤醒" if payload.get("resumed") else ""

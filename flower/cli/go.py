@@ -9,7 +9,7 @@ import anyio
 import typer
 
 from flower import exitinfo
-from flower.catalogue import CLARIFY, GOAL, WORK
+from flower.catalogue import CLARIFY, GOAL, TASK_PROMPT, WAKE_QUESTION, WORK
 from flower.cli import terminal
 from flower.cli.common import (
     G,
@@ -125,7 +125,7 @@ def _what_to_do(ws: Path, wb: Workbench, text: str, *, new: bool, person: bool) 
         if line:
             err.print(line, markup=False, highlight=False)
         if not text and person:
-            got = terminal.ask_line(terminal.WAKE_PROMPT)
+            got = terminal.ask_line(WAKE_QUESTION)
             if got is None:
                 err.print("flower: no input; nothing done")
                 raise typer.Exit(0)
@@ -136,7 +136,7 @@ def _what_to_do(ws: Path, wb: Workbench, text: str, *, new: bool, person: bool) 
     if not waking and not text:
         if not person:
             fail(f"nothing to continue in {display_path(ws)}: give a task, e.g. flower \"make hello.txt say hi\"")
-        got = terminal.ask_line(terminal.TASK_PROMPT)
+        got = terminal.ask_line(TASK_PROMPT)
         if not got or got == terminal.NEW:
             err.print("flower: no task; nothing done")
             raise typer.Exit(0)

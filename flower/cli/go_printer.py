@@ -22,7 +22,7 @@ class GoPrinter:
     def say(self, text: str, style: str | None = None) -> None:
         self.console.print(text, markup=False, highlight=False, style=style)
 
-    def event(self, kind: str, payload: dict) -> Any:
+    def event(self, kind: str, payload: dict[str, Any]) -> Any:
         if kind == "step":
             self.say(step_header(payload["name"], payload["index"], payload["total"],
                                  resumed=payload["resumed"], woke=payload["woke"]))
@@ -37,11 +37,11 @@ class GoPrinter:
             self.say(line)
         return self.display.event(kind, payload)
 
-    def _frozen(self, p: dict) -> None:
+    def _frozen(self, p: dict[str, Any]) -> None:
         self.say(f"== {p['name']}: 已定下, 跳过 ({display_path(p['path'])})", style="dim")
         # (already settled: skipped — the file's content still goes to the next steps)
 
-    def _ask(self, p: dict) -> None:
+    def _ask(self, p: dict[str, Any]) -> None:
         self.say(f"❓ {p['question']}", style="bold")
         if self.person and p.get("timeout_s", 0) > 0:
             t = p["timeout_s"]
@@ -49,7 +49,7 @@ class GoPrinter:
             self.say(f"   回车提交;空行 = 不回答;{wait}内不答由 agent 自己决定")
             # (Enter submits; an empty line = no answer; unanswered after <wait>, the agent decides)
 
-    def _answer(self, p: dict) -> None:
+    def _answer(self, p: dict[str, Any]) -> None:
         lines = {
             "answered": "   ✓ 收到回答",  # answer received
             "auto": "   (全自动: 没人回答, agent 自己决定并记下假设)",  # fully automatic: the agent decides
@@ -61,14 +61,14 @@ class GoPrinter:
         if line:
             self.say(line, style="dim")
 
-    def _goal(self, p: dict) -> None:
+    def _goal(self, p: dict[str, Any]) -> None:
         self.say(f"  目标: {p['statement']}  ·  判定清单 {len(p['checks'])} 条  ->  {display_path(p['path'])}")
 
-    def _judge(self, p: dict) -> None:
+    def _judge(self, p: dict[str, Any]) -> None:
         self.say(f"  -- {p['name']}: 独立判定者 (全新会话) 对照 目标.md 检查", style="cyan")
         # (an independent judge, a fresh session, checks against 目标.md)
 
-    def _verdict(self, p: dict) -> None:
+    def _verdict(self, p: dict[str, Any]) -> None:
         state = p["state"]
         style = "green" if state == "achieved" else "yellow" if state == "not_yet" else "red"
         self.say(f"  {p['name']}: {state}" + (f"  {p['reason']}" if p.get("reason") else ""), style=style)
@@ -80,7 +80,7 @@ class GoPrinter:
             self.say(f"  -> 带着没通过的项回到同一个会话接着做 (第 {p['round'] + 1}/{p['rounds']} 轮)")
             # (back to the same session with the failed checks: round N/M)
 
-    def _warn(self, p: dict) -> None:
+    def _warn(self, p: dict[str, Any]) -> None:
         self.say(f"  ! {p['message']}", style="yellow")
 
     def delivered(self, where: str, text: str) -> None:
@@ -88,7 +88,7 @@ class GoPrinter:
             self.say("  -> 放进收件箱 (agent 在阶段之间会读), 也记进了 需求.md 的「运行中补充」", style="dim")
             # (into the inbox — the agent reads it between phases — and into 需求.md)
 
-    def outcome(self, ctx: dict, wb: Workbench, *, clarify_only: bool, goal: bool) -> None:
+    def outcome(self, ctx: dict[str, Any], wb: Workbench, *, clarify_only: bool, goal: bool) -> None:
         failed = ctx.get("_failed_at")
         verdict = ctx.get("_verdict")
         if failed:

@@ -63,7 +63,7 @@ def run(
         if line:
             display.console.print(line, markup=False)
 
-    def on_event(kind: str, payload: dict) -> Any:
+    def on_event(kind: str, payload: dict[str, Any]) -> Any:
         if kind == "step":
             display.console.print(step_header(payload["name"], payload["index"], payload["total"],
                                               resumed=payload["resumed"], woke=payload["woke"]), markup=False)

@@ -33,6 +33,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from flower.catalogue import HANDOFF_REQUIRED as REQUIRED
 from flower.catalogue import HANDOFF_SECTIONS as SECTIONS
@@ -56,7 +57,7 @@ class Handoff:
     enabled: bool = True
     window: int = DEFAULT_WINDOW
     max_generations: int = MAX_GENERATIONS
-    notes_dir: str | os.PathLike | None = None
+    notes_dir: str | os.PathLike[str] | None = None
     """Where 交接-<step>.md goes; default the runtime's workbench notes or <workspace>/.flower/notes."""
 
     def __post_init__(self) -> None:
@@ -98,7 +99,7 @@ def is_overflow(error: str | None, terminal_reason: str | None = None) -> bool:
     return terminal_reason in _OVERFLOW_REASONS or bool(_OVERFLOW.search(error or ""))
 
 
-def doc_path(notes_dir: str | os.PathLike, step: str) -> Path:
+def doc_path(notes_dir: str | os.PathLike[str], step: str) -> Path:
     """``<notes>/交接-<step>.md``; attempt suffixes (#retry1, ·判定#2) are not part of the name."""
     base = re.split(r"[#·]", step, maxsplit=1)[0] or step
     safe = re.sub(r"[\\/:*?\"<>|\s]+", "-", base).strip("-") or "step"
@@ -139,7 +140,7 @@ def normalise(text: str, step: str) -> str:
 
 
 def degraded_doc(
-    *, step: str, task: str, last_text: str, tool_calls: list[dict], error: str, previous: str = ""
+    *, step: str, task: str, last_text: str, tool_calls: list[dict[str, Any]], error: str, previous: str = ""
 ) -> str:
     """What the runtime can write itself when the session can no longer answer (overflow)."""
     recent = tool_calls[-15:]

@@ -59,14 +59,14 @@ CREATE TABLE IF NOT EXISTS summaries (
 
 def store_key(key: SessionKey | SessionListSubkeysKey) -> str:
     """`project_key/session_id[/subpath]`, the string every table is keyed by."""
-    subpath = key.get("subpath")  # type: ignore[union-attr]
+    subpath = key.get("subpath")
     if subpath == "":
         raise ConfigError("SessionKey.subpath must be omitted for the main transcript, not empty")
     base = f"{key['project_key']}/{key['session_id']}"
     return f"{base}/{subpath}" if subpath else base
 
 
-def context_tokens(usage: dict) -> int:
+def context_tokens(usage: dict[str, Any]) -> int:
     """Tokens the model saw as input: fresh + cache read + cache creation."""
     return sum(
         int(usage.get(k) or 0)

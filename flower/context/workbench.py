@@ -36,7 +36,7 @@ _COUNTED = {
 
 
 class Workbench:
-    def __init__(self, workspace: str | os.PathLike = ".", dirname: str = WORKBENCH_DIR) -> None:
+    def __init__(self, workspace: str | os.PathLike[str] = ".", dirname: str = WORKBENCH_DIR) -> None:
         self.workspace = Path(workspace).resolve()
         self.root = (self.workspace / dirname).resolve()
         self.scripts = self.root / SCRIPTS_DIR

@@ -19,6 +19,7 @@ import re
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from flower.catalogue import BRIEF_HEADER as HEADER
 from flower.catalogue import BRIEF_SECTIONS as SECTIONS
@@ -134,7 +135,7 @@ def _is_empty(body: str) -> bool:
     return body.strip().lower() in _EMPTY_MARKS
 
 
-class Brief(dict):
+class Brief(dict[str, Any]):
     """The four sections (canonical names -> text, "" when empty) plus appendix sections.
 
     A dict, so ``brief["目标"]`` works and it drops into ctx as is; ``appendix`` maps an appendix
@@ -216,7 +217,7 @@ def render_brief(brief: Mapping[str, str]) -> str:
     return "\n".join(parts)
 
 
-def write_brief(path: str | os.PathLike, brief: Mapping[str, str], *, keep_appendix: bool = True) -> Path:
+def write_brief(path: str | os.PathLike[str], brief: Mapping[str, str], *, keep_appendix: bool = True) -> Path:
     """Write 需求.md atomically (.tmp + replace).
 
     With `keep_appendix`, appendix sections already in the file (words the person added on wake or
@@ -232,7 +233,7 @@ def write_brief(path: str | os.PathLike, brief: Mapping[str, str], *, keep_appen
     return target
 
 
-def read_brief(path: str | os.PathLike) -> Brief | None:
+def read_brief(path: str | os.PathLike[str]) -> Brief | None:
     """The brief in `path`, or None when the file does not exist or cannot be read."""
     try:
         return parse_brief(Path(path).read_text(encoding="utf-8"))
@@ -240,13 +241,13 @@ def read_brief(path: str | os.PathLike) -> Brief | None:
         return None
 
 
-def append_wake_words(path: str | os.PathLike, words: str, *, when: datetime | None = None) -> str:
+def append_wake_words(path: str | os.PathLike[str], words: str, *, when: datetime | None = None) -> str:
     """Append `words` under ``## 唤醒时追加``; returns the entry written."""
     return append_to_section(path, WAKE_HEADING, words, when=when)
 
 
 def append_to_section(
-    path: str | os.PathLike, heading: str, text: str, *, when: datetime | None = None
+    path: str | os.PathLike[str], heading: str, text: str, *, when: datetime | None = None
 ) -> str:
     """Append a timestamped bullet at the end of ``## heading`` in a brief file.
 

@@ -52,7 +52,7 @@ ASK_TOOL = f"mcp__{SERVER}__ask"
 INBOX_TOOL = f"mcp__{SERVER}__inbox"
 
 AskFn = Callable[[str, float], Any]
-EventHook = Callable[[str, dict], Any]
+EventHook = Callable[[str, dict[str, Any]], Any]
 
 # Exchange.status values
 ANSWER, DECLINE, TIMEOUT, AUTO, BUDGET, CANCELLED = (
@@ -118,10 +118,10 @@ class HumanChannel:
     def __init__(
         self,
         *,
-        log_path: str | os.PathLike,
+        log_path: str | os.PathLike[str],
         timeout_s: float = 1800.0,
         max_asks: int | None = None,
-        amend_path: str | os.PathLike | None = None,
+        amend_path: str | os.PathLike[str] | None = None,
         on_event: EventHook | None = None,
         ask_fn: AskFn | None | bool = None,
     ) -> None:
@@ -154,12 +154,12 @@ class HumanChannel:
 
     def _build_server(self) -> Any:
         @tool("ask", ASK_DESCRIPTION, {"question": str})
-        async def ask_tool(args: dict) -> dict:
+        async def ask_tool(args: dict[str, Any]) -> dict[str, Any]:
             exchange = await self._tool_ask(str(args.get("question", "")).strip())
             return {"content": [{"type": "text", "text": exchange.tool_text()}]}
 
         @tool("inbox", INBOX_DESCRIPTION, {})
-        async def inbox_tool(args: dict) -> dict:
+        async def inbox_tool(args: dict[str, Any]) -> dict[str, Any]:
             return {"content": [{"type": "text", "text": self._inbox_text()}]}
 
         return create_sdk_mcp_server(SERVER, tools=[ask_tool, inbox_tool])
@@ -194,7 +194,7 @@ class HumanChannel:
         pending = _Pending(exchange, asyncio.get_running_loop())
         with self._lock:
             self._pending.append(pending)  # before the event: its handler may answer() at once
-        helper: asyncio.Task | None = None
+        helper: asyncio.Task[Any] | None = None
         try:
             await self._emit("ask", payload)
             helper = self._start_asker(pending, timeout_s)
@@ -213,7 +213,7 @@ class HumanChannel:
                 helper.cancel()
         return await self._done(self._finish(exchange, status, answer))
 
-    def _start_asker(self, pending: _Pending, timeout_s: float) -> asyncio.Task | None:
+    def _start_asker(self, pending: _Pending, timeout_s: float) -> asyncio.Task[Any] | None:
         fn = self.ask_fn
         question = pending.exchange.question
         if fn is False:
@@ -367,7 +367,7 @@ class HumanChannel:
         except OSError:
             pass  # a log that cannot be written must not stop the agent
 
-    async def _emit(self, kind: str, payload: dict) -> None:
+    async def _emit(self, kind: str, payload: dict[str, Any]) -> None:
         hook = self.on_event
         if hook is None:
             return
@@ -379,7 +379,7 @@ class HumanChannel:
             pass
 
 
-def _resolve_future(future: asyncio.Future, outcome: tuple[str, str | None]) -> None:
+def _resolve_future(future: asyncio.Future[Any], outcome: tuple[str, str | None]) -> None:
     if not future.done():
         future.set_result(outcome)
 

@@ -69,7 +69,7 @@ def short(session_id: str) -> str:
 class ContinuityLog:
     """This run's entries, rewritten whole after each one (atomically)."""
 
-    def __init__(self, run_dir: str | os.PathLike, run_id: str) -> None:
+    def __init__(self, run_dir: str | os.PathLike[str], run_id: str) -> None:
         self.path = Path(run_dir) / CONTINUITY_FILE
         self.run_id = run_id
         self.steps: list[dict[str, Any]] = []
@@ -83,7 +83,7 @@ class ContinuityLog:
             pass
 
 
-def read_continuity(run_dir: str | os.PathLike, *, stamp: str | None = None) -> list[dict[str, Any]] | None:
+def read_continuity(run_dir: str | os.PathLike[str], *, stamp: str | None = None) -> list[dict[str, Any]] | None:
     """The entries of the last run, or None: missing, unreadable, or (with `stamp`) another run's."""
     try:
         data = json.loads((Path(run_dir) / CONTINUITY_FILE).read_text(encoding="utf-8"))
@@ -104,6 +104,6 @@ def read_continuity(run_dir: str | os.PathLike, *, stamp: str | None = None) -> 
     ]
 
 
-def first_run(run_dir: str | os.PathLike) -> bool:
+def first_run(run_dir: str | os.PathLike[str]) -> bool:
     """Nothing ran in this run directory before (no manifest rows of an earlier run)."""
     return not (Path(run_dir) / MANIFEST_FILE).is_file()

@@ -14,6 +14,7 @@ import shutil
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from flower.catalogue import LINEAGE_FILE
 from flower.fileio import write_atomic
@@ -22,7 +23,7 @@ from flower.fileio import write_atomic
 class Lineage:
     FILE = LINEAGE_FILE
 
-    def __init__(self, run_dir: str | os.PathLike, workspace: str | os.PathLike) -> None:
+    def __init__(self, run_dir: str | os.PathLike[str], workspace: str | os.PathLike[str]) -> None:
         self.path = Path(run_dir) / self.FILE
         self.workspace = str(Path(workspace).resolve())
         self.woke = 0
@@ -35,8 +36,8 @@ class Lineage:
     @classmethod
     def load(
         cls,
-        run_dir: str | os.PathLike,
-        workspace: str | os.PathLike,
+        run_dir: str | os.PathLike[str],
+        workspace: str | os.PathLike[str],
         has_session: Callable[[str], bool] | None = None,
     ) -> Lineage:
         """Read lineage.json; keep only steps whose session still exists. Never raises."""
@@ -88,7 +89,7 @@ class Lineage:
         except OSError:
             pass
 
-    def archive(self, into: str | os.PathLike, extra: Iterable[str | os.PathLike] = ()) -> Path:
+    def archive(self, into: str | os.PathLike[str], extra: Iterable[str | os.PathLike[str]] = ()) -> Path:
         """Move lineage.json and the given files into `into/<YYYYmmdd-HHMMSS>/`; reset."""
         stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
         dest = Path(into) / stamp
@@ -129,7 +130,7 @@ def _why_unusable(path: Path) -> str:
     return "lineage.json unreadable: not a JSON object"
 
 
-def read_raw(path: Path) -> dict | None:
+def read_raw(path: Path) -> dict[str, Any] | None:
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):

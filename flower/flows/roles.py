@@ -84,7 +84,7 @@ def deny_tools(tools: Iterable[str], reason: str, *, main_thread_only: bool = Tr
     """
     denied = {tool_base(t) for t in tools}
 
-    async def hook(input_data: dict, tool_use_id: str | None, context: Any) -> dict:
+    async def hook(input_data: dict[str, Any], tool_use_id: str | None, context: Any) -> dict[str, Any]:
         if main_thread_only and input_data.get("agent_id"):
             return {}
         name = str(input_data.get("tool_name", ""))
@@ -114,7 +114,7 @@ def allow_only(
     exact = {t for t in allowed if not t.endswith("*")}
     shown = ", ".join(allowed)
 
-    async def hook(input_data: dict, tool_use_id: str | None, context: Any) -> dict:
+    async def hook(input_data: dict[str, Any], tool_use_id: str | None, context: Any) -> dict[str, Any]:
         if main_thread_only and input_data.get("agent_id"):
             return {}
         name = str(input_data.get("tool_name", ""))
@@ -130,9 +130,9 @@ def guard_hooks(*callbacks: Any) -> dict[str, list[HookMatcher]]:
     return {"PreToolUse": [HookMatcher(matcher=None, hooks=list(callbacks))]}
 
 
-def merge_hooks(*configs: Mapping[str, list] | None) -> dict[str, list] | None:
+def merge_hooks(*configs: Mapping[str, list[Any]] | None) -> dict[str, list[Any]] | None:
     """Concatenate hook configs event by event (None entries are skipped)."""
-    out: dict[str, list] = {}
+    out: dict[str, list[Any]] = {}
     for config in configs:
         for event, matchers in (config or {}).items():
             out.setdefault(event, []).extend(matchers)
@@ -146,7 +146,7 @@ def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, text=True, check=False)
 
 
-def require_git(workspace: str | os.PathLike) -> Path:
+def require_git(workspace: str | os.PathLike[str]) -> Path:
     """The repository's top-level directory; ValueError (one line) when `workspace` is not in one."""
     ws = Path(workspace).resolve()
     try:
@@ -161,7 +161,7 @@ def require_git(workspace: str | os.PathLike) -> Path:
 _BAD_NAME = re.compile(r"[\s/\\:?*\[\]~^\x00-\x1f\x7f]|\.\.|^[.-]|\.lock$|@\{|\.$")
 
 
-def ensure_worktree(repo: str | os.PathLike, name: str) -> Path:
+def ensure_worktree(repo: str | os.PathLike[str], name: str) -> Path:
     """Create (or reuse) ``<repo>/.flower/worktrees/<name>`` on branch ``flower/<name>``.
 
     Raises ValueError (one line) outside a git repository, for a name git cannot use as a branch,
@@ -272,9 +272,9 @@ def coordinator(
     max_turns: int | None = None,
     max_budget_usd: float | None = None,
     permission_mode: str = "acceptEdits",
-    workspace: str | os.PathLike | None = None,
+    workspace: str | os.PathLike[str] | None = None,
     workbench: Any = None,
-    hooks: Mapping[str, list] | None = None,
+    hooks: Mapping[str, list[Any]] | None = None,
     env: Mapping[str, str] | None = None,
     compact: bool | None = None,
 ) -> AgentSpec:
@@ -321,7 +321,7 @@ def coordinator(
 
 
 def _place_workers(
-    workers: Mapping[str, AgentDefinition], workspace: str | os.PathLike | None
+    workers: Mapping[str, AgentDefinition], workspace: str | os.PathLike[str] | None
 ) -> dict[str, AgentDefinition]:
     for key, defn in workers.items():
         if not isinstance(defn, AgentDefinition):

@@ -73,7 +73,7 @@ from flower.flows.workflow import Step, Workflow
 from flower.spec import AgentSpec
 
 
-def _emit(ctx: dict, kind: str, payload: dict) -> Any:
+def _emit(ctx: dict[str, Any], kind: str, payload: dict[str, Any]) -> Any:
     """Send an event to the run's display (ctx["_on_event"]); a broken display never breaks a step."""
     hook = ctx.get("_on_event")
     if hook is None:
@@ -84,7 +84,7 @@ def _emit(ctx: dict, kind: str, payload: dict) -> Any:
         return None
 
 
-async def _emit_async(ctx: dict, kind: str, payload: dict) -> None:
+async def _emit_async(ctx: dict[str, Any], kind: str, payload: dict[str, Any]) -> None:
     out = _emit(ctx, kind, payload)
     if inspect.isawaitable(out):
         try:
@@ -99,8 +99,8 @@ async def _emit_async(ctx: dict, kind: str, payload: dict) -> None:
 def clarify_step(
     channel: HumanChannel | None,
     *,
-    brief_path: str | os.PathLike,
-    prompt: str | Callable[[dict], str],
+    brief_path: str | os.PathLike[str],
+    prompt: str | Callable[[dict[str, Any]], str],
     name: str = CLARIFY,
     spec: AgentSpec | None = None,
     model: str | None = None,
@@ -127,7 +127,7 @@ def clarify_step(
     state: dict[str, Any] = {"n": 0, "missing": []}  # gate calls this run; what the last reply lacked
     prompt_text = prompt if callable(prompt) else CLARIFY_PROMPT.format(ask=prompt)
 
-    def when(ctx: dict) -> bool:
+    def when(ctx: dict[str, Any]) -> bool:
         state["n"] = 0
         brief = read_brief(path)
         if brief is not None and brief.complete:
@@ -137,7 +137,7 @@ def clarify_step(
             return False
         return True
 
-    async def gate(result: Any, ctx: dict) -> bool:
+    async def gate(result: Any, ctx: dict[str, Any]) -> bool:
         state["n"] += 1
         brief = parse_brief(result.text)
         last = state["n"] > repair_rounds
@@ -152,11 +152,12 @@ def clarify_step(
         state["missing"] = brief.missing
         return False
 
-    def on_reject(result: Any, ctx: dict) -> str:
+    def on_reject(result: Any, ctx: dict[str, Any]) -> str:
         return CLARIFY_REPAIR.format(missing="、".join(state["missing"] or ["全部"]))
 
-    def reduce(result: Any, ctx: dict) -> str:
-        return ctx["_brief"].prompt_block()
+    def reduce(result: Any, ctx: dict[str, Any]) -> str:
+        block: str = ctx["_brief"].prompt_block()
+        return block
 
     resume = CLARIFY_RESUME + (f"\n\n用户补充: {extra_resume.strip()}" if extra_resume.strip() else "")
     return Step(
@@ -190,7 +191,7 @@ def goal_setter(
     )
 
 
-def read_goal(path: str | os.PathLike) -> Goal | None:
+def read_goal(path: str | os.PathLike[str]) -> Goal | None:
     try:
         return parse_goal(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError):
@@ -204,12 +205,12 @@ def _write_text(path: Path, text: str) -> None:
 def goal_step(
     channel: HumanChannel | None,
     *,
-    goal_path: str | os.PathLike,
+    goal_path: str | os.PathLike[str],
     brief_key: str = CLARIFY,
     name: str = GOAL,
     always_set: bool = False,
     spec: AgentSpec | None = None,
-    prompt: str | Callable[[dict], str] | None = None,
+    prompt: str | Callable[[dict[str, Any]], str] | None = None,
     model: str | None = None,
     max_turns: int | None = None,
     max_budget_usd: float | None = None,
@@ -227,7 +228,7 @@ def goal_step(
     missing: list[str] = []  # what the last reply lacked
     source = prompt if prompt is not None else (lambda ctx: GOAL_PROMPT.format(brief=ctx.get(brief_key, "")))
 
-    def when(ctx: dict) -> bool:
+    def when(ctx: dict[str, Any]) -> bool:
         goal = read_goal(path)
         if goal is not None and goal.complete and not always_set:
             ctx["_goal"] = goal
@@ -236,7 +237,7 @@ def goal_step(
             return False
         return True
 
-    async def gate(result: Any, ctx: dict) -> bool:
+    async def gate(result: Any, ctx: dict[str, Any]) -> bool:
         goal = parse_goal(result.text)
         if not goal.complete:
             missing[:] = [part for part, ok in (("# 目标", goal.statement), ("# 判定清单", goal.checks)) if not ok]
@@ -248,10 +249,10 @@ def goal_step(
             await _emit_async(ctx, "warn", {"message": goal.warning()})
         return True
 
-    def on_reject(result: Any, ctx: dict) -> str:
+    def on_reject(result: Any, ctx: dict[str, Any]) -> str:
         return GOAL_REPAIR.format(missing="、".join(missing or ["格式无法识别"]))
 
-    def reduce(result: Any, ctx: dict) -> str:
+    def reduce(result: Any, ctx: dict[str, Any]) -> str:
         return render_goal(ctx["_goal"])
 
     return Step(name, role, source, when=when, gate=gate, on_reject=on_reject, reduce=reduce, retries=repair_rounds)
@@ -264,7 +265,7 @@ def with_goal(
     step: Step,
     channel: HumanChannel | None,
     *,
-    goal_path: str | os.PathLike,
+    goal_path: str | os.PathLike[str],
     rounds: int = 3,
     can_run: bool = False,
     name: str | None = None,
@@ -288,7 +289,7 @@ def with_goal(
     follow: dict[str, str] = {"text": ""}
     user_gate = step.gate
 
-    async def gate(result: Any, ctx: dict) -> bool:
+    async def gate(result: Any, ctx: dict[str, Any]) -> bool:
         if user_gate is not None:
             passed = user_gate(result, ctx)
             if not (await passed if inspect.isawaitable(passed) else passed):
@@ -325,14 +326,14 @@ def with_goal(
         follow["text"] = verdict.feedback()
         return False
 
-    def on_reject(result: Any, ctx: dict) -> str:
+    def on_reject(result: Any, ctx: dict[str, Any]) -> str:
         return follow["text"]
 
     return replace(step, gate=gate, on_reject=on_reject, retries=rounds - 1)
 
 
 async def _unreachable(
-    step: str, verdict: Verdict, channel: HumanChannel | None, ctx: dict, goal_path: Path, follow: dict
+    step: str, verdict: Verdict, channel: HumanChannel | None, ctx: dict[str, Any], goal_path: Path, follow: dict[str, Any]
 ) -> bool:
     reason = verdict.reason or "(判定者没有说明)"  # (the judge gave no reason)
     answer = None
@@ -373,7 +374,7 @@ def goal_path(workbench: Workbench) -> Path:
 
 
 def in_progress(
-    workspace: str | os.PathLike = ".", *, run_dir: str | os.PathLike = "runs", workbench: Workbench | None = None
+    workspace: str | os.PathLike[str] = ".", *, run_dir: str | os.PathLike[str] = "runs", workbench: Workbench | None = None
 ) -> bool:
     """Something to continue here: a complete 需求.md, or a live session recorded in lineage (a
     run that died before the brief was frozen still continues). Read-only."""
@@ -385,8 +386,8 @@ def in_progress(
 def starter_flow(
     ask: str = "",
     *,
-    workspace: str | os.PathLike = ".",
-    run_dir: str | os.PathLike = "runs",
+    workspace: str | os.PathLike[str] = ".",
+    run_dir: str | os.PathLike[str] = "runs",
     new: bool = False,
     isolate: bool = False,
     clarify_only: bool = False,
@@ -396,7 +397,7 @@ def starter_flow(
     max_asks: int | None = None,
     timeout_s: float = 1800.0,
     ask_fn: Any = None,
-    on_event: Callable[[str, dict], Any] | None = None,
+    on_event: Callable[[str, dict[str, Any]], Any] | None = None,
     workbench: Workbench | None = None,
     model: str | None = None,
 ) -> Workflow:
@@ -451,8 +452,8 @@ def _work_spec(channel: HumanChannel, ws: Path, wb: Workbench, isolate: bool, mo
                        workspace=ws if isolate else None, workbench=wb)
 
 
-def _work_prompt(with_goal_block: bool) -> Callable[[dict], str]:
-    def prompt(ctx: dict) -> str:
+def _work_prompt(with_goal_block: bool) -> Callable[[dict[str, Any]], str]:
+    def prompt(ctx: dict[str, Any]) -> str:
         text = WORK_PROMPT.format(brief=ctx.get(CLARIFY, ""))
         if with_goal_block and ctx.get(GOAL):
             text += WORK_GOAL.format(goal=ctx[GOAL])

@@ -34,11 +34,11 @@ from flower.flows.goal import parse_goal
 from flower.flows.lineage import Lineage
 
 
-def notes_dir(workspace: str | os.PathLike = ".") -> Path:
+def notes_dir(workspace: str | os.PathLike[str] = ".") -> Path:
     return Path(workspace).resolve() / WORKBENCH_DIR / NOTES_DIR
 
 
-def find_file(workspace: str | os.PathLike, name: str) -> Path | None:
+def find_file(workspace: str | os.PathLike[str], name: str) -> Path | None:
     """``<workspace>/.flower/notes/<name>``, else ``<workspace>/<name>``; None if neither exists."""
     ws = Path(workspace).resolve()
     for candidate in (notes_dir(ws) / name, ws / name):
@@ -48,11 +48,11 @@ def find_file(workspace: str | os.PathLike, name: str) -> Path | None:
 
 
 def wake_state(
-    workspace: str | os.PathLike = ".",
+    workspace: str | os.PathLike[str] = ".",
     *,
-    run_dir: str | os.PathLike = "runs",
-    brief_path: str | os.PathLike | None = None,
-    goal_path: str | os.PathLike | None = None,
+    run_dir: str | os.PathLike[str] = "runs",
+    brief_path: str | os.PathLike[str] | None = None,
+    goal_path: str | os.PathLike[str] | None = None,
 ) -> dict[str, Any]:
     """``{"waking", "brief", "goal", "checks", "woke", "steps"}`` for this directory; writes nothing.
 
@@ -78,7 +78,7 @@ def wake_state(
 
 
 def context_of(
-    session_id: str, workspace: str | os.PathLike = ".", *, run_dir: str | os.PathLike = "runs"
+    session_id: str, workspace: str | os.PathLike[str] = ".", *, run_dir: str | os.PathLike[str] = "runs"
 ) -> int | None:
     """The session's last main-thread context size from sessions.db (read-only), or None."""
     with ReadOnlySessions(Path(run_dir).resolve() / SESSIONS_DB, workspace) as sessions:
@@ -86,9 +86,9 @@ def context_of(
 
 
 def wake_line(
-    workspace: str | os.PathLike = ".",
+    workspace: str | os.PathLike[str] = ".",
     *,
-    run_dir: str | os.PathLike = "runs",
+    run_dir: str | os.PathLike[str] = "runs",
     state: dict[str, Any] | None = None,
     step: str | None = None,
     steps_order: list[str] | None = None,
@@ -116,7 +116,7 @@ def wake_line(
 def banner(
     state: dict[str, Any],
     *,
-    workspace: str | os.PathLike = ".",
+    workspace: str | os.PathLike[str] = ".",
     context: int | None = None,
     context_step: str | None = WORK_STEP,
 ) -> str:
@@ -145,12 +145,12 @@ def step_header(name: str, index: int, total: int, *, resumed: bool = False, wok
 
 
 def start_over(
-    workspace: str | os.PathLike = ".",
+    workspace: str | os.PathLike[str] = ".",
     *,
-    run_dir: str | os.PathLike = "runs",
-    brief_path: str | os.PathLike | None = None,
-    goal_path: str | os.PathLike | None = None,
-    into: str | os.PathLike | None = None,
+    run_dir: str | os.PathLike[str] = "runs",
+    brief_path: str | os.PathLike[str] | None = None,
+    goal_path: str | os.PathLike[str] | None = None,
+    into: str | os.PathLike[str] | None = None,
 ) -> Path:
     """``--new``: archive lineage.json, 需求.md and 目标.md into ``<notes>/archive/<stamp>/``
     and reset steps and woke. sessions.db is untouched. Returns the archive directory."""
@@ -170,7 +170,7 @@ def format_tokens(n: int) -> str:
     return f"{n / 1_000_000:.2f}M"
 
 
-def display_path(path: str | os.PathLike) -> str:
+def display_path(path: str | os.PathLike[str]) -> str:
     """The path with the home directory written as ~."""
     p = Path(path).resolve()
     try:
@@ -188,7 +188,7 @@ class ReadOnlySessions:
     unreadable database answers "no such session".
     """
 
-    def __init__(self, path: str | os.PathLike, workspace: str | os.PathLike) -> None:
+    def __init__(self, path: str | os.PathLike[str], workspace: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self.project_key = project_key_for_directory(str(Path(workspace).resolve()))
         self._conn: sqlite3.Connection | None = None

@@ -42,7 +42,7 @@ async def _maybe_await(value: Any) -> Any:
 class Step:
     name: str
     spec: AgentSpec
-    prompt: str | Callable[[dict], str]
+    prompt: str | Callable[[dict[str, Any]], str]
     resume_from: str | None = None
     fork: bool = False
     retries: int = 0
@@ -50,8 +50,8 @@ class Step:
     on_fail: str = "stop"
     when: Callable[..., Any] | None = None
     on_reject: Callable[..., Any] | None = None
-    resume_prompt: str | Callable[[dict], str] | None = None
-    reduce: Callable[[StepResult, dict], Any] | None = None
+    resume_prompt: str | Callable[[dict[str, Any]], str] | None = None
+    reduce: Callable[[StepResult, dict[str, Any]], Any] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
@@ -69,7 +69,7 @@ class Step:
         if self.fork and not self.resume_from:
             raise WorkflowError(f"step {self.name!r}: fork=True needs resume_from=<earlier step>")
 
-    def render(self, ctx: dict, *, resuming: bool = False) -> str:
+    def render(self, ctx: dict[str, Any], *, resuming: bool = False) -> str:
         source = self.resume_prompt if (resuming and self.resume_prompt is not None) else self.prompt
         if not callable(source):
             return str(source)
@@ -88,14 +88,14 @@ class Workflow:
         steps: list[Step],
         *,
         name: str = "workflow",
-        context: dict | None = None,
+        context: dict[str, Any] | None = None,
         channel: Any = None,
         workbench: Any = None,
         continuous: bool = True,
     ) -> None:
         self.steps = list(steps)
         self.name = name
-        self.context: dict = context if context is not None else {}
+        self.context: dict[str, Any] = context if context is not None else {}
         self.channel = channel
         self.workbench = workbench
         self.continuous = continuous
@@ -116,7 +116,7 @@ class Workflow:
                 )
             seen.add(step.name)
 
-    async def run(self, runtime: Any, *, on_event: Callable | None = None, on_step: Callable | None = None) -> dict:
+    async def run(self, runtime: Any, *, on_event: Callable[..., Any] | None = None, on_step: Callable[..., Any] | None = None) -> dict[str, Any]:
         ctx = self.context
         ctx["_runtime"] = runtime
         ctx["_on_event"] = on_event
@@ -161,11 +161,11 @@ class Workflow:
         self,
         runtime: Any,
         step: Step,
-        ctx: dict,
+        ctx: dict[str, Any],
         index: int,
         total: int,
         lineage: Lineage | None,
-        on_event: Callable | None,
+        on_event: Callable[..., Any] | None,
     ) -> tuple[StepResult, bool]:
         # Where the first attempt starts: an earlier step's session, or this step's own
         # session from a previous process, or a fresh one.
@@ -222,20 +222,21 @@ class Workflow:
         resume: str | None,
         fork: bool,
         lineage: Lineage | None,
-        on_event: Callable | None,
+        on_event: Callable[..., Any] | None,
     ) -> StepResult:
         # The lineage hook covers exactly this one run; judges run with it detached.
         if lineage is not None:
             runtime.on_session = lambda _name, sid: lineage.record(step.name, sid)
         try:
-            return await runtime.run(
+            result: StepResult = await runtime.run(
                 step.spec, prompt, step_name=name, resume=resume, fork=fork and bool(resume), on_event=on_event
             )
         finally:
             runtime.on_session = None
+        return result
 
     @staticmethod
-    async def _judge(step: Step, result: StepResult, ctx: dict) -> tuple[bool, bool]:
+    async def _judge(step: Step, result: StepResult, ctx: dict[str, Any]) -> tuple[bool, bool]:
         """(passed, aborted). The gate is never called for a failed result, and once per attempt."""
         if not result.ok:
             return False, False

@@ -81,7 +81,7 @@ HANDOFF_DUE = "context-full-handoff"
 SYNTHETIC_MODEL = "<synthetic>"
 
 SessionHook = Callable[[str, str], None]  # (step name, session id)
-EventHook = Callable[[str, dict], Any]  # (kind, payload)
+EventHook = Callable[[str, dict[str, Any]], Any]  # (kind, payload)
 
 
 @dataclass
@@ -96,7 +96,7 @@ class _Attempt:
     num_turns: int = 0
     text: str = ""
     context: int = 0
-    tool_calls: list[dict] = field(default_factory=list)
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
     model: str = ""
     handoff_doc: Path | None = None  # set when this process ended by handing over
     internal: bool = False  # a bug on our side, not the infrastructure's: never retried
@@ -177,8 +177,8 @@ class Runtime:
     def __init__(
         self,
         *,
-        workspace: str | os.PathLike = ".",
-        run_dir: str | os.PathLike = "runs",
+        workspace: str | os.PathLike[str] = ".",
+        run_dir: str | os.PathLike[str] = "runs",
         portable: bool = True,
         trim: bool = False,
         ephemeral: bool = True,
@@ -618,7 +618,7 @@ class Runtime:
         await self._emit(on_event, "session", {"session_id": sid})
 
     @staticmethod
-    async def _emit(on_event: EventHook | None, kind: str, payload: dict) -> None:
+    async def _emit(on_event: EventHook | None, kind: str, payload: dict[str, Any]) -> None:
         """Tell the caller's hook; a failing hook (a display, say) never fails the step."""
         if on_event is None:
             return
@@ -728,7 +728,7 @@ def spill_hook(root: Path, threshold: int = 4000) -> HookCallback:
 
     async def hook(input_data: HookInput, tool_use_id: str | None, context: HookContext) -> HookJSONOutput:
         try:
-            new, changed = replace(input_data.get("tool_response"))  # type: ignore[union-attr]
+            new, changed = replace(input_data.get("tool_response"))
         except OSError:
             return {}  # no room on disk: the model gets the full result, nothing is lost
         if not changed:

@@ -46,7 +46,7 @@ class Manifest:
         self.run_id = run_id
         self._lock = FileLock(f"{self.path}.lock")
 
-    def write(self, rows: list[dict]) -> None:
+    def write(self, rows: list[dict[str, Any]]) -> None:
         """Make `rows` the complete set of this run's rows; other runs' rows are kept as they are."""
         # Serialise first: a bad value must fail before we touch the file.
         mine = json.loads(json.dumps([{**row, "run": self.run_id} for row in rows], default=_json_default))
@@ -55,14 +55,14 @@ class Manifest:
             others = [r for r in self._load(move_corrupt_aside=True) if r.get("run") != self.run_id]
             self._replace(others + mine)
 
-    def read(self) -> list[dict]:
+    def read(self) -> list[dict[str, Any]]:
         """All rows of all runs ([] if the file is missing or unreadable)."""
         return self._load(move_corrupt_aside=False)
 
-    def rows_for_run(self, run_id: str) -> list[dict]:
+    def rows_for_run(self, run_id: str) -> list[dict[str, Any]]:
         return [r for r in self.read() if r.get("run") == run_id]
 
-    def _load(self, *, move_corrupt_aside: bool) -> list[dict]:
+    def _load(self, *, move_corrupt_aside: bool) -> list[dict[str, Any]]:
         try:
             raw = self.path.read_bytes()
         except FileNotFoundError:
@@ -84,5 +84,5 @@ class Manifest:
             log.warning("manifest %s is not a JSON array of rows; reading it as empty", self.path)
         return []
 
-    def _replace(self, rows: list[dict]) -> None:
+    def _replace(self, rows: list[dict[str, Any]]) -> None:
         write_atomic(self.path, json.dumps(rows, indent=2, ensure_ascii=False) + "\n")

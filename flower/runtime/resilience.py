@@ -241,8 +241,8 @@ class Resilience:
 
     def delay(self, attempt: int, rng: random.Random | None = None) -> float:
         """Seconds to wait after failed attempt number `attempt` (1-based), jittered ±25%."""
-        base = min(self.base_delay * 2 ** max(attempt - 1, 0), self.max_delay)
-        factor = (rng or random).uniform(1 - self.jitter, 1 + self.jitter)
+        base: float = min(self.base_delay * 2 ** max(attempt - 1, 0), self.max_delay)
+        factor: float = (rng or random).uniform(1 - self.jitter, 1 + self.jitter)
         return base * factor
 
     def should_retry(self, kind: Kind, attempt: int) -> bool:

@@ -180,7 +180,7 @@ def bundled_cli() -> str | None:
     return shutil.which("claude")
 
 
-def shielded_cli(real: str | None, directory: str | os.PathLike) -> str | None:
+def shielded_cli(real: str | None, directory: str | os.PathLike[str]) -> str | None:
     """Path of a launcher that runs `real` in its own process group, or None when that is not
     possible here (Windows, no CLI found, an interpreter path the shebang cannot carry, a
     directory that cannot hold executables). None means: run the CLI as the SDK would."""
