@@ -21,7 +21,7 @@ import pytest
 
 from flower.scripted import Scenario, ScriptedServer
 
-STARTER = Path(__file__).resolve().parent.parent / "examples" / "scenarios" / "starter.toml"
+STARTER = Path(__file__).resolve().parents[3] / "examples" / "scenarios" / "starter.toml"
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 
 # A slow continuation, so that Ctrl-C lands while the model is "thinking"; and the answer to the

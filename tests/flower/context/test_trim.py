@@ -12,7 +12,7 @@ from claude_agent_sdk import InMemorySessionStore
 
 from flower.context.pruning import PruningSessionStore, prune, result_text, tool_results
 from flower.context.trim import Trimmer, spill
-from tests.test_pruning import KEY, Transcript, assert_chain_ok
+from tests.flower.context.test_pruning import KEY, Transcript, assert_chain_ok
 
 POINTER = re.compile(r"^\[(trimmed|spilled): (\d+) chars → (\S+\.txt); first 400 chars: (.*)\]$", re.S)
 

@@ -17,7 +17,7 @@ from flower.runtime.engine import Runtime
 from flower.scripted import Scenario, ScriptedServer
 from tests.rig import message_requests, runtime, scripted, texts_of
 
-STARTER = Path(__file__).resolve().parent.parent / "examples" / "scenarios" / "starter.toml"
+STARTER = Path(__file__).resolve().parents[3] / "examples" / "scenarios" / "starter.toml"
 
 BRIEF = """# 需求确认书
 

@@ -16,7 +16,7 @@ from flower.catalogue import WAKE_PROMPT
 from flower.scripted import Scenario, ScriptedServer
 from tests.rig import message_requests, texts_of
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 STARTER = EXAMPLES / "scenarios" / "starter.toml"
 ROLE_MARKS = {"clarify": "## 确认需求", "goal": "## 设定目标", "work": "## 协调规则", "judge": "## 独立判定"}
 
