@@ -23,13 +23,11 @@ import threading
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import anyio
 from claude_agent_sdk import (
-    TERMINAL_TASK_STATUSES,
     AssistantMessage,
     ClaudeAgentOptions,
     ClaudeSDKClient,
@@ -42,13 +40,8 @@ from claude_agent_sdk import (
     ResultError,
     ResultMessage,
     SystemMessage,
-    TaskNotificationMessage,
-    TaskStartedMessage,
-    TaskUpdatedMessage,
     TextBlock,
-    ToolResultBlock,
     ToolUseBlock,
-    UserMessage,
     project_key_for_directory,
 )
 
@@ -69,6 +62,7 @@ from flower.context.trim import spill
 from flower.errors import ConfigError, WorkspaceError
 from flower.flows.roles import tool_base
 from flower.result import StepResult, now_iso
+from flower.runtime.attempt import Attempt, AttemptState, Phase, conclude
 from flower.runtime.manifest import Manifest, new_run_id
 from flower.runtime.resilience import Resilience, classify_result, endpoint, reachable
 from flower.runtime.signals import bundled_cli, shielded_cli
@@ -82,24 +76,6 @@ SYNTHETIC_MODEL = "<synthetic>"
 
 SessionHook = Callable[[str, str], None]  # (step name, session id)
 EventHook = Callable[[str, dict[str, Any]], Any]  # (kind, payload)
-
-
-@dataclass
-class _Attempt:
-    """What one CLI process produced; several may make up one StepResult."""
-
-    ok: bool = False
-    error: str | None = None
-    api_error_status: int | None = None
-    terminal_reason: str | None = None
-    cost_usd: float = 0.0
-    num_turns: int = 0
-    text: str = ""
-    context: int = 0
-    tool_calls: list[dict[str, Any]] = field(default_factory=list)
-    model: str = ""
-    handoff_doc: Path | None = None  # set when this process ended by handing over
-    internal: bool = False  # a bug on our side, not the infrastructure's: never retried
 
 
 MAX_INPUT_CHARS = 1000
@@ -116,52 +92,6 @@ def compact_input(value: Any) -> Any:
     if isinstance(value, list):
         return [compact_input(v) for v in value]
     return value
-
-
-class _Background:
-    """Background subagents the main thread will be woken by. A launch is known from the Agent
-    tool's result ("Async agent launched…") or from TaskStarted, whichever the CLI sends first;
-    it ends on a terminal TaskNotification or TaskUpdated (the CLI sometimes sends only one)."""
-
-    LAUNCHED = "Async agent launched"
-
-    def __init__(self) -> None:
-        self.launched: set[str] = set()  # tool_use ids of Agent calls still running
-        self.tasks: dict[str, str | None] = {}  # task id -> its tool_use id
-        self.finished: set[str] = set()  # tool_use ids already reported done
-
-    def note(self, msg: Any) -> None:
-        if isinstance(msg, UserMessage) and isinstance(msg.content, list):
-            for block in msg.content:
-                if isinstance(block, ToolResultBlock) and self.LAUNCHED in _block_text(block.content):
-                    if block.tool_use_id not in self.finished:
-                        self.launched.add(block.tool_use_id)
-        elif isinstance(msg, TaskStartedMessage):
-            self.tasks[msg.task_id] = msg.tool_use_id
-            if msg.tool_use_id and msg.tool_use_id not in self.finished:
-                self.launched.add(msg.tool_use_id)
-        elif isinstance(msg, TaskNotificationMessage):
-            self._finish(msg.task_id)
-        elif isinstance(msg, TaskUpdatedMessage) and (msg.patch or {}).get("status") in TERMINAL_TASK_STATUSES:
-            self._finish(msg.task_id)
-
-    def _finish(self, task_id: str) -> None:
-        tool_use_id = self.tasks.pop(task_id, None)
-        if tool_use_id:
-            self.launched.discard(tool_use_id)
-            self.finished.add(tool_use_id)
-
-    @property
-    def pending(self) -> bool:
-        return bool(self.launched or self.tasks)
-
-
-def _block_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return " ".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
-    return ""
 
 
 def _session_of(msg: Any) -> str:
@@ -374,7 +304,7 @@ class Runtime:
         return await policy.wait_online(env=env)
 
     @staticmethod
-    def _absorb(result: StepResult, got: _Attempt) -> None:
+    def _absorb(result: StepResult, got: Attempt) -> None:
         result.cost_usd = round(result.cost_usd + got.cost_usd, 6)
         result.num_turns += got.num_turns
         result.tool_calls.extend(got.tool_calls)
@@ -395,7 +325,7 @@ class Runtime:
         self.manifest.write([r.to_row(self.run_id) for r in self.results])
 
     # -- handoff --------------------------------------------------------------------------
-    def _degraded_handoff(self, result: StepResult, task: str, got: _Attempt) -> Path:
+    def _degraded_handoff(self, result: StepResult, task: str, got: Attempt) -> Path:
         path = doc_path(self.notes_dir, result.step)
         try:
             previous = path.read_text(encoding="utf-8")
@@ -407,7 +337,7 @@ class Runtime:
         )
         return save_doc(path, text)
 
-    def _save_handoff(self, step: str, reply: str, task: str, got: _Attempt, asked_at: float) -> Path:
+    def _save_handoff(self, step: str, reply: str, task: str, got: Attempt, asked_at: float) -> Path:
         path = doc_path(self.notes_dir, step)
         if reply.strip() and not missing_sections(reply):
             return save_doc(path, normalise(reply, step))
@@ -493,18 +423,9 @@ class Runtime:
         resume_at: str | None,
         on_event: EventHook | None,
         may_hand_off: bool = False,
-    ) -> _Attempt:
-        got = _Attempt()
-        texts: dict[str, list[str]] = {}
-        last_text_id = ""
-        synthetic: str | None = None
-        background = _Background()
-        final: ResultMessage | None = None
-        # Handoff phases: "work" -> "due" (interrupt sent) -> "writing" (document asked for).
-        phase = "work"
-        warned = False
-        work_text = ""
-        asked_at = 0.0
+    ) -> Attempt:
+        """One CLI process: send the prompt, read messages until the state machine is done."""
+        state = AttemptState()
         self._stderr_tail.clear()
         try:
             async with ClaudeSDKClient(self._options(spec, resume, fork, resume_at)) as client:
@@ -512,92 +433,90 @@ class Runtime:
                 await client.query(prompt)
                 async for msg in client.receive_messages():
                     await self._note_session(result, _session_of(msg), on_event)
-                    background.note(msg)
+                    state.background.note(msg)
                     if isinstance(msg, AssistantMessage):
-                        if msg.model == SYNTHETIC_MODEL or msg.error:
-                            synthetic = "".join(b.text for b in msg.content if isinstance(b, TextBlock))
-                            continue
-                        got.model = msg.model or got.model
-                        if msg.parent_tool_use_id is not None:
-                            continue  # subagent speech never becomes the step's text
-                        if msg.usage:
-                            got.context = context_tokens(msg.usage)
-                            if phase == "work" and may_hand_off and self.handoff.due(got.context):
-                                phase = "due"
-                                await self._emit(on_event, "handoff-due", {"context": got.context,
-                                                                           "at": self.handoff.at})
-                                await _safe_interrupt(client)
-                            elif not warned and self.handoff.enabled and got.context >= self.handoff.warn_at:
-                                warned = True
-                                await self._emit(on_event, "context-warn", {"context": got.context,
-                                                                            "at": self.handoff.at})
-                        for block in msg.content:
-                            if isinstance(block, TextBlock) and block.text:
-                                key = msg.message_id or str(id(msg))
-                                texts.setdefault(key, []).append(block.text)
-                                last_text_id = key
-                                await self._emit(on_event, "text", {"text": block.text})
-                            elif isinstance(block, ToolUseBlock):
-                                got.tool_calls.append({"name": block.name, "input": compact_input(block.input)})
-                                await self._emit(on_event, "tool", {"name": block.name, "input": block.input})
-                    elif isinstance(msg, ResultMessage):
-                        got.cost_usd += msg.total_cost_usd or 0.0
-                        got.num_turns += msg.num_turns or 0
-                        aborted = (msg.terminal_reason or "").startswith("aborted")
-                        follow_up = await self._take_interrupt(usable=aborted or not msg.is_error)
-                        if follow_up is not None:
-                            # One Ctrl-C: same session, same process, not a failed attempt.
-                            await self._emit(on_event, "interrupted", {"message": follow_up})
-                            await client.query(follow_up)
-                            with self._interrupt_lock:
-                                self._interrupting = False
-                            continue
-                        if phase == "due" and aborted:
-                            # Our own interrupt landed: ask the full session for its handoff document.
-                            phase = "writing"
-                            work_text = "".join(texts[last_text_id]) if last_text_id else ""
-                            last_text_id = ""
-                            asked_at = time.time()
-                            await client.query(write_prompt(doc_path(self.notes_dir, result.step)))
-                            continue
-                        if phase == "writing" and not msg.is_error:
-                            reply = "".join(texts[last_text_id]) if last_text_id else ""
-                            got.text = work_text
-                            got.handoff_doc = self._save_handoff(result.step, reply, prompt, got, asked_at)
-                            break
-                        if background.pending and not msg.is_error:
-                            continue  # a background subagent will wake the main thread again
-                        final = msg
+                        await self._on_assistant(msg, state, client, on_event, may_hand_off)
+                    elif isinstance(msg, ResultMessage) and await self._on_result(
+                            msg, state, client, result, prompt, on_event):
                         break
         except ResultError as exc:
-            got.error = _result_error_text(exc)
-            got.api_error_status = exc.api_error_status
-            got.terminal_reason = exc.terminal_reason
+            state.got.error = _result_error_text(exc)
+            state.got.api_error_status = exc.api_error_status
+            state.got.terminal_reason = exc.terminal_reason
         except (ProcessError, OSError, RuntimeError, ValueError) as exc:
-            got.error = f"{type(exc).__name__}: {exc}{self._stderr_hint()}"
+            state.got.error = f"{type(exc).__name__}: {exc}{self._stderr_hint()}"
         except Exception as exc:  # noqa: BLE001 — a step never raises out of the runtime
-            got.error = f"internal error: {type(exc).__name__}: {exc}"
-            got.internal = True
+            state.got.error = f"internal error: {type(exc).__name__}: {exc}"
+            state.got.internal = True
         finally:
             self._client = None
-        if got.handoff_doc is not None:
-            got.error = None
-            return got
-        if phase == "writing":
-            last_text_id = ""  # the document attempt failed: the step's text is the work's
-            got.text = work_text
-        if last_text_id:
-            got.text = "".join(texts[last_text_id])
-        if final is not None and got.error is None:
-            got.api_error_status = final.api_error_status
-            got.terminal_reason = final.terminal_reason
-            if final.is_error:
-                got.error = synthetic or final.result or "; ".join(final.errors or []) or final.subtype
-            else:
-                got.ok = True
-        elif got.error is None:
-            got.error = synthetic or "the CLI ended without a result"
-        return got
+        return conclude(state)
+
+    async def _on_assistant(self, msg: AssistantMessage, state: AttemptState, client: ClaudeSDKClient,
+                            on_event: EventHook | None, may_hand_off: bool) -> None:
+        """The model spoke: keep the main thread's text and tool calls; watch the context."""
+        got = state.got
+        if msg.model == SYNTHETIC_MODEL or msg.error:
+            state.synthetic = "".join(b.text for b in msg.content if isinstance(b, TextBlock))
+            return
+        got.model = msg.model or got.model
+        if msg.parent_tool_use_id is not None:
+            return  # subagent speech never becomes the step's text
+        if msg.usage:
+            got.context = context_tokens(msg.usage)
+            await self._watch_context(state, client, on_event, may_hand_off)
+        for block in msg.content:
+            if isinstance(block, TextBlock) and block.text:
+                state.add_text(msg.message_id or str(id(msg)), block.text)
+                await self._emit(on_event, "text", {"text": block.text})
+            elif isinstance(block, ToolUseBlock):
+                got.tool_calls.append({"name": block.name, "input": compact_input(block.input)})
+                await self._emit(on_event, "tool", {"name": block.name, "input": block.input})
+
+    async def _watch_context(self, state: AttemptState, client: ClaudeSDKClient,
+                             on_event: EventHook | None, may_hand_off: bool) -> None:
+        """WORK -> DUE when the context is full (interrupt sent); a warning once before that."""
+        context = state.got.context
+        if state.phase is Phase.WORK and may_hand_off and self.handoff.due(context):
+            state.phase = Phase.DUE
+            await self._emit(on_event, "handoff-due", {"context": context, "at": self.handoff.at})
+            await _safe_interrupt(client)
+        elif not state.warned and self.handoff.enabled and context >= self.handoff.warn_at:
+            state.warned = True
+            await self._emit(on_event, "context-warn", {"context": context, "at": self.handoff.at})
+
+    async def _on_result(self, msg: ResultMessage, state: AttemptState, client: ClaudeSDKClient,
+                         result: StepResult, prompt: str, on_event: EventHook | None) -> bool:
+        """A turn ended. True when the attempt is done; False when the session goes on (a
+        person's interrupt, our handoff interrupt, a background subagent still to come)."""
+        got = state.got
+        got.cost_usd += msg.total_cost_usd or 0.0
+        got.num_turns += msg.num_turns or 0
+        aborted = (msg.terminal_reason or "").startswith("aborted")
+        follow_up = await self._take_interrupt(usable=aborted or not msg.is_error)
+        if follow_up is not None:
+            # One Ctrl-C: same session, same process, not a failed attempt.
+            await self._emit(on_event, "interrupted", {"message": follow_up})
+            await client.query(follow_up)
+            with self._interrupt_lock:
+                self._interrupting = False
+            return False
+        if state.phase is Phase.DUE and aborted:
+            # Our own interrupt landed: ask the full session for its handoff document.
+            state.phase = Phase.WRITING
+            state.work_text = state.take_text()
+            state.asked_at = time.time()
+            await client.query(write_prompt(doc_path(self.notes_dir, result.step)))
+            return False
+        if state.phase is Phase.WRITING and not msg.is_error:
+            reply = "".join(state.texts[state.last_text_id]) if state.last_text_id else ""
+            got.text = state.work_text
+            got.handoff_doc = self._save_handoff(result.step, reply, prompt, got, state.asked_at)
+            return True
+        if state.background.pending and not msg.is_error:
+            return False  # a background subagent will wake the main thread again
+        state.final = msg
+        return True
 
     def _stderr_hint(self) -> str:
         tail = [line.strip() for line in self._stderr_tail if line.strip()]

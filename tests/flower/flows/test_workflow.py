@@ -242,12 +242,12 @@ def test_background_subagents_are_waited_for_until_a_terminal_report():
         UserMessage,
     )
 
-    from flower.runtime.engine import _Background
+    from flower.runtime.background import Background
 
     launched = UserMessage([ToolResultBlock("toolu_1", [{"type": "text", "text": "Async agent launched successfully."}])])
     started = TaskStartedMessage("task_started", {}, "t1", "coder", "u1", "s", tool_use_id="toolu_1")
     # The CLI may report the launch before TaskStarted: pending from the tool result alone.
-    bg = _Background()
+    bg = Background()
     bg.note(launched)
     assert bg.pending
     bg.note(started)
@@ -256,7 +256,7 @@ def test_background_subagents_are_waited_for_until_a_terminal_report():
     bg.note(TaskUpdatedMessage("task_updated", {}, "t1", {"status": "completed"}))
     assert not bg.pending  # a terminal TaskUpdated alone ends it
     # ...or a TaskNotification; a late copy of the launch result does not revive it.
-    bg = _Background()
+    bg = Background()
     bg.note(started)
     bg.note(TaskNotificationMessage("task_notification", {}, "t1", "completed", "/o", "done", "u2", "s"))
     bg.note(launched)
