@@ -15,11 +15,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import inspect
 import logging
 import os
 import signal
-import threading
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -63,6 +61,7 @@ from flower.errors import ConfigError, WorkspaceError
 from flower.flows.roles import tool_base
 from flower.result import StepResult, now_iso
 from flower.runtime.attempt import Attempt, AttemptState, Phase, conclude
+from flower.runtime.interrupts import Interrupts, safe_interrupt
 from flower.runtime.manifest import Manifest, new_run_id
 from flower.runtime.resilience import Resilience, classify_result, endpoint, reachable
 from flower.runtime.signals import bundled_cli, shielded_cli
@@ -151,9 +150,7 @@ class Runtime:
         self._rescued: set[int] = set()
         self._client: ClaudeSDKClient | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._interrupt_lock = threading.Lock()
-        self._pending_interrupt: str | Callable[[], Any] | None = None
-        self._interrupting = False
+        self._interrupts = Interrupts()
         self._stderr_tail: deque[str] = deque(maxlen=20)
         self._launcher: str | None = None
 
@@ -278,8 +275,7 @@ class Runtime:
         finally:
             result.attempts = attempt
             result.ended_at = now_iso()
-            with self._interrupt_lock:
-                self._pending_interrupt, self._interrupting = None, False
+            self._interrupts.clear()
             self._inflight = [r for r in self._inflight if r is not result]
         if id(result) not in self._rescued:  # rescue() already wrote it
             self._record(result)
@@ -480,7 +476,7 @@ class Runtime:
         if state.phase is Phase.WORK and may_hand_off and self.handoff.due(context):
             state.phase = Phase.DUE
             await self._emit(on_event, "handoff-due", {"context": context, "at": self.handoff.at})
-            await _safe_interrupt(client)
+            await safe_interrupt(client)
         elif not state.warned and self.handoff.enabled and context >= self.handoff.warn_at:
             state.warned = True
             await self._emit(on_event, "context-warn", {"context": context, "at": self.handoff.at})
@@ -493,13 +489,13 @@ class Runtime:
         got.cost_usd += msg.total_cost_usd or 0.0
         got.num_turns += msg.num_turns or 0
         aborted = (msg.terminal_reason or "").startswith("aborted")
-        follow_up = await self._take_interrupt(usable=aborted or not msg.is_error)
+        follow_up = await self._interrupts.take(usable=aborted or not msg.is_error,
+                                                default=self.resilience.resume_prompt)
         if follow_up is not None:
             # One Ctrl-C: same session, same process, not a failed attempt.
             await self._emit(on_event, "interrupted", {"message": follow_up})
             await client.query(follow_up)
-            with self._interrupt_lock:
-                self._interrupting = False
+            self._interrupts.sent()
             return False
         if state.phase is Phase.DUE and aborted:
             # Our own interrupt landed: ask the full session for its handoff document.
@@ -552,7 +548,7 @@ class Runtime:
     @property
     def interrupting(self) -> bool:
         """True from `interrupt()` until the session has been sent its follow-up."""
-        return self._interrupting
+        return self._interrupts.interrupting
 
     def interrupt(self, message: str | Callable[[], Any] = "") -> bool:
         """Stop the running turn at the next message boundary, then continue the same session.
@@ -562,26 +558,7 @@ class Runtime:
         Empty means the neutral `Resilience.resume_prompt`. Thread-safe and signal-safe: it
         only schedules work on the runtime's loop. Returns False when no step is running.
         """
-        client, loop = self._client, self._loop
-        if client is None or loop is None or loop.is_closed():
-            return False
-        with self._interrupt_lock:
-            self._pending_interrupt = message
-            self._interrupting = True
-        loop.call_soon_threadsafe(lambda: loop.create_task(_safe_interrupt(client)))
-        return True
-
-    async def _take_interrupt(self, *, usable: bool) -> str | None:
-        with self._interrupt_lock:
-            pending = self._pending_interrupt
-            self._pending_interrupt = None
-            if pending is None:
-                return None
-            if not usable:  # the turn failed on its own; the error path takes over
-                self._interrupting = False
-                return None
-        text = await _ask(pending) if callable(pending) else pending
-        return (text or "").strip() or self.resilience.resume_prompt
+        return self._interrupts.request(message, self._client, self._loop)
 
     def rescue(self, error: str = "killed-by-signal") -> None:
         """Write the in-flight step to the manifest before the process dies.
@@ -655,41 +632,6 @@ def spill_hook(root: Path, threshold: int = 4000) -> HookCallback:
         return {"hookSpecificOutput": {"hookEventName": "PostToolUse", "updatedToolOutput": new}}
 
     return hook
-
-
-async def _ask(fn: Callable[[], Any]) -> str:
-    """Call `fn` for the word added to an interrupt: awaited if async, else in a daemon thread
-    (a blocked terminal read must never keep the process alive after a second Ctrl-C)."""
-    if inspect.iscoroutinefunction(fn):
-        return str(await fn() or "")
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[str] = loop.create_future()
-
-    def settle(value: Any, error: BaseException | None) -> None:
-        if future.done():
-            return
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(str(value or ""))
-
-    def work() -> None:
-        try:
-            value = fn()
-        except BaseException as exc:  # noqa: BLE001 — handed to the awaiting task
-            loop.call_soon_threadsafe(settle, None, exc)
-        else:
-            loop.call_soon_threadsafe(settle, value, None)
-
-    threading.Thread(target=work, name="flower-interrupt-ask", daemon=True).start()
-    return await future
-
-
-async def _safe_interrupt(client: ClaudeSDKClient) -> None:
-    try:
-        await client.interrupt()
-    except Exception:  # noqa: BLE001 — the turn may have ended on its own meanwhile
-        pass
 
 
 def _result_error_text(exc: ResultError) -> str:
