@@ -97,8 +97,10 @@ def go(
     rt = new_runtime(workspace=ws, run_dir=G.run_dir, trim=not no_trim, workbench=wf.workbench, handoff=handoff)
     display = Display(verbose=G.verbose)
     printer = GoPrinter(display, person=person)
-    wf.channel.on_event = printer.event
-    typed = terminal.TypedLines(wf.channel, on_delivered=printer.delivered).start()
+    channel = wf.channel
+    assert channel is not None, "starter_flow always gives the person a channel"
+    channel.on_event = printer.event
+    typed = terminal.TypedLines(channel, on_delivered=printer.delivered).start()
     try:
         with signals.install(rt, ask=typed.next_line if person else None):
             ctx = anyio.run(lambda: wf.run(rt, on_event=printer.event, on_step=display.step_done))

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import IO, Any
 
 from flower.catalogue import ADD_PROMPT
+from flower.protocols import PersonChannel
 
 NEW = "/new"
 
@@ -46,7 +47,7 @@ class TypedLines:
 
     def __init__(
         self,
-        channel: Any,
+        channel: PersonChannel,
         *,
         stream: IO[str] | None = None,
         out: IO[str] | None = None,

@@ -46,13 +46,14 @@ from flower.catalogue import (
     RUN_HEADING,
 )
 from flower.flows.brief import append_to_section
+from flower.protocols import EventSink
 
 SERVER = "human"
 ASK_TOOL = f"mcp__{SERVER}__ask"
 INBOX_TOOL = f"mcp__{SERVER}__inbox"
 
 AskFn = Callable[[str, float], Any]
-EventHook = Callable[[str, dict[str, Any]], Any]
+EventHook = EventSink
 
 # Exchange.status values
 ANSWER, DECLINE, TIMEOUT, AUTO, BUDGET, CANCELLED = (

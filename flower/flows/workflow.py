@@ -14,6 +14,7 @@ from typing import Any
 from flower.errors import StepAbort, WorkflowError
 from flower.flows.continuity import ContinuityLog, decide, first_run
 from flower.flows.lineage import Lineage
+from flower.protocols import EventSink, PersonChannel, StepRunner, WorkbenchLike
 from flower.result import StepResult
 from flower.spec import AgentSpec
 
@@ -89,8 +90,8 @@ class Workflow:
         *,
         name: str = "workflow",
         context: dict[str, Any] | None = None,
-        channel: Any = None,
-        workbench: Any = None,
+        channel: PersonChannel | None = None,
+        workbench: WorkbenchLike | None = None,
         continuous: bool = True,
     ) -> None:
         self.steps = list(steps)
@@ -116,7 +117,7 @@ class Workflow:
                 )
             seen.add(step.name)
 
-    async def run(self, runtime: Any, *, on_event: Callable[..., Any] | None = None, on_step: Callable[..., Any] | None = None) -> dict[str, Any]:
+    async def run(self, runtime: StepRunner, *, on_event: EventSink | None = None, on_step: Callable[..., Any] | None = None) -> dict[str, Any]:
         ctx = self.context
         ctx["_runtime"] = runtime
         ctx["_on_event"] = on_event
@@ -150,7 +151,7 @@ class Workflow:
                 break
         return ctx
 
-    def _open_lineage(self, runtime: Any) -> Lineage | None:
+    def _open_lineage(self, runtime: StepRunner) -> Lineage | None:
         if not self.continuous:
             return None
         lineage = Lineage.load(runtime.run_dir, runtime.workspace, runtime.has_session)
@@ -159,13 +160,13 @@ class Workflow:
 
     async def _run_step(
         self,
-        runtime: Any,
+        runtime: StepRunner,
         step: Step,
         ctx: dict[str, Any],
         index: int,
         total: int,
         lineage: Lineage | None,
-        on_event: Callable[..., Any] | None,
+        on_event: EventSink | None,
     ) -> tuple[StepResult, bool]:
         # Where the first attempt starts: an earlier step's session, or this step's own
         # session from a previous process, or a fresh one.
@@ -215,14 +216,14 @@ class Workflow:
 
     async def _attempt(
         self,
-        runtime: Any,
+        runtime: StepRunner,
         step: Step,
         name: str,
         prompt: str,
         resume: str | None,
         fork: bool,
         lineage: Lineage | None,
-        on_event: Callable[..., Any] | None,
+        on_event: EventSink | None,
     ) -> StepResult:
         # The lineage hook covers exactly this one run; judges run with it detached.
         if lineage is not None:

@@ -59,6 +59,7 @@ from flower.context.store import SQLiteSessionStore, context_tokens
 from flower.context.trim import spill
 from flower.errors import ConfigError, WorkspaceError
 from flower.flows.roles import tool_base
+from flower.protocols import EventSink, SessionHook, WorkbenchLike
 from flower.result import StepResult, now_iso
 from flower.runtime.attempt import Attempt, AttemptState, Phase, conclude
 from flower.runtime.interrupts import Interrupts, safe_interrupt
@@ -73,8 +74,7 @@ INTERRUPTED = "interrupted-by-human"
 HANDOFF_DUE = "context-full-handoff"
 SYNTHETIC_MODEL = "<synthetic>"
 
-SessionHook = Callable[[str, str], None]  # (step name, session id)
-EventHook = Callable[[str, dict[str, Any]], Any]  # (kind, payload)
+EventHook = EventSink  # (kind, payload); the name Runtime's callers know
 
 
 MAX_INPUT_CHARS = 1000
@@ -112,10 +112,10 @@ class Runtime:
         trim: bool = False,
         ephemeral: bool = True,
         keep_denials: int = 1,
-        workbench: Any = False,
+        workbench: bool | str | os.PathLike[str] | WorkbenchLike | None = False,
         spill_threshold: int = 4000,
-        resilience: Any = True,
-        handoff: Any = True,
+        resilience: bool | Resilience = True,
+        handoff: bool | Handoff = True,
         env: dict[str, str] | None = None,
         cli_path: str | None = None,
         shield_cli: bool = True,

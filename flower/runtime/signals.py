@@ -44,6 +44,7 @@ from typing import Any
 
 from flower import exitinfo
 from flower.fileio import write_atomic
+from flower.protocols import Interruptible
 
 Ask = Callable[[], str]
 
@@ -53,7 +54,7 @@ class SignalGuard:
 
     def __init__(
         self,
-        runtime: Any,
+        runtime: Interruptible,
         *,
         ask: Ask | None = None,
         notify: Callable[[str], None] | None = None,
@@ -117,7 +118,7 @@ def terminating_signals() -> tuple[int, ...]:
 
 @contextlib.contextmanager
 def install(
-    runtime: Any, *, ask: Ask | None = None, notify: Callable[[str], None] | None = None
+    runtime: Interruptible, *, ask: Ask | None = None, notify: Callable[[str], None] | None = None
 ) -> Iterator[SignalGuard]:
     """Install flower's SIGINT/SIGTERM/SIGHUP handling for `runtime` while the block runs.
 
