@@ -292,3 +292,13 @@ CONTINUITY_FILE = "continuity.json"
 # -- exitinfo ---------------------------------------------------------------------------------
 
 EXIT_FILE = ".exit.json"
+
+# -- cli.go_printer ---------------------------------------------------------------------------
+
+ANSWER_LINES = {  # how a question to the person ended, by Exchange.status
+    "answered": "   ✓ 收到回答",  # answer received
+    "auto": "   (全自动: 没人回答, agent 自己决定并记下假设)",  # fully automatic: the agent decides
+    "timeout": "   (没等到回答: agent 自己决定并记下假设)",  # no answer in time
+    "declined": "   (不回答: agent 自己决定)",  # declined
+    "budget": "   (提问次数用完, 没有转给你)",  # question budget spent
+}

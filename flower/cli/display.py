@@ -8,6 +8,16 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from flower.events import (
+    AssistantText,
+    Event,
+    Interrupted,
+    Retried,
+    SessionKnown,
+    StepStarted,
+    ToolCalled,
+    parse,
+)
 from flower.result import StepResult
 
 SCRIPTED_LABEL = "offline scripted model — no real model was called"
@@ -24,20 +34,25 @@ class Display:
         self.out = Console(highlight=False, soft_wrap=True)
 
     def event(self, kind: str, payload: dict[str, Any]) -> None:
+        """An `on_event` hook: the event, typed, to `show`."""
+        self.show(parse(kind, payload))
+
+    def show(self, event: Event | None) -> None:
         c = self.console
-        if kind == "step":
-            resumed = f"  <- 接上次 · 第 {payload['woke']} 次唤醒" if payload.get("resumed") else ""
-            c.rule(f"{escape(str(payload['name']))}  {payload['index']}/{payload['total']}{resumed}", align="left")
-        elif kind == "tool":
-            c.print(f"  [dim]· {escape(str(payload['name']))}[/dim] {_short(payload.get('input'))}")
-        elif kind == "text" and self.verbose:
-            c.print(f"  [dim]{_short(payload.get('text'), 200)}[/dim]")
-        elif kind == "retry":
-            c.print(f"  [yellow]retry after {escape(str(payload['kind']))} error:[/yellow] {_short(payload.get('error'), 160)}")
-        elif kind == "session" and self.verbose:
-            c.print(f"  [dim]session {escape(str(payload['session_id']))}[/dim]")
-        elif kind == "interrupted":
-            c.print(f"  [yellow]interrupted; continuing with:[/yellow] {_short(payload.get('message'))}")
+        match event:
+            case StepStarted(name=name, index=index, total=total, resumed=resumed, woke=woke):
+                again = f"  <- 接上次 · 第 {woke} 次唤醒" if resumed else ""
+                c.rule(f"{escape(str(name))}  {index}/{total}{again}", align="left")
+            case ToolCalled(name=name, input=tool_input):
+                c.print(f"  [dim]· {escape(str(name))}[/dim] {_short(tool_input)}")
+            case AssistantText(text=text) if self.verbose:
+                c.print(f"  [dim]{_short(text, 200)}[/dim]")
+            case Retried(error_kind=error_kind, error=error):
+                c.print(f"  [yellow]retry after {escape(str(error_kind))} error:[/yellow] {_short(error, 160)}")
+            case SessionKnown(session_id=session_id) if self.verbose:
+                c.print(f"  [dim]session {escape(str(session_id))}[/dim]")
+            case Interrupted(message=message):
+                c.print(f"  [yellow]interrupted; continuing with:[/yellow] {_short(message)}")
 
     def step_done(self, name: str, result: StepResult) -> None:
         mark = "[green]ok[/green]" if result.ok else f"[red]failed[/red] {_short(result.error, 160)}"

@@ -4,9 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from flower.catalogue import QA_FILE, WORK
+from flower.catalogue import ANSWER_LINES, QA_FILE, WORK
 from flower.cli.display import Display
 from flower.context.workbench import Workbench
+from flower.events import (
+    Answered,
+    Asked,
+    Event,
+    Frozen,
+    GoalSet,
+    Judged,
+    Judging,
+    StepStarted,
+    Warned,
+    parse,
+)
 from flower.flows.starter import brief_path, goal_path
 from flower.flows.wake import display_path, notice, step_header
 
@@ -23,65 +35,57 @@ class GoPrinter:
         self.console.print(text, markup=False, highlight=False, style=style)
 
     def event(self, kind: str, payload: dict[str, Any]) -> Any:
-        if kind == "step":
-            self.say(step_header(payload["name"], payload["index"], payload["total"],
-                                 resumed=payload["resumed"], woke=payload["woke"]))
-            return None
-        shown = {"ask": self._ask, "answer": self._answer, "goal": self._goal, "judge": self._judge,
-                 "verdict": self._verdict, "warn": self._warn, "frozen": self._frozen}.get(kind)
-        if shown is not None:
-            shown(payload)
-            return None
-        line = notice(kind, payload)
-        if line:
-            self.say(line)
-        return self.display.event(kind, payload)
+        """An `on_event` hook (the runtime's, the workflow's and the channel's): the event, typed."""
+        self.show(parse(kind, payload))
+        return None
 
-    def _frozen(self, p: dict[str, Any]) -> None:
-        self.say(f"== {p['name']}: 已定下, 跳过 ({display_path(p['path'])})", style="dim")
-        # (already settled: skipped — the file's content still goes to the next steps)
+    def show(self, event: Event | None) -> None:
+        match event:
+            case StepStarted():
+                self.say(step_header(event.name, event.index, event.total, resumed=event.resumed, woke=event.woke))
+            case Frozen():
+                self.say(f"== {event.name}: 已定下, 跳过 ({display_path(event.path)})", style="dim")
+                # (already settled: skipped — the file's content still goes to the next steps)
+            case Asked():
+                self._ask(event)
+            case Answered():
+                line = ANSWER_LINES.get(event.status)
+                if line:
+                    self.say(line, style="dim")
+            case GoalSet():
+                self.say(f"  目标: {event.statement}  ·  判定清单 {len(event.checks)} 条  ->  {display_path(event.path)}")
+            case Judging():
+                self.say(f"  -- {event.name}: 独立判定者 (全新会话) 对照 目标.md 检查", style="cyan")
+                # (an independent judge, a fresh session, checks against 目标.md)
+            case Judged():
+                self._verdict(event)
+            case Warned():
+                self.say(f"  ! {event.message}", style="yellow")
+            case _:
+                line = notice(event)
+                if line:
+                    self.say(line)
+                self.display.show(event)
 
-    def _ask(self, p: dict[str, Any]) -> None:
-        self.say(f"❓ {p['question']}", style="bold")
-        if self.person and p.get("timeout_s", 0) > 0:
-            t = p["timeout_s"]
+    def _ask(self, event: Asked) -> None:
+        self.say(f"❓ {event.question}", style="bold")
+        if self.person and event.timeout_s > 0:
+            t = event.timeout_s
             wait = f"{t / 60:.0f} 分钟" if t >= 60 else f"{t:.0f} 秒"
             self.say(f"   回车提交;空行 = 不回答;{wait}内不答由 agent 自己决定")
             # (Enter submits; an empty line = no answer; unanswered after <wait>, the agent decides)
 
-    def _answer(self, p: dict[str, Any]) -> None:
-        lines = {
-            "answered": "   ✓ 收到回答",  # answer received
-            "auto": "   (全自动: 没人回答, agent 自己决定并记下假设)",  # fully automatic: the agent decides
-            "timeout": "   (没等到回答: agent 自己决定并记下假设)",  # no answer in time
-            "declined": "   (不回答: agent 自己决定)",  # declined
-            "budget": "   (提问次数用完, 没有转给你)",  # question budget spent
-        }
-        line = lines.get(p.get("status", ""))
-        if line:
-            self.say(line, style="dim")
-
-    def _goal(self, p: dict[str, Any]) -> None:
-        self.say(f"  目标: {p['statement']}  ·  判定清单 {len(p['checks'])} 条  ->  {display_path(p['path'])}")
-
-    def _judge(self, p: dict[str, Any]) -> None:
-        self.say(f"  -- {p['name']}: 独立判定者 (全新会话) 对照 目标.md 检查", style="cyan")
-        # (an independent judge, a fresh session, checks against 目标.md)
-
-    def _verdict(self, p: dict[str, Any]) -> None:
-        state = p["state"]
+    def _verdict(self, event: Judged) -> None:
+        state = event.state
         style = "green" if state == "achieved" else "yellow" if state == "not_yet" else "red"
-        self.say(f"  {p['name']}: {state}" + (f"  {p['reason']}" if p.get("reason") else ""), style=style)
-        for item in p.get("missing") or []:
+        self.say(f"  {event.name}: {state}" + (f"  {event.reason}" if event.reason else ""), style=style)
+        for item in event.missing or []:
             self.say(f"    - {item}")
-        if p.get("note"):
-            self.say(f"    (结论不清楚, 按未达成算: {p['note']})")  # (unclear verdict: counted as not achieved)
-        if state == "not_yet" and p.get("round", 0) < p.get("rounds", 0):
-            self.say(f"  -> 带着没通过的项回到同一个会话接着做 (第 {p['round'] + 1}/{p['rounds']} 轮)")
+        if event.note:
+            self.say(f"    (结论不清楚, 按未达成算: {event.note})")  # (unclear verdict: counted as not achieved)
+        if state == "not_yet" and (event.round or 0) < (event.rounds or 0):
+            self.say(f"  -> 带着没通过的项回到同一个会话接着做 (第 {event.round + 1}/{event.rounds} 轮)")
             # (back to the same session with the failed checks: round N/M)
-
-    def _warn(self, p: dict[str, Any]) -> None:
-        self.say(f"  ! {p['message']}", style="yellow")
 
     def delivered(self, where: str, text: str) -> None:
         if where == "inbox":  # an answer or a refusal is shown by the channel's "answer" event

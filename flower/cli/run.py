@@ -23,6 +23,7 @@ from flower.cli.common import (
 )
 from flower.cli.display import Display
 from flower.errors import TargetError, WorkflowError
+from flower.events import StepStarted, parse
 from flower.flows.loader import load_workflow
 from flower.flows.wake import notice, step_header, wake_line
 from flower.runtime import signals
@@ -64,14 +65,16 @@ def run(
             display.console.print(line, markup=False)
 
     def on_event(kind: str, payload: dict[str, Any]) -> Any:
-        if kind == "step":
-            display.console.print(step_header(payload["name"], payload["index"], payload["total"],
-                                              resumed=payload["resumed"], woke=payload["woke"]), markup=False)
+        event = parse(kind, payload)
+        if isinstance(event, StepStarted):
+            display.console.print(step_header(event.name, event.index, event.total,
+                                              resumed=event.resumed, woke=event.woke), markup=False)
             return None
-        text = notice(kind, payload)
+        text = notice(event)
         if text:
             display.console.print(text, markup=False)
-        return display.event(kind, payload)
+        display.show(event)
+        return None
 
     try:
         # One Ctrl-C interrupts and continues, two quit (130); SIGTERM/SIGHUP rescue the step.

@@ -45,6 +45,7 @@ from flower.catalogue import (
     NO_ANSWER,
     RUN_HEADING,
 )
+from flower.events import Answered, Asked
 from flower.flows.brief import append_to_section
 from flower.protocols import EventSink
 
@@ -188,16 +189,16 @@ class HumanChannel:
 
     async def _ask(self, question: str, timeout_s: float) -> Exchange:
         exchange = self._open(question)
-        payload = {"question": question, "index": exchange.index, "timeout_s": timeout_s}
+        asked = Asked(question=question, index=exchange.index, timeout_s=timeout_s)
         if not question or timeout_s <= 0:
-            await self._emit("ask", payload)
+            await self._emit(asked)
             return await self._done(self._finish(exchange, DECLINE if not question else AUTO, None))
         pending = _Pending(exchange, asyncio.get_running_loop())
         with self._lock:
             self._pending.append(pending)  # before the event: its handler may answer() at once
         helper: asyncio.Task[Any] | None = None
         try:
-            await self._emit("ask", payload)
+            await self._emit(asked)
             helper = self._start_asker(pending, timeout_s)
             status, answer = await asyncio.wait_for(asyncio.shield(pending.future), timeout_s)
         except TimeoutError:
@@ -266,15 +267,8 @@ class HumanChannel:
         return exchange
 
     async def _done(self, exchange: Exchange) -> Exchange:
-        await self._emit(
-            "answer",
-            {
-                "question": exchange.question,
-                "index": exchange.index,
-                "status": exchange.status,
-                "answer": exchange.answer,
-            },
-        )
+        await self._emit(Answered(question=exchange.question, index=exchange.index, status=exchange.status,
+                                  answer=exchange.answer))
         return exchange
 
     # -- the person's side (any thread) -------------------------------------------------------
@@ -368,12 +362,12 @@ class HumanChannel:
         except OSError:
             pass  # a log that cannot be written must not stop the agent
 
-    async def _emit(self, kind: str, payload: dict[str, Any]) -> None:
+    async def _emit(self, event: Asked | Answered) -> None:
         hook = self.on_event
         if hook is None:
             return
         try:
-            out = hook(kind, payload)
+            out = hook(event.kind, event.payload())
             if inspect.isawaitable(out):
                 await out
         except Exception:  # noqa: BLE001 — display problems never break a question

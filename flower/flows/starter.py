@@ -54,6 +54,7 @@ from flower.catalogue import (
 )
 from flower.context.workbench import Workbench
 from flower.errors import ConfigError, StepAbort, WorkspaceError
+from flower.events import Event, Frozen, GoalSet, Judged, Judging, Warned
 from flower.fileio import write_atomic
 from flower.flows.brief import append_wake_words, parse_brief, read_brief, write_brief
 from flower.flows.channel import HumanChannel
@@ -73,19 +74,19 @@ from flower.flows.workflow import Step, Workflow
 from flower.spec import AgentSpec
 
 
-def _emit(ctx: dict[str, Any], kind: str, payload: dict[str, Any]) -> Any:
+def _emit(ctx: dict[str, Any], event: Event) -> Any:
     """Send an event to the run's display (ctx["_on_event"]); a broken display never breaks a step."""
     hook = ctx.get("_on_event")
     if hook is None:
         return None
     try:
-        return hook(kind, payload)
+        return hook(event.kind, event.payload())
     except Exception:  # noqa: BLE001
         return None
 
 
-async def _emit_async(ctx: dict[str, Any], kind: str, payload: dict[str, Any]) -> None:
-    out = _emit(ctx, kind, payload)
+async def _emit_async(ctx: dict[str, Any], event: Event) -> None:
+    out = _emit(ctx, event)
     if inspect.isawaitable(out):
         try:
             await out
@@ -133,7 +134,7 @@ def clarify_step(
         if brief is not None and brief.complete:
             ctx["_brief"] = brief
             ctx[name] = brief.prompt_block()
-            _emit(ctx, "frozen", {"name": name, "path": str(path)})
+            _emit(ctx, Frozen(name=name, path=str(path)))
             return False
         return True
 
@@ -145,9 +146,9 @@ def clarify_step(
             write_brief(path, brief)
             ctx["_brief"] = read_brief(path) or brief  # with the appendix the file already had
             if not brief.complete:
-                await _emit_async(ctx, "warn", {"message": (
+                await _emit_async(ctx, Warned(message=(
                     f"{path.name} 缺 {', '.join(brief.missing)}: 先照现有的做; 它没有冻结, 下次运行会接着确认"
-                )})  # (the brief lacks ...: working from what there is; next run clarifies again)
+                )))  # (the brief lacks ...: working from what there is; next run clarifies again)
             return True
         state["missing"] = brief.missing
         return False
@@ -233,7 +234,7 @@ def goal_step(
         if goal is not None and goal.complete and not always_set:
             ctx["_goal"] = goal
             ctx[name] = render_goal(goal)
-            _emit(ctx, "frozen", {"name": name, "path": str(path)})
+            _emit(ctx, Frozen(name=name, path=str(path)))
             return False
         return True
 
@@ -244,9 +245,9 @@ def goal_step(
             return False
         _write_text(path, render_goal(goal))
         ctx["_goal"] = goal
-        await _emit_async(ctx, "goal", {"path": str(path), "statement": goal.statement, "checks": goal.checks})
+        await _emit_async(ctx, GoalSet(path=str(path), statement=goal.statement, checks=goal.checks))
         if goal.unverifiable:
-            await _emit_async(ctx, "warn", {"message": goal.warning()})
+            await _emit_async(ctx, Warned(message=goal.warning()))
         return True
 
     def on_reject(result: Any, ctx: dict[str, Any]) -> str:
@@ -297,13 +298,13 @@ def with_goal(
         follow["text"] = ""
         goal = read_goal(path)
         if goal is None or not goal.complete:
-            await _emit_async(ctx, "warn", {"message": f"没有完整的 {path.name}, 「{step.name}」这一轮不做判定"})
+            await _emit_async(ctx, Warned(message=f"没有完整的 {path.name}, 「{step.name}」这一轮不做判定"))
             return True
         runtime = ctx["_runtime"]
         number = 1 + sum(1 for r in runtime.results if r.step.startswith(f"{judge_name}#"))
         run_name = f"{judge_name}#{number}"
         prompt = JUDGE_PROMPT.format(path=path, goal=path.read_text(encoding="utf-8").strip())
-        await _emit_async(ctx, "judge", {"name": run_name})
+        await _emit_async(ctx, Judging(name=run_name))
         # The hook covers exactly one work run: a judge's session must never be recorded.
         hook, runtime.on_session = runtime.on_session, None
         try:
@@ -315,10 +316,10 @@ def with_goal(
         else:
             verdict = Verdict(note=f"判定者没能跑完: {verdict_run.error}")  # (the judge did not finish)
         ctx["_verdict"] = verdict
-        await _emit_async(ctx, "verdict", {
-            "name": run_name, "state": verdict.state, "reason": verdict.reason,
-            "missing": verdict.missing, "note": verdict.note, "round": number, "rounds": rounds,
-        })
+        await _emit_async(ctx, Judged(
+            name=run_name, state=verdict.state, reason=verdict.reason,
+            missing=verdict.missing, note=verdict.note, round=number, rounds=rounds,
+        ))
         if verdict.achieved:
             return True
         if verdict.state == "unreachable":
@@ -345,7 +346,7 @@ async def _unreachable(
     choice = answer.strip()
     head = choice[:1]
     if head == "1" or choice.lower() in ("accept", "接受"):
-        await _emit_async(ctx, "warn", {"message": f"用户接受现状: 「{step}」算完成"})
+        await _emit_async(ctx, Warned(message=f"用户接受现状: 「{step}」算完成"))
         return True
     if head == "3" or choice.lower() in ("wrong", "判定者错了"):
         follow["text"] = OVERRULED.format(reason=reason)

@@ -29,6 +29,7 @@ from claude_agent_sdk import project_key_for_directory
 from flower.catalogue import BRIEF_FILE, GOAL_FILE, NOTES_DIR, SESSIONS_DB, WORKBENCH_DIR
 from flower.catalogue import WORK as WORK_STEP
 from flower.context.store import context_from_newest, store_key
+from flower.events import ContextWarning, Event, HandedOver, HandoffDegraded, HandoffDue, Offline
 from flower.flows.brief import Brief, parse_brief
 from flower.flows.goal import parse_goal
 from flower.flows.lineage import Lineage
@@ -259,16 +260,17 @@ def _columns(text: str) -> int:
     return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
 
 
-def notice(kind: str, payload: dict[str, Any]) -> str | None:
+def notice(event: Event | None) -> str | None:
     """One line for the continuity events the runtime emits (None for other events)."""
-    if kind == "handoff-due":
-        return f"  上下文 {format_tokens(payload['context'])} 过了交接线 {format_tokens(payload['at'])}: 停下来写交接文档"
-    if kind == "handoff":
-        return f"  交接: 新会话接手 (第 {payload['generation']} 代), 文档 {payload['doc']}"
-    if kind == "handoff-degraded":
-        return "  上下文装不下了: 运行时代写交接文档 (降级交接)"
-    if kind == "context-warn":
-        return f"  上下文 {format_tokens(payload['context'])}, 交接线 {format_tokens(payload['at'])}"
-    if kind == "offline":
-        return f"  连不上 {payload['host']}:{payload['port']}: 等网络恢复后接着同一个会话做"
+    match event:
+        case HandoffDue(context=context, at=at):
+            return f"  上下文 {format_tokens(context)} 过了交接线 {format_tokens(at)}: 停下来写交接文档"
+        case HandedOver(generation=generation, doc=doc):
+            return f"  交接: 新会话接手 (第 {generation} 代), 文档 {doc}"
+        case HandoffDegraded():
+            return "  上下文装不下了: 运行时代写交接文档 (降级交接)"
+        case ContextWarning(context=context, at=at):
+            return f"  上下文 {format_tokens(context)}, 交接线 {format_tokens(at)}"
+        case Offline(host=host, port=port):
+            return f"  连不上 {host}:{port}: 等网络恢复后接着同一个会话做"
     return None

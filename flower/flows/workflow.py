@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flower.errors import StepAbort, WorkflowError
+from flower.events import StepStarted
 from flower.flows.continuity import ContinuityLog, decide, first_run
 from flower.flows.lineage import Lineage
 from flower.protocols import EventSink, PersonChannel, StepRunner, WorkbenchLike
@@ -188,9 +189,9 @@ class Workflow:
                 step.name, lineage, resume_from=step.resume_from, resumed_session=base_resume,
                 store_was_new=bool(getattr(runtime, "store_was_new", False)), first_run=self._first_run))
         if on_event is not None:
-            payload = {"name": step.name, "index": index, "total": total,
-                       "resumed": bool(continuing), "woke": lineage.woke if lineage else 0}
-            await _maybe_await(on_event("step", payload))
+            started = StepStarted(name=step.name, index=index, total=total, resumed=bool(continuing),
+                                  woke=lineage.woke if lineage else 0)
+            await _maybe_await(on_event(started.kind, started.payload()))
 
         resume = continuing or base_resume
         prompt = step.render(ctx, resuming=bool(continuing))

@@ -58,6 +58,19 @@ from flower.context.handoff import save as save_doc
 from flower.context.store import SQLiteSessionStore, context_tokens
 from flower.context.trim import spill
 from flower.errors import ConfigError, WorkspaceError
+from flower.events import (
+    AssistantText,
+    ContextWarning,
+    Event,
+    HandedOver,
+    HandoffDegraded,
+    HandoffDue,
+    Interrupted,
+    Offline,
+    Retried,
+    SessionKnown,
+    ToolCalled,
+)
 from flower.flows.roles import tool_base
 from flower.protocols import EventSink, SessionHook, WorkbenchLike
 from flower.result import StepResult, now_iso
@@ -242,13 +255,12 @@ class Runtime:
                     if is_overflow(got.error, got.terminal_reason):
                         # The session can no longer take any request: write the document for it.
                         got.handoff_doc = self._degraded_handoff(result, prompt, got)
-                        await self._emit(on_event, "handoff-degraded", {"error": got.error})
+                        await self._emit(on_event, HandoffDegraded(error=got.error))
                 self._absorb(result, got)
                 if got.handoff_doc is not None:
                     generations += 1
-                    await self._emit(on_event, "handoff", {
-                        "doc": str(got.handoff_doc), "retiring": result.session_id, "generation": generations,
-                    })
+                    await self._emit(on_event, HandedOver(
+                        doc=str(got.handoff_doc), retiring=result.session_id, generation=generations))
                     doc = got.handoff_doc.read_text(encoding="utf-8")
                     session, send, forking, at = None, seed_prompt(got.handoff_doc, doc, prompt), False, None
                     continue
@@ -259,7 +271,7 @@ class Runtime:
                     got.error or "", got.api_error_status, got.terminal_reason)
                 if not policy.should_retry(kind, attempt):
                     break
-                await self._emit(on_event, "retry", {"attempt": attempt, "kind": kind, "error": got.error})
+                await self._emit(on_event, Retried(attempt=attempt, error_kind=kind, error=got.error))
                 if not await self._pause(attempt, spec, on_event):
                     result.errors.append(f"offline for more than {policy.max_offline_wait:.0f} s; gave up")
                     break
@@ -296,7 +308,7 @@ class Runtime:
         if await anyio.to_thread.run_sync(reachable, host, port, policy.probe_timeout):
             await anyio.sleep(policy.delay(attempt))
             return True
-        await self._emit(on_event, "offline", {"host": host, "port": port})
+        await self._emit(on_event, Offline(host=host, port=port))
         return await policy.wait_online(env=env)
 
     @staticmethod
@@ -464,10 +476,10 @@ class Runtime:
         for block in msg.content:
             if isinstance(block, TextBlock) and block.text:
                 state.add_text(msg.message_id or str(id(msg)), block.text)
-                await self._emit(on_event, "text", {"text": block.text})
+                await self._emit(on_event, AssistantText(text=block.text))
             elif isinstance(block, ToolUseBlock):
                 got.tool_calls.append({"name": block.name, "input": compact_input(block.input)})
-                await self._emit(on_event, "tool", {"name": block.name, "input": block.input})
+                await self._emit(on_event, ToolCalled(name=block.name, input=block.input))
 
     async def _watch_context(self, state: AttemptState, client: ClaudeSDKClient,
                              on_event: EventHook | None, may_hand_off: bool) -> None:
@@ -475,11 +487,11 @@ class Runtime:
         context = state.got.context
         if state.phase is Phase.WORK and may_hand_off and self.handoff.due(context):
             state.phase = Phase.DUE
-            await self._emit(on_event, "handoff-due", {"context": context, "at": self.handoff.at})
+            await self._emit(on_event, HandoffDue(context=context, at=self.handoff.at))
             await safe_interrupt(client)
         elif not state.warned and self.handoff.enabled and context >= self.handoff.warn_at:
             state.warned = True
-            await self._emit(on_event, "context-warn", {"context": context, "at": self.handoff.at})
+            await self._emit(on_event, ContextWarning(context=context, at=self.handoff.at))
 
     async def _on_result(self, msg: ResultMessage, state: AttemptState, client: ClaudeSDKClient,
                          result: StepResult, prompt: str, on_event: EventHook | None) -> bool:
@@ -493,7 +505,7 @@ class Runtime:
                                                 default=self.resilience.resume_prompt)
         if follow_up is not None:
             # One Ctrl-C: same session, same process, not a failed attempt.
-            await self._emit(on_event, "interrupted", {"message": follow_up})
+            await self._emit(on_event, Interrupted(message=follow_up))
             await client.query(follow_up)
             self._interrupts.sent()
             return False
@@ -530,15 +542,16 @@ class Runtime:
                 self.on_session(result.step, sid)
             except Exception:  # noqa: BLE001 — lineage bookkeeping must never kill a step
                 pass
-        await self._emit(on_event, "session", {"session_id": sid})
+        await self._emit(on_event, SessionKnown(session_id=sid))
 
     @staticmethod
-    async def _emit(on_event: EventHook | None, kind: str, payload: dict[str, Any]) -> None:
+    async def _emit(on_event: EventHook | None, event: Event) -> None:
         """Tell the caller's hook; a failing hook (a display, say) never fails the step."""
         if on_event is None:
             return
+        kind = event.kind
         try:
-            out = on_event(kind, payload)
+            out = on_event(kind, event.payload())
             if isinstance(out, Awaitable):
                 await out
         except Exception as exc:  # noqa: BLE001
