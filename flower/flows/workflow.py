@@ -20,7 +20,6 @@ from flower.result import StepResult
 from flower.spec import AgentSpec
 
 ON_FAIL = ("stop", "skip", "continue")
-RESERVED = ("_runtime", "_on_event", "_sessions", "_results", "_lineage", "_woke", "_aborted", "_failed_at")
 
 
 async def _call(step: Step, what: str, fn: Callable[..., Any], *args: Any) -> Any:
@@ -58,6 +57,8 @@ class Step:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
             raise WorkflowError("a step needs a non-empty name")
+        # ctx keys starting with '_' are flower's: Workflow.run writes _runtime, _on_event, _sessions,
+        # _results, _lineage, _woke, _aborted and _failed_at; the starter flow _brief, _goal, _verdict.
         if self.name.startswith("_"):
             raise WorkflowError(f"step {self.name!r}: names starting with '_' are reserved for ctx keys; rename it")
         if "#" in self.name or "·" in self.name:
