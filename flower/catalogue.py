@@ -293,6 +293,51 @@ CONTINUITY_FILE = "continuity.json"
 
 EXIT_FILE = ".exit.json"
 
+
+# -- what the person sees on the terminal ------------------------------------------------------
+# (flower.cli.display, flower.cli.go_printer, flower.flows.wake, flower.runtime.signals)
+
+WOKE_MARK = "  <- 接上次 · 第 {woke} 次唤醒"  # after a step header: continued, the N-th wake
+BANNER = "<- 在 {where} 接上上次  "  # the wake banner: "back in <dir> where we left off"
+BANNER_BRIEF = "需求已确认"  # the brief is settled
+BANNER_CHECKS = "目标 {checks} 条"  # the goal has N checks
+BANNER_CONTEXT = "{step}上下文 {tokens}"  # the step's context size
+BANNER_WOKE = "第 {woke} 次唤醒"  # the N-th wake
+NOTICE_HANDOFF_DUE = "  上下文 {context} 过了交接线 {at}: 停下来写交接文档"  # context past the line: writing the handoff
+NOTICE_HANDED_OVER = "  交接: 新会话接手 (第 {generation} 代), 文档 {doc}"  # a fresh session took over
+NOTICE_DEGRADED = "  上下文装不下了: 运行时代写交接文档 (降级交接)"  # full: the runtime wrote the document
+NOTICE_CONTEXT = "  上下文 {context}, 交接线 {at}"  # context size, the handoff line
+NOTICE_OFFLINE = "  连不上 {host}:{port}: 等网络恢复后接着同一个会话做"  # unreachable: waiting, same session
+FROZEN_LINE = "== {name}: 已定下, 跳过 ({path})"  # already settled: skipped (its content still flows on)
+GOAL_LINE = "  目标: {statement}  ·  判定清单 {count} 条  ->  {path}"
+JUDGE_LINE = "  -- {name}: 独立判定者 (全新会话) 对照 目标.md 检查"  # an independent judge, a fresh session
+WAIT_MINUTES = "{n:.0f} 分钟"
+WAIT_SECONDS = "{n:.0f} 秒"
+ASK_HINT = "   回车提交;空行 = 不回答;{wait}内不答由 agent 自己决定"
+# (Enter submits; an empty line = no answer; unanswered after <wait>, the agent decides)
+UNCLEAR_VERDICT = "    (结论不清楚, 按未达成算: {note})"  # unclear verdict: counted as not achieved
+NEXT_ROUND = "  -> 带着没通过的项回到同一个会话接着做 (第 {round}/{rounds} 轮)"  # back with the failed checks
+INBOX_DELIVERED = "  -> 放进收件箱 (agent 在阶段之间会读), 也记进了 需求.md 的「运行中补充」"
+# (into the inbox — the agent reads it between phases — and into 需求.md)
+ROUNDS_SPENT = "判定没通过, 轮数用完了"  # the judge did not pass it and the rounds ran out
+STOPPED_AT = "没做完: 停在「{step}」"  # not finished: stopped at <step>
+HOW_TO_CONTINUE = "  再运行 flower 接着做, 或 flower \"补充的话\" 加一句 (--rounds N 给更多轮)"
+# (run flower again to continue, or add words; --rounds N for more rounds)
+CLARIFIED_ONLY = "需求已确认 (--clarify-only: 到此为止)"
+DONE_JUDGED = "做完了: 独立判定者确认目标已达成"  # done: the judge confirmed the goal
+DONE = "做完了"
+NOTE_LABELS = ("需求", "目标", "问答")  # the notes listed at the end: brief, goal, Q&A log
+INTERRUPT_NOTICE = "flower: 收到 Ctrl-C，在下一个消息边界停下 (再按一次 Ctrl-C 退出)"
+# (Ctrl-C received: stopping at the next message boundary; press again to quit)
+INTERRUPT_PROMPT = "补充一句? 回车 = 直接接着做 (Ctrl-C 退出)\n> "  # add a word? Enter = just continue
+
+# -- more step and file names -----------------------------------------------------------------
+
+JUDGE_SUFFIX = "·判定"  # a judge's run is named <step>·判定#N; never a lineage key
+HANDOFF_FILE = "交接-{step}.md"  # the handoff document of <step>, in the notes
+COORDINATOR = "协调者"  # the starter flow's work coordinator
+ORACLE = "旁路问答"  # the default oracle role's name
+
 # -- cli.go_printer ---------------------------------------------------------------------------
 
 ANSWER_LINES = {  # how a question to the person ended, by Exchange.status

@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from flower.catalogue import WOKE_MARK
 from flower.events import (
     AssistantText,
     Event,
@@ -41,7 +42,7 @@ class Display:
         c = self.console
         match event:
             case StepStarted(name=name, index=index, total=total, resumed=resumed, woke=woke):
-                again = f"  <- 接上次 · 第 {woke} 次唤醒" if resumed else ""
+                again = WOKE_MARK.format(woke=woke) if resumed else ""
                 c.rule(f"{escape(str(name))}  {index}/{total}{again}", align="left")
             case ToolCalled(name=name, input=tool_input):
                 c.print(f"  [dim]· {escape(str(name))}[/dim] {_short(tool_input)}")

@@ -4,7 +4,27 @@ from __future__ import annotations
 
 from typing import Any
 
-from flower.catalogue import ANSWER_LINES, QA_FILE, WORK
+from flower.catalogue import (
+    ANSWER_LINES,
+    ASK_HINT,
+    CLARIFIED_ONLY,
+    DONE,
+    DONE_JUDGED,
+    FROZEN_LINE,
+    GOAL_LINE,
+    HOW_TO_CONTINUE,
+    INBOX_DELIVERED,
+    JUDGE_LINE,
+    NEXT_ROUND,
+    NOTE_LABELS,
+    QA_FILE,
+    ROUNDS_SPENT,
+    STOPPED_AT,
+    UNCLEAR_VERDICT,
+    WAIT_MINUTES,
+    WAIT_SECONDS,
+    WORK,
+)
 from flower.cli.display import Display
 from flower.context.workbench import Workbench
 from flower.events import (
@@ -44,8 +64,7 @@ class GoPrinter:
             case StepStarted():
                 self.say(step_header(event.name, event.index, event.total, resumed=event.resumed, woke=event.woke))
             case Frozen():
-                self.say(f"== {event.name}: 已定下, 跳过 ({display_path(event.path)})", style="dim")
-                # (already settled: skipped — the file's content still goes to the next steps)
+                self.say(FROZEN_LINE.format(name=event.name, path=display_path(event.path)), style="dim")
             case Asked():
                 self._ask(event)
             case Answered():
@@ -53,10 +72,10 @@ class GoPrinter:
                 if line:
                     self.say(line, style="dim")
             case GoalSet():
-                self.say(f"  目标: {event.statement}  ·  判定清单 {len(event.checks)} 条  ->  {display_path(event.path)}")
+                self.say(GOAL_LINE.format(statement=event.statement, count=len(event.checks),
+                                          path=display_path(event.path)))
             case Judging():
-                self.say(f"  -- {event.name}: 独立判定者 (全新会话) 对照 目标.md 检查", style="cyan")
-                # (an independent judge, a fresh session, checks against 目标.md)
+                self.say(JUDGE_LINE.format(name=event.name), style="cyan")
             case Judged():
                 self._verdict(event)
             case Warned():
@@ -71,9 +90,8 @@ class GoPrinter:
         self.say(f"❓ {event.question}", style="bold")
         if self.person and event.timeout_s > 0:
             t = event.timeout_s
-            wait = f"{t / 60:.0f} 分钟" if t >= 60 else f"{t:.0f} 秒"
-            self.say(f"   回车提交;空行 = 不回答;{wait}内不答由 agent 自己决定")
-            # (Enter submits; an empty line = no answer; unanswered after <wait>, the agent decides)
+            wait = WAIT_MINUTES.format(n=t / 60) if t >= 60 else WAIT_SECONDS.format(n=t)
+            self.say(ASK_HINT.format(wait=wait))
 
     def _verdict(self, event: Judged) -> None:
         state = event.state
@@ -82,15 +100,13 @@ class GoPrinter:
         for item in event.missing or []:
             self.say(f"    - {item}")
         if event.note:
-            self.say(f"    (结论不清楚, 按未达成算: {event.note})")  # (unclear verdict: counted as not achieved)
+            self.say(UNCLEAR_VERDICT.format(note=event.note))
         if state == "not_yet" and (event.round or 0) < (event.rounds or 0):
-            self.say(f"  -> 带着没通过的项回到同一个会话接着做 (第 {event.round + 1}/{event.rounds} 轮)")
-            # (back to the same session with the failed checks: round N/M)
+            self.say(NEXT_ROUND.format(round=event.round + 1, rounds=event.rounds))
 
     def delivered(self, where: str, text: str) -> None:
         if where == "inbox":  # an answer or a refusal is shown by the channel's "answer" event
-            self.say("  -> 放进收件箱 (agent 在阶段之间会读), 也记进了 需求.md 的「运行中补充」", style="dim")
-            # (into the inbox — the agent reads it between phases — and into 需求.md)
+            self.say(INBOX_DELIVERED, style="dim")
 
     def outcome(self, ctx: dict[str, Any], wb: Workbench, *, clarify_only: bool, goal: bool) -> None:
         failed = ctx.get("_failed_at")
@@ -98,18 +114,17 @@ class GoPrinter:
         if failed:
             why = ctx.get("_aborted") or ""
             if not why and failed == WORK and verdict is not None and not verdict.achieved:
-                why = "判定没通过, 轮数用完了"  # the judge did not pass it and the rounds ran out
+                why = ROUNDS_SPENT
             if not why:
                 result = ctx.get("_results", {}).get(failed)
                 why = (result.error or "") if result is not None else ""
-            self.say(f"没做完: 停在「{failed}」" + (f" — {why}" if why else ""), style="red")
-            self.say("  再运行 flower 接着做, 或 flower \"补充的话\" 加一句 (--rounds N 给更多轮)")
-            # (run flower again to continue, or add words; --rounds N for more rounds)
+            self.say(STOPPED_AT.format(step=failed) + (f" — {why}" if why else ""), style="red")
+            self.say(HOW_TO_CONTINUE)
         elif clarify_only:
-            self.say("需求已确认 (--clarify-only: 到此为止)", style="green")
+            self.say(CLARIFIED_ONLY, style="green")
         elif goal and verdict is not None and verdict.achieved:
-            self.say("做完了: 独立判定者确认目标已达成", style="green")  # done: the judge confirmed the goal
+            self.say(DONE_JUDGED, style="green")
         else:
-            self.say("做完了", style="green")
-        notes = [("需求", brief_path(wb)), ("目标", goal_path(wb)), ("问答", wb.notes / QA_FILE)]
+            self.say(DONE, style="green")
+        notes = list(zip(NOTE_LABELS, (brief_path(wb), goal_path(wb), wb.notes / QA_FILE), strict=True))
         self.say("  " + "  ·  ".join(f"{k} {display_path(v)}" for k, v in notes if v.exists()))

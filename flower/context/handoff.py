@@ -35,6 +35,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from flower.catalogue import HANDOFF_FILE
 from flower.catalogue import HANDOFF_REQUIRED as REQUIRED
 from flower.catalogue import HANDOFF_SECTIONS as SECTIONS
 from flower.catalogue import HANDOFF_SEED_PROMPT as SEED_PROMPT
@@ -103,7 +104,7 @@ def doc_path(notes_dir: str | os.PathLike[str], step: str) -> Path:
     """``<notes>/交接-<step>.md``; attempt suffixes (#retry1, ·判定#2) are not part of the name."""
     base = re.split(r"[#·]", step, maxsplit=1)[0] or step
     safe = re.sub(r"[\\/:*?\"<>|\s]+", "-", base).strip("-") or "step"
-    return Path(notes_dir) / f"交接-{safe}.md"
+    return Path(notes_dir) / HANDOFF_FILE.format(step=safe)
 
 
 def missing_sections(text: str) -> list[str]:

@@ -24,6 +24,7 @@ from claude_agent_sdk import AgentDefinition, HookMatcher
 
 from flower.catalogue import (
     CHANNEL_RULES,
+    CLARIFY,
     CLARIFY_RULES,
     COORDINATOR_RULES,
     DELEGATE_REASON,
@@ -32,6 +33,7 @@ from flower.catalogue import (
     JUDGE_CAN_RUN,
     JUDGE_NO_RUN,
     JUDGE_RULES,
+    ORACLE,
     ORACLE_RULES,
     VERDICT_FORMAT,
     WHITELIST_REASON,
@@ -365,7 +367,7 @@ def _guarded(
 
 def clarify(
     channel: Any = None,
-    name: str = "确认需求",
+    name: str = CLARIFY,
     *,
     model: str | None = None,
     max_turns: int | None = None,
@@ -398,7 +400,7 @@ def judge(
 
 
 def oracle(
-    name: str = "旁路问答",
+    name: str = ORACLE,
     max_turns: int = 12,
     max_budget_usd: float = 0.5,
     *,

@@ -34,6 +34,7 @@ from flower.catalogue import (
     CLARIFY_RESUME,
     CODER_DESCRIPTION,
     CODER_PROMPT,
+    COORDINATOR,
     GOAL,
     GOAL_CHANGED,
     GOAL_FILE,
@@ -41,6 +42,7 @@ from flower.catalogue import (
     GOAL_REPAIR,
     GOAL_RULES,
     JUDGE_PROMPT,
+    JUDGE_SUFFIX,
     LINEAGE_FILE,
     OVERRULED,
     QA_FILE,
@@ -284,7 +286,7 @@ def with_goal(
     """
     if rounds < 1:
         raise ConfigError(f"with_goal({step.name!r}): rounds must be >= 1 (got {rounds})")
-    judge_name = name or f"{step.name}·判定"
+    judge_name = name or f"{step.name}{JUDGE_SUFFIX}"
     role = spec or judge(judge_name, channel, can_run=can_run)
     path = Path(goal_path)
     follow: dict[str, str] = {"text": ""}
@@ -449,7 +451,7 @@ def starter_flow(
 
 def _work_spec(channel: HumanChannel, ws: Path, wb: Workbench, isolate: bool, model: str | None) -> AgentSpec:
     workers = {"coder": worker(CODER_DESCRIPTION, CODER_PROMPT, isolate=isolate)}
-    return coordinator("协调者", WORK_INSTRUCTIONS, workers, channel=channel, model=model,
+    return coordinator(COORDINATOR, WORK_INSTRUCTIONS, workers, channel=channel, model=model,
                        workspace=ws if isolate else None, workbench=wb)
 
 

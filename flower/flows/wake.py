@@ -26,7 +26,24 @@ from typing import Any
 
 from claude_agent_sdk import project_key_for_directory
 
-from flower.catalogue import BRIEF_FILE, GOAL_FILE, NOTES_DIR, SESSIONS_DB, WORKBENCH_DIR
+from flower.catalogue import (
+    BANNER,
+    BANNER_BRIEF,
+    BANNER_CHECKS,
+    BANNER_CONTEXT,
+    BANNER_WOKE,
+    BRIEF_FILE,
+    GOAL_FILE,
+    NOTES_DIR,
+    NOTICE_CONTEXT,
+    NOTICE_DEGRADED,
+    NOTICE_HANDED_OVER,
+    NOTICE_HANDOFF_DUE,
+    NOTICE_OFFLINE,
+    SESSIONS_DB,
+    WOKE_MARK,
+    WORKBENCH_DIR,
+)
 from flower.catalogue import WORK as WORK_STEP
 from flower.context.store import context_from_newest, store_key
 from flower.events import ContextWarning, Event, HandedOver, HandoffDegraded, HandoffDue, Offline
@@ -128,20 +145,20 @@ def banner(
     """
     parts: list[str] = []
     if state.get("waking"):
-        parts.append("需求已确认")
+        parts.append(BANNER_BRIEF)
     if state.get("checks"):
-        parts.append(f"目标 {state['checks']} 条")
+        parts.append(BANNER_CHECKS.format(checks=state["checks"]))
     if context is not None:
-        parts.append(f"{context_step or ''}上下文 {format_tokens(context)}")
-    parts.append(f"第 {int(state.get('woke') or 0) + 1} 次唤醒")
-    return f"<- 在 {display_path(workspace)} 接上上次  " + " · ".join(parts)
+        parts.append(BANNER_CONTEXT.format(step=context_step or "", tokens=format_tokens(context)))
+    parts.append(BANNER_WOKE.format(woke=int(state.get("woke") or 0) + 1))
+    return BANNER.format(where=display_path(workspace)) + " · ".join(parts)
 
 
 def step_header(name: str, index: int, total: int, *, resumed: bool = False, woke: int = 0, width: int = 40) -> str:
     """``== 干活 ==============================  3/3  <- 接上次 · 第 3 次唤醒``."""
     head = f"== {name} "
     rule = "=" * max(4, width - _columns(head))
-    tail = f"  <- 接上次 · 第 {woke} 次唤醒" if resumed else ""
+    tail = WOKE_MARK.format(woke=woke) if resumed else ""
     return f"{head}{rule}  {index}/{total}{tail}"
 
 
@@ -264,13 +281,13 @@ def notice(event: Event | None) -> str | None:
     """One line for the continuity events the runtime emits (None for other events)."""
     match event:
         case HandoffDue(context=context, at=at):
-            return f"  上下文 {format_tokens(context)} 过了交接线 {format_tokens(at)}: 停下来写交接文档"
+            return NOTICE_HANDOFF_DUE.format(context=format_tokens(context), at=format_tokens(at))
         case HandedOver(generation=generation, doc=doc):
-            return f"  交接: 新会话接手 (第 {generation} 代), 文档 {doc}"
+            return NOTICE_HANDED_OVER.format(generation=generation, doc=doc)
         case HandoffDegraded():
-            return "  上下文装不下了: 运行时代写交接文档 (降级交接)"
+            return NOTICE_DEGRADED
         case ContextWarning(context=context, at=at):
-            return f"  上下文 {format_tokens(context)}, 交接线 {format_tokens(at)}"
+            return NOTICE_CONTEXT.format(context=format_tokens(context), at=format_tokens(at))
         case Offline(host=host, port=port):
-            return f"  连不上 {host}:{port}: 等网络恢复后接着同一个会话做"
+            return NOTICE_OFFLINE.format(host=host, port=port)
     return None

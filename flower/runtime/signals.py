@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from flower import exitinfo
+from flower.catalogue import INTERRUPT_NOTICE, INTERRUPT_PROMPT
 from flower.fileio import write_atomic
 from flower.protocols import Interruptible
 
@@ -73,7 +74,7 @@ class SignalGuard:
         # added word) is the second one; a press with no step running has nothing to
         # interrupt. Both stop now.
         if not getattr(rt, "interrupting", False) and rt.interrupt(self.ask or ""):
-            self.notify("flower: 收到 Ctrl-C，在下一个消息边界停下 (再按一次 Ctrl-C 退出)")
+            self.notify(INTERRUPT_NOTICE)
             return
         # Only storage is closed (by the caller's finally); the CLI child goes too, so no
         # orphan keeps spending.
@@ -133,7 +134,7 @@ def install(
         guard.restore()
 
 
-def ask_on_terminal(prompt: str = "补充一句? 回车 = 直接接着做 (Ctrl-C 退出)\n> ") -> Ask | None:
+def ask_on_terminal(prompt: str = INTERRUPT_PROMPT) -> Ask | None:
     """An `ask` that reads one line from stdin when stdin is a terminal; None otherwise (a pipe
     or /dev/null never blocks an interrupt)."""
     try:
