@@ -33,3 +33,12 @@ class AgentSpec:
             raise ConfigError("AgentSpec.name must be a non-empty string")
         if self.max_turns is not None and self.max_turns < 1:
             raise ConfigError(f"AgentSpec {self.name!r}: max_turns must be >= 1 (got {self.max_turns})")
+
+
+TOOL_ALIASES = {"Task": "Agent"}  # the CLI's older name for the Agent tool
+
+
+def tool_base(name: str) -> str:
+    """The tool an `allowed_tools` entry names: ``Bash(git:*)`` -> ``Bash``; ``Task`` -> ``Agent``."""
+    base = name.split("(", 1)[0].strip()
+    return TOOL_ALIASES.get(base, base)

@@ -42,13 +42,12 @@ from flower.catalogue import (
 )
 from flower.errors import ConfigError, WorkspaceError
 from flower.flows.brief import Brief, render_brief
-from flower.spec import AgentSpec
+from flower.spec import AgentSpec, tool_base
 
 DEFAULT_WORKER_TOOLS = ["Read", "Write", "Edit", "Bash", "Glob", "Grep", "WebFetch", "WebSearch"]
 COORDINATOR_TOOLS = ["Agent", "TodoWrite", "Read"]
 READ_TOOLS = ["Read", "Glob", "Grep"]
 EDIT_TOOLS = ("Write", "Edit", "NotebookEdit", "MultiEdit")
-_ALIASES = {"Task": "Agent"}  # the CLI's older name for the Agent tool
 
 
 
@@ -61,12 +60,6 @@ _ALIASES = {"Task": "Agent"}  # the CLI's older name for the Agent tool
 
 
 # -- guards ------------------------------------------------------------------------------------
-
-
-def tool_base(name: str) -> str:
-    """``Bash(git:*)`` -> ``Bash``; ``Task`` -> ``Agent``."""
-    base = name.split("(", 1)[0].strip()
-    return _ALIASES.get(base, base)
 
 
 def _deny(reason: str) -> dict[str, Any]:

@@ -71,7 +71,6 @@ from flower.events import (
     SessionKnown,
     ToolCalled,
 )
-from flower.flows.roles import tool_base
 from flower.protocols import EventSink, SessionHook, WorkbenchLike
 from flower.result import StepResult, now_iso
 from flower.runtime.attempt import Attempt, AttemptState, Phase, conclude
@@ -79,7 +78,7 @@ from flower.runtime.interrupts import Interrupts, safe_interrupt
 from flower.runtime.manifest import Manifest, new_run_id
 from flower.runtime.resilience import Resilience, classify_result, endpoint, reachable
 from flower.runtime.signals import bundled_cli, shielded_cli
-from flower.spec import AgentSpec
+from flower.spec import AgentSpec, tool_base
 
 log = logging.getLogger(__name__)
 
