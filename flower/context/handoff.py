@@ -35,7 +35,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from flower.catalogue import HANDOFF_FILE
+from flower.catalogue import HANDOFF_FILE, HANDOFF_SEE_DOC, HANDOFF_TITLE, TRUNCATED
 from flower.catalogue import HANDOFF_REQUIRED as REQUIRED
 from flower.catalogue import HANDOFF_SECTIONS as SECTIONS
 from flower.catalogue import HANDOFF_SEED_PROMPT as SEED_PROMPT
@@ -136,7 +136,7 @@ def normalise(text: str, step: str) -> str:
     if fenced:
         body = fenced.group(1).strip()
     if not body.startswith("# "):
-        body = f"# 交接: {step}\n\n{body}"
+        body = HANDOFF_TITLE.format(step=step) + body
     return body + "\n"
 
 
@@ -178,7 +178,7 @@ def degraded_doc(
 
 
 def seed_prompt(path: Path, doc: str, task: str) -> str:
-    return SEED_PROMPT.format(path=path, doc=doc.strip(), task=task.strip() or "(见交接文档)")
+    return SEED_PROMPT.format(path=path, doc=doc.strip(), task=task.strip() or HANDOFF_SEE_DOC)
 
 
 def write_prompt(path: Path) -> str:
@@ -200,7 +200,7 @@ def _quote(text: str) -> str:
 
 def _short_block(text: str, limit: int) -> str:
     text = text.strip()
-    return text if len(text) <= limit else text[:limit] + "\n…(截断)"
+    return text if len(text) <= limit else text[:limit] + TRUNCATED
 
 
 def _short(value: object, limit: int) -> str:

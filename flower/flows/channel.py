@@ -43,7 +43,16 @@ from flower.catalogue import (
     INBOX_EMPTY,
     INBOX_HEAD,
     NO_ANSWER,
+    QA_ANSWER,
+    QA_HEADER,
+    QA_INTERJECTION,
+    QA_OTHER,
+    QA_QUESTION,
+    QA_STATUS,
     RUN_HEADING,
+    TTY_QUESTION,
+    WAIT_MINUTES,
+    WAIT_SECONDS,
 )
 from flower.events import Answered, Asked
 from flower.flows.brief import append_to_section
@@ -65,14 +74,7 @@ ANSWER, DECLINE, TIMEOUT, AUTO, BUDGET, CANCELLED = (
     "budget",
     "cancelled",
 )
-_LOG_STATUS = {
-    ANSWER: "答",
-    DECLINE: "对方拒答",
-    TIMEOUT: "无人回答(超时或没有终端)",
-    AUTO: "全自动模式,无人回答",
-    BUDGET: "提问次数已用完,未转给用户",
-    CANCELLED: "提问被中断",
-}
+_LOG_STATUS = QA_STATUS
 
 
 def _now() -> str:
@@ -99,10 +101,10 @@ class Exchange:
     def markdown(self) -> str:
         label = _LOG_STATUS.get(self.status, self.status)
         if self.status == ANSWER:
-            tail = f"**答** ({self.answered_at}):\n\n{self.answer}"
+            tail = QA_ANSWER.format(answered_at=self.answered_at, answer=self.answer)
         else:
-            tail = f"**{label}** ({self.answered_at})"
-        return f"### 问 {self.index} · {self.asked_at}\n\n{self.question}\n\n{tail}\n"
+            tail = QA_OTHER.format(label=label, answered_at=self.answered_at)
+        return QA_QUESTION.format(index=self.index, asked_at=self.asked_at, question=self.question, tail=tail)
 
 
 class _Pending:
@@ -312,7 +314,7 @@ class HumanChannel:
         stamp = _now()
         with self._lock:
             self._inbox.append((stamp, text))
-            self._log(f"### 插话 · {stamp}\n\n{text}\n")
+            self._log(QA_INTERJECTION.format(stamp=stamp, text=text))
         self.amend(text)
 
     def amend(self, text: str) -> str | None:
@@ -358,7 +360,7 @@ class HumanChannel:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
             fresh = not self.log_path.exists() or self.log_path.stat().st_size == 0
             with open(self.log_path, "a", encoding="utf-8") as fh:
-                fh.write(("# 问答记录\n\n" if fresh else "\n") + block)
+                fh.write((QA_HEADER if fresh else "\n") + block)
         except OSError:
             pass  # a log that cannot be written must not stop the agent
 
@@ -388,11 +390,8 @@ def _terminal_asker(stop: threading.Event) -> Callable[[str, float], str | None]
         except OSError:
             return None
         try:
-            minutes = f"{timeout_s / 60:.0f} 分钟" if timeout_s >= 60 else f"{timeout_s:.0f} 秒"
-            os.write(
-                fd,
-                f"\n❓ {question}\n   (回车提交;空行=不回答;{minutes}内无回答则由 agent 自行决定)\n> ".encode(),
-            )
+            wait = WAIT_MINUTES.format(n=timeout_s / 60) if timeout_s >= 60 else WAIT_SECONDS.format(n=timeout_s)
+            os.write(fd, TTY_QUESTION.format(question=question, wait=wait).encode())
             return _read_line(fd, time.monotonic() + timeout_s, stop)
         except OSError:
             return None

@@ -43,7 +43,7 @@ from claude_agent_sdk import (
     project_key_for_directory,
 )
 
-from flower.catalogue import MANIFEST_FILE, NOTES_DIR, SESSIONS_DB, WORKBENCH_DIR
+from flower.catalogue import HANDOFF_OWN_REPLY, MANIFEST_FILE, NOTES_DIR, SESSIONS_DB, WORKBENCH_DIR
 from flower.context.handoff import (
     Handoff,
     degraded_doc,
@@ -356,7 +356,7 @@ class Runtime:
         # The session answered, but not with a usable document: keep what it said under 现场.
         text = degraded_doc(step=step, task=task, last_text=got.text, tool_calls=got.tool_calls,
                             error="the session's handoff reply lacked 现在在做什么/下一步")
-        return save_doc(path, text + "\n### 会话自己的交接回复\n\n" + reply.strip() + "\n")
+        return save_doc(path, text + HANDOFF_OWN_REPLY + reply.strip() + "\n")
 
     # -- one CLI process --------------------------------------------------------------------
     def _options(
