@@ -27,7 +27,8 @@ IMPORT = re.compile(r"^(?P<indent>[ \t]*)from (?P<mod>flower[\w.]*) import (?P<n
 def rewrite(text: str, modules: dict[str, str], names: dict[str, str]) -> str:
     """Old modules first (one pass, longest first), then names moved out of their module."""
     if modules:
-        leaves = "|".join(sorted({new.rpartition(".")[2] for new in modules.values()}))
+        new_modules = {*modules.values(), *(name.rpartition(".")[0] for name in names.values())}
+        leaves = "|".join(sorted({module.rpartition(".")[2] for module in new_modules}))
         # not followed by a new module's leaf: a path already rewritten stays as it is
         old = re.compile(r"\b(" + "|".join(re.escape(k) for k in sorted(modules, key=len, reverse=True))
                          + rf")\b(?!\.(?:{leaves})\b)")
