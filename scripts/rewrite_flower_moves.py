@@ -27,12 +27,14 @@ IMPORT = re.compile(r"^(?P<indent>[ \t]*)from (?P<mod>flower[\w.]*) import (?P<n
 def rewrite(text: str, modules: dict[str, str], names: dict[str, str]) -> str:
     """Old modules first (one pass, longest first), then names moved out of their module."""
     if modules:
-        new_modules = {*modules.values(), *(name.rpartition(".")[0] for name in names.values())}
+        new_modules = {*modules.values(), *(name.rpartition(".")[0] for name in names.values()), *_layout()}
         leaves = "|".join(sorted({module.rpartition(".")[2] for module in new_modules}))
         # not followed by a new module's leaf: a path already rewritten stays as it is
         old = re.compile(r"\b(" + "|".join(re.escape(k) for k in sorted(modules, key=len, reverse=True))
                          + rf")\b(?!\.(?:{leaves})\b)")
-        text = old.sub(lambda m: modules[m.group(1)], text)
+        submodules = {module for module in new_modules if module.count(".") == 2}  # flower.<pkg>.<leaf>
+        text = "\n".join(line if _imports_submodules(line, submodules) else old.sub(lambda m: modules[m.group(1)], line)
+                         for line in text.split("\n"))
         for module, new in modules.items():  # `from flower import signals` -> `from flower.runtime import signals`
             pkg, _, leaf = new.rpartition(".")
             if pkg != "flower":
@@ -42,6 +44,21 @@ def rewrite(text: str, modules: dict[str, str], names: dict[str, str]) -> str:
     for old_name, new_name in names.items():
         by_module.setdefault(old_name.rpartition(".")[0], {})[old_name.rpartition(".")[2]] = new_name
     return IMPORT.sub(lambda m: _split_import(m, by_module), text)
+
+
+def _layout() -> set[str]:
+    """Every module of the new layout (`flower.<pkg>.<module>`), read from this repository's flower/."""
+    root = MOVES_DOC.parent.parent / "flower"
+    return {f"flower.{path.parent.name}.{path.stem}" for path in root.glob("*/*.py") if path.stem != "__init__"}
+
+
+def _imports_submodules(line: str, submodules: set[str]) -> bool:
+    """`from flower.cli import terminal`: already the new layout (a package's submodule)."""
+    m = re.match(r"\s*from (flower\.\w+) import ([\w, ]+)$", line)
+    if m is None:
+        return False
+    return all(f"{m.group(1)}.{name.strip().split(' as ')[0]}" in submodules
+                           for name in m.group(2).split(","))
 
 
 def _split_import(m: re.Match[str], by_module: dict[str, dict[str, str]]) -> str:
