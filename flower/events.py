@@ -23,7 +23,7 @@ frozen             Frozen                       starter flow: a settled step is 
 goal               GoalSet                      starter flow: 目标.md was written
 judge              Judging                      starter flow: an independent judge starts
 verdict            Judged                       starter flow: the judge's verdict
-warn               Warned                      starter flow: something the person should know
+warn               Warned                       starter flow: something the person should know
 ask                Asked                        HumanChannel: the agent asks the person
 answer             Answered                     HumanChannel: how the question ended
 =================  ===========================  =====================================================
