@@ -25,7 +25,8 @@ test-docker: image
 
 lint: setup
 	$(PY) -m ruff check flower flower_batch tests bench examples
-	$(PY) -m mypy flower flower_batch
+	$(PY) -m mypy --strict flower
+	$(PY) -m mypy flower_batch
 
 demo: image       ## the demo matrix: 2 workflow variants x 2 tasks x 2 repeats, offline (scripted model)
 	$(FB) matrix examples/jobs.toml -j 2 --fresh --fail-under 0

@@ -23,8 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from flower.pruning import PruningSessionStore, chain_problems  # noqa: E402
-from flower.store import SQLiteSessionStore  # noqa: E402
+from flower.context.pruning import PruningSessionStore, chain_problems  # noqa: E402
+from flower.context.store import SQLiteSessionStore  # noqa: E402
 
 SID = "5b0c3f5e-0000-4000-8000-000000000000"
 

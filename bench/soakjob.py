@@ -46,8 +46,8 @@ DEFAULT_WINDOW = 200_000
 
 
 def handoff_context(window: int | None) -> int:
-    """A context a little past the handoff threshold of `window` (flower.handoff's numbers)."""
-    from flower.handoff import Handoff
+    """A context a little past the handoff threshold of `window` (flower.context.handoff's numbers)."""
+    from flower.context.handoff import Handoff
 
     return Handoff(window=window or DEFAULT_WINDOW).at + 2000
 BUILTIN_USAGE = {"input_tokens": 10, "output_tokens": 5, "cache_read_input_tokens": 0,

@@ -34,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from flower.store import SQLiteSessionStore  # noqa: E402
+from flower.context.store import SQLiteSessionStore  # noqa: E402
 from flower_batch.layout import Home  # noqa: E402
 from flower_batch.matrix import (  # noqa: E402
     GatewaySpec,

@@ -23,7 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from flower.display import SCRIPTED_LABEL
+from flower.cli.display import SCRIPTED_LABEL
 from flower.scripted import Scenario, ScriptedServer
 
 HERE = Path(__file__).resolve().parent

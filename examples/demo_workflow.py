@@ -15,7 +15,7 @@ from pathlib import Path
 import anyio
 
 from flower import AgentSpec, Runtime, Step, Workflow
-from flower.display import SCRIPTED_LABEL, Display
+from flower.cli.display import SCRIPTED_LABEL, Display
 from flower.scripted import Scenario, ScriptedServer
 
 HERE = Path(__file__).resolve().parent

@@ -10,19 +10,19 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 _EXPORTS = {
-    "HumanChannel": "channel",
-    "CLARIFY_RESUME": "flows", "clarify_step": "flows", "goal_step": "flows", "starter_flow": "flows",
-    "with_goal": "flows",
-    "Handoff": "handoff",
-    "Lineage": "lineage",
+    "HumanChannel": "flows.channel",
+    "CLARIFY_RESUME": "catalogue", "clarify_step": "flows.starter", "goal_step": "flows.starter", "starter_flow": "flows.starter",
+    "with_goal": "flows.starter",
+    "Handoff": "context.handoff",
+    "Lineage": "flows.lineage",
     "StepResult": "result",
-    "WORKER_RULES": "roles", "clarify": "roles", "coordinator": "roles", "judge": "roles", "oracle": "roles",
-    "worker": "roles",
-    "HANDOFF_DUE": "runtime", "INTERRUPTED": "runtime", "Runtime": "runtime",
+    "WORKER_RULES": "catalogue", "clarify": "flows.roles", "coordinator": "flows.roles", "judge": "flows.roles", "oracle": "flows.roles",
+    "worker": "flows.roles",
+    "HANDOFF_DUE": "runtime.engine", "INTERRUPTED": "runtime.engine", "Runtime": "runtime.engine",
     "AgentSpec": "spec",
-    "wake_state": "wake",
-    "Workbench": "workbench",
-    "Step": "workflow", "StepAbort": "workflow", "Workflow": "workflow", "WorkflowError": "workflow",
+    "wake_state": "flows.wake",
+    "Workbench": "context.workbench",
+    "Step": "flows.workflow", "StepAbort": "errors", "Workflow": "flows.workflow", "WorkflowError": "errors",
 }
 
 __all__ = [
@@ -70,14 +70,16 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # for type checkers and editors: the same names, eagerly
-    from .channel import HumanChannel
-    from .flows import CLARIFY_RESUME, clarify_step, goal_step, starter_flow, with_goal
-    from .handoff import Handoff
-    from .lineage import Lineage
+    from .catalogue import CLARIFY_RESUME, WORKER_RULES
+    from .context.handoff import Handoff
+    from .context.workbench import Workbench
+    from .errors import StepAbort, WorkflowError
+    from .flows.channel import HumanChannel
+    from .flows.lineage import Lineage
+    from .flows.roles import clarify, coordinator, judge, oracle, worker
+    from .flows.starter import clarify_step, goal_step, starter_flow, with_goal
+    from .flows.wake import wake_state
+    from .flows.workflow import Step, Workflow
     from .result import StepResult
-    from .roles import WORKER_RULES, clarify, coordinator, judge, oracle, worker
-    from .runtime import HANDOFF_DUE, INTERRUPTED, Runtime
+    from .runtime.engine import HANDOFF_DUE, INTERRUPTED, Runtime
     from .spec import AgentSpec
-    from .wake import wake_state
-    from .workbench import Workbench
-    from .workflow import Step, StepAbort, Workflow, WorkflowError

@@ -1,3 +1,3 @@
-from .cli import main
+from flower.cli import main
 
 main()

@@ -27,16 +27,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .fileio import write_atomic
+from flower.catalogue import EXIT_FILE
+from flower.fileio import write_atomic
 
-EXIT_FILE = ".exit.json"
 EXIT_FORMAT = "flower/exit@1"
 STAMP_ENV = "FLOWER_RUN_STAMP"
 CLASSES = ("done", "usage", "target", "workflow", "database", "api", "step", "signal", "interrupted", "crash")
 REASON_LIMIT = 500
 
 
-def exit_path(run_dir: str | os.PathLike) -> Path:
+def exit_path(run_dir: str | os.PathLike[str]) -> Path:
     return Path(run_dir) / EXIT_FILE
 
 
@@ -44,7 +44,7 @@ def current_stamp() -> str | None:
     return os.environ.get(STAMP_ENV) or None
 
 
-def clear(run_dir: str | os.PathLike) -> None:
+def clear(run_dir: str | os.PathLike[str]) -> None:
     """Remove an earlier process's file (flower does this as it starts)."""
     try:
         exit_path(run_dir).unlink(missing_ok=True)
@@ -52,7 +52,7 @@ def clear(run_dir: str | os.PathLike) -> None:
         pass
 
 
-def leave(run_dir: str | os.PathLike, *, code: int, kind: str, reason: str, step: str | None = None) -> None:
+def leave(run_dir: str | os.PathLike[str], *, code: int, kind: str, reason: str, step: str | None = None) -> None:
     """Write the cause of this exit atomically; silently nothing when run_dir does not exist."""
     if kind not in CLASSES:
         raise ValueError(f"exit class {kind!r} is not one of {', '.join(CLASSES)}")
@@ -74,7 +74,7 @@ def leave(run_dir: str | os.PathLike, *, code: int, kind: str, reason: str, step
         pass
 
 
-def read(run_dir: str | os.PathLike, *, stamp: str | None = None) -> dict[str, Any] | None:
+def read(run_dir: str | os.PathLike[str], *, stamp: str | None = None) -> dict[str, Any] | None:
     """The cause left in run_dir, or None: missing, unreadable, not ours, or (with `stamp`)
     written by a process started with another stamp."""
     try:
@@ -99,7 +99,7 @@ def one_line(text: str) -> str:
     return flat if len(flat) <= REASON_LIMIT else flat[: REASON_LIMIT - 1] + "…"
 
 
-def step_failure(ctx: dict) -> tuple[str, str, str] | None:
+def step_failure(ctx: dict[str, Any]) -> tuple[str, str, str] | None:
     """(class, reason, step) for a workflow run that stopped at a failed step, else None.
 
     A fatal API error (its HTTP status known to the runtime) is class "api"; a gate that gave

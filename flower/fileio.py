@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 
 
-def write_atomic(path: str | os.PathLike, data: str | bytes, *, mode: int = 0o644) -> None:
+def write_atomic(path: str | os.PathLike[str], data: str | bytes, *, mode: int = 0o644) -> None:
     """Replace `path` with `data`: a unique temp file in the same folder, fsync, rename, then
     fsync the folder so the rename itself survives a power loss. Readers see old or new, never half."""
     path = Path(path)

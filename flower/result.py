@@ -1,9 +1,10 @@
-"""StepResult: what one `Runtime.run` produced (R-05), and its manifest row form (R-20)."""
+"""StepResult: what one `Runtime.run` produced, and its manifest row form."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 
 def now_iso() -> str:
@@ -28,7 +29,7 @@ class StepResult:
     context: int = 0
     # Tool calls of the main thread, in order: [{"name", "input"}]. Lets reports and `repro`
     # compare what two runs actually did, not only what they said.
-    tool_calls: list[dict] = field(default_factory=list)
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
     # The model that answered (from the responses). "scripted-model" marks the offline scripted
     # server, so every output can say when no real model was involved.
     model: str = ""
@@ -44,7 +45,7 @@ class StepResult:
         end = datetime.fromisoformat(self.ended_at)
         return round((end - start).total_seconds(), 3)
 
-    def to_row(self, run_id: str) -> dict:
+    def to_row(self, run_id: str) -> dict[str, Any]:
         row = asdict(self)
         row["duration_s"] = self.duration_s
         row["run"] = run_id

@@ -1,9 +1,11 @@
-"""AgentSpec: a role — its instructions, tools, model and budget (R-01, upstream's fields)."""
+"""AgentSpec: a role — its instructions, tools, model and budget (upstream's fields)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+
+from flower.errors import ConfigError
 
 
 @dataclass
@@ -28,6 +30,15 @@ class AgentSpec:
 
     def __post_init__(self) -> None:
         if not self.name or not isinstance(self.name, str):
-            raise ValueError("AgentSpec.name must be a non-empty string")
+            raise ConfigError("AgentSpec.name must be a non-empty string")
         if self.max_turns is not None and self.max_turns < 1:
-            raise ValueError(f"AgentSpec {self.name!r}: max_turns must be >= 1 (got {self.max_turns})")
+            raise ConfigError(f"AgentSpec {self.name!r}: max_turns must be >= 1 (got {self.max_turns})")
+
+
+TOOL_ALIASES = {"Task": "Agent"}  # the CLI's older name for the Agent tool
+
+
+def tool_base(name: str) -> str:
+    """The tool an `allowed_tools` entry names: ``Bash(git:*)`` -> ``Bash``; ``Task`` -> ``Agent``."""
+    base = name.split("(", 1)[0].strip()
+    return TOOL_ALIASES.get(base, base)

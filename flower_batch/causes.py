@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from flower import exitinfo
-from flower.continuity import read_continuity
+from flower.flows.continuity import read_continuity
 
 from .matrix import Status
 from .matrix._classes import FailureClass, class_from_status

@@ -30,7 +30,7 @@ from .matrix._hashing import tree_hash
 
 REPRO_BATCH = "repro"
 REPORT = "repro.json"
-NO_CONCLUSION = "判定没有「结论」小节"  # flower.goal.parse_verdict's note for "this is no verdict"
+NO_CONCLUSION = "判定没有「结论」小节"  # flower.flows.goal.parse_verdict's note for "this is no verdict"
 
 
 class ReproError(FlowerBatchError):
@@ -145,7 +145,7 @@ def verdict_of(text: str) -> str | None:
     """A judge's conclusion (achieved / not_yet / unreachable) when the text is a verdict."""
     if not re.search(r"(结论|判定|verdict|conclusion)", text or "", re.IGNORECASE):
         return None
-    from flower.goal import parse_verdict  # lazy: importing flower costs about a second
+    from flower.flows.goal import parse_verdict  # lazy: importing flower costs about a second
 
     verdict = parse_verdict(text)
     return None if verdict.note == NO_CONCLUSION else verdict.state

@@ -6,7 +6,7 @@ import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
-from flower.runtime import Runtime
+from flower.runtime.engine import Runtime
 from flower.scripted import Scenario, ScriptedServer
 from flower.scripted.request import content_text
 

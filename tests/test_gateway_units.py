@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from flower.resilience import classify_result
+from flower.runtime.resilience import classify_result
 from flower.scripted import ParsedRequest
 from flower_batch.gateway.budget import Budgets, batch_spent, job_budget
 from flower_batch.gateway.host_modes import GATEWAY_KEY_ENV, GatewayModeError, mode_setup

@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from typer.testing import CliRunner
 
-from flower.display import Display
+from flower.cli.display import Display
 from flower.result import StepResult
 from flower_batch import matrix_cmd  # noqa: F401 — registers `matrix` and `report`
 from flower_batch.cli import app, fail

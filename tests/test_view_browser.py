@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from flower.store import SQLiteSessionStore
+from flower.context.store import SQLiteSessionStore
 from flower_batch.layout import Home
 from flower_batch.matrix import html_report
 from flower_batch.view.server import ViewServer

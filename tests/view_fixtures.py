@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 
 from flower import starter_flow
-from flower.runtime import Runtime
+from flower.runtime.engine import Runtime
 from flower.scripted import Scenario, ScriptedServer
 from flower_batch.matrix import GatewaySpec, JobRecord, JobSpec, new_record, write_record
 
@@ -106,7 +106,7 @@ def run_handoff(job_dir: Path, source: Path) -> None:
     """A step that hands over to a successor, then one that reads a file full of markup, in
     `<job_dir>/workspace` and `<job_dir>/runs`."""
     from flower import AgentSpec, Step, Workflow
-    from flower.handoff import Handoff
+    from flower.context.handoff import Handoff
 
     ws, runs = job_dir / "workspace", job_dir / "runs"
     shutil.copytree(source, ws)

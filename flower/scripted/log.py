@@ -16,8 +16,9 @@ from .request import ParsedRequest
 
 def plan_usage(plan: ResponsePlan) -> dict[str, Any] | None:
     """The usage a plan will send, when it is known before it is sent (a scripted answer)."""
-    if isinstance(plan.json_body, dict) and isinstance(plan.json_body.get("usage"), dict):
-        return plan.json_body["usage"]
+    usage = plan.json_body.get("usage") if isinstance(plan.json_body, dict) else None
+    if isinstance(usage, dict):
+        return usage
     if isinstance(plan.events, list | tuple):  # not a generator (a proxied stream): nothing to peek at
         for name, data in plan.events:
             if name == "message_start" and isinstance(data, dict) and isinstance(data.get("message"), dict):

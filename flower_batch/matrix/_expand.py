@@ -27,7 +27,7 @@ from ._templating import RenderContext, Template, TemplateError
 
 DEFAULT_TIMEOUT_S = 1800.0
 DEFAULT_CHECK_TIMEOUT_S = 300.0
-_TARGET = re.compile(r"^[^\s:]+:[A-Za-z_][A-Za-z0-9_]*$")  # as flower.loader: module:attr or file.py:attr
+_TARGET = re.compile(r"^[^\s:]+:[A-Za-z_][A-Za-z0-9_]*$")  # as flower.flows.loader: module:attr or file.py:attr
 
 
 @dataclass

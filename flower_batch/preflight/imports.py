@@ -33,7 +33,8 @@ IMPORT_TIMEOUT_S = 120.0
 # afterwards, so two targets with the same module name never see each other's module.
 _SCRIPT = r"""
 import json, sys
-from flower.loader import TargetError, load_workflow
+from flower.errors import TargetError
+from flower.flows.loader import load_workflow
 args = sys.argv[1:]
 for i in range(0, len(args), 2):
     folder, target = args[i], args[i + 1]

@@ -19,7 +19,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from flower.handoff import doc_path
+from flower.context.handoff import doc_path
 
 from .sessions import SessionsUnreadable, load_transcripts, session_of, subpath_of
 

@@ -1,0 +1,147 @@
+"""`flower "task"` / `flower go`: 确认需求 -> 设定目标 -> 干活, the default command."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import typer
+
+from flower import exitinfo
+from flower.catalogue import CLARIFY, GOAL, TASK_PROMPT, WAKE_QUESTION, WORK
+from flower.cli import terminal
+from flower.cli.common import (
+    WINDOW_HELP,
+    G,
+    RunDirOption,
+    TrimOption,
+    VerboseOption,
+    WorkbenchOption,
+    WorkspaceOption,
+    ended,
+    err,
+    fail,
+    interrupted,
+    new_runtime,
+    quitting,
+    set_globals,
+    window_or_env,
+)
+from flower.cli.display import Display
+from flower.cli.go_printer import GoPrinter
+from flower.context.handoff import Handoff
+from flower.context.workbench import Workbench
+from flower.errors import WorkflowError
+from flower.flows.roles import require_git
+from flower.flows.starter import in_progress, starter_flow
+from flower.flows.wake import display_path, wake_line
+from flower.runtime import signals
+
+
+def go(
+    words: list[str] | None = typer.Argument(None, help="the task; in a directory already in progress: words to add (none = just continue)", show_default=False),
+    asks: int = typer.Option(-1, "--asks", help="questions the agents may ask you in this run (-1 = unlimited)"),
+    rounds: int = typer.Option(3, "--rounds", help="work rounds, each judged against 目标.md (resets every wake)"),
+    no_goal: bool = typer.Option(False, "--no-goal", help="no 设定目标 step and no judge: clarify, then work"),
+    judge_can_run: bool = typer.Option(False, "--judge-can-run", help="the judge may run commands (Bash) to verify"),
+    timeout: float = typer.Option(1800.0, "--timeout", help="seconds a question waits for your answer; 0 = fully automatic (nobody answers, no prompts)"),
+    isolate: bool = typer.Option(False, "--isolate", help="each worker changes its own git worktree (needs a git repository)"),
+    window: int | None = typer.Option(None, "--window", help=WINDOW_HELP),
+    no_handoff: bool = typer.Option(False, "--no-handoff", help="never hand over to a fresh session when the context fills up"),
+    new: bool = typer.Option(False, "--new", help="archive 需求.md, 目标.md and lineage.json, then start something new"),
+    clarify_only: bool = typer.Option(False, "--clarify-only", help="only write 需求.md, then stop"),
+    no_trim: bool = typer.Option(False, "--no-trim", help="keep old large tool results in the context on resume"),
+    workspace: WorkspaceOption = None,
+    run_dir: RunDirOption = None,
+    verbose: VerboseOption = False,
+    workbench: WorkbenchOption = False,
+    trim: TrimOption = False,
+) -> None:
+    """确认需求 -> 设定目标 -> 干活, judged against 目标.md (the default command).
+
+    In a directory already in progress, `flower` continues, `flower "words"` adds words
+    (appended to 需求.md, 目标.md re-derived), `flower --new "task"` starts over.
+    """
+    set_globals(workspace, run_dir, verbose, workbench, trim)
+    ws = G.workspace
+    exitinfo.clear(G.run_dir)
+    if not ws.is_dir():
+        fail(f"workspace {ws.resolve()} is not a directory: create it or pass -w DIR")
+    if rounds < 1:
+        fail(f"--rounds {rounds}: needs at least 1 round")
+    if asks < -1:
+        fail(f"--asks {asks}: use a number >= 0, or -1 for unlimited")
+    window = window_or_env(window)
+    if isolate:
+        try:
+            require_git(ws)
+        except ValueError as exc:
+            fail(str(exc).replace("isolate=True", "--isolate"))
+    person = terminal.interactive() and timeout > 0  # someone may be asked; else fully automatic
+    wb = Workbench(ws)
+    try:
+        text, new = _what_to_do(ws, wb, " ".join(words or []).strip(), new=new, person=person)
+    except KeyboardInterrupt:
+        quitting()
+        err.print("\nflower: quit")
+        raise typer.Exit(130) from None
+    try:
+        wf = starter_flow(text, workspace=ws, run_dir=G.run_dir, new=new, isolate=isolate,
+                          clarify_only=clarify_only, goal=not no_goal, rounds=rounds,
+                          judge_can_run=judge_can_run, max_asks=asks, timeout_s=timeout,
+                          ask_fn=False, workbench=wb)
+    except ValueError as exc:
+        fail(str(exc))
+        raise
+    handoff: Any = False if no_handoff else (Handoff(window=window) if window else True)
+    rt = new_runtime(workspace=ws, run_dir=G.run_dir, trim=not no_trim, workbench=wf.workbench, handoff=handoff)
+    display = Display(verbose=G.verbose)
+    printer = GoPrinter(display, person=person)
+    channel = wf.channel
+    assert channel is not None, "starter_flow always gives the person a channel"
+    channel.on_event = printer.event
+    typed = terminal.TypedLines(channel, on_delivered=printer.delivered).start()
+    try:
+        with signals.install(rt, ask=typed.next_line if person else None):
+            ctx = anyio.run(lambda: wf.run(rt, on_event=printer.event, on_step=display.step_done))
+    except WorkflowError as exc:
+        fail(str(exc), kind="workflow")
+        raise
+    except KeyboardInterrupt:
+        quitting()
+        interrupted("interrupted (run flower here again to continue)")
+        raise
+    finally:
+        rt.close()
+    display.summary(rt)
+    printer.outcome(ctx, wb, clarify_only=clarify_only, goal=not no_goal)
+    raise typer.Exit(ended(ctx))
+
+
+def _what_to_do(ws: Path, wb: Workbench, text: str, *, new: bool, person: bool) -> tuple[str, bool]:
+    """(task or wake words, new). Reports the wake; asks at the terminal when a person is there
+    and nothing was said: Enter = continue, words = add, /new = start over, Ctrl-C = quit."""
+    waking = not new and in_progress(ws, run_dir=G.run_dir, workbench=wb)
+    if waking:
+        line = wake_line(ws, run_dir=G.run_dir, steps_order=[CLARIFY, GOAL, WORK])
+        if line:
+            err.print(line, markup=False, highlight=False)
+        if not text and person:
+            got = terminal.ask_line(WAKE_QUESTION)
+            if got is None:
+                err.print("flower: no input; nothing done")
+                raise typer.Exit(0)
+            if got == terminal.NEW:
+                new, waking = True, False
+            else:
+                text = got
+    if not waking and not text:
+        if not person:
+            fail(f"nothing to continue in {display_path(ws)}: give a task, e.g. flower \"make hello.txt say hi\"")
+        got = terminal.ask_line(TASK_PROMPT)
+        if not got or got == terminal.NEW:
+            err.print("flower: no task; nothing done")
+            raise typer.Exit(0)
+        text = got
+    return text, new

@@ -1,0 +1,97 @@
+"""`flower run TARGET`: run a Workflow defined in Python (module:attr or file.py:attr)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import typer
+
+from flower import exitinfo
+from flower.cli.common import (
+    WINDOW_HELP,
+    G,
+    RunDirOption,
+    TrimOption,
+    VerboseOption,
+    WorkbenchOption,
+    WorkspaceOption,
+    ended,
+    fail,
+    interrupted,
+    make_runtime,
+    set_globals,
+    window_or_env,
+)
+from flower.cli.display import Display
+from flower.context.handoff import Handoff
+from flower.errors import TargetError, WorkflowError
+from flower.events import StepStarted, parse
+from flower.flows.loader import load_workflow
+from flower.flows.wake import notice, step_header, wake_line
+from flower.runtime import signals
+
+
+def run(
+    target: str = typer.Argument(..., help="module:attr or path/to/file.py:attr naming a Workflow"),
+    prompt: str | None = typer.Option(None, "--prompt", help="put this text in ctx['prompt'] for the workflow's steps"),
+    values: list[str] = typer.Option([], "--set", help="KEY=VALUE into ctx['args'] (repeatable)"),
+    fresh: bool = typer.Option(False, "--fresh", help="continuous=False: every step starts a new session"),
+    window: int | None = typer.Option(None, "--window", help=WINDOW_HELP),
+    workspace: WorkspaceOption = None,
+    run_dir: RunDirOption = None,
+    verbose: VerboseOption = False,
+    workbench: WorkbenchOption = False,
+    trim: TrimOption = False,
+) -> None:
+    """Run a Workflow defined in Python."""
+    set_globals(workspace, run_dir, verbose, workbench, trim)
+    exitinfo.clear(G.run_dir)
+    window = window_or_env(window)
+    try:
+        workflow = load_workflow(target)
+    except TargetError as exc:
+        fail(str(exc), kind="target")
+        raise
+    for item in values:
+        if "=" not in item:
+            fail(f"--set {item!r}: expected KEY=VALUE")
+    if values:
+        workflow.context.setdefault("args", {}).update(dict(v.split("=", 1) for v in values))
+    if prompt is not None:
+        workflow.context["prompt"] = prompt
+    if fresh:
+        workflow.continuous = False
+    rt = make_runtime(**({"handoff": Handoff(window=window)} if window else {}))
+    display = Display(verbose=G.verbose)
+    if workflow.continuous:
+        line = wake_line(G.workspace, run_dir=G.run_dir, steps_order=[s.name for s in workflow.steps])
+        if line:
+            display.console.print(line, markup=False)
+
+    def on_event(kind: str, payload: dict[str, Any]) -> Any:
+        event = parse(kind, payload)
+        if isinstance(event, StepStarted):
+            display.console.print(step_header(event.name, event.index, event.total,
+                                              resumed=event.resumed, woke=event.woke), markup=False)
+            return None
+        text = notice(event)
+        if text:
+            display.console.print(text, markup=False)
+        display.show(event)
+        return None
+
+    try:
+        # One Ctrl-C interrupts and continues, two quit (130); SIGTERM/SIGHUP rescue the step.
+        with signals.install(rt, ask=signals.ask_on_terminal()):
+            ctx = anyio.run(lambda: workflow.run(rt, on_event=on_event, on_step=display.step_done))
+    except WorkflowError as exc:
+        fail(str(exc), kind="workflow")
+        raise
+    except KeyboardInterrupt:
+        interrupted("interrupted (the session continues next time)")
+        raise
+    finally:
+        rt.close()
+    display.summary(rt)
+    raise typer.Exit(ended(ctx))
