@@ -42,6 +42,9 @@ def live_requests() -> tuple[int, int]:
 
 def test_after_many_requests_nothing_per_request_is_retained(tmp_path: Path) -> None:
     (tmp_path / "s.toml").write_text(SCENARIO)
+    # Other tests of the same process may still hold servers that keep requests (keep_requests=True):
+    # what counts is that this gateway adds none.
+    before = live_requests()
     secret = new_secret()
     tap = build_gateway("scripted", batch_dir=tmp_path / "batch", scenario=str(tmp_path / "s.toml"))
     server = MessagesServer(JobRouter(tap, secret))
@@ -64,7 +67,7 @@ def test_after_many_requests_nothing_per_request_is_retained(tmp_path: Path) -> 
             conn.close()
     finally:
         server.stop()
-    assert live_requests() == (0, 0)  # no request, no log record left anywhere
+    assert live_requests() == before  # no request, no log record left anywhere
     log = server.log
     assert isinstance(log, PerJobLog) and log.retained() == 0
     assert log._encoder.conversations() == len(JOBS) * len(SESSIONS)

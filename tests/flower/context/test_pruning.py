@@ -839,7 +839,7 @@ async def test_real_cli_transcript_with_denials_and_a_failed_turn_is_cleaned_and
     db = tmp_path / "sessions.db"
     inner = SQLiteSessionStore(db)
     store = PruningSessionStore(inner)
-    with ScriptedServer(scenario) as srv:
+    with ScriptedServer(scenario, keep_requests=True) as srv:
         first = await _run_cli(srv, ws, tmp_path / "cfg", store, "make two files")
         sid = first.session_id
         failed = await _run_cli(srv, ws, tmp_path / "cfg", store, "again please", resume=sid)
