@@ -3,7 +3,7 @@ UV ?= uv
 PY := .venv/bin/python
 FB := .venv/bin/flower-batch
 
-.PHONY: prereqs setup image test test-fast test-docker lint demo demo-flow demo-go bench clean
+.PHONY: prereqs setup image test test-fast test-docker lint demo demo-flow demo-go bench clean cluster-up cluster-down cluster-push
 
 prereqs:          ## uv (PyPI), debootstrap (base image without a registry), chromium (report test)
 	@scripts/install-prereqs.sh
@@ -38,6 +38,15 @@ demo-go: setup    ## the `flower` command (starter flow: clarify -> goal -> work
 
 bench: image
 	$(PY) bench/run_all.py
+
+cluster-up:       ## a 3-node test swarm (Docker-in-Docker) + registry; writes images/.cache/cluster.env
+	@scripts/cluster/up.sh
+
+cluster-push: image  ## load the runtime image into the test swarm's manager and push it to its registry
+	@scripts/cluster/push.sh
+
+cluster-down:     ## remove the test swarm (nodes, registry, network)
+	@scripts/cluster/down.sh
 
 clean:
 	rm -rf .pytest_cache .ruff_cache .mypy_cache build dist

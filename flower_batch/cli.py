@@ -467,6 +467,24 @@ def image_show(ref: str = typer.Argument("flower-batch-runtime:latest")) -> None
     print(json.dumps({"id": img_id, **versions}))
 
 
+@image_app.command("push")
+def image_push(
+    registry: str = typer.Argument(..., help="HOST[:PORT] of a registry every node pulls from"),
+    image: str = typer.Option("flower-batch-runtime:latest", "--image", help="runtime image (tag or id)"),
+) -> None:
+    """Push the pinned runtime image to REGISTRY; prints the repo digest cluster jobs run."""
+    from .backend.registry_push import push_image
+
+    try:
+        img_id, _ = _runtime_image(image)
+        pushed = push_image(img_id, registry, on_line=lambda line: err.print(f"  {line}"))
+    except FlowerBatchError as exc:
+        fail(str(exc))
+        raise
+    err.print(f"pushed {pushed.image_id[:19]} to {registry}")
+    print(pushed.reference)
+
+
 def main() -> None:
     from . import matrix_cmd, repro_cmd  # noqa: F401 — register `matrix`, `report` and `repro`
 
