@@ -15,7 +15,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from .backend.docker_backend import DockerBackend
+from .backend.base import Backend
+from .backend.select import backend_name, open_backend
 from .envnames import env_name_problem, looks_secret
 from .errors import FlowerBatchError
 from .gateway.host_modes import mode_label
@@ -41,6 +42,17 @@ def fail(message: str, code: int = 2) -> None:
 
 
 HOME_OPT = typer.Option(None, "--home", help="where batches live (default ./volumes or $FLOWER_BATCH_HOME)")
+BACKEND_OPT = typer.Option(None, "--backend", help="docker (this engine) or swarm (a cluster's manager via "
+                           "DOCKER_HOST); default $FLOWER_BATCH_BACKEND, else jobs.toml's, else docker")
+
+
+def _backend(home: Path | None, flag: str | None = None, recorded: str | None = None) -> Backend:
+    """The engine to run on (see backend/select.py); a bad choice is one line."""
+    try:
+        return open_backend(backend_name(flag, recorded), _home(home).root)
+    except FlowerBatchError as exc:
+        fail(str(exc))
+        raise
 
 
 def _home(path: Path | None) -> Home:
@@ -185,6 +197,7 @@ def run(
     ),
     budget_usd: float | None = typer.Option(None, "--budget-usd", help="the gateway stops the job at this spend"),
     home: Path | None = HOME_OPT,
+    backend_choice: str | None = BACKEND_OPT,
 ) -> None:
     """Run one job in a fresh container."""
     h = _home(home)
@@ -200,8 +213,10 @@ def run(
         raise
     err.print(f"job {ADHOC_BATCH}/{spec.id}  image {image_id[:19]}  model: {_mode_label(spec.gateway.mode)}")
 
+    engine = _backend(home, backend_choice)
+
     async def go() -> JobRecord:
-        async with DockerBackend() as backend:
+        async with engine as backend:
             return await start_job(backend, h, ADHOC_BATCH, spec, image_id=image_id, versions=versions,
                                    persistent=persistent, on_state=_progress)
 
@@ -215,14 +230,15 @@ def wake(
     scenario: Path | None = typer.Option(None, "--scenario", help="use this scenario instead of the job's copy"),
     timeout: str | None = typer.Option(None, "--timeout"),
     home: Path | None = HOME_OPT,
+    backend_choice: str | None = BACKEND_OPT,
 ) -> None:
-    """Continue a persistent job in a new container on its recorded image id."""
+    """Continue a persistent job in a new container on its recorded image id (any node of a cluster)."""
     h = _home(home)
     jd, record = _load_job(home, job)
     if not record.finished:
         # A record left `running` by an orchestrator that was killed is not a running job: only
         # a live container of the job is.
-        if _running_containers(jd):
+        if _running_containers(jd, _backend(home, backend_choice, record.backend)):
             fail(f"job {jd.job} is still {record.status}; stop it first (`flower-batch stop {jd.job}`)")
         err.print(f"job {jd.job} was left {record.status} by an orchestrator that is gone; continuing it")
     if not record.spec.get("persistent"):
@@ -245,8 +261,10 @@ def wake(
         spec = replace(spec, timeout_s=seconds)
     err.print(f"waking {jd.batch}/{jd.job} (attempt {record.attempt + 1}) on image {record.image_id[:19]}")
 
+    engine = _backend(home, backend_choice, record.backend)
+
     async def go() -> JobRecord:
-        async with DockerBackend() as backend:
+        async with engine as backend:
             return await start_job(backend, h, jd.batch, spec, image_id=record.image_id, versions=record.versions,
                                    persistent=True, waking=True, wake_words=words, previous=record,
                                    on_state=_progress)
@@ -256,9 +274,9 @@ def wake(
     _finish(result)
 
 
-def _running_containers(jd: JobDir) -> int:
+def _running_containers(jd: JobDir, engine: Backend) -> int:
     async def go() -> int:
-        async with DockerBackend() as backend:
+        async with engine as backend:
             found = await backend.list_by_label({MANAGED: "1", BATCH: jd.batch, JOB: jd.job})
             return sum(c.state == "running" for c in found)
 
@@ -378,8 +396,10 @@ def logs(
     if log.exists():
         sys.stdout.write(log.read_text(encoding="utf-8", errors="replace"))
     if follow and record.status == "running" and record.container:
+        engine = _backend(home, None, record.backend)
+
         async def tail() -> None:
-            async with DockerBackend() as backend:
+            async with engine as backend:
                 async for line in backend.logs(record.container, follow=True):  # type: ignore[arg-type]
                     print(line, flush=True)
 
@@ -394,12 +414,14 @@ def stop(
     job: str = typer.Argument(...),
     grace: float = typer.Option(10.0, "--grace", help="seconds between SIGTERM and kill"),
     home: Path | None = HOME_OPT,
+    backend_choice: str | None = BACKEND_OPT,
 ) -> None:
     """Stop a running job: SIGTERM (flower records the step as killed-by-signal), then kill."""
     jd, record = _load_job(home, job)
+    engine = _backend(home, backend_choice, record.backend)
 
     async def go() -> int:
-        async with DockerBackend() as backend:
+        async with engine as backend:
             found = await backend.list_by_label({MANAGED: "1", BATCH: jd.batch, JOB: jd.job})
             running = [c for c in found if c.state == "running"]
             for c in running:
@@ -414,13 +436,15 @@ def stop(
 def gc(
     dry_run: bool = typer.Option(False, "--dry-run", help="only list what would be removed"),
     home: Path | None = HOME_OPT,
+    backend_choice: str | None = BACKEND_OPT,
 ) -> None:
     """Remove containers, networks and volumes with our labels left by orchestrators of this home
     that died (their session lock is free); live ones and other homes' are never touched."""
     h = _home(home)
+    engine = _backend(home, backend_choice)
 
     async def go() -> tuple[list[Leak], int]:
-        async with DockerBackend() as backend:
+        async with engine as backend:
             leaks, foreign = await find_leaks(backend, h.root)
             if not dry_run:
                 await remove_leaks(backend, h.root, leaks)

@@ -15,8 +15,7 @@ from rich.table import Table
 
 from flower.fileio import write_atomic
 
-from .backend.docker_backend import DockerBackend
-from .cli import HOME_OPT, _run_async, _runtime_image, app, err, fail, out
+from .cli import BACKEND_OPT, HOME_OPT, _backend, _run_async, _runtime_image, app, err, fail, out
 from .errors import FlowerBatchError
 from .gateway.host_modes import mode_problem
 from .layout import Home
@@ -105,6 +104,7 @@ def matrix(
         None, "--budget-usd", help="spending limit for the whole batch (overrides [batch].budget_usd)"
     ),
     home: Path | None = HOME_OPT,
+    backend_choice: str | None = BACKEND_OPT,
 ) -> None:
     """Run a matrix of jobs side by side, each in its own container; resumable."""
     try:
@@ -155,16 +155,18 @@ def matrix(
             except (OSError, FlowerBatchError):
                 pass
 
+    engine = _backend(home, backend_choice, jf.backend)
+
     async def reap() -> int:
         # A killed earlier run of this batch may have left containers still writing into the job
         # folders this run is about to reset, and a gateway nobody stops: remove them first.
-        async with DockerBackend() as backend:
+        async with engine as backend:
             leaks, _ = await find_leaks(backend, h.root, batch=jf.name)
             await remove_leaks(backend, h.root, leaks)
             return len(leaks)
 
     async def go() -> None:
-        async with DockerBackend() as backend:
+        async with engine as backend:
             await run_jobs(backend, h, jf.name, to_run, image_id=image_id, versions=versions, parallel=parallel,
                            on_state=on_state, search=[jf.path.parent],
                            budget_usd=budget_usd if budget_usd is not None else jf.budget_usd)

@@ -8,9 +8,10 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from .backend.docker_backend import DockerBackend
 from .cli import (
+    BACKEND_OPT,
     HOME_OPT,
+    _backend,
     _home,
     _load_job,
     _mode_label,
@@ -118,6 +119,7 @@ def repro(
     ),
     name: str | None = typer.Option(None, "--name", help="id of the new job (default <batch>.<job>.r<n>)"),
     home: Path | None = HOME_OPT,
+    backend_choice: str | None = BACKEND_OPT,
 ) -> None:
     """Reproduce a recorded job in a clean container (replay by default), then diff the manifests."""
     h = _home(home)
@@ -140,8 +142,10 @@ def repro(
         raise
     _print_plan(plan)
 
+    engine = _backend(home, backend_choice, record.backend)
+
     async def go() -> JobRecord:
-        async with DockerBackend() as backend:
+        async with engine as backend:
             return await start_job(
                 backend,
                 h,

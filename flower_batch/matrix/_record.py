@@ -57,6 +57,8 @@ class JobRecord:
     finished_at: str | None = None
     duration_s: float | None = None
     container: str | None = None
+    node: str | None = None  # the machine that ran the job (a cluster node); None on a local engine
+    backend: str | None = None  # docker | swarm
     versions: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -123,6 +125,8 @@ class JobRecord:
             "finished_at": self.finished_at,
             "duration_s": self.duration_s,
             "container": self.container,
+            "node": self.node,
+            "backend": self.backend,
             "versions": self.versions,
             "spec": self.spec,
         }
@@ -160,6 +164,8 @@ class JobRecord:
                 finished_at=data.get("finished_at"),
                 duration_s=data.get("duration_s"),
                 container=data.get("container"),
+                node=data.get("node"),
+                backend=data.get("backend"),
                 versions=dict(data.get("versions") or {}),
             )
         except (TypeError, ValueError, AttributeError) as exc:
