@@ -238,8 +238,11 @@ class SwarmBackend(Backend):
             )
             mode = (docker.types.ServiceMode("replicated", replicas=0) if spec.restart
                     else docker.types.ServiceMode("replicated-job", concurrency=0, replicas=0))
+            # DNS round robin, not a virtual IP: a service's alias resolves to its task itself,
+            # with no IPVS balancer in between (which nested engines may lack).
+            endpoint = docker.types.EndpointSpec(mode="dnsrr")
             created = await self._call("container", name, lambda api: api.create_service(
-                template, name=name, labels=dict(spec.labels), mode=mode))
+                template, name=name, labels=dict(spec.labels), mode=mode, endpoint_spec=endpoint))
             return str(created["ID"])
         except BaseException:
             with anyio.CancelScope(shield=True):
