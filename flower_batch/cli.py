@@ -196,6 +196,8 @@ def run(
              "with your ANTHROPIC_API_KEY, which stays on the host side)",
     ),
     budget_usd: float | None = typer.Option(None, "--budget-usd", help="the gateway stops the job at this spend"),
+    placement: list[str] = typer.Option([], "--placement", help="on a cluster: a constraint such as "
+                                        "node.labels.pool==big (repeatable)"),
     home: Path | None = HOME_OPT,
     backend_choice: str | None = BACKEND_OPT,
 ) -> None:
@@ -204,7 +206,7 @@ def run(
     try:
         spec = adhoc_spec(workspace=workspace, task=task, workflow=workflow, prompt=prompt, name=name,
                           timeout=timeout, cpus=cpus, memory=memory, env=_parse_env(env), secrets_=secret,
-                          scenario=scenario, budget_usd=budget_usd)
+                          scenario=scenario, budget_usd=budget_usd, placement=tuple(placement))
         if h.job(ADHOC_BATCH, spec.id).record_path.exists():
             fail(f"job {spec.id} already exists: wake it (`flower-batch wake {spec.id}`) or pick another --name")
         image_id, versions = _runtime_image(image)

@@ -6,8 +6,8 @@ How each part of the contract maps onto Swarm:
   (the gateway), a `replicated` service of one replica that Swarm restarts when it dies. `create`
   makes the service with nothing to run yet (0 completions / 0 replicas: the engine lists it,
   labelled, as "created"); `start` asks for the one task. The "container id" is the service id.
-- cpus/memory are both the limit and the reservation, so the scheduler never over-packs a node;
-  `placement` becomes the service's placement constraints.
+- cpus is the limit; memory both the limit and the reservation (see `create` for why CPU is not
+  reserved); `placement` becomes the service's placement constraints.
 - the image runs by repo digest (`flower-batch image push REGISTRY` made it), so a node can only
   run the pinned bytes; a registry that serves other bytes under that digest is refused (drift).
 - `secrets` become Swarm secrets mounted at /run/secrets/NAME (env NAME_FILE points there):
@@ -49,7 +49,7 @@ from flower_batch.backend.base import (
 from flower_batch.backend.docker_backend import _label_filters, image_info_from_inspect
 from flower_batch.backend.registry_push import ImageDrift, repo_digest_for
 from flower_batch.backend.swarm_storage import Probe, refusal
-from flower_batch.backend.swarm_tasks import newest_task, task_error, task_state
+from flower_batch.backend.swarm_tasks import ever_ran, newest_task, task_error, task_state
 from flower_batch.errors import BackendError, ContainerNotRunning, FlowerBatchError, ImageMissing
 
 T = TypeVar("T")
@@ -59,6 +59,11 @@ SERVICE_LABEL = "org.flower-batch.service"  # on each secret: the service it was
 CONTROL_IN_TASK = "/run/flower-batch"
 SECRETS_IN_TASK = "/run/secrets"
 PROBE_TIMEOUT_S = 300.0  # a node's first pull of the runtime image is part of the first probe
+# Swarm's constraint enforcer sometimes rejects a job's task before it starts, counting the
+# reservations of finished tasks still on the node ("assigned node no longer meets constraints").
+# Nothing ran, so asking again is safe.
+REJECTED_BY_ENFORCER = "no longer meets constraints"
+RESUBMITS = 5
 
 
 class NodeLost(BackendError):
@@ -227,8 +232,11 @@ class SwarmBackend(Backend):
             memory = parse_memory(spec.memory) if spec.memory is not None else None
             template = docker.types.TaskTemplate(
                 container,
-                resources=docker.types.Resources(cpu_limit=nano, mem_limit=memory,
-                                                 cpu_reservation=nano, mem_reservation=memory),
+                # Memory is reserved as well as limited, so the scheduler never over-packs a node.
+                # CPU is only limited: Swarm's constraint enforcer counts the CPU reservations of
+                # finished job tasks not yet reaped and then rejects, even stops, running tasks on
+                # nodes with few cores (seen on the 2-core test nodes with 0.5-CPU jobs).
+                resources=docker.types.Resources(cpu_limit=nano, mem_limit=memory, mem_reservation=memory),
                 restart_policy=(docker.types.RestartPolicy("on-failure", delay=1_000_000_000, max_attempts=3,
                                                              window=60_000_000_000) if spec.restart
                                 else docker.types.RestartPolicy("none")),
@@ -302,12 +310,19 @@ class SwarmBackend(Backend):
 
     async def wait(self, container_id: str, timeout: float | None = None) -> int:
         deadline = None if timeout is None else time.monotonic() + timeout
+        resubmits = 0
         while True:
             data, task = await self._service_and_task(container_id)
             state, code = task_state(task)
             if state == "exited":
                 assert code is not None
                 return code
+            if (state == "dead" and REJECTED_BY_ENFORCER in task_error(task) and not ever_ran(task)
+                    and resubmits < RESUBMITS):
+                resubmits += 1
+                await self._resubmit(container_id)
+                await anyio.sleep(self.poll_s)
+                continue
             if state == "dead":
                 await self._raise_not_run(data, task)
             if task and state == "running" and await self._node_down(task["NodeID"]):
@@ -317,6 +332,15 @@ class SwarmBackend(Backend):
             if deadline is not None and time.monotonic() >= deadline:
                 raise TimeoutError(f"task {data['Spec']['Name']} still running after {timeout:g}s")
             await anyio.sleep(self.poll_s if deadline is None else max(0.0, min(self.poll_s, deadline - time.monotonic())))
+
+    async def _resubmit(self, service: str) -> None:
+        """A new task for a job whose task never ran (a forced update starts a new job iteration)."""
+
+        def force(spec: dict[str, Any]) -> bool:
+            spec["TaskTemplate"]["ForceUpdate"] = int(spec["TaskTemplate"].get("ForceUpdate") or 0) + 1
+            return True
+
+        await self._update(service, force)
 
     async def _raise_not_run(self, data: Mapping[str, Any], task: Mapping[str, Any] | None) -> None:
         why = task_error(task)

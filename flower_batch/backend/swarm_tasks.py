@@ -31,6 +31,8 @@ def task_state(task: Mapping[str, Any] | None) -> tuple[ContainerState, int | No
         return "created", None
     if state == "running":
         return "running", None
+    if state == "rejected":  # never a normal end, even when a container had started
+        return "dead", None
     exit_code = (status.get("ContainerStatus") or {}).get("ExitCode")
     if state in _ENDED and exit_code is not None and (status.get("ContainerStatus") or {}).get("ContainerID"):
         return "exited", int(exit_code)
@@ -43,3 +45,8 @@ def task_error(task: Mapping[str, Any] | None) -> str:
         return ""
     status = task.get("Status") or {}
     return " ".join(str(status.get("Err") or status.get("Message") or "").split())
+
+
+def ever_ran(task: Mapping[str, Any] | None) -> bool:
+    """Whether the task got as far as a container."""
+    return bool(task and ((task.get("Status") or {}).get("ContainerStatus") or {}).get("ContainerID"))

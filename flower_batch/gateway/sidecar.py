@@ -123,6 +123,9 @@ class GatewaySidecar:
             name=f"{self.name}-gateway",
             memory="512m",
             restart=True,  # the engine restarts a gateway that dies (Swarm: a replicated service)
+            # On a cluster the gateway stays on a manager: losing a worker must not take every
+            # job's model (and the batch's meter) with it. One machine has nothing to place.
+            placement=["node.role==manager"],
         )
         self.container = await self.backend.create(spec)
         if self.setup.egress:

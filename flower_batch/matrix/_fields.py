@@ -142,7 +142,7 @@ def _budget(value: Any, path: KeyPath, report: Report) -> Any:
 
 
 # A Swarm placement constraint: node.labels.K / engine.labels.K / node.hostname|role|id|platform.*
-_CONSTRAINT = re.compile(
+PLACEMENT = _CONSTRAINT = re.compile(
     r"^(node\.labels\.[A-Za-z0-9_.-]+|engine\.labels\.[A-Za-z0-9_.-]+|node\.(hostname|role|id|platform\.os"
     r"|platform\.arch))\s*(==|!=)\s*\S+$"
 )

@@ -93,6 +93,10 @@ for node in $nodes; do
         docker exec "$node" docker swarm join --token "$token" "$manager_ip:2377" >/dev/null
     fi
 done
+# A node made again (after it was stopped) joins as a new node: forget the one left down.
+docker exec "$PREFIX-manager" docker node ls --format '{{.ID}} {{.Status}}' | while read -r id status; do
+    if [ "$status" = Down ]; then docker exec "$PREFIX-manager" docker node rm --force "$id" >/dev/null; fi
+done
 # Node labels, for `placement = ["node.labels.pool==..."]` in jobs.toml.
 docker exec "$PREFIX-manager" docker node update --label-add pool=manager "$PREFIX-manager" >/dev/null
 i=1
