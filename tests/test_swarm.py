@@ -88,7 +88,14 @@ def on_swarm(c: Cluster, batch: str) -> dict[str, list[str]]:
 
 
 def nothing_left(c: Cluster, batch: str) -> bool:
-    return not any(on_swarm(c, batch).values())
+    """Nothing of `batch` on the swarm (an overlay network the manager removed can be listed for a
+    few seconds more, while the nodes let go of it)."""
+    try:
+        wait_for(f"nothing of {batch} on the swarm", lambda: not any(on_swarm(c, batch).values()), timeout=30,
+                 every=1)
+    except AssertionError:
+        return False
+    return True
 
 
 def test_matrix_spreads_over_the_nodes(swarm: Cluster, home: Path, tmp_path: Path) -> None:
