@@ -98,8 +98,8 @@ def nothing_left(c: Cluster, batch: str) -> bool:
     return True
 
 
-def test_matrix_spreads_over_the_nodes(swarm: Cluster, home: Path, tmp_path: Path) -> None:
-    project = project_copy(tmp_path / "project")
+def test_matrix_spreads_over_the_nodes(swarm: Cluster, home: Path) -> None:
+    project = project_copy(home.with_name(home.name + "-project"))  # not under pytest's rotated tmp
     done = fb_swarm(swarm, "matrix", jobs_file(project, "spread"), "-j", "8", "--image", swarm.image_id, home=home)
     assert done.returncode == 0, done.stderr[-3000:]
     found = records(home, "spread")
@@ -114,15 +114,16 @@ def test_matrix_spreads_over_the_nodes(swarm: Cluster, home: Path, tmp_path: Pat
     assert nothing_left(swarm, "spread"), on_swarm(swarm, "spread")
 
 
-def test_wake_lands_on_another_node_and_continues_the_session(swarm: Cluster, home: Path, tmp_path: Path) -> None:
+def test_wake_lands_on_another_node_and_continues_the_session(swarm: Cluster, home: Path) -> None:
     proc = fb_swarm_start(swarm, "run", PROJECT / "tasks" / "slow", "-f", "flows:solo", "--prompt",
                           "Read TASK.md and do what it asks.", "--scenario", PROJECT / "scenarios" / "slow.toml",
                           "--name", "sleeper", "--persistent", "--image", swarm.image_id,
-                          "--placement", "node.role==worker", home=home,
-                          log=tmp_path / "run.out")
+                          "--placement", "node.role==worker", home=home, cwd=PROJECT,
+                          log=home / "run.out")
     job = Job(home, "adhoc", "sleeper")
     wait_for("the job to stall at the model", lambda: any(r["rule"] == "stall" for r in job.gateway_log())
              or proc.poll() is not None, timeout=240)
+    assert proc.poll() is None, (home / "run.out").read_text()
     session = job.lineage()["steps"]["do"]
     stopped = fb_swarm(swarm, "stop", "sleeper", "--grace", "5", home=home)
     assert stopped.returncode == 0, stopped.stderr
@@ -144,12 +145,12 @@ def test_wake_lands_on_another_node_and_continues_the_session(swarm: Cluster, ho
     assert nothing_left(swarm, "adhoc"), on_swarm(swarm, "adhoc")
 
 
-def test_a_worker_stopped_mid_job_then_a_rerun_picks_it_up(swarm: Cluster, home: Path, tmp_path: Path) -> None:
-    project = project_copy(tmp_path / "project")
+def test_a_worker_stopped_mid_job_then_a_rerun_picks_it_up(swarm: Cluster, home: Path) -> None:
+    project = project_copy(home.with_name(home.name + "-project"))  # not under pytest's rotated tmp
     path = jobs_file(project, "lost", variants='["solo"]', repeat=1, scenario="steady.toml",
                      placement='placement = ["node.hostname==fbswarm-worker2"]')
     proc = fb_swarm_start(swarm, "matrix", path, "-j", "1", "--image", swarm.image_id, home=home,
-                          log=tmp_path / "lost.out")
+                          log=home / "lost.out")
     job = Job(home, "lost", "alpha.solo.r1")
     wait_for("the job to talk to the model", lambda: job.gateway_log() or proc.poll() is not None, timeout=240)
     host_env = {"PATH": "/usr/bin:/bin"}
@@ -173,12 +174,12 @@ def test_a_worker_stopped_mid_job_then_a_rerun_picks_it_up(swarm: Cluster, home:
 
 
 def test_gc_removes_what_a_killed_orchestrator_left_across_the_swarm(
-    swarm: Cluster, home: Path, tmp_path: Path
+    swarm: Cluster, home: Path
 ) -> None:
-    project = project_copy(tmp_path / "project")
+    project = project_copy(home.with_name(home.name + "-project"))  # not under pytest's rotated tmp
     path = jobs_file(project, "orphans", variants='["solo"]', repeat=2, scenario="slow.toml")
     proc = fb_swarm_start(swarm, "matrix", path, "-j", "2", "--image", swarm.image_id, home=home,
-                          log=tmp_path / "orphans.out")
+                          log=home / "orphans.out")
     jobs = [Job(home, "orphans", f"alpha.solo.r{i}") for i in (1, 2)]
     wait_for("both jobs to stall", lambda: all(any(r["rule"] == "stall" for r in j.gateway_log()) for j in jobs)
              or proc.poll() is not None, timeout=240)

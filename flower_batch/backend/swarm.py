@@ -50,7 +50,13 @@ from flower_batch.backend.docker_backend import _label_filters, image_info_from_
 from flower_batch.backend.registry_push import ImageDrift, repo_digest_for
 from flower_batch.backend.swarm_storage import Probe, refusal
 from flower_batch.backend.swarm_tasks import ever_ran, newest_task, task_error, task_state
-from flower_batch.errors import BackendError, ContainerNotRunning, FlowerBatchError, ImageMissing
+from flower_batch.errors import (
+    BackendError,
+    ContainerNotFound,
+    ContainerNotRunning,
+    FlowerBatchError,
+    ImageMissing,
+)
 
 T = TypeVar("T")
 
@@ -369,21 +375,19 @@ class SwarmBackend(Backend):
         await anyio.to_thread.run_sync(append)
 
     async def stop(self, container_id: str, grace_s: float = 10.0) -> None:
+        """As Docker's: SIGTERM, then SIGKILL after `grace_s`. Unlike a local stop it takes several
+        calls, so a task whose owner removes it once it ended (the runner does) counts as stopped."""
         try:
             await self.signal(container_id, "SIGTERM")
-        except ContainerNotRunning:
-            return
-        try:
-            await self.wait(container_id, timeout=grace_s)
-            return
-        except TimeoutError:
-            pass
-        try:
+            try:
+                await self.wait(container_id, timeout=grace_s)
+                return
+            except TimeoutError:
+                pass
             await self.signal(container_id, "SIGKILL")
-        except ContainerNotRunning:
-            return
-        try:
             await self.wait(container_id, timeout=30)
+        except (ContainerNotRunning, ContainerNotFound):
+            return
         except TimeoutError:
             raise BackendError(f"task {container_id[:12]} did not stop after a kill") from None
 

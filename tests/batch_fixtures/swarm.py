@@ -108,11 +108,11 @@ def fb_swarm(c: Cluster, *args: str | Path, home: Path, timeout: float = 600) ->
                           text=True, timeout=timeout, cwd=REPO, env=c.env())
 
 
-def fb_swarm_start(c: Cluster, *args: str | Path, home: Path, log: Path) -> subprocess.Popen[str]:
+def fb_swarm_start(c: Cluster, *args: str | Path, home: Path, log: Path, cwd: Path = REPO) -> subprocess.Popen[str]:
     from tests.batch_fixtures.rig import STARTED
 
     out = log.open("w")
     proc = subprocess.Popen([str(FLOWER_BATCH), *map(str, args), "--home", str(home)], stdout=out,
-                            stderr=subprocess.STDOUT, text=True, cwd=REPO, env=c.env(), start_new_session=True)
+                            stderr=subprocess.STDOUT, text=True, cwd=cwd, env=c.env(), start_new_session=True)
     STARTED.append(proc)
     return proc
