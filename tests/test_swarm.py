@@ -47,7 +47,7 @@ gateway = {{ mode = "scripted", scenario = "scenarios/{scenario}" }}
 {placement}
 
 [tasks.alpha]
-workspace = "tasks/alpha"
+workspace = "tasks/{workspace}"
 check = "grep -qx alpha answer.txt"
 
 [matrix]
@@ -57,10 +57,11 @@ repeat = {repeat}
 
 
 def jobs_file(project: Path, name: str, *, variants: str = '["solo", "duo"]', repeat: int = 4,
-              scenario: str = "quick.toml", timeout: str = "4m", placement: str = "") -> Path:
+              scenario: str = "quick.toml", timeout: str = "4m", placement: str = "",
+              workspace: str = "alpha") -> Path:
     path = project / f"{name}.toml"
     path.write_text(MATRIX.format(name=name, variants=variants, repeat=repeat, scenario=scenario,
-                                  timeout=timeout, placement=placement))
+                                  timeout=timeout, placement=placement, workspace=workspace))
     return path
 
 
@@ -177,12 +178,13 @@ def test_gc_removes_what_a_killed_orchestrator_left_across_the_swarm(
     swarm: Cluster, home: Path
 ) -> None:
     project = project_copy(home.with_name(home.name + "-project"))  # not under pytest's rotated tmp
-    path = jobs_file(project, "orphans", variants='["solo"]', repeat=2, scenario="slow.toml")
+    path = jobs_file(project, "orphans", variants='["solo"]', repeat=2, scenario="slow.toml", workspace="slow")
     proc = fb_swarm_start(swarm, "matrix", path, "-j", "2", "--image", swarm.image_id, home=home,
                           log=home / "orphans.out")
     jobs = [Job(home, "orphans", f"alpha.solo.r{i}") for i in (1, 2)]
     wait_for("both jobs to stall", lambda: all(any(r["rule"] == "stall" for r in j.gateway_log()) for j in jobs)
              or proc.poll() is not None, timeout=240)
+    assert proc.poll() is None, (home / "orphans.out").read_text()
     sigkill_group(proc)
     left = on_swarm(swarm, "orphans")
     assert len(left["service"]) == 3 and len(left["network"]) == 1 and len(left["secret"]) == 1, left
