@@ -3,7 +3,7 @@ UV ?= uv
 PY := .venv/bin/python
 FB := .venv/bin/flower-batch
 
-.PHONY: prereqs setup image test test-fast test-docker lint demo demo-flow demo-go bench clean cluster-up cluster-down cluster-push
+.PHONY: prereqs setup image test test-fast test-docker test-swarm lint demo demo-flow demo-go bench clean cluster-up cluster-down cluster-push
 
 prereqs:          ## uv (PyPI), debootstrap (base image without a registry), chromium (report test)
 	@scripts/install-prereqs.sh
@@ -18,10 +18,13 @@ test: image       ## the whole suite, Docker tests included
 	$(PY) -m pytest -q
 
 test-fast: setup  ## no Docker, no slow tests
-	$(PY) -m pytest -q -m "not docker and not slow"
+	$(PY) -m pytest -q -m "not docker and not slow and not swarm"
 
 test-docker: image
 	$(PY) -m pytest -q -m docker
+
+test-swarm: image  ## the swarm tests: bring up (or reuse) the 3-node test cluster; make cluster-down after
+	$(PY) -m pytest -q -m swarm
 
 lint: setup
 	$(PY) -m ruff check flower flower_batch tests bench examples

@@ -59,8 +59,9 @@ repeat = {repeat}
 def jobs_file(project: Path, name: str, *, variants: str = '["solo", "duo"]', repeat: int = 4,
               scenario: str = "quick.toml", timeout: str = "4m", placement: str = "",
               workspace: str = "alpha") -> Path:
-    path = project / f"{name}.toml"
-    path.write_text(MATRIX.format(name=name, variants=variants, repeat=repeat, scenario=scenario,
+    batch = f"{name}-{project.name.split('-')[1]}"  # unique per test home: no debris of another run counts
+    path = project / f"{batch}.toml"
+    path.write_text(MATRIX.format(name=batch, variants=variants, repeat=repeat, scenario=scenario,
                                   timeout=timeout, placement=placement, workspace=workspace))
     return path
 
@@ -101,18 +102,20 @@ def nothing_left(c: Cluster, batch: str) -> bool:
 
 def test_matrix_spreads_over_the_nodes(swarm: Cluster, home: Path) -> None:
     project = project_copy(home.with_name(home.name + "-project"))  # not under pytest's rotated tmp
-    done = fb_swarm(swarm, "matrix", jobs_file(project, "spread"), "-j", "8", "--image", swarm.image_id, home=home)
+    path = jobs_file(project, "spread")
+    batch = path.stem
+    done = fb_swarm(swarm, "matrix", path, "-j", "8", "--image", swarm.image_id, home=home)
     assert done.returncode == 0, done.stderr[-3000:]
-    found = records(home, "spread")
+    found = records(home, batch)
     assert len(found) == 8 and {r["status"] for r in found.values()} == {"passed"}, found
     assert {r["backend"] for r in found.values()} == {"swarm"}
     nodes = {r["node"] for r in found.values()}
     assert len(nodes) >= 2 and nodes <= {"fbswarm-manager", "fbswarm-worker1", "fbswarm-worker2"}, nodes
     # the same table and reports as on one machine
     assert "8/8 passed (100%)" in done.stderr and "┃ task" in done.stdout
-    results = json.loads((home / "spread" / "report" / "results.json").read_text())
+    results = json.loads((home / batch / "report" / "results.json").read_text())
     assert len(results["jobs"]) == 8
-    assert nothing_left(swarm, "spread"), on_swarm(swarm, "spread")
+    assert nothing_left(swarm, batch), on_swarm(swarm, batch)
 
 
 def test_wake_lands_on_another_node_and_continues_the_session(swarm: Cluster, home: Path) -> None:
@@ -152,7 +155,8 @@ def test_a_worker_stopped_mid_job_then_a_rerun_picks_it_up(swarm: Cluster, home:
                      placement='placement = ["node.hostname==fbswarm-worker2"]')
     proc = fb_swarm_start(swarm, "matrix", path, "-j", "1", "--image", swarm.image_id, home=home,
                           log=home / "lost.out")
-    job = Job(home, "lost", "alpha.solo.r1")
+    batch = path.stem
+    job = Job(home, batch, "alpha.solo.r1")
     wait_for("the job to talk to the model", lambda: job.gateway_log() or proc.poll() is not None, timeout=240)
     host_env = {"PATH": "/usr/bin:/bin"}
     subprocess.run(["docker", "stop", "-t", "1", "fbswarm-worker2"], check=True, capture_output=True, env=host_env)
@@ -171,7 +175,7 @@ def test_a_worker_stopped_mid_job_then_a_rerun_picks_it_up(swarm: Cluster, home:
     assert again.returncode == 0, again.stderr[-3000:]
     rec = job.record()
     assert rec["status"] == "passed" and rec["node"] == "fbswarm-worker2" and rec["attempt"] == 2, rec
-    assert nothing_left(swarm, "lost"), on_swarm(swarm, "lost")
+    assert nothing_left(swarm, batch), on_swarm(swarm, batch)
 
 
 def test_gc_removes_what_a_killed_orchestrator_left_across_the_swarm(
@@ -181,19 +185,20 @@ def test_gc_removes_what_a_killed_orchestrator_left_across_the_swarm(
     path = jobs_file(project, "orphans", variants='["solo"]', repeat=2, scenario="slow.toml", workspace="slow")
     proc = fb_swarm_start(swarm, "matrix", path, "-j", "2", "--image", swarm.image_id, home=home,
                           log=home / "orphans.out")
-    jobs = [Job(home, "orphans", f"alpha.solo.r{i}") for i in (1, 2)]
+    batch = path.stem
+    jobs = [Job(home, batch, f"alpha.solo.r{i}") for i in (1, 2)]
     wait_for("both jobs to stall", lambda: all(any(r["rule"] == "stall" for r in j.gateway_log()) for j in jobs)
              or proc.poll() is not None, timeout=240)
     assert proc.poll() is None, (home / "orphans.out").read_text()
     sigkill_group(proc)
-    left = on_swarm(swarm, "orphans")
+    left = on_swarm(swarm, batch)
     assert len(left["service"]) == 3 and len(left["network"]) == 1 and len(left["secret"]) == 1, left
     sessions = {json.loads(swarm.manager("service", "inspect", s))[0]["Spec"]["Labels"][SESSION]
                 for s in left["service"]}
     assert len(sessions) == 1
     dry = fb_swarm(swarm, "gc", "--dry-run", home=home)
     assert dry.returncode == 0 and "would remove 5 leaked" in dry.stderr, dry.stderr
-    assert on_swarm(swarm, "orphans") == left
+    assert on_swarm(swarm, batch) == left
     gone = fb_swarm(swarm, "gc", home=home)
     assert gone.returncode == 0 and "removed 5 leaked" in gone.stderr, gone.stderr
-    assert nothing_left(swarm, "orphans"), on_swarm(swarm, "orphans")
+    assert nothing_left(swarm, batch), on_swarm(swarm, batch)

@@ -415,8 +415,14 @@ class SwarmBackend(Backend):
         return raw.decode("utf-8", "replace").splitlines()
 
     async def remove(self, container_id: str, force: bool = True) -> None:
-        data = await self._call("container", container_id, lambda api: api.inspect_service(container_id))
+        data, task = await self._service_and_task(container_id)
         name = data["Spec"]["Name"]
+        if task_state(task)[0] == "running" and "ReplicatedJob" in data["Spec"]["Mode"]:
+            # Removing a job service does not stop its running task (Swarm 20.10 leaves tasks of
+            # deleted job services alone): kill it first, as a forced local remove does.
+            await self._quietly(self.signal(container_id, "SIGKILL"))
+            with anyio.move_on_after(15):
+                await self._quietly(self.wait(container_id))
         await self._call("container", container_id, lambda api: api.remove_service(data["ID"]))
         for secret in await self.list_secrets_by_label({SERVICE_LABEL: name}):
             await self._quietly(self.remove_secret(secret.id))
