@@ -6,8 +6,8 @@ How each part of the contract maps onto Swarm:
   (the gateway), a `replicated` service of one replica that Swarm restarts when it dies. `create`
   makes the service with nothing to run yet (0 completions / 0 replicas: the engine lists it,
   labelled, as "created"); `start` asks for the one task. The "container id" is the service id.
-- cpus is the limit; memory both the limit and the reservation (see `create` for why CPU is not
-  reserved); `placement` becomes the service's placement constraints.
+- cpus and memory are limits, not reservations (see `create` for why); `placement` becomes the
+  service's placement constraints.
 - the image runs by repo digest (`flower-batch image push REGISTRY` made it), so a node can only
   run the pinned bytes; a registry that serves other bytes under that digest is refused (drift).
 - `secrets` become Swarm secrets mounted at /run/secrets/NAME (env NAME_FILE points there):
@@ -212,7 +212,8 @@ class SwarmBackend(Backend):
             refs = []
             env = dict(spec.env)
             for key, value in spec.secrets.items():
-                secret_name = f"{name}-{key.lower().replace('_', '-')}-{secrets.token_hex(3)}"
+                tail = f"{key.lower().replace('_', '-')[:20]}-{secrets.token_hex(4)}"
+                secret_name = f"{name[:63 - len(tail)].rstrip('-_.')}-{tail}"  # Swarm allows 64 characters
                 created_secret = await self._call(
                     "engine", secret_name, lambda api, n=secret_name, v=value: api.create_secret(
                         n, v.encode(), labels={**spec.labels, SERVICE_LABEL: name}))
@@ -238,11 +239,11 @@ class SwarmBackend(Backend):
             memory = parse_memory(spec.memory) if spec.memory is not None else None
             template = docker.types.TaskTemplate(
                 container,
-                # Memory is reserved as well as limited, so the scheduler never over-packs a node.
-                # CPU is only limited: Swarm's constraint enforcer counts the CPU reservations of
-                # finished job tasks not yet reaped and then rejects, even stops, running tasks on
-                # nodes with few cores (seen on the 2-core test nodes with 0.5-CPU jobs).
-                resources=docker.types.Resources(cpu_limit=nano, mem_limit=memory, mem_reservation=memory),
+                # Limits only, no reservations: Swarm 20.10 keeps the tasks of deleted job services
+                # in its store, and its constraint enforcer counts their reservations, so on a
+                # cluster that has run a few batches it rejects (even stops) new tasks with
+                # "assigned node no longer meets constraints" (seen on the test cluster).
+                resources=docker.types.Resources(cpu_limit=nano, mem_limit=memory),
                 restart_policy=(docker.types.RestartPolicy("on-failure", delay=1_000_000_000, max_attempts=3,
                                                              window=60_000_000_000) if spec.restart
                                 else docker.types.RestartPolicy("none")),
