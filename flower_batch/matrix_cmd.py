@@ -128,6 +128,7 @@ def matrix(
     if fail_under is not None and not 0 <= fail_under <= 1:
         fail("--fail-under: give a pass rate between 0 and 1, e.g. 0.8")
     h = Home(home)
+    engine = _backend(home, backend_choice, jf.backend)  # a bad choice is refused before anything is written
     batch_dir = h.batch_dir(jf.name)
     try:
         image_id, versions = _runtime_image(image or jf.image or "flower-batch-runtime:latest")
@@ -154,8 +155,6 @@ def matrix(
                 progress.record_cost(job_id, h.job(jf.name, job_id).record().cost_usd)
             except (OSError, FlowerBatchError):
                 pass
-
-    engine = _backend(home, backend_choice, jf.backend)
 
     async def reap() -> int:
         # A killed earlier run of this batch may have left containers still writing into the job

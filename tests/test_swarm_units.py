@@ -146,3 +146,20 @@ def test_task_signals_forwards_control_file_signals(tmp_path: Path) -> None:
     with control.open("a") as f:
         f.write("9\n")
     assert proc.wait(timeout=10) == 137
+
+
+def test_a_bad_backend_is_refused_in_one_line_before_anything_is_written(tmp_path: Path) -> None:
+    import shutil
+
+    from tests.batch_fixtures.rig import FLOWER_BATCH, PROJECT, command_env
+
+    project = tmp_path / "project"
+    shutil.copytree(PROJECT, project)
+    (project / "j.toml").write_text('[defaults]\ngateway = { mode = "scripted", scenario = "scenarios/quick.toml" }\n'
+                                    '[tasks.a]\nprompt = "x"\nworkspace = "tasks/alpha"\n')
+    home = tmp_path / "home"
+    env = {k: v for k, v in command_env().items() if k != "DOCKER_HOST"}
+    done = subprocess.run([str(FLOWER_BATCH), "matrix", str(project / "j.toml"), "--backend", "k8s", "--home", str(home)],
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 2 and done.stderr.strip() == "flower-batch: --backend 'k8s': use one of docker, swarm"
+    assert not home.exists()
