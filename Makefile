@@ -3,7 +3,7 @@ UV ?= uv
 PY := .venv/bin/python
 FB := .venv/bin/flower-batch
 
-.PHONY: prereqs setup image test test-fast test-docker lint demo demo-flow demo-go bench clean
+.PHONY: prereqs setup image test test-fast test-docker test-swarm lint demo demo-flow demo-go bench clean cluster-up cluster-down cluster-push
 
 prereqs:          ## uv (PyPI), debootstrap (base image without a registry), chromium (report test)
 	@scripts/install-prereqs.sh
@@ -18,10 +18,13 @@ test: image       ## the whole suite, Docker tests included
 	$(PY) -m pytest -q
 
 test-fast: setup  ## no Docker, no slow tests
-	$(PY) -m pytest -q -m "not docker and not slow"
+	$(PY) -m pytest -q -m "not docker and not slow and not swarm"
 
 test-docker: image
 	$(PY) -m pytest -q -m docker
+
+test-swarm: image  ## the swarm tests: bring up (or reuse) the 3-node test cluster; make cluster-down after
+	$(PY) -m pytest -q -m swarm
 
 lint: setup
 	$(PY) -m ruff check flower flower_batch tests bench examples
@@ -39,6 +42,15 @@ demo-go: setup    ## the `flower` command (starter flow: clarify -> goal -> work
 
 bench: image
 	$(PY) bench/run_all.py
+
+cluster-up:       ## a 3-node test swarm (Docker-in-Docker) + registry; writes images/.cache/cluster.env
+	@scripts/cluster/up.sh
+
+cluster-push: image  ## load the runtime image into the test swarm's manager and push it to its registry
+	@scripts/cluster/push.sh
+
+cluster-down:     ## remove the test swarm (nodes, registry, network)
+	@scripts/cluster/down.sh
 
 clean:
 	rm -rf .pytest_cache .ruff_cache .mypy_cache build dist

@@ -19,7 +19,8 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from .backend.docker_backend import DockerBackend
+from .backend.base import Backend
+from .backend.select import backend_name, open_backend
 from .causes import continuity_lines
 from .envnames import env_name_problem, looks_secret
 from .errors import FlowerBatchError
@@ -48,6 +49,17 @@ def fail(message: str, code: int = 2) -> None:
 
 
 HOME_OPT = typer.Option(None, "--home", help="where batches live (default ./volumes or $FLOWER_BATCH_HOME)")
+BACKEND_OPT = typer.Option(None, "--backend", help="docker (this engine) or swarm (a cluster's manager via "
+                           "DOCKER_HOST); default $FLOWER_BATCH_BACKEND, else jobs.toml's, else docker")
+
+
+def _backend(home: Path | None, flag: str | None = None, recorded: str | None = None) -> Backend:
+    """The engine to run on (see backend/select.py); a bad choice is one line."""
+    try:
+        return open_backend(backend_name(flag, recorded), _home(home).root)
+    except FlowerBatchError as exc:
+        fail(str(exc))
+        raise
 
 
 def _home(path: Path | None) -> Home:
@@ -197,7 +209,10 @@ def run(
         None, "--upstream", help="without --scenario: the Messages API to forward to (default "
         "$FLOWER_BATCH_UPSTREAM, else https://api.anthropic.com)"
     ),
+    placement: list[str] = typer.Option([], "--placement", help="on a cluster: a constraint such as "
+                                        "node.labels.pool==big (repeatable)"),
     home: Path | None = HOME_OPT,
+    backend_choice: str | None = BACKEND_OPT,
 ) -> None:
     """Run one job in a fresh container."""
     if problem := use_upstream(upstream, os.environ):
@@ -206,7 +221,7 @@ def run(
     try:
         spec = adhoc_spec(workspace=workspace, task=task, workflow=workflow, prompt=prompt, name=name,
                           timeout=timeout, cpus=cpus, memory=memory, env=_parse_env(env), secrets_=secret,
-                          scenario=scenario, budget_usd=budget_usd)
+                          scenario=scenario, budget_usd=budget_usd, placement=tuple(placement))
         if h.job(ADHOC_BATCH, spec.id).record_path.exists():
             fail(f"job {spec.id} already exists: wake it (`flower-batch wake {spec.id}`) or pick another --name")
         image_id, versions = _runtime_image(image)
@@ -217,8 +232,10 @@ def run(
     err.print(f"job {ADHOC_BATCH}/{spec.id}  image {image_id[:19]}  model: {_mode_label(spec.gateway.mode)}",
               markup=False)
 
+    engine = _backend(home, backend_choice)
+
     async def go() -> JobRecord:
-        async with DockerBackend() as backend:
+        async with engine as backend:
             return await start_job(backend, h, ADHOC_BATCH, spec, image_id=image_id, versions=versions,
                                    persistent=persistent, on_state=_progress)
 
@@ -232,14 +249,15 @@ def wake(
     scenario: Path | None = typer.Option(None, "--scenario", help="use this scenario instead of the job's copy"),
     timeout: str | None = typer.Option(None, "--timeout"),
     home: Path | None = HOME_OPT,
+    backend_choice: str | None = BACKEND_OPT,
 ) -> None:
-    """Continue a persistent job in a new container on its recorded image id."""
+    """Continue a persistent job in a new container on its recorded image id (any node of a cluster)."""
     h = _home(home)
     jd, record = _load_job(home, job)
     if not record.finished:
         # A record left `running` by an orchestrator that was killed is not a running job: only
         # a live container of the job is.
-        if _running_containers(jd):
+        if _running_containers(jd, _backend(home, backend_choice, record.backend)):
             fail(f"job {jd.job} is still {record.status}; stop it first (`flower-batch stop {jd.job}`)")
         err.print(f"job {jd.job} was left {record.status} by an orchestrator that is gone; continuing it")
     if not record.spec.get("persistent"):
@@ -264,8 +282,10 @@ def wake(
                flows_dir=jd.flows if spec.workflow else None)
     err.print(f"waking {jd.batch}/{jd.job} (attempt {record.attempt + 1}) on image {record.image_id[:19]}")
 
+    engine = _backend(home, backend_choice, record.backend)
+
     async def go() -> JobRecord:
-        async with DockerBackend() as backend:
+        async with engine as backend:
             return await start_job(backend, h, jd.batch, spec, image_id=record.image_id, versions=record.versions,
                                    persistent=True, waking=True, wake_words=words, previous=record,
                                    on_state=_progress)
@@ -289,9 +309,9 @@ def _preflight(spec: JobSpec, image_id: str, batch: str, *, describe: str | None
     finish_preflight(pf, image_id)
 
 
-def _running_containers(jd: JobDir) -> int:
+def _running_containers(jd: JobDir, engine: Backend) -> int:
     async def go() -> int:
-        async with DockerBackend() as backend:
+        async with engine as backend:
             found = await backend.list_by_label({MANAGED: "1", BATCH: jd.batch, JOB: jd.job})
             return sum(c.state == "running" for c in found)
 
@@ -443,8 +463,10 @@ def logs(
         with log.open(encoding="utf-8", errors="replace") as saved:  # streamed: it may be MBs
             shutil.copyfileobj(saved, sys.stdout)
     if follow and record.status == "running" and record.container:
+        engine = _backend(home, None, record.backend)
+
         async def tail() -> None:
-            async with DockerBackend() as backend:
+            async with engine as backend:
                 async for line in backend.logs(record.container, follow=True):  # type: ignore[arg-type]
                     print(line, flush=True)
 
@@ -459,12 +481,14 @@ def stop(
     job: str = typer.Argument(...),
     grace: float = typer.Option(10.0, "--grace", help="seconds between SIGTERM and kill"),
     home: Path | None = HOME_OPT,
+    backend_choice: str | None = BACKEND_OPT,
 ) -> None:
     """Stop a running job: SIGTERM (flower records the step as killed-by-signal), then kill."""
     jd, record = _load_job(home, job)
+    engine = _backend(home, backend_choice, record.backend)
 
     async def go() -> int:
-        async with DockerBackend() as backend:
+        async with engine as backend:
             found = await backend.list_by_label({MANAGED: "1", BATCH: jd.batch, JOB: jd.job})
             running = [c for c in found if c.state == "running"]
             for c in running:
@@ -482,6 +506,7 @@ def gc(
     keep: int = typer.Option(0, "--keep", help="with --attempts: keep each job's newest N earlier attempts"),
     batch: str | None = typer.Option(None, "--batch", "-b", help="with --attempts: only this batch's jobs"),
     home: Path | None = HOME_OPT,
+    backend_choice: str | None = BACKEND_OPT,
 ) -> None:
     """Remove containers, networks and volumes with our labels left by orchestrators of this home
     that died (their session lock is free); live ones and other homes' are never touched.
@@ -494,9 +519,10 @@ def gc(
             fail("--keep and --batch go with --attempts (gc --attempts --keep N)")
         gc_attempts(h, keep=keep, batch=batch, dry_run=dry_run)
         return
+    engine = _backend(home, backend_choice)
 
     async def go() -> tuple[list[Leak], int]:
-        async with DockerBackend() as backend:
+        async with engine as backend:
             leaks, foreign = await find_leaks(backend, h.root)
             if not dry_run:
                 await remove_leaks(backend, h.root, leaks)
@@ -541,6 +567,24 @@ def image_show(ref: str = typer.Argument("flower-batch-runtime:latest")) -> None
         fail(str(exc))
         raise
     print(json.dumps({"id": img_id, **versions}))
+
+
+@image_app.command("push")
+def image_push(
+    registry: str = typer.Argument(..., help="HOST[:PORT] of a registry every node pulls from"),
+    image: str = typer.Option("flower-batch-runtime:latest", "--image", help="runtime image (tag or id)"),
+) -> None:
+    """Push the pinned runtime image to REGISTRY; prints the repo digest cluster jobs run."""
+    from .backend.registry_push import push_image
+
+    try:
+        img_id, _ = _runtime_image(image)
+        pushed = push_image(img_id, registry, on_line=lambda line: err.print(f"  {line}"))
+    except FlowerBatchError as exc:
+        fail(str(exc))
+        raise
+    err.print(f"pushed {pushed.image_id[:19]} to {registry}")
+    print(pushed.reference)
 
 
 def main() -> None:

@@ -16,6 +16,7 @@ from .gateway.sidecar import GatewaySidecar
 from .gateway.supervisor import supervisors
 from .layout import Home, JobDir
 from .matrix import GatewaySpec, JobRecord, JobSpec, parse_duration, parse_memory
+from .matrix._fields import PLACEMENT
 from .matrix._hashing import file_hash, tree_hash
 from .runner import JobContext, run_job
 from .session import Session
@@ -44,6 +45,7 @@ def adhoc_spec(
     scenario: Path | None,
     budget_usd: float | None = None,
     environ: Mapping[str, str] | None = None,
+    placement: tuple[str, ...] = (),
 ) -> JobSpec:
     """The spec of a `run` job, validated before any folder, gateway or container exists.
 
@@ -69,6 +71,10 @@ def adhoc_spec(
     missing = unset_names(secrets_, environ)
     if missing:
         raise FlowerBatchError(f"--secret {', '.join(missing)}: not set in the environment; export it before running")
+    for constraint in placement:
+        if not PLACEMENT.match(constraint.strip()):
+            raise FlowerBatchError(f'--placement {constraint!r}: expected a constraint like "node.labels.pool==big" '
+                                   'or "node.role==worker"')
     job_id = name or f"{slug(task or workflow or 'job')}-{secrets.token_hex(2)}"
     timeout_s = parse_duration(timeout)
     if timeout_s is None or timeout_s <= 0:
@@ -85,7 +91,7 @@ def adhoc_spec(
         id=job_id, task=ADHOC_BATCH, variant="default", repeat=1, matrix={},
         prompt=(task or prompt or ""), workflow=workflow, workspace=source, workspace_hash=tree_hash(source),
         timeout_s=timeout_s, cpus=cpus, memory_bytes=memory_bytes, env=env, secrets=tuple(dict.fromkeys(secrets_)),
-        gateway=gateway, budget_usd=budget_usd,
+        gateway=gateway, budget_usd=budget_usd, placement=tuple(c.strip() for c in placement),
     )
 
 

@@ -18,8 +18,7 @@ from rich.text import Text
 
 from flower.fileio import write_atomic
 
-from .backend.docker_backend import DockerBackend
-from .cli import HOME_OPT, _run_async, _runtime_image, app, err, fail, out
+from .cli import BACKEND_OPT, HOME_OPT, _backend, _run_async, _runtime_image, app, err, fail, out
 from .compare_cmd import ALPHA_OPT, FAIL_OPT, Baseline, baseline_or_exit
 from .errors import FlowerBatchError
 from .gateway.host_modes import mode_problem, use_upstream
@@ -130,6 +129,7 @@ def matrix(
     ),
     allow_large: bool = typer.Option(False, "--allow-large", help=f"allow more than {MAX_JOBS:,} jobs"),
     home: Path | None = HOME_OPT,
+    backend_choice: str | None = BACKEND_OPT,
 ) -> None:
     """Run a matrix of jobs side by side, each in its own container; resumable.
 
@@ -165,6 +165,7 @@ def matrix(
     # Read now: a missing baseline stops the run before anything is spent, and a baseline that
     # is this same batch means its results as they were before this run.
     baseline = baseline_or_exit(baseline_ref, h, alpha, fail_on_regression)
+    engine = _backend(home, backend_choice, jf.backend)  # a bad choice is refused before anything is written
     batch_dir = h.batch_dir(jf.name)
     try:
         image_id, versions = _runtime_image(image or jf.image or "flower-batch-runtime:latest")
@@ -201,7 +202,7 @@ def matrix(
     async def reap() -> int:
         # A killed earlier run of this batch may have left containers still writing into the job
         # folders this run is about to reset, and a gateway nobody stops: remove them first.
-        async with DockerBackend() as backend:
+        async with engine as backend:
             leaks, _ = await find_leaks(backend, h.root, batch=jf.name)
             await remove_leaks(backend, h.root, leaks)
             return len(leaks)
@@ -211,7 +212,7 @@ def matrix(
                   + ", ".join(job_ids), markup=False)
 
     async def go() -> None:
-        async with DockerBackend() as backend:
+        async with engine as backend:
             async def one_round(jobs: Sequence[tuple[JobSpec, JobRecord | None]]) -> dict[str, JobRecord]:
                 return await run_jobs(backend, h, jf.name, jobs, image_id=image_id, versions=versions,
                                       parallel=parallel, on_state=on_state, search=[jf.path.parent],

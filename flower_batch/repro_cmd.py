@@ -10,9 +10,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from .attempts import attempt_dir, attempt_numbers
-from .backend.docker_backend import DockerBackend
 from .cli import (
+    BACKEND_OPT,
     HOME_OPT,
+    _backend,
     _home,
     _load_job,
     _mode_label,
@@ -139,6 +140,7 @@ def repro(
         None, "--attempt", help="reproduce this earlier attempt (kept in <job>/attempts/<n>/; see `show`)"
     ),
     home: Path | None = HOME_OPT,
+    backend_choice: str | None = BACKEND_OPT,
 ) -> None:
     """Reproduce a recorded job in a clean container (replay by default), then diff the manifests."""
     h = _home(home)
@@ -165,8 +167,10 @@ def repro(
                flows_dir=plan.flows_from)
     _print_plan(plan)
 
+    engine = _backend(home, backend_choice, record.backend)
+
     async def go() -> JobRecord:
-        async with DockerBackend() as backend:
+        async with engine as backend:
             return await start_job(
                 backend,
                 h,

@@ -104,7 +104,7 @@ async def run_job(
         job_id=job.id, batch=ctx.batch, inputs_hash=job.inputs_hash(ctx.image_id), image_id=ctx.image_id,
         status="running", spec={**job.to_dict(), "persistent": persistent}, gateway_mode=job.gateway.mode,
         attempt=(previous.attempt + 1) if previous else 1, queued_at=now_iso(), started_at=now_iso(),
-        versions=ctx.versions, session=ctx.session,
+        versions=ctx.versions, session=ctx.session, backend=ctx.backend.name,
     )
     if not waking:  # the new attempt starts now: the previous one moves to attempts/<n>/, kept
         keep_previous_attempt(jd, previous, record.attempt)
@@ -150,6 +150,7 @@ async def run_job(
             memory=job.memory_bytes,
             labels=labels(ctx.batch, ctx.session, "job", job.id),
             network=ctx.gateway.network,
+            placement=list(job.placement),
         )
         container = await ctx.backend.create(spec)
         record = replace(record, container=container)
@@ -184,6 +185,7 @@ async def run_job(
     finally:
         if container:
             with anyio.CancelScope(shield=True):
+                record = replace(record, node=await _node_of(ctx.backend, container))
                 await _remove_quietly(ctx.backend, container)
 
     rows = jd.manifest()
@@ -322,6 +324,14 @@ async def run_check(ctx: JobContext, job: JobSpec, jd: JobDir) -> tuple[int, str
 async def _save_logs(backend: Backend, container: str, path: Path) -> None:
     # Capped per run: head and tail kept (joblog.py), so a long job's log stays small.
     await save_capped(backend.logs(container), path, f"--- container {container[:12]} {now_iso()} ---")
+
+
+async def _node_of(backend: Backend, container: str) -> str | None:
+    """Which machine ran it (a cluster node), for the record; None on a local engine."""
+    try:
+        return (await backend.inspect(container)).node
+    except FlowerBatchError:
+        return None
 
 
 async def _stop_quietly(backend: Backend, container: str) -> None:

@@ -67,7 +67,7 @@ def is_leaked(home: Path, session_id: str) -> bool:
 
 @dataclass(frozen=True)
 class Leak:
-    kind: str  # container | network | volume
+    kind: str  # container | network | volume | secret (engine secrets, on a cluster)
     id: str
     name: str
     role: str
@@ -95,18 +95,22 @@ async def find_leaks(backend: Backend, home: Path, batch: str | None = None) -> 
         sort("network", n.id, n.name, n.labels)
     for v in await backend.list_volumes_by_label(want):
         sort("volume", v.name, v.name, v.labels)
+    for s in await backend.list_secrets_by_label(want):
+        sort("secret", s.id, s.name, s.labels)
     return found, foreign
 
 
 async def remove_leaks(backend: Backend, home: Path, leaks: list[Leak]) -> None:
     """Remove them (containers first: a network in use cannot go), then forget their sessions."""
-    order = {"container": 0, "network": 1, "volume": 2}
+    order = {"container": 0, "secret": 1, "network": 2, "volume": 3}
     for leak in sorted(leaks, key=lambda x: order[x.kind]):
         try:
             if leak.kind == "container":
                 await backend.remove(leak.id, force=True)
             elif leak.kind == "network":
                 await backend.remove_network(leak.id)
+            elif leak.kind == "secret":
+                await backend.remove_secret(leak.id)
             else:
                 await backend.remove_volume(leak.id, force=True)
         except FlowerBatchError:
@@ -120,4 +124,4 @@ async def _still_owns(backend: Backend, session: str) -> bool:
     """Whether anything with this session's label is still there."""
     want = {MANAGED: "1", SESSION: session}
     return bool(await backend.list_by_label(want) or await backend.list_networks_by_label(want)
-                or await backend.list_volumes_by_label(want))
+                or await backend.list_volumes_by_label(want) or await backend.list_secrets_by_label(want))

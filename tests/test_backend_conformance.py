@@ -1,4 +1,5 @@
-"""One behaviour, two backends: every test runs against FakeBackend and (marked docker) DockerBackend.
+"""One behaviour, three backends: every test runs against FakeBackend, (marked docker) DockerBackend
+and (marked swarm) SwarmBackend on the 3-node test cluster (tests/batch_fixtures/swarm.py).
 
 Each container scenario is written twice, as the shell script a real container runs and as the
 Python program the fake runs (`Rig.command`); the assertions are shared.
@@ -23,6 +24,7 @@ import pytest
 from flower_batch.backend import Backend, ContainerSpec, Mount
 from flower_batch.backend.fake import FakeBackend, FakeProcess, Program
 from flower_batch.errors import (
+    BackendError,
     ContainerNotFound,
     ContainerNotRunning,
     ImageMissing,
@@ -93,12 +95,16 @@ class Rig:
     image: str
     kind: str
     labels: dict[str, str]
+    tmp_root: Path | None = None  # swarm: host folders must be on the storage every node shares
     programs: dict[str, Program] = field(default_factory=dict)
     _n: itertools.count = field(default_factory=itertools.count)
 
+    def mkdtemp(self, prefix: str) -> Path:
+        return Path(tempfile.mkdtemp(prefix=prefix, dir=self.tmp_root))
+
     def command(self, sh: str, fake: Program) -> list[str]:
-        """The same behaviour for both backends: a shell script, or its Python twin."""
-        if self.kind == "docker":
+        """The same behaviour for every backend: a shell script, or its Python twin."""
+        if self.kind != "fake":
             return ["sh", "-c", sh]
         key = f"program-{next(self._n)}"
         self.programs[key] = fake
@@ -114,13 +120,18 @@ class Rig:
         return cid, await self.backend.wait(cid, timeout=timeout)
 
 
-@pytest.fixture(params=["fake", pytest.param("docker", marks=pytest.mark.docker)])
+@pytest.fixture(params=["fake", pytest.param("docker", marks=pytest.mark.docker),
+                        pytest.param("swarm", marks=pytest.mark.swarm)])
 async def rig(request) -> AsyncIterator[Rig]:
     labels = {"org.flower-batch.test": uuid.uuid4().hex[:12]}
     if request.param == "fake":
         async with FakeBackend() as fake:
             r = Rig(fake, FakeBackend.IMAGE, "fake", labels)
             fake.programs = r.programs
+            yield r
+        return
+    if request.param == "swarm":
+        async for r in _swarm_rig(labels):
             yield r
         return
 
@@ -140,10 +151,33 @@ async def rig(request) -> AsyncIterator[Rig]:
         await backend.aclose()
 
 
+async def _swarm_rig(labels: dict[str, str]) -> AsyncIterator[Rig]:
+    from flower_batch.backend.registry_push import push_reference
+    from flower_batch.backend.swarm import SwarmBackend
+    from tests.batch_fixtures.swarm import cluster
+
+    c = await anyio.to_thread.run_sync(cluster)
+    root = c.shared / f"conformance-{uuid.uuid4().hex[:8]}"
+    root.mkdir(parents=True)
+    backend = SwarmBackend(control_dir=root / ".swarm", base_url=c.docker_host, registry=c.registry,
+                           shared_root=c.shared, poll_s=0.2)
+    try:
+        yield Rig(backend, push_reference(c.registry, c.image_id), "swarm", labels, tmp_root=root)
+    finally:
+        for t in await backend.list_by_label(labels):
+            await backend.remove(t.id, force=True)
+        for n in await backend.list_networks_by_label(labels):
+            await backend.remove_network(n.id)
+        for sec in await backend.list_secrets_by_label(labels):
+            await backend.remove_secret(sec.id)
+        await backend.aclose()
+        shutil.rmtree(root, ignore_errors=True)
+
+
 @pytest.fixture
-def shared_dir() -> Path:
-    """A host dir any container uid may write to."""
-    d = Path(tempfile.mkdtemp(prefix="flower-conf-"))
+def shared_dir(rig: Rig) -> Path:
+    """A host dir any container uid may write to (on a cluster: on the shared storage)."""
+    d = rig.mkdtemp("flower-conf-")
     d.chmod(0o777)
     yield d
     shutil.rmtree(d, ignore_errors=True)
@@ -171,7 +205,7 @@ async def test_exit_code_and_logs(rig: Rig) -> None:
 
 
 async def test_env_mounts_and_working_dir(rig: Rig, shared_dir: Path) -> None:
-    ro = Path(tempfile.mkdtemp(prefix="flower-conf-ro-"))
+    ro = rig.mkdtemp("flower-conf-ro-")
     (ro / "in.txt").write_text("from host\n")
 
     async def fake(p: FakeProcess) -> int:
@@ -221,7 +255,7 @@ async def test_user_uid_gid_applied(rig: Rig, shared_dir: Path) -> None:
     assert code == 0
     assert (shared_dir / "id.txt").read_text() == "1234:2345\n"
     assert ((shared_dir / "id.txt").stat().st_uid, (shared_dir / "id.txt").stat().st_gid) == (
-        (1234, 2345) if rig.kind == "docker" else (os.getuid(), os.getgid())
+        (1234, 2345) if rig.kind != "fake" else (os.getuid(), os.getgid())
     )
 
 
@@ -370,6 +404,11 @@ async def test_networks_by_label(rig: Rig) -> None:
 
 async def test_volumes_by_label_and_mounted(rig: Rig) -> None:
     name = f"conf-vol-{uuid.uuid4().hex[:8]}"
+    if rig.kind == "swarm":  # node-local on a cluster: refused in one line, nothing made
+        with pytest.raises(BackendError, match="node-local"):
+            await rig.backend.create_volume(name, rig.labels)
+        assert await rig.backend.list_volumes_by_label(rig.labels) == []
+        return
     assert await rig.backend.create_volume(name, rig.labels) == name
     assert [(v.name, v.labels) for v in await rig.backend.list_volumes_by_label(rig.labels)] == [
         (name, rig.labels)

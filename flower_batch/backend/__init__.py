@@ -1,4 +1,4 @@
-"""Container backends: the interface (`base`), `DockerBackend` (`docker_backend`) and `FakeBackend` (`fake`).
+"""Backends: the interface (`base`), `DockerBackend` (`docker_backend`), `SwarmBackend` (`swarm`), `FakeBackend` (`fake`).
 
 Only this package imports `docker`.
 """
@@ -11,6 +11,7 @@ from flower_batch.backend.base import (
     LabelFilter,
     Mount,
     NetworkInfo,
+    SecretInfo,
     VolumeInfo,
 )
 
@@ -22,5 +23,6 @@ __all__ = [
     "LabelFilter",
     "Mount",
     "NetworkInfo",
+    "SecretInfo",
     "VolumeInfo",
 ]

@@ -1,8 +1,14 @@
 """The container backend interface the orchestrator schedules jobs on.
 
-Implementations: `DockerBackend` (local engine, the default) and `FakeBackend` (in memory, for
-fast scheduler tests). Both pass `tests/test_backend_conformance.py`. All methods are async;
-implementations keep blocking engine calls off the event loop.
+Implementations: `DockerBackend` (local engine, the default), `SwarmBackend` (a Docker Swarm
+cluster: each "container" is a scheduled task, see backend/swarm.py) and `FakeBackend` (in
+memory, for fast scheduler tests). All pass `tests/test_backend_conformance.py`. All methods are
+async; implementations keep blocking engine calls off the event loop.
+
+The unit is a *task*: one run of a command in the pinned image, which the engine places (on this
+host, or on any node of a cluster), with its own id, state, exit code and logs. Networks are the
+engine's private networks (bridge locally, overlay on a cluster); `secrets` are handed to the
+process without appearing in any inspect output where the engine supports it.
 
 Errors are the project's own (`flower_batch.errors`): `DaemonUnavailable`, `ImageMissing`,
 `OutOfDisk`, `ContainerNotFound`/`NotFound`, `NameConflict`, else `BackendError`.
@@ -49,6 +55,14 @@ class ContainerSpec:
     name: str | None = None
     init: bool = True
     """Run a tiny init as PID 1 so signals reach the command and zombies are reaped."""
+    secrets: dict[str, str] = field(default_factory=dict, repr=False)
+    """NAME -> value. The process finds each either in env NAME (local engine) or in the file
+    named by env NAME_FILE (/run/secrets/NAME on a cluster, where it is an engine secret and no
+    inspect shows it). Read both with `read_secret` (gateway/tokens.py)."""
+    placement: list[str] = field(default_factory=list)
+    """Cluster placement constraints ("node.labels.pool==big"); one machine has nothing to place."""
+    restart: bool = False
+    """A long-running service: the engine restarts it when it dies (the gateway)."""
 
 
 ContainerState = Literal["created", "running", "paused", "restarting", "removing", "exited", "dead"]
@@ -65,6 +79,15 @@ class ContainerInfo:
     labels: dict[str, str]
     oom_killed: bool = False
     """The kernel killed it for exceeding its memory limit (Docker's State.OOMKilled)."""
+    node: str | None = None
+    """The machine the task ran on (the node's hostname); None on a local engine."""
+
+
+@dataclass(frozen=True)
+class SecretInfo:
+    id: str
+    name: str
+    labels: dict[str, str]
 
 
 @dataclass(frozen=True)
@@ -159,6 +182,19 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     async def image_info(self, ref: str) -> ImageInfo:
         """Look up an image by id or tag (never pulls); ImageMissing if absent."""
+
+    # -- engine secrets and shared storage (cluster engines) ----------------------------------
+    async def list_secrets_by_label(self, labels: LabelFilter) -> list[SecretInfo]:
+        """Engine secrets made for `ContainerSpec.secrets`; a local engine makes none."""
+        return []
+
+    async def remove_secret(self, secret_id: str) -> None:  # noqa: B027 - a local engine has none
+        """Remove an engine secret (what `gc` does with a leaked one)."""
+
+    @property
+    def name(self) -> str:
+        """"docker", "swarm", "fake": what records and messages call this engine."""
+        return type(self).__name__.removesuffix("Backend").lower()
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook, most backends hold nothing
         """Release connections. Containers are left as they are."""

@@ -69,6 +69,8 @@ class DockerBackend(Backend):
                 mem_limit=parse_memory(spec.memory) if spec.memory is not None else None,
                 init=spec.init or None,
                 network_mode=spec.network,
+                # A local engine has no secret store: secrets travel in the process's env only.
+                restart_policy={"Name": "on-failure", "MaximumRetryCount": 3} if spec.restart else None,
             )
             networking_config = None
             if spec.network:
@@ -77,7 +79,7 @@ class DockerBackend(Backend):
             created = api.create_container(
                 spec.image,
                 command=list(spec.command),
-                environment=dict(spec.env),
+                environment={**spec.env, **spec.secrets},
                 user=spec.user or "",
                 working_dir=spec.working_dir,
                 labels=dict(spec.labels),

@@ -77,7 +77,7 @@ class FakeProcess:
 
     @property
     def env(self) -> dict[str, str]:
-        return self._c.spec.env
+        return {**self._c.spec.env, **self._c.spec.secrets}
 
     @property
     def command(self) -> list[str]:

@@ -10,9 +10,10 @@ import threading
 
 from flower.scripted import MessagesServer, ScenarioError
 
+from .host_modes import GATEWAY_KEY_ENV
 from .modes import MODES, GatewayConfigError, build_gateway, describe
 from .routing import JobRouter, PerJobLog
-from .tokens import SECRET_ENV
+from .tokens import SECRET_ENV, secrets_from_files
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -27,6 +28,11 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--port", type=int, default=8080)
     serve.add_argument("--batch-dir", required=True, help="per-job logs go to <batch-dir>/<job>/logs/")
     args = parser.parse_args(argv)
+    try:
+        secrets_from_files([SECRET_ENV, GATEWAY_KEY_ENV])
+    except OSError as err:
+        print(f"gateway: cannot read a secret file: {err}", file=sys.stderr)
+        return 2
     secret = os.environ.get(SECRET_ENV, "")
     if not secret:
         print(f"gateway: {SECRET_ENV} is not set", file=sys.stderr)

@@ -120,7 +120,8 @@ class GatewaySidecar:
                 "python", "-m", "flower_batch.gateway", "serve", "--mode", self.mode,
                 "--port", str(PORT), "--batch-dir", "/batch", *self.setup.args,
             ],
-            env={SECRET_ENV: self.secret, "HOME": "/tmp", **self.setup.env},
+            env={"HOME": "/tmp"},
+            secrets={SECRET_ENV: self.secret, **self.setup.env},  # engine secrets where there are any
             mounts=[Mount(str(self.batch_dir), "/batch"), Mount(str(gdir), "/gateway", read_only=True)],
             user=f"{os.getuid()}:{os.getgid()}",
             labels=labels(self.batch, self.session, "gateway"),
@@ -128,6 +129,10 @@ class GatewaySidecar:
             network_aliases=[ALIAS],
             name=f"{self.name}-gateway",
             memory="512m",
+            restart=True,  # the engine restarts a gateway that dies (Swarm: a replicated service)
+            # On a cluster the gateway stays on a manager: losing a worker must not take every
+            # job's model (and the batch's meter) with it. One machine has nothing to place.
+            placement=["node.role==manager"],
         )
         self._spec = spec
         self.container = await self.backend.create(spec)

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import os
 import secrets
+from collections.abc import Iterable, MutableMapping
 
-SECRET_ENV = "FB_GATEWAY_SECRET"  # the batch secret reaches the gateway container only in its env
+SECRET_ENV = "FB_GATEWAY_SECRET"  # the batch secret: in the gateway's env, or a Swarm secret file
 
 
 def new_secret() -> str:
@@ -26,3 +28,13 @@ def job_token(secret: str, job_id: str) -> str:
 def token_matches(secret: str, job_id: str, presented_sha256: str) -> bool:
     expected = hashlib.sha256(job_token(secret, job_id).encode()).hexdigest()
     return hmac.compare_digest(expected, presented_sha256)
+
+
+def secrets_from_files(names: Iterable[str], environ: MutableMapping[str, str] = os.environ) -> None:
+    """On a cluster a secret arrives as a file (env NAME_FILE=/run/secrets/NAME, an engine secret
+    no inspect shows): read it into this process's env, where the local engine puts it directly."""
+    for name in names:
+        path = environ.get(f"{name}_FILE")
+        if path and not environ.get(name):
+            with open(path, encoding="utf-8") as f:
+                environ[name] = f.read().strip()

@@ -166,6 +166,7 @@ class Expander:
             secrets=tuple(fields.get("secrets", ())),
             gateway=gateway,
             budget_usd=fields.get("budget_usd"),
+            placement=tuple(fields.get("placement", ())),
         )
 
     def _renderer(self, context: RenderContext) -> Callable[[Template | None], str | None]:

@@ -9,6 +9,7 @@ absent key is simply not in the overlay (our "unset"), which is different from a
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -35,6 +36,7 @@ JOB_FIELDS = (
     "secrets",
     "gateway",
     "budget_usd",
+    "placement",
 )
 GATEWAY_MODES = ("anthropic", "scripted", "replay")
 GATEWAY_KEYS = ("mode", "scenario", "recording")
@@ -137,6 +139,27 @@ def _budget(value: Any, path: KeyPath, report: Report) -> Any:
         report(path, f"expected a positive amount of US dollars like 0.50, got {_show(value)}")
         return _INVALID
     return float(value)
+
+
+# A Swarm placement constraint: node.labels.K / engine.labels.K / node.hostname|role|id|platform.*
+PLACEMENT = _CONSTRAINT = re.compile(
+    r"^(node\.labels\.[A-Za-z0-9_.-]+|engine\.labels\.[A-Za-z0-9_.-]+|node\.(hostname|role|id|platform\.os"
+    r"|platform\.arch))\s*(==|!=)\s*\S+$"
+)
+
+
+def _placement(value: Any, path: KeyPath, report: Report) -> Any:
+    if not isinstance(value, list):
+        report(path, f'expected a list of constraints like ["node.labels.pool==big"], got {_show(value)}')
+        return _INVALID
+    constraints: list[str] = []
+    for index, item in enumerate(value):
+        if not isinstance(item, str) or not _CONSTRAINT.match(item.strip()):
+            report((*path, index), f'expected a constraint like "node.labels.pool==big" or "node.role!=manager", '
+                                   f"got {_show(item)}")
+            return _INVALID
+        constraints.append(item.strip())
+    return tuple(constraints)
 
 
 def _env(value: Any, path: KeyPath, report: Report) -> Any:
@@ -252,4 +275,5 @@ _PARSERS: dict[str, Callable[[Any, KeyPath, Report], Any]] = {
     "secrets": _secrets,
     "gateway": _gateway,
     "budget_usd": _budget,
+    "placement": _placement,
 }

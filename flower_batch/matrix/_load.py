@@ -63,6 +63,7 @@ def parse_jobs_text(text: str, *, path: Path, label: str | None = None, max_jobs
         name=parsed.batch_name or slugify(path.stem) or "batch",
         image=parsed.image,
         budget_usd=parsed.budget_usd,
+        backend=parsed.backend,
         tasks=ordered_tasks,
         variants=tuple(dict.fromkeys(job.variant for job in jobs)),
         axes=tuple(parsed.axes),

@@ -50,6 +50,7 @@ class Explicit:
 class Parsed:
     batch_name: str | None = None
     budget_usd: float | None = None
+    backend: str | None = None
     image: str | None = None
     defaults: Overlay = field(default_factory=dict)
     tasks: dict[str, Overlay] = field(default_factory=dict)
@@ -112,8 +113,13 @@ class Parser:
             elif key == "budget_usd":
                 budget = parse_field("budget_usd", value, path, self.report)
                 self.out.budget_usd = budget if isinstance(budget, float) else None
+            elif key == "backend":
+                if value in ("docker", "swarm"):
+                    self.out.backend = value
+                else:
+                    self.report(path, f'expected "docker" or "swarm", got {show_value(value)}')
             else:
-                self.report(path, _unknown("key in [batch]", key, ("name", "budget_usd")))
+                self.report(path, _unknown("key in [batch]", key, ("name", "budget_usd", "backend")))
 
     # --- [defaults] and [tasks.NAME] ---------------------------------------------------
 

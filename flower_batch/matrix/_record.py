@@ -57,6 +57,8 @@ class JobRecord:
     finished_at: str | None = None
     duration_s: float | None = None
     container: str | None = None
+    node: str | None = None  # the machine that ran the job (a cluster node); None on a local engine
+    backend: str | None = None  # docker | swarm
     versions: dict[str, str] = field(default_factory=dict)
     failure_class: str | None = None  # see matrix/_classes.py; None while in flight
     # Per step: continued its session or started fresh, and why (flower's runs/continuity.json).
@@ -131,6 +133,8 @@ class JobRecord:
             "finished_at": self.finished_at,
             "duration_s": self.duration_s,
             "container": self.container,
+            "node": self.node,
+            "backend": self.backend,
             "versions": self.versions,
             "continuity": [dict(e) for e in self.continuity],
             "session": self.session,
@@ -171,6 +175,8 @@ class JobRecord:
                 finished_at=data.get("finished_at"),
                 duration_s=data.get("duration_s"),
                 container=data.get("container"),
+                node=data.get("node"),
+                backend=data.get("backend"),
                 versions=dict(data.get("versions") or {}),
                 failure_class=data.get("class") if isinstance(data.get("class"), str) else None,
                 continuity=tuple(dict(e) for e in data.get("continuity") or () if isinstance(e, Mapping)),

@@ -78,6 +78,8 @@ class JobSpec:
     secrets: tuple[str, ...] = ()
     gateway: GatewaySpec = field(default_factory=GatewaySpec)
     budget_usd: float | None = None
+    placement: tuple[str, ...] = ()
+    """Cluster placement constraints; where a job runs, not what it computes (not hashed)."""
 
     @property
     def uses_starter_flow(self) -> bool:
@@ -119,6 +121,7 @@ class JobSpec:
             "secrets": list(self.secrets),
             "gateway": self.gateway.to_dict(),
             "budget_usd": self.budget_usd,
+            **({"placement": list(self.placement)} if self.placement else {}),
         }
 
     @classmethod
@@ -145,11 +148,13 @@ class JobSpec:
             secrets=tuple(data.get("secrets") or ()),
             gateway=GatewaySpec.from_dict(data.get("gateway") or {}),
             budget_usd=data.get("budget_usd"),
+            placement=tuple(data.get("placement") or ()),
         )
 
     def hashed_inputs(self, image_id: str) -> dict[str, Any]:
         """What `inputs_hash` covers: the resolved inputs by content, not by host path."""
         data = self.to_dict()
+        data.pop("placement", None)  # where it runs changes no result
         data["workspace"] = None  # the content hash stands for it; moving the repo changes nothing
         data["gateway"] = {**data["gateway"], "scenario": None, "recording": None}
         return {"format": INPUTS_FORMAT, "image_id": image_id, **data}
@@ -176,6 +181,8 @@ class JobsFile:
     repeat: int
     jobs: tuple[JobSpec, ...]
     descriptions: dict[str, str] = field(default_factory=dict)
+    backend: str | None = None
+    """[batch] backend: "docker" or "swarm" (None: the flag, FLOWER_BATCH_BACKEND, else docker)."""
 
     def job(self, job_id: str) -> JobSpec:
         for job in self.jobs:

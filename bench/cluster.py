@@ -1,0 +1,155 @@
+"""The same 32-job matrix on the local Docker engine and on the 3-node test swarm, in one run.
+
+Printed for each: wall time of the whole matrix, and the scheduling latency from submit (the
+`start` call) to the engine reporting the task running, p50 and p95; then the wall-time ratio.
+The swarm's nodes are containers on this same machine, so the ratio is the cost of going
+through a cluster (services, overlay network, shared-storage probe, polling the manager), not a
+speed-up: on real machines each node adds its own cores.
+
+Needs the test cluster up with the runtime image pushed (`make cluster-up cluster-push`).
+
+    .venv/bin/python bench/cluster.py [--jobs 32] [--parallel 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from flower_batch.backend.base import Backend  # noqa: E402
+from flower_batch.backend.select import open_backend  # noqa: E402
+from flower_batch.layout import Home  # noqa: E402
+from flower_batch.matrix import load_jobs_file  # noqa: E402
+from flower_batch.scheduler import run_jobs  # noqa: E402
+
+ENV_FILE = ROOT / "images" / ".cache" / "cluster.env"
+PROJECT = ROOT / "tests" / "batch_fixtures" / "project"
+
+
+def jobs_toml(n: int, backend: str) -> str:
+    return f"""
+[batch]
+name = "bench-{backend}"
+
+[defaults]
+workflow = "flows:solo"
+prompt = "Read TASK.md and do what it asks."
+timeout = "10m"
+memory = "1g"
+gateway = {{ mode = "scripted", scenario = "scenarios/quick.toml" }}
+
+[tasks.alpha]
+workspace = "tasks/alpha"
+check = "grep -qx alpha answer.txt"
+
+[matrix]
+repeat = {n}
+"""
+
+
+def instrument(backend: Backend, submitted: dict[str, float], running: dict[str, float]) -> None:
+    """Time each job task from `start` to the engine reporting it running (polled through the
+    Backend contract every 0.2 s, the same way on both engines)."""
+    start = backend.start
+
+    async def timed_start(cid: str) -> None:
+        info = await backend.inspect(cid)
+        await start(cid)
+        if info.labels.get("org.flower-batch.role") != "job":
+            return
+        submitted[cid] = time.monotonic()
+        while True:
+            state = (await backend.inspect(cid)).state
+            if state in ("running", "exited", "dead"):
+                running[cid] = time.monotonic()
+                return
+            await anyio.sleep(0.2)
+
+    backend.start = timed_start  # type: ignore[method-assign]
+
+
+def run_matrix(kind: str, jobs: int, parallel: int, image_id: str, env: dict[str, str]) -> dict[str, float]:
+    work = Path(tempfile.mkdtemp(prefix=f"fb-bench-{kind}-", dir=env.get("SHARED_ROOT")))
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update({k: v for k, v in env.items() if k != "SHARED_ROOT"})
+    if kind == "docker":
+        os.environ.pop("DOCKER_HOST", None)
+    try:
+        project = work / "project"
+        shutil.copytree(PROJECT, project)
+        (project / "jobs.toml").write_text(jobs_toml(jobs, kind))
+        jf = load_jobs_file(project / "jobs.toml")
+        home = Home(work / "home")
+        home.root.mkdir()
+        submitted: dict[str, float] = {}
+        running: dict[str, float] = {}
+
+        async def go() -> dict[str, str]:
+            async with open_backend(kind, home.root) as backend:
+                instrument(backend, submitted, running)
+                records = await run_jobs(backend, home, jf.name, [(j, None) for j in jf.jobs], image_id=image_id,
+                                         versions={}, parallel=parallel, search=[project])
+                return {k: r.status for k, r in records.items()}
+
+        t0 = time.monotonic()
+        statuses = anyio.run(go)
+        wall = time.monotonic() - t0
+        passed = sum(s == "passed" for s in statuses.values())
+        latencies = sorted(running[c] - submitted[c] for c in submitted if c in running)
+        return {"wall_s": wall, "passed": passed, "jobs": len(statuses),
+                "p50_s": statistics.median(latencies),
+                "p95_s": latencies[max(0, round(0.95 * len(latencies)) - 1)]}
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def cluster_env() -> dict[str, str]:
+    if not ENV_FILE.exists():
+        sys.exit(f"bench/cluster.py: no test cluster ({ENV_FILE} is missing): run make cluster-up cluster-push")
+    env = {}
+    for line in ENV_FILE.read_text().splitlines():
+        key, _, value = line.removeprefix("export ").partition("=")
+        env[key] = shlex.split(value)[0] if value else ""
+    env["SHARED_ROOT"] = env["FLOWER_BATCH_CLUSTER_SHARED"].split()[0]
+    return env
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--jobs", type=int, default=32)
+    parser.add_argument("--parallel", type=int, default=8)
+    parser.add_argument("--image", default="flower-batch-runtime:latest")
+    args = parser.parse_args()
+    env = cluster_env()
+    from flower_batch.image import read_image
+
+    image_id = read_image(args.image, docker_host="unix:///var/run/docker.sock").id
+    print(f"{args.jobs} jobs at -j {args.parallel}, image {image_id[:19]}, {os.cpu_count()} cores")
+    figures = {}
+    for kind in ("docker", "swarm"):
+        f = run_matrix(kind, args.jobs, args.parallel, image_id, env)
+        figures[kind] = f
+        print(f"{kind:6}  wall {f['wall_s']:7.1f} s  passed {f['passed']:.0f}/{f['jobs']:.0f}  "
+              f"submit->running p50 {f['p50_s']:.2f} s  p95 {f['p95_s']:.2f} s", flush=True)
+    print(f"wall-time ratio swarm/docker: {figures['swarm']['wall_s'] / figures['docker']['wall_s']:.2f}")
+
+
+if __name__ == "__main__":
+    main()

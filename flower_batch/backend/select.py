@@ -1,0 +1,42 @@
+"""Choosing the engine jobs run on: `--backend`, else FLOWER_BATCH_BACKEND, else jobs.toml's
+`[batch] backend`, else the local Docker engine. Both are reached the way the docker CLI is
+(DOCKER_HOST / the current context): for `swarm`, that is a manager of the cluster.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from flower_batch.backend.base import Backend
+from flower_batch.errors import FlowerBatchError
+
+BACKENDS = ("docker", "swarm")
+BACKEND_ENV = "FLOWER_BATCH_BACKEND"
+SWARM_CONTROL = ".swarm"  # under the home: the tasks' signal files, on the shared storage
+
+
+class BackendChoiceError(FlowerBatchError):
+    pass
+
+
+def backend_name(flag: str | None = None, jobs_file: str | None = None) -> str:
+    for value, where in ((flag, "--backend"), (os.environ.get(BACKEND_ENV), BACKEND_ENV), (jobs_file, "[batch] backend")):
+        if value is not None and value.strip():
+            name = value.strip().lower()
+            if name not in BACKENDS:
+                raise BackendChoiceError(f"{where} {value!r}: use one of {', '.join(BACKENDS)}")
+            return name
+    return "docker"
+
+
+def open_backend(name: str, home: Path) -> Backend:
+    """A backend for `name`; `home` is where batches live (on a cluster: the shared storage)."""
+    if name == "swarm":
+        from flower_batch.backend.swarm import SwarmBackend
+
+        root = Path(home).resolve()
+        return SwarmBackend(control_dir=root / SWARM_CONTROL, shared_root=root)
+    from flower_batch.backend.docker_backend import DockerBackend
+
+    return DockerBackend()

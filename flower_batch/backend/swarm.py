@@ -1,0 +1,532 @@
+"""`SwarmBackend`: the Backend on a Docker Swarm cluster, reached the way the docker CLI reaches a
+manager (DOCKER_HOST / `docker context`), through the docker SDK's low-level API.
+
+How each part of the contract maps onto Swarm:
+- a task is a service: a `replicated-job` with one task and no restart, or, for `restart=True`
+  (the gateway), a `replicated` service of one replica that Swarm restarts when it dies. `create`
+  makes the service with nothing to run yet (0 completions / 0 replicas: the engine lists it,
+  labelled, as "created"); `start` asks for the one task. The "container id" is the service id.
+- cpus and memory are limits, not reservations (see `create` for why); `placement` becomes the
+  service's placement constraints.
+- the image runs by repo digest (`flower-batch image push REGISTRY` made it), so a node can only
+  run the pinned bytes; a registry that serves other bytes under that digest is refused (drift).
+- `secrets` become Swarm secrets mounted at /run/secrets/NAME (env NAME_FILE points there):
+  no `docker inspect` of the service or its container shows them.
+- signals: a manager cannot signal a task, so every task runs its command under
+  `task_signals`, which forwards what `signal`/`stop` append to a control file on shared storage.
+- networks are overlay networks (`internal=True`: no route out); volumes are node-local on Swarm,
+  so a batch uses bind mounts on shared storage, which is checked from every node before the
+  first task that mounts a folder there (swarm_storage.py).
+- a task whose node goes down makes `wait` raise `NodeLost`.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+import anyio.to_thread
+import docker.types
+
+from flower_batch.backend._docker import Connection, Kind, translate
+from flower_batch.backend.base import (
+    Backend,
+    ContainerInfo,
+    ContainerSpec,
+    ImageInfo,
+    LabelFilter,
+    NetworkInfo,
+    SecretInfo,
+    VolumeInfo,
+    parse_memory,
+    signal_number,
+)
+from flower_batch.backend.docker_backend import _label_filters, image_info_from_inspect
+from flower_batch.backend.registry_push import ImageDrift, repo_digest_for
+from flower_batch.backend.swarm_storage import Probe, refusal
+from flower_batch.backend.swarm_tasks import ever_ran, newest_task, task_error, task_state
+from flower_batch.errors import (
+    BackendError,
+    ContainerNotFound,
+    ContainerNotRunning,
+    FlowerBatchError,
+    ImageMissing,
+)
+
+T = TypeVar("T")
+
+REGISTRY_ENV = "FLOWER_BATCH_REGISTRY"
+SERVICE_LABEL = "org.flower-batch.service"  # on each secret: the service it was made for
+CONTROL_IN_TASK = "/run/flower-batch"
+SECRETS_IN_TASK = "/run/secrets"
+PROBE_TIMEOUT_S = 300.0  # a node's first pull of the runtime image is part of the first probe
+# Swarm's constraint enforcer sometimes rejects a job's task before it starts, counting the
+# reservations of finished tasks still on the node ("assigned node no longer meets constraints").
+# Nothing ran, so asking again is safe.
+REJECTED_BY_ENFORCER = "no longer meets constraints"
+RESUBMITS = 5
+
+
+class NodeLost(BackendError):
+    """The node running a task went down before the task ended."""
+
+
+class SharedStorageMissing(BackendError):
+    """A folder a task mounts is not the same storage on every node."""
+
+
+class SwarmBackend(Backend):
+    def __init__(
+        self,
+        control_dir: Path,
+        base_url: str | None = None,
+        registry: str | None = None,
+        shared_root: Path | None = None,
+        timeout: float = 120.0,
+        poll_s: float = 0.5,
+    ) -> None:
+        """`control_dir`: a folder on shared storage for the signal files (see task_signals).
+        `shared_root`: the folder checked once for every mount under it (the home)."""
+        self._conn = Connection(base_url, timeout)
+        self.control_dir = Path(control_dir)
+        self.registry = registry if registry is not None else os.environ.get(REGISTRY_ENV, "").strip() or None
+        self.shared_root = Path(shared_root) if shared_root else None
+        self.poll_s = poll_s
+        self._verified: list[Path] = []
+        self._storage_lock: anyio.Lock | None = None  # made in the event loop that uses it
+        self._images: dict[str, str] = {}
+        self._hostnames: dict[str, str] = {}
+        self._waits = anyio.CapacityLimiter(64)
+
+    @property
+    def address(self) -> str:
+        return self._conn.address
+
+    async def _call(self, kind: Kind, ref: str, fn: Callable[..., T], *args: Any) -> T:
+        def run() -> T:
+            try:
+                return fn(self._conn.api(), *args)
+            except Exception as exc:
+                raise translate(exc, kind, ref, address=self._conn.address) from None
+
+        return await anyio.to_thread.run_sync(run)
+
+    # -- images and storage, checked before anything is scheduled --------------------------
+    async def resolve_image(self, ref: str) -> str:
+        """The repo digest services run for `ref` (an image id, tag or repo digest)."""
+        if ref in self._images:
+            return self._images[ref]
+        reference: str | None = ref if "@sha256:" in ref else None
+        if reference is None:
+            data = await self._call("image", ref, lambda api: api.inspect_image(ref))
+            digests = list(data.get("RepoDigests") or [])
+            reference = (repo_digest_for(digests, self.registry) if self.registry
+                         else next((d for d in digests if "/flower-batch-runtime@" in d), None))
+            if reference is None:
+                where = self.registry or "REGISTRY"
+                raise ImageMissing(f"image {data['Id'][:19]} has no copy in {where} the nodes can pull — "
+                                   f"push it with `flower-batch image push {where}` against the manager")
+        served = await self._call("image", reference, lambda api: api.inspect_distribution(reference))
+        digest = reference.rsplit("@", 1)[1]
+        if (served.get("Descriptor") or {}).get("digest") != digest:
+            raise ImageDrift(f"the registry serves other bytes for {reference}: push the pinned image again")
+        self._images[ref] = reference
+        return reference
+
+    async def ensure_shared(self, paths: list[Path], image: str) -> None:
+        """Refuse (SharedStorageMissing) unless every node sees each path as the same storage."""
+        if self._storage_lock is None:
+            self._storage_lock = anyio.Lock()
+        async with self._storage_lock:
+            for path in paths:
+                if any(path == root or root in path.parents for root in self._verified):
+                    continue
+                root = self.shared_root if self.shared_root and self.shared_root in path.parents else path
+                await self._probe(root, image)
+                self._verified.append(root)
+
+    async def _probe(self, root: Path, image: str) -> None:
+        probe = Probe(root)
+        await anyio.to_thread.run_sync(probe.write)
+        spec = docker.types.TaskTemplate(
+            docker.types.ContainerSpec(
+                image, probe.command(), env={"FB_NODE": "{{.Node.Hostname}}"},
+                mounts=[docker.types.Mount(str(root), str(root), type="bind")],
+                labels={"org.flower-batch.managed": "1", "org.flower-batch.role": "probe"},
+            ),
+            restart_policy=docker.types.RestartPolicy("none"),
+        )
+        name = f"fb-probe-{probe.token}"
+        created = await self._call("container", name, lambda api: api.create_service(
+            spec, name=name, mode=docker.types.ServiceMode("global-job"),
+            labels={"org.flower-batch.managed": "1", "org.flower-batch.role": "probe"}))
+        service = created["ID"]
+        try:
+            deadline = time.monotonic() + PROBE_TIMEOUT_S
+            while True:
+                nodes = await self._call("engine", "nodes", lambda api: api.nodes())
+                usable = {n["ID"] for n in nodes if n["Status"]["State"] == "ready"
+                          and n["Spec"].get("Availability") == "active"}
+                tasks = await self._call("container", name, lambda api: api.tasks(filters={"service": service}))
+                ended = {t["NodeID"]: t for t in tasks if task_state(t)[0] in ("exited", "dead")}
+                if usable and usable <= set(ended):
+                    break
+                if time.monotonic() > deadline:
+                    raise SharedStorageMissing(refusal(root, "?", f"the probe did not finish in {PROBE_TIMEOUT_S:.0f}s"))
+                await anyio.sleep(self.poll_s)
+            for node_id in usable:
+                task = ended[node_id]
+                host = await self._hostname(node_id)
+                state, code = task_state(task)
+                if state == "dead" or code != 0:
+                    raise SharedStorageMissing(refusal(root, host, task_error(task) or f"the probe exited {code}"))
+                if not await anyio.to_thread.run_sync(probe.answered, host):
+                    raise SharedStorageMissing(refusal(root, host, "its marker did not arrive here"))
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._remove_service_quietly(service)
+                await anyio.to_thread.run_sync(probe.clean)
+
+    async def _hostname(self, node_id: str) -> str:
+        if node_id not in self._hostnames:
+            data = await self._call("engine", node_id, lambda api: api.inspect_node(node_id))
+            self._hostnames[node_id] = data["Description"]["Hostname"]
+        return self._hostnames[node_id]
+
+    # -- tasks ------------------------------------------------------------------------------
+    async def create(self, spec: ContainerSpec) -> str:
+        image = await self.resolve_image(spec.image)
+        binds = [Path(m.source) for m in spec.mounts if m.kind == "bind"]
+        await self.ensure_shared([self.control_dir, *binds], image)
+        name = spec.name or f"fb-task-{secrets.token_hex(6)}"
+        control = self.control_dir / name
+        await anyio.to_thread.run_sync(lambda: _fresh_control(control))
+        uid, _, gid = (spec.user or "0:0").partition(":")
+        made: list[str] = []
+        try:
+            refs = []
+            env = dict(spec.env)
+            for key, value in spec.secrets.items():
+                tail = f"{key.lower().replace('_', '-')[:20]}-{secrets.token_hex(4)}"
+                secret_name = f"{name[:63 - len(tail)].rstrip('-_.')}-{tail}"  # Swarm allows 64 characters
+                created_secret = await self._call(
+                    "engine", secret_name, lambda api, n=secret_name, v=value: api.create_secret(
+                        n, v.encode(), labels={**spec.labels, SERVICE_LABEL: name}))
+                sid = str(created_secret["ID"])
+                made.append(sid)
+                refs.append(docker.types.SecretReference(sid, secret_name, filename=key, uid=uid, gid=gid or uid,
+                                                         mode=0o400))
+                env[f"{key}_FILE"] = f"{SECRETS_IN_TASK}/{key}"
+            container = docker.types.ContainerSpec(
+                image,
+                ["python", "-m", "flower_batch.backend.task_signals", f"{CONTROL_IN_TASK}/signal", "--",
+                 *spec.command],
+                env=env,
+                workdir=spec.working_dir,
+                user=spec.user,
+                labels=dict(spec.labels),
+                mounts=[docker.types.Mount(m.target, m.source, type=m.kind, read_only=m.read_only)
+                        for m in spec.mounts] + [docker.types.Mount(CONTROL_IN_TASK, str(control), type="bind")],
+                secrets=refs or None,
+                init=spec.init or None,
+            )
+            nano = int(spec.cpus * 1e9) if spec.cpus else None
+            memory = parse_memory(spec.memory) if spec.memory is not None else None
+            template = docker.types.TaskTemplate(
+                container,
+                # Limits only, no reservations: Swarm 20.10 keeps the tasks of deleted job services
+                # in its store, and its constraint enforcer counts their reservations, so on a
+                # cluster that has run a few batches it rejects (even stops) new tasks with
+                # "assigned node no longer meets constraints" (seen on the test cluster).
+                resources=docker.types.Resources(cpu_limit=nano, mem_limit=memory),
+                restart_policy=(docker.types.RestartPolicy("on-failure", delay=1_000_000_000, max_attempts=3,
+                                                             window=60_000_000_000) if spec.restart
+                                else docker.types.RestartPolicy("none")),
+                placement=docker.types.Placement(constraints=list(spec.placement)) if spec.placement else None,
+                networks=[docker.types.NetworkAttachmentConfig(spec.network, aliases=spec.network_aliases or None)]
+                if spec.network else None,
+            )
+            mode = (docker.types.ServiceMode("replicated", replicas=0) if spec.restart
+                    else docker.types.ServiceMode("replicated-job", concurrency=0, replicas=0))
+            # DNS round robin, not a virtual IP: a service's alias resolves to its task itself,
+            # with no IPVS balancer in between (which nested engines may lack).
+            endpoint = docker.types.EndpointSpec(mode="dnsrr")
+            created = await self._call("container", name, lambda api: api.create_service(
+                template, name=name, labels=dict(spec.labels), mode=mode, endpoint_spec=endpoint))
+            return str(created["ID"])
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                for sid in made:
+                    await self._quietly(self.remove_secret(sid))
+            raise
+
+    async def _update(self, service: str, change: Callable[[dict[str, Any]], bool]) -> None:
+        """Apply `change` to the service's spec (it returns False when there is nothing to do)."""
+
+        def update(api: Any) -> None:
+            data = api.inspect_service(service)
+            spec = data["Spec"]
+            if not change(spec):
+                return
+            resp = api._post_json(api._url("/services/{0}/update", service), data=spec,
+                                  params={"version": data["Version"]["Index"]})
+            api._raise_for_status(resp)
+
+        await self._call("container", service, update)
+
+    async def start(self, container_id: str) -> None:
+        def ask_for_one_task(spec: dict[str, Any]) -> bool:
+            mode = spec["Mode"]
+            if "ReplicatedJob" in mode:
+                if mode["ReplicatedJob"].get("TotalCompletions"):
+                    return False
+                mode["ReplicatedJob"] = {"MaxConcurrent": 1, "TotalCompletions": 1}
+            else:
+                if mode["Replicated"].get("Replicas"):
+                    return False
+                mode["Replicated"] = {"Replicas": 1}
+            return True
+
+        await self._update(container_id, ask_for_one_task)
+
+    async def _service_and_task(self, service: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        def read(api: Any) -> tuple[dict[str, Any], dict[str, Any] | None]:
+            data = api.inspect_service(service)
+            tasks = api.tasks(filters={"service": data["ID"]})
+            return data, newest_task(tasks)  # type: ignore[return-value]
+
+        return await self._call("container", service, read)
+
+    async def inspect(self, container_id: str) -> ContainerInfo:
+        data, task = await self._service_and_task(container_id)
+        return await self._info(data, task)
+
+    async def _info(self, data: Mapping[str, Any], task: Mapping[str, Any] | None) -> ContainerInfo:
+        state, code = task_state(task)
+        node = await self._hostname(task["NodeID"]) if task and task.get("NodeID") else None
+        return ContainerInfo(
+            id=data["ID"], name=data["Spec"]["Name"],
+            image=data["Spec"]["TaskTemplate"]["ContainerSpec"]["Image"],
+            state=state, exit_code=code, labels=dict(data["Spec"].get("Labels") or {}), node=node,
+        )
+
+    async def wait(self, container_id: str, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        resubmits = 0
+        while True:
+            data, task = await self._service_and_task(container_id)
+            state, code = task_state(task)
+            if state == "exited":
+                assert code is not None
+                return code
+            if (state == "dead" and REJECTED_BY_ENFORCER in task_error(task) and not ever_ran(task)
+                    and resubmits < RESUBMITS):
+                resubmits += 1
+                await self._resubmit(container_id)
+                await anyio.sleep(self.poll_s)
+                continue
+            if state == "dead":
+                await self._raise_not_run(data, task)
+            if task and state == "running" and await self._node_down(task["NodeID"]):
+                host = await self._hostname(task["NodeID"])
+                raise NodeLost(f"node {host} was lost while {data['Spec']['Name']} ran on it "
+                               "(Swarm marks it down); run the job again to pick it up")
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"task {data['Spec']['Name']} still running after {timeout:g}s")
+            await anyio.sleep(self.poll_s if deadline is None else max(0.0, min(self.poll_s, deadline - time.monotonic())))
+
+    async def _resubmit(self, service: str) -> None:
+        """A new task for a job whose task never ran (a forced update starts a new job iteration)."""
+
+        def force(spec: dict[str, Any]) -> bool:
+            spec["TaskTemplate"]["ForceUpdate"] = int(spec["TaskTemplate"].get("ForceUpdate") or 0) + 1
+            return True
+
+        await self._update(service, force)
+
+    async def _raise_not_run(self, data: Mapping[str, Any], task: Mapping[str, Any] | None) -> None:
+        why = task_error(task)
+        host = await self._hostname(task["NodeID"]) if task and task.get("NodeID") else "no node"
+        name = data["Spec"]["Name"]
+        image = data["Spec"]["TaskTemplate"]["ContainerSpec"]["Image"]
+        if "image" in why.lower() or "manifest" in why.lower() or "digest" in why.lower():
+            raise ImageDrift(f"node {host} cannot run {image} for {name}: {why}")
+        raise BackendError(f"Swarm did not run {name} on {host}: {why or 'no reason given'}")
+
+    async def _node_down(self, node_id: str) -> bool:
+        data = await self._call("engine", node_id, lambda api: api.inspect_node(node_id))
+        return bool(data["Status"]["State"] == "down")
+
+    async def signal(self, container_id: str, sig: int | str) -> None:
+        number = signal_number(sig)
+        info = await self.inspect(container_id)
+        if info.state != "running":
+            raise ContainerNotRunning(f"container {info.name} is not running")
+        control = self.control_dir / info.name / "signal"
+
+        def append() -> None:
+            with control.open("a") as f:
+                f.write(f"{number}\n")
+
+        await anyio.to_thread.run_sync(append)
+
+    async def stop(self, container_id: str, grace_s: float = 10.0) -> None:
+        """As Docker's: SIGTERM, then SIGKILL after `grace_s`. Unlike a local stop it takes several
+        calls, so a task whose owner removes it once it ended (the runner does) counts as stopped."""
+        try:
+            await self.signal(container_id, "SIGTERM")
+            try:
+                await self.wait(container_id, timeout=grace_s)
+                return
+            except TimeoutError:
+                pass
+            await self.signal(container_id, "SIGKILL")
+            await self.wait(container_id, timeout=30)
+        except (ContainerNotRunning, ContainerNotFound):
+            return
+        except TimeoutError:
+            raise BackendError(f"task {container_id[:12]} did not stop after a kill") from None
+
+    async def logs(self, container_id: str, follow: bool = False) -> AsyncIterator[str]:
+        if not follow:
+            for line in await self._log_lines(container_id):
+                yield line
+            return
+        sent = 0
+        while True:  # Swarm's followed service logs never end: poll until the task has ended
+            state = (await self.inspect(container_id)).state
+            lines = await self._log_lines(container_id)
+            for line in lines[sent:]:
+                yield line
+            sent = max(sent, len(lines))
+            if state in ("exited", "dead"):
+                return
+            await anyio.sleep(self.poll_s)
+
+    async def _log_lines(self, service: str) -> list[str]:
+        def read(api: Any) -> bytes:
+            return b"".join(api.service_logs(service, stdout=True, stderr=True, follow=False))
+
+        raw = await self._call("container", service, read)
+        return raw.decode("utf-8", "replace").splitlines()
+
+    async def remove(self, container_id: str, force: bool = True) -> None:
+        data, task = await self._service_and_task(container_id)
+        name = data["Spec"]["Name"]
+        if task_state(task)[0] == "running" and "ReplicatedJob" in data["Spec"]["Mode"]:
+            # Removing a job service does not stop its running task (Swarm 20.10 leaves tasks of
+            # deleted job services alone): kill it first, as a forced local remove does.
+            await self._quietly(self.signal(container_id, "SIGKILL"))
+            with anyio.move_on_after(15):
+                await self._quietly(self.wait(container_id))
+        await self._call("container", container_id, lambda api: api.remove_service(data["ID"]))
+        for secret in await self.list_secrets_by_label({SERVICE_LABEL: name}):
+            await self._quietly(self.remove_secret(secret.id))
+        await anyio.to_thread.run_sync(lambda: _drop_control(self.control_dir / name))
+
+    async def _remove_service_quietly(self, service: str) -> None:
+        await self._quietly(self._call("container", service, lambda api: api.remove_service(service)))
+
+    async def list_by_label(self, labels: LabelFilter) -> list[ContainerInfo]:
+        rows = await self._call("container", "list", lambda api: api.services(filters=_label_filters(labels)))
+        infos = []
+        for row in rows:
+            try:
+                tasks = await self._call("container", row["ID"],
+                                         lambda api, sid=row["ID"]: api.tasks(filters={"service": sid}))
+            except FlowerBatchError:
+                continue  # removed between the two calls
+            infos.append(await self._info(row, newest_task(tasks)))
+        return infos
+
+    # -- networks ---------------------------------------------------------------------------
+    async def create_network(self, name: str, labels: Mapping[str, str], internal: bool = False) -> str:
+        created = await self._call("network", name, lambda api: api.create_network(
+            name, driver="overlay", attachable=True, scope="swarm", labels=dict(labels), internal=internal,
+            check_duplicate=True))
+        return str(created["Id"])
+
+    async def connect_network(self, network: str, container_id: str, aliases: list[str] | None = None) -> None:
+        def attach(spec: dict[str, Any]) -> bool:
+            nets = spec["TaskTemplate"].setdefault("Networks", [])
+            nets.append({"Target": network, **({"Aliases": list(aliases)} if aliases else {})})
+            return True
+
+        await self._update(container_id, attach)
+
+    async def remove_network(self, name_or_id: str) -> None:
+        # A removed service's tasks leave the overlay a few seconds later: retry while it is in use.
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                await self._call("network", name_or_id, lambda api: api.remove_network(name_or_id))
+                return
+            except BackendError as exc:
+                if "in use" not in str(exc) and "active endpoints" not in str(exc) or time.monotonic() > deadline:
+                    raise
+            await anyio.sleep(self.poll_s)
+
+    async def list_networks_by_label(self, labels: LabelFilter) -> list[NetworkInfo]:
+        rows = await self._call("network", "list", lambda api: api.networks(filters=_label_filters(labels)))
+        return [NetworkInfo(id=r["Id"], name=r["Name"], labels=dict(r.get("Labels") or {})) for r in rows]
+
+    # -- volumes: node-local on Swarm --------------------------------------------------------
+    async def create_volume(self, name: str, labels: Mapping[str, str]) -> str:
+        raise BackendError(f"volume {name}: named volumes are node-local on Swarm — keep data in the job "
+                           "folder on shared storage instead")
+
+    async def remove_volume(self, name: str, force: bool = False) -> None:
+        await self._call("volume", name, lambda api: api.remove_volume(name, force=force))
+
+    async def list_volumes_by_label(self, labels: LabelFilter) -> list[VolumeInfo]:
+        found = await self._call("volume", "list", lambda api: api.volumes(filters=_label_filters(labels)))
+        return [VolumeInfo(name=v["Name"], labels=dict(v.get("Labels") or {})) for v in found.get("Volumes") or []]
+
+    # -- secrets ----------------------------------------------------------------------------
+    async def list_secrets_by_label(self, labels: LabelFilter) -> list[SecretInfo]:
+        rows = await self._call("engine", "secrets", lambda api: api.secrets(filters=_label_filters(labels)))
+        return [SecretInfo(id=r["ID"], name=r["Spec"]["Name"], labels=dict(r["Spec"].get("Labels") or {}))
+                for r in rows]
+
+    async def remove_secret(self, secret_id: str) -> None:
+        await self._call("engine", secret_id, lambda api: api.remove_secret(secret_id))
+
+    # -- images -----------------------------------------------------------------------------
+    async def image_info(self, ref: str) -> ImageInfo:
+        data = await self._call("image", ref, lambda api: api.inspect_image(ref))
+        return image_info_from_inspect(data)
+
+    async def nodes(self) -> list[dict[str, Any]]:
+        """The cluster's nodes as the manager reports them (hostname, state, availability, labels)."""
+        rows = await self._call("engine", "nodes", lambda api: api.nodes())
+        return [{"id": n["ID"], "hostname": n["Description"]["Hostname"], "state": n["Status"]["State"],
+                 "availability": n["Spec"].get("Availability"), "labels": dict(n["Spec"].get("Labels") or {})}
+                for n in rows]
+
+    async def _quietly(self, awaitable: Any) -> None:
+        try:
+            await awaitable
+        except FlowerBatchError:
+            pass
+
+    async def aclose(self) -> None:
+        self._storage_lock = None
+        await anyio.to_thread.run_sync(self._conn.close)
+
+
+def _fresh_control(control: Path) -> None:
+    control.mkdir(parents=True, exist_ok=True)
+    (control / "signal").write_text("")
+
+
+def _drop_control(control: Path) -> None:
+    (control / "signal").unlink(missing_ok=True)
+    try:
+        control.rmdir()
+    except OSError:
+        pass

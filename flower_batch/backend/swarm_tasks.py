@@ -1,0 +1,52 @@
+"""Reading a Swarm service's one task as a container-like state (pure functions over API dicts).
+
+A job is a `replicated-job` service with one task; the gateway a `replicated` service whose
+newest task is the one that counts (Swarm replaces a task that died).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from flower_batch.backend.base import ContainerState
+
+# Swarm task states (swarmkit api/types.proto) and what they mean as a container state.
+_BEFORE_RUNNING = {"new", "allocated", "pending", "assigned", "accepted", "preparing", "ready", "starting"}
+_ENDED = {"complete", "failed", "shutdown", "rejected", "orphaned", "remove"}
+
+
+def newest_task(tasks: list[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The task that counts: the most recently created one."""
+    return max(tasks, key=lambda t: (t.get("CreatedAt") or "", t.get("Version", {}).get("Index", 0)), default=None)
+
+
+def task_state(task: Mapping[str, Any] | None) -> tuple[ContainerState, int | None]:
+    """(state, exit code) of a task, or ("created", None) for a service not started yet."""
+    if task is None:
+        return "created", None
+    status = task.get("Status") or {}
+    state = status.get("State", "new")
+    if state in _BEFORE_RUNNING:
+        return "created", None
+    if state == "running":
+        return "running", None
+    if state == "rejected":  # never a normal end, even when a container had started
+        return "dead", None
+    exit_code = (status.get("ContainerStatus") or {}).get("ExitCode")
+    if state in _ENDED and exit_code is not None and (status.get("ContainerStatus") or {}).get("ContainerID"):
+        return "exited", int(exit_code)
+    return "dead", None  # ended without ever running a container (rejected: no image, bad mount)
+
+
+def task_error(task: Mapping[str, Any] | None) -> str:
+    """Swarm's own words for why a task did not run (its Status.Err), or ""."""
+    if task is None:
+        return ""
+    status = task.get("Status") or {}
+    return " ".join(str(status.get("Err") or status.get("Message") or "").split())
+
+
+def ever_ran(task: Mapping[str, Any] | None) -> bool:
+    """Whether the task got as far as a container."""
+    return bool(task and ((task.get("Status") or {}).get("ContainerStatus") or {}).get("ContainerID"))

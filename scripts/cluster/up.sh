@@ -1,0 +1,115 @@
+#!/bin/sh
+# Bring up the test swarm: a registry, a manager and two workers, all Docker-in-Docker nodes on
+# one user-defined network made here. Idempotent: a cluster that is already up is reused.
+#
+#   SHARED   host folder bind-mounted at the same path into every node: the stand-in for NFS
+#            (default: ./volumes, flower-batch's default home). Several: space-separated.
+#   STORAGE  the nodes' storage driver: fuse-overlayfs (default) or vfs.
+#
+# Prints the lines to eval for using the cluster, and writes them to $ENV_FILE:
+#   DOCKER_HOST=tcp://<manager-ip>:2375   (the manager's engine, on the private network only)
+#   FLOWER_BATCH_REGISTRY=fbswarm-registry:5000
+# Never touches the host engine's swarm state: the swarm lives inside the nodes.
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+PREFIX=${PREFIX:-fbswarm}
+NETWORK=${NETWORK:-$PREFIX-net}
+SHARED=${SHARED:-$(pwd)/volumes}
+STORAGE=${STORAGE:-fuse-overlayfs}
+WORKERS=${WORKERS:-2}
+ENV_FILE=${ENV_FILE:-$here/../../images/.cache/cluster.env}
+NODE_IMAGE=${NODE_IMAGE:-flower-batch-swarm-node:bookworm}
+REGISTRY_IMAGE=${REGISTRY_IMAGE:-flower-batch-swarm-registry:bookworm}
+REGISTRY=$PREFIX-registry:5000
+LABEL=org.flower-batch.test-cluster=$PREFIX
+
+"$here/images.sh"
+
+docker network inspect "$NETWORK" >/dev/null 2>&1 ||
+    docker network create --label "$LABEL" "$NETWORK" >/dev/null
+
+running() { [ "$(docker inspect -f '{{.State.Running}}' "$1" 2>/dev/null)" = true ]; }
+
+if ! running "$PREFIX-registry"; then
+    docker rm -f "$PREFIX-registry" >/dev/null 2>&1 || true
+    # Debian's default config asks for htpasswd auth; the test registry is private to the network.
+    docker run -d --name "$PREFIX-registry" --label "$LABEL" --network "$NETWORK" \
+        -v "$PREFIX-registry-data:/var/lib/docker-registry" "$REGISTRY_IMAGE" sh -c '
+printf "version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: /var/lib/docker-registry\n  delete:\n    enabled: true\nhttp:\n  addr: :5000\n" > /tmp/config.yml
+exec /usr/bin/docker-registry serve /tmp/config.yml' >/dev/null
+fi
+
+mounts=""
+for dir in $SHARED; do
+    mkdir -p "$dir"
+    mounts="$mounts -v $dir:$dir"
+done
+
+start_node() {  # NAME
+    name=$1
+    running "$name" && return 0
+    docker rm -f "$name" >/dev/null 2>&1 || true
+    # --privileged is refused on this machine (CAP_SYS_RESOURCE is outside the bounding set):
+    # every other capability, no seccomp/apparmor, writable /proc/sys, /dev/fuse for fuse-overlayfs.
+    # shellcheck disable=SC2086
+    docker run -d --name "$name" --hostname "$name" --label "$LABEL" --network "$NETWORK" \
+        --cap-add=ALL --cap-drop=SYS_RESOURCE \
+        --security-opt seccomp=unconfined --security-opt apparmor=unconfined \
+        --security-opt systempaths=unconfined --device /dev/fuse \
+        --tmpfs /run --tmpfs /var/run -v /sys/fs/cgroup:/sys/fs/cgroup:rw --cgroupns=host \
+        -v "$name-data:/var/lib/docker" $mounts \
+        "$NODE_IMAGE" >/dev/null
+    docker exec -i "$name" sh -c "mkdir -p /etc/docker && cat > /etc/docker/daemon.json" <<JSON
+{"storage-driver": "$STORAGE", "insecure-registries": ["$REGISTRY"],
+ "cgroup-parent": "/$name", "log-driver": "json-file"}
+JSON
+    # 2375 without TLS: reachable only on the private network this script made.
+    docker exec -d "$name" sh -c "dockerd -H unix:///var/run/docker.sock -H tcp://0.0.0.0:2375 \
+        >/var/log/dockerd.log 2>&1"
+}
+
+nodes="$PREFIX-manager"
+i=1
+while [ "$i" -le "$WORKERS" ]; do nodes="$nodes $PREFIX-worker$i"; i=$((i + 1)); done
+for node in $nodes; do start_node "$node"; done
+for node in $nodes; do
+    t=0
+    until docker exec "$node" docker info >/dev/null 2>&1; do
+        t=$((t + 1))
+        [ "$t" -lt 120 ] || { docker exec "$node" tail -5 /var/log/dockerd.log >&2; echo "cluster: dockerd in $node did not start" >&2; exit 1; }
+        sleep 0.5
+    done
+done
+
+manager_ip=$(docker inspect -f "{{(index .NetworkSettings.Networks \"$NETWORK\").IPAddress}}" "$PREFIX-manager")
+state=$(docker exec "$PREFIX-manager" docker info -f '{{.Swarm.LocalNodeState}}')
+if [ "$state" != active ]; then
+    docker exec "$PREFIX-manager" docker swarm init --advertise-addr "$manager_ip" >/dev/null
+fi
+token=$(docker exec "$PREFIX-manager" docker swarm join-token -q worker)
+for node in $nodes; do
+    [ "$node" = "$PREFIX-manager" ] && continue
+    if [ "$(docker exec "$node" docker info -f '{{.Swarm.LocalNodeState}}')" != active ]; then
+        docker exec "$node" docker swarm join --token "$token" "$manager_ip:2377" >/dev/null
+    fi
+done
+# A node made again (after it was stopped) joins as a new node: forget the one left down.
+docker exec "$PREFIX-manager" docker node ls --format '{{.ID}} {{.Status}}' | while read -r id status; do
+    if [ "$status" = Down ]; then docker exec "$PREFIX-manager" docker node rm --force "$id" >/dev/null; fi
+done
+# Node labels, for `placement = ["node.labels.pool==..."]` in jobs.toml.
+docker exec "$PREFIX-manager" docker node update --label-add pool=manager "$PREFIX-manager" >/dev/null
+i=1
+for node in $nodes; do
+    [ "$node" = "$PREFIX-manager" ] && continue
+    pool=small; [ "$i" = 1 ] && pool=big
+    docker exec "$PREFIX-manager" docker node update --label-add pool=$pool "$node" >/dev/null
+    i=$((i + 1))
+done
+
+mkdir -p "$(dirname "$ENV_FILE")"
+printf 'export DOCKER_HOST=tcp://%s:2375\nexport FLOWER_BATCH_REGISTRY=%s\nexport FLOWER_BATCH_CLUSTER_SHARED="%s"\n' \
+    "$manager_ip" "$REGISTRY" "$SHARED" > "$ENV_FILE"
+docker exec "$PREFIX-manager" docker node ls >&2
+echo "cluster: up (storage $STORAGE); use it with:  . $ENV_FILE" >&2
+cat "$ENV_FILE"
