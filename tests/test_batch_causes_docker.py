@@ -45,15 +45,18 @@ gateway = {{ mode = "scripted", scenario = "scenarios/quick.toml" }}
 [tasks.boom]
 workspace = "tasks/alpha"
 workflow = "boom.py:main"
+env = {{ CZ_IN_JOB = "1" }}
 
 [tasks.noattr]
 workspace = "tasks/alpha"
-workflow = "flows:nope"
+workflow = "late.py:nope"
+env = {{ CZ_IN_JOB = "1" }}
 
 [tasks.hog]
 workspace = "tasks/alpha"
 workflow = "hog.py:main"
 memory = "96m"
+env = {{ CZ_IN_JOB = "1" }}
 
 [tasks.refused]
 workspace = "tasks/alpha"
@@ -62,12 +65,21 @@ gateway = {{ mode = "scripted", scenario = "scenarios/refuse.toml" }}
 """
 
 
+# These modules import fine in the pre-flight (which passes no job env) and break only in the job:
+# what a record must explain is a failure that got past every check.
+ONE_STEP = ("import os\nfrom flower import AgentSpec, Step, Workflow\n"
+            'FLOW = Workflow([Step("do", AgentSpec("w", instructions="Do it."), "hi")])\n')
+
+
 @pytest.fixture(scope="module")
 def causes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path, subprocess.CompletedProcess[str]]]:
     tmp = tmp_path_factory.mktemp("causes")
     project = project_copy(tmp / "project")
-    (project / "boom.py").write_text('raise RuntimeError("no flows today")\n')
-    (project / "hog.py").write_text("HOARD = bytearray(1 << 30)  # far past the job's 96m\n")
+    (project / "boom.py").write_text(ONE_STEP + 'if os.environ.get("CZ_IN_JOB"):\n'
+                                     '    raise RuntimeError("no flows today")\nmain = FLOW\n')
+    (project / "late.py").write_text(ONE_STEP + 'if not os.environ.get("CZ_IN_JOB"):\n    nope = FLOW\n')
+    (project / "hog.py").write_text(ONE_STEP + 'if os.environ.get("CZ_IN_JOB"):\n'
+                                    "    HOARD = bytearray(1 << 30)  # far past the job's 96m\nmain = FLOW\n")
     (project / "scenarios" / "refuse.toml").write_text('[[rules]]\nname = "refuse"\nerror = 401\n')
     (project / "jobs.toml").write_text(JOBS_TOML.format(name="cz-matrix"))
     home = tmp / "home"
