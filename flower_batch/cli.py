@@ -4,16 +4,22 @@ report, compare, repro, view.
 The command modules (jobs_cmd, image_cmd, matrix_cmd, compare_cmd, repro_cmd, view_cmd) export
 plain functions and never import this module; what they share lives in cmd_common. Here they
 become commands of one typer app, so `from flower_batch.cli import app` always has them all.
-`flower_batch.cli:main` is the console entry point (pyproject.toml).
+Errors: what flower_batch/errors.py draws under FlowerBatchError becomes one line (OneLineErrors);
+everything else is a bug and keeps its traceback. `flower_batch.cli:main` is the console entry
+point (pyproject.toml).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import typer
+from typer.core import TyperGroup
 
+from .cmd_common import fail
 from .compare_cmd import compare
+from .errors import FlowerBatchError
 from .image_cmd import image_build, image_push, image_show
 from .jobs_cmd import gc, logs, ls, run, show, stop, wake
 from .matrix_cmd import matrix, report
@@ -21,9 +27,20 @@ from .repro_cmd import repro
 from .view_cmd import view
 
 
+class OneLineErrors(TyperGroup):
+    """The group every command runs in: a FlowerBatchError a command did not catch becomes its
+    message and the code it carries (2); any other exception surfaces as the bug it is."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except FlowerBatchError as exc:
+            fail(str(exc), exc.exit_code)
+
+
 def build_app() -> typer.Typer:
     """The `flower-batch` app: every command, and the `image` group."""
-    app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+    app = typer.Typer(cls=OneLineErrors, add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                       help="Run flower workflows in pinned containers: one job, a matrix, a reproduction.")
     image_app = typer.Typer(no_args_is_help=True, help="The runtime image.")
     app.add_typer(image_app, name="image")

@@ -11,12 +11,13 @@ import typer
 from rich.text import Text
 
 from flower.fileio import write_atomic
+from flower_batch.errors import SideError
 
 from .cmd_common import HOME_OPT, err, fail, out
 from .compare.diff import BatchDiff, diff_sides
 from .compare.html import comparison_section
 from .compare.render import diff_markdown, diff_table, one_sided_lines
-from .compare.sides import Side, SideError, load_side, side_from_document
+from .compare.sides import Side, load_side, side_from_document
 from .compare.stats import z_for
 from .layout import Home
 from .matrix import BatchResults

@@ -19,6 +19,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from flower_batch.errors import JobNotFound
+
 from .errors import FlowerBatchError
 from .matrix import JobRecord, RecordError, read_record, record_path
 
@@ -27,10 +29,6 @@ RUNS = "/runs"
 FLOWS = "/flows"
 HOME_ENV = "FLOWER_BATCH_HOME"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
-
-
-class JobNotFound(FlowerBatchError):
-    pass
 
 
 def check_name(kind: str, name: str) -> str:

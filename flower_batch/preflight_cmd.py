@@ -7,10 +7,11 @@ from pathlib import Path
 
 import typer
 
+from flower_batch.errors import one_line
+
 from .backend.docker_backend import DockerBackend
 from .cmd_common import err, run_async
 from .matrix import JobSpec
-from .matrix._errors import one_line
 from .preflight import Preflight
 
 

@@ -22,7 +22,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .errors import FlowerBatchError, ImageMissing
+from flower_batch.errors import ReproError
+
+from .errors import ImageMissing
 from .gateway.recording import read_state, recording_source
 from .layout import Home, JobDir, check_name
 from .matrix import GatewaySpec, JobRecord, JobSpec
@@ -31,10 +33,6 @@ from .matrix._hashing import tree_hash
 REPRO_BATCH = "repro"
 REPORT = "repro.json"
 NO_CONCLUSION = "判定没有「结论」小节"  # flower.flows.goal.parse_verdict's note for "this is no verdict"
-
-
-class ReproError(FlowerBatchError):
-    pass
 
 
 @dataclass

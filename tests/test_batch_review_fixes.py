@@ -209,7 +209,7 @@ def test_run_async_says_an_exception_group_of_our_errors_in_one_line(capsys) -> 
     import typer
 
     from flower_batch.cmd_common import run_async
-    from flower_batch.gateway.sidecar import GatewayError
+    from flower_batch.errors import GatewayError
 
     async def boom() -> None:
         raise ExceptionGroup("task group", [GatewayError("the gateway\ndid not start"), GatewayError("again")])

@@ -14,17 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from flower_batch.errors import FlowerBatchError
+from flower_batch.errors import SideError
 from flower_batch.layout import Home
 from flower_batch.matrix import RESULTS_FORMAT
 
 RESULTS_NAME = "results.json"
 # Statuses that are not a measurement: left out of n, as the batch's own table does.
 NOT_COUNTED = frozenset({"pending", "skipped"})
-
-
-class SideError(FlowerBatchError):
-    pass
 
 
 @dataclass(frozen=True)

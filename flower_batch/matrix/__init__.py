@@ -9,7 +9,8 @@ Nothing here touches Docker; the runner calls these. The file format is document
 docs/jobs-toml.md and schemas/jobs.schema.json.
 """
 
-from ._errors import FieldError, MatrixFileError
+from flower_batch.errors import FieldError, MatrixFileError, RecordError
+
 from ._html import html_report, write_html
 from ._ids import slugify
 from ._junit import junit_xml, write_junit
@@ -18,7 +19,6 @@ from ._outcome import JobOutcome, Status, StepSummary, decide_status, steps_from
 from ._record import (
     RECORD_FORMAT,
     JobRecord,
-    RecordError,
     load_records,
     new_record,
     read_record,

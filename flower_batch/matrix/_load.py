@@ -6,13 +6,14 @@ import re
 import tomllib
 from pathlib import Path
 
-from ._errors import FieldError, MatrixFileError
+from flower_batch.errors import FieldError, MatrixFileError, MatrixTooLarge
+
 from ._expand import Expander
 from ._ids import slugify
 from ._locate import KeyLines
 from ._parse import Parser
 from ._problems import Problems
-from ._size import MatrixTooLarge, breakdown, count_jobs
+from ._size import breakdown, count_jobs
 from ._spec import JobsFile
 
 _TOML_POSITION = re.compile(r"\s*\(at line (\d+), column \d+\)$")

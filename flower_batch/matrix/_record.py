@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from flower.fileio import write_atomic
-from flower_batch.errors import FlowerBatchError
+from flower_batch.errors import RecordError
 
 from ._outcome import JobOutcome, Status, StepSummary
 from ._spec import JobSpec
@@ -26,10 +26,6 @@ RECORD_NAME = "record.json"
 IN_FLIGHT = ("queued", "running")
 RECORD_STATUSES = (*IN_FLIGHT, *(s.value for s in Status))
 CHECK_OUTPUT_LIMIT = 8000
-
-
-class RecordError(FlowerBatchError, ValueError):
-    """A record.json that is missing a field, has a wrong type, or is not JSON."""
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from ._record import JobRecord, RecordError
+from flower_batch.errors import RecordError
+
+from ._record import JobRecord
 from ._spec import JobSpec
 
 # Statuses that are a measurement of the workflow, worth keeping.

@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from flower_batch.errors import PreflightFailed
+
 from ..backend import Backend
 from ..backend.docker_engine import EngineFacts, engine_facts
 from ..errors import FlowerBatchError
@@ -30,14 +32,6 @@ from .scenarios import scenario_problems
 Describe = Callable[[str, str, Sequence[JobSpec]], str]
 
 __all__ = ["Describe", "Preflight", "PreflightFailed", "include_warnings"]
-
-
-class PreflightFailed(FlowerBatchError):
-    """Problems found before anything ran; `lines` holds one line per problem."""
-
-    def __init__(self, lines: Sequence[str]) -> None:
-        self.lines = list(lines)
-        super().__init__("\n".join(self.lines))
 
 
 def _grouped(jobs: Sequence[JobSpec], key: Callable[[JobSpec], object]) -> dict[object, list[JobSpec]]:
