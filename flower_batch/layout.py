@@ -19,10 +19,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from flower_batch.errors import JobNotFound
-
-from .errors import FlowerBatchError
-from .matrix import JobRecord, RecordError, read_record, record_path
+from .errors import FlowerBatchError, JobNotFound, RecordError
+from .jobmodel.record import JobRecord, read_record, record_path
 
 WORKSPACE = "/workspace"
 RUNS = "/runs"

@@ -17,6 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from flower.fileio import write_atomic
+from flower_batch.jobmodel.classes import exit_code_for
 
 from .cmd_common import BACKEND_OPT, HOME_OPT, backend_for, err, fail, out, run_async, runtime_image
 from .compare_cmd import ALPHA_OPT, FAIL_OPT, Baseline, baseline_or_exit
@@ -26,6 +27,7 @@ from .infra_retry import run_with_infra_retries
 from .layout import Home
 from .liveness import Liveness
 from .matrix import (
+    MAX_JOBS,
     BatchResults,
     JobRecord,
     JobSpec,
@@ -38,8 +40,6 @@ from .matrix import (
     summary_line,
     write_reports,
 )
-from .matrix._classes import exit_code_for
-from .matrix._size import MAX_JOBS
 from .plan_summary import plan_lines
 from .preflight import Describe, Preflight, include_warnings
 from .preflight_cmd import finish_preflight, print_warnings

@@ -22,13 +22,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from flower_batch.errors import ReproError
+from flower_batch.jobmodel.hashing import tree_hash
 
-from .errors import ImageMissing
+from .errors import ImageMissing, ReproError
 from .gateway.recording import read_state, recording_source
 from .layout import Home, JobDir, check_name
 from .matrix import GatewaySpec, JobRecord, JobSpec
-from .matrix._hashing import tree_hash
 
 REPRO_BATCH = "repro"
 REPORT = "repro.json"

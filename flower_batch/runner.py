@@ -16,6 +16,8 @@ from pathlib import Path
 
 import anyio
 
+from flower_batch.jobmodel.classes import FailureClass
+
 from .attempts import keep_previous_attempt
 from .backend import Backend, ContainerSpec, Mount
 from .causes import Ending, continuity_of, explain, flower_exit, new_stamp
@@ -28,7 +30,6 @@ from .joblog import save_capped
 from .labels import labels
 from .layout import FLOWS, RUNS, WORKSPACE, JobDir
 from .matrix import JobOutcome, JobRecord, JobSpec, Status, decide_status, steps_from_manifest, write_record
-from .matrix._classes import FailureClass
 from .targets import container_target, stage_workflow
 
 GRACE_S = 10.0

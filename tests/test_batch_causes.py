@@ -18,10 +18,10 @@ from flower_batch.causes import Ending, explain
 from flower_batch.errors import BackendError
 from flower_batch.gateway.sidecar import READY_LINE
 from flower_batch.infra_retry import run_with_infra_retries
+from flower_batch.jobmodel.classes import FailureClass, count_classes, exit_code_for
 from flower_batch.jobs import start_job
 from flower_batch.layout import Home
 from flower_batch.matrix import GatewaySpec, JobSpec, Status, read_record
-from flower_batch.matrix._classes import FailureClass, count_classes, exit_code_for
 from flower_batch.scheduler import run_jobs
 
 XSD = Path(__file__).parent / "schemas" / "junit.xsd"

@@ -11,10 +11,8 @@ from pathlib import Path
 
 import anyio
 
-from flower_batch.errors import GatewayError, GatewayModeError
-
 from ..backend import Backend, ContainerSpec, Mount
-from ..errors import ContainerNotFound, FlowerBatchError
+from ..errors import ContainerNotFound, FlowerBatchError, GatewayError, GatewayModeError
 from ..labels import labels
 from .health import GatewayHealth
 from .host_modes import mode_setup

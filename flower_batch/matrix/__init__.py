@@ -10,13 +10,8 @@ docs/jobs-toml.md and schemas/jobs.schema.json.
 """
 
 from flower_batch.errors import FieldError, MatrixFileError, RecordError
-
-from ._html import html_report, write_html
-from ._ids import slugify
-from ._junit import junit_xml, write_junit
-from ._load import load_jobs_file, parse_jobs_text
-from ._outcome import JobOutcome, Status, StepSummary, decide_status, steps_from_manifest
-from ._record import (
+from flower_batch.jobmodel.outcome import JobOutcome, Status, StepSummary, decide_status, steps_from_manifest
+from flower_batch.jobmodel.record import (
     RECORD_FORMAT,
     JobRecord,
     load_records,
@@ -25,15 +20,30 @@ from ._record import (
     record_path,
     write_record,
 )
+from flower_batch.jobmodel.spec import GatewaySpec, JobsFile, JobSpec, gateway_label
+from flower_batch.jobmodel.units import format_duration, parse_duration, parse_memory
+
+from ._errors import KeyPath, format_path
+from ._fields import JOB_FIELDS, PLACEMENT
+from ._html import html_report, write_html
+from ._ids import slugify
+from ._junit import junit_xml, write_junit
+from ._load import load_jobs_file, parse_jobs_text
+from ._locate import KeyLines
 from ._reports import ReportPaths, write_reports
 from ._results import RESULTS_FORMAT, BatchResults, results_from_records, write_results_json
 from ._resume import Action, Decision, ResumePlan, plan_resume
-from ._spec import GatewaySpec, JobsFile, JobSpec, gateway_label
+from ._size import MAX_JOBS
 from ._stats import Cell, Comparison, compare, wilson_interval
 from ._table import comparison_table, summary_line
-from ._units import format_duration, parse_duration, parse_memory
 
 __all__ = [
+    "JOB_FIELDS",
+    "MAX_JOBS",
+    "PLACEMENT",
+    "KeyLines",
+    "KeyPath",
+    "format_path",
     "RECORD_FORMAT",
     "RESULTS_FORMAT",
     "Action",

@@ -7,6 +7,7 @@ import tomllib
 from pathlib import Path
 
 from flower_batch.errors import FieldError, MatrixFileError, MatrixTooLarge
+from flower_batch.jobmodel.spec import JobsFile
 
 from ._expand import Expander
 from ._ids import slugify
@@ -14,7 +15,6 @@ from ._locate import KeyLines
 from ._parse import Parser
 from ._problems import Problems
 from ._size import breakdown, count_jobs
-from ._spec import JobsFile
 
 _TOML_POSITION = re.compile(r"\s*\(at line (\d+), column \d+\)$")
 

@@ -15,9 +15,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from flower_batch.errors import RecordError
-
-from ._record import JobRecord
-from ._spec import JobSpec
+from flower_batch.jobmodel.record import JobRecord
+from flower_batch.jobmodel.spec import JobSpec
 
 # Statuses that are a measurement of the workflow, worth keeping.
 VERDICTS = frozenset({"passed", "failed", "timeout", "budget"})
