@@ -8,7 +8,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.markup import escape
@@ -43,6 +43,9 @@ from .liveness import Liveness
 from .matrix import JobRecord, JobSpec, RecordError, format_duration
 from .preflight_cmd import preflight_job
 from .session import Leak, find_leaks, remove_leaks
+
+if TYPE_CHECKING:
+    from .attempts import Attempt  # loaded lazily by `show`
 
 
 def _parse_env(items: list[str]) -> dict[str, str]:
@@ -305,7 +308,7 @@ def show(
         out.print(record.check_output[-2000:], markup=False)
 
 
-def _print_attempts(attempts: list) -> None:
+def _print_attempts(attempts: list[Attempt]) -> None:
     table = Table(title="earlier attempts (kept in attempts/<n>/; `gc --attempts` prunes them)")
     for col in ("attempt", "status", "reason", "finished", "cost", "folder"):
         table.add_column(col)

@@ -18,6 +18,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .errors import FlowerBatchError, JobNotFound, RecordError
 from .jobmodel.record import JobRecord, read_record, record_path
@@ -79,7 +80,7 @@ class JobDir:
     def record(self) -> JobRecord:
         return read_record(self.record_path)
 
-    def manifest(self) -> list[dict]:
+    def manifest(self) -> list[dict[str, Any]]:
         try:
             rows = json.loads(self.manifest_path.read_text(encoding="utf-8"))
         except (OSError, ValueError):

@@ -240,14 +240,14 @@ def _describe(file: str) -> Describe:
     return describe
 
 
-def _write_batch_file(batch_dir: Path, jobs_file: Path, image_id: str, versions: dict, modes: str) -> None:
+def _write_batch_file(batch_dir: Path, jobs_file: Path, image_id: str, versions: dict[str, str], modes: str) -> None:
     batch_dir.mkdir(parents=True, exist_ok=True)
     data = {"jobs_file": str(jobs_file), "image_id": image_id, "versions": versions, "gateway_modes": modes,
             "updated_at": datetime.now(UTC).isoformat(timespec="seconds")}
     write_atomic(batch_dir / "batch.json", json.dumps(data, indent=2) + "\n")
 
 
-def _report(h: Home, batch: str, *, jobs: list | None, image_id: str | None,
+def _report(h: Home, batch: str, *, jobs: list[JobSpec] | None, image_id: str | None,
             baseline: Baseline | None = None) -> BatchResults:
     batch_dir = h.batch_dir(batch)
     loaded = load_records(batch_dir, [j.id for j in jobs] if jobs else None)

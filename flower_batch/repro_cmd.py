@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.markup import escape
@@ -32,7 +34,7 @@ from .preflight_cmd import preflight_job
 from .repro import REPRO_BATCH, ReproDiff, ReproPlan, compare_jobs, image_versions, plan_repro, write_report
 
 
-def _calls(step: dict) -> str:
+def _calls(step: dict[str, Any]) -> str:
     names = [c.get("name") or "?" for c in step["tool_calls"]]
     return ", ".join(names) if names else "-"
 
@@ -45,7 +47,8 @@ def _diff_table(diff: ReproDiff) -> Table:
         a = diff.original[i] if i < len(diff.original) else None
         b = diff.repro[i] if i < len(diff.repro) else None
 
-        def pair(key: str, fmt=str, a=a, b=b) -> str:
+        def pair(key: str, fmt: Callable[[Any], str] = str, a: dict[str, Any] | None = a,
+                 b: dict[str, Any] | None = b) -> str:
             left = fmt(a[key]) if a else "—"
             right = fmt(b[key]) if b else "—"
             return escape(left if left == right else f"{left} → {right}")  # step names, verdicts: text

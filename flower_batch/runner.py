@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import anyio
 
@@ -243,7 +244,7 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def _last_error(rows: list[dict]) -> str:
+def _last_error(rows: list[dict[str, Any]]) -> str:
     for row in reversed(rows):
         if row.get("error"):
             return f": {str(row['error'])[:200]}"
