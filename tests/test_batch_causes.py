@@ -232,7 +232,7 @@ def _matrix(tmp_path: Path, monkeypatch, backend_factory, *flags: str):  # type:
     from flower_batch import matrix_cmd
     from flower_batch.cli import app
 
-    monkeypatch.setattr(matrix_cmd, "DockerBackend", backend_factory)
+    monkeypatch.setattr(matrix_cmd, "backend_for", lambda home, flag=None, recorded=None: backend_factory())
     monkeypatch.setattr(matrix_cmd, "runtime_image", lambda ref: (IMAGE_ID, {}))
     jobs = _matrix_project(tmp_path)
     return CliRunner().invoke(app, ["matrix", str(jobs), *flags, "--home", str(tmp_path / "home")])

@@ -52,7 +52,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         )
         write_record(home.job("nightly", job.id).record_path, record)
     monkeypatch.setattr(matrix_cmd, "runtime_image", lambda ref: (IMAGE_ID, {}))
-    monkeypatch.setattr(matrix_cmd, "DockerBackend", FakeBackend)
+    monkeypatch.setattr(matrix_cmd, "backend_for", lambda home, flag=None, recorded=None: FakeBackend())
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     return tmp_path
 
