@@ -64,7 +64,9 @@ def rewrite(text: str, path: Path, modules: dict[str, str], names: dict[str, str
         text = old.sub(lambda m: modules[m.group(1)], text)
     by_module: dict[str, dict[str, str]] = {}
     for old_name, new_name in names.items():
-        by_module.setdefault(old_name.rpartition(".")[0], {})[old_name.rpartition(".")[2]] = new_name
+        module, _, name = old_name.rpartition(".")
+        for where in {module, modules.get(module, module)}:  # the module may have moved too
+            by_module.setdefault(where, {})[name] = new_name
     return IMPORT.sub(lambda m: _split_import(m, by_module), text)
 
 

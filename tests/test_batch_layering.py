@@ -40,3 +40,15 @@ def test_the_job_model_layout_and_backend_load_without_the_matrix_package() -> N
             " flower_batch.backend.base\nprint(sorted(m for m in sys.modules if m.startswith('flower_batch.matrix')))")
     shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert shown.strip() == "[]"
+
+
+
+def _loads(module: str, other: str) -> bool:
+    code = f"import sys, {module}\nprint({other!r} in sys.modules)"
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "True"
+
+
+def test_parsing_a_jobs_file_loads_no_reports_and_reports_load_no_parser() -> None:
+    assert not _loads("flower_batch.jobsfile", "flower_batch.reports")
+    assert not _loads("flower_batch.reports", "flower_batch.jobsfile")
+    assert _loads("flower_batch.matrix", "flower_batch.reports")  # the check can see a loaded package

@@ -2,7 +2,7 @@
 
 A side is named on the command line as a batch (a folder under the home, whose
 `report/results.json` is read), or as a path: a results.json, a batch folder or a report
-folder. The results.json shape is `flower-batch/results@1` (flower_batch/matrix/_results.py).
+folder. The results.json shape is `flower-batch/results@1` (flower_batch/reports/_results.py).
 Anything unusable is a `SideError`: one line naming the file and the field.
 """
 
