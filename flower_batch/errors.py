@@ -27,7 +27,7 @@
     ├── UpstreamAuthError       no usable upstream credential, or a bad upstream URL  also a ValueError
     ├── RecordingMissing        replay: the job has no recording             also a FileNotFoundError
     ├── MatrixFileError         a jobs.toml is invalid; `errors` holds every FieldError  also a ValueError
-    │   └── MatrixTooLarge      more jobs than MAX_JOBS without --max-jobs
+    │   └── MatrixTooLarge      more jobs than MAX_JOBS without --allow-large
     ├── TemplateError           a `${{ ... }}` reference in jobs.toml cannot be rendered  also a ValueError
     ├── RecordError             a record.json is unreadable or misses a field       also a ValueError
     ├── JobNotFound             a job reference names no job of this home
