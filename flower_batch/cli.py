@@ -44,11 +44,12 @@ def build_app() -> typer.Typer:
                       help="Run flower workflows in pinned containers: one job, a matrix, a reproduction.")
     image_app = typer.Typer(no_args_is_help=True, help="The runtime image.")
     app.add_typer(image_app, name="image")
-    commands: tuple[Callable[..., None], ...] = (run, wake, ls, show, logs, stop, gc, matrix, report, compare,
-                                                 repro, view)
+    for command in (run, wake, ls):
+        app.command()(command)
+    app.command("status", help="Same as ls.")(ls)  # right after ls in --help, as before
+    commands: tuple[Callable[..., None], ...] = (show, logs, stop, gc, matrix, report, compare, repro, view)
     for command in commands:
         app.command()(command)
-    app.command("status", help="Same as ls.")(ls)
     image_app.command("build")(image_build)
     image_app.command("show")(image_show)
     image_app.command("push")(image_push)
