@@ -29,7 +29,7 @@ test-swarm: image  ## the swarm tests: bring up (or reuse) the 3-node test clust
 lint: setup
 	$(PY) -m ruff check flower flower_batch tests bench examples
 	$(PY) -m mypy --strict flower
-	$(PY) -m mypy flower_batch
+	$(PY) -m mypy --strict flower_batch
 
 demo: image       ## the demo matrix: 2 workflow variants x 2 tasks x 2 repeats, offline (scripted model)
 	$(FB) matrix examples/jobs.toml -j 2 --fresh --fail-under 0

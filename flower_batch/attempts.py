@@ -16,6 +16,7 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .errors import FlowerBatchError
 from .layout import JobDir
@@ -86,8 +87,8 @@ class Attempt:
     record: JobRecord | None
     problem: str | None = None  # why the record could not be read
 
-    def to_dict(self) -> dict:
-        data: dict = {"attempt": self.number, "folder": str(self.folder)}
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"attempt": self.number, "folder": str(self.folder)}
         if self.record is not None:
             r = self.record
             data.update(status=r.status, reason=r.reason, started_at=r.started_at, finished_at=r.finished_at,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 
 from .attempts import prunable
-from .cli import err, fail, out
+from .cmd_common import err, fail, out
 from .layout import Home
 
 

@@ -16,10 +16,10 @@ from typing import Any
 
 from flower import exitinfo
 from flower.flows.continuity import read_continuity
+from flower_batch.jobmodel.classes import FailureClass, class_from_status
+from flower_batch.jobmodel.units import format_memory
 
 from .matrix import Status
-from .matrix._classes import FailureClass, class_from_status
-from .matrix._units import format_memory
 
 SIGKILL_EXIT = 137
 _API_STATUS = re.compile(r"\bAPI error (\d{3})\b")

@@ -11,12 +11,13 @@ import typer
 from rich.text import Text
 
 from flower.fileio import write_atomic
+from flower_batch.errors import SideError
 
-from .cli import HOME_OPT, app, err, fail, out
+from .cmd_common import HOME_OPT, err, fail, out
 from .compare.diff import BatchDiff, diff_sides
 from .compare.html import comparison_section
 from .compare.render import diff_markdown, diff_table, one_sided_lines
-from .compare.sides import Side, SideError, load_side, side_from_document
+from .compare.sides import Side, load_side, side_from_document
 from .compare.stats import z_for
 from .layout import Home
 from .matrix import BatchResults
@@ -97,7 +98,6 @@ def baseline_or_exit(ref: str | None, home: Home, alpha: float, fail_on_regressi
     return Baseline(load_or_exit(ref, home, "--baseline"), alpha)
 
 
-@app.command()
 def compare(
     base: str = typer.Argument(..., help="the baseline: a batch name, or a results.json (or its folder)"),
     new: str = typer.Argument(..., help="the batch to judge: a batch name, or a results.json"),

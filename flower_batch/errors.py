@@ -1,15 +1,67 @@
-"""flower-batch's own error types.
+"""Every error flower-batch raises on purpose, in one tree.
 
-Every error carries a single line a user can act on (what failed, and what to do about it);
-the CLI prints `str(err)` and exits non-zero, never a traceback. Nothing above
-`flower_batch/backend/` ever sees an exception type from the `docker` package.
+::
+
+    FlowerBatchError            something a user can fix; the command line prints it as one line
+    │                           (one line per problem) and exits 2, or the `exit_code` it carries
+    ├── BackendError            a container engine operation failed (nothing above
+    │   │                       flower_batch/backend/ ever sees a `docker` exception)
+    │   ├── DaemonUnavailable   the engine does not answer (not running, DOCKER_HOST, permission)
+    │   ├── ImageMissing        the image is not in the engine (nothing is ever pulled)
+    │   ├── OutOfDisk           the engine ran out of disk space
+    │   ├── NotFound            a container, network or volume asked for does not exist
+    │   │   └── ContainerNotFound
+    │   ├── ContainerNotRunning a signal was sent to a container that is not running
+    │   ├── NameConflict        a container, network or volume of that name exists
+    │   ├── NodeLost            (swarm) the node running a task went down before it ended
+    │   └── SharedStorageMissing (swarm) a mounted folder is not the same storage on every node
+    ├── BackendChoiceError      --backend / $FLOWER_BATCH_BACKEND / [batch] backend names none
+    ├── ImageBuildError         `image build` failed (base, wheelhouse or a Dockerfile step)
+    ├── NotARuntimeImage        an image not built by `flower-batch image build`
+    ├── RegistryError           `image push`: the registry refused or cannot be reached
+    ├── ImageDrift              a registry reference names other bytes than the pinned image
+    ├── GatewayError            the gateway sidecar did not start or stopped answering
+    ├── GatewayModeError        the host side of a gateway mode cannot be set up
+    ├── GatewayConfigError      the gateway process cannot start with its settings   also a ValueError
+    ├── UpstreamError           proxy mode: the upstream URL or credential is unusable  also a ValueError
+    ├── UpstreamAuthError       no usable upstream credential, or a bad upstream URL  also a ValueError
+    ├── RecordingMissing        replay: the job has no recording             also a FileNotFoundError
+    ├── MatrixFileError         a jobs.toml is invalid; `errors` holds every FieldError  also a ValueError
+    │   └── MatrixTooLarge      more jobs than MAX_JOBS without --allow-large
+    ├── TemplateError           a `${{ ... }}` reference in jobs.toml cannot be rendered  also a ValueError
+    ├── RecordError             a record.json is unreadable or misses a field       also a ValueError
+    ├── JobNotFound             a job reference names no job of this home
+    ├── TargetNotFound          a workflow target (module:attr, file.py:attr) names no file
+    ├── PreflightFailed         problems found before anything ran; `lines`, one per problem
+    ├── SideError               `compare`: a side is no batch, results.json or baseline file
+    └── ReproError              `repro`: the job cannot be reproduced (no record, no image, ...)
+
+    FieldError                  not an exception: one problem of a jobs.toml (file, line, field,
+                                message), as MatrixFileError lists them
+
+The "also a ValueError" leaves were plain ValueErrors before the tree existed: `except ValueError`
+keeps working. Internal signals that never reach a user stay private to their module
+(cmd_common.Interrupted, view.server.BadRequest, view.sessions.SessionsUnreadable,
+backend.fake._Killed). Anything else that escapes a command (TypeError, OSError, a `docker`
+exception outside backend/) is a bug or an unforeseen failure, and surfaces with its traceback.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+def one_line(text: str) -> str:
+    """Control characters (a newline in a value or key the file holds) shown escaped: one problem,
+    one line."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
 
 class FlowerBatchError(Exception):
     """Base of every error flower-batch reports to a user."""
+
+    exit_code = 2  # what the command line exits with after printing the message
 
 
 class BackendError(FlowerBatchError):
@@ -44,9 +96,116 @@ class NameConflict(BackendError):
     """A container, network or volume with that name already exists."""
 
 
+class NodeLost(BackendError):
+    """The node running a task went down before the task ended."""
+
+
+class SharedStorageMissing(BackendError):
+    """A folder a task mounts is not the same storage on every node."""
+
+
+class BackendChoiceError(FlowerBatchError):
+    """The backend asked for (flag, environment or jobs.toml) is not one flower-batch has."""
+
+
 class ImageBuildError(FlowerBatchError):
     """Building the runtime image (base, wheelhouse or Dockerfile step) failed."""
 
 
 class NotARuntimeImage(FlowerBatchError):
     """An image exists but was not built by `flower-batch image build` (no version labels)."""
+
+
+class RegistryError(FlowerBatchError):
+    """Pushing the runtime image to a registry failed."""
+
+
+class ImageDrift(FlowerBatchError):
+    """A reference that should name the pinned bytes names others."""
+
+
+class GatewayError(FlowerBatchError):
+    """The gateway sidecar did not start, or stopped answering."""
+
+
+class GatewayModeError(FlowerBatchError):
+    """The host side of a gateway mode cannot be set up (missing key, scenario, recording)."""
+
+
+class GatewayConfigError(FlowerBatchError, ValueError):
+    """The gateway cannot start with these settings (one line saying which and why)."""
+
+
+class UpstreamError(FlowerBatchError, ValueError):
+    """The upstream base URL cannot be used."""
+
+
+class UpstreamAuthError(FlowerBatchError, ValueError):
+    """No usable credential, or an upstream URL that cannot be used (one line)."""
+
+
+class RecordingMissing(FlowerBatchError, FileNotFoundError):
+    """A job to replay has no recording (it ran before recordings existed, or it is no job folder)."""
+
+
+@dataclass(frozen=True)
+class FieldError:
+    """One problem in a jobs.toml, printed as `file:line: field: message`."""
+
+    file: str
+    line: int | None
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        line = f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
+        return one_line(line)
+
+
+class MatrixFileError(FlowerBatchError, ValueError):
+    """A jobs.toml is invalid; `errors` holds every problem found, one line each."""
+
+    def __init__(self, errors: Sequence[FieldError]) -> None:
+        self.errors = list(errors)
+        super().__init__("\n".join(str(e) for e in self.errors))
+
+
+class MatrixTooLarge(MatrixFileError):
+    """More jobs than MAX_JOBS without an explicit flag (one line)."""
+
+
+class TemplateError(FlowerBatchError, ValueError):
+    """A reference that cannot be rendered; the message says why and how to fix it."""
+
+    def __init__(self, message: str, ref: str) -> None:
+        super().__init__(message)
+        self.ref = ref
+
+
+class RecordError(FlowerBatchError, ValueError):
+    """A record.json that is missing a field, has a wrong type, or is not JSON."""
+
+
+class JobNotFound(FlowerBatchError):
+    """A job reference (id or batch/job) names no job of this home."""
+
+
+class TargetNotFound(FlowerBatchError):
+    """A workflow target names no file or module that exists."""
+
+
+class PreflightFailed(FlowerBatchError):
+    """Problems found before anything ran; `lines` holds one line per problem."""
+
+    def __init__(self, lines: Sequence[str]) -> None:
+        self.lines = list(lines)
+        super().__init__("\n".join(self.lines))
+
+
+class SideError(FlowerBatchError):
+    """A side of `compare` (batch, results.json or baseline) that cannot be read."""
+
+
+class ReproError(FlowerBatchError):
+    """A job that cannot be reproduced (its record, image or inputs are missing or changed)."""

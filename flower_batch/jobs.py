@@ -9,15 +9,15 @@ import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from flower_batch.jobmodel.hashing import file_hash, tree_hash
+
 from .backend import Backend
 from .envnames import secret_name_problem, unset_names
 from .errors import FlowerBatchError, ImageMissing
 from .gateway.sidecar import GatewaySidecar
 from .gateway.supervisor import supervisors
 from .layout import Home, JobDir
-from .matrix import GatewaySpec, JobRecord, JobSpec, parse_duration, parse_memory
-from .matrix._fields import PLACEMENT
-from .matrix._hashing import file_hash, tree_hash
+from .matrix import PLACEMENT, GatewaySpec, JobRecord, JobSpec, parse_duration, parse_memory
 from .runner import JobContext, run_job
 from .session import Session
 from .targets import locate

@@ -18,19 +18,16 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from .errors import FlowerBatchError
-from .matrix import JobRecord, RecordError, read_record, record_path
+from .errors import FlowerBatchError, JobNotFound, RecordError
+from .jobmodel.record import JobRecord, read_record, record_path
 
 WORKSPACE = "/workspace"
 RUNS = "/runs"
 FLOWS = "/flows"
 HOME_ENV = "FLOWER_BATCH_HOME"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
-
-
-class JobNotFound(FlowerBatchError):
-    pass
 
 
 def check_name(kind: str, name: str) -> str:
@@ -83,7 +80,7 @@ class JobDir:
     def record(self) -> JobRecord:
         return read_record(self.record_path)
 
-    def manifest(self) -> list[dict]:
+    def manifest(self) -> list[dict[str, Any]]:
         try:
             rows = json.loads(self.manifest_path.read_text(encoding="utf-8"))
         except (OSError, ValueError):

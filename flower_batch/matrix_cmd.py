@@ -17,8 +17,9 @@ from rich.table import Table
 from rich.text import Text
 
 from flower.fileio import write_atomic
+from flower_batch.jobmodel.classes import exit_code_for
 
-from .cli import BACKEND_OPT, HOME_OPT, _backend, _run_async, _runtime_image, app, err, fail, out
+from .cmd_common import BACKEND_OPT, HOME_OPT, backend_for, err, fail, out, run_async, runtime_image
 from .compare_cmd import ALPHA_OPT, FAIL_OPT, Baseline, baseline_or_exit
 from .errors import FlowerBatchError
 from .gateway.host_modes import mode_problem, use_upstream
@@ -26,6 +27,7 @@ from .infra_retry import run_with_infra_retries
 from .layout import Home
 from .liveness import Liveness
 from .matrix import (
+    MAX_JOBS,
     BatchResults,
     JobRecord,
     JobSpec,
@@ -38,8 +40,6 @@ from .matrix import (
     summary_line,
     write_reports,
 )
-from .matrix._classes import exit_code_for
-from .matrix._size import MAX_JOBS
 from .plan_summary import plan_lines
 from .preflight import Describe, Preflight, include_warnings
 from .preflight_cmd import finish_preflight, print_warnings
@@ -103,7 +103,6 @@ class MatrixProgress:
         return table
 
 
-@app.command()
 def matrix(
     jobs_file: Path = typer.Argument(..., help="the jobs.toml describing tasks, variants and repeats"),
     parallel: int = typer.Option(2, "-j", "--parallel", help="at most this many jobs at once"),
@@ -165,10 +164,10 @@ def matrix(
     # Read now: a missing baseline stops the run before anything is spent, and a baseline that
     # is this same batch means its results as they were before this run.
     baseline = baseline_or_exit(baseline_ref, h, alpha, fail_on_regression)
-    engine = _backend(home, backend_choice, jf.backend)  # a bad choice is refused before anything is written
+    engine = backend_for(home, backend_choice, jf.backend)  # a bad choice is refused before anything is written
     batch_dir = h.batch_dir(jf.name)
     try:
-        image_id, versions = _runtime_image(image or jf.image or "flower-batch-runtime:latest")
+        image_id, versions = runtime_image(image or jf.image or "flower-batch-runtime:latest")
     except FlowerBatchError as exc:
         fail(str(exc))
         raise
@@ -220,12 +219,12 @@ def matrix(
 
             await run_with_infra_retries(one_round, to_run, retries=infra_retries, on_retry=on_retry)
 
-    reaped = _run_async(reap)
+    reaped = run_async(reap)
     if reaped:
         err.print(f"removed {reaped} container(s)/network(s) left by an earlier run of {jf.name} that was killed")
     if to_run:
         with progress:
-            _run_async(go)
+            run_async(go)
     results = _report(h, jf.name, jobs=list(jf.jobs), image_id=image_id, baseline=baseline)
     regressed = fail_on_regression and baseline is not None and baseline.regressed
     raise typer.Exit(exit_code_for(results.class_counts(), threshold_met=results.ci_passed(fail_under),
@@ -241,14 +240,14 @@ def _describe(file: str) -> Describe:
     return describe
 
 
-def _write_batch_file(batch_dir: Path, jobs_file: Path, image_id: str, versions: dict, modes: str) -> None:
+def _write_batch_file(batch_dir: Path, jobs_file: Path, image_id: str, versions: dict[str, str], modes: str) -> None:
     batch_dir.mkdir(parents=True, exist_ok=True)
     data = {"jobs_file": str(jobs_file), "image_id": image_id, "versions": versions, "gateway_modes": modes,
             "updated_at": datetime.now(UTC).isoformat(timespec="seconds")}
     write_atomic(batch_dir / "batch.json", json.dumps(data, indent=2) + "\n")
 
 
-def _report(h: Home, batch: str, *, jobs: list | None, image_id: str | None,
+def _report(h: Home, batch: str, *, jobs: list[JobSpec] | None, image_id: str | None,
             baseline: Baseline | None = None) -> BatchResults:
     batch_dir = h.batch_dir(batch)
     loaded = load_records(batch_dir, [j.id for j in jobs] if jobs else None)
@@ -274,7 +273,6 @@ def _report(h: Home, batch: str, *, jobs: list | None, image_id: str | None,
     return results
 
 
-@app.command()
 def report(
     batch: str = typer.Argument(..., help="batch name (a folder under volumes/)"),
     baseline_ref: str | None = typer.Option(

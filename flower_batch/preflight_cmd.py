@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import typer
 
+from flower_batch.errors import one_line
+
 from .backend.docker_backend import DockerBackend
-from .cli import _run_async, err
+from .cmd_common import err, run_async
 from .matrix import JobSpec
-from .matrix._errors import one_line
 from .preflight import Preflight
+
+
+def preflight_job(spec: JobSpec, image_id: str, batch: str, *, describe: str | None, flows_dir: Path | None) -> None:
+    """Pre-flight of one job (run, wake, repro): exit 2 with one line per problem, nothing written."""
+    pf = Preflight(flag_describe if describe is None else (lambda f, v, _: f"{describe}: {f} {v}"), batch=batch)
+    pf.add_jobs([spec], flows_dir=flows_dir)
+    finish_preflight(pf, image_id)
 
 
 def finish_preflight(pf: Preflight, image_id: str | None) -> None:
@@ -21,7 +30,7 @@ def finish_preflight(pf: Preflight, image_id: str | None) -> None:
             async with DockerBackend() as backend:
                 await pf.check_engine(backend, image_id)
 
-        _run_async(go)
+        run_async(go)
     print_warnings(pf.warnings)
     if pf.problems:
         for line in dict.fromkeys(pf.problems):

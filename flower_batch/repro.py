@@ -22,19 +22,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .errors import FlowerBatchError, ImageMissing
+from flower_batch.jobmodel.hashing import tree_hash
+
+from .errors import ImageMissing, ReproError
 from .gateway.recording import read_state, recording_source
 from .layout import Home, JobDir, check_name
 from .matrix import GatewaySpec, JobRecord, JobSpec
-from .matrix._hashing import tree_hash
 
 REPRO_BATCH = "repro"
 REPORT = "repro.json"
 NO_CONCLUSION = "判定没有「结论」小节"  # flower.flows.goal.parse_verdict's note for "this is no verdict"
-
-
-class ReproError(FlowerBatchError):
-    pass
 
 
 @dataclass

@@ -3,37 +3,38 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
 from .attempts import attempt_dir, attempt_numbers
-from .cli import (
+from .cmd_common import (
     BACKEND_OPT,
     HOME_OPT,
-    _backend,
-    _home,
-    _load_job,
-    _mode_label,
-    _preflight,
-    _progress,
-    _run_async,
-    _status_cell,
-    app,
+    backend_for,
     err,
     fail,
+    home_at,
+    load_job,
     out,
+    progress,
+    run_async,
+    status_cell,
 )
 from .errors import FlowerBatchError
+from .gateway.host_modes import mode_label
 from .jobs import start_job
 from .layout import JobDir
 from .matrix import JobRecord, format_duration
+from .preflight_cmd import preflight_job
 from .repro import REPRO_BATCH, ReproDiff, ReproPlan, compare_jobs, image_versions, plan_repro, write_report
 
 
-def _calls(step: dict) -> str:
+def _calls(step: dict[str, Any]) -> str:
     names = [c.get("name") or "?" for c in step["tool_calls"]]
     return ", ".join(names) if names else "-"
 
@@ -46,7 +47,8 @@ def _diff_table(diff: ReproDiff) -> Table:
         a = diff.original[i] if i < len(diff.original) else None
         b = diff.repro[i] if i < len(diff.repro) else None
 
-        def pair(key: str, fmt=str, a=a, b=b) -> str:
+        def pair(key: str, fmt: Callable[[Any], str] = str, a: dict[str, Any] | None = a,
+                 b: dict[str, Any] | None = b) -> str:
             left = fmt(a[key]) if a else "—"
             right = fmt(b[key]) if b else "—"
             return escape(left if left == right else f"{left} → {right}")  # step names, verdicts: text
@@ -70,7 +72,7 @@ def _diff_table(diff: ReproDiff) -> Table:
 def _print_plan(plan: ReproPlan) -> None:
     err.print(
         f"reproducing {plan.original.batch}/{plan.original.job} as {REPRO_BATCH}/{plan.spec.id} · "
-        f"image {plan.image_id[:19]} · model: {_mode_label(plan.mode)}", markup=False
+        f"image {plan.image_id[:19]} · model: {mode_label(plan.mode)}", markup=False
     )
     for item in plan.drift:
         err.print(f"[yellow]drift (allowed):[/yellow] {escape(str(item))}")
@@ -91,7 +93,7 @@ def _print_result(plan: ReproPlan, record: JobRecord, diff: ReproDiff, report: P
             + (f" · [red]{escape(str(div['message']))}[/red]" if div else "")
         )
     out.print(
-        f"status: original {_status_cell(plan.record.status)} · reproduction {_status_cell(record.status)}"
+        f"status: original {status_cell(plan.record.status)} · reproduction {status_cell(record.status)}"
         + (f" — {escape(record.reason)}" if record.reason else "")
         + f" · {format_duration(record.duration_s or 0)}"
     )
@@ -115,7 +117,6 @@ def _earlier_attempt(jd: JobDir, n: int) -> tuple[JobDir, JobRecord]:
         raise
 
 
-@app.command()
 def repro(
     job: str = typer.Argument(..., help="the recorded job (id, or batch/job)"),
     live: bool = typer.Option(
@@ -143,8 +144,8 @@ def repro(
     backend_choice: str | None = BACKEND_OPT,
 ) -> None:
     """Reproduce a recorded job in a clean container (replay by default), then diff the manifests."""
-    h = _home(home)
-    original, record = _load_job(home, job)
+    h = home_at(home)
+    original, record = load_job(home, job)
     if attempt is not None:
         original, record = _earlier_attempt(original, attempt)
     try:
@@ -163,11 +164,11 @@ def repro(
     except FlowerBatchError as exc:
         fail(str(exc))
         raise
-    _preflight(plan.spec, plan.image_id, REPRO_BATCH, describe=f"reproduction of {original.batch}/{original.job}",
+    preflight_job(plan.spec, plan.image_id, REPRO_BATCH, describe=f"reproduction of {original.batch}/{original.job}",
                flows_dir=plan.flows_from)
     _print_plan(plan)
 
-    engine = _backend(home, backend_choice, record.backend)
+    engine = backend_for(home, backend_choice, record.backend)
 
     async def go() -> JobRecord:
         async with engine as backend:
@@ -179,11 +180,11 @@ def repro(
                 image_id=plan.image_id,
                 versions=plan.versions,
                 persistent=plan.persistent,
-                on_state=_progress,
+                on_state=progress,
                 flows_from=plan.flows_from,
             )
 
-    result = _run_async(go)
+    result = run_async(go)
     new = h.job(REPRO_BATCH, plan.spec.id)
     diff = compare_jobs(original, new, plan.spec.workspace)
     report = write_report(plan, new, result, diff)

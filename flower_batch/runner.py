@@ -13,8 +13,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import anyio
+
+from flower_batch.jobmodel.classes import FailureClass
 
 from .attempts import keep_previous_attempt
 from .backend import Backend, ContainerSpec, Mount
@@ -28,7 +31,6 @@ from .joblog import save_capped
 from .labels import labels
 from .layout import FLOWS, RUNS, WORKSPACE, JobDir
 from .matrix import JobOutcome, JobRecord, JobSpec, Status, decide_status, steps_from_manifest, write_record
-from .matrix._classes import FailureClass
 from .targets import container_target, stage_workflow
 
 GRACE_S = 10.0
@@ -242,7 +244,7 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def _last_error(rows: list[dict]) -> str:
+def _last_error(rows: list[dict[str, Any]]) -> str:
     for row in reversed(rows):
         if row.get("error"):
             return f": {str(row['error'])[:200]}"

@@ -12,12 +12,9 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-from .errors import FlowerBatchError
+from flower_batch.errors import TargetNotFound
+
 from .layout import FLOWS
-
-
-class TargetNotFound(FlowerBatchError):
-    pass
 
 
 def locate(target: str, search: Sequence[Path] = ()) -> tuple[Path, str, str]:

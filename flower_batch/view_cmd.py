@@ -8,14 +8,13 @@ from pathlib import Path
 
 import typer
 
-from .cli import HOME_OPT, _home, app, err, fail
+from .cmd_common import HOME_OPT, err, fail, home_at
 from .errors import FlowerBatchError
 from .view.server import ViewServer
 
 DEFAULT_PORT = 8765
 
 
-@app.command()
 def view(
     batch: str | None = typer.Argument(None, help="batch to open first (default: the list of batches)"),
     port: int | None = typer.Option(None, "--port", help=f"port on 127.0.0.1 (default {DEFAULT_PORT}, or a free "
@@ -24,7 +23,7 @@ def view(
     home: Path | None = HOME_OPT,
 ) -> None:
     """Browse batches, jobs and each job's steps (messages, tool calls, judge rounds, handoffs, diff), live."""
-    h = _home(home)
+    h = home_at(home)
     if batch is not None:
         try:
             if not h.batch_dir(batch).is_dir():

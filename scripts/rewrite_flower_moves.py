@@ -16,7 +16,7 @@ ROW = re.compile(r"^\| `([\w.]+)` \| `([\w.]+)` \|", re.M)
 
 def tables() -> tuple[dict[str, str], dict[str, str]]:
     """(old module -> new module, old dotted name -> new dotted name) from docs/moves.md."""
-    text = MOVES_DOC.read_text(encoding="utf-8")
+    text = MOVES_DOC.read_text(encoding="utf-8").partition("\n# Moves: flower_batch")[0]  # flower's part only
     modules_part, _, names_part = text.partition("## Names")
     return dict(ROW.findall(modules_part)), dict(ROW.findall(names_part))
 

@@ -18,10 +18,10 @@ from flower_batch.causes import Ending, explain
 from flower_batch.errors import BackendError
 from flower_batch.gateway.sidecar import READY_LINE
 from flower_batch.infra_retry import run_with_infra_retries
+from flower_batch.jobmodel.classes import FailureClass, count_classes, exit_code_for
 from flower_batch.jobs import start_job
 from flower_batch.layout import Home
 from flower_batch.matrix import GatewaySpec, JobSpec, Status, read_record
-from flower_batch.matrix._classes import FailureClass, count_classes, exit_code_for
 from flower_batch.scheduler import run_jobs
 
 XSD = Path(__file__).parent / "schemas" / "junit.xsd"
@@ -232,8 +232,8 @@ def _matrix(tmp_path: Path, monkeypatch, backend_factory, *flags: str):  # type:
     from flower_batch import matrix_cmd
     from flower_batch.cli import app
 
-    monkeypatch.setattr(matrix_cmd, "_backend", lambda *_: backend_factory())  # the engine the command opens
-    monkeypatch.setattr(matrix_cmd, "_runtime_image", lambda ref: (IMAGE_ID, {}))
+    monkeypatch.setattr(matrix_cmd, "backend_for", lambda home, flag=None, recorded=None: backend_factory())
+    monkeypatch.setattr(matrix_cmd, "runtime_image", lambda ref: (IMAGE_ID, {}))
     jobs = _matrix_project(tmp_path)
     return CliRunner().invoke(app, ["matrix", str(jobs), *flags, "--home", str(tmp_path / "home")])
 

@@ -100,7 +100,7 @@ def test_run_cli_refuses_unset_secret_without_creating_the_job(tmp_path: Path) -
 def test_env_names_one_rule_for_cli_and_jobs_toml(tmp_path: Path) -> None:
     import typer
 
-    from flower_batch.cli import _parse_env
+    from flower_batch.jobs_cmd import _parse_env
     from flower_batch.matrix import MatrixFileError, load_jobs_file
 
     def cli_ok(name: str) -> bool:
@@ -181,7 +181,6 @@ def _jobs_file(tmp_path: Path, gateway: str) -> Path:
 def _matrix(tmp_path: Path, *args: str, env: dict[str, str] | None = None):
     from typer.testing import CliRunner
 
-    from flower_batch import matrix_cmd  # noqa: F401 — registers `matrix` and `report`
     from flower_batch.cli import app
 
     return CliRunner().invoke(app, [*args, "--home", str(tmp_path / "home")], env=env)
@@ -209,14 +208,14 @@ def test_matrix_refuses_parallel_below_one(tmp_path: Path, parallel: str) -> Non
 def test_run_async_says_an_exception_group_of_our_errors_in_one_line(capsys) -> None:
     import typer
 
-    from flower_batch.cli import _run_async
-    from flower_batch.gateway.sidecar import GatewayError
+    from flower_batch.cmd_common import run_async
+    from flower_batch.errors import GatewayError
 
     async def boom() -> None:
         raise ExceptionGroup("task group", [GatewayError("the gateway\ndid not start"), GatewayError("again")])
 
     with pytest.raises(typer.Exit) as exit_info:
-        _run_async(boom)
+        run_async(boom)
     assert exit_info.value.exit_code == 2
     assert capsys.readouterr().err.strip() == "flower-batch: the gateway did not start"
 
@@ -307,14 +306,14 @@ def replace_timeout(job, seconds: float):  # type: ignore[no-untyped-def]
 def test_one_table_each_for_modes_labels_memory_and_image_versions(monkeypatch) -> None:
     from types import SimpleNamespace
 
-    from flower_batch import cli, image, repro
+    from flower_batch import cmd_common, image, jobs_cmd, repro
     from flower_batch.backend.base import parse_memory as strict_memory
     from flower_batch.gateway import host_modes, modes
     from flower_batch.matrix import gateway_label, parse_memory
 
     assert modes.MODES is host_modes.MODES
     for mode in (*host_modes.MODES, "other"):
-        assert cli._mode_label(mode) == gateway_label(mode) == host_modes.mode_label(mode)
+        assert jobs_cmd.mode_label(mode) == gateway_label(mode) == host_modes.mode_label(mode)
         assert modes.describe(mode, None).startswith(host_modes.mode_label(mode))
     for text in ("512m", "2g", "1.5GiB", "1024", "3k"):
         assert strict_memory(text) == parse_memory(text)
@@ -323,5 +322,5 @@ def test_one_table_each_for_modes_labels_memory_and_image_versions(monkeypatch) 
 
     fake = SimpleNamespace(id="sha256:abc", flower_batch_version="1", sdk_version="2", cli_version="3")
     monkeypatch.setattr(image, "read_image", lambda ref: fake)
-    assert cli._runtime_image("x") == repro.image_versions("x") == image.image_versions("x") == (
+    assert cmd_common.runtime_image("x") == repro.image_versions("x") == image.image_versions("x") == (
         "sha256:abc", {"flower_batch": "1", "sdk": "2", "cli": "3"})

@@ -10,7 +10,6 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from flower_batch import compare_cmd  # noqa: F401 — registers `compare`
 from flower_batch.cli import app
 from flower_batch.compare import (
     IMPROVEMENT,

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from flower_batch import compare_cmd, matrix_cmd  # noqa: F401 — register the commands
+from flower_batch import matrix_cmd
 from flower_batch.backend.fake import FakeBackend
 from flower_batch.cli import app
 from flower_batch.layout import Home
@@ -51,8 +51,8 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
             finished_at="2026-12-01T03:30:00+00:00",
         )
         write_record(home.job("nightly", job.id).record_path, record)
-    monkeypatch.setattr(matrix_cmd, "_runtime_image", lambda ref: (IMAGE_ID, {}))
-    monkeypatch.setattr(matrix_cmd, "_backend", lambda *_: FakeBackend())
+    monkeypatch.setattr(matrix_cmd, "runtime_image", lambda ref: (IMAGE_ID, {}))
+    monkeypatch.setattr(matrix_cmd, "backend_for", lambda home, flag=None, recorded=None: FakeBackend())
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     return tmp_path
 

@@ -12,8 +12,9 @@ import pytest
 
 from flower.runtime.resilience import classify_result
 from flower.scripted import ParsedRequest
+from flower_batch.errors import GatewayModeError
 from flower_batch.gateway.budget import Budgets, batch_spent, job_budget
-from flower_batch.gateway.host_modes import GATEWAY_KEY_ENV, GatewayModeError, mode_setup
+from flower_batch.gateway.host_modes import GATEWAY_KEY_ENV, mode_setup
 from flower_batch.gateway.metering import JobMeter, fold, read_lines, read_meter
 from flower_batch.gateway.prices import cost_usd, price_for
 from flower_batch.gateway.recording import request_summary, stage_recording

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from flower_batch.jobsfile._fields import JOB_FIELDS
 from flower_batch.matrix import load_jobs_file
-from flower_batch.matrix._fields import JOB_FIELDS
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "jobs.toml"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from flower_batch.jobsfile._combos import combinations
 from flower_batch.matrix import JobsFile, MatrixFileError, load_jobs_file
-from flower_batch.matrix._combos import combinations
 
 
 def write_jobs(root: Path, text: str, dirs: tuple[str, ...] = ("tasks/a", "tasks/b")) -> Path:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from flower_batch.errors import TemplateError
+from flower_batch.jobsfile._ids import value_label
+from flower_batch.jobsfile._locate import KeyLines
+from flower_batch.jobsfile._templating import RenderContext, Template
 from flower_batch.matrix import format_duration, parse_duration, parse_memory, slugify
-from flower_batch.matrix._ids import value_label
-from flower_batch.matrix._locate import KeyLines
-from flower_batch.matrix._templating import RenderContext, Template, TemplateError
 
 
 @pytest.mark.parametrize(

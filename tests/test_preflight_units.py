@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from flower_batch.attempts import attempt_numbers, keep_previous_attempt, list_attempts, prunable
 from flower_batch.backend.docker_engine import EngineFacts
+from flower_batch.errors import MatrixTooLarge
 from flower_batch.layout import Home
 from flower_batch.matrix import (
     JobSpec,
@@ -20,7 +21,6 @@ from flower_batch.matrix import (
     plan_resume,
     write_record,
 )
-from flower_batch.matrix._size import MatrixTooLarge
 from flower_batch.plan_summary import plan_lines
 from flower_batch.preflight import Preflight, include_warnings
 from flower_batch.preflight.imports import Target, _problems

@@ -45,8 +45,8 @@ def _dead_session(home: Home) -> str:
 
 
 def _cli(home: Home, *args: str):
-    from flower_batch import matrix_cmd  # noqa: F401 — registers `report`
-    from flower_batch.cli import app, out
+    from flower_batch.cli import app
+    from flower_batch.cmd_common import out
 
     out.width = 200  # a wide terminal: table cells unwrapped
     return CliRunner().invoke(app, [*args, "--home", str(home.root)])

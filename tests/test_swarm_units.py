@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from flower_batch.backend.registry_push import RegistryError, push_reference, repo_digest_for
-from flower_batch.backend.select import BackendChoiceError, backend_name
+from flower_batch.backend.registry_push import push_reference, repo_digest_for
+from flower_batch.backend.select import backend_name
 from flower_batch.backend.swarm_storage import Probe
 from flower_batch.backend.swarm_tasks import ever_ran, newest_task, task_error, task_state
+from flower_batch.errors import BackendChoiceError, RegistryError
 from flower_batch.gateway.tokens import secrets_from_files
 from flower_batch.matrix import MatrixFileError, load_jobs_file
 

@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 from flower.cli.display import Display
 from flower.result import StepResult
-from flower_batch import matrix_cmd  # noqa: F401 — registers `matrix` and `report`
-from flower_batch.cli import app, fail
+from flower_batch.cli import app
+from flower_batch.cmd_common import fail
 from flower_batch.layout import Home
 from flower_batch.matrix import (
     GatewaySpec,

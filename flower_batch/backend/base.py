@@ -217,8 +217,8 @@ def labels_match(have: Mapping[str, str], want: LabelFilter) -> bool:
 
 def parse_memory(value: int | str) -> int:
     """Bytes from an int or a size string ("512m", "2g", "1.5G"); ValueError on nonsense.
-    The same parser as jobs.toml's `memory` (matrix/_units.py), strict."""
-    from ..matrix._units import parse_memory as parse_size
+    The same parser as jobs.toml's `memory` (jobmodel/units.py), strict."""
+    from flower_batch.jobmodel.units import parse_memory as parse_size
 
     size = parse_size(value)
     if size is None:

@@ -88,7 +88,7 @@ class DockerBackend(Backend):
                 networking_config=networking_config,
                 detach=True,
             )
-            return created["Id"]
+            return str(created["Id"])
 
         def create_mapped() -> str:
             try:
@@ -211,7 +211,7 @@ class DockerBackend(Backend):
                 name, driver="bridge", labels=dict(labels), internal=internal, check_duplicate=True
             ),
         )
-        return created["Id"]
+        return str(created["Id"])
 
     async def connect_network(
         self, network: str, container_id: str, aliases: list[str] | None = None
@@ -234,7 +234,7 @@ class DockerBackend(Backend):
         created = await self._call(
             "volume", name, lambda api: api.create_volume(name, driver="local", labels=dict(labels))
         )
-        return created["Name"]
+        return str(created["Name"])
 
     async def remove_volume(self, name: str, force: bool = False) -> None:
         await self._call("volume", name, lambda api: api.remove_volume(name, force=force))

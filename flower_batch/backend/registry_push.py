@@ -12,17 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from flower_batch.backend._docker import Connection, translate
-from flower_batch.errors import BackendError, FlowerBatchError, ImageMissing
+from flower_batch.errors import BackendError, FlowerBatchError, ImageDrift, ImageMissing, RegistryError
 
 REPOSITORY = "flower-batch-runtime"
-
-
-class RegistryError(FlowerBatchError):
-    pass
-
-
-class ImageDrift(FlowerBatchError):
-    """A reference that should name the pinned bytes names others."""
 
 
 @dataclass(frozen=True)

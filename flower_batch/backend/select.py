@@ -9,15 +9,11 @@ import os
 from pathlib import Path
 
 from flower_batch.backend.base import Backend
-from flower_batch.errors import FlowerBatchError
+from flower_batch.errors import BackendChoiceError
 
 BACKENDS = ("docker", "swarm")
 BACKEND_ENV = "FLOWER_BATCH_BACKEND"
 SWARM_CONTROL = ".swarm"  # under the home: the tasks' signal files, on the shared storage
-
-
-class BackendChoiceError(FlowerBatchError):
-    pass
 
 
 def backend_name(flag: str | None = None, jobs_file: str | None = None) -> str:

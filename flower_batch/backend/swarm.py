@@ -47,7 +47,7 @@ from flower_batch.backend.base import (
     signal_number,
 )
 from flower_batch.backend.docker_backend import _label_filters, image_info_from_inspect
-from flower_batch.backend.registry_push import ImageDrift, repo_digest_for
+from flower_batch.backend.registry_push import repo_digest_for
 from flower_batch.backend.swarm_storage import Probe, refusal
 from flower_batch.backend.swarm_tasks import ever_ran, newest_task, task_error, task_state
 from flower_batch.errors import (
@@ -55,7 +55,10 @@ from flower_batch.errors import (
     ContainerNotFound,
     ContainerNotRunning,
     FlowerBatchError,
+    ImageDrift,
     ImageMissing,
+    NodeLost,
+    SharedStorageMissing,
 )
 
 T = TypeVar("T")
@@ -70,14 +73,6 @@ PROBE_TIMEOUT_S = 300.0  # a node's first pull of the runtime image is part of t
 # Nothing ran, so asking again is safe.
 REJECTED_BY_ENFORCER = "no longer meets constraints"
 RESUBMITS = 5
-
-
-class NodeLost(BackendError):
-    """The node running a task went down before the task ended."""
-
-
-class SharedStorageMissing(BackendError):
-    """A folder a task mounts is not the same storage on every node."""
 
 
 class SwarmBackend(Backend):

@@ -7,6 +7,8 @@
     html.py    the comparison section of report.html
 """
 
+from flower_batch.errors import SideError
+
 from .diff import (
     COMPARISON_FORMAT,
     IMPROVEMENT,
@@ -17,7 +19,7 @@ from .diff import (
     RowDiff,
     diff_sides,
 )
-from .sides import Side, SideError, load_side, side_from_document
+from .sides import Side, load_side, side_from_document
 from .stats import fisher_exact, newcombe_interval
 
 __all__ = [

@@ -2,7 +2,7 @@
 
 A side is named on the command line as a batch (a folder under the home, whose
 `report/results.json` is read), or as a path: a results.json, a batch folder or a report
-folder. The results.json shape is `flower-batch/results@1` (flower_batch/matrix/_results.py).
+folder. The results.json shape is `flower-batch/results@1` (flower_batch/reports/_results.py).
 Anything unusable is a `SideError`: one line naming the file and the field.
 """
 
@@ -14,17 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from flower_batch.errors import FlowerBatchError
+from flower_batch.errors import SideError
 from flower_batch.layout import Home
 from flower_batch.matrix import RESULTS_FORMAT
 
 RESULTS_NAME = "results.json"
 # Statuses that are not a measurement: left out of n, as the batch's own table does.
 NOT_COUNTED = frozenset({"pending", "skipped"})
-
-
-class SideError(FlowerBatchError):
-    pass
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,10 @@ import sys
 import threading
 
 from flower.scripted import MessagesServer, ScenarioError
+from flower_batch.errors import GatewayConfigError
 
-from .host_modes import GATEWAY_KEY_ENV
-from .modes import MODES, GatewayConfigError, build_gateway, describe
+from .host_modes import GATEWAY_KEY_ENV, MODES
+from .modes import build_gateway, describe
 from .routing import JobRouter, PerJobLog
 from .tokens import SECRET_ENV, secrets_from_files
 

@@ -18,10 +18,11 @@ from __future__ import annotations
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field
 
-from ..errors import FlowerBatchError
+from flower_batch.errors import GatewayModeError, UpstreamAuthError
+
 from .upstream_auth import GATEWAY_KEY_ENV as GATEWAY_KEY_ENV  # re-exported: older imports name them here
 from .upstream_auth import HOST_KEY_ENV as HOST_KEY_ENV
-from .upstream_auth import UpstreamAuth, UpstreamAuthError, upstream_problem
+from .upstream_auth import UpstreamAuth, upstream_problem
 
 MODES = ("scripted", "anthropic", "replay")
 UPSTREAM_ENV = "FLOWER_BATCH_UPSTREAM"
@@ -32,10 +33,6 @@ MODE_LABELS = {"scripted": "scripted model", "replay": "replayed recording", "an
 
 def mode_label(mode: str) -> str:
     return MODE_LABELS.get(mode, mode)
-
-
-class GatewayModeError(FlowerBatchError):
-    pass
 
 
 @dataclass

@@ -11,17 +11,14 @@ import os
 from pathlib import Path
 
 from flower.scripted import Responder, Scenario, ScriptedResponder
+from flower_batch.errors import GatewayConfigError, UpstreamAuthError, UpstreamError
 
 from .budget import Budgets
 from .host_modes import DEFAULT_UPSTREAM, MODES, mode_label
-from .proxy import ProxyResponder, Upstream, UpstreamError
+from .proxy import ProxyResponder, Upstream
 from .replay import ReplayResponder
 from .tap import Tap
-from .upstream_auth import UpstreamAuth, UpstreamAuthError
-
-
-class GatewayConfigError(ValueError):
-    """The gateway cannot start with these settings (one line saying which and why)."""
+from .upstream_auth import UpstreamAuth
 
 
 def mode_responder(

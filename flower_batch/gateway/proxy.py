@@ -22,6 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from flower.scripted import ParsedRequest, ResponsePlan, SSEEvent
+from flower_batch.errors import UpstreamError
 
 from .recording import KEPT_RESPONSE_HEADERS
 from .upstream_auth import GATEWAY_KEY_ENV as KEY_ENV
@@ -46,10 +47,6 @@ _DROP = frozenset(
         "accept-encoding",
     }
 )
-
-
-class UpstreamError(ValueError):
-    """The upstream base URL cannot be used."""
 
 
 class Upstream:

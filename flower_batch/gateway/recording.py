@@ -25,7 +25,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import FlowerBatchError
+from flower_batch.errors import RecordingMissing
+
 from .metering import append_durably, read_lines
 
 if TYPE_CHECKING:  # the host side reads recordings too, and must not pay for importing flower
@@ -140,10 +141,6 @@ class Recorder:
 def read_recording(path: Path) -> list[dict[str, Any]]:
     """The exchanges of a recording.jsonl (torn last line skipped), oldest first."""
     return [e for e in read_lines(Path(path)) if e.get("format") == FORMAT]
-
-
-class RecordingMissing(FlowerBatchError, FileNotFoundError):
-    """A job to replay has no recording (it ran before recordings existed, or it is no job folder)."""
 
 
 def recording_source(path: Path) -> Path:

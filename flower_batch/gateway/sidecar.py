@@ -12,10 +12,10 @@ from pathlib import Path
 import anyio
 
 from ..backend import Backend, ContainerSpec, Mount
-from ..errors import ContainerNotFound, FlowerBatchError
+from ..errors import ContainerNotFound, FlowerBatchError, GatewayError, GatewayModeError
 from ..labels import labels
 from .health import GatewayHealth
-from .host_modes import GatewayModeError, mode_setup
+from .host_modes import mode_setup
 from .supervisor import RestartPolicy
 from .tokens import SECRET_ENV, job_token, new_secret  # not .__main__: that imports flower (~1 s)
 
@@ -25,10 +25,6 @@ READY_LINE = "gateway listening"
 
 
 MAX_NAME = 63 - len("-gateway")  # the gateway container is `<name>-gateway`, the egress network `<name>-out`
-
-
-class GatewayError(FlowerBatchError):
-    pass
 
 
 def gateway_name(batch: str, session: str, suffix: str = "") -> str:

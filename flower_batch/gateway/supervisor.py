@@ -50,7 +50,7 @@ class RestartPolicy:
 
     def delay(self, recent: int) -> float:
         """Seconds to wait before restart number `recent` (1-based) of the window."""
-        return min(self.backoff_max_s, self.backoff_s * 2 ** max(0, recent - 1))
+        return min(self.backoff_max_s, self.backoff_s * 2.0 ** max(0, recent - 1))
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> RestartPolicy:

@@ -14,14 +14,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from flower_batch.errors import UpstreamAuthError
+
 HOST_KEY_ENV = "ANTHROPIC_API_KEY"
 HOST_TOKEN_ENV = "ANTHROPIC_AUTH_TOKEN"
 GATEWAY_KEY_ENV = "FB_UPSTREAM_KEY"
 GATEWAY_TOKEN_ENV = "FB_UPSTREAM_TOKEN"
-
-
-class UpstreamAuthError(ValueError):
-    """No usable credential, or an upstream URL that cannot be used (one line)."""
 
 
 @dataclass(frozen=True)

@@ -16,12 +16,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from flower_batch.jobmodel.units import format_memory
+
 from ..backend import Backend
 from ..backend.docker_engine import EngineFacts, engine_facts
-from ..errors import FlowerBatchError
+from ..errors import FlowerBatchError, PreflightFailed
 from ..labels import BATCH, MANAGED, ROLE
 from ..matrix import JobSpec
-from ..matrix._units import format_memory
 from .imports import Target, host_target, import_problems
 from .include_keys import include_warnings
 from .limits import cpus_problem, memory_problem, memory_warning
@@ -30,14 +31,6 @@ from .scenarios import scenario_problems
 Describe = Callable[[str, str, Sequence[JobSpec]], str]
 
 __all__ = ["Describe", "Preflight", "PreflightFailed", "include_warnings"]
-
-
-class PreflightFailed(FlowerBatchError):
-    """Problems found before anything ran; `lines` holds one line per problem."""
-
-    def __init__(self, lines: Sequence[str]) -> None:
-        self.lines = list(lines)
-        super().__init__("\n".join(self.lines))
 
 
 def _grouped(jobs: Sequence[JobSpec], key: Callable[[JobSpec], object]) -> dict[object, list[JobSpec]]:

@@ -18,6 +18,7 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import anyio
 
@@ -139,7 +140,7 @@ def _problems(
     timeout_s: float,
 ) -> list[str]:
     by_container = {argv[i + 1]: targets[i // 2] for i in range(0, len(argv), 2)}
-    results: dict[str, dict] = {}
+    results: dict[str, dict[str, Any]] = {}
     last_started: str | None = None
     for line in lines:
         try:

@@ -13,9 +13,7 @@ import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ..matrix._errors import format_path
-from ..matrix._fields import JOB_FIELDS
-from ..matrix._locate import KeyLines
+from ..matrix import JOB_FIELDS, KeyLines, format_path
 
 
 def include_warnings(path: Path, axes: Sequence[str], text: str | None = None) -> list[str]:

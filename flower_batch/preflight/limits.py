@@ -6,8 +6,9 @@ container is created: too late, the job's folder and record already exist. Check
 
 from __future__ import annotations
 
+from flower_batch.jobmodel.units import format_memory
+
 from ..backend.docker_engine import DOCKER_MIN_MEMORY, EngineFacts
-from ..matrix._units import format_memory
 
 
 def _size(n: int) -> str:

@@ -7,8 +7,9 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from flower.scripted import ScenarioError
+from flower_batch.errors import GatewayConfigError
 
-from ..gateway.modes import GatewayConfigError, mode_responder
+from ..gateway.modes import mode_responder
 
 
 def scenario_problems(paths: Iterable[Path]) -> list[str]:

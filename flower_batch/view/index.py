@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from flower_batch.jobmodel.record import RECORD_NAME, RECORD_STATUSES
+
 from ..layout import check_name
-from ..matrix._record import RECORD_NAME, RECORD_STATUSES
 
 STATUS_ORDER = ("running", "queued", "failed", "error", "timeout", "budget", "passed", "skipped", "unreadable")
 

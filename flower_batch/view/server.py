@@ -24,9 +24,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from ..errors import FlowerBatchError
+from ..errors import FlowerBatchError, RecordError
 from ..layout import Home
-from ..matrix import RecordError
 from ..workspace_diff import diff, source_of
 from .index import RecordIndex, select
 from .page import APP_CSS, APP_JS, PAGE_HTML

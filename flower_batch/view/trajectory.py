@@ -47,7 +47,7 @@ def job_trajectory(runs: Path, workspace: Path) -> dict[str, Any]:
         transcripts = load_transcripts(runs / "sessions.db")
     except SessionsUnreadable as exc:
         transcripts, problem = {}, f"sessions.db is not readable right now ({exc}); the page retries"
-    by_session: dict[str, dict[str | None, list[dict]]] = {}
+    by_session: dict[str, dict[str | None, list[dict[str, Any]]]] = {}
     for key, entries in transcripts.items():
         by_session.setdefault(session_of(key), {})[subpath_of(key)] = entries
     owners = _owners(rows)
@@ -109,7 +109,7 @@ def _belongs(entry: Mapping[str, Any], index: int, owners: list[tuple[datetime |
 def _step(
     index: int, row: Mapping[str, Any], rows: Sequence[Mapping[str, Any]],
     owners: Mapping[str, list[tuple[datetime | None, int]]],
-    by_session: Mapping[str, Mapping[str | None, list[dict]]], notes: Path,
+    by_session: Mapping[str, Mapping[str | None, list[dict[str, Any]]]], notes: Path,
 ) -> dict[str, Any]:
     name = str(row.get("step") or "?")
     sessions: list[dict[str, Any]] = []
@@ -179,7 +179,7 @@ def _clip(text: str, limit: int = TEXT_LIMIT) -> str:
 # -- messages ----------------------------------------------------------------------------------
 
 
-def _messages(entries: Sequence[Mapping[str, Any]], subs: Mapping[str | None, list[dict]]) -> list[dict[str, Any]]:
+def _messages(entries: Sequence[Mapping[str, Any]], subs: Mapping[str | None, list[dict[str, Any]]]) -> list[dict[str, Any]]:
     """The readable messages of one transcript: user text, assistant text/thinking, tool calls with
     their results (paired by tool_use id), subagent transcripts under their Agent call."""
     agents = _subagents_by_tool_use(subs)
@@ -238,7 +238,7 @@ def _result_text(content: Any) -> str:
     return "" if content is None else json.dumps(content, ensure_ascii=False)
 
 
-def _subagents_by_tool_use(subs: Mapping[str | None, list[dict]]) -> dict[str, dict[str, Any]]:
+def _subagents_by_tool_use(subs: Mapping[str | None, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
     found: dict[str, dict[str, Any]] = {}
     for key, entries in subs.items():
         if not key:

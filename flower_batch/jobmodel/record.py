@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from flower.fileio import write_atomic
-from flower_batch.errors import FlowerBatchError
+from flower_batch.errors import RecordError
 
-from ._outcome import JobOutcome, Status, StepSummary
-from ._spec import JobSpec
+from .outcome import JobOutcome, Status, StepSummary
+from .spec import JobSpec
 
 RECORD_FORMAT = "flower-batch/job-record@1"
 RECORD_NAME = "record.json"
@@ -26,10 +26,6 @@ RECORD_NAME = "record.json"
 IN_FLIGHT = ("queued", "running")
 RECORD_STATUSES = (*IN_FLIGHT, *(s.value for s in Status))
 CHECK_OUTPUT_LIMIT = 8000
-
-
-class RecordError(FlowerBatchError, ValueError):
-    """A record.json that is missing a field, has a wrong type, or is not JSON."""
 
 
 @dataclass(frozen=True)
@@ -60,7 +56,7 @@ class JobRecord:
     node: str | None = None  # the machine that ran the job (a cluster node); None on a local engine
     backend: str | None = None  # docker | swarm
     versions: dict[str, str] = field(default_factory=dict)
-    failure_class: str | None = None  # see matrix/_classes.py; None while in flight
+    failure_class: str | None = None  # see jobmodel/classes.py; None while in flight
     # Per step: continued its session or started fresh, and why (flower's runs/continuity.json).
     continuity: tuple[dict[str, Any], ...] = ()
     session: str | None = None  # the orchestrator session that wrote it (liveness: is it still there?)

@@ -11,8 +11,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ._outcome import JobOutcome, Status
-from ._spec import JobSpec
+from flower_batch.jobmodel.outcome import JobOutcome, Status
+from flower_batch.jobmodel.spec import JobSpec
 
 Z95 = 1.959963984540054
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 
-from ._classes import describe_counts
+from flower_batch.jobmodel.classes import describe_counts
+
 from ._results import BatchResults, fmt_cell_detail, fmt_ci, fmt_passed, fmt_rate, rate_class
 from ._stats import Cell
 

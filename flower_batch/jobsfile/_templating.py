@@ -16,19 +16,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from flower_batch.errors import TemplateError
+
 from ._errors import KeyPath
 
 _REFERENCE = re.compile(r"\$\{\{(.*?)\}\}", re.DOTALL)
 _NAME = r"[A-Za-z_][A-Za-z0-9_-]*"
 _VALID = re.compile(rf"^(matrix\.{_NAME}(\.{_NAME})?|task\.name|job\.id|job\.repeat)$")
-
-
-class TemplateError(ValueError):
-    """A reference that cannot be rendered; the message says why and how to fix it."""
-
-    def __init__(self, message: str, ref: str) -> None:
-        super().__init__(message)
-        self.ref = ref
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from ._record import JobRecord, RecordError
-from ._spec import JobSpec
+from flower_batch.errors import RecordError
+from flower_batch.jobmodel.record import JobRecord
+from flower_batch.jobmodel.spec import JobSpec
 
 # Statuses that are a measurement of the workflow, worth keeping.
 VERDICTS = frozenset({"passed", "failed", "timeout", "budget"})

@@ -11,14 +11,9 @@ from __future__ import annotations
 import itertools
 import math
 
-from ._errors import MatrixFileError
 from ._parse import Parsed, Val, match
 
 MAX_JOBS = 10_000
-
-
-class MatrixTooLarge(MatrixFileError):
-    """More jobs than MAX_JOBS without an explicit flag (one line)."""
 
 
 def _matches(entry: dict[str, Val], names: tuple[str, ...], values: tuple[Val, ...]) -> bool:

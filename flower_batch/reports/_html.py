@@ -16,9 +16,12 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from flower_batch.jobmodel.outcome import JobOutcome
+from flower_batch.jobmodel.spec import JobSpec
+from flower_batch.jobmodel.units import format_duration
+
 from ._diff_html import DIFF_CSS, diff_summary_span
 from ._job_body_js import JOB_BODY_JS, JOB_LIST_CSS
-from ._outcome import JobOutcome
 from ._plots import PLOTS_CSS, plots_section
 from ._results import (
     BatchResults,
@@ -29,10 +32,8 @@ from ._results import (
     fmt_rate,
     rate_class,
 )
-from ._spec import JobSpec
 from ._stats import Cell
 from ._table import summary_line
-from ._units import format_duration
 
 _CSS = """
 :root { --good:#1a7f37; --mid:#9a6700; --bad:#cf222e; --none:#6e7781; --line:#d0d7de; --bg:#f6f8fa; }

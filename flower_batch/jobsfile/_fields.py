@@ -13,10 +13,11 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from flower_batch.jobmodel.units import parse_duration, parse_memory
+
 from ..envnames import env_name_problem, looks_secret, secret_name_problem, valid_env_name
 from ._errors import KeyPath
 from ._templating import Template
-from ._units import parse_duration, parse_memory
 
 Report = Callable[[KeyPath, str], None]
 Overlay = dict[str, Any]

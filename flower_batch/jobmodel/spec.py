@@ -9,7 +9,7 @@ from typing import Any
 
 from ..envnames import unset_names
 from ..gateway.host_modes import mode_label
-from ._hashing import json_hash
+from .hashing import json_hash
 
 INPUTS_FORMAT = "flower-batch/inputs@1"
 gateway_label = mode_label  # how a gateway mode is named to people (one table: gateway/host_modes.py)

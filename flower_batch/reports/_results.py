@@ -13,12 +13,13 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from flower_batch.jobmodel.outcome import JobOutcome
+from flower_batch.jobmodel.record import JobRecord
+from flower_batch.jobmodel.spec import JobSpec, gateway_label
+from flower_batch.jobmodel.units import format_duration
+
 from ..workspace_diff import source_of, summarize
-from ._outcome import JobOutcome
-from ._record import JobRecord
-from ._spec import JobSpec, gateway_label
 from ._stats import Cell, Comparison, compare
-from ._units import format_duration
 
 RESULTS_FORMAT = "flower-batch/results@1"
 
@@ -69,8 +70,8 @@ class BatchResults:
         return total > 0 and passed / total >= fail_under
 
     def class_counts(self) -> dict[str, int]:
-        """How many jobs ended in each failure class (matrix/_classes.py), plus "pending"."""
-        from ._classes import count_classes
+        """How many jobs ended in each failure class (jobmodel/classes.py), plus "pending"."""
+        from flower_batch.jobmodel.classes import count_classes
 
         return count_classes(o.klass if (o := self.outcomes.get(job.id)) else None for job in self.jobs)
 

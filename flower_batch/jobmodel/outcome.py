@@ -8,7 +8,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._classes import FailureClass
+    from .classes import FailureClass
 
 
 class Status(StrEnum):
@@ -108,7 +108,7 @@ class JobOutcome:
     check_output: str | None = None
     log_tail: str | None = None
     failure_class: str | None = None
-    """A FailureClass value (matrix/_classes.py) when the runner knew the cause; else see `klass`."""
+    """A FailureClass value (jobmodel/classes.py) when the runner knew the cause; else see `klass`."""
 
     @property
     def passed(self) -> bool:
@@ -117,7 +117,7 @@ class JobOutcome:
     @property
     def klass(self) -> FailureClass:
         """The job's one failure class: the runner's, else what the status implies."""
-        from ._classes import class_from_status, parse_class
+        from .classes import class_from_status, parse_class
 
         return parse_class(self.failure_class) or class_from_status(self.status, self.check_exit)
 

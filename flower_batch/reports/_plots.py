@@ -101,7 +101,7 @@ def _nice_max(value: float) -> float:
     """A round axis end at or above value (1, 2, 2.5 or 5 times a power of ten)."""
     if value <= 0:
         return 1.0
-    power = 10 ** math.floor(math.log10(value))
+    power = 10.0 ** math.floor(math.log10(value))
     return next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= value)
 
 

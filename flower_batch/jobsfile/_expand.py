@@ -15,15 +15,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from flower_batch.errors import TemplateError
+from flower_batch.jobmodel.hashing import path_hash, tree_hash
+from flower_batch.jobmodel.spec import GatewaySpec, JobSpec
+
 from ._combos import Combination, combinations
 from ._errors import KeyPath
 from ._fields import GATEWAY_MODES, Overlay, is_invalid, merge, show_value
-from ._hashing import path_hash, tree_hash
 from ._ids import job_id, slugify, variant_of
 from ._parse import Explicit, Parsed, Val, match
 from ._problems import Problems
-from ._spec import GatewaySpec, JobSpec
-from ._templating import RenderContext, Template, TemplateError
+from ._templating import RenderContext, Template
 
 DEFAULT_TIMEOUT_S = 1800.0
 DEFAULT_CHECK_TIMEOUT_S = 300.0

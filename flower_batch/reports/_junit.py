@@ -1,6 +1,6 @@
 """JUnit XML for CI: one <testsuite> per task, one <testcase> per job.
 
-By failure class (matrix/_classes.py), so CI tells a broken run from a bad result:
+By failure class (jobmodel/classes.py), so CI tells a broken run from a bad result:
 agent / verifier / timeout / budget -> <failure type=CLASS message=REASON>
 infrastructure                      -> <error type="infrastructure" message=REASON>
 skipped, not run yet                -> <skipped message=...> (a skipped job still counts in its class)
@@ -14,10 +14,11 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from ._classes import FailureClass
-from ._outcome import JobOutcome, Status
+from flower_batch.jobmodel.classes import FailureClass
+from flower_batch.jobmodel.outcome import JobOutcome, Status
+from flower_batch.jobmodel.spec import JobSpec
+
 from ._results import BatchResults
-from ._spec import JobSpec
 
 # Characters XML 1.0 forbids (terminal escapes in logs would make the file unreadable).
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 
-from ._errors import FieldError, KeyPath, MatrixFileError, format_path
+from flower_batch.errors import FieldError, MatrixFileError
+
+from ._errors import KeyPath, format_path
 from ._locate import KeyLines
 
 

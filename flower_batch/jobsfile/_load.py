@@ -6,14 +6,15 @@ import re
 import tomllib
 from pathlib import Path
 
-from ._errors import FieldError, MatrixFileError
+from flower_batch.errors import FieldError, MatrixFileError, MatrixTooLarge
+from flower_batch.jobmodel.spec import JobsFile
+
 from ._expand import Expander
 from ._ids import slugify
 from ._locate import KeyLines
 from ._parse import Parser
 from ._problems import Problems
-from ._size import MatrixTooLarge, breakdown, count_jobs
-from ._spec import JobsFile
+from ._size import breakdown, count_jobs
 
 _TOML_POSITION = re.compile(r"\s*\(at line (\d+), column \d+\)$")
 

@@ -1,0 +1,56 @@
+"""The runtime image commands: `image build`, `image show`, `image push` (flower_batch.cli groups them)."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+
+from .cmd_common import err, fail, runtime_image
+from .errors import FlowerBatchError
+
+
+def image_build(
+    tag: str = typer.Option("flower-batch-runtime:latest", "--tag"),
+    base: str | None = typer.Option(None, "--base", help="base image (default: made locally with debootstrap)"),
+    network: bool = typer.Option(False, "--network", help="allow network during the build"),
+    no_cache: bool = typer.Option(False, "--no-cache"),
+) -> None:
+    """Build (or reuse) the runtime image; prints its immutable id."""
+    from .image import build_image
+
+    try:
+        img = build_image(tag=tag, base_image=base, network=network, no_cache=no_cache)
+    except FlowerBatchError as exc:
+        fail(str(exc))
+        raise
+    err.print(f"flower-batch {img.flower_batch_version} · claude-agent-sdk {img.sdk_version} · "
+              f"CLI {img.cli_version} · {'reused' if img.reused else 'built'}")
+    print(img.id)
+
+
+def image_show(ref: str = typer.Argument("flower-batch-runtime:latest")) -> None:
+    """The id and versions of a runtime image."""
+    try:
+        img_id, versions = runtime_image(ref)
+    except FlowerBatchError as exc:
+        fail(str(exc))
+        raise
+    print(json.dumps({"id": img_id, **versions}))
+
+
+def image_push(
+    registry: str = typer.Argument(..., help="HOST[:PORT] of a registry every node pulls from"),
+    image: str = typer.Option("flower-batch-runtime:latest", "--image", help="runtime image (tag or id)"),
+) -> None:
+    """Push the pinned runtime image to REGISTRY; prints the repo digest cluster jobs run."""
+    from .backend.registry_push import push_image
+
+    try:
+        img_id, _ = runtime_image(image)
+        pushed = push_image(img_id, registry, on_line=lambda line: err.print(f"  {line}"))
+    except FlowerBatchError as exc:
+        fail(str(exc))
+        raise
+    err.print(f"pushed {pushed.image_id[:19]} to {registry}")
+    print(pushed.reference)

@@ -1,0 +1,18 @@
+"""jobs.toml -> JobsFile: parse, validate every field (all problems at once), render `${{ }}`,
+expand the matrix. Nothing here touches Docker or a job's files.
+
+    load_jobs_file(path) -> JobsFile     parse_jobs_text(text, ...) for text already read
+
+The format is documented in docs/jobs-toml.md and schemas/jobs.schema.json; a problem is a
+FieldError (flower_batch/errors.py), all of them one MatrixFileError.
+"""
+
+from ._errors import KeyPath, format_path
+from ._fields import JOB_FIELDS, PLACEMENT
+from ._ids import slugify
+from ._load import load_jobs_file, parse_jobs_text
+from ._locate import KeyLines
+from ._size import MAX_JOBS
+
+__all__ = ["JOB_FIELDS", "MAX_JOBS", "PLACEMENT", "KeyLines", "KeyPath", "format_path", "load_jobs_file",
+           "parse_jobs_text", "slugify"]
