@@ -16,6 +16,7 @@ import struct
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -123,7 +124,7 @@ class _Handler(BaseHTTPRequestHandler):
         # every line is written.
         core.log.remember(record)
         answered = threading.Event()
-        core._log_later(record, answered, req.raw_body)
+        core._log_later(record, answered, req.raw_body, plan.after)
         del req, record  # a long answer must not hold the request's body (the log's writer has it)
         try:
             self._carry_out(plan)
@@ -244,6 +245,14 @@ class _Handler(BaseHTTPRequestHandler):
             pass
 
 
+def _run_after(after: list[Callable[[], None]]) -> None:
+    for work in after:
+        try:
+            work()
+        except Exception:  # one failing bookkeeping step must not skip the others, or the log
+            log.exception("after-answer work failed")
+
+
 class _Pending:
     """A count of work in flight, and a way to wait until there is none."""
 
@@ -294,7 +303,7 @@ class MessagesServer:
         self._nth: dict[str, int] = defaultdict(int)
         self._nth_lock = threading.Lock()
         self._writes = _Pending()  # log lines queued, not yet written
-        self._log_queue: queue.Queue[tuple[dict[str, Any], threading.Event, bytes] | None] = queue.Queue(maxsize=_LOG_QUEUE)
+        self._log_queue: queue.Queue[tuple[dict[str, Any], threading.Event, bytes, list[Callable[[], None]]] | None] = queue.Queue(maxsize=_LOG_QUEUE)
         self._log_thread: threading.Thread | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -410,24 +419,29 @@ class MessagesServer:
         each line just after its answer); False if that took longer than `timeout`."""
         return self._writes.wait_idle(timeout=timeout)
 
-    def _log_later(self, record: dict[str, Any], answered: threading.Event, raw: bytes) -> None:
-        """Queue a record for the log's writer (blocks when it is _LOG_QUEUE behind: bounded)."""
+    def _log_later(
+        self, record: dict[str, Any], answered: threading.Event, raw: bytes, after: list[Callable[[], None]]
+    ) -> None:
+        """Queue a record (and the plan's `after` work) for the log's writer (blocks when it is
+        _LOG_QUEUE behind: bounded)."""
         if self._log_thread is None:  # not started, or stopped: no writer, write it now
             self.log.add(record, remembered=True, raw=raw)
+            _run_after(after)
             return
         self._writes.acquire()
-        self._log_queue.put((record, answered, raw))
+        self._log_queue.put((record, answered, raw, after))
 
     def _write_log(self) -> None:
         while (item := self._log_queue.get()) is not None:
-            record, answered, raw = item
+            record, answered, raw, after = item
             try:
                 answered.wait(_LOG_AFTER_S)
+                _run_after(after)  # first: a recording or meter summary is smaller and read sooner
                 self.log.add(record, remembered=True, raw=raw)
             except Exception:  # a full disk must not stop the server answering
                 log.exception("could not write the request log")
             finally:
-                del item, record, raw
+                del item, record, raw, after
                 self._writes.release()
 
     def _next_nth(self, session: str) -> int:

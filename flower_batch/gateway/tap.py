@@ -92,6 +92,7 @@ class Tap:
             plan.events = watch.stream(plan.events, plan.cut_after)
         else:
             watch.whole(plan)
+        plan.after.append(watch.answered)  # the recording and meter.json: after the answer
         return plan
 
 
@@ -125,6 +126,20 @@ class _Watch:
         self.started = started
         self.model = request.model
         self.ex = meter.new_exchange()
+        # The record waits for the core's after-answer call (off the client's wait), unless the
+        # answer is still going when that comes (a slow stream): then it is written at its end.
+        self._lock = threading.Lock()
+        self._after_ran = False
+        self._pending: tuple[str, list[Any] | None, Any] | None = None
+
+    def answered(self) -> None:
+        """The core's after-answer call: write what the exchange left pending."""
+        with self._lock:
+            self._after_ran = True
+            pending, self._pending = self._pending, None
+        self.meter.write_summary()
+        if pending is not None:
+            self._write(*pending)
 
     def whole(self, plan: ResponsePlan) -> None:
         """A JSON answer, an error, a dropped connection or an outage: meter and record at once."""
@@ -137,7 +152,8 @@ class _Watch:
         ):
             model = str(body.get("model") or self.model)
             self.meter.update(
-                self.ex, model, usage_fields(body["usage"]), final=True, requested=self.requested
+                self.ex, model, usage_fields(body["usage"]), final=True, requested=self.requested,
+                summary=False,
             )
         self._record(plan.outcome, events=None, json_body=body)
 
@@ -175,14 +191,24 @@ class _Watch:
             usage = message.get("usage")
             if isinstance(usage, dict):
                 self.meter.update(
-                    self.ex, self.model, usage_fields(usage), final=False, requested=self.requested
+                    self.ex, self.model, usage_fields(usage), final=False, requested=self.requested,
+                    summary=False,
                 )
         elif name == "message_delta" and isinstance(data.get("usage"), dict):
             self.meter.update(
-                self.ex, self.model, usage_fields(data["usage"]), final=True, requested=self.requested
+                self.ex, self.model, usage_fields(data["usage"]), final=True, requested=self.requested,
+                summary=False,
             )
 
     def _record(self, outcome: str, *, events: list[Any] | None, json_body: Any) -> None:
+        with self._lock:
+            if not self._after_ran:
+                self._pending = (outcome, events, json_body)
+                return
+        self.meter.write_summary()
+        self._write(outcome, events, json_body)
+
+    def _write(self, outcome: str, events: list[Any] | None, json_body: Any) -> None:
         try:
             self.tap.recorder.append(
                 self.job,
