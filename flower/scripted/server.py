@@ -112,10 +112,12 @@ class _Handler(BaseHTTPRequestHandler):
             raw_body=raw,
             received_at=received,
         )
+        self._begin(req)
         problem = self._parse_body(req)
         if endpoint == "messages" and not problem:
             req.nth = core._next_nth(req.session)
         plan = self._plan_for(req, problem)
+        _close_begun(req)
         record = make_record(req, plan)
         # In memory (keep_requests) before answering: a test sees the request once it has the
         # answer. On disk by the log's writer thread once the answer went out, or after
@@ -144,6 +146,16 @@ class _Handler(BaseHTTPRequestHandler):
                 self.rfile.readline()
         length = int(self.headers.get("Content-Length") or 0)
         return self.rfile.read(length) if length > 0 else b""
+
+    def _begin(self, req: ParsedRequest) -> None:
+        """The responder's begin(), if it has one, before the body is parsed (plan.py)."""
+        begin = getattr(self.core.responder, "begin", None)
+        if begin is None or req.method != "POST" or req.endpoint not in ("messages", "count_tokens"):
+            return
+        try:
+            begin(req)
+        except Exception:  # respond() still runs and answers (it does the work itself)
+            log.exception("responder's begin failed on %s", req.path)
 
     @staticmethod
     def _parse_body(req: ParsedRequest) -> str | None:
@@ -243,6 +255,18 @@ class _Handler(BaseHTTPRequestHandler):
             self.rfile.close()  # releases the last reference: the socket really closes here
         except OSError:
             pass
+
+
+def _close_begun(req: ParsedRequest) -> None:
+    """Close what a responder's begin() started and respond() did not take over."""
+    for left in req.begun.values():
+        close = getattr(left, "close", None)
+        if close is not None:
+            try:
+                close()
+            except Exception:
+                log.exception("could not close what begin() left")
+    req.begun.clear()
 
 
 def _run_after(after: list[Callable[[], None]]) -> None:

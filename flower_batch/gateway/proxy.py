@@ -106,6 +106,43 @@ class ProxyResponder:
         self._auth = auth
         self._pool = ConnectionPool(upstream.connect)
 
+    def begin(self, request: ParsedRequest) -> None:
+        """Forward the raw request as soon as it is read (the core parses the body meanwhile,
+        for routing's summary, the recording and the log); respond() reads the answer."""
+        if request.endpoint not in ("messages", "count_tokens"):
+            return
+        path = self.upstream.base_path + request.path[len(request.prefix) :]
+        sent = forward_headers(request.headers, self._auth, len(request.raw_body))
+        try:
+            conn, reused = self._pool.take()
+        except (OSError, http.client.HTTPException):
+            return  # unreachable: respond() tries again and answers 502
+        try:
+            conn.request(request.method, path, body=request.raw_body, headers=sent)
+        except (OSError, http.client.HTTPException):
+            conn.close()  # respond() sends it again, on a fresh connection, and reports a failure
+            return
+        request.begun[_STARTED_KEY] = _Started(conn, reused)
+
+    def _answer_of(
+        self, started: _Started
+    ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse] | None:
+        """The upstream's status line for a request begin() sent; None when that connection
+        turned out closed by the upstream while idle (the request is then sent again)."""
+        conn = started.conn
+        try:
+            if conn.sock is not None:
+                conn.sock.settimeout(self.upstream.read_timeout)
+            return conn, conn.getresponse()
+        except (ConnectionError, http.client.RemoteDisconnected, http.client.BadStatusLine):
+            conn.close()
+            if not started.reused:
+                raise
+            return None
+        except BaseException:
+            conn.close()
+            raise
+
     def _send(
         self, method: str, path: str, body: bytes, headers: dict[str, str]
     ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
@@ -137,7 +174,9 @@ class ProxyResponder:
         path = self.upstream.base_path + request.path[len(request.prefix) :]
         sent = forward_headers(request.headers, self._auth, len(request.raw_body))
         try:
-            conn, resp = self._send(request.method, path, request.raw_body, sent)
+            started = request.begun.pop(_STARTED_KEY, None)
+            answered = self._answer_of(started) if isinstance(started, _Started) else None
+            conn, resp = answered or self._send(request.method, path, request.raw_body, sent)
         except (OSError, http.client.HTTPException) as err:
             return ResponsePlan.error(
                 502,
@@ -158,6 +197,20 @@ class ProxyResponder:
         return ResponsePlan.json(
             _json_or_error(raw, resp.status), status=resp.status, headers=back, rule="proxy"
         )
+
+
+_STARTED_KEY = "proxy:started"
+
+
+class _Started:
+    """An upstream request begin() sent, waiting for respond() to read its answer."""
+
+    def __init__(self, conn: http.client.HTTPConnection, reused: bool) -> None:
+        self.conn = conn
+        self.reused = reused
+
+    def close(self) -> None:  # the core's, when respond() never came for it (a bad body)
+        self.conn.close()
 
 
 def _json_or_error(raw: bytes, status: int) -> Any:

@@ -35,6 +35,16 @@ def refusal_plan(reason: str) -> ResponsePlan:
     )
 
 
+_BUDGET_KEY = "tap:budget"
+
+
+class _BudgetDecision:
+    """The budget's word on one request, taken in begin() and kept to by respond()."""
+
+    def __init__(self, reason: str | None) -> None:
+        self.reason = reason
+
+
 class Tap:
     """A Responder wrapping another; see the module docstring."""
 
@@ -62,6 +72,20 @@ class Tap:
             meters = list(self._meters.values())
         return {m.job: m.summary() for m in meters}
 
+    def begin(self, request: ParsedRequest) -> None:
+        """Before the body is parsed: the budget's decision (it needs only the job), then the
+        mode's own begin (the proxy forwards the raw request at once) if the job may spend."""
+        job = job_of(request.prefix)
+        begin = getattr(self.inner, "begin", None)
+        if job is None or begin is None:
+            return
+        if request.endpoint == "messages" and self.budgets is not None:
+            reason = self.budgets.refusal(job, self.summaries())
+            request.begun[_BUDGET_KEY] = _BudgetDecision(reason)
+            if reason is not None:
+                return
+        begin(request)
+
     def respond(self, request: ParsedRequest) -> ResponsePlan:
         job = job_of(request.prefix)
         if job is None:  # the router answers these; nothing to meter
@@ -70,7 +94,9 @@ class Tap:
         summary = request_summary(request)
         meter = self.meter(job)
         if request.endpoint == "messages" and self.budgets is not None:
-            reason = self.budgets.refusal(job, self.summaries())
+            early = request.begun.pop(_BUDGET_KEY, None)
+            # begin() decided already (and forwarded the request if allowed): that decision stands
+            reason = early.reason if isinstance(early, _BudgetDecision) else self.budgets.refusal(job, self.summaries())
             if reason is not None:
                 meter.refused(reason)
                 plan = refusal_plan(reason)
