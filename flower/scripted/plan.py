@@ -7,6 +7,10 @@ Nothing else is shared, so a scripted, proxying or replaying responder plugs in 
         def respond(self, request: ParsedRequest) -> ResponsePlan: ...
 
 `respond` is called from the connection's thread (several at once): keep shared state locked.
+A responder may also have `begin(request)`, called before the body is parsed (`raw_body`,
+headers and path are there, `body` is still empty): a proxy forwards the raw bytes at once and
+the parse runs while the upstream works. What begin leaves in `request.begun` is closed by the
+core after respond (or instead of it, when the body is bad), unless respond took it out.
 The core handles `HEAD/GET {prefix}/api/hello` and unknown paths itself; a responder sees
 `endpoint` "messages" and "count_tokens".
 
@@ -18,6 +22,9 @@ What a plan can say, in the order the core applies it:
   4. `events` (SSE): status + headers, then the events, `chunk_delay_s` apart; with `cut_after=N`
      only the first N events are sent and the connection is reset (the chunked body never ends).
      `events` may be any iterable, e.g. a generator pulling from an upstream stream.
+  5. `after`: callables the core runs once the answer went out (by the request log's writer
+     thread, after at most a short wait: a slow answer must not hold it), for bookkeeping that
+     is not the client's wait. stop() returns once they all ran.
   5. otherwise `json_body` with `status` (an error body for 4xx/5xx; None means an empty body).
 `rule`/`step` name what answered, for the request log ("unmatched" when nothing did).
 """
@@ -25,7 +32,7 @@ What a plan can say, in the order the core applies it:
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -82,6 +89,7 @@ class ResponsePlan:
     outage_s: float | None = None
     rule: str = ""
     step: int | None = None  # position in a rule's sequence, when it has one
+    after: list[Callable[[], None]] = field(default_factory=list)  # see 5. above
 
     @classmethod
     def json(cls, body: Any, status: int = 200, **kw: Any) -> ResponsePlan:

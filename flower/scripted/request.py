@@ -92,6 +92,8 @@ class ParsedRequest:
     received_at: float = 0.0
     nth: int = 0  # 1-based index of this /v1/messages request within its session (0 for others)
     credential_sha256: str = field(default="", repr=False)  # see credential_digest()
+    # What a responder's begin() started (e.g. an upstream request); see plan.py.
+    begun: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @cached_property
     def session(self) -> str:

@@ -16,6 +16,7 @@ import struct
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -111,10 +112,12 @@ class _Handler(BaseHTTPRequestHandler):
             raw_body=raw,
             received_at=received,
         )
+        self._begin(req)
         problem = self._parse_body(req)
         if endpoint == "messages" and not problem:
             req.nth = core._next_nth(req.session)
         plan = self._plan_for(req, problem)
+        _close_begun(req)
         record = make_record(req, plan)
         # In memory (keep_requests) before answering: a test sees the request once it has the
         # answer. On disk by the log's writer thread once the answer went out, or after
@@ -123,7 +126,7 @@ class _Handler(BaseHTTPRequestHandler):
         # every line is written.
         core.log.remember(record)
         answered = threading.Event()
-        core._log_later(record, answered, req.raw_body)
+        core._log_later(record, answered, req.raw_body, plan.after)
         del req, record  # a long answer must not hold the request's body (the log's writer has it)
         try:
             self._carry_out(plan)
@@ -143,6 +146,16 @@ class _Handler(BaseHTTPRequestHandler):
                 self.rfile.readline()
         length = int(self.headers.get("Content-Length") or 0)
         return self.rfile.read(length) if length > 0 else b""
+
+    def _begin(self, req: ParsedRequest) -> None:
+        """The responder's begin(), if it has one, before the body is parsed (plan.py)."""
+        begin = getattr(self.core.responder, "begin", None)
+        if begin is None or req.method != "POST" or req.endpoint not in ("messages", "count_tokens"):
+            return
+        try:
+            begin(req)
+        except Exception:  # respond() still runs and answers (it does the work itself)
+            log.exception("responder's begin failed on %s", req.path)
 
     @staticmethod
     def _parse_body(req: ParsedRequest) -> str | None:
@@ -244,6 +257,26 @@ class _Handler(BaseHTTPRequestHandler):
             pass
 
 
+def _close_begun(req: ParsedRequest) -> None:
+    """Close what a responder's begin() started and respond() did not take over."""
+    for left in req.begun.values():
+        close = getattr(left, "close", None)
+        if close is not None:
+            try:
+                close()
+            except Exception:
+                log.exception("could not close what begin() left")
+    req.begun.clear()
+
+
+def _run_after(after: list[Callable[[], None]]) -> None:
+    for work in after:
+        try:
+            work()
+        except Exception:  # one failing bookkeeping step must not skip the others, or the log
+            log.exception("after-answer work failed")
+
+
 class _Pending:
     """A count of work in flight, and a way to wait until there is none."""
 
@@ -294,7 +327,7 @@ class MessagesServer:
         self._nth: dict[str, int] = defaultdict(int)
         self._nth_lock = threading.Lock()
         self._writes = _Pending()  # log lines queued, not yet written
-        self._log_queue: queue.Queue[tuple[dict[str, Any], threading.Event, bytes] | None] = queue.Queue(maxsize=_LOG_QUEUE)
+        self._log_queue: queue.Queue[tuple[dict[str, Any], threading.Event, bytes, list[Callable[[], None]]] | None] = queue.Queue(maxsize=_LOG_QUEUE)
         self._log_thread: threading.Thread | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -410,24 +443,29 @@ class MessagesServer:
         each line just after its answer); False if that took longer than `timeout`."""
         return self._writes.wait_idle(timeout=timeout)
 
-    def _log_later(self, record: dict[str, Any], answered: threading.Event, raw: bytes) -> None:
-        """Queue a record for the log's writer (blocks when it is _LOG_QUEUE behind: bounded)."""
+    def _log_later(
+        self, record: dict[str, Any], answered: threading.Event, raw: bytes, after: list[Callable[[], None]]
+    ) -> None:
+        """Queue a record (and the plan's `after` work) for the log's writer (blocks when it is
+        _LOG_QUEUE behind: bounded)."""
         if self._log_thread is None:  # not started, or stopped: no writer, write it now
             self.log.add(record, remembered=True, raw=raw)
+            _run_after(after)
             return
         self._writes.acquire()
-        self._log_queue.put((record, answered, raw))
+        self._log_queue.put((record, answered, raw, after))
 
     def _write_log(self) -> None:
         while (item := self._log_queue.get()) is not None:
-            record, answered, raw = item
+            record, answered, raw, after = item
             try:
                 answered.wait(_LOG_AFTER_S)
+                _run_after(after)  # first: a recording or meter summary is smaller and read sooner
                 self.log.add(record, remembered=True, raw=raw)
             except Exception:  # a full disk must not stop the server answering
                 log.exception("could not write the request log")
             finally:
-                del item, record, raw
+                del item, record, raw, after
                 self._writes.release()
 
     def _next_nth(self, session: str) -> int:

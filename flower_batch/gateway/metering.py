@@ -307,9 +307,17 @@ class JobMeter:
             return f"{self._prefix}-{self._count}"
 
     def update(
-        self, ex: str, model: str, usage: Mapping[str, Any], *, final: bool, requested: str = ""
+        self,
+        ex: str,
+        model: str,
+        usage: Mapping[str, Any],
+        *,
+        final: bool,
+        requested: str = "",
+        summary: bool = True,
     ) -> None:
         """Record the cumulative usage of exchange `ex` so far (durable before returning).
+        `summary=False` leaves meter.json to a later write_summary() (after the answer went out).
 
         `model` is the one that answered; when the price table does not know it, the model the
         request asked for is priced instead (the CLI prices that one too), else cost is unknown.
@@ -337,6 +345,13 @@ class JobMeter:
             self._exchanges.pop(ex, None)
             self._exchanges[ex] = line  # last: the dict is in order of latest update
             self._settle()
+            if summary:
+                self._write_summary()
+
+    def write_summary(self) -> None:
+        """Rewrite meter.json from what is metered so far."""
+        with self._lock:
+            self._check_reset()
             self._write_summary()
 
     def refused(self, reason: str) -> None:

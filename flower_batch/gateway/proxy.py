@@ -27,6 +27,7 @@ from flower_batch.errors import UpstreamError
 from .recording import KEPT_RESPONSE_HEADERS
 from .upstream_auth import GATEWAY_KEY_ENV as KEY_ENV
 from .upstream_auth import UpstreamAuth, upstream_problem
+from .upstream_pool import ConnectionPool
 
 # Never forwarded: hop-by-hop headers, the job's credentials, and what the proxy sets itself.
 _DROP = frozenset(
@@ -100,6 +101,64 @@ class ProxyResponder:
             raise UpstreamError(f"proxy mode needs the upstream credential (e.g. {KEY_ENV})")
         self.upstream = upstream
         self._auth = auth
+        self._pool = ConnectionPool(upstream.connect)
+
+    def begin(self, request: ParsedRequest) -> None:
+        """Forward the raw request as soon as it is read (the core parses the body meanwhile,
+        for routing's summary, the recording and the log); respond() reads the answer."""
+        if request.endpoint not in ("messages", "count_tokens"):
+            return
+        path = self.upstream.base_path + request.path[len(request.prefix) :]
+        sent = forward_headers(request.headers, self._auth, len(request.raw_body))
+        try:
+            conn, reused = self._pool.take()
+        except (OSError, http.client.HTTPException):
+            return  # unreachable: respond() tries again and answers 502
+        try:
+            conn.request(request.method, path, body=request.raw_body, headers=sent)
+        except (OSError, http.client.HTTPException):
+            conn.close()  # respond() sends it again, on a fresh connection, and reports a failure
+            return
+        request.begun[_STARTED_KEY] = _Started(conn, reused)
+
+    def _answer_of(
+        self, started: _Started
+    ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse] | None:
+        """The upstream's status line for a request begin() sent; None when that connection
+        turned out closed by the upstream while idle (the request is then sent again)."""
+        conn = started.conn
+        try:
+            if conn.sock is not None:
+                conn.sock.settimeout(self.upstream.read_timeout)
+            return conn, conn.getresponse()
+        except (ConnectionError, http.client.RemoteDisconnected, http.client.BadStatusLine):
+            conn.close()
+            if not started.reused:
+                raise
+            return None
+        except BaseException:
+            conn.close()
+            raise
+
+    def _send(
+        self, method: str, path: str, body: bytes, headers: dict[str, str]
+    ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+        """Send the request on a kept-alive connection (a fresh one if the upstream had closed
+        it while idle: nothing was answered on it, so sending again is safe) and read the status."""
+        while True:
+            conn, reused = self._pool.take()
+            try:
+                conn.request(method, path, body=body, headers=headers)
+                if conn.sock is not None:
+                    conn.sock.settimeout(self.upstream.read_timeout)
+                return conn, conn.getresponse()
+            except (ConnectionError, http.client.RemoteDisconnected, http.client.BadStatusLine):
+                conn.close()
+                if not reused:
+                    raise
+            except BaseException:
+                conn.close()
+                raise
 
     def __repr__(self) -> str:  # never show the credential
         return f"ProxyResponder({self.upstream.url}, {self._auth.scheme})"
@@ -110,38 +169,45 @@ class ProxyResponder:
                 404, f"flower-batch gateway: no endpoint at {request.path}", rule="proxy:unknown"
             )
         path = self.upstream.base_path + request.path[len(request.prefix) :]
-        conn = self.upstream.connect()
+        sent = forward_headers(request.headers, self._auth, len(request.raw_body))
         try:
-            conn.request(
-                request.method,
-                path,
-                body=request.raw_body,
-                headers=forward_headers(request.headers, self._auth, len(request.raw_body)),
-            )
-            if conn.sock is not None:
-                conn.sock.settimeout(self.upstream.read_timeout)
-            resp = conn.getresponse()
+            started = request.begun.pop(_STARTED_KEY, None)
+            answered = self._answer_of(started) if isinstance(started, _Started) else None
+            conn, resp = answered or self._send(request.method, path, request.raw_body, sent)
         except (OSError, http.client.HTTPException) as err:
-            conn.close()
             return ResponsePlan.error(
                 502,
                 f"flower-batch gateway: the upstream {self.upstream.url} did not answer ({type(err).__name__}: {err})",
                 rule="proxy:unreachable",
             )
-        headers = passed_back(resp.headers)
+        back = passed_back(resp.headers)
         if resp.status == 200 and "text/event-stream" in (resp.getheader("content-type") or ""):
-            return ResponsePlan.sse(_relay(conn, resp), status=200, headers=headers, rule="proxy")
+            return ResponsePlan.sse(_relay(self._pool, conn, resp), status=200, headers=back, rule="proxy")
         try:
             raw = resp.read()
         except (OSError, http.client.HTTPException) as err:
+            conn.close()
             return ResponsePlan.error(
                 502, f"flower-batch gateway: the upstream's answer broke off ({err})", rule="proxy:broken"
             )
-        finally:
-            conn.close()
+        self._pool.give_back(conn, resp)
         return ResponsePlan.json(
-            _json_or_error(raw, resp.status), status=resp.status, headers=headers, rule="proxy"
+            _json_or_error(raw, resp.status), status=resp.status, headers=back, rule="proxy"
         )
+
+
+_STARTED_KEY = "proxy:started"
+
+
+class _Started:
+    """An upstream request begin() sent, waiting for respond() to read its answer."""
+
+    def __init__(self, conn: http.client.HTTPConnection, reused: bool) -> None:
+        self.conn = conn
+        self.reused = reused
+
+    def close(self) -> None:  # the core's, when respond() never came for it (a bad body)
+        self.conn.close()
 
 
 def _json_or_error(raw: bytes, status: int) -> Any:
@@ -157,15 +223,20 @@ def _json_or_error(raw: bytes, status: int) -> Any:
         }
 
 
-def _relay(conn: http.client.HTTPConnection, resp: http.client.HTTPResponse) -> Iterator[SSEEvent]:
+def _relay(
+    pool: ConnectionPool, conn: http.client.HTTPConnection, resp: http.client.HTTPResponse
+) -> Iterator[SSEEvent]:
     """Parse SSE events off the upstream response, one at a time (no buffering of the stream)."""
     name: str | None = None
     data: list[bytes] = []
+    live: http.client.HTTPConnection | None = conn
     try:
         while True:
             line = resp.readline()
             if not line:
-                return  # the upstream ended its stream
+                pool.give_back(conn, resp)  # the upstream ended its stream: the connection may serve again
+                live = None
+                return
             line = line.rstrip(b"\r\n")
             if not line:
                 if data:
@@ -183,7 +254,8 @@ def _relay(conn: http.client.HTTPConnection, resp: http.client.HTTPResponse) -> 
     except (OSError, http.client.HTTPException) as err:
         raise ConnectionResetError(f"the upstream stream broke off: {err}") from err
     finally:
-        conn.close()
+        if live is not None:  # stopped early or broken: this connection is not reusable
+            live.close()
 
 
 def _event(name: str | None, payload: bytes) -> SSEEvent:

@@ -47,6 +47,14 @@ class JobRouter:
             )
         return self.inner.respond(request)
 
+    def begin(self, request: ParsedRequest) -> None:
+        """Pass an early start on only for a job with its valid token (from the path and headers:
+        no body needed); respond() answers the rest."""
+        job = job_of(request.prefix)
+        begin = getattr(self.inner, "begin", None)
+        if begin is not None and job is not None and token_matches(self.secret, job, request.credential_sha256):
+            begin(request)
+
 
 class PerJobLog(DeltaWriter):
     """The gateway's request log, split per job: `<batch_dir>/<job>/logs/gateway.jsonl`; refused

@@ -35,6 +35,16 @@ def refusal_plan(reason: str) -> ResponsePlan:
     )
 
 
+_BUDGET_KEY = "tap:budget"
+
+
+class _BudgetDecision:
+    """The budget's word on one request, taken in begin() and kept to by respond()."""
+
+    def __init__(self, reason: str | None) -> None:
+        self.reason = reason
+
+
 class Tap:
     """A Responder wrapping another; see the module docstring."""
 
@@ -62,6 +72,20 @@ class Tap:
             meters = list(self._meters.values())
         return {m.job: m.summary() for m in meters}
 
+    def begin(self, request: ParsedRequest) -> None:
+        """Before the body is parsed: the budget's decision (it needs only the job), then the
+        mode's own begin (the proxy forwards the raw request at once) if the job may spend."""
+        job = job_of(request.prefix)
+        begin = getattr(self.inner, "begin", None)
+        if job is None or begin is None:
+            return
+        if request.endpoint == "messages" and self.budgets is not None:
+            reason = self.budgets.refusal(job, self.summaries())
+            request.begun[_BUDGET_KEY] = _BudgetDecision(reason)
+            if reason is not None:
+                return
+        begin(request)
+
     def respond(self, request: ParsedRequest) -> ResponsePlan:
         job = job_of(request.prefix)
         if job is None:  # the router answers these; nothing to meter
@@ -70,7 +94,9 @@ class Tap:
         summary = request_summary(request)
         meter = self.meter(job)
         if request.endpoint == "messages" and self.budgets is not None:
-            reason = self.budgets.refusal(job, self.summaries())
+            early = request.begun.pop(_BUDGET_KEY, None)
+            # begin() decided already (and forwarded the request if allowed): that decision stands
+            reason = early.reason if isinstance(early, _BudgetDecision) else self.budgets.refusal(job, self.summaries())
             if reason is not None:
                 meter.refused(reason)
                 plan = refusal_plan(reason)
@@ -92,6 +118,7 @@ class Tap:
             plan.events = watch.stream(plan.events, plan.cut_after)
         else:
             watch.whole(plan)
+        plan.after.append(watch.answered)  # the recording and meter.json: after the answer
         return plan
 
 
@@ -125,6 +152,20 @@ class _Watch:
         self.started = started
         self.model = request.model
         self.ex = meter.new_exchange()
+        # The record waits for the core's after-answer call (off the client's wait), unless the
+        # answer is still going when that comes (a slow stream): then it is written at its end.
+        self._lock = threading.Lock()
+        self._after_ran = False
+        self._pending: tuple[str, list[Any] | None, Any] | None = None
+
+    def answered(self) -> None:
+        """The core's after-answer call: write what the exchange left pending."""
+        with self._lock:
+            self._after_ran = True
+            pending, self._pending = self._pending, None
+        self.meter.write_summary()
+        if pending is not None:
+            self._write(*pending)
 
     def whole(self, plan: ResponsePlan) -> None:
         """A JSON answer, an error, a dropped connection or an outage: meter and record at once."""
@@ -137,7 +178,8 @@ class _Watch:
         ):
             model = str(body.get("model") or self.model)
             self.meter.update(
-                self.ex, model, usage_fields(body["usage"]), final=True, requested=self.requested
+                self.ex, model, usage_fields(body["usage"]), final=True, requested=self.requested,
+                summary=False,
             )
         self._record(plan.outcome, events=None, json_body=body)
 
@@ -175,14 +217,24 @@ class _Watch:
             usage = message.get("usage")
             if isinstance(usage, dict):
                 self.meter.update(
-                    self.ex, self.model, usage_fields(usage), final=False, requested=self.requested
+                    self.ex, self.model, usage_fields(usage), final=False, requested=self.requested,
+                    summary=False,
                 )
         elif name == "message_delta" and isinstance(data.get("usage"), dict):
             self.meter.update(
-                self.ex, self.model, usage_fields(data["usage"]), final=True, requested=self.requested
+                self.ex, self.model, usage_fields(data["usage"]), final=True, requested=self.requested,
+                summary=False,
             )
 
     def _record(self, outcome: str, *, events: list[Any] | None, json_body: Any) -> None:
+        with self._lock:
+            if not self._after_ran:
+                self._pending = (outcome, events, json_body)
+                return
+        self.meter.write_summary()
+        self._write(outcome, events, json_body)
+
+    def _write(self, outcome: str, events: list[Any] | None, json_body: Any) -> None:
         try:
             self.tap.recorder.append(
                 self.job,
