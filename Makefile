@@ -14,8 +14,8 @@ setup: prereqs    ## install the locked Python deps into .venv
 image: setup      ## build (or reuse) the pinned runtime image; prints its id
 	$(FB) image build
 
-test: image       ## the whole suite, Docker tests included
-	$(PY) -m pytest -q
+test: image       ## the whole suite, Docker tests included (the swarm tests: make test-swarm)
+	$(PY) -m pytest -q -m "not swarm"
 
 test-fast: setup  ## no Docker, no slow tests
 	$(PY) -m pytest -q -m "not docker and not slow and not swarm"
