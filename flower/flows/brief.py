@@ -73,12 +73,12 @@ ALIASES: dict[str, tuple[str, ...]] = {
 _EMPTY_MARKS = {"", "(未填)", "（未填）", "未填", "(待填)", "（待填）", "待填", "tbd", "todo", "..."}
 
 _FENCE = re.compile(r"^(?P<indent>[ \t]{0,3})(?P<mark>`{3,}|~{3,})(?P<info>[^\n]*)$")
-_HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t#]*$")
+HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t#]*$")
 _NUMBERING = re.compile(r"^(?:\d+|[一二三四五六七八九十]+)[.、)）:：]\s*")
 _PARENS = re.compile(r"[(（][^)）]*[)）]")
 
 
-def _norm(title: str) -> str:
+def norm_title(title: str) -> str:
     """Heading text -> comparison key: no numbering, markup, parentheses, punctuation or case."""
     t = title.strip().strip("*_` ").strip()
     t = _NUMBERING.sub("", t)
@@ -87,13 +87,13 @@ def _norm(title: str) -> str:
     return " ".join(t.replace("_", " ").split())
 
 
-_LOOKUP = {_norm(alias): key for key, aliases in ALIASES.items() for alias in aliases}
-_LOOKUP.update({_norm(h): h for h in APPENDICES})
+_LOOKUP = {norm_title(alias): key for key, aliases in ALIASES.items() for alias in aliases}
+_LOOKUP.update({norm_title(h): h for h in APPENDICES})
 
 
 def section_of(title: str) -> str | None:
     """The canonical section (or appendix) a heading names, or None."""
-    return _LOOKUP.get(_norm(title))
+    return _LOOKUP.get(norm_title(title))
 
 
 def strip_fences(text: str) -> str:
@@ -194,7 +194,7 @@ def _collect(text: str) -> tuple[dict[str, str], dict[str, str]]:
             sections[current] = content  # the last non-empty version wins
 
     for line in text.splitlines():
-        m = _HEADING.match(line)
+        m = HEADING.match(line)
         key = section_of(m.group(2)) if m else None
         if m and (key is not None or len(m.group(1)) <= level or len(m.group(1)) == 1):
             close()
@@ -279,7 +279,7 @@ def _insert_entry(text: str, heading: str, entry: str) -> str:
     for i in range(start + 1, len(lines)):
         if _FENCE.match(lines[i]):
             in_fence = not in_fence
-        m = None if in_fence else _HEADING.match(lines[i])
+        m = None if in_fence else HEADING.match(lines[i])
         if m and len(m.group(1)) <= 2:
             end = i
             break
@@ -292,7 +292,7 @@ def _insert_entry(text: str, heading: str, entry: str) -> str:
 
 def _find_heading(lines: Iterable[str], heading: str) -> int | None:
     for i, line in enumerate(lines):
-        m = _HEADING.match(line)
+        m = HEADING.match(line)
         if m and section_of(m.group(2)) == heading:
             return i
     return None

@@ -23,13 +23,13 @@ from typing import NamedTuple
 
 from flower.catalogue import CHECKS_HEADING, GOAL_HEADING
 from flower.catalogue import EMPTY_MARK as EMPTY
-from flower.flows.brief import _HEADING, _norm, strip_fences
+from flower.flows.brief import HEADING, norm_title, strip_fences
 
 ACHIEVED, NOT_YET, UNREACHABLE = "achieved", "not_yet", "unreachable"
 STATES = (ACHIEVED, NOT_YET, UNREACHABLE)
 
-_GOAL_TITLES = {_norm(t) for t in ("目标", "goal", "目标陈述", "goal statement")}
-_CHECK_TITLES = {_norm(t) for t in ("判定清单", "判定标准", "验收清单", "检查清单", "checklist", "checks")}
+_GOAL_TITLES = {norm_title(t) for t in ("目标", "goal", "目标陈述", "goal statement")}
+_CHECK_TITLES = {norm_title(t) for t in ("判定清单", "判定标准", "验收清单", "检查清单", "checklist", "checks")}
 _BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)、])\s+(?:\[[ xX]\]\s+)?(.*)$")
 _UNVERIFIABLE = re.compile(
     r"\s*[\[【]\s*(?:此环境无法验证|本环境无法验证|无法验证|unverifiable(?: here)?|cannot verify here)"
@@ -73,9 +73,9 @@ def parse_goal(text: str) -> Goal:
     checks: list[str] = []
     where: str | None = None
     for line in strip_fences(text or "").splitlines():
-        m = _HEADING.match(line)
+        m = HEADING.match(line)
         if m:
-            title = _norm(m.group(2))
+            title = norm_title(m.group(2))
             where = "goal" if title in _GOAL_TITLES else "checks" if title in _CHECK_TITLES else None
             continue
         if where == "goal":
@@ -117,10 +117,10 @@ def render_goal(goal: Goal) -> str:
 # -- verdicts ---------------------------------------------------------------------------------
 
 
-_CONCLUSION_TITLES = {_norm(t) for t in ("结论", "判定", "判定结论", "verdict", "conclusion", "result")}
-_REASON_TITLES = {_norm(t) for t in ("理由", "原因", "依据", "reason", "reasons", "rationale", "why")}
+_CONCLUSION_TITLES = {norm_title(t) for t in ("结论", "判定", "判定结论", "verdict", "conclusion", "result")}
+_REASON_TITLES = {norm_title(t) for t in ("理由", "原因", "依据", "reason", "reasons", "rationale", "why")}
 _MISSING_TITLES = {
-    _norm(t)
+    norm_title(t)
     for t in (
         "未通过",
         "未通过项",
@@ -213,11 +213,11 @@ def _verdict_sections(text: str) -> dict[str, str]:
     out: dict[str, list[str]] = {}
     where: str | None = None
     for line in text.splitlines():
-        m = _HEADING.match(line)
-        title = _norm(m.group(2)) if m else None
+        m = HEADING.match(line)
+        title = norm_title(m.group(2)) if m else None
         inline = None if m else _INLINE.match(line)
         if inline:
-            title = _norm(inline.group(1))
+            title = norm_title(inline.group(1))
         if title is not None:
             kind = (
                 "conclusion"

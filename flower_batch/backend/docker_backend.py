@@ -34,7 +34,7 @@ T = TypeVar("T")
 _EXITED = re.compile(r"^Exited \((-?\d+)\)")
 
 
-def _label_filters(labels: LabelFilter) -> dict[str, list[str]]:
+def label_filters(labels: LabelFilter) -> dict[str, list[str]]:
     return {"label": [k if v is None else f"{k}={v}" for k, v in labels.items()]}
 
 
@@ -185,7 +185,7 @@ class DockerBackend(Backend):
 
     async def list_by_label(self, labels: LabelFilter) -> list[ContainerInfo]:
         rows = await self._call(
-            "container", "list", lambda api: api.containers(all=True, filters=_label_filters(labels))
+            "container", "list", lambda api: api.containers(all=True, filters=label_filters(labels))
         )
         infos = []
         for row in rows:
@@ -226,7 +226,7 @@ class DockerBackend(Backend):
         await self._call("network", name_or_id, lambda api: api.remove_network(name_or_id))
 
     async def list_networks_by_label(self, labels: LabelFilter) -> list[NetworkInfo]:
-        rows = await self._call("network", "list", lambda api: api.networks(filters=_label_filters(labels)))
+        rows = await self._call("network", "list", lambda api: api.networks(filters=label_filters(labels)))
         return [NetworkInfo(id=r["Id"], name=r["Name"], labels=dict(r.get("Labels") or {})) for r in rows]
 
     # -- volumes ----------------------------------------------------------------------------
@@ -240,7 +240,7 @@ class DockerBackend(Backend):
         await self._call("volume", name, lambda api: api.remove_volume(name, force=force))
 
     async def list_volumes_by_label(self, labels: LabelFilter) -> list[VolumeInfo]:
-        found = await self._call("volume", "list", lambda api: api.volumes(filters=_label_filters(labels)))
+        found = await self._call("volume", "list", lambda api: api.volumes(filters=label_filters(labels)))
         return [
             VolumeInfo(name=v["Name"], labels=dict(v.get("Labels") or {})) for v in found.get("Volumes") or []
         ]

@@ -46,7 +46,7 @@ from flower_batch.backend.base import (
     parse_memory,
     signal_number,
 )
-from flower_batch.backend.docker_backend import _label_filters, image_info_from_inspect
+from flower_batch.backend.docker_backend import image_info_from_inspect, label_filters
 from flower_batch.backend.registry_push import repo_digest_for
 from flower_batch.backend.swarm_storage import Probe, refusal
 from flower_batch.backend.swarm_tasks import ever_ran, newest_task, task_error, task_state
@@ -428,7 +428,7 @@ class SwarmBackend(Backend):
         await self._quietly(self._call("container", service, lambda api: api.remove_service(service)))
 
     async def list_by_label(self, labels: LabelFilter) -> list[ContainerInfo]:
-        rows = await self._call("container", "list", lambda api: api.services(filters=_label_filters(labels)))
+        rows = await self._call("container", "list", lambda api: api.services(filters=label_filters(labels)))
         infos = []
         for row in rows:
             try:
@@ -467,7 +467,7 @@ class SwarmBackend(Backend):
             await anyio.sleep(self.poll_s)
 
     async def list_networks_by_label(self, labels: LabelFilter) -> list[NetworkInfo]:
-        rows = await self._call("network", "list", lambda api: api.networks(filters=_label_filters(labels)))
+        rows = await self._call("network", "list", lambda api: api.networks(filters=label_filters(labels)))
         return [NetworkInfo(id=r["Id"], name=r["Name"], labels=dict(r.get("Labels") or {})) for r in rows]
 
     # -- volumes: node-local on Swarm --------------------------------------------------------
@@ -479,12 +479,12 @@ class SwarmBackend(Backend):
         await self._call("volume", name, lambda api: api.remove_volume(name, force=force))
 
     async def list_volumes_by_label(self, labels: LabelFilter) -> list[VolumeInfo]:
-        found = await self._call("volume", "list", lambda api: api.volumes(filters=_label_filters(labels)))
+        found = await self._call("volume", "list", lambda api: api.volumes(filters=label_filters(labels)))
         return [VolumeInfo(name=v["Name"], labels=dict(v.get("Labels") or {})) for v in found.get("Volumes") or []]
 
     # -- secrets ----------------------------------------------------------------------------
     async def list_secrets_by_label(self, labels: LabelFilter) -> list[SecretInfo]:
-        rows = await self._call("engine", "secrets", lambda api: api.secrets(filters=_label_filters(labels)))
+        rows = await self._call("engine", "secrets", lambda api: api.secrets(filters=label_filters(labels)))
         return [SecretInfo(id=r["ID"], name=r["Spec"]["Name"], labels=dict(r["Spec"].get("Labels") or {}))
                 for r in rows]
 
