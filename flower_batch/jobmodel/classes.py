@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from enum import StrEnum
 
-from .outcome import Status
+from .status import Status
 
 
 class FailureClass(StrEnum):

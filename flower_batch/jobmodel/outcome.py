@@ -4,30 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from .classes import FailureClass
-
-
-class Status(StrEnum):
-    """Final status of a job.
-
-    passed   the workflow succeeded and the check (if any) exited 0
-    failed   a verdict: the workflow reported failure or the check exited non-zero
-    error    no verdict: the job could not run or crashed (container, image, orchestrator)
-    timeout  stopped at the job's timeout
-    budget   stopped by the job's or the batch's budget
-    skipped  not run (e.g. the batch budget was spent before it started)
-    """
-
-    PASSED = "passed"
-    FAILED = "failed"
-    ERROR = "error"
-    TIMEOUT = "timeout"
-    BUDGET = "budget"
-    SKIPPED = "skipped"
+from .classes import FailureClass, class_from_status, parse_class
+from .status import Status
 
 
 def decide_status(
@@ -117,7 +97,6 @@ class JobOutcome:
     @property
     def klass(self) -> FailureClass:
         """The job's one failure class: the runner's, else what the status implies."""
-        from .classes import class_from_status, parse_class
 
         return parse_class(self.failure_class) or class_from_status(self.status, self.check_exit)
 

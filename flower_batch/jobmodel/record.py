@@ -17,8 +17,9 @@ from typing import Any
 from flower.fileio import write_atomic
 from flower_batch.errors import RecordError
 
-from .outcome import JobOutcome, Status, StepSummary
+from .outcome import JobOutcome, StepSummary
 from .spec import JobSpec
+from .status import Status
 
 RECORD_FORMAT = "flower-batch/job-record@1"
 RECORD_NAME = "record.json"

@@ -12,7 +12,7 @@ format is documented in docs/jobs-toml.md and schemas/jobs.schema.json.
 """
 
 from flower_batch.errors import FieldError, MatrixFileError, RecordError
-from flower_batch.jobmodel.outcome import JobOutcome, Status, StepSummary, decide_status, steps_from_manifest
+from flower_batch.jobmodel.outcome import JobOutcome, StepSummary, decide_status, steps_from_manifest
 from flower_batch.jobmodel.record import (
     RECORD_FORMAT,
     JobRecord,
@@ -24,6 +24,7 @@ from flower_batch.jobmodel.record import (
 )
 from flower_batch.jobmodel.resume import Action, Decision, ResumePlan, plan_resume
 from flower_batch.jobmodel.spec import GatewaySpec, JobsFile, JobSpec, gateway_label
+from flower_batch.jobmodel.status import Status
 from flower_batch.jobmodel.units import format_duration, parse_duration, parse_memory
 from flower_batch.jobsfile import (
     JOB_FIELDS,

@@ -15,8 +15,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from flower_batch.jobmodel.classes import FailureClass
-from flower_batch.jobmodel.outcome import JobOutcome, Status
+from flower_batch.jobmodel.outcome import JobOutcome
 from flower_batch.jobmodel.spec import JobSpec
+from flower_batch.jobmodel.status import Status
 
 from ._results import BatchResults
 

@@ -11,8 +11,9 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from flower_batch.jobmodel.outcome import JobOutcome, Status
+from flower_batch.jobmodel.outcome import JobOutcome
 from flower_batch.jobmodel.spec import JobSpec
+from flower_batch.jobmodel.status import Status
 
 Z95 = 1.959963984540054
 
