@@ -27,7 +27,7 @@ from tests.batch_fixtures.rig import (
     sigkill_group,
     wait_for,
 )
-from tests.batch_fixtures.swarm import Cluster, cluster, fb_swarm, fb_swarm_start
+from tests.batch_fixtures.swarm import PREFIX, Cluster, cluster, fb_swarm, fb_swarm_start, script_env
 
 pytestmark = [pytest.mark.swarm, pytest.mark.slow]
 
@@ -110,7 +110,7 @@ def test_matrix_spreads_over_the_nodes(swarm: Cluster, home: Path) -> None:
     assert len(found) == 8 and {r["status"] for r in found.values()} == {"passed"}, found
     assert {r["backend"] for r in found.values()} == {"swarm"}
     nodes = {r["node"] for r in found.values()}
-    assert len(nodes) >= 2 and nodes <= {"fbswarm-manager", "fbswarm-worker1", "fbswarm-worker2"}, nodes
+    assert len(nodes) >= 2 and nodes <= {f"{PREFIX}-manager", f"{PREFIX}-worker1", f"{PREFIX}-worker2"}, nodes
     # the same table and reports as on one machine
     assert "8/8 passed (100%)" in done.stderr and "┃ task" in done.stdout
     results = json.loads((home / batch / "report" / "results.json").read_text())
@@ -134,7 +134,7 @@ def test_wake_lands_on_another_node_and_continues_the_session(swarm: Cluster, ho
     proc.wait(timeout=120)
     first = job.record()
     assert first["status"] in ("failed", "error") and first["node"], first
-    assert first["node"].startswith("fbswarm-worker")  # --placement node.role==worker
+    assert first["node"].startswith(f"{PREFIX}-worker")  # --placement node.role==worker
     swarm.manager("node", "update", "--availability", "drain", first["node"])
     try:
         woken = fb_swarm(swarm, "wake", "sleeper", home=home, timeout=300)
@@ -152,29 +152,29 @@ def test_wake_lands_on_another_node_and_continues_the_session(swarm: Cluster, ho
 def test_a_worker_stopped_mid_job_then_a_rerun_picks_it_up(swarm: Cluster, home: Path) -> None:
     project = project_copy(home.with_name(home.name + "-project"))  # not under pytest's rotated tmp
     path = jobs_file(project, "lost", variants='["solo"]', repeat=1, scenario="steady.toml",
-                     placement='placement = ["node.hostname==fbswarm-worker2"]')
+                     placement=f'placement = ["node.hostname=={PREFIX}-worker2"]')
     proc = fb_swarm_start(swarm, "matrix", path, "-j", "1", "--image", swarm.image_id, home=home,
                           log=home / "lost.out")
     batch = path.stem
     job = Job(home, batch, "alpha.solo.r1")
     wait_for("the job to talk to the model", lambda: job.gateway_log() or proc.poll() is not None, timeout=240)
-    host_env = {"PATH": "/usr/bin:/bin"}
-    subprocess.run(["docker", "stop", "-t", "1", "fbswarm-worker2"], check=True, capture_output=True, env=host_env)
+    host_env = script_env()
+    subprocess.run(["docker", "stop", "-t", "1", f"{PREFIX}-worker2"], check=True, capture_output=True, env=host_env)
     try:
         proc.wait(timeout=180)
         rec = job.record()
-        assert rec["status"] == "error" and rec["node"] == "fbswarm-worker2", rec
-        assert "node fbswarm-worker2 was lost" in rec["reason"], rec["reason"]
+        assert rec["status"] == "error" and rec["node"] == f"{PREFIX}-worker2", rec
+        assert f"node {PREFIX}-worker2 was lost" in rec["reason"], rec["reason"]
     finally:  # the worker comes back (same engine data: it rejoins as itself)
         subprocess.run([str(Path(__file__).parents[1] / "scripts" / "cluster" / "up.sh")], check=True,
                        capture_output=True, timeout=600,
                        env={**host_env, "SHARED": str(swarm.shared) + " " + str(Path(__file__).parents[1] / "volumes")})
     wait_for("worker2 to be ready", lambda: "Ready" in swarm.manager(
-        "node", "ls", "--filter", "name=fbswarm-worker2", "--format", "{{.Status}}"), timeout=120, every=1)
+        "node", "ls", "--filter", f"name={PREFIX}-worker2", "--format", "{{.Status}}"), timeout=120, every=1)
     again = fb_swarm(swarm, "matrix", path, "-j", "1", "--image", swarm.image_id, home=home)
     assert again.returncode == 0, again.stderr[-3000:]
     rec = job.record()
-    assert rec["status"] == "passed" and rec["node"] == "fbswarm-worker2" and rec["attempt"] == 2, rec
+    assert rec["status"] == "passed" and rec["node"] == f"{PREFIX}-worker2" and rec["attempt"] == 2, rec
     assert nothing_left(swarm, batch), on_swarm(swarm, batch)
 
 

@@ -18,9 +18,12 @@ from pathlib import Path
 
 from tests.batch_fixtures.rig import FLOWER_BATCH, REPO, command_env, runtime_image
 
-ENV_FILE = REPO / "images" / ".cache" / "cluster.env"
-SHARED = Path(os.environ.get("FB_TEST_SWARM_SHARED", "/var/tmp/fb-swarm-tests"))
-PREFIX = "fbswarm"
+# FB_TEST_SWARM_PREFIX names a second cluster (its nodes, network, env file and shared folder),
+# so two checkouts on one machine can each run the swarm tests without touching the other's.
+PREFIX = os.environ.get("FB_TEST_SWARM_PREFIX", "fbswarm")
+ENV_FILE = REPO / "images" / ".cache" / ("cluster.env" if PREFIX == "fbswarm" else f"cluster-{PREFIX}.env")
+SHARED = Path(os.environ.get("FB_TEST_SWARM_SHARED",
+                             "/var/tmp/fb-swarm-tests" if PREFIX == "fbswarm" else f"/var/tmp/{PREFIX}-tests"))
 
 
 @dataclass(frozen=True)
@@ -63,9 +66,15 @@ def _read_env() -> dict[str, str]:
     return env
 
 
+def script_env() -> dict[str, str]:
+    """The host's environment for scripts/cluster/*.sh, naming this cluster."""
+    host_env = {k: v for k, v in os.environ.items() if k != "DOCKER_HOST"}
+    return {**host_env, "PREFIX": PREFIX, "ENV_FILE": str(ENV_FILE)}
+
+
 def _up() -> dict[str, str]:
     """Reuse a running cluster that mounts SHARED, else (re)make it."""
-    host_env = {k: v for k, v in os.environ.items() if k != "DOCKER_HOST"}
+    host_env = script_env()
     if ENV_FILE.exists():
         env = _read_env()
         shared = env.get("FLOWER_BATCH_CLUSTER_SHARED", "").split()
