@@ -15,6 +15,8 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from flower.catalogue import WAKE_LINE_MARKS
+
 from .backend.base import Backend
 from .causes import continuity_lines
 from .cmd_common import (
@@ -182,7 +184,7 @@ def wake(
                                    on_state=progress)
 
     result = run_async(go)
-    _print_container_tail(h.job(jd.batch, jd.job), marker="接上")
+    _print_container_tail(h.job(jd.batch, jd.job))
     for line in continuity_lines(result.continuity):  # flower is silent about a fresh start: we say it
         err.print(f"  {line}", markup=False)
     if result.spec.get("persistent") and not result.continuity and result.status != "passed":
@@ -199,7 +201,7 @@ def _running_containers(jd: JobDir, engine: Backend) -> int:
     return int(run_async(go))
 
 
-def _print_container_tail(jd: JobDir, marker: str) -> None:
+def _print_container_tail(jd: JobDir) -> None:
     """Show the wake banner flower printed inside the container."""
     log = jd.logs / "container.log"
     if not log.exists():
@@ -207,7 +209,7 @@ def _print_container_tail(jd: JobDir, marker: str) -> None:
     lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
     last_run = max((i for i, line in enumerate(lines) if line.startswith("--- container")), default=0)
     for line in lines[last_run:]:
-        if marker in line or "唤醒" in line:
+        if any(mark in line for mark in WAKE_LINE_MARKS):
             err.print(f"  {line.strip()}", markup=False)  # flower's own line: text, never markup
 
 

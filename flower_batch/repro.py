@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from flower.catalogue import VERDICT_HINT, VERDICT_NO_CONCLUSION
 from flower_batch.jobmodel.hashing import tree_hash
 
 from .errors import ImageMissing, ReproError
@@ -31,7 +32,6 @@ from .matrix import GatewaySpec, JobRecord, JobSpec
 
 REPRO_BATCH = "repro"
 REPORT = "repro.json"
-NO_CONCLUSION = "判定没有「结论」小节"  # flower.flows.goal.parse_verdict's note for "this is no verdict"
 
 
 @dataclass
@@ -140,12 +140,12 @@ def plan_repro(
 
 def verdict_of(text: str) -> str | None:
     """A judge's conclusion (achieved / not_yet / unreachable) when the text is a verdict."""
-    if not re.search(r"(结论|判定|verdict|conclusion)", text or "", re.IGNORECASE):
+    if not re.search(VERDICT_HINT, text or "", re.IGNORECASE):
         return None
     from flower.flows.goal import parse_verdict  # lazy: importing flower costs about a second
 
     verdict = parse_verdict(text)
-    return None if verdict.note == NO_CONCLUSION else verdict.state
+    return None if verdict.note == VERDICT_NO_CONCLUSION else verdict.state  # that note: "this is no verdict"
 
 
 def step_view(row: dict[str, Any]) -> dict[str, Any]:
