@@ -28,8 +28,9 @@ from .view_cmd import view
 
 
 class OneLineErrors(TyperGroup):
-    """The group every command runs in: a FlowerBatchError a command did not catch becomes its
-    message and the code it carries (2); any other exception surfaces as the bug it is."""
+    """The group every command runs in, and the one place a FlowerBatchError becomes one line:
+    its message and the code it carries (2). Commands do not catch them to say the same; they
+    catch one only to add what it was doing. Any other exception surfaces as the bug it is."""
 
     def invoke(self, ctx: Any) -> Any:
         try:

@@ -41,12 +41,8 @@ BACKEND_OPT = typer.Option(None, "--backend", help="docker (this engine) or swar
 
 
 def backend_for(home: Path | None, flag: str | None = None, recorded: str | None = None) -> Backend:
-    """The engine to run on (see backend/select.py); a bad choice is one line."""
-    try:
-        return open_backend(backend_name(flag, recorded), home_at(home).root)
-    except FlowerBatchError as exc:
-        fail(str(exc))
-        raise
+    """The engine to run on (see backend/select.py); a bad choice is a BackendChoiceError (one line)."""
+    return open_backend(backend_name(flag, recorded), home_at(home).root)
 
 
 def home_at(path: Path | None) -> Home:
@@ -59,8 +55,6 @@ def load_job(home: Path | None, ref: str) -> tuple[JobDir, JobRecord]:
         return jd, jd.record()
     except FileNotFoundError:
         fail(f"job {ref}: its record.json is missing (see `flower-batch ls`)")
-    except FlowerBatchError as exc:
-        fail(str(exc))
     raise AssertionError("unreachable")
 
 
@@ -129,8 +123,6 @@ def run_async(fn: Any) -> Any:
 
     try:
         return anyio.run(main)
-    except FlowerBatchError as exc:
-        fail(str(exc))
     except BaseExceptionGroup as group:
         # A task group's failure: when every error in it is ours, say the first in one line.
         leaves = list(_leaf_errors(group))

@@ -6,8 +6,7 @@ import json
 
 import typer
 
-from .cmd_common import err, fail, runtime_image
-from .errors import FlowerBatchError
+from .cmd_common import err, runtime_image
 
 
 def image_build(
@@ -19,11 +18,7 @@ def image_build(
     """Build (or reuse) the runtime image; prints its immutable id."""
     from .image import build_image
 
-    try:
-        img = build_image(tag=tag, base_image=base, network=network, no_cache=no_cache)
-    except FlowerBatchError as exc:
-        fail(str(exc))
-        raise
+    img = build_image(tag=tag, base_image=base, network=network, no_cache=no_cache)
     err.print(f"flower-batch {img.flower_batch_version} · claude-agent-sdk {img.sdk_version} · "
               f"CLI {img.cli_version} · {'reused' if img.reused else 'built'}")
     print(img.id)
@@ -31,11 +26,7 @@ def image_build(
 
 def image_show(ref: str = typer.Argument("flower-batch-runtime:latest")) -> None:
     """The id and versions of a runtime image."""
-    try:
-        img_id, versions = runtime_image(ref)
-    except FlowerBatchError as exc:
-        fail(str(exc))
-        raise
+    img_id, versions = runtime_image(ref)
     print(json.dumps({"id": img_id, **versions}))
 
 
@@ -46,11 +37,7 @@ def image_push(
     """Push the pinned runtime image to REGISTRY; prints the repo digest cluster jobs run."""
     from .backend.registry_push import push_image
 
-    try:
-        img_id, _ = runtime_image(image)
-        pushed = push_image(img_id, registry, on_line=lambda line: err.print(f"  {line}"))
-    except FlowerBatchError as exc:
-        fail(str(exc))
-        raise
+    img_id, _ = runtime_image(image)
+    pushed = push_image(img_id, registry, on_line=lambda line: err.print(f"  {line}"))
     err.print(f"pushed {pushed.image_id[:19]} to {registry}")
     print(pushed.reference)

@@ -34,7 +34,6 @@ from .cmd_common import (
     status_cell,
 )
 from .envnames import env_name_problem, looks_secret
-from .errors import FlowerBatchError
 from .gateway.health import describe_health
 from .gateway.host_modes import mode_label, use_upstream
 from .gateway.metering import read_meter, read_summary
@@ -112,16 +111,12 @@ def run(
     if problem := use_upstream(upstream, os.environ):
         fail(problem)
     h = home_at(home)
-    try:
-        spec = adhoc_spec(workspace=workspace, task=task, workflow=workflow, prompt=prompt, name=name,
-                          timeout=timeout, cpus=cpus, memory=memory, env=_parse_env(env), secrets_=secret,
-                          scenario=scenario, budget_usd=budget_usd, placement=tuple(placement))
-        if h.job(ADHOC_BATCH, spec.id).record_path.exists():
-            fail(f"job {spec.id} already exists: wake it (`flower-batch wake {spec.id}`) or pick another --name")
-        image_id, versions = runtime_image(image)
-    except FlowerBatchError as exc:
-        fail(str(exc))
-        raise
+    spec = adhoc_spec(workspace=workspace, task=task, workflow=workflow, prompt=prompt, name=name,
+                      timeout=timeout, cpus=cpus, memory=memory, env=_parse_env(env), secrets_=secret,
+                      scenario=scenario, budget_usd=budget_usd, placement=tuple(placement))
+    if h.job(ADHOC_BATCH, spec.id).record_path.exists():
+        fail(f"job {spec.id} already exists: wake it (`flower-batch wake {spec.id}`) or pick another --name")
+    image_id, versions = runtime_image(image)
     preflight_job(spec, image_id, ADHOC_BATCH, describe=None, flows_dir=None)
     err.print(f"job {ADHOC_BATCH}/{spec.id}  image {image_id[:19]}  model: {mode_label(spec.gateway.mode)}",
               markup=False)

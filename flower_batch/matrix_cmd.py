@@ -137,12 +137,9 @@ def matrix(
     """
     try:
         jf = load_jobs_file(jobs_file, max_jobs=None if allow_large else MAX_JOBS)
-    except MatrixFileError as exc:
+    except MatrixFileError as exc:  # one line per problem, each naming its file and field
         err.print(str(exc), markup=False)
         raise typer.Exit(2) from None
-    except FlowerBatchError as exc:
-        fail(str(exc))
-        raise
     if parallel < 1:
         fail(f"-j/--parallel {parallel}: give at least 1 (the number of jobs run at once)")
     if problem := use_upstream(upstream, os.environ):
@@ -166,11 +163,7 @@ def matrix(
     baseline = baseline_or_exit(baseline_ref, h, alpha, fail_on_regression)
     engine = backend_for(home, backend_choice, jf.backend)  # a bad choice is refused before anything is written
     batch_dir = h.batch_dir(jf.name)
-    try:
-        image_id, versions = runtime_image(image or jf.image or "flower-batch-runtime:latest")
-    except FlowerBatchError as exc:
-        fail(str(exc))
-        raise
+    image_id, versions = runtime_image(image or jf.image or "flower-batch-runtime:latest")
     records = load_records(batch_dir, [j.id for j in jf.jobs])
     plan = plan_resume(jf.jobs, image_id, records, retry_failed=retry_failed, fresh=fresh)
     # Pre-flight of the jobs that would run, before any folder, record or batch.json is written.

@@ -148,22 +148,18 @@ def repro(
     original, record = load_job(home, job)
     if attempt is not None:
         original, record = _earlier_attempt(original, attempt)
-    try:
-        image_id, versions = image_versions(image or record.image_id)
-        plan = plan_repro(
-            h,
-            original,
-            record,
-            image_id=image_id,
-            versions=versions,
-            live=live,
-            allow_drift=allow_drift,
-            workflow=workflow,
-            name=name,
-        )
-    except FlowerBatchError as exc:
-        fail(str(exc))
-        raise
+    image_id, versions = image_versions(image or record.image_id)
+    plan = plan_repro(
+        h,
+        original,
+        record,
+        image_id=image_id,
+        versions=versions,
+        live=live,
+        allow_drift=allow_drift,
+        workflow=workflow,
+        name=name,
+    )
     preflight_job(plan.spec, plan.image_id, REPRO_BATCH, describe=f"reproduction of {original.batch}/{original.job}",
                flows_dir=plan.flows_from)
     _print_plan(plan)

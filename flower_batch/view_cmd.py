@@ -9,7 +9,6 @@ from pathlib import Path
 import typer
 
 from .cmd_common import HOME_OPT, err, fail, home_at
-from .errors import FlowerBatchError
 from .view.server import ViewServer
 
 DEFAULT_PORT = 8765
@@ -24,12 +23,8 @@ def view(
 ) -> None:
     """Browse batches, jobs and each job's steps (messages, tool calls, judge rounds, handoffs, diff), live."""
     h = home_at(home)
-    if batch is not None:
-        try:
-            if not h.batch_dir(batch).is_dir():
-                fail(f"no batch {batch} under {h.root} (see `flower-batch ls`)")
-        except FlowerBatchError as exc:
-            fail(str(exc))
+    if batch is not None and not h.batch_dir(batch).is_dir():
+        fail(f"no batch {batch} under {h.root} (see `flower-batch ls`)")
     if port is not None and not 0 <= port <= 65535:
         fail(f"--port {port}: give a port between 1 and 65535, or 0 for any free port")
     try:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
+from pathlib import Path
 
 import typer.main
 
@@ -94,3 +96,27 @@ def test_every_error_class_of_the_package_lives_in_errors_py() -> None:
                     for b in node.bases):
                 stray.append(f"{path.relative_to(root)}:{node.name}")
     assert stray == []
+
+
+def _rewraps_as_one_line(handler: ast.ExceptHandler) -> bool:
+    """`except FlowerBatchError as exc: fail(str(exc))`: what OneLineErrors already does for every command."""
+    names = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    if not any(isinstance(n, ast.Name) and n.id == "FlowerBatchError" for n in names):
+        return False
+    first = handler.body[0]
+    return (isinstance(first, ast.Expr) and isinstance(first.value, ast.Call)
+            and isinstance(first.value.func, ast.Name) and first.value.func.id == "fail"
+            and ast.unparse(first.value.args[0]) == f"str({handler.name})")
+
+
+def test_no_command_module_turns_our_errors_into_one_line_itself() -> None:
+    import flower_batch
+
+    root = Path(flower_batch.__file__).parent
+    found = [f"{path.name}:{node.lineno}"
+             for path in [*root.glob("*_cmd.py"), root / "cmd_common.py"]
+             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+             if isinstance(node, ast.ExceptHandler) and node.type is not None and _rewraps_as_one_line(node)]
+    assert found == []
+    sample = ast.parse("try:\n    x()\nexcept FlowerBatchError as exc:\n    fail(str(exc))\n    raise\n")
+    assert [_rewraps_as_one_line(n) for n in ast.walk(sample) if isinstance(n, ast.ExceptHandler)] == [True]
