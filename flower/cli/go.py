@@ -49,7 +49,6 @@ from flower.cli.display import Display
 from flower.cli.go_printer import GoPrinter
 from flower.context.handoff import Handoff
 from flower.context.workbench import Workbench
-from flower.errors import WorkflowError
 from flower.flows.roles import require_git
 from flower.flows.starter import in_progress, starter_flow
 from flower.flows.wake import display_path, wake_line
@@ -122,9 +121,6 @@ def go(
     try:
         with signals.install(rt, ask=typed.next_line if person else None):
             ctx = anyio.run(lambda: wf.run(rt, on_event=printer.event, on_step=display.step_done))
-    except WorkflowError as exc:
-        fail(str(exc), kind="workflow")
-        raise
     except KeyboardInterrupt:
         quitting()
         interrupted("interrupted (run flower here again to continue)")
