@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import FlowerBatchError
+from .errors import FlowerBatchError, RecordError
+from .jobmodel.record import JobRecord, read_record, write_record
 from .layout import JobDir
-from .matrix import JobRecord, RecordError, read_record, write_record
 
 ATTEMPTS = "attempts"
 _MOVED = ("workspace", "runs", "logs", "flows")  # record.json is handled on its own

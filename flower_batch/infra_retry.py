@@ -12,7 +12,8 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from flower_batch.jobmodel.classes import FailureClass
 
-from .matrix import JobRecord, JobSpec
+from .jobmodel.record import JobRecord
+from .jobmodel.spec import JobSpec
 
 Round = Callable[[Sequence[tuple[JobSpec, JobRecord | None]]], Awaitable[dict[str, JobRecord]]]
 RetryHook = Callable[[int, list[str]], None]  # (retry number, job ids)

@@ -16,8 +16,10 @@ from .envnames import secret_name_problem, unset_names
 from .errors import FlowerBatchError, ImageMissing
 from .gateway.sidecar import GatewaySidecar
 from .gateway.supervisor import supervisors
+from .jobmodel.record import JobRecord
+from .jobmodel.spec import PLACEMENT, GatewaySpec, JobSpec
+from .jobmodel.units import parse_duration, parse_memory
 from .layout import Home, JobDir
-from .matrix import PLACEMENT, GatewaySpec, JobRecord, JobSpec, parse_duration, parse_memory
 from .runner import JobContext, run_job
 from .session import Session
 from .targets import locate

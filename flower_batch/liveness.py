@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .matrix import JobRecord
+from .jobmodel.record import JobRecord
 from .session import is_alive, sessions_dir
 
 ORPHANED = "orphaned"

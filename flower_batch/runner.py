@@ -28,9 +28,12 @@ from .gateway.recording import stage_recording
 from .gateway.sidecar import GatewaySidecar
 from .gateway.usage import gateway_outcome
 from .joblog import save_capped
+from .jobmodel.outcome import JobOutcome, decide_status, steps_from_manifest
+from .jobmodel.record import JobRecord, write_record
+from .jobmodel.spec import JobSpec
+from .jobmodel.status import Status
 from .labels import labels
 from .layout import FLOWS, RUNS, WORKSPACE, JobDir
-from .matrix import JobOutcome, JobRecord, JobSpec, Status, decide_status, steps_from_manifest, write_record
 from .targets import container_target, stage_workflow
 
 GRACE_S = 10.0

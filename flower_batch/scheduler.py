@@ -21,9 +21,12 @@ from .errors import FlowerBatchError
 from .gateway.budget import batch_spent
 from .gateway.sidecar import GatewaySidecar
 from .gateway.supervisor import supervisors
+from .jobmodel.outcome import JobOutcome
+from .jobmodel.record import JobRecord, new_record, read_record, write_record
+from .jobmodel.spec import JobSpec
+from .jobmodel.status import Status
 from .layout import Home
 from .liveness import NEVER_STARTED_REASON
-from .matrix import JobOutcome, JobRecord, JobSpec, Status, new_record, read_record, write_record
 from .runner import JobContext, now_iso, run_job
 from .session import Session
 

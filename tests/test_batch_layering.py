@@ -1,5 +1,6 @@
-"""flower_batch's layers: no module imports another package's private module, and the job model
-(flower_batch/jobmodel/) is a bottom layer that layout and backend use without the matrix package."""
+"""flower_batch's layers: no module imports another package's private module, no import cycle,
+no import up the layers of docs/architecture.md, and the job model (flower_batch/jobmodel/) is a
+bottom layer that layout and backend use without the matrix package."""
 
 from __future__ import annotations
 
@@ -9,8 +10,25 @@ import sys
 from pathlib import Path
 
 import flower_batch
+from tests.layering import Import, cycles, imports, upward
 
 ROOT = Path(flower_batch.__file__).parent
+# docs/architecture.md, bottom to top. A module imports only from its own layer or those below.
+LAYERS = {
+    "foundation": ["flower_batch", "flower_batch.errors", "flower_batch.envnames", "flower_batch.workspace_diff"],
+    "job model": ["flower_batch.jobmodel"],
+    "layout": ["flower_batch.layout", "flower_batch.labels"],
+    "backend": ["flower_batch.backend"],
+    "gateway": ["flower_batch.gateway"],
+    "running": [f"flower_batch.{m}" for m in ("jobs", "runner", "scheduler", "infra_retry", "attempts", "causes",
+                                               "image", "session", "liveness", "targets", "joblog")],
+    "jobs file": ["flower_batch.jobsfile", "flower_batch.preflight"],
+    # matrix is no layer of its own: it gathers jobmodel, jobsfile and reports, so it sits with reports.
+    "reports": ["flower_batch.reports", "flower_batch.compare", "flower_batch.view", "flower_batch.repro",
+                "flower_batch.plan_summary", "flower_batch.matrix"],
+    "command line": ["flower_batch.cli", "flower_batch.cmd_common",
+                     *(f"flower_batch.{p.stem}" for p in ROOT.glob("*_cmd.py"))],
+}
 
 
 def _imports(path: Path) -> list[str]:
@@ -52,3 +70,24 @@ def test_parsing_a_jobs_file_loads_no_reports_and_reports_load_no_parser() -> No
     assert not _loads("flower_batch.jobsfile", "flower_batch.reports")
     assert not _loads("flower_batch.reports", "flower_batch.jobsfile")
     assert _loads("flower_batch.matrix", "flower_batch.reports")  # the check can see a loaded package
+
+
+def test_no_import_cycle() -> None:
+    assert cycles(imports(ROOT)) == []
+
+
+def test_no_module_imports_a_layer_above_its_own() -> None:
+    assert upward(imports(ROOT), LAYERS) == []
+
+
+def test_the_checks_see_a_cycle_and_an_upward_import() -> None:
+    # The type-only cycle there was (supervisor typed its argument with sidecar's class), and the
+    # job model reading a mode's label from the gateway: both must fail the tests above.
+    edges = [Import("flower_batch.gateway.sidecar", 1, "flower_batch.gateway.supervisor"),
+             Import("flower_batch.gateway.supervisor", 2, "flower_batch.gateway.sidecar"),
+             Import("flower_batch.jobmodel.spec", 3, "flower_batch.gateway.host_modes")]
+    assert cycles(edges) == [["flower_batch.gateway.sidecar", "flower_batch.gateway.supervisor"]]
+    assert upward(edges, LAYERS) == [
+        "flower_batch.jobmodel.spec:3 (job model) imports flower_batch.gateway.host_modes (gateway)"]
+    assert any(e.target == "flower_batch.jobmodel.modes" for e in imports(ROOT)
+               if e.source == "flower_batch.jobmodel.spec")  # imports() sees relative imports too

@@ -27,16 +27,14 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import anyio
 import anyio.abc
 
+from ..backend import Backend
 from ..errors import FlowerBatchError
-from .health import LOG_TAIL_LINES, GatewayDeath
-
-if TYPE_CHECKING:
-    from .sidecar import GatewaySidecar
+from .health import LOG_TAIL_LINES, GatewayDeath, GatewayHealth
 
 RESTARTS_ENV = "FLOWER_BATCH_GATEWAY_RESTARTS"
 
@@ -64,7 +62,21 @@ class RestartPolicy:
         return cls(max_restarts=int(raw))
 
 
-async def watch(gateway: GatewaySidecar, policy: RestartPolicy, *,
+class Supervised(Protocol):
+    """What the supervisor needs of a gateway (sidecar.GatewaySidecar is one): its container on
+    its engine, how it fared, when to stop watching, and how to start it again."""
+
+    backend: Backend
+    container: str | None  # None once it is gone for good
+    health: GatewayHealth
+    policy: RestartPolicy
+    gave_up: anyio.Event  # set here when the restarts run out
+    stopping: bool  # set by the sidecar when the batch ends: a death then is no death
+
+    async def restart(self) -> None: ...
+
+
+async def watch(gateway: Supervised, policy: RestartPolicy, *,
                 clock: Callable[[], float] = time.monotonic) -> None:
     """Until the sidecar stops: wait for its container to end, note the death, restart it."""
     health = gateway.health
@@ -103,7 +115,7 @@ async def watch(gateway: GatewaySidecar, policy: RestartPolicy, *,
             return
 
 
-async def observe(gateway: GatewaySidecar) -> GatewayDeath:
+async def observe(gateway: Supervised) -> GatewayDeath:
     """Exit code, OOMKilled and the last log lines of the gateway container that just ended."""
     at = datetime.now(UTC).isoformat(timespec="seconds")
     assert gateway.container
@@ -117,11 +129,11 @@ async def observe(gateway: GatewaySidecar) -> GatewayDeath:
 
 
 @contextlib.asynccontextmanager
-async def supervisors() -> AsyncIterator[Callable[[GatewaySidecar], None]]:
+async def supervisors() -> AsyncIterator[Callable[[Supervised], None]]:
     """A place for gateway watchers, entered and left by the orchestrator's own task: yields
     `supervise(gateway)`, callable from any task; the watchers end with the block."""
     async with anyio.create_task_group() as tg:
-        def supervise(gateway: GatewaySidecar) -> None:
+        def supervise(gateway: Supervised) -> None:
             tg.start_soon(watch, gateway, gateway.policy)
 
         try:
