@@ -63,7 +63,9 @@ def flower_command(job: JobSpec, *, persistent: bool, wake_words: str | None = N
     """The `flower` command line the container runs."""
     base = ["flower", "-w", WORKSPACE, "-r", RUNS]
     if job.workflow is None:
-        # The starter flow: the job's prompt is the task; a wake continues it (R-29).
+        # The starter flow: the job's prompt is the task. A wake continues it: words given on wake
+        # go under 需求.md's 唤醒时追加, become the work step's prompt and re-derive 目标.md; a wake
+        # without words changes none of these.
         words = wake_words if waking else job.prompt
         return [*base, "go", "--timeout", "0", *([words] if words else [])]
     cmd = [*base, "run", container_target(job.workflow)]
