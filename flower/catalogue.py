@@ -160,6 +160,7 @@ WORKER_RULES = """\
 # when something is missing, take the most reasonable reading and state the assumption. Long
 # outputs (over 2,000 chars) go to files, reply with the path. Never paste logs or command output.
 # Reply in at most 30 lines: conclusion / evidence / output / unverified.)
+WORKTREE_PATH_SLOT, WORKTREE_BRANCH_SLOT = "⟦path⟧", "⟦branch⟧"  # filled in per worker (roles._name_worktree)
 ISOLATE_HEADING = "## 隔离工作区"  # the heading that marks an isolated worker's prompt (roles.is_isolated)
 ISOLATE_RULES = ISOLATE_HEADING + """
 - 你的所有改动只落在 git worktree `⟦path⟧`(分支 `⟦branch⟧`)里,不要改主工作区的文件。

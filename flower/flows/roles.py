@@ -41,6 +41,8 @@ from flower.catalogue import (
     VERDICT_FORMAT,
     WHITELIST_REASON,
     WORKER_RULES,
+    WORKTREE_BRANCH_SLOT,
+    WORKTREE_PATH_SLOT,
     WORKTREES,
 )
 from flower.errors import ConfigError, WorkspaceError
@@ -250,7 +252,7 @@ def worker(
 
 def _name_worktree(defn: AgentDefinition, name: str, root: Path | None = None) -> AgentDefinition:
     path = str(root / WORKTREES / name) if root else f"{WORKTREES}/{name}"
-    text = defn.prompt.replace("⟦path⟧", path).replace("⟦branch⟧", f"flower/{name}")
+    text = defn.prompt.replace(WORKTREE_PATH_SLOT, path).replace(WORKTREE_BRANCH_SLOT, f"flower/{name}")
     return replace(defn, prompt=text)
 
 

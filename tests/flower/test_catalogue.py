@@ -78,3 +78,5 @@ def test_the_brief_aliases_name_exactly_the_brief_sections() -> None:
 
 def test_the_isolation_rules_start_with_the_heading_that_marks_them() -> None:
     assert catalogue.ISOLATE_RULES.startswith(catalogue.ISOLATE_HEADING + "\n")
+    assert catalogue.WORKTREE_PATH_SLOT in catalogue.ISOLATE_RULES  # roles fill both in per worker
+    assert catalogue.WORKTREE_BRANCH_SLOT in catalogue.ISOLATE_RULES
