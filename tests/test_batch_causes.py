@@ -14,15 +14,15 @@ from lxml import etree
 
 from flower import exitinfo
 from flower_batch.backend.fake import FakeBackend, FakeProcess, Script
-from flower_batch.causes import Ending, explain
 from flower_batch.errors import BackendError
 from flower_batch.gateway.sidecar import READY_LINE
-from flower_batch.infra_retry import run_with_infra_retries
 from flower_batch.jobmodel.classes import FailureClass, count_classes, exit_code_for
-from flower_batch.jobs import start_job
 from flower_batch.layout import Home
 from flower_batch.matrix import GatewaySpec, JobSpec, Status, read_record
-from flower_batch.scheduler import run_jobs
+from flower_batch.running.causes import Ending, explain
+from flower_batch.running.infra_retry import run_with_infra_retries
+from flower_batch.running.jobs import start_job
+from flower_batch.running.scheduler import run_jobs
 
 XSD = Path(__file__).parent / "schemas" / "junit.xsd"
 GATEWAY = Script(duration_s=3600, log_lines=[READY_LINE])  # a gateway that is up until removed
@@ -229,8 +229,8 @@ def _matrix_project(tmp_path: Path, name: str = "infra") -> Path:
 def _matrix(tmp_path: Path, monkeypatch, backend_factory, *flags: str):  # type: ignore[no-untyped-def]
     from typer.testing import CliRunner
 
-    from flower_batch import matrix_cmd
     from flower_batch.cli import app
+    from flower_batch.commands import matrix as matrix_cmd
 
     monkeypatch.setattr(matrix_cmd, "backend_for", lambda home, flag=None, recorded=None: backend_factory())
     monkeypatch.setattr(matrix_cmd, "runtime_image", lambda ref: (IMAGE_ID, {}))

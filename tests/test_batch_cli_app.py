@@ -24,7 +24,7 @@ def test_the_app_has_every_command_without_importing_a_command_module_first() ->
 
 def test_a_command_module_imports_without_the_app() -> None:
     # The cycle cli -> matrix_cmd -> cli is gone: a command module loads on its own and leaves the app unloaded.
-    code = ("import sys\nimport flower_batch.matrix_cmd, flower_batch.repro_cmd, flower_batch.jobs_cmd\n"
+    code = ("import sys\nimport flower_batch.commands.matrix, flower_batch.commands.repro, flower_batch.commands.jobs\n"
             "print('flower_batch.cli' in sys.modules)")
     shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert shown.strip() == "False"

@@ -46,7 +46,7 @@ def test_gateway_names_stay_unique_and_short_for_long_batch_names() -> None:
 
 
 def _adhoc(tmp_path: Path, **kw):
-    from flower_batch.jobs import adhoc_spec
+    from flower_batch.running.jobs import adhoc_spec
 
     ws = tmp_path / "ws"
     if not ws.exists():
@@ -100,7 +100,7 @@ def test_run_cli_refuses_unset_secret_without_creating_the_job(tmp_path: Path) -
 def test_env_names_one_rule_for_cli_and_jobs_toml(tmp_path: Path) -> None:
     import typer
 
-    from flower_batch.jobs_cmd import _parse_env
+    from flower_batch.commands.jobs import _parse_env
     from flower_batch.matrix import MatrixFileError, load_jobs_file
 
     def cli_ok(name: str) -> bool:
@@ -145,7 +145,7 @@ async def test_a_job_whose_gateway_cannot_start_ends_error_and_earlier_verdicts_
     from flower_batch.backend.fake import FakeBackend
     from flower_batch.layout import Home
     from flower_batch.matrix import JobOutcome, Status, new_record, read_record, write_record
-    from flower_batch.scheduler import run_jobs
+    from flower_batch.running.scheduler import run_jobs
 
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     home = Home(tmp_path / "home")
@@ -208,7 +208,7 @@ def test_matrix_refuses_parallel_below_one(tmp_path: Path, parallel: str) -> Non
 def test_run_async_says_an_exception_group_of_our_errors_in_one_line(capsys) -> None:
     import typer
 
-    from flower_batch.cmd_common import run_async
+    from flower_batch.commands.common import run_async
     from flower_batch.errors import GatewayError
 
     async def boom() -> None:
@@ -238,7 +238,7 @@ def test_report_on_a_damaged_batch_json_warns_once_and_reports_from_records(tmp_
 
 
 def test_batch_file_is_written_atomically(tmp_path: Path, monkeypatch) -> None:
-    from flower_batch import matrix_cmd
+    from flower_batch.commands import matrix as matrix_cmd
 
     calls: list[Path] = []
     real = matrix_cmd.write_atomic
@@ -257,7 +257,7 @@ async def _run_one(tmp_path: Path, backend, job) -> object:
     from flower_batch.backend.fake import FakeBackend
     from flower_batch.gateway.sidecar import GatewaySidecar
     from flower_batch.layout import Home
-    from flower_batch.runner import JobContext, run_job
+    from flower_batch.running.runner import JobContext, run_job
 
     gw = GatewaySidecar(backend, batch="b", session="s1", image_id=FakeBackend.IMAGE, batch_dir=tmp_path / "b",
                         scenario=None, mode="replay")
@@ -306,10 +306,12 @@ def replace_timeout(job, seconds: float):  # type: ignore[no-untyped-def]
 def test_one_table_each_for_modes_labels_memory_and_image_versions(monkeypatch) -> None:
     from types import SimpleNamespace
 
-    from flower_batch import cmd_common, image, jobs_cmd, repro
     from flower_batch.backend.base import parse_memory as strict_memory
+    from flower_batch.commands import common as cmd_common
+    from flower_batch.commands import jobs as jobs_cmd
     from flower_batch.gateway import host_modes, modes
     from flower_batch.matrix import gateway_label, parse_memory
+    from flower_batch.running import image, repro
 
     assert modes.MODES is host_modes.MODES
     for mode in (*host_modes.MODES, "other"):

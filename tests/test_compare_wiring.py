@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from flower_batch import matrix_cmd
 from flower_batch.backend.fake import FakeBackend
 from flower_batch.cli import app
+from flower_batch.commands import matrix as matrix_cmd
 from flower_batch.layout import Home
 from flower_batch.matrix import JobOutcome, Status, load_jobs_file, new_record, write_record
 from tests.compare_fixtures import results_document, write_document

@@ -107,7 +107,7 @@ async def test_a_gateway_that_keeps_dying_is_given_up_with_its_reason(tmp_path: 
 async def test_the_job_of_a_gateway_given_up_is_stopped_and_its_record_says_why(tmp_path: Path) -> None:
     from flower_batch.layout import Home
     from flower_batch.matrix import read_record
-    from flower_batch.runner import JobContext, run_job
+    from flower_batch.running.runner import JobContext, run_job
 
     async def crashing(proc: FakeProcess) -> int:
         proc.log(f"{READY_LINE} on 0.0.0.0:8080 mode=scripted")

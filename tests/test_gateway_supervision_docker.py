@@ -146,8 +146,8 @@ async def test_a_gateway_down_longer_than_the_cli_retries_is_ridden_out_by_flowe
 
     from flower_batch.backend.docker_backend import DockerBackend
     from flower_batch.gateway import supervisor
-    from flower_batch.jobs import adhoc_spec, start_job
     from flower_batch.layout import Home
+    from flower_batch.running.jobs import adhoc_spec, start_job
 
     slow = supervisor.RestartPolicy(backoff_s=20.0, backoff_max_s=20.0)
     monkeypatch.setattr(supervisor.RestartPolicy, "from_env", classmethod(lambda cls, environ=None: slow))

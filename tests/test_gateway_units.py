@@ -22,7 +22,7 @@ from flower_batch.gateway.replay import JobReplay, compare_shapes, plan_from
 from flower_batch.gateway.tap import refusal_plan
 from flower_batch.gateway.usage import gateway_outcome
 from flower_batch.matrix import JobRecord, JobSpec
-from flower_batch.repro import ReproDiff, changes, drift_between
+from flower_batch.running.repro import ReproDiff, changes, drift_between
 
 # -- prices -------------------------------------------------------------------------------------
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from flower_batch import image
 from flower_batch.backend import ContainerSpec, ImageInfo
 from flower_batch.errors import ImageBuildError, NotARuntimeImage
+from flower_batch.running import image
 
 
 def _fake_sdk_wheel(dir: Path, cli_version: str | None) -> Path:

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import anyio
 
-from flower_batch import joblog
 from flower_batch.backend import ContainerSpec
 from flower_batch.backend.fake import FakeBackend, Script
-from flower_batch.joblog import ELIDED_MARK, HEAD_BYTES, TAIL_BYTES, CappedLog
-from flower_batch.runner import _save_logs
+from flower_batch.running import joblog
+from flower_batch.running.joblog import ELIDED_MARK, HEAD_BYTES, TAIL_BYTES, CappedLog
+from flower_batch.running.runner import _save_logs
 
 
 def lines(n: int, width: int = 60) -> list[str]:

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flower_batch.attempts import attempt_numbers, keep_previous_attempt, list_attempts, prunable
 from flower_batch.backend.docker_engine import EngineFacts
+from flower_batch.commands.plan_summary import plan_lines
 from flower_batch.errors import MatrixTooLarge
 from flower_batch.layout import Home
 from flower_batch.matrix import (
@@ -21,11 +21,11 @@ from flower_batch.matrix import (
     plan_resume,
     write_record,
 )
-from flower_batch.plan_summary import plan_lines
 from flower_batch.preflight import Preflight, include_warnings
 from flower_batch.preflight.imports import Target, _problems
 from flower_batch.preflight.limits import cpus_problem, memory_problem, memory_warning
 from flower_batch.preflight.scenarios import scenario_problems
+from flower_batch.running.attempts import attempt_numbers, keep_previous_attempt, list_attempts, prunable
 
 FACTS = EngineFacts(ncpu=4, mem_total=8 * 1024**3)
 
@@ -239,7 +239,7 @@ async def test_a_rerun_whose_setup_fails_keeps_the_previous_verdict_as_an_attemp
     attempt (record, workspace, runs) is in attempts/1, not overwritten."""
     from flower_batch.backend.fake import FakeBackend
     from flower_batch.matrix import read_record
-    from flower_batch.scheduler import run_jobs
+    from flower_batch.running.scheduler import run_jobs
 
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     home = Home(tmp_path / "home")
@@ -311,7 +311,7 @@ async def test_ctrl_c_before_a_job_starts_leaves_its_old_attempt_where_it_was(tm
     from flower_batch.backend.fake import FakeBackend, Script
     from flower_batch.gateway.sidecar import READY_LINE
     from flower_batch.matrix import GatewaySpec, read_record
-    from flower_batch.scheduler import run_jobs
+    from flower_batch.running.scheduler import run_jobs
 
     scenario = tmp_path / "s.toml"
     scenario.write_text('[[rules]]\nreply = "hi"\n')

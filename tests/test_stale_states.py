@@ -13,7 +13,6 @@ import pytest
 from typer.testing import CliRunner
 
 from flower_batch.layout import Home
-from flower_batch.liveness import NEVER_STARTED, ORPHANED, Liveness
 from flower_batch.matrix import (
     GatewaySpec,
     JobOutcome,
@@ -23,7 +22,8 @@ from flower_batch.matrix import (
     read_record,
     write_record,
 )
-from flower_batch.session import Session, sessions_dir
+from flower_batch.running.liveness import NEVER_STARTED, ORPHANED, Liveness
+from flower_batch.running.session import Session, sessions_dir
 
 
 def _spec(job_id: str) -> JobSpec:
@@ -46,7 +46,7 @@ def _dead_session(home: Home) -> str:
 
 def _cli(home: Home, *args: str):
     from flower_batch.cli import app
-    from flower_batch.cmd_common import out
+    from flower_batch.commands.common import out
 
     out.width = 200  # a wide terminal: table cells unwrapped
     return CliRunner().invoke(app, [*args, "--home", str(home.root)])
@@ -121,7 +121,7 @@ def test_report_shows_orphaned_and_never_started(tmp_path: Path) -> None:
 async def test_a_stopped_matrix_marks_its_never_started_jobs(tmp_path: Path, monkeypatch) -> None:
     """Ctrl-C while the first job runs (-j 1): the others never began and say so; none stays queued."""
     from flower_batch.backend.fake import FakeBackend, Script
-    from flower_batch.scheduler import run_jobs
+    from flower_batch.running.scheduler import run_jobs
 
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")  # the anthropic gateway's needs (fake engine)
     home = Home(tmp_path / "home")

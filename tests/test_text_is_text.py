@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from flower.cli.display import Display
 from flower.result import StepResult
 from flower_batch.cli import app
-from flower_batch.cmd_common import fail
+from flower_batch.commands.common import fail
 from flower_batch.layout import Home
 from flower_batch.matrix import (
     GatewaySpec,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import shutil
 
-from .attempts import prunable
-from .cmd_common import err, fail, out
-from .layout import Home
+from flower_batch.commands.common import err, fail, out
+from flower_batch.layout import Home
+from flower_batch.running.attempts import prunable
 
 
 def gc_attempts(home: Home, *, keep: int, batch: str | None, dry_run: bool) -> None:

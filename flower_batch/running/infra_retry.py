@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 
 from flower_batch.jobmodel.classes import FailureClass
-
-from .matrix import JobRecord, JobSpec
+from flower_batch.matrix import JobRecord, JobSpec
 
 Round = Callable[[Sequence[tuple[JobSpec, JobRecord | None]]], Awaitable[dict[str, JobRecord]]]
 RetryHook = Callable[[int, list[str]], None]  # (retry number, job ids)

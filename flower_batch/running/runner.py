@@ -17,21 +17,28 @@ from typing import Any
 
 import anyio
 
+from flower_batch.backend import Backend, ContainerSpec, Mount
+from flower_batch.errors import FlowerBatchError
+from flower_batch.gateway.health import describe_health
+from flower_batch.gateway.recording import stage_recording
+from flower_batch.gateway.sidecar import GatewaySidecar
+from flower_batch.gateway.usage import gateway_outcome
 from flower_batch.jobmodel.classes import FailureClass
-
-from .attempts import keep_previous_attempt
-from .backend import Backend, ContainerSpec, Mount
-from .causes import Ending, continuity_of, explain, flower_exit, new_stamp
-from .errors import FlowerBatchError
-from .gateway.health import describe_health
-from .gateway.recording import stage_recording
-from .gateway.sidecar import GatewaySidecar
-from .gateway.usage import gateway_outcome
-from .joblog import save_capped
-from .labels import labels
-from .layout import FLOWS, RUNS, WORKSPACE, JobDir
-from .matrix import JobOutcome, JobRecord, JobSpec, Status, decide_status, steps_from_manifest, write_record
-from .targets import container_target, stage_workflow
+from flower_batch.labels import labels
+from flower_batch.layout import FLOWS, RUNS, WORKSPACE, JobDir
+from flower_batch.matrix import (
+    JobOutcome,
+    JobRecord,
+    JobSpec,
+    Status,
+    decide_status,
+    steps_from_manifest,
+    write_record,
+)
+from flower_batch.running.attempts import keep_previous_attempt
+from flower_batch.running.causes import Ending, continuity_of, explain, flower_exit, new_stamp
+from flower_batch.running.joblog import save_capped
+from flower_batch.running.targets import container_target, stage_workflow
 
 GRACE_S = 10.0
 LOG_TAIL = 4000

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .matrix import JobRecord
-from .session import is_alive, sessions_dir
+from flower_batch.matrix import JobRecord
+from flower_batch.running.session import is_alive, sessions_dir
 
 ORPHANED = "orphaned"
 NEVER_STARTED = "never-started"

@@ -19,12 +19,12 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from .backend.base import Backend
-from .backend.select import backend_name, open_backend
-from .errors import FlowerBatchError
-from .layout import Home, JobDir
-from .liveness import NEVER_STARTED, ORPHANED
-from .matrix import JobRecord
+from flower_batch.backend.base import Backend
+from flower_batch.backend.select import backend_name, open_backend
+from flower_batch.errors import FlowerBatchError
+from flower_batch.layout import Home, JobDir
+from flower_batch.matrix import JobRecord
+from flower_batch.running.liveness import NEVER_STARTED, ORPHANED
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -75,7 +75,7 @@ def status_cell(status: str) -> str:
 
 
 def runtime_image(ref: str) -> tuple[str, dict[str, str]]:
-    from .image import image_versions
+    from flower_batch.running.image import image_versions
 
     return image_versions(ref)
 

@@ -11,16 +11,15 @@ import typer
 from rich.text import Text
 
 from flower.fileio import write_atomic
+from flower_batch.commands.common import HOME_OPT, err, fail, out
+from flower_batch.compare.diff import BatchDiff, diff_sides
+from flower_batch.compare.html import comparison_section
+from flower_batch.compare.render import diff_markdown, diff_table, one_sided_lines
+from flower_batch.compare.sides import Side, load_side, side_from_document
+from flower_batch.compare.stats import z_for
 from flower_batch.errors import SideError
-
-from .cmd_common import HOME_OPT, err, fail, out
-from .compare.diff import BatchDiff, diff_sides
-from .compare.html import comparison_section
-from .compare.render import diff_markdown, diff_table, one_sided_lines
-from .compare.sides import Side, load_side, side_from_document
-from .compare.stats import z_for
-from .layout import Home
-from .matrix import BatchResults
+from flower_batch.layout import Home
+from flower_batch.matrix import BatchResults
 
 SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 ALPHA_OPT = typer.Option(0.05, "--alpha", help="significance level of the regression/improvement rule")

@@ -7,12 +7,11 @@ from pathlib import Path
 
 import typer
 
+from flower_batch.backend.docker_backend import DockerBackend
+from flower_batch.commands.common import err, run_async
 from flower_batch.errors import one_line
-
-from .backend.docker_backend import DockerBackend
-from .cmd_common import err, run_async
-from .matrix import JobSpec
-from .preflight import Preflight
+from flower_batch.matrix import JobSpec
+from flower_batch.preflight import Preflight
 
 
 def preflight_job(spec: JobSpec, image_id: str, batch: str, *, describe: str | None, flows_dir: Path | None) -> None:

@@ -15,17 +15,17 @@ from pathlib import Path
 
 import anyio
 
-from .attempts import keep_previous_attempt
-from .backend import Backend
-from .errors import FlowerBatchError
-from .gateway.budget import batch_spent
-from .gateway.sidecar import GatewaySidecar
-from .gateway.supervisor import supervisors
-from .layout import Home
-from .liveness import NEVER_STARTED_REASON
-from .matrix import JobOutcome, JobRecord, JobSpec, Status, new_record, read_record, write_record
-from .runner import JobContext, now_iso, run_job
-from .session import Session
+from flower_batch.backend import Backend
+from flower_batch.errors import FlowerBatchError
+from flower_batch.gateway.budget import batch_spent
+from flower_batch.gateway.sidecar import GatewaySidecar
+from flower_batch.gateway.supervisor import supervisors
+from flower_batch.layout import Home
+from flower_batch.matrix import JobOutcome, JobRecord, JobSpec, Status, new_record, read_record, write_record
+from flower_batch.running.attempts import keep_previous_attempt
+from flower_batch.running.liveness import NEVER_STARTED_REASON
+from flower_batch.running.runner import JobContext, now_iso, run_job
+from flower_batch.running.session import Session
 
 StateHook = Callable[[str, str], None]
 

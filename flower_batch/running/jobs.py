@@ -9,18 +9,17 @@ import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from flower_batch.backend import Backend
+from flower_batch.envnames import secret_name_problem, unset_names
+from flower_batch.errors import FlowerBatchError, ImageMissing
+from flower_batch.gateway.sidecar import GatewaySidecar
+from flower_batch.gateway.supervisor import supervisors
 from flower_batch.jobmodel.hashing import file_hash, tree_hash
-
-from .backend import Backend
-from .envnames import secret_name_problem, unset_names
-from .errors import FlowerBatchError, ImageMissing
-from .gateway.sidecar import GatewaySidecar
-from .gateway.supervisor import supervisors
-from .layout import Home, JobDir
-from .matrix import PLACEMENT, GatewaySpec, JobRecord, JobSpec, parse_duration, parse_memory
-from .runner import JobContext, run_job
-from .session import Session
-from .targets import locate
+from flower_batch.layout import Home, JobDir
+from flower_batch.matrix import PLACEMENT, GatewaySpec, JobRecord, JobSpec, parse_duration, parse_memory
+from flower_batch.running.runner import JobContext, run_job
+from flower_batch.running.session import Session
+from flower_batch.running.targets import locate
 
 ADHOC_BATCH = "adhoc"
 

@@ -17,16 +17,24 @@ from rich.table import Table
 from rich.text import Text
 
 from flower.fileio import write_atomic
+from flower_batch.commands.common import (
+    BACKEND_OPT,
+    HOME_OPT,
+    backend_for,
+    err,
+    fail,
+    out,
+    run_async,
+    runtime_image,
+)
+from flower_batch.commands.compare import ALPHA_OPT, FAIL_OPT, Baseline, baseline_or_exit
+from flower_batch.commands.plan_summary import plan_lines
+from flower_batch.commands.preflight import finish_preflight, print_warnings
+from flower_batch.errors import FlowerBatchError
+from flower_batch.gateway.host_modes import mode_problem, use_upstream
 from flower_batch.jobmodel.classes import exit_code_for
-
-from .cmd_common import BACKEND_OPT, HOME_OPT, backend_for, err, fail, out, run_async, runtime_image
-from .compare_cmd import ALPHA_OPT, FAIL_OPT, Baseline, baseline_or_exit
-from .errors import FlowerBatchError
-from .gateway.host_modes import mode_problem, use_upstream
-from .infra_retry import run_with_infra_retries
-from .layout import Home
-from .liveness import Liveness
-from .matrix import (
+from flower_batch.layout import Home
+from flower_batch.matrix import (
     MAX_JOBS,
     BatchResults,
     JobRecord,
@@ -40,11 +48,11 @@ from .matrix import (
     summary_line,
     write_reports,
 )
-from .plan_summary import plan_lines
-from .preflight import Describe, Preflight, include_warnings
-from .preflight_cmd import finish_preflight, print_warnings
-from .scheduler import run_jobs
-from .session import find_leaks, remove_leaks
+from flower_batch.preflight import Describe, Preflight, include_warnings
+from flower_batch.running.infra_retry import run_with_infra_retries
+from flower_batch.running.liveness import Liveness
+from flower_batch.running.scheduler import run_jobs
+from flower_batch.running.session import find_leaks, remove_leaks
 
 
 class MatrixProgress:

@@ -6,8 +6,8 @@ import json
 
 import typer
 
-from .cmd_common import err, fail, runtime_image
-from .errors import FlowerBatchError
+from flower_batch.commands.common import err, fail, runtime_image
+from flower_batch.errors import FlowerBatchError
 
 
 def image_build(
@@ -17,7 +17,7 @@ def image_build(
     no_cache: bool = typer.Option(False, "--no-cache"),
 ) -> None:
     """Build (or reuse) the runtime image; prints its immutable id."""
-    from .image import build_image
+    from flower_batch.running.image import build_image
 
     try:
         img = build_image(tag=tag, base_image=base, network=network, no_cache=no_cache)
@@ -44,7 +44,7 @@ def image_push(
     image: str = typer.Option("flower-batch-runtime:latest", "--image", help="runtime image (tag or id)"),
 ) -> None:
     """Push the pinned runtime image to REGISTRY; prints the repo digest cluster jobs run."""
-    from .backend.registry_push import push_image
+    from flower_batch.backend.registry_push import push_image
 
     try:
         img_id, _ = runtime_image(image)

@@ -13,8 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from flower_batch.errors import TargetNotFound
-
-from .layout import FLOWS
+from flower_batch.layout import FLOWS
 
 
 def locate(target: str, search: Sequence[Path] = ()) -> tuple[Path, str, str]:

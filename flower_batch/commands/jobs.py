@@ -15,9 +15,8 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from .backend.base import Backend
-from .causes import continuity_lines
-from .cmd_common import (
+from flower_batch.backend.base import Backend
+from flower_batch.commands.common import (
     BACKEND_OPT,
     HOME_OPT,
     backend_for,
@@ -31,21 +30,22 @@ from .cmd_common import (
     runtime_image,
     status_cell,
 )
-from .envnames import env_name_problem, looks_secret
-from .errors import FlowerBatchError
-from .gateway.health import describe_health
-from .gateway.host_modes import mode_label, use_upstream
-from .gateway.metering import read_meter, read_summary
-from .jobs import ADHOC_BATCH, adhoc_spec, job_scenario, start_job
-from .labels import BATCH, JOB, MANAGED
-from .layout import Home, JobDir
-from .liveness import Liveness
-from .matrix import JobRecord, JobSpec, RecordError, format_duration
-from .preflight_cmd import preflight_job
-from .session import Leak, find_leaks, remove_leaks
+from flower_batch.commands.preflight import preflight_job
+from flower_batch.envnames import env_name_problem, looks_secret
+from flower_batch.errors import FlowerBatchError
+from flower_batch.gateway.health import describe_health
+from flower_batch.gateway.host_modes import mode_label, use_upstream
+from flower_batch.gateway.metering import read_meter, read_summary
+from flower_batch.labels import BATCH, JOB, MANAGED
+from flower_batch.layout import Home, JobDir
+from flower_batch.matrix import JobRecord, JobSpec, RecordError, format_duration
+from flower_batch.running.causes import continuity_lines
+from flower_batch.running.jobs import ADHOC_BATCH, adhoc_spec, job_scenario, start_job
+from flower_batch.running.liveness import Liveness
+from flower_batch.running.session import Leak, find_leaks, remove_leaks
 
 if TYPE_CHECKING:
-    from .attempts import Attempt  # loaded lazily by `show`
+    from flower_batch.running.attempts import Attempt  # loaded lazily by `show`
 
 
 def _parse_env(items: list[str]) -> dict[str, str]:
@@ -162,7 +162,7 @@ def wake(
 
     spec = replace(spec, gateway=replace(gw, scenario=chosen))
     if timeout:
-        from .matrix import parse_duration
+        from flower_batch.matrix import parse_duration
 
         seconds = parse_duration(timeout)
         if not seconds:
@@ -261,7 +261,7 @@ def show(
     home: Path | None = HOME_OPT,
 ) -> None:
     """A job's record and its manifest rows (one per step attempt)."""
-    from .attempts import list_attempts
+    from flower_batch.running.attempts import list_attempts
 
     jd, record = load_job(home, job)
     rows = jd.manifest()
@@ -380,7 +380,7 @@ def gc(
     With --attempts: remove the earlier attempts kept under <job>/attempts/ instead."""
     h = home_at(home)
     if attempts or keep or batch:
-        from .attempts_cmd import gc_attempts
+        from flower_batch.commands.attempts import gc_attempts
 
         if not attempts:
             fail("--keep and --batch go with --attempts (gc --attempts --keep N)")

@@ -460,7 +460,7 @@ def _stderr_log() -> Log:
 
 
 def main() -> None:
-    """`python -m flower_batch.image`: build (or reuse) the runtime image and print its id."""
+    """`python -m flower_batch.running.image`: build (or reuse) the runtime image and print its id."""
     from flower_batch.errors import FlowerBatchError
 
     try:

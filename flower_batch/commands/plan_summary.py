@@ -11,7 +11,7 @@ import shutil
 from collections import Counter
 from collections.abc import Sequence
 
-from .matrix import Decision, JobSpec, ResumePlan
+from flower_batch.matrix import Decision, JobSpec, ResumePlan
 
 EDGE = 5  # jobs shown at each end of a summarised plan
 

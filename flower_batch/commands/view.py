@@ -8,9 +8,9 @@ from pathlib import Path
 
 import typer
 
-from .cmd_common import HOME_OPT, err, fail, home_at
-from .errors import FlowerBatchError
-from .view.server import ViewServer
+from flower_batch.commands.common import HOME_OPT, err, fail, home_at
+from flower_batch.errors import FlowerBatchError
+from flower_batch.view.server import ViewServer
 
 DEFAULT_PORT = 8765
 

@@ -22,12 +22,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from flower_batch.errors import ImageMissing, ReproError
+from flower_batch.gateway.recording import read_state, recording_source
 from flower_batch.jobmodel.hashing import tree_hash
-
-from .errors import ImageMissing, ReproError
-from .gateway.recording import read_state, recording_source
-from .layout import Home, JobDir, check_name
-from .matrix import GatewaySpec, JobRecord, JobSpec
+from flower_batch.layout import Home, JobDir, check_name
+from flower_batch.matrix import GatewaySpec, JobRecord, JobSpec
 
 REPRO_BATCH = "repro"
 REPORT = "repro.json"
@@ -269,7 +268,7 @@ def write_report(plan: ReproPlan, repro: JobDir, record: JobRecord, diff: ReproD
 
 def image_versions(ref: str) -> tuple[str, dict[str, str]]:
     """(id, versions) of a runtime image; ReproError when it is not in the engine."""
-    from .image import image_versions as read_versions
+    from flower_batch.running.image import image_versions as read_versions
 
     try:
         return read_versions(ref)

@@ -18,9 +18,9 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from .backend import Backend
-from .errors import FlowerBatchError
-from .labels import BATCH, MANAGED, ROLE, SESSION
+from flower_batch.backend import Backend
+from flower_batch.errors import FlowerBatchError
+from flower_batch.labels import BATCH, MANAGED, ROLE, SESSION
 
 
 def sessions_dir(home: Path) -> Path:

@@ -11,8 +11,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from .attempts import attempt_dir, attempt_numbers
-from .cmd_common import (
+from flower_batch.commands.common import (
     BACKEND_OPT,
     HOME_OPT,
     backend_for,
@@ -25,13 +24,22 @@ from .cmd_common import (
     run_async,
     status_cell,
 )
-from .errors import FlowerBatchError
-from .gateway.host_modes import mode_label
-from .jobs import start_job
-from .layout import JobDir
-from .matrix import JobRecord, format_duration
-from .preflight_cmd import preflight_job
-from .repro import REPRO_BATCH, ReproDiff, ReproPlan, compare_jobs, image_versions, plan_repro, write_report
+from flower_batch.commands.preflight import preflight_job
+from flower_batch.errors import FlowerBatchError
+from flower_batch.gateway.host_modes import mode_label
+from flower_batch.layout import JobDir
+from flower_batch.matrix import JobRecord, format_duration
+from flower_batch.running.attempts import attempt_dir, attempt_numbers
+from flower_batch.running.jobs import start_job
+from flower_batch.running.repro import (
+    REPRO_BATCH,
+    ReproDiff,
+    ReproPlan,
+    compare_jobs,
+    image_versions,
+    plan_repro,
+    write_report,
+)
 
 
 def _calls(step: dict[str, Any]) -> str:
