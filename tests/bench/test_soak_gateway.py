@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[1] / "bench" / "soak_gateway.py"
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "soak_gateway.py"
 
 
 def load():

@@ -12,7 +12,7 @@ import pytest
 from flower_batch.jobsfile._fields import JOB_FIELDS
 from flower_batch.matrix import load_jobs_file
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "jobs.toml"
 SCHEMA = json.loads((ROOT / "schemas" / "jobs.schema.json").read_text())
 

@@ -18,7 +18,7 @@ import pytest
 
 from flower_batch.matrix import load_jobs_file
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 WORKFLOW = REPO / "examples" / "ci" / "nightly.yml"
 SYSTEM_PYTHON = shutil.which("python3", path="/usr/bin")
 

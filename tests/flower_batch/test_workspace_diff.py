@@ -11,7 +11,7 @@ from lxml import etree
 from flower_batch.matrix import html_report, load_records, results_from_records, wilson_interval
 from flower_batch.reports._plots import cost_vs_pass_svg, pass_rate_svg
 from flower_batch.workspace_diff import diff, source_of, summarize
-from tests.test_matrix_results import results  # noqa: F401 — the shared results fixture
+from tests.flower_batch.reports.test_results import results  # noqa: F401 — the shared results fixture
 from tests.view_fixtures import write_job
 
 

@@ -10,7 +10,7 @@ import pytest
 from flower.scripted import UNMATCHED, ParsedRequest, Scenario, ScenarioError, ScriptedResponder
 from flower.scripted.request import split_path
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "scenarios"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "scenarios"
 
 # The shape the real CLI sends (spec §8.2): a reminder block, a trailing role:"system" message
 # announcing the working directory, a billing line in `system`.

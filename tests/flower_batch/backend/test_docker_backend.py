@@ -14,7 +14,7 @@ from flower_batch.backend import ContainerSpec
 from flower_batch.backend._docker import translate
 from flower_batch.backend.docker_backend import DockerBackend
 from flower_batch.errors import BackendError, DaemonUnavailable, OutOfDisk
-from tests.test_backend_conformance import ensure_testbox
+from tests.flower_batch.backend.test_conformance import ensure_testbox
 
 pytestmark = pytest.mark.anyio
 

@@ -166,9 +166,9 @@ def test_a_worker_stopped_mid_job_then_a_rerun_picks_it_up(swarm: Cluster, home:
         assert rec["status"] == "error" and rec["node"] == f"{PREFIX}-worker2", rec
         assert f"node {PREFIX}-worker2 was lost" in rec["reason"], rec["reason"]
     finally:  # the worker comes back (same engine data: it rejoins as itself)
-        subprocess.run([str(Path(__file__).parents[1] / "scripts" / "cluster" / "up.sh")], check=True,
+        subprocess.run([str(Path(__file__).resolve().parents[3] / "scripts" / "cluster" / "up.sh")], check=True,
                        capture_output=True, timeout=600,
-                       env={**host_env, "SHARED": str(swarm.shared) + " " + str(Path(__file__).parents[1] / "volumes")})
+                       env={**host_env, "SHARED": str(swarm.shared) + " " + str(Path(__file__).resolve().parents[3] / "volumes")})
     wait_for("worker2 to be ready", lambda: "Ready" in swarm.manager(
         "node", "ls", "--filter", f"name={PREFIX}-worker2", "--format", "{{.Status}}"), timeout=120, every=1)
     again = fb_swarm(swarm, "matrix", path, "-j", "1", "--image", swarm.image_id, home=home)

@@ -20,7 +20,7 @@ from flower_batch.layout import Home
 from flower_batch.matrix import JobOutcome, Status, load_jobs_file, new_record, write_record
 from tests.compare_fixtures import results_document, write_document
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 IMAGE_ID = "sha256:" + "c" * 64
 JOBS = """
 [batch]

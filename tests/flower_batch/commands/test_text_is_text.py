@@ -11,8 +11,6 @@ import typer
 from rich.console import Console
 from typer.testing import CliRunner
 
-from flower.cli.display import Display
-from flower.result import StepResult
 from flower_batch.cli import app
 from flower_batch.commands.common import fail
 from flower_batch.layout import Home
@@ -83,12 +81,3 @@ def test_the_matrix_table_title_is_text() -> None:
     console = Console(record=True, width=200)
     console.print(comparison_table(results))
     assert "[bold]b" in console.export_text()
-
-
-def test_flowers_display_prints_step_names_and_tools_as_text() -> None:
-    console = Console(record=True, width=200)
-    display = Display(console=console)
-    display.event("tool", {"name": "[bold]Read", "input": {"file_path": "[x]"}})
-    display.step_done("[b]fix", StepResult(step="[b]fix", ok=False, error="[red]no[/red]"))
-    text = console.export_text()
-    assert "[bold]Read" in text and "[x]" in text and "[b]fix" in text and "[red]no[/red]" in text

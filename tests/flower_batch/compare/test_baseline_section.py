@@ -13,8 +13,8 @@ from flower_batch.compare import diff_sides, side_from_document
 from flower_batch.compare.html import comparison_section
 from flower_batch.matrix import write_html
 from tests.compare_fixtures import results_document
-from tests.test_matrix_results import results  # noqa: F401 — the shared results fixture
-from tests.test_report_render import _chromium
+from tests.flower_batch.reports.test_render_in_chromium import _chromium
+from tests.flower_batch.reports.test_results import results  # noqa: F401 — the shared results fixture
 
 # Yesterday against the shared fixture (today): fizz×careful 20/20 -> 1/3 is a regression.
 YESTERDAY = {("hello", "careful"): ["passed"] * 3, ("fizz", "careful"): ["passed"] * 20, ("fizz", "quick"): ["passed"]}

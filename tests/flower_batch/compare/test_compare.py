@@ -26,7 +26,7 @@ from flower_batch.compare.sides import load_side
 from flower_batch.layout import Home
 from flower_batch.matrix import wilson_interval
 from tests.compare_fixtures import BASE_PLAN, NEW_PLAN, results_document, write_document
-from tests.test_matrix_results import results  # noqa: F401 — the shared results fixture
+from tests.flower_batch.reports.test_results import results  # noqa: F401 — the shared results fixture
 
 
 def _diff(base_plan=BASE_PLAN, new_plan=NEW_PLAN, alpha: float = 0.05):

@@ -4,7 +4,7 @@
     flower run (real CLI) -> gateway: MessagesServer(JobRouter(Tap(mode responder)))
                           -> upstream: MessagesServer(Counting(ScriptedResponder))
 
-The same pieces run in the gateway container (test_gateway_docker.py runs them there).
+The same pieces run in the gateway container (gateway/test_modes_on_docker.py runs them there).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from flower_batch.gateway.routing import JobRouter, PerJobLog
 from flower_batch.gateway.tokens import job_token, new_secret
 from tests.gateway_fixtures.upstream import Counting
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 FLOWER = REPO / ".venv" / "bin" / "flower"
 HOST_KEY = "sk-ant-test-HOSTKEY-" + "7" * 24
 MODEL = "claude-sonnet-4-5"

@@ -3,7 +3,7 @@
 The same pieces the sidecar container runs (`python -m flower_batch.gateway serve`): a
 MessagesServer around a JobRouter around the scripted responder, its log split per job.
 The Docker test of the same refusal from a container on the batch network is in
-test_batch_run.py.
+commands/test_job_commands_on_docker.py.
 """
 
 from __future__ import annotations
@@ -139,3 +139,14 @@ def test_the_gateway_process_refuses_to_start_without_its_secret(
     scenario.write_text(json.dumps(SCENARIO))
     assert gateway_main(["serve", "--scenario", str(scenario), "--batch-dir", str(tmp_path)]) == 2
     assert SECRET_ENV in capsys.readouterr().err
+
+
+def test_budget_refusal_of_a_valid_job_stays_in_its_log(tmp_path: Path) -> None:
+    log = PerJobLog(tmp_path)
+    log.add({"prefix": "/j/job-1", "rule": "gateway:budget", "status": 402})
+    log.add({"prefix": "/j/job-1", "rule": "gateway:bad-token", "status": 401})
+    log.add({"prefix": "", "rule": "gateway:no-job", "status": 404})
+    own = list(read_request_log(tmp_path / "job-1" / "logs" / "gateway.jsonl"))
+    unrouted = list(read_request_log(tmp_path / "gateway-unrouted.jsonl"))
+    assert [r["rule"] for r in own] == ["gateway:budget"]
+    assert [r["rule"] for r in unrouted] == ["gateway:bad-token", "gateway:no-job"]

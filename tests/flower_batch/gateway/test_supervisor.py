@@ -1,7 +1,7 @@
 """The gateway supervisor (gateway/supervisor.py) on the in-memory backend: a gateway that dies
 is started again in place (same container, alias and secret) or created again when it was
 removed; one that keeps dying is given up with its reason, and the job it served is stopped
-with a record that says why. The real engine and the real CLI: tests/test_gateway_docker.py."""
+with a record that says why. The real engine and the real CLI: tests/flower_batch/gateway/test_modes_on_docker.py."""
 
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ from flower_batch.gateway.upstream_auth import UpstreamAuth
 from tests.gateway_fixtures.header_check import HeaderCheckingUpstream
 from tests.gateway_fixtures.upstream import Counting
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 FLOWER = REPO / ".venv" / "bin" / "flower"
 API_KEY = "sk-ant-test-APIKEY-" + "4" * 24
 BEARER = "sk-litellm-test-TOKEN-" + "9" * 24

@@ -11,9 +11,9 @@ import pytest
 
 from flower.scripted import MessagesServer
 from tests.batch_fixtures.rig import Job, fb, leftovers, remove_resources, runtime_image
+from tests.flower_batch.gateway.test_modes_on_docker import docker_host_ip
 from tests.gateway_fixtures.header_check import HeaderCheckingUpstream
 from tests.gateway_fixtures.upstream import PROJECT, Counting
-from tests.test_gateway_docker import docker_host_ip
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

@@ -7,7 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from flower_batch.matrix import MatrixFileError, load_jobs_file, parse_jobs_text
+from flower_batch.matrix import (
+    MatrixFileError,
+    load_jobs_file,
+    parse_jobs_text,
+)
 
 HEAD = """\
 [tasks.a]
@@ -196,3 +200,36 @@ def test_unreadable_file_is_one_line(tmp_path):
     with pytest.raises(MatrixFileError) as info:
         load_jobs_file(tmp_path / "missing.toml")
     assert str(info.value) == f"{tmp_path / 'missing.toml'}: cannot read the jobs file: No such file or directory"
+
+
+@pytest.mark.parametrize("text", [
+    '[tasks.alpha]\nprompt = "p"\n[[jobs]]\nname = "x"\ntask = ["alpha"]\n',
+    '[tasks.alpha]\nprompt = "p"\n[[jobs]]\nname = "x"\ntask = { a = 1 }\n',
+    '[tasks.alpha]\nprompt = "p"\n[matrix]\ntask = [["alpha"]]\n',
+    '[tasks.alpha]\nprompt = "p"\n[matrix]\ntask = [{ name = "alpha" }]\n',
+])
+def test_a_task_given_as_a_list_or_table_is_one_line_not_a_type_error(tmp_path: Path, text: str) -> None:
+    """Found by the fuzz: `task = ["alpha"]` raised TypeError (unhashable) out of the parser."""
+    with pytest.raises(MatrixFileError) as caught:
+        parse_jobs_text(text, path=tmp_path / "jobs.toml")
+    assert all("\n" not in str(e) and "task" in str(e) for e in caught.value.errors)
+
+
+@pytest.mark.parametrize("path", ["a\\u0000b", "x" * 300, "/".join(["y" * 250] * 20)])
+def test_an_unusable_path_is_one_line_not_an_os_error(tmp_path: Path, path: str) -> None:
+    """Found by the fuzz: a NUL byte or an over-long name raised ValueError/OSError out of the loader."""
+    text = f'[tasks.alpha]\nprompt = "p"\nworkspace = "{path}"\ngateway = {{ mode = "scripted", scenario = "{path}" }}\n'
+    with pytest.raises(MatrixFileError) as caught:
+        parse_jobs_text(text, path=tmp_path / "jobs.toml")
+    lines = [str(e) for e in caught.value.errors]
+    assert len(lines) == 2 and all("\n" not in line and "write a plain relative path" in line for line in lines)
+
+
+def test_a_newline_inside_a_value_or_key_stays_inside_its_one_line(tmp_path: Path) -> None:
+    """Found by the fuzz: a value echoed back with its newline made one problem two lines."""
+    text = '[batch]\nbudget_usd = "a\\nb"\n[tasks.alpha]\nprompt = "p"\n"x\\ny" = 1\n'
+    with pytest.raises(MatrixFileError) as caught:
+        parse_jobs_text(text, path=tmp_path / "jobs.toml")
+    lines = str(caught.value).splitlines()
+    assert len(lines) == len(caught.value.errors) == 2
+    assert '"a\\nb"' in lines[0] and '"x\\ny"' in lines[1]

@@ -12,9 +12,9 @@ import pytest
 from lxml import etree
 
 from flower_batch.matrix import junit_xml, write_html
-from tests.test_matrix_results import results  # noqa: F401 — the shared results fixture
+from tests.flower_batch.reports.test_results import results  # noqa: F401 — the shared results fixture
 
-SCHEMA = Path(__file__).parent / "schemas" / "junit.xsd"
+SCHEMA = Path(__file__).resolve().parents[3] / "tests" / "schemas" / "junit.xsd"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 
 

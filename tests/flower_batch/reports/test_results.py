@@ -224,7 +224,7 @@ def test_html_is_self_contained_and_escaped(results):
         assert forbidden not in page
     assert "<script>alert(1)" not in page  # the prompt is escaped everywhere
     # The prompt lives in the embedded document (job bodies are built from it), escaped so it can
-    # never close the data block; tests/test_report_render.py checks how it renders.
+    # never close the data block; tests/flower_batch/reports/test_render_in_chromium.py checks how it renders.
     assert "say hi \\u003c/script\\u003e\\u003cscript\\u003ealert(1)\\u003c/script\\u003e" in page
     assert page.count("<script") == 2  # the data block and our script
 

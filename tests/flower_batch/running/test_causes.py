@@ -24,7 +24,7 @@ from flower_batch.running.infra_retry import run_with_infra_retries
 from flower_batch.running.jobs import start_job
 from flower_batch.running.scheduler import run_jobs
 
-XSD = Path(__file__).parent / "schemas" / "junit.xsd"
+XSD = Path(__file__).resolve().parents[3] / "tests" / "schemas" / "junit.xsd"
 GATEWAY = Script(duration_s=3600, log_lines=[READY_LINE])  # a gateway that is up until removed
 IMAGE_ID = FakeBackend(images={FakeBackend.IMAGE: {}}).add_image(FakeBackend.IMAGE).id
 

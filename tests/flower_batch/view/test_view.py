@@ -19,7 +19,7 @@ from flower_batch.view.server import ViewServer
 from flower_batch.view.trajectory import job_trajectory, step_kind
 from tests.view_fixtures import XSS, real_home, write_job
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 FLOWER_BATCH = REPO / ".venv" / "bin" / "flower-batch"
 
 

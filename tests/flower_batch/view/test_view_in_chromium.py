@@ -18,11 +18,11 @@ from flower_batch.layout import Home
 from flower_batch.matrix import html_report
 from flower_batch.view.server import ViewServer
 from tests.cdp import Browser
-from tests.test_matrix_results import results  # noqa: F401 — the shared results fixture
+from tests.flower_batch.reports.test_results import results  # noqa: F401 — the shared results fixture
 from tests.view_fixtures import real_home, write_job, write_source
 
 pytestmark = pytest.mark.slow
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 FLOWER_BATCH = REPO / ".venv" / "bin" / "flower-batch"
 BIG = "".join(f"line {i} of a long file\n" for i in range(8000))
 

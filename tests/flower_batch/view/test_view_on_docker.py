@@ -16,7 +16,7 @@ import pytest
 from flower_batch.layout import Home
 from flower_batch.view.server import ViewServer
 from tests.batch_fixtures.rig import labelled, remove_resources, runtime_image
-from tests.test_matrix_docker import EXPECTED, Batch, new_batch
+from tests.flower_batch.commands.test_matrix_on_docker import EXPECTED, Batch, new_batch
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
