@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from flower_batch.errors import FlowerBatchError
+from flower_batch.errors import FlowerBatchError, RecordError
+from flower_batch.jobmodel.record import JobRecord, read_record, write_record
 from flower_batch.layout import JobDir
-from flower_batch.matrix import JobRecord, RecordError, read_record, write_record
 
 ATTEMPTS = "attempts"
 _MOVED = ("workspace", "runs", "logs", "flows")  # record.json is handled on its own

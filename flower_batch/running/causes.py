@@ -17,8 +17,8 @@ from typing import Any
 from flower import exitinfo
 from flower.flows.continuity import read_continuity
 from flower_batch.jobmodel.classes import FailureClass, class_from_status
+from flower_batch.jobmodel.status import Status
 from flower_batch.jobmodel.units import format_memory
-from flower_batch.matrix import Status
 
 SIGKILL_EXIT = 137
 _API_STATUS = re.compile(r"\bAPI error (\d{3})\b")

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 
 from flower_batch.jobmodel.classes import FailureClass
-from flower_batch.matrix import JobRecord, JobSpec
+from flower_batch.jobmodel.record import JobRecord
+from flower_batch.jobmodel.spec import JobSpec
 
 Round = Callable[[Sequence[tuple[JobSpec, JobRecord | None]]], Awaitable[dict[str, JobRecord]]]
 RetryHook = Callable[[int, list[str]], None]  # (retry number, job ids)

@@ -15,8 +15,11 @@ from flower_batch.errors import FlowerBatchError, ImageMissing
 from flower_batch.gateway.sidecar import GatewaySidecar
 from flower_batch.gateway.supervisor import supervisors
 from flower_batch.jobmodel.hashing import file_hash, tree_hash
+from flower_batch.jobmodel.record import JobRecord
+from flower_batch.jobmodel.spec import GatewaySpec, JobSpec
+from flower_batch.jobmodel.units import parse_duration, parse_memory
+from flower_batch.jobsfile import PLACEMENT
 from flower_batch.layout import Home, JobDir
-from flower_batch.matrix import PLACEMENT, GatewaySpec, JobRecord, JobSpec, parse_duration, parse_memory
 from flower_batch.running.runner import JobContext, run_job
 from flower_batch.running.session import Session
 from flower_batch.running.targets import locate

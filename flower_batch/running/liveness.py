@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from flower_batch.matrix import JobRecord
+from flower_batch.jobmodel.record import JobRecord
 from flower_batch.running.session import is_alive, sessions_dir
 
 ORPHANED = "orphaned"

@@ -25,8 +25,9 @@ from typing import Any
 from flower_batch.errors import ImageMissing, ReproError
 from flower_batch.gateway.recording import read_state, recording_source
 from flower_batch.jobmodel.hashing import tree_hash
+from flower_batch.jobmodel.record import JobRecord
+from flower_batch.jobmodel.spec import GatewaySpec, JobSpec
 from flower_batch.layout import Home, JobDir, check_name
-from flower_batch.matrix import GatewaySpec, JobRecord, JobSpec
 
 REPRO_BATCH = "repro"
 REPORT = "repro.json"

@@ -24,17 +24,12 @@ from flower_batch.gateway.recording import stage_recording
 from flower_batch.gateway.sidecar import GatewaySidecar
 from flower_batch.gateway.usage import gateway_outcome
 from flower_batch.jobmodel.classes import FailureClass
+from flower_batch.jobmodel.outcome import JobOutcome, decide_status, steps_from_manifest
+from flower_batch.jobmodel.record import JobRecord, write_record
+from flower_batch.jobmodel.spec import JobSpec
+from flower_batch.jobmodel.status import Status
 from flower_batch.labels import labels
 from flower_batch.layout import FLOWS, RUNS, WORKSPACE, JobDir
-from flower_batch.matrix import (
-    JobOutcome,
-    JobRecord,
-    JobSpec,
-    Status,
-    decide_status,
-    steps_from_manifest,
-    write_record,
-)
 from flower_batch.running.attempts import keep_previous_attempt
 from flower_batch.running.causes import Ending, continuity_of, explain, flower_exit, new_stamp
 from flower_batch.running.joblog import save_capped

@@ -20,8 +20,11 @@ from flower_batch.errors import FlowerBatchError
 from flower_batch.gateway.budget import batch_spent
 from flower_batch.gateway.sidecar import GatewaySidecar
 from flower_batch.gateway.supervisor import supervisors
+from flower_batch.jobmodel.outcome import JobOutcome
+from flower_batch.jobmodel.record import JobRecord, new_record, read_record, write_record
+from flower_batch.jobmodel.spec import JobSpec
+from flower_batch.jobmodel.status import Status
 from flower_batch.layout import Home
-from flower_batch.matrix import JobOutcome, JobRecord, JobSpec, Status, new_record, read_record, write_record
 from flower_batch.running.attempts import keep_previous_attempt
 from flower_batch.running.liveness import NEVER_STARTED_REASON
 from flower_batch.running.runner import JobContext, now_iso, run_job
