@@ -32,7 +32,7 @@ from flower_batch.backend.base import ImageInfo
 from flower_batch.backend.docker_images import DockerImages
 from flower_batch.errors import ImageBuildError, ImageMissing, NotARuntimeImage
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+PROJECT_ROOT = Path(__file__).resolve().parents[2]  # flower_batch/running/image.py -> the checkout
 BASE_TAG = "flower-batch-base:bookworm"
 DEFAULT_TAG = "flower-batch-runtime:latest"
 
