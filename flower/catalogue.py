@@ -506,7 +506,7 @@ VERDICT_ITEM_TRAILERS = "。. "  # stripped from a failed-check item before it i
 VERDICT_INLINE_LABEL = (  # "结论: achieved" / "**理由**：..." written as a labelled line, not a heading
     r"^\s*[*_]*\s*(结论|判定结论|理由|未通过|verdict|conclusion|reason|failed)\s*[*_]*\s*[:：]\s*[*_]*(.*)$"
 )
-VERDICT_HINT = r"(结论|判定|verdict|conclusion)"  # a text naming none of these is no verdict (flower_batch.repro)
+VERDICT_HINT = r"(结论|判定|verdict|conclusion)"  # a text naming none of these is no verdict (flower_batch.running.repro)
 
 # Why a verdict counts as not achieved (Verdict.note).
 VERDICT_NO_CONCLUSION = "判定没有「结论」小节"  # the verdict has no 结论 section

@@ -1,7 +1,7 @@
 """The import graph of a package, read from its source: which module imports which (every
 import counts — lazy ones inside functions and TYPE_CHECKING ones too), its cycles, and the
-imports that go up the package's layers. Used by tests/test_batch_layering.py and
-tests/flower/test_layering.py."""
+imports that go up the package's layers. Used by tests/flower_batch/test_layering.py and
+tests/flower/test_flower_layers.py."""
 
 from __future__ import annotations
 

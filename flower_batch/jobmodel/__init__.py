@@ -9,6 +9,6 @@
     hashing   the stable hashes of files, folders and JSON that decide what a resume re-runs
 
 Everything above may import these modules (backend, layout, running, reports, the command line);
-they import nothing of flower_batch but errors and envnames (tests/test_batch_layering.py).
+they import nothing of flower_batch but errors and envnames (tests/flower_batch/test_layering.py).
 `flower_batch.matrix` re-exports the names it always exported.
 """

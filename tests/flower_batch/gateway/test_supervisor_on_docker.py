@@ -1,0 +1,190 @@
+"""The supervised gateway on the real engine, with the real CLI in the job (issue 10 item 3):
+`docker kill` of the gateway mid-job is survived (same session, cost metered exactly, the record
+says the gateway was restarted); a gateway that keeps dying ends its job with the reason.
+
+The job is bench/soakjob.py's: a step that loops a Bash tool call, decided by the workspace.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bench import soakjob
+from flower_batch.gateway.sidecar import READY_LINE
+from tests.batch_fixtures.rig import (
+    BATCH,
+    MANAGED,
+    ROLE,
+    SESSION,
+    Job,
+    docker_client,
+    fb,
+    fb_start,
+    leftovers,
+    private_home,
+    runtime_image,
+    wait_for,
+)
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def image_id() -> str:
+    return runtime_image()
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Iterator[Path]:
+    yield from private_home(tmp_path)
+
+
+def _served(job: Job) -> int:
+    return sum(1 for r in job.gateway_log() if r.get("endpoint") == "messages" and r.get("status") == 200)
+
+
+def _gateway(job: Job):  # type: ignore[no-untyped-def]
+    """The job's gateway container (the one of the orchestrator session in its record)."""
+    session = job.record().get("session")
+    client = docker_client()
+    try:
+        found = client.containers.list(all=True, filters={"label": [
+            f"{MANAGED}=1", f"{BATCH}=adhoc", f"{ROLE}=gateway", f"{SESSION}={session}"]})
+    finally:
+        client.close()
+    return found[0] if found else None
+
+
+def _start(home: Path, tmp_path: Path, name: str, image_id: str, *, turns: int, delay_s: float = 0.0):  # type: ignore[no-untyped-def]
+    files = soakjob.write_project(tmp_path / name, leg=turns, handoff_at=None, delay_s=delay_s)
+    proc = fb_start("run", files["workspace"], "-f", f"{files['flows']}:main", "--prompt", soakjob.PROMPT,
+                    "--scenario", files["scenario"], "--persistent", "--name", name, "--image", image_id,
+                    "--timeout", "10m", home=home, log=tmp_path / f"{name}.out")
+    return proc, Job(home, "adhoc", name), files
+
+
+def test_a_gateway_killed_mid_job_is_restarted_and_the_job_finishes_exactly_metered(
+    image_id: str, home: Path, tmp_path: Path
+) -> None:
+    turns = 16
+    proc, job, files = _start(home, tmp_path, f"killed-gw-{secrets.token_hex(2)}", image_id, turns=turns)
+    wait_for("half the turns", lambda: _served(job) >= turns // 2 or proc.poll() is not None, timeout=300)
+    assert proc.poll() is None, (tmp_path / f"{job.job}.out").read_text()
+    gateway = _gateway(job)
+    assert gateway is not None
+    before_kill = gateway.id
+    gateway.kill()  # SIGKILL, as `docker kill` does
+    assert proc.wait(timeout=300) == 0, (tmp_path / f"{job.job}.out").read_text()
+    assert "gateway: the gateway was restarted 1×" in (tmp_path / f"{job.job}.out").read_text()
+
+    record = job.record()
+    assert record["status"] == "passed", record
+    health = record["gateway_health"]
+    assert health["restarts"] == 1 and health["gave_up"] is None
+    assert [d["exit_code"] for d in health["deaths"]] == [137]
+    # the conversation went on in its one session, the one lineage knows
+    log = job.gateway_log()
+    sessions = {r["session"] for r in log if r.get("endpoint") == "messages"}
+    assert sessions == {job.lineage()["steps"]["count"]}
+    assert (job.root / "workspace" / ".count").read_text().strip() == str(turns)
+    # metered exactly what the scripted model sent: nothing lost, nothing counted twice
+    expected = soakjob.expected_usage(files["scenario"], log)
+    meter = json.loads((job.root / "logs" / "meter.json").read_text())
+    assert expected.accepts(meter), (meter, expected)
+    assert record["cost_usd"] == pytest.approx(meter["cost_usd"], abs=1e-6) and record["cost_usd"] > 0
+    assert expected.by_rule["count"] >= turns - 2  # the job really looped through the restart
+    shown = fb("show", job.job, home=home)
+    assert "restarted 1×" in shown.stdout and "exit 137" in shown.stdout, shown.stdout
+    assert before_kill  # the supervisor restarted that container in place; at the end it is removed
+    assert not leftovers(home, "adhoc"), leftovers(home, "adhoc").describe()
+
+
+def test_a_gateway_that_keeps_dying_ends_its_job_with_the_reason(
+    image_id: str, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FLOWER_BATCH_GATEWAY_RESTARTS", "1")  # one restart, then give up
+    proc, job, _ = _start(home, tmp_path, f"dying-gw-{secrets.token_hex(2)}", image_id, turns=1000, delay_s=0.2)
+    wait_for("the job to be served", lambda: _served(job) >= 2 or proc.poll() is not None, timeout=300)
+    kills = 0
+    deadline = time.monotonic() + 300
+    while proc.poll() is None and time.monotonic() < deadline:
+        gateway = _gateway(job)
+        # kill each life of the gateway once it is serving (its ready line printed once more)
+        if gateway is not None and gateway.status == "running" and (
+            gateway.logs().decode().count(READY_LINE) > kills
+        ):
+            gateway.kill()
+            kills += 1
+        time.sleep(0.3)
+    assert proc.wait(timeout=60) == 1, (tmp_path / f"{job.job}.out").read_text()
+    assert kills == 2
+    record = job.record()
+    assert record["status"] == "error", record
+    assert "kept dying" in record["reason"] and "exit 137" in record["reason"], record["reason"]
+    health = record["gateway_health"]
+    assert health["gave_up"] == record["reason"] and health["restarts"] == 1
+    assert [d["exit_code"] for d in health["deaths"]] == [137, 137]
+    rows = json.loads(fb("ls", "--json", home=home).stdout)
+    assert [r["gateway_restarts"] for r in rows if r["job"] == job.job] == [1]
+    assert not leftovers(home, "adhoc"), leftovers(home, "adhoc").describe()
+
+
+@pytest.mark.anyio
+async def test_a_gateway_down_longer_than_the_cli_retries_is_ridden_out_by_flowers_resilience(
+    image_id: str, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The gateway comes back only after 20 s: the job waits it out (the CLI's retries, else
+    flower's probe-and-resume) and goes on in the same session, metered exactly. In process, so
+    the restart's backoff can be made long."""
+    import anyio
+
+    from flower_batch.backend.docker_backend import DockerBackend
+    from flower_batch.gateway import supervisor
+    from flower_batch.layout import Home
+    from flower_batch.running.jobs import adhoc_spec, start_job
+
+    slow = supervisor.RestartPolicy(backoff_s=20.0, backoff_max_s=20.0)
+    monkeypatch.setattr(supervisor.RestartPolicy, "from_env", classmethod(lambda cls, environ=None: slow))
+    turns = 12
+    name = f"outage-{secrets.token_hex(2)}"
+    files = soakjob.write_project(tmp_path / name, leg=turns, handoff_at=None)
+    spec = adhoc_spec(workspace=files["workspace"], task=None, workflow=f"{files['flows']}:main",
+                      prompt=soakjob.PROMPT, name=name, timeout="10m", cpus=None, memory=None, env={},
+                      secrets_=[], scenario=files["scenario"])
+    job = Job(home, "adhoc", name)
+    records: list = []
+
+    async def run() -> None:
+        async with DockerBackend() as backend:
+            records.append(await start_job(backend, Home(home), "adhoc", spec, image_id=image_id, versions={},
+                                           persistent=True))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        with anyio.fail_after(300):
+            while _served(job) < turns // 2:
+                await anyio.sleep(0.2)
+        gateway = await anyio.to_thread.run_sync(_gateway, job)
+        assert gateway is not None
+        await anyio.to_thread.run_sync(gateway.kill)
+        killed_at = time.monotonic()
+    record = records[0]
+    assert record.status == "passed", record
+    assert record.gateway_health and record.gateway_health["restarts"] == 1
+    log = job.gateway_log()
+    messages = [r for r in log if r.get("endpoint") == "messages"]
+    assert {r["session"] for r in messages} == {job.lineage()["steps"]["count"]}  # one session throughout
+    # the outage was real (no answer for the restart's 20 s), and the loop went on after it
+    gaps = [b["time"] - a["time"] for a, b in zip(messages, messages[1:], strict=False)]
+    assert max(gaps) >= 19, gaps
+    assert (job.root / "workspace" / ".count").read_text().strip() == str(turns)
+    assert time.monotonic() - killed_at < 300
+    expected = soakjob.expected_usage(files["scenario"], log)
+    meter = json.loads((job.root / "logs" / "meter.json").read_text())
+    assert expected.accepts(meter), (meter, expected)
