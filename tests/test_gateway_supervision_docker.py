@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from bench import soakjob
+from flower.catalogue import NOTICE_OFFLINE, RESUME_PROMPT
 from flower_batch.gateway.sidecar import READY_LINE
 from tests.batch_fixtures.rig import (
     BATCH,
@@ -27,6 +28,7 @@ from tests.batch_fixtures.rig import (
     fb,
     fb_start,
     leftovers,
+    message_texts,
     private_home,
     runtime_image,
     wait_for,
@@ -97,6 +99,21 @@ def test_a_gateway_killed_mid_job_is_restarted_and_the_job_finishes_exactly_mete
     expected = soakjob.expected_usage(files["scenario"], log)
     meter = json.loads((job.root / "logs" / "meter.json").read_text())
     assert expected.accepts(meter), (meter, expected)
+    # flower's path, not the CLI's: the step took a second attempt that resumed its session...
+    (row,) = [r for r in job.manifest() if r["step"] == "count"]
+    assert row["ok"] and row["attempts"] >= 2 and row["resumed"], row
+    assert row["session_id"] == job.lineage()["steps"]["count"]
+    assert row["errors"], row  # what the CLI gave up with, once its retries were spent
+    # ...after probing the gateway and finding it down (flower's offline notice, in the job's log)...
+    shown = job.container_log()
+    assert NOTICE_OFFLINE.split("{host}")[0] + "gateway:" in shown, shown[-3000:]
+    assert "retry after transient error" in shown, shown[-3000:]
+    # ...and the first request after the outage is flower's resume prompt, not a retry of the CLI's
+    gap = next(i for i, (a, b) in enumerate(zip(messages, messages[1:], strict=False)) if b["time"] - a["time"] >= 44)
+    before, after = messages[gap], messages[gap + 1]
+    assert RESUME_PROMPT not in message_texts(before)
+    assert RESUME_PROMPT in message_texts(after), message_texts(after)[-500:]
+    assert after["session"] == row["session_id"]
     assert record["cost_usd"] == pytest.approx(meter["cost_usd"], abs=1e-6) and record["cost_usd"] > 0
     assert expected.by_rule["count"] >= turns - 2  # the job really looped through the restart
     shown = fb("show", job.job, home=home)
@@ -139,9 +156,17 @@ def test_a_gateway_that_keeps_dying_ends_its_job_with_the_reason(
 async def test_a_gateway_down_longer_than_the_cli_retries_is_ridden_out_by_flowers_resilience(
     image_id: str, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The gateway comes back only after 20 s: the job waits it out (the CLI's retries, else
-    flower's probe-and-resume) and goes on in the same session, metered exactly. In process, so
-    the restart's backoff can be made long."""
+    """The gateway comes back only after 45 s, far longer than the CLI's own retries: the CLI
+    gives up, and flower's resilience takes over — it retries the step, probes the gateway
+    (unreachable: it says it is offline and waits), and once it answers resumes the SAME session
+    with its resume prompt. The job passes, metered exactly. In process, so the restart's
+    backoff can be made long.
+
+    A killed container answers nothing (no reset reaches the job): a request on the CLI's
+    kept-alive connection would just hang until the gateway is back, and the CLI would ride the
+    outage out by TCP alone, its own retries never spent (seen: attempts 1, no retry). So the
+    job's CLI gets a 4 s request timeout (API_TIMEOUT_MS): its request fails, its 2 retries
+    (flower's CLAUDE_CODE_MAX_RETRIES) fail within seconds, and the step's attempt ends."""
     import anyio
 
     from flower_batch.backend.docker_backend import DockerBackend
@@ -149,13 +174,14 @@ async def test_a_gateway_down_longer_than_the_cli_retries_is_ridden_out_by_flowe
     from flower_batch.jobs import adhoc_spec, start_job
     from flower_batch.layout import Home
 
-    slow = supervisor.RestartPolicy(backoff_s=20.0, backoff_max_s=20.0)
+    slow = supervisor.RestartPolicy(backoff_s=45.0, backoff_max_s=45.0)
     monkeypatch.setattr(supervisor.RestartPolicy, "from_env", classmethod(lambda cls, environ=None: slow))
     turns = 12
     name = f"outage-{secrets.token_hex(2)}"
     files = soakjob.write_project(tmp_path / name, leg=turns, handoff_at=None)
     spec = adhoc_spec(workspace=files["workspace"], task=None, workflow=f"{files['flows']}:main",
-                      prompt=soakjob.PROMPT, name=name, timeout="10m", cpus=None, memory=None, env={},
+                      prompt=soakjob.PROMPT, name=name, timeout="10m", cpus=None, memory=None,
+                      env={"API_TIMEOUT_MS": "4000"},
                       secrets_=[], scenario=files["scenario"])
     job = Job(home, "adhoc", name)
     records: list = []
@@ -180,11 +206,27 @@ async def test_a_gateway_down_longer_than_the_cli_retries_is_ridden_out_by_flowe
     log = job.gateway_log()
     messages = [r for r in log if r.get("endpoint") == "messages"]
     assert {r["session"] for r in messages} == {job.lineage()["steps"]["count"]}  # one session throughout
-    # the outage was real (no answer for the restart's 20 s), and the loop went on after it
+    # the outage was real (no answer for the restart's 45 s), and the loop went on after it
     gaps = [b["time"] - a["time"] for a, b in zip(messages, messages[1:], strict=False)]
     assert max(gaps) >= 19, gaps
+    assert max(gaps) >= 44, gaps
     assert (job.root / "workspace" / ".count").read_text().strip() == str(turns)
     assert time.monotonic() - killed_at < 300
     expected = soakjob.expected_usage(files["scenario"], log)
     meter = json.loads((job.root / "logs" / "meter.json").read_text())
     assert expected.accepts(meter), (meter, expected)
+    # flower's path, not the CLI's: the step took a second attempt that resumed its session...
+    (row,) = [r for r in job.manifest() if r["step"] == "count"]
+    assert row["ok"] and row["attempts"] >= 2 and row["resumed"], row
+    assert row["session_id"] == job.lineage()["steps"]["count"]
+    assert row["errors"], row  # what the CLI gave up with, once its retries were spent
+    # ...after probing the gateway and finding it down (flower's offline notice, in the job's log)...
+    shown = job.container_log()
+    assert NOTICE_OFFLINE.split("{host}")[0] + "gateway:" in shown, shown[-3000:]
+    assert "retry after transient error" in shown, shown[-3000:]
+    # ...and the first request after the outage is flower's resume prompt, not a retry of the CLI's
+    gap = next(i for i, (a, b) in enumerate(zip(messages, messages[1:], strict=False)) if b["time"] - a["time"] >= 44)
+    before, after = messages[gap], messages[gap + 1]
+    assert RESUME_PROMPT not in message_texts(before)
+    assert RESUME_PROMPT in message_texts(after), message_texts(after)[-500:]
+    assert after["session"] == row["session_id"]
