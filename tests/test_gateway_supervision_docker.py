@@ -162,9 +162,9 @@ async def test_a_gateway_down_longer_than_the_cli_retries_is_ridden_out_by_flowe
     with its resume prompt. The job passes, metered exactly. In process, so the restart's
     backoff can be made long.
 
-    A killed container answers nothing (no reset reaches the job): a request on the CLI's
-    kept-alive connection would just hang until the gateway is back, and the CLI would ride the
-    outage out by TCP alone, its own retries never spent (seen: attempts 1, no retry). So the
+    Without a request timeout the CLI's request just waits until the gateway is back (seen with
+    a 20 s outage: attempts 1, no CLI retry in the transcript; a killed container apparently
+    sends the job no reset), and the CLI rides the outage out, its own retries never spent. So the
     job's CLI gets a 4 s request timeout (API_TIMEOUT_MS): its request fails, its 2 retries
     (flower's CLAUDE_CODE_MAX_RETRIES) fail within seconds, and the step's attempt ends."""
     import anyio
