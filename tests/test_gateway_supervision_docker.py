@@ -230,3 +230,106 @@ async def test_a_gateway_down_longer_than_the_cli_retries_is_ridden_out_by_flowe
     assert RESUME_PROMPT not in message_texts(before)
     assert RESUME_PROMPT in message_texts(after), message_texts(after)[-500:]
     assert after["session"] == row["session_id"]
+
+
+# -- a gateway really OOM-killed -------------------------------------------------------------------
+# The job's workflow sends its gateway requests too large for the gateway's memory limit (set by
+# FLOWER_BATCH_GATEWAY_MEMORY: 96m; the gateway idles at about 15 MiB and a 10 MB body, parsed
+# whole, takes it past that), each once the gateway answers again, then runs the soak step.
+# The floods are sent when the step makes its prompt (at run time: pre-flight only builds it).
+FLOODING_FLOW = soakjob.FLOW + '''
+
+import http.client, json, os, time
+from urllib.parse import urlsplit
+
+
+def _answers(url) -> bool:
+    try:
+        conn = http.client.HTTPConnection(url.hostname, url.port, timeout=5)
+        conn.request("GET", url.path.rstrip("/") + "/api/hello")
+        return conn.getresponse().status == 200
+    except (OSError, http.client.HTTPException):
+        return False
+
+
+def flood(times: int) -> None:
+    url = urlsplit(os.environ["ANTHROPIC_BASE_URL"])
+    messages = [{"role": "user", "content": [{"type": "text", "text": "x" * 40}]}] * 125_000
+    body = json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 10, "messages": messages}).encode()
+    for _ in range(times):
+        deadline = time.monotonic() + 120
+        while not _answers(url) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        try:
+            conn = http.client.HTTPConnection(url.hostname, url.port, timeout=60)
+            conn.request("POST", url.path.rstrip("/") + "/v1/messages", body=body, headers={
+                "x-api-key": os.environ["ANTHROPIC_API_KEY"], "content-type": "application/json"})
+            conn.getresponse().read()
+        except (OSError, http.client.HTTPException):
+            pass  # the gateway died reading it: what this flood is for
+    deadline = time.monotonic() + 120
+    while not _answers(url) and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
+def flooded_prompt(ctx):
+    flood(int(os.environ.get("FLOODS", "1")))
+    return ctx.get("prompt") or PROMPT
+
+
+def main():
+    return Workflow([Step("count", COUNTER, flooded_prompt)], name="soak")
+'''
+
+
+def _start_flooding(home: Path, tmp_path: Path, name: str, image_id: str, *, floods: int, turns: int):  # type: ignore[no-untyped-def]
+    files = soakjob.write_project(tmp_path / name, leg=turns, handoff_at=None)
+    files["flows"].write_text(FLOODING_FLOW)
+    proc = fb_start("run", files["workspace"], "-f", f"{files['flows']}:main", "--prompt", soakjob.PROMPT,
+                    "--scenario", files["scenario"], "--persistent", "--name", name, "--image", image_id,
+                    "--env", f"FLOODS={floods}", "--timeout", "10m", home=home, log=tmp_path / f"{name}.out")
+    return proc, Job(home, "adhoc", name), files
+
+
+def test_a_gateway_oom_killed_is_restarted_and_the_record_names_the_oom(
+    image_id: str, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FLOWER_BATCH_GATEWAY_MEMORY", "96m")
+    turns = 4
+    proc, job, files = _start_flooding(home, tmp_path, f"oom-gw-{secrets.token_hex(2)}", image_id,
+                                       floods=1, turns=turns)
+    out = tmp_path / f"{job.job}.out"
+    assert proc.wait(timeout=400) == 0, out.read_text()
+    record = job.record()
+    assert record["status"] == "passed", record
+    health = record["gateway_health"]
+    assert health["restarts"] == 1 and health["gave_up"] is None, health
+    assert [(d["exit_code"], d["oom_killed"]) for d in health["deaths"]] == [(137, True)], health
+    assert "gateway: the gateway was restarted 1×" in out.read_text() and "OOM-killed" in out.read_text()
+    shown = fb("show", job.job, home=home)
+    assert "OOM-killed (exit 137)" in shown.stdout, shown.stdout
+    # the job went on after the restart, on the same gateway address, and was metered exactly
+    assert (job.root / "workspace" / ".count").read_text().strip() == str(turns)
+    log = job.gateway_log()
+    expected = soakjob.expected_usage(files["scenario"], log)
+    meter = json.loads((job.root / "logs" / "meter.json").read_text())
+    assert expected.accepts(meter), (meter, expected)
+    assert not leftovers(home, "adhoc"), leftovers(home, "adhoc").describe()
+
+
+def test_a_gateway_oom_killed_again_and_again_ends_its_job_with_that_cause(
+    image_id: str, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FLOWER_BATCH_GATEWAY_MEMORY", "96m")
+    monkeypatch.setenv("FLOWER_BATCH_GATEWAY_RESTARTS", "1")  # one restart, then give up
+    proc, job, _ = _start_flooding(home, tmp_path, f"oom-dying-{secrets.token_hex(2)}", image_id,
+                                   floods=3, turns=4)
+    out = tmp_path / f"{job.job}.out"
+    assert proc.wait(timeout=400) == 1, out.read_text()
+    record = job.record()
+    assert record["status"] == "error" and record["class"] == "infrastructure", record
+    assert "kept dying" in record["reason"] and "OOM-killed (exit 137)" in record["reason"], record["reason"]
+    health = record["gateway_health"]
+    assert health["gave_up"] == record["reason"] and health["restarts"] == 1
+    assert [(d["exit_code"], d["oom_killed"]) for d in health["deaths"]] == [(137, True), (137, True)], health
+    assert not leftovers(home, "adhoc"), leftovers(home, "adhoc").describe()
