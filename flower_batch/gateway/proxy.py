@@ -104,8 +104,10 @@ class ProxyResponder:
         self._pool = ConnectionPool(upstream.connect)
 
     def begin(self, request: ParsedRequest) -> None:
-        """Forward the raw request as soon as it is read (the core parses the body meanwhile,
-        for routing's summary, the recording and the log); respond() reads the answer."""
+        """Forward the raw request as soon as it is read; respond() reads the answer. Once it
+        went, the gateway's own parse of the body (for the recording and the log) waits until
+        after the answer (`unparsed`): an upstream that answered 200 parsed it. respond() parses
+        first only when the upstream refused, to answer a bad body as the core would."""
         if request.endpoint not in ("messages", "count_tokens"):
             return
         path = self.upstream.base_path + request.path[len(request.prefix) :]
@@ -120,6 +122,7 @@ class ProxyResponder:
             conn.close()  # respond() sends it again, on a fresh connection, and reports a failure
             return
         request.begun[_STARTED_KEY] = _Started(conn, reused)
+        request.unparsed = True
 
     def _answer_of(
         self, started: _Started
@@ -180,6 +183,9 @@ class ProxyResponder:
                 f"flower-batch gateway: the upstream {self.upstream.url} did not answer ({type(err).__name__}: {err})",
                 rule="proxy:unreachable",
             )
+        if resp.status != 200 and request.unparsed and (problem := request.parse()):
+            conn.close()  # its answer is not read: the connection cannot serve again
+            return ResponsePlan.error(400, f"flower-batch gateway: {problem}", rule="bad-request")
         back = passed_back(resp.headers)
         if resp.status == 200 and "text/event-stream" in (resp.getheader("content-type") or ""):
             return ResponsePlan.sse(_relay(self._pool, conn, resp), status=200, headers=back, rule="proxy")
