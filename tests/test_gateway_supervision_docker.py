@@ -99,22 +99,6 @@ def test_a_gateway_killed_mid_job_is_restarted_and_the_job_finishes_exactly_mete
     expected = soakjob.expected_usage(files["scenario"], log)
     meter = json.loads((job.root / "logs" / "meter.json").read_text())
     assert expected.accepts(meter), (meter, expected)
-    # flower's path, not the CLI's: the step took a second attempt that resumed its session...
-    (row,) = [r for r in job.manifest() if r["step"] == "count"]
-    assert row["ok"] and row["attempts"] >= 2 and row["resumed"], row
-    assert row["session_id"] == job.lineage()["steps"]["count"]
-    assert row["errors"], row  # what the CLI gave up with, once its retries were spent
-    # ...after probing the gateway and finding it down (flower's offline notice, in the job's log)...
-    shown = job.container_log()
-    assert NOTICE_OFFLINE.split("{host}")[0] + "gateway:" in shown, shown[-3000:]
-    assert "retry after transient error" in shown, shown[-3000:]
-    # ...and the first request after the outage is flower's resume prompt, not a retry of the CLI's
-    gap = next(i for i, (a, b) in enumerate(zip(messages, messages[1:], strict=False)) if b["time"] - a["time"] >= 44)
-    before, after = messages[gap], messages[gap + 1]
-    assert RESUME_PROMPT not in message_texts(before)
-    assert RESUME_PROMPT in message_texts(after), message_texts(after)[-500:]
-    assert after["session"] == row["session_id"]
-    assert record["cost_usd"] == pytest.approx(meter["cost_usd"], abs=1e-6) and record["cost_usd"] > 0
     assert expected.by_rule["count"] >= turns - 2  # the job really looped through the restart
     shown = fb("show", job.job, home=home)
     assert "restarted 1×" in shown.stdout and "exit 137" in shown.stdout, shown.stdout
