@@ -99,6 +99,7 @@ def test_a_gateway_killed_mid_job_is_restarted_and_the_job_finishes_exactly_mete
     expected = soakjob.expected_usage(files["scenario"], log)
     meter = json.loads((job.root / "logs" / "meter.json").read_text())
     assert expected.accepts(meter), (meter, expected)
+    assert record["cost_usd"] == pytest.approx(meter["cost_usd"], abs=1e-6) and record["cost_usd"] > 0
     assert expected.by_rule["count"] >= turns - 2  # the job really looped through the restart
     shown = fb("show", job.job, home=home)
     assert "restarted 1×" in shown.stdout and "exit 137" in shown.stdout, shown.stdout
