@@ -210,3 +210,88 @@ def test_the_model_is_read_off_the_head_of_a_body_only_when_it_is_the_first_key(
     req = ParsedRequest(method="POST", path="/v1/messages", prefix="", endpoint="messages", headers={},
                         raw_body=b'{"messages":[],"model":"outer"}', unparsed=True)
     assert req.model == "outer" and not req.unparsed  # parsed for it
+
+
+# -- the body is forwarded as it arrives ------------------------------------------------------------
+
+
+class _Listener:
+    """A bare upstream: counts the bytes each connection sends it; answers when told to."""
+
+    def __init__(self) -> None:
+        import socket
+        import threading
+
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.received: list[bytes] = []
+        self.closed = threading.Event()
+        self.answer = threading.Event()
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+
+    def _serve(self) -> None:
+        conn, _ = self.sock.accept()
+        conn.settimeout(10)
+        with conn:
+            while not self.answer.is_set():
+                try:
+                    data = conn.recv(65536)
+                except TimeoutError:
+                    continue
+                if not data:
+                    self.closed.set()
+                    return
+                self.received.append(data)
+                if b"".join(self.received).endswith(b'"}]}'):
+                    self.answer.wait(10)
+            body = b'{"type":"message","role":"assistant","content":[],"usage":{"input_tokens":1,"output_tokens":1}}'
+            conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s"
+                         % (len(body), body))
+
+    def body_bytes(self) -> int:
+        return len(b"".join(self.received).partition(b"\r\n\r\n")[2])
+
+
+def _half_sent(port: int, secret: str, body: bytes):  # type: ignore[no-untyped-def]
+    import socket
+
+    client = socket.create_connection(("127.0.0.1", port))
+    head = (f"POST /j/job-a/v1/messages HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+            f"x-api-key: {job_token(secret, 'job-a')}\r\nx-claude-code-session-id: s\r\n"
+            f"content-length: {len(body)}\r\n\r\n").encode()
+    client.sendall(head + body[: len(body) // 2])
+    return client
+
+
+def test_the_body_goes_upstream_as_it_arrives(tmp_path: Path) -> None:
+    secret = new_secret()
+    body = json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 5,
+                       "messages": [{"role": "user", "content": "x" * 400_000}]}).encode()
+    up = _Listener()
+    with _gateway_server(tmp_path, up.url, secret, budget=None) as gw:
+        client = _half_sent(gw.port, secret, body)
+        # half the body sent by the job: the upstream has (about) that half already
+        assert _wait(lambda: up.body_bytes() >= len(body) // 2 - 65536), up.body_bytes()
+        client.sendall(body[len(body) // 2 :])
+        assert _wait(lambda: up.body_bytes() == len(body))
+        up.answer.set()
+        client.settimeout(10)
+        assert client.recv(100).startswith(b"HTTP/1.1 200")
+        client.close()
+    logged = list(__import__("flower.scripted", fromlist=["read_request_log"]).read_request_log(
+        tmp_path / "job-a" / "logs" / "gateway.jsonl"))
+    assert [r["body_bytes"] for r in logged] == [len(body)] and logged[0]["body"] == json.loads(body)
+
+
+def test_a_body_cut_short_closes_its_forwarded_copy(tmp_path: Path) -> None:
+    secret = new_secret()
+    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "x" * 400_000}]}).encode()
+    up = _Listener()
+    with _gateway_server(tmp_path, up.url, secret, budget=None) as gw:
+        client = _half_sent(gw.port, secret, body)
+        assert _wait(lambda: up.body_bytes() > 0)
+        client.close()  # the job went away mid-body
+        assert up.closed.wait(10)  # the upstream is not left waiting for the rest

@@ -16,7 +16,7 @@ import struct
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -96,11 +96,6 @@ class _Handler(BaseHTTPRequestHandler):
             self._abort()
             return
         received = time.time()
-        try:
-            raw = self._read_body()
-        except (OSError, ValueError):
-            self._abort()
-            return
         prefix, endpoint, _ = split_path(self.path)
         req = ParsedRequest(
             method=self.command,
@@ -109,10 +104,14 @@ class _Handler(BaseHTTPRequestHandler):
             endpoint=endpoint,
             headers=redact_headers(dict(self.headers.items())),
             credential_sha256=credential_digest(dict(self.headers.items())),
-            raw_body=raw,
             received_at=received,
         )
-        self._begin(req)
+        try:
+            self._read_and_begin(req)
+        except (OSError, ValueError):
+            _close_begun(req)
+            self._abort()
+            return
         if req.unparsed and core.log.keep:
             req.parse()  # a test reads the request, body and all, as soon as it has the answer
         # Unparsed: begin() forwarded the raw bytes, and the parse of a long history (several ms
@@ -143,6 +142,23 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             answered.set()
 
+    def _read_and_begin(self, req: ParsedRequest) -> None:
+        """Read the body into `req.raw_body` and call the responder's begin(), if it has one
+        (plan.py). A body of known length is handed to begin() as it arrives (a proxy forwards
+        each piece at once); whatever begin() did not take is read after it."""
+        begin = getattr(self.core.responder, "begin", None)
+        if begin is None or req.method != "POST" or req.endpoint not in ("messages", "count_tokens"):
+            req.raw_body = self._read_body()
+            return
+        length = int(self.headers.get("Content-Length") or 0)
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked" or length <= 0:
+            req.raw_body = self._read_body()
+            self._begin(begin, req, None)
+            return
+        reader = _BodyReader(self.rfile, length)
+        self._begin(begin, req, reader)
+        req.raw_body = reader.rest()
+
     def _read_body(self) -> bytes:
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
             parts: list[bytes] = []
@@ -157,13 +173,10 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         return self.rfile.read(length) if length > 0 else b""
 
-    def _begin(self, req: ParsedRequest) -> None:
-        """The responder's begin(), if it has one, before the body is parsed (plan.py)."""
-        begin = getattr(self.core.responder, "begin", None)
-        if begin is None or req.method != "POST" or req.endpoint not in ("messages", "count_tokens"):
-            return
+    @staticmethod
+    def _begin(begin: Callable[..., None], req: ParsedRequest, body: _BodyReader | None) -> None:
         try:
-            begin(req)
+            begin(req, body)
         except Exception:  # respond() still runs and answers (it does the work itself)
             log.exception("responder's begin failed on %s", req.path)
 
@@ -252,6 +265,33 @@ class _Handler(BaseHTTPRequestHandler):
             self.rfile.close()  # releases the last reference: the socket really closes here
         except OSError:
             pass
+
+
+class _BodyReader:
+    """A request body of known length, as an iterable of the pieces read off the socket (each
+    kept); `rest()` reads what the iteration did not and returns the whole body. A body cut
+    short raises ConnectionError (a forwarded copy must not wait for bytes that never come)."""
+
+    PIECE = 256 * 1024
+
+    def __init__(self, rfile: Any, length: int) -> None:
+        self._rfile = rfile
+        self._left = length
+        self._parts: list[bytes] = []
+
+    def __iter__(self) -> Iterator[bytes]:
+        while self._left > 0:
+            piece = self._rfile.read1(min(self._left, self.PIECE))
+            if not piece:
+                raise ConnectionError("the client closed its connection in the middle of the body")
+            self._left -= len(piece)
+            self._parts.append(piece)
+            yield piece
+
+    def rest(self) -> bytes:
+        for _ in self:
+            pass
+        return b"".join(self._parts)
 
 
 def _close_begun(req: ParsedRequest) -> None:

@@ -72,7 +72,7 @@ class Tap:
             meters = list(self._meters.values())
         return {m.job: m.summary() for m in meters}
 
-    def begin(self, request: ParsedRequest) -> None:
+    def begin(self, request: ParsedRequest, body: Iterable[bytes] | None = None) -> None:
         """Before the body is parsed: the budget's decision (it needs only the job), then the
         mode's own begin (the proxy forwards the raw request at once) if the job may spend."""
         job = job_of(request.prefix)
@@ -84,7 +84,7 @@ class Tap:
             request.begun[_BUDGET_KEY] = _BudgetDecision(reason)
             if reason is not None:
                 return
-        begin(request)
+        begin(request, body)
 
     def respond(self, request: ParsedRequest) -> ResponsePlan:
         job = job_of(request.prefix)
