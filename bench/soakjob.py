@@ -130,30 +130,38 @@ def write_project(root: Path, *, leg: int, handoff_at: int | None, delay_s: floa
 @dataclass
 class Expected:
     """What the meter of a job must hold: every complete answer once (`tokens`, `cost_usd`,
-    `complete`), plus, of the answers the gateway's death cut (`cut_starts`), exactly those
-    that had begun to stream, each at its first event's usage."""
+    `complete`), plus each answer its client asked for again (`cut_starts`, `cut_fulls`) once at
+    most: at its first event's usage when the gateway's death cut it (the meter counts it
+    `incomplete`), or whole when the answer was done but the client had given up on it first
+    (its own request timeout, as a loaded machine can make the CLI's API_TIMEOUT_MS hit)."""
 
     tokens: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TOKEN_KEYS, 0))
     cost_usd: float = 0.0
     complete: int = 0
     cut_starts: list[tuple[dict[str, int], float]] = field(default_factory=list)  # (usage, cost)
+    cut_fulls: list[tuple[dict[str, int], float]] = field(default_factory=list)  # the same answers, whole
     by_rule: dict[str, int] = field(default_factory=dict)
 
     @property
     def cut(self) -> int:
         return len(self.cut_starts)
 
-    def accepts(self, meter: Mapping[str, Any]) -> bool:
-        """Whether a meter.json is exact: nothing lost, nothing counted twice. The meter says how
-        many exchanges it saw cut (`incomplete`); those must be some of the cut answers."""
+    def accepts(self, meter: Mapping[str, Any], *, client_timeout: bool = False) -> bool:
+        """Whether a meter.json is exact: nothing lost, nothing counted twice. Each answer asked
+        for again is counted not at all or at its start (one of the meter's `incomplete`); with
+        `client_timeout` (the client had a request timeout of its own) also whole."""
         incomplete = int(meter.get("incomplete") or 0)
-        if int(meter.get("exchanges") or 0) != self.complete + incomplete or incomplete > self.cut:
-            return False
+        exchanges = int(meter.get("exchanges") or 0)
         tokens = {k: int((meter.get("tokens") or {}).get(k) or 0) for k in TOKEN_KEYS}
         cost = float(meter.get("cost_usd") or 0.0)
-        for started in itertools.combinations(self.cut_starts, incomplete):
-            want = {k: self.tokens[k] + sum(u.get(k, 0) for u, _ in started) for k in TOKEN_KEYS}
-            if want == tokens and math.isclose(cost, self.cost_usd + sum(c for _, c in started), abs_tol=1e-6):
+        fulls = self.cut_fulls or [(u, c) for u, c in self.cut_starts]  # an Expected built by hand
+        kinds = ("none", "start", "whole") if client_timeout else ("none", "start")
+        for ways in itertools.product(kinds, repeat=self.cut):
+            if ways.count("start") != incomplete or exchanges != self.complete + incomplete + ways.count("whole"):
+                continue
+            counted = [self.cut_starts[i] if w == "start" else fulls[i] for i, w in enumerate(ways) if w != "none"]
+            want = {k: self.tokens[k] + sum(u.get(k, 0) for u, _ in counted) for k in TOKEN_KEYS}
+            if want == tokens and math.isclose(cost, self.cost_usd + sum(c for _, c in counted), abs_tol=1e-6):
                 return True
         return False
 
@@ -174,7 +182,8 @@ def expected_usage(scenario_path: Path, log_records: Iterable[Mapping[str, Any]]
     An answer the client asked for again (the next request of its session carries the same
     messages) was cut by the gateway's death: it got no further than its first event, whose usage
     is the input side with output_tokens 1 (flower/scripted/render.py) — as an API bills an
-    interrupted stream — or not even that far (the log line is written before the answer)."""
+    interrupted stream — or not even that far (the log line is written before the answer); or it
+    was whole, and the client had stopped waiting for it (its own request timeout)."""
     from flower_batch.gateway.prices import cost_usd
 
     usages = rule_usages(scenario_path)
@@ -191,6 +200,8 @@ def expected_usage(scenario_path: Path, log_records: Iterable[Mapping[str, Any]]
         if again is not None and again.get("n_messages") == rec.get("n_messages"):
             start = {k: int(v) for k, v in {**usage, "output_tokens": 1}.items() if k in TOKEN_KEYS}
             out.cut_starts.append((start, cost_usd(model, start) or 0.0))
+            whole = {k: int(v) for k, v in usage.items() if k in TOKEN_KEYS}
+            out.cut_fulls.append((whole, cost_usd(model, whole) or 0.0))
             continue
         out.complete += 1
         out.by_rule[str(rec["rule"])] = out.by_rule.get(str(rec["rule"]), 0) + 1

@@ -45,3 +45,17 @@ def test_a_cut_answer_counts_at_its_first_event_or_not_at_all(tmp_path: Path) ->
     assert not exp.accepts(_meter(twice, exp.cost_usd + (cost_usd(MODEL, count) or 0), 4))
     assert not exp.accepts(_meter(exp.tokens, exp.cost_usd, 4))
     assert not exp.accepts(_meter(with_start, exp.cost_usd, 4, incomplete=1))  # cost must agree too
+
+
+def test_with_a_client_timeout_the_answer_asked_again_may_count_whole_but_once(tmp_path: Path) -> None:
+    files = soakjob.write_project(tmp_path, leg=5, handoff_at=None)
+    exp = soakjob.expected_usage(files["scenario"], _log(("start", 2), ("count", 4), ("count", 4), ("leg done", 6)))
+    count = soakjob.rule_usages(files["scenario"])["count"]
+    assert exp.cut_fulls[0][0] == {k: v for k, v in count.items() if k in exp.tokens}
+    whole = {k: exp.tokens[k] + count[k] for k in exp.tokens}
+    whole_cost = exp.cost_usd + (cost_usd(MODEL, count) or 0)
+    assert not exp.accepts(_meter(whole, whole_cost, 4))  # without a client timeout: a double count
+    assert exp.accepts(_meter(whole, whole_cost, 4), client_timeout=True)  # the CLI gave up on a finished answer
+    thrice = {k: exp.tokens[k] + 2 * count[k] for k in exp.tokens}
+    assert not exp.accepts(_meter(thrice, exp.cost_usd + 2 * (cost_usd(MODEL, count) or 0), 5), client_timeout=True)
+    assert exp.accepts(_meter(exp.tokens, exp.cost_usd, 3), client_timeout=True)  # strict cases still hold

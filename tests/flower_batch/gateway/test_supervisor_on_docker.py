@@ -150,8 +150,10 @@ async def test_a_gateway_down_longer_than_the_cli_retries_is_ridden_out_by_flowe
     Without a request timeout the CLI's request just waits until the gateway is back (seen with
     a 20 s outage: attempts 1, no CLI retry in the transcript; a killed container apparently
     sends the job no reset), and the CLI rides the outage out, its own retries never spent. So the
-    job's CLI gets a 4 s request timeout (API_TIMEOUT_MS): its request fails, its 2 retries
-    (flower's CLAUDE_CODE_MAX_RETRIES) fail within seconds, and the step's attempt ends."""
+    job's CLI gets a 10 s request timeout (API_TIMEOUT_MS): its hung request fails, its 2 retries
+    (flower's CLAUDE_CODE_MAX_RETRIES) find no gateway within seconds, and the step's attempt
+    ends. On a loaded machine an answer can take longer than that timeout, and the CLI asks again
+    for an answer the gateway finished: so the meter may count such an answer whole, once."""
     import anyio
 
     from flower_batch.backend.docker_backend import DockerBackend
@@ -166,7 +168,7 @@ async def test_a_gateway_down_longer_than_the_cli_retries_is_ridden_out_by_flowe
     files = soakjob.write_project(tmp_path / name, leg=turns, handoff_at=None)
     spec = adhoc_spec(workspace=files["workspace"], task=None, workflow=f"{files['flows']}:main",
                       prompt=soakjob.PROMPT, name=name, timeout="10m", cpus=None, memory=None,
-                      env={"API_TIMEOUT_MS": "4000"},
+                      env={"API_TIMEOUT_MS": "10000"},
                       secrets_=[], scenario=files["scenario"])
     job = Job(home, "adhoc", name)
     records: list = []
@@ -199,7 +201,7 @@ async def test_a_gateway_down_longer_than_the_cli_retries_is_ridden_out_by_flowe
     assert time.monotonic() - killed_at < 300
     expected = soakjob.expected_usage(files["scenario"], log)
     meter = json.loads((job.root / "logs" / "meter.json").read_text())
-    assert expected.accepts(meter), (meter, expected)
+    assert expected.accepts(meter, client_timeout=True), (meter, expected)
     # flower's path, not the CLI's: the step took a second attempt that resumed its session...
     (row,) = [r for r in job.manifest() if r["step"] == "count"]
     assert row["ok"] and row["attempts"] >= 2 and row["resumed"], row
