@@ -51,6 +51,7 @@ from flower.catalogue import (
     SESSIONS_DB,
     WORKBENCH_DIR,
 )
+from flower.clock import now_iso
 from flower.context.handoff import (
     Handoff,
     degraded_doc,
@@ -79,7 +80,7 @@ from flower.events import (
     ToolCalled,
 )
 from flower.protocols import EventSink, SessionHook, WorkbenchLike
-from flower.result import StepResult, now_iso
+from flower.result import StepResult
 from flower.runtime.attempt import Attempt, AttemptState, Phase, conclude
 from flower.runtime.interrupts import Interrupts, safe_interrupt
 from flower.runtime.manifest import Manifest, new_run_id
@@ -292,7 +293,7 @@ class Runtime:
             result.errors.append(result.error)
         finally:
             result.attempts = attempt
-            result.ended_at = now_iso()
+            result.ended_at = now_iso("milliseconds")
             self._interrupts.clear()
             self._inflight = [r for r in self._inflight if r is not result]
         if id(result) not in self._rescued:  # rescue() already wrote it
@@ -590,7 +591,7 @@ class Runtime:
             self._rescued.add(id(current))
             current.ok = False
             current.error = error
-            current.ended_at = now_iso()
+            current.ended_at = now_iso("milliseconds")
             self.results.append(current)
         if inflight:
             try:

@@ -26,11 +26,12 @@ import os
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Protocol
 
 import anyio
 import anyio.abc
+
+from flower.clock import now_iso
 
 from ..backend import Backend
 from ..errors import FlowerBatchError
@@ -117,7 +118,7 @@ async def watch(gateway: Supervised, policy: RestartPolicy, *,
 
 async def observe(gateway: Supervised) -> GatewayDeath:
     """Exit code, OOMKilled and the last log lines of the gateway container that just ended."""
-    at = datetime.now(UTC).isoformat(timespec="seconds")
+    at = now_iso()
     assert gateway.container
     try:
         info = await gateway.backend.inspect(gateway.container)

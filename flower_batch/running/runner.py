@@ -11,12 +11,12 @@ import signal
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import anyio
 
+from flower.clock import now_iso
 from flower_batch.backend import Backend, ContainerSpec, Mount
 from flower_batch.errors import FlowerBatchError
 from flower_batch.gateway.health import describe_health
@@ -37,10 +37,6 @@ from flower_batch.running.targets import container_target, stage_workflow
 
 GRACE_S = 10.0
 LOG_TAIL = 4000
-
-
-def now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 @dataclass

@@ -5,6 +5,7 @@ job's and the check's containers share one shape (FakeBackend, no Docker)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -145,6 +146,8 @@ async def test_the_record_is_written_before_create_after_create_and_at_the_end(t
                     ("create", "running", job_cid, check_cid), ("start", "running", job_cid, check_cid)]
     assert read_record(path) == record and record.status == "passed"  # type: ignore[attr-defined]
     assert record.container == job_cid and record.finished_at  # type: ignore[attr-defined]
+    for stamp in (record.queued_at, record.started_at, record.finished_at):  # type: ignore[attr-defined]
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00", stamp)  # to the second, UTC
 
     run, check = specs
     shared = ("image", "user", "cpus", "memory", "network", "working_dir")
