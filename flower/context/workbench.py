@@ -41,6 +41,12 @@ _SUBDIRS = {sub: what.format(threshold=ARTIFACT_THRESHOLD) for sub, what in WORK
 _COUNTED = WORKBENCH_COUNTED
 
 
+def notes_dir(workspace: str | os.PathLike[str] = ".") -> Path:
+    """``<workspace>/.flower/notes``: the default workbench's notes (the brief, the goal, the
+    handoff documents), whether or not a Workbench object exists for it."""
+    return Path(workspace).resolve() / WORKBENCH_DIR / NOTES_DIR
+
+
 class Workbench:
     def __init__(self, workspace: str | os.PathLike[str] = ".", dirname: str = WORKBENCH_DIR) -> None:
         self.workspace = Path(workspace).resolve()

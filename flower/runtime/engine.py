@@ -47,9 +47,7 @@ from flower.catalogue import (
     HANDOFF_OWN_REPLY,
     HANDOFF_REQUIRED,
     MANIFEST_FILE,
-    NOTES_DIR,
     SESSIONS_DB,
-    WORKBENCH_DIR,
 )
 from flower.clock import now_iso
 from flower.context.handoff import (
@@ -65,6 +63,7 @@ from flower.context.handoff import (
 from flower.context.handoff import save as save_doc
 from flower.context.store import SQLiteSessionStore, context_tokens
 from flower.context.trim import spill
+from flower.context.workbench import notes_dir
 from flower.errors import ConfigError, WorkspaceError
 from flower.events import (
     AssistantText,
@@ -219,7 +218,7 @@ class Runtime:
         notes = getattr(self.workbench, "notes", None)
         if notes is not None:
             return Path(notes)
-        return self.workspace / WORKBENCH_DIR / NOTES_DIR
+        return notes_dir(self.workspace)
 
     # -- queries --------------------------------------------------------------------------
     def has_session(self, session_id: str) -> bool:
