@@ -4,6 +4,7 @@ records: tests/flower_batch/running/test_runner.py)."""
 
 from __future__ import annotations
 
+import json
 import re
 
 from flower.clock import now_iso
@@ -23,4 +24,4 @@ def test_an_exit_file_is_stamped_to_the_second(tmp_path) -> None:  # type: ignor
     from flower import exitinfo
 
     exitinfo.leave(tmp_path, code=0, kind="done", reason="ok")
-    assert SECONDS.match(exitinfo.read(tmp_path)["at"])  # type: ignore[index]
+    assert SECONDS.match(json.loads(exitinfo.exit_path(tmp_path).read_text())["at"])
