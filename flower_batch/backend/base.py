@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Literal, Self
 
-from flower_batch.jobmodel.units import parse_memory
+from flower_batch.jobmodel import units
 
 LabelFilter = Mapping[str, str | None]
 """Labels to match: `{"k": "v"}` requires k=v, `{"k": None}` only requires k to be present."""
@@ -221,7 +221,7 @@ def memory_limit_bytes(value: int | str) -> int:
     """A ContainerSpec's memory in bytes, from an int or a size string ("512m", "2g", "1.5G").
     Strict, unlike jobs.toml's lenient `parse_memory` (None on nonsense, for a one-line error
     naming the field), whose parser it shares: a spec is the program's, so nonsense is ValueError."""
-    size = parse_memory(value)
+    size = units.parse_memory(value)
     if size is None:
         raise ValueError(f"memory limit {value!r} is not a size (use bytes or e.g. 512m, 2g)")
     return size
