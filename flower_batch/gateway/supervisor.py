@@ -38,6 +38,7 @@ from ..errors import FlowerBatchError
 from .health import LOG_TAIL_LINES, GatewayDeath, GatewayHealth
 
 RESTARTS_ENV = "FLOWER_BATCH_GATEWAY_RESTARTS"
+READY_LINE = "gateway listening"  # the gateway prints it once per life, when it serves
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,7 @@ class Supervised(Protocol):
     gave_up: anyio.Event  # set here when the restarts run out
     stopping: bool  # set by the sidecar when the batch ends: a death then is no death
 
-    async def restart(self) -> None: ...
+    async def restart(self, lives: int | None = None) -> None: ...
 
 
 async def watch(gateway: Supervised, policy: RestartPolicy, *,
@@ -83,12 +84,12 @@ async def watch(gateway: Supervised, policy: RestartPolicy, *,
     health = gateway.health
     while not gateway.stopping and gateway.container:
         try:
-            await gateway.backend.wait(gateway.container)
+            exited: int | None = await gateway.backend.wait(gateway.container)
         except FlowerBatchError:
-            pass  # removed from outside: observe() says so
+            exited = None  # removed from outside: observe() says so
         if gateway.stopping:
             return
-        death = await observe(gateway)
+        death, lives = await observe(gateway, exited)
         now = clock()
         recent = 1 + sum(1 for d in health.deaths if now - d.t <= policy.window_s)
         if recent > policy.max_restarts:
@@ -102,7 +103,7 @@ async def watch(gateway: Supervised, policy: RestartPolicy, *,
             health.deaths.append(death)
             return
         try:
-            await gateway.restart()
+            await gateway.restart(lives=lives)
             restarted = True
         except FlowerBatchError as exc:
             # Counted as this death not restarted; the next wait returns at once and counts again.
@@ -116,17 +117,24 @@ async def watch(gateway: Supervised, policy: RestartPolicy, *,
             return
 
 
-async def observe(gateway: Supervised) -> GatewayDeath:
-    """Exit code, OOMKilled and the last log lines of the gateway container that just ended."""
+async def observe(gateway: Supervised, exited: int | None = None) -> tuple[GatewayDeath, int]:
+    """Exit code, OOMKilled and the last log lines of the gateway container that just ended, and
+    how many lives its log shows (ready lines) — None and 0 when it is gone.
+
+    `exited` is the exit code the engine's wait returned: the container may be running already
+    (Docker's own restart policy brings back a container that failed, e.g. OOM-killed, but not
+    one `docker kill`ed), and then inspect has no exit code of the life that just ended."""
     at = now_iso()
     assert gateway.container
     try:
         info = await gateway.backend.inspect(gateway.container)
         lines = [line async for line in gateway.backend.logs(gateway.container)]
     except FlowerBatchError:
-        return GatewayDeath(at=at, t=time.monotonic(), exit_code=None)
-    return GatewayDeath(at=at, t=time.monotonic(), exit_code=info.exit_code, oom_killed=info.oom_killed,
-                        log_tail=tuple(lines[-LOG_TAIL_LINES:]))
+        return GatewayDeath(at=at, t=time.monotonic(), exit_code=None), 0
+    code = info.exit_code if info.exit_code is not None else exited
+    death = GatewayDeath(at=at, t=time.monotonic(), exit_code=code, oom_killed=info.oom_killed,
+                         log_tail=tuple(lines[-LOG_TAIL_LINES:]))
+    return death, sum(READY_LINE in line for line in lines)
 
 
 @contextlib.asynccontextmanager

@@ -68,6 +68,31 @@ def test_meter_is_durable_per_update_and_counts_the_last_usage_of_each_exchange(
     assert summary["cost_usd"] == pytest.approx(got.cost_usd)
 
 
+def test_a_streamed_update_is_written_at_once_and_synced_after_the_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tap's updates (summary=False) are in meter.jsonl before the event goes on, so a gateway
+    killed right after still has them; their fsync waits for write_summary (after the answer)."""
+    import os
+
+    synced: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd))[1])
+    meter = JobMeter(tmp_path, "j", "anthropic")
+    ex = meter.new_exchange()
+    meter.update(ex, "claude-sonnet-4-5", {"input_tokens": 1000, "output_tokens": 1}, final=False, summary=False)
+    meter.update(ex, "claude-sonnet-4-5", {"output_tokens": 200}, final=True, summary=False)
+    assert synced == []  # nothing synced on the job's wait
+    got = read_meter(tmp_path)  # yet both lines are there for whoever reads next (a restarted gateway)
+    assert got is not None and got.tokens["output_tokens"] == 200 and got.incomplete == 0
+    assert not (tmp_path / "meter.json").exists()
+    meter.write_summary()
+    assert len(synced) == 1  # the two lines, in one sync, then meter.json
+    assert json.loads((tmp_path / "meter.json").read_text())["exchanges"] == 1
+    meter.write_summary()
+    assert len(synced) == 1  # nothing new: no sync
+
+
 def test_unknown_model_keeps_tokens_and_makes_cost_unknown(tmp_path: Path) -> None:
     meter = JobMeter(tmp_path, "j", "anthropic")
     meter.update(meter.new_exchange(), "mystery-1", {"input_tokens": 7, "output_tokens": 3}, final=True)

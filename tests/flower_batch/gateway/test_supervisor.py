@@ -12,7 +12,7 @@ import pytest
 
 from flower_batch.backend.fake import FakeBackend, FakeProcess, Script
 from flower_batch.gateway.health import GatewayDeath, describe_health
-from flower_batch.gateway.sidecar import ALIAS, READY_LINE, GatewaySidecar
+from flower_batch.gateway.sidecar import ALIAS, MEMORY_ENV, READY_LINE, GatewaySidecar, gateway_memory
 from flower_batch.gateway.supervisor import RESTARTS_ENV, RestartPolicy, supervisors
 from flower_batch.gateway.tokens import SECRET_ENV
 from flower_batch.matrix import GatewaySpec, JobSpec
@@ -145,6 +145,25 @@ def test_the_restart_limit_comes_from_the_environment() -> None:
     with pytest.raises(FlowerBatchError, match=RESTARTS_ENV):
         RestartPolicy.from_env({RESTARTS_ENV: "lots"})
     assert RestartPolicy().delay(1) == 0.5 and RestartPolicy().delay(10) == 10.0
+
+
+def test_the_gateway_memory_limit_comes_from_the_environment() -> None:
+    from flower_batch.errors import FlowerBatchError
+
+    assert gateway_memory({}) == 512 * 1024 * 1024
+    assert gateway_memory({MEMORY_ENV: "2g"}) == 2 * 1024**3
+    for bad in ("lots", "1k", "0"):
+        with pytest.raises(FlowerBatchError, match=MEMORY_ENV):
+            gateway_memory({MEMORY_ENV: bad})
+
+
+@pytest.mark.anyio
+async def test_the_gateway_container_gets_the_memory_limit_set(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(MEMORY_ENV, "96m")
+    async with FakeBackend(programs={"python": serving}) as backend:
+        async with _sidecar(backend, tmp_path) as gw:
+            assert gw.container
+            assert backend._containers[gw.container].spec.memory == 96 * 1024 * 1024
 
 
 def test_a_restarted_gateway_continues_the_meter_and_the_batch_budget(tmp_path: Path) -> None:

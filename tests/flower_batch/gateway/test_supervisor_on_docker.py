@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from bench import soakjob
+from flower.catalogue import NOTICE_OFFLINE, RESUME_PROMPT
 from flower_batch.gateway.sidecar import READY_LINE
 from tests.batch_fixtures.rig import (
     BATCH,
@@ -27,6 +28,7 @@ from tests.batch_fixtures.rig import (
     fb,
     fb_start,
     leftovers,
+    message_texts,
     private_home,
     runtime_image,
     wait_for,
@@ -139,9 +141,17 @@ def test_a_gateway_that_keeps_dying_ends_its_job_with_the_reason(
 async def test_a_gateway_down_longer_than_the_cli_retries_is_ridden_out_by_flowers_resilience(
     image_id: str, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The gateway comes back only after 20 s: the job waits it out (the CLI's retries, else
-    flower's probe-and-resume) and goes on in the same session, metered exactly. In process, so
-    the restart's backoff can be made long."""
+    """The gateway comes back only after 45 s, far longer than the CLI's own retries: the CLI
+    gives up, and flower's resilience takes over — it retries the step, probes the gateway
+    (unreachable: it says it is offline and waits), and once it answers resumes the SAME session
+    with its resume prompt. The job passes, metered exactly. In process, so the restart's
+    backoff can be made long.
+
+    Without a request timeout the CLI's request just waits until the gateway is back (seen with
+    a 20 s outage: attempts 1, no CLI retry in the transcript; a killed container apparently
+    sends the job no reset), and the CLI rides the outage out, its own retries never spent. So the
+    job's CLI gets a 4 s request timeout (API_TIMEOUT_MS): its request fails, its 2 retries
+    (flower's CLAUDE_CODE_MAX_RETRIES) fail within seconds, and the step's attempt ends."""
     import anyio
 
     from flower_batch.backend.docker_backend import DockerBackend
@@ -149,13 +159,14 @@ async def test_a_gateway_down_longer_than_the_cli_retries_is_ridden_out_by_flowe
     from flower_batch.layout import Home
     from flower_batch.running.jobs import adhoc_spec, start_job
 
-    slow = supervisor.RestartPolicy(backoff_s=20.0, backoff_max_s=20.0)
+    slow = supervisor.RestartPolicy(backoff_s=45.0, backoff_max_s=45.0)
     monkeypatch.setattr(supervisor.RestartPolicy, "from_env", classmethod(lambda cls, environ=None: slow))
     turns = 12
     name = f"outage-{secrets.token_hex(2)}"
     files = soakjob.write_project(tmp_path / name, leg=turns, handoff_at=None)
     spec = adhoc_spec(workspace=files["workspace"], task=None, workflow=f"{files['flows']}:main",
-                      prompt=soakjob.PROMPT, name=name, timeout="10m", cpus=None, memory=None, env={},
+                      prompt=soakjob.PROMPT, name=name, timeout="10m", cpus=None, memory=None,
+                      env={"API_TIMEOUT_MS": "4000"},
                       secrets_=[], scenario=files["scenario"])
     job = Job(home, "adhoc", name)
     records: list = []
@@ -180,11 +191,130 @@ async def test_a_gateway_down_longer_than_the_cli_retries_is_ridden_out_by_flowe
     log = job.gateway_log()
     messages = [r for r in log if r.get("endpoint") == "messages"]
     assert {r["session"] for r in messages} == {job.lineage()["steps"]["count"]}  # one session throughout
-    # the outage was real (no answer for the restart's 20 s), and the loop went on after it
+    # the outage was real (no answer for the restart's 45 s), and the loop went on after it
     gaps = [b["time"] - a["time"] for a, b in zip(messages, messages[1:], strict=False)]
     assert max(gaps) >= 19, gaps
+    assert max(gaps) >= 44, gaps
     assert (job.root / "workspace" / ".count").read_text().strip() == str(turns)
     assert time.monotonic() - killed_at < 300
     expected = soakjob.expected_usage(files["scenario"], log)
     meter = json.loads((job.root / "logs" / "meter.json").read_text())
     assert expected.accepts(meter), (meter, expected)
+    # flower's path, not the CLI's: the step took a second attempt that resumed its session...
+    (row,) = [r for r in job.manifest() if r["step"] == "count"]
+    assert row["ok"] and row["attempts"] >= 2 and row["resumed"], row
+    assert row["session_id"] == job.lineage()["steps"]["count"]
+    assert row["errors"], row  # what the CLI gave up with, once its retries were spent
+    # ...after probing the gateway and finding it down (flower's offline notice, in the job's log)...
+    shown = job.container_log()
+    assert NOTICE_OFFLINE.split("{host}")[0] + "gateway:" in shown, shown[-3000:]
+    assert "retry after transient error" in shown, shown[-3000:]
+    # ...and the first request after the outage is flower's resume prompt, not a retry of the CLI's
+    gap = next(i for i, (a, b) in enumerate(zip(messages, messages[1:], strict=False)) if b["time"] - a["time"] >= 44)
+    before, after = messages[gap], messages[gap + 1]
+    assert RESUME_PROMPT not in message_texts(before)
+    assert RESUME_PROMPT in message_texts(after), message_texts(after)[-500:]
+    assert after["session"] == row["session_id"]
+
+
+# -- a gateway really OOM-killed -------------------------------------------------------------------
+# The job's workflow sends its gateway requests too large for the gateway's memory limit (set by
+# FLOWER_BATCH_GATEWAY_MEMORY: 96m; the gateway idles at about 15 MiB and a 10 MB body, parsed
+# whole, takes it past that), each once the gateway answers again, then runs the soak step.
+# The floods are sent when the step makes its prompt (at run time: pre-flight only builds it).
+FLOODING_FLOW = soakjob.FLOW + '''
+
+import http.client, json, os, time
+from urllib.parse import urlsplit
+
+
+def _answers(url) -> bool:
+    try:
+        conn = http.client.HTTPConnection(url.hostname, url.port, timeout=5)
+        conn.request("GET", url.path.rstrip("/") + "/api/hello")
+        return conn.getresponse().status == 200
+    except (OSError, http.client.HTTPException):
+        return False
+
+
+def flood(times: int) -> None:
+    url = urlsplit(os.environ["ANTHROPIC_BASE_URL"])
+    messages = [{"role": "user", "content": [{"type": "text", "text": "x" * 40}]}] * 125_000
+    body = json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 10, "messages": messages}).encode()
+    for _ in range(times):
+        deadline = time.monotonic() + 120
+        while not _answers(url) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        try:
+            conn = http.client.HTTPConnection(url.hostname, url.port, timeout=60)
+            conn.request("POST", url.path.rstrip("/") + "/v1/messages", body=body, headers={
+                "x-api-key": os.environ["ANTHROPIC_API_KEY"], "content-type": "application/json"})
+            conn.getresponse().read()
+        except (OSError, http.client.HTTPException):
+            pass  # the gateway died reading it: what this flood is for
+    deadline = time.monotonic() + 120
+    while not _answers(url) and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
+def flooded_prompt(ctx):
+    flood(int(os.environ.get("FLOODS", "1")))
+    return ctx.get("prompt") or PROMPT
+
+
+def main():
+    return Workflow([Step("count", COUNTER, flooded_prompt)], name="soak")
+'''
+
+
+def _start_flooding(home: Path, tmp_path: Path, name: str, image_id: str, *, floods: int, turns: int):  # type: ignore[no-untyped-def]
+    files = soakjob.write_project(tmp_path / name, leg=turns, handoff_at=None)
+    files["flows"].write_text(FLOODING_FLOW)
+    proc = fb_start("run", files["workspace"], "-f", f"{files['flows']}:main", "--prompt", soakjob.PROMPT,
+                    "--scenario", files["scenario"], "--persistent", "--name", name, "--image", image_id,
+                    "--env", f"FLOODS={floods}", "--timeout", "10m", home=home, log=tmp_path / f"{name}.out")
+    return proc, Job(home, "adhoc", name), files
+
+
+def test_a_gateway_oom_killed_is_restarted_and_the_record_names_the_oom(
+    image_id: str, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FLOWER_BATCH_GATEWAY_MEMORY", "96m")
+    turns = 4
+    proc, job, files = _start_flooding(home, tmp_path, f"oom-gw-{secrets.token_hex(2)}", image_id,
+                                       floods=1, turns=turns)
+    out = tmp_path / f"{job.job}.out"
+    assert proc.wait(timeout=400) == 0, out.read_text()
+    record = job.record()
+    assert record["status"] == "passed", record
+    health = record["gateway_health"]
+    assert health["restarts"] == 1 and health["gave_up"] is None, health
+    assert [(d["exit_code"], d["oom_killed"]) for d in health["deaths"]] == [(137, True)], health
+    assert "gateway: the gateway was restarted 1×" in out.read_text() and "OOM-killed" in out.read_text()
+    shown = fb("show", job.job, home=home)
+    assert "OOM-killed (exit 137)" in shown.stdout, shown.stdout
+    # the job went on after the restart, on the same gateway address, and was metered exactly
+    assert (job.root / "workspace" / ".count").read_text().strip() == str(turns)
+    log = job.gateway_log()
+    expected = soakjob.expected_usage(files["scenario"], log)
+    meter = json.loads((job.root / "logs" / "meter.json").read_text())
+    assert expected.accepts(meter), (meter, expected)
+    assert not leftovers(home, "adhoc"), leftovers(home, "adhoc").describe()
+
+
+def test_a_gateway_oom_killed_again_and_again_ends_its_job_with_that_cause(
+    image_id: str, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FLOWER_BATCH_GATEWAY_MEMORY", "96m")
+    monkeypatch.setenv("FLOWER_BATCH_GATEWAY_RESTARTS", "1")  # one restart, then give up
+    proc, job, _ = _start_flooding(home, tmp_path, f"oom-dying-{secrets.token_hex(2)}", image_id,
+                                   floods=3, turns=4)
+    out = tmp_path / f"{job.job}.out"
+    assert proc.wait(timeout=400) == 1, out.read_text()
+    record = job.record()
+    assert record["status"] == "error" and record["class"] == "infrastructure", record
+    assert "kept dying" in record["reason"] and "OOM-killed (exit 137)" in record["reason"], record["reason"]
+    health = record["gateway_health"]
+    assert health["gave_up"] == record["reason"] and health["restarts"] == 1
+    assert [(d["exit_code"], d["oom_killed"]) for d in health["deaths"]] == [(137, True), (137, True)], health
+    assert not leftovers(home, "adhoc"), leftovers(home, "adhoc").describe()

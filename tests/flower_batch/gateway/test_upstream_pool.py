@@ -139,3 +139,159 @@ def test_a_bad_body_is_refused_and_the_begun_upstream_request_closed(tmp_path: P
         assert isinstance(proxy, ProxyResponder) and proxy._pool._idle == []  # closed, not kept
         assert _wait(lambda: _open_connections(up) == 0)  # the upstream saw it go
         assert _post(gw.port, secret, _request(False).raw_body)[0] == 200  # and the next one works
+
+
+# -- the body's parse waits until after the answer ------------------------------------------------
+
+
+def _post_in_session(port: int, secret: str, body: bytes) -> tuple[int, bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    conn.request("POST", "/j/job-a/v1/messages", body=body,
+                 headers={"x-api-key": job_token(secret, "job-a"), "content-type": "application/json",
+                          "x-claude-code-session-id": "sess-1"})
+    resp = conn.getresponse()
+    data = resp.read()
+    conn.close()
+    return resp.status, data
+
+
+def test_a_forwarded_body_is_parsed_after_the_answer_and_logged_whole(tmp_path: Path) -> None:
+    secret = new_secret()
+    seen: list[tuple[bool, dict, str]] = []
+    with ScriptedServer(PRICED) as up, _gateway_server(tmp_path, up.base_url, secret, budget=None) as gw:
+        proxy = gw.responder.inner.inner  # type: ignore[attr-defined]
+        respond = proxy.respond
+
+        def watching(request: ParsedRequest):  # type: ignore[no-untyped-def]
+            seen.append((request.unparsed, dict(request.body), request.model))
+            return respond(request)
+
+        proxy.respond = watching
+        for _ in range(2):
+            assert _post_in_session(gw.port, secret, _request(True).raw_body)[0] == 200
+    # the proxy answered from the raw bytes: nothing parsed yet, the model read off the body's head
+    assert seen == [(True, {}, "claude-sonnet-4-5")] * 2
+    from flower.scripted import read_request_log
+    from flower_batch.gateway.metering import read_meter
+    from flower_batch.gateway.recording import read_recording
+
+    logs = tmp_path / "job-a" / "logs"
+    logged = list(read_request_log(logs / "gateway.jsonl"))
+    assert [(r["session"], r["nth"], r["model"], r["n_messages"]) for r in logged] == [
+        ("sess-1", 1, "claude-sonnet-4-5", 1), ("sess-1", 2, "claude-sonnet-4-5", 1)]
+    assert logged[1]["body"] == json.loads(_request(True).raw_body)
+    recorded = [e["request"] for e in read_recording(logs / "recording.jsonl")]
+    assert [(r["nth"], r["model"], r["n_messages"], r["prompt_head"]) for r in recorded] == [
+        (1, "claude-sonnet-4-5", 1, "say hi"), (2, "claude-sonnet-4-5", 1, "say hi")]
+    meter = read_meter(logs)
+    assert meter is not None and meter.exchanges == 2 and meter.tokens["input_tokens"] == 2000
+
+
+def test_a_bad_forwarded_body_is_refused_by_the_gateway_once_the_upstream_refused_it(tmp_path: Path) -> None:
+    secret = new_secret()
+    with ScriptedServer(SCENARIO) as up, _gateway_server(tmp_path, up.base_url, secret, budget=None) as gw:
+        # named session (header): forwarded unparsed; the upstream's 400 makes the gateway parse it
+        status, data = _post_in_session(gw.port, secret, b'{"model": "claude-sonnet-4-5", "messages": [')
+        assert status == 400 and b"not JSON" in data and b"flower-batch gateway" in data
+        proxy = gw.responder.inner.inner  # type: ignore[attr-defined]
+        assert isinstance(proxy, ProxyResponder) and proxy._pool._idle == []  # closed, not kept
+        assert _wait(lambda: _open_connections(up) == 0)
+        assert _post_in_session(gw.port, secret, _request(False).raw_body)[0] == 200
+
+
+def test_the_model_is_read_off_the_head_of_a_body_only_when_it_is_the_first_key() -> None:
+    from flower.scripted.request import leading_model
+
+    assert leading_model(b'{"model":"claude-sonnet-4-5","messages":[]}') == "claude-sonnet-4-5"
+    assert leading_model(b' {\n "model" : "m-1", "x": 1}') == "m-1"
+    assert leading_model(b'{"messages":[{"model":"inner"}],"model":"outer"}') is None
+    assert leading_model(b'{"model":"with\\"escape"}') is None  # not a plain string: parse instead
+    assert leading_model(b'[]') is None
+    req = ParsedRequest(method="POST", path="/v1/messages", prefix="", endpoint="messages", headers={},
+                        raw_body=b'{"messages":[],"model":"outer"}', unparsed=True)
+    assert req.model == "outer" and not req.unparsed  # parsed for it
+
+
+# -- the body is forwarded as it arrives ------------------------------------------------------------
+
+
+class _Listener:
+    """A bare upstream: counts the bytes each connection sends it; answers when told to."""
+
+    def __init__(self) -> None:
+        import socket
+        import threading
+
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.received: list[bytes] = []
+        self.closed = threading.Event()
+        self.answer = threading.Event()
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+
+    def _serve(self) -> None:
+        conn, _ = self.sock.accept()
+        conn.settimeout(10)
+        with conn:
+            while not self.answer.is_set():
+                try:
+                    data = conn.recv(65536)
+                except TimeoutError:
+                    continue
+                if not data:
+                    self.closed.set()
+                    return
+                self.received.append(data)
+                if b"".join(self.received).endswith(b'"}]}'):
+                    self.answer.wait(10)
+            body = b'{"type":"message","role":"assistant","content":[],"usage":{"input_tokens":1,"output_tokens":1}}'
+            conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s"
+                         % (len(body), body))
+
+    def body_bytes(self) -> int:
+        return len(b"".join(self.received).partition(b"\r\n\r\n")[2])
+
+
+def _half_sent(port: int, secret: str, body: bytes):  # type: ignore[no-untyped-def]
+    import socket
+
+    client = socket.create_connection(("127.0.0.1", port))
+    head = (f"POST /j/job-a/v1/messages HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+            f"x-api-key: {job_token(secret, 'job-a')}\r\nx-claude-code-session-id: s\r\n"
+            f"content-length: {len(body)}\r\n\r\n").encode()
+    client.sendall(head + body[: len(body) // 2])
+    return client
+
+
+def test_the_body_goes_upstream_as_it_arrives(tmp_path: Path) -> None:
+    secret = new_secret()
+    body = json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 5,
+                       "messages": [{"role": "user", "content": "x" * 400_000}]}).encode()
+    up = _Listener()
+    with _gateway_server(tmp_path, up.url, secret, budget=None) as gw:
+        client = _half_sent(gw.port, secret, body)
+        # half the body sent by the job: the upstream has (about) that half already
+        assert _wait(lambda: up.body_bytes() >= len(body) // 2 - 65536), up.body_bytes()
+        client.sendall(body[len(body) // 2 :])
+        assert _wait(lambda: up.body_bytes() == len(body))
+        up.answer.set()
+        client.settimeout(10)
+        assert client.recv(100).startswith(b"HTTP/1.1 200")
+        client.close()
+    logged = list(__import__("flower.scripted", fromlist=["read_request_log"]).read_request_log(
+        tmp_path / "job-a" / "logs" / "gateway.jsonl"))
+    assert [r["body_bytes"] for r in logged] == [len(body)] and logged[0]["body"] == json.loads(body)
+
+
+def test_a_body_cut_short_closes_its_forwarded_copy(tmp_path: Path) -> None:
+    secret = new_secret()
+    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "x" * 400_000}]}).encode()
+    up = _Listener()
+    with _gateway_server(tmp_path, up.url, secret, budget=None) as gw:
+        client = _half_sent(gw.port, secret, body)
+        assert _wait(lambda: up.body_bytes() > 0)
+        client.close()  # the job went away mid-body
+        assert up.closed.wait(10)  # the upstream is not left waiting for the rest
