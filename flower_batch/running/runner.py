@@ -142,7 +142,7 @@ class Ran:
 class Checked:
     """The verifier's result; all None when it did not run."""
 
-    exit: int | None = None
+    exit_code: int | None = None
     output: str | None = None
     error: str | None = None  # why it could not run, one line
 
@@ -243,7 +243,9 @@ def _container_spec(
     )
 
 
-def job_container_spec(ctx: JobContext, job: JobSpec, jd: JobDir, command: list[str], stamp: str) -> ContainerSpec:
+def job_container_spec(
+    ctx: JobContext, job: JobSpec, jd: JobDir, command: list[str], stamp: str
+) -> ContainerSpec:
     """The job's container: flower on its runs and its (read-only) workflow code, its model behind
     the gateway. The one place the job's env and spec are built."""
     env = {
@@ -264,8 +266,9 @@ def job_container_spec(ctx: JobContext, job: JobSpec, jd: JobDir, command: list[
 def check_container_spec(ctx: JobContext, job: JobSpec, jd: JobDir) -> ContainerSpec:
     """The check's container: the task's check command, reading the job's runs."""
     assert job.check
-    return _container_spec(ctx, job, jd, "check", ["sh", "-c", job.check], {"HOME": "/tmp", "FLOWER_BATCH_JOB": job.id},
-                           [Mount(str(jd.runs), RUNS, read_only=True)])
+    env = {"HOME": "/tmp", "FLOWER_BATCH_JOB": job.id}
+    mounts = [Mount(str(jd.runs), RUNS, read_only=True)]
+    return _container_spec(ctx, job, jd, "check", ["sh", "-c", job.check], env, mounts)
 
 
 async def check_if_due(attempt: Attempt, ran: Ran) -> Checked:
@@ -280,7 +283,7 @@ async def check_if_due(attempt: Attempt, ran: Ran) -> Checked:
         return Checked(error="the check's container did not stop after a kill; it was removed")
     except (FlowerBatchError, OSError) as exc:
         return Checked(error=_one_line(f"the check could not run: {exc}"))
-    return Checked(exit=code, output=output)
+    return Checked(exit_code=code, output=output)
 
 
 def finish_record(attempt: Attempt, ran: Ran, checked: Checked, *, persistent: bool) -> JobRecord:
@@ -292,7 +295,7 @@ def finish_record(attempt: Attempt, ran: Ran, checked: Checked, *, persistent: b
     verdict = _blame_the_gateway(health, decide(attempt, ran, checked, gateway, rows))
     costs: list[float] = [float(r["cost_usd"]) for r in rows if isinstance(r.get("cost_usd"), int | float)]
     outcome = JobOutcome(
-        job_id=job.id, status=verdict.status, workflow_ok=_workflow_ok(ran), check_exit=checked.exit,
+        job_id=job.id, status=verdict.status, workflow_ok=_workflow_ok(ran), check_exit=checked.exit_code,
         cost_usd=gateway.cost_usd if gateway.metered else (round(sum(costs), 6) if rows else None),
         num_turns=sum(int(r.get("num_turns") or 0) for r in rows),
         duration_s=attempt.duration_s(), steps=steps_from_manifest(rows), gateway_mode=job.gateway.mode,
@@ -308,19 +311,22 @@ def finish_record(attempt: Attempt, ran: Ran, checked: Checked, *, persistent: b
     return record
 
 
-def decide(attempt: Attempt, ran: Ran, checked: Checked, gateway: GatewayOutcome, rows: list[dict[str, Any]]) -> Verdict:
+def decide(
+    attempt: Attempt, ran: Ran, checked: Checked, gateway: GatewayOutcome, rows: list[dict[str, Any]]
+) -> Verdict:
     """Status, reason and whose fault, from the container's end, flower's exit file, the check
     and the gateway's meter."""
     error = ran.error if ran.error is not None else checked.error
     if gateway.divergence and error is None:
         error = gateway.divergence
-    status, reason = decide_status(workflow_ok=_workflow_ok(ran), check_exit=checked.exit, timed_out=ran.timed_out,
-                                   over_budget=gateway.over_budget, error=error)
+    status, reason = decide_status(workflow_ok=_workflow_ok(ran), check_exit=checked.exit_code,
+                                   timed_out=ran.timed_out, over_budget=gateway.over_budget, error=error)
     if status is Status.BUDGET:
         reason = gateway.budget_reason or reason
     ending = Ending(ran.exit_code, ran.timed_out, ran.oom_killed, attempt.job.memory_bytes)
-    verdict = explain(status, reason, ending, flower_exit(attempt.jd.runs, attempt.stamp), check_exit=checked.exit,
-                      fallback=f"the workflow exited {ran.exit_code}" + _last_error(rows))
+    fallback = f"the workflow exited {ran.exit_code}" + _last_error(rows)
+    verdict = explain(status, reason, ending, flower_exit(attempt.jd.runs, attempt.stamp),
+                      check_exit=checked.exit_code, fallback=fallback)
     if error is not None and error == gateway.divergence:
         # The agent's requests left the recording: a verdict, not a fault.
         return replace(verdict, failure_class=FailureClass.AGENT)

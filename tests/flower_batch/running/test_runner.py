@@ -120,7 +120,8 @@ async def test_the_record_is_written_before_create_after_create_and_at_the_end(t
     from flower_batch.matrix import read_record
 
     path = Home(tmp_path / "home").job("b", "w").record_path
-    seen: list[tuple[str, str, str | None, str]] = []  # (call, record status, record container, call's container)
+    # (call, the record's status, the record's container, the call's container)
+    seen: list[tuple[str, str, str | None, str]] = []
     specs: list[ContainerSpec] = []
 
     class Watching(FakeBackend):
@@ -158,5 +159,6 @@ async def test_the_record_is_written_before_create_after_create_and_at_the_end(t
     assert run.mounts[0] == check.mounts[0]
     assert (run.labels[ROLE], check.labels[ROLE]) == ("job", "check")
     assert run.placement == ["node.labels.pool==big"] and check.placement == []
-    assert check.command == ["sh", "-c", "test -d /workspace"] and check.env == {"HOME": "/tmp", "FLOWER_BATCH_JOB": "w"}
+    assert check.command == ["sh", "-c", "test -d /workspace"]
+    assert check.env == {"HOME": "/tmp", "FLOWER_BATCH_JOB": "w"}
     assert run.command[0] == "flower" and run.env["FLOWER_BATCH_JOB"] == "w" and run.env["FLOWER_RUN_STAMP"]
