@@ -112,7 +112,7 @@ class Home:
         for b in [batch] if batch else self.batches():
             bdir = self.batch_dir(b)
             if bdir.is_dir():
-                out += [JobDir(b, p.parent.name, p.parent) for p in sorted(bdir.glob("*/record.json"))]
+                out += [JobDir(b, p.parent.name, p.parent) for p in sorted(bdir.glob(f"*/{RECORD_NAME}"))]
         return out
 
     def find(self, ref: str) -> JobDir:
