@@ -16,6 +16,7 @@ WORKBENCH_DIR = ".flower"  # the workbench, under the workspace (flower.context.
 NOTES_DIR = "notes"  # the workbench's notes: 需求.md, 目标.md, 问答记录.md, 交接-<step>.md
 SCRIPTS_DIR = "scripts"
 ARTIFACTS_DIR = "artifacts"
+INDEX_FILE = "INDEX.md"  # what is where in the workbench, one line per file
 
 # -- flows.starter ----------------------------------------------------------------------------
 

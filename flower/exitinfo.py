@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from flower.catalogue import EXIT_FILE
+from flower.clock import now_iso
 from flower.fileio import write_atomic
 
 EXIT_FORMAT = "flower/exit@1"
@@ -66,7 +66,7 @@ def leave(run_dir: str | os.PathLike[str], *, code: int, kind: str, reason: str,
         "reason": one_line(reason),
         "step": step,
         "stamp": current_stamp(),
-        "at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "at": now_iso(),
     }
     try:
         write_atomic(exit_path(directory), json.dumps(data, ensure_ascii=False) + "\n")

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
+from functools import partial
 from typing import Any
 
-
-def now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds")
+from flower.clock import now_iso
 
 
 @dataclass
@@ -20,7 +19,7 @@ class StepResult:
     num_turns: int = 0
     text: str = ""
     error: str | None = None
-    started_at: str = field(default_factory=now_iso)
+    started_at: str = field(default_factory=partial(now_iso, "milliseconds"))  # durations come from these
     ended_at: str = ""
     attempts: int = 1
     errors: list[str] = field(default_factory=list)

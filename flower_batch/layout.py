@@ -23,7 +23,7 @@ from typing import Any
 from flower.catalogue import MANIFEST_FILE
 
 from .errors import FlowerBatchError, JobNotFound, RecordError
-from .jobmodel.record import JobRecord, read_record, record_path
+from .jobmodel.record import RECORD_NAME, JobRecord, read_record, record_path
 
 WORKSPACE = "/workspace"
 RUNS = "/runs"
@@ -68,7 +68,7 @@ class JobDir:
 
     @property
     def record_path(self) -> Path:
-        return self.root / "record.json"
+        return self.root / RECORD_NAME
 
     @property
     def manifest_path(self) -> Path:
@@ -112,7 +112,7 @@ class Home:
         for b in [batch] if batch else self.batches():
             bdir = self.batch_dir(b)
             if bdir.is_dir():
-                out += [JobDir(b, p.parent.name, p.parent) for p in sorted(bdir.glob("*/record.json"))]
+                out += [JobDir(b, p.parent.name, p.parent) for p in sorted(bdir.glob(f"*/{RECORD_NAME}"))]
         return out
 
     def find(self, ref: str) -> JobDir:

@@ -23,6 +23,7 @@ from flower.catalogue import (
     EMPTY_FILE,
     INDEX_COUNT,
     INDEX_EMPTY,
+    INDEX_FILE,
     INDEX_HEAD,
     INDEX_MORE,
     NOTES_DIR,
@@ -41,6 +42,12 @@ _SUBDIRS = {sub: what.format(threshold=ARTIFACT_THRESHOLD) for sub, what in WORK
 _COUNTED = WORKBENCH_COUNTED
 
 
+def notes_dir(workspace: str | os.PathLike[str] = ".") -> Path:
+    """``<workspace>/.flower/notes``: the default workbench's notes (the brief, the goal, the
+    handoff documents), whether or not a Workbench object exists for it."""
+    return Path(workspace).resolve() / WORKBENCH_DIR / NOTES_DIR
+
+
 class Workbench:
     def __init__(self, workspace: str | os.PathLike[str] = ".", dirname: str = WORKBENCH_DIR) -> None:
         self.workspace = Path(workspace).resolve()
@@ -48,7 +55,7 @@ class Workbench:
         self.scripts = self.root / SCRIPTS_DIR
         self.artifacts = self.root / ARTIFACTS_DIR
         self.notes = self.root / NOTES_DIR
-        self.index = self.root / "INDEX.md"
+        self.index = self.root / INDEX_FILE
 
     def __fspath__(self) -> str:
         return str(self.root)
@@ -92,7 +99,7 @@ class Workbench:
                 if name.startswith(".") or name.endswith(".tmp"):
                     continue
                 rel = (base / name).relative_to(self.root)
-                if rel != Path("INDEX.md"):
+                if rel != Path(INDEX_FILE):
                     out.append(rel)
         return out
 

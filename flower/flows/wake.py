@@ -34,7 +34,6 @@ from flower.catalogue import (
     BANNER_WOKE,
     BRIEF_FILE,
     GOAL_FILE,
-    NOTES_DIR,
     NOTICE_CONTEXT,
     NOTICE_DEGRADED,
     NOTICE_HANDED_OVER,
@@ -42,18 +41,14 @@ from flower.catalogue import (
     NOTICE_OFFLINE,
     SESSIONS_DB,
     WOKE_MARK,
-    WORKBENCH_DIR,
 )
 from flower.catalogue import WORK as WORK_STEP
 from flower.context.store import context_from_newest, store_key
+from flower.context.workbench import notes_dir
 from flower.events import ContextWarning, Event, HandedOver, HandoffDegraded, HandoffDue, Offline
 from flower.flows.brief import Brief, parse_brief
 from flower.flows.goal import parse_goal
 from flower.flows.lineage import Lineage
-
-
-def notes_dir(workspace: str | os.PathLike[str] = ".") -> Path:
-    return Path(workspace).resolve() / WORKBENCH_DIR / NOTES_DIR
 
 
 def find_file(workspace: str | os.PathLike[str], name: str) -> Path | None:

@@ -47,10 +47,9 @@ from flower.catalogue import (
     HANDOFF_OWN_REPLY,
     HANDOFF_REQUIRED,
     MANIFEST_FILE,
-    NOTES_DIR,
     SESSIONS_DB,
-    WORKBENCH_DIR,
 )
+from flower.clock import now_iso
 from flower.context.handoff import (
     Handoff,
     degraded_doc,
@@ -64,6 +63,7 @@ from flower.context.handoff import (
 from flower.context.handoff import save as save_doc
 from flower.context.store import SQLiteSessionStore, context_tokens
 from flower.context.trim import spill
+from flower.context.workbench import notes_dir
 from flower.errors import ConfigError, WorkspaceError
 from flower.events import (
     AssistantText,
@@ -79,7 +79,7 @@ from flower.events import (
     ToolCalled,
 )
 from flower.protocols import EventSink, SessionHook, WorkbenchLike
-from flower.result import StepResult, now_iso
+from flower.result import StepResult
 from flower.runtime.attempt import Attempt, AttemptState, Phase, conclude
 from flower.runtime.interrupts import Interrupts, safe_interrupt
 from flower.runtime.manifest import Manifest, new_run_id
@@ -218,7 +218,7 @@ class Runtime:
         notes = getattr(self.workbench, "notes", None)
         if notes is not None:
             return Path(notes)
-        return self.workspace / WORKBENCH_DIR / NOTES_DIR
+        return notes_dir(self.workspace)
 
     # -- queries --------------------------------------------------------------------------
     def has_session(self, session_id: str) -> bool:
@@ -292,7 +292,7 @@ class Runtime:
             result.errors.append(result.error)
         finally:
             result.attempts = attempt
-            result.ended_at = now_iso()
+            result.ended_at = now_iso("milliseconds")
             self._interrupts.clear()
             self._inflight = [r for r in self._inflight if r is not result]
         if id(result) not in self._rescued:  # rescue() already wrote it
@@ -590,7 +590,7 @@ class Runtime:
             self._rescued.add(id(current))
             current.ok = False
             current.error = error
-            current.ended_at = now_iso()
+            current.ended_at = now_iso("milliseconds")
             self.results.append(current)
         if inflight:
             try:

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Literal, Self
 
+from flower_batch.jobmodel import units
+
 LabelFilter = Mapping[str, str | None]
 """Labels to match: `{"k": "v"}` requires k=v, `{"k": None}` only requires k to be present."""
 
@@ -215,12 +217,11 @@ def labels_match(have: Mapping[str, str], want: LabelFilter) -> bool:
     return all(k in have and (v is None or have[k] == v) for k, v in want.items())
 
 
-def parse_memory(value: int | str) -> int:
-    """Bytes from an int or a size string ("512m", "2g", "1.5G"); ValueError on nonsense.
-    The same parser as jobs.toml's `memory` (jobmodel/units.py), strict."""
-    from flower_batch.jobmodel.units import parse_memory as parse_size
-
-    size = parse_size(value)
+def memory_limit_bytes(value: int | str) -> int:
+    """A ContainerSpec's memory in bytes, from an int or a size string ("512m", "2g", "1.5G").
+    Strict, unlike jobs.toml's lenient `parse_memory` (None on nonsense, for a one-line error
+    naming the field), whose parser it shares: a spec is the program's, so nonsense is ValueError."""
+    size = units.parse_memory(value)
     if size is None:
         raise ValueError(f"memory limit {value!r} is not a size (use bytes or e.g. 512m, 2g)")
     return size

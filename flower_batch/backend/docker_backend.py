@@ -25,7 +25,7 @@ from flower_batch.backend.base import (
     LabelFilter,
     NetworkInfo,
     VolumeInfo,
-    parse_memory,
+    memory_limit_bytes,
     signal_number,
 )
 
@@ -66,7 +66,7 @@ class DockerBackend(Backend):
             host_config = api.create_host_config(
                 mounts=mounts,
                 nano_cpus=int(spec.cpus * 1e9) if spec.cpus else None,
-                mem_limit=parse_memory(spec.memory) if spec.memory is not None else None,
+                mem_limit=memory_limit_bytes(spec.memory) if spec.memory is not None else None,
                 init=spec.init or None,
                 network_mode=spec.network,
                 # A local engine has no secret store: secrets travel in the process's env only.

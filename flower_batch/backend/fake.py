@@ -37,7 +37,7 @@ from flower_batch.backend.base import (
     NetworkInfo,
     VolumeInfo,
     labels_match,
-    parse_memory,
+    memory_limit_bytes,
     signal_number,
 )
 from flower_batch.errors import (
@@ -296,7 +296,7 @@ class FakeBackend(Backend):
                 "`flower-batch image build` (flower-batch never pulls images)"
             )
         if spec.memory is not None:
-            parse_memory(spec.memory)
+            memory_limit_bytes(spec.memory)
         if spec.name and any(c.name == spec.name for c in self._containers.values()):
             raise NameConflict(
                 f"container name {spec.name} is already in use — pick another name or remove the old container"

@@ -43,7 +43,7 @@ from flower_batch.backend.base import (
     NetworkInfo,
     SecretInfo,
     VolumeInfo,
-    parse_memory,
+    memory_limit_bytes,
     signal_number,
 )
 from flower_batch.backend.docker_backend import image_info_from_inspect, label_filters
@@ -231,7 +231,7 @@ class SwarmBackend(Backend):
                 init=spec.init or None,
             )
             nano = int(spec.cpus * 1e9) if spec.cpus else None
-            memory = parse_memory(spec.memory) if spec.memory is not None else None
+            memory = memory_limit_bytes(spec.memory) if spec.memory is not None else None
             template = docker.types.TaskTemplate(
                 container,
                 # Limits only, no reservations: Swarm 20.10 keeps the tasks of deleted job services

@@ -6,7 +6,6 @@ import json
 import os
 import time
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 
 import typer
@@ -16,6 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from flower.clock import now_iso
 from flower.fileio import write_atomic
 from flower_batch.commands.common import (
     BACKEND_OPT,
@@ -244,7 +244,7 @@ def _describe(file: str) -> Describe:
 def _write_batch_file(batch_dir: Path, jobs_file: Path, image_id: str, versions: dict[str, str], modes: str) -> None:
     batch_dir.mkdir(parents=True, exist_ok=True)
     data = {"jobs_file": str(jobs_file), "image_id": image_id, "versions": versions, "gateway_modes": modes,
-            "updated_at": datetime.now(UTC).isoformat(timespec="seconds")}
+            "updated_at": now_iso()}
     write_atomic(batch_dir / "batch.json", json.dumps(data, indent=2) + "\n")
 
 

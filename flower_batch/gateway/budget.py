@@ -20,13 +20,14 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from ..jobmodel.record import record_path
 from .metering import MeterSummary, read_summary
 
 
 def job_budget(batch_dir: Path, job: str) -> float | None:
     """The job's `budget_usd` from its record.json spec (None: no budget)."""
     try:
-        data = json.loads((Path(batch_dir) / job / "record.json").read_text(encoding="utf-8"))
+        data = json.loads(record_path(batch_dir, job).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     value = (data.get("spec") or {}).get("budget_usd") if isinstance(data, dict) else None
@@ -70,7 +71,7 @@ class Budgets:
         self._others: tuple[float, float] | None = None  # (when, spend of the batch on disk)
 
     def budget_of(self, job: str) -> float | None:
-        path = self.batch_dir / job / "record.json"
+        path = record_path(self.batch_dir, job)
         try:
             mtime = path.stat().st_mtime
         except OSError:

@@ -26,11 +26,12 @@ import os
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Protocol
 
 import anyio
 import anyio.abc
+
+from flower.clock import now_iso
 
 from ..backend import Backend
 from ..errors import FlowerBatchError
@@ -123,7 +124,7 @@ async def observe(gateway: Supervised, exited: int | None = None) -> tuple[Gatew
     `exited` is the exit code the engine's wait returned: the container may be running already
     (Docker's own restart policy brings back a container that failed, e.g. OOM-killed, but not
     one `docker kill`ed), and then inspect has no exit code of the life that just ended."""
-    at = datetime.now(UTC).isoformat(timespec="seconds")
+    at = now_iso()
     assert gateway.container
     try:
         info = await gateway.backend.inspect(gateway.container)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from flower_batch.errors import FlowerBatchError, RecordError
-from flower_batch.jobmodel.record import JobRecord, read_record, write_record
+from flower_batch.jobmodel.record import RECORD_NAME, JobRecord, read_record, write_record
 from flower_batch.layout import JobDir
 
 ATTEMPTS = "attempts"
@@ -68,9 +68,9 @@ def keep_previous_attempt(jd: JobDir, previous: JobRecord | None, attempt: int) 
         dest.mkdir(parents=True)
         # The record first: if a move below fails, the attempt still says what it was.
         if record_on_disk:
-            shutil.copy2(jd.record_path, dest / "record.json")  # the live record is replaced next
+            shutil.copy2(jd.record_path, dest / RECORD_NAME)  # the live record is replaced next
         elif previous is not None:
-            write_record(dest / "record.json", previous)
+            write_record(dest / RECORD_NAME, previous)
         for name in present:
             os.replace(jd.root / name, dest / name)
         for copy in jd.root.glob("scenario.*"):

@@ -11,18 +11,18 @@ import signal
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import anyio
 
+from flower.clock import now_iso
 from flower_batch.backend import Backend, ContainerSpec, Mount
 from flower_batch.errors import FlowerBatchError
 from flower_batch.gateway.health import describe_health
 from flower_batch.gateway.recording import stage_recording
 from flower_batch.gateway.sidecar import GatewaySidecar
-from flower_batch.gateway.usage import gateway_outcome
+from flower_batch.gateway.usage import GatewayOutcome, gateway_outcome
 from flower_batch.jobmodel.classes import FailureClass
 from flower_batch.jobmodel.outcome import JobOutcome, decide_status, steps_from_manifest
 from flower_batch.jobmodel.record import JobRecord, write_record
@@ -31,16 +31,12 @@ from flower_batch.jobmodel.status import Status
 from flower_batch.labels import labels
 from flower_batch.layout import FLOWS, RUNS, WORKSPACE, JobDir
 from flower_batch.running.attempts import keep_previous_attempt
-from flower_batch.running.causes import Ending, continuity_of, explain, flower_exit, new_stamp
+from flower_batch.running.causes import Ending, Verdict, continuity_of, explain, flower_exit, new_stamp
 from flower_batch.running.joblog import save_capped
 from flower_batch.running.targets import container_target, stage_workflow
 
 GRACE_S = 10.0
 LOG_TAIL = 4000
-
-
-def now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 @dataclass
@@ -106,6 +102,55 @@ async def run_job(
     waking: bool = False,
     previous: JobRecord | None = None,
 ) -> JobRecord:
+    """Prepare, run, check and record one job; every end, but Ctrl-C's, is a finished record."""
+    attempt = start_attempt(ctx, job, jd, persistent=persistent, waking=waking, previous=previous)
+    command = flower_command(job, persistent=persistent, wake_words=wake_words, waking=waking)
+    ran = await run_container(attempt, command, fresh=not waking)
+    checked = await check_if_due(attempt, ran)
+    return finish_record(attempt, ran, checked, persistent=persistent)
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """What the phases of one attempt share, from its first record on."""
+
+    ctx: JobContext
+    job: JobSpec
+    jd: JobDir
+    record: JobRecord  # as first written: status 'running'
+    stamp: str  # tells this container's runs/.exit.json from an earlier one's
+    gateway_mark: int  # the gateway's deaths from here on are this job's too
+    started: float  # time.monotonic()
+
+    def duration_s(self) -> float:
+        return round(time.monotonic() - self.started, 2)
+
+
+@dataclass
+class Ran:
+    """What happened to the job's container; filled in as it happens, so Ctrl-C knows what to stop."""
+
+    exit_code: int | None = None
+    timed_out: bool = False
+    oom_killed: bool = False
+    container: str | None = None
+    node: str | None = None  # which machine ran it (a cluster node); None on a local engine
+    error: str | None = None  # why the run could not start or finish, one line
+
+
+@dataclass(frozen=True)
+class Checked:
+    """The verifier's result; all None when it did not run."""
+
+    exit_code: int | None = None
+    output: str | None = None
+    error: str | None = None  # why it could not run, one line
+
+
+def start_attempt(
+    ctx: JobContext, job: JobSpec, jd: JobDir, *, persistent: bool, waking: bool, previous: JobRecord | None
+) -> Attempt:
+    """A new attempt's 'running' record, written before anything else happens."""
     record = JobRecord(
         job_id=job.id, batch=ctx.batch, inputs_hash=job.inputs_hash(ctx.image_id), image_id=ctx.image_id,
         status="running", spec={**job.to_dict(), "persistent": persistent}, gateway_mode=job.gateway.mode,
@@ -116,132 +161,192 @@ async def run_job(
         keep_previous_attempt(jd, previous, record.attempt)
     write_record(jd.record_path, record)
     _state(ctx, job.id, "running")
-    gateway_mark = ctx.gateway.health.mark()  # the gateway's deaths from here on are this job's too
-    started = time.monotonic()
-    error: str | None = None
-    timed_out = False
-    exit_code: int | None = None
-    container: str | None = None
-    oom_killed = False
-    stamp = new_stamp(job.id)  # tells this container's runs/.exit.json from an earlier one's
+    return Attempt(ctx, job, jd, record, stamp=new_stamp(job.id), gateway_mark=ctx.gateway.health.mark(),
+                   started=time.monotonic())
+
+
+async def run_container(attempt: Attempt, command: list[str], *, fresh: bool) -> Ran:
+    """The job's container from create to remove. A failure becomes `Ran.error`; Ctrl-C stops the
+    container, writes an 'interrupted' record and goes on."""
+    ctx, ran = attempt.ctx, Ran()
     try:
-        # Inside the try: a workspace that cannot be copied, a workflow that cannot be found
-        # still end with a finished record saying why.
-        if ctx.gateway.health.gave_up:
-            raise FlowerBatchError(f"not started: {ctx.gateway.health.gave_up}")
-        prepare(jd, job, fresh=not waking, search=ctx.search, flows_from=ctx.flows_from)
-        env = {
-            **job.environment(os.environ),
-            **ctx.gateway.job_env(job.id),
-            "CLAUDE_CONFIG_DIR": f"{RUNS}/.claude",
-            "HOME": "/tmp",
-            "PYTHONPATH": FLOWS,
-            "FLOWER_BATCH_JOB": job.id,
-            "FLOWER_RUN_STAMP": stamp,
-        }
-        if job.model:
-            env["ANTHROPIC_MODEL"] = job.model
-        spec = ContainerSpec(
-            image=ctx.image_id,
-            command=flower_command(job, persistent=persistent, wake_words=wake_words, waking=waking),
-            env=env,
-            mounts=[
-                Mount(str(jd.workspace), WORKSPACE),
-                Mount(str(jd.runs), RUNS),
-                Mount(str(jd.flows), FLOWS, read_only=True),
-            ],
-            working_dir=WORKSPACE,
-            user=f"{os.getuid()}:{os.getgid()}",
-            cpus=job.cpus,
-            memory=job.memory_bytes,
-            labels=labels(ctx.batch, ctx.session, "job", job.id),
-            network=ctx.gateway.network,
-            placement=list(job.placement),
-        )
-        container = await ctx.backend.create(spec)
-        record = replace(record, container=container)
-        write_record(jd.record_path, record)
-        await ctx.backend.start(container)
-        exit_code, timed_out = await _wait_unless_gateway_gone(ctx, container, job.timeout_s)
-        oom_killed = await _oom_killed(ctx.backend, container)
-        await _save_logs(ctx.backend, container, jd.logs / "container.log")
+        await _run_in_container(attempt, command, ran, fresh=fresh)
     except anyio.get_cancelled_exc_class():
-        # The orchestrator is stopping (Ctrl-C): stop the container the way a timeout does, so
-        # flower records the in-flight step, then leave a record that says what happened.
         with anyio.CancelScope(shield=True):
-            if container:
-                await _stop_quietly(ctx.backend, container)
-                await _save_logs(ctx.backend, container, jd.logs / "container.log")
-            write_record(jd.record_path, replace(
-                record, status=Status.ERROR.value, reason="interrupted: the orchestrator was stopped",
-                finished_at=now_iso(), duration_s=round(time.monotonic() - started, 2),
-                cost_usd=gateway_outcome(jd.logs, job.gateway.mode).cost_usd,
-                gateway_health=ctx.gateway.health.for_job(gateway_mark),
-            ))
-            _state(ctx, job.id, "interrupted")
+            await _record_interrupted(attempt, ran.container)
         raise
     except LookupError as exc:  # a secret named in the job is not set on the host
-        error = str(exc).strip("'\"")
+        ran.error = str(exc).strip("'\"")
     except FlowerBatchError as exc:
-        error = _one_line(str(exc))
+        ran.error = _one_line(str(exc))
     except TimeoutError:  # the container did not stop even after a kill
-        error = "the container did not stop after a kill; it was removed"
+        ran.error = "the container did not stop after a kill; it was removed"
     except OSError as exc:  # the job's folder: copying the workspace, writing logs
-        error = _one_line(f"{type(exc).__name__}: {exc}")
+        ran.error = _one_line(f"{type(exc).__name__}: {exc}")
     finally:
-        if container:
+        if ran.container:
             with anyio.CancelScope(shield=True):
-                record = replace(record, node=await _node_of(ctx.backend, container))
-                await _remove_quietly(ctx.backend, container)
+                ran.node = await _node_of(ctx.backend, ran.container)
+                await _remove_quietly(ctx.backend, ran.container)
+    return ran
 
+
+async def _run_in_container(attempt: Attempt, command: list[str], ran: Ran, *, fresh: bool) -> None:
+    # All of it inside run_container's try: a workspace that cannot be copied, a workflow that
+    # cannot be found still end with a finished record saying why.
+    ctx, job, jd = attempt.ctx, attempt.job, attempt.jd
+    if ctx.gateway.health.gave_up:
+        raise FlowerBatchError(f"not started: {ctx.gateway.health.gave_up}")
+    prepare(jd, job, fresh=fresh, search=ctx.search, flows_from=ctx.flows_from)
+    ran.container = await ctx.backend.create(job_container_spec(ctx, job, jd, command, attempt.stamp))
+    write_record(jd.record_path, replace(attempt.record, container=ran.container))
+    await ctx.backend.start(ran.container)
+    ran.exit_code, ran.timed_out = await _wait_unless_gateway_gone(ctx, ran.container, job.timeout_s)
+    ran.oom_killed = await _oom_killed(ctx.backend, ran.container)
+    await _save_logs(ctx.backend, ran.container, jd.logs / "container.log")
+
+
+async def _record_interrupted(attempt: Attempt, container: str | None) -> None:
+    """The orchestrator is stopping (Ctrl-C): stop the container the way a timeout does, so
+    flower records the in-flight step, then leave a record that says what happened."""
+    ctx, job, jd = attempt.ctx, attempt.job, attempt.jd
+    if container:
+        await _stop_quietly(ctx.backend, container)
+        await _save_logs(ctx.backend, container, jd.logs / "container.log")
+    write_record(jd.record_path, replace(
+        attempt.record, container=container, status=Status.ERROR.value,
+        reason="interrupted: the orchestrator was stopped", finished_at=now_iso(),
+        duration_s=attempt.duration_s(), cost_usd=gateway_outcome(jd.logs, job.gateway.mode).cost_usd,
+        gateway_health=ctx.gateway.health.for_job(attempt.gateway_mark),
+    ))
+    _state(ctx, job.id, "interrupted")
+
+
+def _container_spec(
+    ctx: JobContext, job: JobSpec, jd: JobDir, role: str, command: list[str], env: dict[str, str],
+    mounts: Sequence[Mount],
+) -> ContainerSpec:
+    """What the job's container and its check's share: the image, the host's user (the files
+    stay theirs), the job's limits, our labels, the gateway's network, and the workspace as the
+    working directory; `mounts` come after the workspace."""
+    return ContainerSpec(
+        image=ctx.image_id,
+        command=command,
+        env=env,
+        mounts=[Mount(str(jd.workspace), WORKSPACE), *mounts],
+        working_dir=WORKSPACE,
+        user=f"{os.getuid()}:{os.getgid()}",
+        cpus=job.cpus,
+        memory=job.memory_bytes,
+        labels=labels(ctx.batch, ctx.session, role, job.id),
+        network=ctx.gateway.network,
+    )
+
+
+def job_container_spec(
+    ctx: JobContext, job: JobSpec, jd: JobDir, command: list[str], stamp: str
+) -> ContainerSpec:
+    """The job's container: flower on its runs and its (read-only) workflow code, its model behind
+    the gateway. The one place the job's env and spec are built."""
+    env = {
+        **job.environment(os.environ),
+        **ctx.gateway.job_env(job.id),
+        "CLAUDE_CONFIG_DIR": f"{RUNS}/.claude",
+        "HOME": "/tmp",
+        "PYTHONPATH": FLOWS,
+        "FLOWER_BATCH_JOB": job.id,
+        "FLOWER_RUN_STAMP": stamp,
+    }
+    if job.model:
+        env["ANTHROPIC_MODEL"] = job.model
+    mounts = [Mount(str(jd.runs), RUNS), Mount(str(jd.flows), FLOWS, read_only=True)]
+    return replace(_container_spec(ctx, job, jd, "job", command, env, mounts), placement=list(job.placement))
+
+
+def check_container_spec(ctx: JobContext, job: JobSpec, jd: JobDir) -> ContainerSpec:
+    """The check's container: the task's check command, reading the job's runs."""
+    assert job.check
+    env = {"HOME": "/tmp", "FLOWER_BATCH_JOB": job.id}
+    mounts = [Mount(str(jd.runs), RUNS, read_only=True)]
+    return _container_spec(ctx, job, jd, "check", ["sh", "-c", job.check], env, mounts)
+
+
+async def check_if_due(attempt: Attempt, ran: Ran) -> Checked:
+    """The check, only when the workflow exited 0 in time and nothing went wrong."""
+    ctx, job = attempt.ctx, attempt.job
+    if ran.error is not None or ran.timed_out or ran.exit_code != 0 or not job.check:
+        return Checked()
+    _state(ctx, job.id, "checking")
+    try:
+        code, output = await run_check(ctx, job, attempt.jd)
+    except TimeoutError:
+        return Checked(error="the check's container did not stop after a kill; it was removed")
+    except (FlowerBatchError, OSError) as exc:
+        return Checked(error=_one_line(f"the check could not run: {exc}"))
+    return Checked(exit_code=code, output=output)
+
+
+def finish_record(attempt: Attempt, ran: Ran, checked: Checked, *, persistent: bool) -> JobRecord:
+    """The finished record: the verdict, what it cost, how the gateway fared; written last."""
+    ctx, job, jd = attempt.ctx, attempt.job, attempt.jd
     rows = jd.manifest()
-    workflow_ok = None if exit_code is None else exit_code == 0
-    check_exit: int | None = None
-    check_output: str | None = None
-    if error is None and not timed_out and workflow_ok and job.check:
-        _state(ctx, job.id, "checking")
-        try:
-            check_exit, check_output = await run_check(ctx, job, jd)
-        except TimeoutError:
-            error = "the check's container did not stop after a kill; it was removed"
-        except (FlowerBatchError, OSError) as exc:
-            error = _one_line(f"the check could not run: {exc}")
     gateway = gateway_outcome(jd.logs, job.gateway.mode)  # metered outside the container: survives a kill
-    if gateway.divergence and error is None:
-        error = gateway.divergence
-    status, reason = decide_status(workflow_ok=workflow_ok, check_exit=check_exit, timed_out=timed_out,
-                                   over_budget=gateway.over_budget, error=error)
-    if status is Status.BUDGET:
-        reason = gateway.budget_reason or reason
-    verdict = explain(status, reason, Ending(exit_code, timed_out, oom_killed, job.memory_bytes),
-                      flower_exit(jd.runs, stamp), check_exit=check_exit,
-                      fallback=f"the workflow exited {exit_code}" + _last_error(rows))
-    status, reason, klass = verdict.status, verdict.reason, verdict.failure_class
-    if error is not None and error == gateway.divergence:
-        klass = FailureClass.AGENT  # the agent's requests left the recording: a verdict, not a fault
-    health = ctx.gateway.health.for_job(gateway_mark)
-    if health and status is not Status.PASSED:
-        # The gateway's trouble is the likelier cause: say it first.
-        reason = health["gave_up"] or f"{describe_health(health)}; {reason}"
-        if health["gave_up"]:
-            klass = FailureClass.INFRASTRUCTURE  # no verdict on the workflow: it lost its model
-            if status is Status.FAILED:
-                status = Status.ERROR
+    health = ctx.gateway.health.for_job(attempt.gateway_mark)
+    verdict = _blame_the_gateway(health, decide(attempt, ran, checked, gateway, rows))
     costs: list[float] = [float(r["cost_usd"]) for r in rows if isinstance(r.get("cost_usd"), int | float)]
     outcome = JobOutcome(
-        job_id=job.id, status=status, workflow_ok=workflow_ok, check_exit=check_exit,
+        job_id=job.id, status=verdict.status, workflow_ok=_workflow_ok(ran), check_exit=checked.exit_code,
         cost_usd=gateway.cost_usd if gateway.metered else (round(sum(costs), 6) if rows else None),
         num_turns=sum(int(r.get("num_turns") or 0) for r in rows),
-        duration_s=round(time.monotonic() - started, 2), steps=steps_from_manifest(rows),
-        gateway_mode=job.gateway.mode, reason=reason, check_output=check_output, failure_class=klass.value,
+        duration_s=attempt.duration_s(), steps=steps_from_manifest(rows), gateway_mode=job.gateway.mode,
+        reason=verdict.reason, check_output=checked.output, failure_class=verdict.failure_class.value,
     )
-    record = record.with_outcome(outcome, finished_at=now_iso(), exit_code=exit_code)
+    record = replace(attempt.record, container=ran.container, node=ran.node)
+    record = record.with_outcome(outcome, finished_at=now_iso(), exit_code=ran.exit_code)
     if persistent:
-        record = replace(record, continuity=continuity_of(jd.runs, stamp))
+        record = replace(record, continuity=continuity_of(jd.runs, attempt.stamp))
     record = replace(record, gateway_health=health)
     write_record(jd.record_path, record)
-    _state(ctx, job.id, status.value)
+    _state(ctx, job.id, verdict.status.value)
     return record
+
+
+def decide(
+    attempt: Attempt, ran: Ran, checked: Checked, gateway: GatewayOutcome, rows: list[dict[str, Any]]
+) -> Verdict:
+    """Status, reason and whose fault, from the container's end, flower's exit file, the check
+    and the gateway's meter."""
+    error = ran.error if ran.error is not None else checked.error
+    if gateway.divergence and error is None:
+        error = gateway.divergence
+    status, reason = decide_status(workflow_ok=_workflow_ok(ran), check_exit=checked.exit_code,
+                                   timed_out=ran.timed_out, over_budget=gateway.over_budget, error=error)
+    if status is Status.BUDGET:
+        reason = gateway.budget_reason or reason
+    ending = Ending(ran.exit_code, ran.timed_out, ran.oom_killed, attempt.job.memory_bytes)
+    fallback = f"the workflow exited {ran.exit_code}" + _last_error(rows)
+    verdict = explain(status, reason, ending, flower_exit(attempt.jd.runs, attempt.stamp),
+                      check_exit=checked.exit_code, fallback=fallback)
+    if error is not None and error == gateway.divergence:
+        # The agent's requests left the recording: a verdict, not a fault.
+        return replace(verdict, failure_class=FailureClass.AGENT)
+    return verdict
+
+
+def _blame_the_gateway(health: dict[str, Any] | None, verdict: Verdict) -> Verdict:
+    """The gateway's trouble is the likelier cause of a job that did not pass: say it first."""
+    if not health or verdict.status is Status.PASSED:
+        return verdict
+    reason = health["gave_up"] or f"{describe_health(health)}; {verdict.reason}"
+    if not health["gave_up"]:
+        return replace(verdict, reason=reason)
+    # No verdict on the workflow: it lost its model.
+    status = Status.ERROR if verdict.status is Status.FAILED else verdict.status
+    return Verdict(status, reason, FailureClass.INFRASTRUCTURE)
+
+
+def _workflow_ok(ran: Ran) -> bool | None:
+    return None if ran.exit_code is None else ran.exit_code == 0
 
 
 def _one_line(text: str) -> str:
@@ -299,19 +404,7 @@ async def _oom_killed(backend: Backend, container: str) -> bool:
 async def run_check(ctx: JobContext, job: JobSpec, jd: JobDir) -> tuple[int, str]:
     """The verifier: the task's check command in a fresh container on the job's workspace."""
     assert job.check
-    spec = ContainerSpec(
-        image=ctx.image_id,
-        command=["sh", "-c", job.check],
-        env={"HOME": "/tmp", "FLOWER_BATCH_JOB": job.id},
-        mounts=[Mount(str(jd.workspace), WORKSPACE), Mount(str(jd.runs), RUNS, read_only=True)],
-        working_dir=WORKSPACE,
-        user=f"{os.getuid()}:{os.getgid()}",
-        cpus=job.cpus,
-        memory=job.memory_bytes,
-        labels=labels(ctx.batch, ctx.session, "check", job.id),
-        network=ctx.gateway.network,
-    )
-    container = await ctx.backend.create(spec)
+    container = await ctx.backend.create(check_container_spec(ctx, job, jd))
     try:
         await ctx.backend.start(container)
         code, timed_out = await _wait(ctx.backend, container, job.check_timeout_s)

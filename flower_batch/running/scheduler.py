@@ -15,6 +15,7 @@ from pathlib import Path
 
 import anyio
 
+from flower.clock import now_iso
 from flower_batch.backend import Backend
 from flower_batch.errors import FlowerBatchError
 from flower_batch.gateway.budget import batch_spent
@@ -27,7 +28,7 @@ from flower_batch.jobmodel.status import Status
 from flower_batch.layout import Home
 from flower_batch.running.attempts import keep_previous_attempt
 from flower_batch.running.liveness import NEVER_STARTED_REASON
-from flower_batch.running.runner import JobContext, now_iso, run_job
+from flower_batch.running.runner import JobContext, run_job
 from flower_batch.running.session import Session
 
 StateHook = Callable[[str, str], None]

@@ -12,7 +12,7 @@ ROOT = Path(flower.__file__).parent
 # Bottom to top. scripted depends on nothing else in flower (flower_batch's gateway runs it).
 LAYERS = {
     "scripted": ["flower.scripted"],
-    "foundation": [f"flower.{m}" for m in ("catalogue", "errors", "events", "exitinfo", "fileio", "protocols",
+    "foundation": [f"flower.{m}" for m in ("catalogue", "clock", "errors", "events", "exitinfo", "fileio", "protocols",
                                             "result", "spec")],
     "context": ["flower.context"],
     "runtime": ["flower.runtime"],

@@ -9,7 +9,7 @@ import pytest
 def test_one_table_each_for_modes_labels_memory_and_image_versions(monkeypatch) -> None:
     from types import SimpleNamespace
 
-    from flower_batch.backend.base import parse_memory as strict_memory
+    from flower_batch.backend.base import memory_limit_bytes as strict_memory
     from flower_batch.commands import common as cmd_common
     from flower_batch.commands import jobs as jobs_cmd
     from flower_batch.gateway import host_modes, modes

@@ -1,8 +1,11 @@
 """run_job's failures end as records, never tracebacks: a workspace that cannot be copied, a
-container that never stops (FakeBackend, no Docker)."""
+container that never stops; Ctrl-C stops the container and leaves an 'interrupted' record; the
+record is written before the container exists, with its id once created, and at the end; the
+job's and the check's containers share one shape (FakeBackend, no Docker)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -14,7 +17,7 @@ def _spec(job_id: str, mode: str = "anthropic"):
     return JobSpec(id=job_id, task="t", variant="v", repeat=1, matrix={}, prompt="hi", gateway=GatewaySpec(mode=mode))
 
 
-async def _run_one(tmp_path: Path, backend, job) -> object:
+async def _run_one(tmp_path: Path, backend, job, on_state=None) -> object:  # type: ignore[no-untyped-def]
     from flower_batch.backend.fake import FakeBackend
     from flower_batch.gateway.sidecar import GatewaySidecar
     from flower_batch.layout import Home
@@ -23,7 +26,8 @@ async def _run_one(tmp_path: Path, backend, job) -> object:
     gw = GatewaySidecar(backend, batch="b", session="s1", image_id=FakeBackend.IMAGE, batch_dir=tmp_path / "b",
                         scenario=None, mode="replay")
     await backend.create_network(gw.network, {}, internal=True)
-    ctx = JobContext(backend=backend, batch="b", session="s1", image_id=FakeBackend.IMAGE, gateway=gw)
+    ctx = JobContext(backend=backend, batch="b", session="s1", image_id=FakeBackend.IMAGE, gateway=gw,
+                     on_state=on_state)
     return await run_job(ctx, job, Home(tmp_path / "home").job("b", job.id))
 
 
@@ -62,3 +66,99 @@ def replace_timeout(job, seconds: float):  # type: ignore[no-untyped-def]
     from dataclasses import replace
 
     return replace(job, timeout_s=seconds)
+
+
+@pytest.mark.anyio
+async def test_ctrl_c_stops_the_container_saves_its_log_and_records_interrupted(tmp_path: Path) -> None:
+    import anyio
+
+    from flower_batch.backend.fake import FakeBackend, FakeProcess
+    from flower_batch.errors import ContainerNotFound
+    from flower_batch.layout import Home
+    from flower_batch.matrix import read_record
+
+    working = anyio.Event()
+    seen: list[FakeProcess] = []
+
+    async def flower(proc: FakeProcess) -> int:  # works until a signal, as flower does
+        proc.trap("SIGTERM")
+        seen.append(proc)
+        proc.log("working")
+        working.set()
+        await proc.next_signal()
+        proc.log("stopping: step recorded")
+        return 143
+
+    states: list[tuple[str, str]] = []
+    async with FakeBackend(programs={"flower": flower}) as backend:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_run_one, tmp_path, backend, _spec("c", mode="replay"),
+                          lambda job, state: states.append((job, state)))
+            await working.wait()
+            tg.cancel_scope.cancel()
+        jd = Home(tmp_path / "home").job("b", "c")
+        record = read_record(jd.record_path)
+        assert record.container is not None
+        with pytest.raises(ContainerNotFound):
+            await backend.inspect(record.container)  # removed
+    assert record.status == "error" and record.reason == "interrupted: the orchestrator was stopped"
+    assert record.finished_at and record.duration_s is not None and record.attempt == 1
+    assert seen[0].signals == [15]  # stopped the way a timeout stops it: SIGTERM first
+    log = (jd.logs / "container.log").read_text()
+    assert "working" in log and "stopping: step recorded" in log
+    assert states == [("c", "running"), ("c", "interrupted")]
+
+
+@pytest.mark.anyio
+async def test_the_record_is_written_before_create_after_create_and_at_the_end(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from flower_batch.backend import ContainerSpec
+    from flower_batch.backend.fake import FakeBackend
+    from flower_batch.labels import ROLE
+    from flower_batch.layout import FLOWS, RUNS, WORKSPACE, Home
+    from flower_batch.matrix import read_record
+
+    path = Home(tmp_path / "home").job("b", "w").record_path
+    # (call, the record's status, the record's container, the call's container)
+    seen: list[tuple[str, str, str | None, str]] = []
+    specs: list[ContainerSpec] = []
+
+    class Watching(FakeBackend):
+        async def create(self, spec: ContainerSpec) -> str:
+            specs.append(spec)
+            on_disk = read_record(path)
+            cid = await super().create(spec)
+            seen.append(("create", on_disk.status, on_disk.container, cid))
+            return cid
+
+        async def start(self, container_id: str) -> None:
+            on_disk = read_record(path)
+            seen.append(("start", on_disk.status, on_disk.container, container_id))
+            await super().start(container_id)
+
+    job = replace(_spec("w", mode="replay"), check="test -d /workspace", cpus=1.5, memory_bytes=256 * 2**20,
+                  placement=("node.labels.pool==big",))
+    async with Watching() as backend:
+        record = await _run_one(tmp_path, backend, job)
+    job_cid, check_cid = seen[0][3], seen[2][3]
+    assert seen == [("create", "running", None, job_cid), ("start", "running", job_cid, job_cid),
+                    # the check's container: the record is not written again until the end
+                    ("create", "running", job_cid, check_cid), ("start", "running", job_cid, check_cid)]
+    assert read_record(path) == record and record.status == "passed"  # type: ignore[attr-defined]
+    assert record.container == job_cid and record.finished_at  # type: ignore[attr-defined]
+    for stamp in (record.queued_at, record.started_at, record.finished_at):  # type: ignore[attr-defined]
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00", stamp)  # to the second, UTC
+
+    run, check = specs
+    shared = ("image", "user", "cpus", "memory", "network", "working_dir")
+    assert [getattr(run, f) for f in shared] == [getattr(check, f) for f in shared]
+    assert run.memory == 256 * 2**20 and run.cpus == 1.5 and run.working_dir == WORKSPACE
+    assert [(m.target, m.read_only) for m in run.mounts] == [(WORKSPACE, False), (RUNS, False), (FLOWS, True)]
+    assert [(m.target, m.read_only) for m in check.mounts] == [(WORKSPACE, False), (RUNS, True)]
+    assert run.mounts[0] == check.mounts[0]
+    assert (run.labels[ROLE], check.labels[ROLE]) == ("job", "check")
+    assert run.placement == ["node.labels.pool==big"] and check.placement == []
+    assert check.command == ["sh", "-c", "test -d /workspace"]
+    assert check.env == {"HOME": "/tmp", "FLOWER_BATCH_JOB": "w"}
+    assert run.command[0] == "flower" and run.env["FLOWER_BATCH_JOB"] == "w" and run.env["FLOWER_RUN_STAMP"]
