@@ -126,8 +126,11 @@ async def run_job(
         if ctx.gateway.health.gave_up:
             raise FlowerBatchError(f"not started: {ctx.gateway.health.gave_up}")
         prepare(jd, job, fresh=not waking, search=ctx.search, flows_from=ctx.flows_from)
+        env = job.environment(os.environ)
+        # The job's secrets and its gateway token travel as secrets, never as plain env.
+        secret_env = {**{name: env.pop(name) for name in job.secrets}, **ctx.gateway.job_secrets(job.id)}
         env = {
-            **job.environment(os.environ),
+            **env,
             **ctx.gateway.job_env(job.id),
             "CLAUDE_CONFIG_DIR": f"{RUNS}/.claude",
             "HOME": "/tmp",
@@ -141,6 +144,7 @@ async def run_job(
             image=ctx.image_id,
             command=flower_command(job, persistent=persistent, wake_words=wake_words, waking=waking),
             env=env,
+            secrets=secret_env,
             mounts=[
                 Mount(str(jd.workspace), WORKSPACE),
                 Mount(str(jd.runs), RUNS),
