@@ -178,13 +178,14 @@ def test_a_job_of_the_swarm_reproduces_on_any_node(swarm: Cluster, spread: tuple
 def test_a_reservation_no_node_can_hold_is_a_one_line_record(swarm: Cluster, home: Path) -> None:
     project = project_copy(home.with_name(home.name + "-project"))
     path = jobs_file(project, "huge", variants='["solo"]', repeat=1)
-    path.write_text(path.read_text().replace("cpus = 0.5", "cpus = 64"))
+    # more memory than any node has (above the manager's own engine too: pre-flight warns only)
+    path.write_text(path.read_text().replace('memory = "1g"', 'memory = "4000g"'))
     done = fb_swarm(swarm, "matrix", path, "--image", swarm.image_id, home=home, timeout=300)
     assert done.returncode != 0
     rec = records(home, path.stem)["alpha.solo.r1"]
     assert rec["status"] == "error" and rec["reason"].startswith(
         "no node of the swarm can run "), rec["reason"]
-    assert "it reserves 64 CPUs and 1.0 GiB but no node has that much (the largest, " in rec["reason"]
+    assert "it reserves 0.5 CPUs and 4000.0 GiB but no node has that much (the largest, " in rec["reason"]
     assert "lower `cpus`/`memory` in jobs.toml" in rec["reason"] and "\n" not in rec["reason"]
     assert nothing_left(swarm, path.stem), on_swarm(swarm, path.stem)
 
@@ -374,7 +375,7 @@ def test_anthropic_mode_the_gateway_reaches_the_upstream_and_jobs_do_not(
         done = subprocess.run([str(FLOWER_BATCH), "matrix", str(path), "--image", swarm.image_id, "--home", str(home)],
                               capture_output=True, text=True, timeout=600, cwd=project, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
-    rec = records(home, batch)["hello"]
+    rec = records(home, batch)["hello.r1"]
     assert rec["status"] == "passed" and rec["gateway_mode"] == "anthropic" and rec["backend"] == "swarm", rec
     # the gateway, and only it, had a route out: every model call went upstream with the host's key
     assert counting.count >= 1 and set(counting.credentials) == {hashlib.sha256(key.encode()).hexdigest()}
