@@ -184,7 +184,7 @@ def test_a_reservation_no_node_can_hold_is_a_one_line_record(swarm: Cluster, hom
     assert done.returncode != 0
     rec = records(home, path.stem)["alpha.solo.r1"]
     assert rec["status"] == "error" and rec["reason"].startswith(
-        "no node of the swarm can run "), rec["reason"]
+        "no node of the swarm can run job alpha.solo.r1: "), rec["reason"]
     assert "it reserves 0.5 CPUs and 4000.0 GiB but no node has that much (the largest, " in rec["reason"]
     assert "lower `cpus`/`memory` in jobs.toml" in rec["reason"] and "\n" not in rec["reason"]
     assert nothing_left(swarm, path.stem), on_swarm(swarm, path.stem)

@@ -90,6 +90,7 @@ T = TypeVar("T")
 REGISTRY_ENV = "FLOWER_BATCH_REGISTRY"
 BUILD_KEY_LABEL = "org.flower-batch.build-key"  # image.LABEL_BUILD_KEY (backend/ never imports image.py)
 SERVICE_LABEL = "org.flower-batch.service"  # on each secret: the service it was made for
+JOB_LABEL, ROLE_LABEL = "org.flower-batch.job", "org.flower-batch.role"  # labels.py's (a layer above)
 CONTROL_IN_TASK = "/run/flower-batch"
 SECRETS_IN_TASK = "/run/secrets"
 PROBE_TIMEOUT_S = 300.0  # a node's first pull of the runtime image is part of the first probe
@@ -258,7 +259,9 @@ class SwarmBackend(Backend):
             nodes = await self._call("engine", "nodes", lambda api: api.nodes())
             why = unmet_reservation(nodes, nano, memory, spec.placement)
             if why:
-                raise ReservationUnmet(f"no node of the swarm can run {name}: {why}")
+                role, job = spec.labels.get(ROLE_LABEL), spec.labels.get(JOB_LABEL)
+                what = f"the {role} of job {job}" if role == "check" and job else f"job {job}" if job else name
+                raise ReservationUnmet(f"no node of the swarm can run {what}: {why}")
         image = await self.resolve_image(spec.image)
         binds = [Path(m.source) for m in spec.mounts if m.kind == "bind"]
         await self.ensure_shared([self.control_dir, *binds], image)
