@@ -386,3 +386,30 @@ def test_anthropic_mode_the_gateway_reaches_the_upstream_and_jobs_do_not(
         if p.is_file():
             assert key.encode() not in p.read_bytes(), p
     assert nothing_left(swarm, batch), on_swarm(swarm, batch)
+
+
+def test_a_node_holding_other_bytes_under_the_pinned_digest_is_refused(swarm: Cluster, home: Path) -> None:
+    node = f"{PREFIX}-worker2"
+    host_env = script_env()
+    subprocess.run(["docker", "cp", str(REPO / "tests" / "batch_fixtures" / "node_drift.sh"), f"{node}:/tmp/"],
+                   check=True, capture_output=True, env=host_env)
+    swarm.node_exec("worker2", "/tmp/node_drift.sh", "make", swarm.reference)
+    try:
+        wait_for("worker2 to be ready", lambda: "Ready" in swarm.manager(
+            "node", "ls", "--filter", f"name={node}", "--format", "{{.Status}}"), timeout=120, every=1)
+        project = project_copy(home.with_name(home.name + "-project"))
+        path = jobs_file(project, "drift", variants='["solo"]', repeat=1,
+                         placement=f'placement = ["node.hostname=={node}"]')
+        done = fb_swarm(swarm, "matrix", path, "--image", swarm.image_id, home=home, timeout=400)
+    finally:
+        swarm.node_exec("worker2", "/tmp/node_drift.sh", "undo", swarm.reference)
+    assert done.returncode != 0
+    job = Job(home, path.stem, "alpha.solo.r1")
+    rec = job.record()
+    key = json.loads(swarm.manager("image", "inspect", swarm.image_id))[0]["Config"]["Labels"][
+        "org.flower-batch.build-key"]
+    assert rec["status"] == "error" and rec["node"] == node, rec
+    assert rec["reason"].startswith(f"node {node} ran other bytes for "), rec["reason"]
+    assert f": image build other-bytes, not the pinned {key[:12]} — remove the runtime image on {node}" in rec["reason"]
+    assert job.gateway_log() == []  # refused before the agent started: not one model call
+    assert nothing_left(swarm, path.stem), on_swarm(swarm, path.stem)
