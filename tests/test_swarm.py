@@ -409,7 +409,7 @@ def test_a_node_holding_other_bytes_under_the_pinned_digest_is_refused(swarm: Cl
     key = json.loads(swarm.manager("image", "inspect", swarm.image_id))[0]["Config"]["Labels"][
         "org.flower-batch.build-key"]
     assert rec["status"] == "error" and rec["node"] == node, rec
-    assert rec["reason"].startswith(f"node {node} ran other bytes for "), rec["reason"]
+    assert rec["reason"].startswith(f"node {node} ran other bytes for job alpha.solo.r1: "), rec["reason"]
     assert f": image build other-bytes, not the pinned {key[:12]} — remove the runtime image on {node}" in rec["reason"]
     assert job.gateway_log() == []  # refused before the agent started: not one model call
     assert nothing_left(swarm, path.stem), on_swarm(swarm, path.stem)

@@ -178,6 +178,7 @@ class SwarmBackend(Backend):
             return
         name = str(data["Spec"]["Name"])
         report = self.control_dir / name / REPORT
+        what = _what(data["Spec"].get("Labels") or {}, name)
 
         def read() -> str | None:
             try:
@@ -186,7 +187,7 @@ class SwarmBackend(Backend):
                 return None
 
         host = await self._hostname(task["NodeID"]) if task.get("NodeID") else "?"
-        why = image_drift(name, host, expected, await anyio.to_thread.run_sync(read))
+        why = image_drift(what, host, expected, await anyio.to_thread.run_sync(read))
         if why:
             raise ImageDrift(why)
 
@@ -259,9 +260,7 @@ class SwarmBackend(Backend):
             nodes = await self._call("engine", "nodes", lambda api: api.nodes())
             why = unmet_reservation(nodes, nano, memory, spec.placement)
             if why:
-                role, job = spec.labels.get(ROLE_LABEL), spec.labels.get(JOB_LABEL)
-                what = f"the {role} of job {job}" if role == "check" and job else f"job {job}" if job else name
-                raise ReservationUnmet(f"no node of the swarm can run {what}: {why}")
+                raise ReservationUnmet(f"no node of the swarm can run {_what(spec.labels, name)}: {why}")
         image = await self.resolve_image(spec.image)
         binds = [Path(m.source) for m in spec.mounts if m.kind == "bind"]
         await self.ensure_shared([self.control_dir, *binds], image)
@@ -575,6 +574,12 @@ class SwarmBackend(Backend):
     async def aclose(self) -> None:
         self._storage_lock = None
         await anyio.to_thread.run_sync(self._conn.close)
+
+
+def _what(labels: Mapping[str, str], name: str) -> str:
+    """A task as the user knows it: "job J", "the check of job J", else its service name."""
+    role, job = labels.get(ROLE_LABEL), labels.get(JOB_LABEL)
+    return f"the check of job {job}" if role == "check" and job else f"job {job}" if job else name
 
 
 def _is_job(spec: Mapping[str, Any]) -> bool:

@@ -52,11 +52,11 @@ def ever_ran(task: Mapping[str, Any] | None) -> bool:
     return bool(task and ((task.get("Status") or {}).get("ContainerStatus") or {}).get("ContainerID"))
 
 
-def image_drift(name: str, host: str, expected: str, reported: str | None) -> str | None:
-    """Why the node ran other bytes than the pinned image for task `name`, or None when it ran
+def image_drift(what: str, host: str, expected: str, reported: str | None) -> str | None:
+    """Why the node ran other bytes than the pinned image for `what` (a task), or None when it ran
     them. `reported`: the build key its task wrote (task_signals), None when it wrote none."""
     if not expected or reported == expected:
         return None
     found = f"image build {reported[:12]}" if reported else "an image that reports no build"
-    return (f"node {host} ran other bytes for {name}: {found}, not the pinned {expected[:12]} — remove the "
+    return (f"node {host} ran other bytes for {what}: {found}, not the pinned {expected[:12]} — remove the "
             f"runtime image on {host} so it pulls the pinned one, then run the job again")

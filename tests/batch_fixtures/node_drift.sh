@@ -16,6 +16,7 @@ restart() {
 ref=$2
 if [ "$1" = make ]; then
     [ ! -e /var/lib/docker/fbdrift.old ] || { echo "node_drift: already made; undo first" >&2; exit 1; }
+    docker pull -q "$ref" >/dev/null  # the pinned bytes first, as a task would pull them
     old=$(docker image inspect -f '{{.Id}}' "$ref")
     docker rm -f fbdrift >/dev/null 2>&1 || true
     docker run --name fbdrift "$old" sh -c 'echo other-bytes > /opt/flower/build-key'
@@ -27,6 +28,8 @@ else
     old=$(cat /var/lib/docker/fbdrift.old)
     new=$(docker image inspect -f '{{.Id}}' fbdrift:other)
     restart sed -i "s#\"$ref\":\"$new\"#\"$ref\":\"$old\"#" "$REPOS"
+    # the task containers that ran the other bytes go with them
+    docker ps -aq --filter "ancestor=$new" | xargs -r docker rm -f >/dev/null
     docker rmi fbdrift:other >/dev/null
     rm /var/lib/docker/fbdrift.old
 fi
