@@ -1,7 +1,8 @@
 """Reading a Swarm service's one task as a container-like state (pure functions over API dicts).
 
-A job is a `replicated-job` service with one task; the gateway a `replicated` service whose
-newest task is the one that counts (Swarm replaces a task that died).
+A job and the gateway are `replicated` services of one replica; the newest task is the one that
+counts (Swarm replaces a gateway task that died, and a job's resubmitted one). Also: whether
+the image a node ran is the pinned build (`image_drift`).
 """
 
 from __future__ import annotations
