@@ -403,6 +403,9 @@ def test_a_node_holding_other_bytes_under_the_pinned_digest_is_refused(swarm: Cl
         done = fb_swarm(swarm, "matrix", path, "--image", swarm.image_id, home=home, timeout=400)
     finally:
         swarm.node_exec("worker2", "/tmp/node_drift.sh", "undo", swarm.reference)
+        # its engine restarted: Swarm has it down for a while, and later tests need it back
+        wait_for("worker2 to be ready again", lambda: "Ready" in swarm.manager(
+            "node", "ls", "--filter", f"name={node}", "--format", "{{.Status}}"), timeout=300, every=1)
     assert done.returncode != 0
     job = Job(home, path.stem, "alpha.solo.r1")
     rec = job.record()

@@ -245,22 +245,24 @@ def test_a_reservation_no_node_can_hold_is_refused_in_one_line_before_anything_i
 
     from flower_batch.errors import ReservationUnmet
 
-    api = EngineAPI([node("m", 2, 8, role="manager"), node("w1", 4, 16), node("w2", 64, 512, state="down")])
+    api = EngineAPI([node("m", 2, 8, role="manager"), node("w1", 4, 16), node("w2", 8, 512, state="down")])
     backend = swarm_backend(tmp_path, api)
     with pytest.raises(ReservationUnmet) as caught:
-        anyio.run(backend.create, job_spec(tmp_path, cpus=8, memory="4g"))
+        anyio.run(backend.create, job_spec(tmp_path, cpus=8, memory="600g"))
     text = str(caught.value)
-    assert text == ("no node of the swarm can run fb-j1: it reserves 8 CPUs and 4.0 GiB but no node has that much "
-                    "(the largest, w1, has 4 CPUs and 16.0 GiB): lower `cpus`/`memory` in jobs.toml or add a "
+    assert text == ("no node of the swarm can run fb-j1: it reserves 8 CPUs and 600.0 GiB but no node has that much "
+                    "(the largest, w2, has 8 CPUs and 512.0 GiB): lower `cpus`/`memory` in jobs.toml or add a "
                     "bigger node")
     assert api.services == [] and api.secrets == {}
     # placement narrows the nodes that count
     with pytest.raises(ReservationUnmet, match="the largest, m, has 2 CPUs"):
         anyio.run(backend.create, job_spec(tmp_path, cpus=3, placement=["node.role==manager"]))
-    with pytest.raises(ReservationUnmet, match="no ready node matches its placement"):
+    with pytest.raises(ReservationUnmet, match="no node matches its placement"):
         anyio.run(backend.create, job_spec(tmp_path, cpus=1, placement=["node.labels.pool==big"]))
     anyio.run(backend.create, job_spec(tmp_path, cpus=3, memory="16g", placement=["node.hostname!=m"]))
-    assert len(api.services) == 1
+    # a node that is down now may come back: its task waits (pending), as Swarm keeps it
+    anyio.run(backend.create, job_spec(tmp_path, cpus=6, memory="100g"))
+    assert len(api.services) == 2
 
 
 def test_unmet_reservation_reads_nodes_as_swarm_matches_them() -> None:
@@ -271,7 +273,8 @@ def test_unmet_reservation_reads_nodes_as_swarm_matches_them() -> None:
     assert not matches(big, ["node.labels.pool!=big"]) and not matches(big, ["node.hostname==w2"])
     assert unmet_reservation([big], None, None, []) is None
     assert unmet_reservation([big], 4_000_000_000, 16 * GIB, []) is None
-    assert "no node is ready" in (unmet_reservation([node("x", 8, 8, state="down")], 1, None, []) or "")
+    assert unmet_reservation([node("x", 8, 8, state="down")], 1, None, []) is None
+    assert "the swarm has no node" in (unmet_reservation([], 1, None, []) or "")
 
 
 def test_secrets_and_tokens_are_engine_secrets_no_inspect_shows(tmp_path: Path) -> None:

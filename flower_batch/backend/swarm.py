@@ -180,9 +180,9 @@ class SwarmBackend(Backend):
         report = self.control_dir / name / REPORT
         what = _what(data["Spec"].get("Labels") or {}, name)
 
-        def read() -> str | None:
+        def read() -> str | None:  # empty: the task never wrote it
             try:
-                return report.read_text().strip()
+                return report.read_text().strip() or None
             except OSError:
                 return None
 
@@ -590,7 +590,10 @@ def _is_job(spec: Mapping[str, Any]) -> bool:
 def _fresh_control(control: Path) -> None:
     control.mkdir(parents=True, exist_ok=True)
     (control / "signal").write_text("")
-    (control / REPORT).unlink(missing_ok=True)
+    # The task may run as any user (`user`): it can write this file, not make one in the folder.
+    report = control / REPORT
+    report.write_text("")
+    report.chmod(0o666)
 
 
 def _drop_control(control: Path) -> None:

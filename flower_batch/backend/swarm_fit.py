@@ -2,7 +2,8 @@
 manager's node list), so a job no node can meet gets a one-line refusal instead of a task that
 stays "pending" forever ("no suitable node (insufficient resources on 3 nodes)").
 
-A busy cluster is no refusal: a node that is big enough but full now frees up as jobs end.
+A busy cluster is no refusal: a node that is big enough but full now frees up as jobs end, and
+a node that is down or drained counts too (it may come back; Swarm keeps the task pending).
 Placement constraints narrow the candidates the way Swarm matches them (`==`/`!=` on
 node.id, node.hostname, node.role, node.labels.*); any other attribute is not judged here.
 """
@@ -41,11 +42,6 @@ def matches(node: Mapping[str, Any], constraints: Sequence[str]) -> bool:
     return True
 
 
-def usable(node: Mapping[str, Any]) -> bool:
-    return bool((node.get("Status") or {}).get("State") == "ready"
-                and (node.get("Spec") or {}).get("Availability") == "active")
-
-
 def capacity(node: Mapping[str, Any]) -> tuple[int, int]:
     """(nano CPUs, memory bytes) the node offers Swarm."""
     res = (node.get("Description") or {}).get("Resources") or {}
@@ -54,16 +50,16 @@ def capacity(node: Mapping[str, Any]) -> tuple[int, int]:
 
 def unmet_reservation(nodes: Sequence[Mapping[str, Any]], nano_cpus: int | None, memory: int | None,
                       constraints: Sequence[str]) -> str | None:
-    """Why no usable node could ever hold the reservation, or None when one could."""
+    """Why no node could ever hold the reservation, or None when one could."""
     if not nano_cpus and not memory:
         return None
-    candidates = [n for n in nodes if usable(n) and matches(n, constraints)]
+    candidates = [n for n in nodes if matches(n, constraints)]
     if any(capacity(n)[0] >= (nano_cpus or 0) and capacity(n)[1] >= (memory or 0) for n in candidates):
         return None
     want = " and ".join(part for part in (
         f"{nano_cpus / 1e9:g} CPUs" if nano_cpus else "", f"{memory / GIB:.1f} GiB" if memory else "") if part)
     if not candidates:
-        where = "no ready node matches its placement" if constraints else "no node is ready"
+        where = "no node matches its placement" if constraints else "the swarm has no node"
         return f"it reserves {want} but {where}"
     biggest = max(candidates, key=capacity)
     cpus, mem = capacity(biggest)
