@@ -225,7 +225,9 @@ def test_a_worker_stopped_mid_job_then_a_rerun_picks_it_up(swarm: Cluster, home:
     project = project_copy(home.with_name(home.name + "-project"))  # not under pytest's rotated tmp
     path = jobs_file(project, "lost", variants='["solo"]', repeat=1, scenario="steady.toml",
                      placement=f'placement = ["node.hostname=={PREFIX}-worker2"]')
-    proc = fb_swarm_start(swarm, "matrix", path, "-j", "1", "--image", swarm.image_id, home=home,
+    # --infra-retries 0: the default would run the job again at once, pinned to the node that is
+    # down, and wait for it there; here the re-run comes once the worker is back.
+    proc = fb_swarm_start(swarm, "matrix", path, "-j", "1", "--infra-retries", "0", "--image", swarm.image_id, home=home,
                           log=home / "lost.out")
     batch = path.stem
     job = Job(home, batch, "alpha.solo.r1")
