@@ -32,7 +32,7 @@ from flower_batch.backend.base import Backend  # noqa: E402
 from flower_batch.backend.select import open_backend  # noqa: E402
 from flower_batch.layout import Home  # noqa: E402
 from flower_batch.matrix import load_jobs_file  # noqa: E402
-from flower_batch.scheduler import run_jobs  # noqa: E402
+from flower_batch.running.scheduler import run_jobs  # noqa: E402
 
 # Another test cluster (scripts/cluster/up.sh PREFIX=... ENV_FILE=...): FLOWER_BATCH_CLUSTER_ENV.
 ENV_FILE = Path(os.environ.get("FLOWER_BATCH_CLUSTER_ENV") or ROOT / "images" / ".cache" / "cluster.env")
@@ -139,7 +139,7 @@ def main() -> None:
     parser.add_argument("--image", default="flower-batch-runtime:latest")
     args = parser.parse_args()
     env = cluster_env()
-    from flower_batch.image import read_image
+    from flower_batch.running.image import read_image
 
     image_id = read_image(args.image, docker_host="unix:///var/run/docker.sock").id
     print(f"{args.jobs} jobs at -j {args.parallel}, image {image_id[:19]}, {os.cpu_count()} cores")

@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 from flower.scripted import MessagesServer, ParsedRequest, ResponsePlan, Scenario, ScriptedResponder  # noqa: E402
 from flower_batch.gateway.prices import TOKEN_FIELDS, cost_usd  # noqa: E402
 from flower_batch.gateway.recording import read_recording  # noqa: E402
-from flower_batch.image import build_image  # noqa: E402
+from flower_batch.running.image import build_image  # noqa: E402
 
 PROJECT = ROOT / "tests" / "gateway_fixtures" / "project"
 FB = ROOT / ".venv" / "bin" / "flower-batch"

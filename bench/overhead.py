@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.pingjob import FLOW, SCENARIO  # noqa: E402
 from flower.scripted import ScriptedServer  # noqa: E402
-from flower_batch.image import build_image  # noqa: E402
+from flower_batch.running.image import build_image  # noqa: E402
 
 FB = ROOT / ".venv" / "bin" / "flower-batch"
 

@@ -248,7 +248,7 @@ def kill_once(home: Path, image: str, root: Path, index: int, turns: int) -> Kil
 
 
 def build_image(tag: str) -> str:
-    from flower_batch.image import build_image as build
+    from flower_batch.running.image import build_image as build
 
     return build(tag=tag, log=lambda line: None).id
 

@@ -160,8 +160,9 @@ WORKER_RULES = """\
 # when something is missing, take the most reasonable reading and state the assumption. Long
 # outputs (over 2,000 chars) go to files, reply with the path. Never paste logs or command output.
 # Reply in at most 30 lines: conclusion / evidence / output / unverified.)
-ISOLATE_RULES = """\
-## 隔离工作区
+WORKTREE_PATH_SLOT, WORKTREE_BRANCH_SLOT = "⟦path⟧", "⟦branch⟧"  # filled in per worker (roles._name_worktree)
+ISOLATE_HEADING = "## 隔离工作区"  # the heading that marks an isolated worker's prompt (roles.is_isolated)
+ISOLATE_RULES = ISOLATE_HEADING + """
 - 你的所有改动只落在 git worktree `⟦path⟧`(分支 `⟦branch⟧`)里,不要改主工作区的文件。
 - 开始前确认它存在;不存在就在仓库根目录运行 `git worktree add -b ⟦branch⟧ ⟦path⟧`(分支已存在时用 `git worktree add ⟦path⟧ ⟦branch⟧`)。
 - 在 worktree 里提交你的改动(`git -C ⟦path⟧ commit`);合并不归你管,不要合并。"""
@@ -402,3 +403,198 @@ ANSWER_LINES = {  # how a question to the person ended, by Exchange.status
     "declined": "   (不回答: agent 自己决定)",  # declined
     "budget": "   (提问次数用完, 没有转给你)",  # question budget spent
 }
+
+
+# -- what flower reads back: the vocabularies its parsers accept ---------------------------------
+# Models answer in many ways; these are the words and shapes flower.flows.brief, flower.flows.goal
+# and flower.context.handoff recognise. Regex sources are kept whole so a parser's shape is one line.
+
+BRIEF_ALIASES: dict[str, tuple[str, ...]] = {  # the headings each of 需求.md's sections may go by
+    "目标": ("目标", "需求目标", "目的", "goal", "goals", "objective", "objectives"),
+    "验收标准": (
+        "验收标准",
+        "验收条件",
+        "验收",
+        "完成标准",
+        "acceptance criteria",
+        "acceptance",
+        "definition of done",
+        "done when",
+    ),
+    "边界": (
+        "边界",
+        "范围",
+        "范围与边界",
+        "边界与范围",
+        "scope",
+        "boundaries",
+        "boundary",
+        "scope and boundaries",
+        "scope boundaries",
+        "out of scope",
+        "non goals",
+    ),
+    "未知与假设": (
+        "未知与假设",
+        "未知和假设",
+        "假设与未知",
+        "未知",
+        "假设",
+        "待确认",
+        "unknowns and assumptions",
+        "assumptions and unknowns",
+        "unknowns",
+        "assumptions",
+        "open questions",
+    ),
+}
+# Placeholders meaning "not filled in". "无" / "none" are real answers ("no unknowns"), not blanks.
+BRIEF_BLANKS = {"", "(未填)", "（未填）", "未填", "(待填)", "（待填）", "待填", "tbd", "todo", "..."}
+EMPTY_MARKS = (EMPTY_MARK, "（未填）")  # the empty placeholder, half- and full-width (目标.md)
+FILL_IN_MARK = "<填写>"  # "<fill in>": the blank in the brief template the clarify role is shown
+HEADING_NUMBERING = r"^(?:\d+|[一二三四五六七八九十]+)[.、)）:：]\s*"  # "1." / "二、" before a heading
+HEADING_PARENS = r"[(（][^)）]*[)）]"  # "(Scope)" / "（边界）" after a heading
+HANDOFF_NUMBERING = r"^[\d一二三四五六七八九十]+[.、)）]\s*"  # numbering before a handoff heading
+
+GOAL_TITLES = ("目标", "goal", "目标陈述", "goal statement")  # 目标.md's statement heading
+CHECKS_TITLES = ("判定清单", "判定标准", "验收清单", "检查清单", "checklist", "checks")
+CHECK_BULLET = r"^\s*(?:[-*+]|\d+[.)、])\s+(?:\[[ xX]\]\s+)?(.*)$"  # "- x", "1. x", "2、x", "- [ ] x"
+UNVERIFIABLE_MARK = (  # "[此环境无法验证: why]" at the end of a check ("cannot be verified here")
+    r"\s*[\[【]\s*(?:此环境无法验证|本环境无法验证|无法验证|unverifiable(?: here)?|cannot verify here)"
+    r"\s*[:：]?\s*(?P<reason>[^\]】]*?)\s*[\]】]\s*[。.;；]?\s*$"
+)
+UNVERIFIABLE_TAG = " [此环境无法验证:{reason}]"  # how render_goal writes the mark back
+NO_REASON_GIVEN = "未说明原因"  # (no reason given)
+UNVERIFIABLE_WARNING = "{count} 条判定在此环境无法验证, 判定者会跳过它们: {items}"
+# ("N checks cannot be verified here; the judge will skip them: ...")
+
+VERDICT_CONCLUSION_TITLES = ("结论", "判定", "判定结论", "verdict", "conclusion", "result")
+VERDICT_REASON_TITLES = ("理由", "原因", "依据", "reason", "reasons", "rationale", "why")
+VERDICT_MISSING_TITLES = (
+    "未通过",
+    "未通过项",
+    "没通过",
+    "未满足",
+    "failed",
+    "failed checks",
+    "not passed",
+    "missing",
+    "unmet",
+    "not met",
+)
+# The words for each state; within a state, longest and negated phrases first: "未达成" contains
+# "达成", "not achieved" contains "achieved" (flower.flows.goal checks unreachable, not_yet, achieved).
+VERDICT_STATE_WORDS: dict[str, tuple[str, ...]] = {
+    "unreachable": ("unreachable", "不可达成", "无法达成", "达不成", "不可能达成", "无法实现", "不可达"),
+    "not_yet": (
+        "not yet",
+        "not achieved",
+        "not_yet",
+        "notyet",
+        "尚未达成",
+        "未达成",
+        "没有达成",
+        "没达成",
+        "还没达成",
+        "未完成",
+        "未通过",
+    ),
+    "achieved": ("achieved", "已达成", "达成", "全部通过", "通过"),
+}
+VERDICT_NONE_WORDS = {"无", "没有", "none", "n/a", "-", "(无)", "（无）", "无。", "nothing"}  # "no failed checks"
+VERDICT_ITEM_TRAILERS = "。. "  # stripped from a failed-check item before it is compared with those
+VERDICT_INLINE_LABEL = (  # "结论: achieved" / "**理由**：..." written as a labelled line, not a heading
+    r"^\s*[*_]*\s*(结论|判定结论|理由|未通过|verdict|conclusion|reason|failed)\s*[*_]*\s*[:：]\s*[*_]*(.*)$"
+)
+VERDICT_HINT = r"(结论|判定|verdict|conclusion)"  # a text naming none of these is no verdict (flower_batch.running.repro)
+
+# Why a verdict counts as not achieved (Verdict.note).
+VERDICT_NO_CONCLUSION = "判定没有「结论」小节"  # the verdict has no 结论 section
+VERDICT_EMPTY_CONCLUSION = "结论为空或无法识别"  # the conclusion is empty or unrecognisable
+VERDICT_VAGUE = "结论含糊: {conclusion}"  # the conclusion is ambiguous: ...
+VERDICT_CONTRADICTS = "结论写 achieved, 却列出了未通过项"  # says achieved, yet lists failed checks
+
+# What the work session hears after a not_yet round: what is missing, not how to fix it.
+FEEDBACK_HEAD = "独立判定者检查了目标,认为还没有达成。"  # an independent judge found it not yet achieved
+FEEDBACK_MISSING = "没通过的判定项:"  # the failed checks:
+FEEDBACK_REASON = "判定者的理由: {reason}"  # the judge's reasoning: ...
+FEEDBACK_UNCLEAR = "判定者没有给出可用的结论({note}),请自己对照判定清单逐条核实。"
+# (the judge gave no usable verdict (...): check the checklist item by item yourself)
+FEEDBACK_UNPARSABLE = "格式无法解析"  # (the format could not be parsed)
+FEEDBACK_TAIL = "把这些补齐,怎么做由你决定;做完后简短说明改了什么。"
+# (close these gaps; how is up to you; then say briefly what changed)
+
+# -- flows.starter: warnings, the unreachable dialogue, repair lists ------------------------------
+
+LIST_SEPARATOR = "、"  # between the names of missing sections in a repair prompt
+ALL_SECTIONS = "全部"  # "all of them": the missing list when the parser found nothing
+GOAL_UNRECOGNISED = "格式无法识别"  # (the format was not recognised)
+PERSON_ADDED = "\n\n用户补充: {words}"  # appended to the clarify resume prompt: "the person adds: ..."
+BRIEF_INCOMPLETE = "{file} 缺 {missing}: 先照现有的做; 它没有冻结, 下次运行会接着确认"
+# (the brief lacks ...: working from what there is; it is not frozen, the next run clarifies again)
+NO_GOAL_TO_JUDGE = "没有完整的 {file}, 「{step}」这一轮不做判定"  # no complete 目标.md: this round is not judged
+JUDGE_UNFINISHED = "判定者没能跑完: {error}"  # the judge did not finish
+JUDGE_NO_REASON = "(判定者没有说明)"  # (the judge gave no reason)
+UNREACHABLE_UNANSWERED = "判定者认为目标无法达成, 无人回答: {reason}"  # unreachable, and nobody answered
+ACCEPT_WORDS = ("accept", "接受")  # the person's answer 1, in words
+OVERRULE_WORDS = ("wrong", "判定者错了")  # the person's answer 3, in words: "the judge is wrong"
+ANSWER_SEPARATORS = " :：,，"  # stripped between "2" and the changed goal
+ACCEPTED_AS_DONE = "用户接受现状: 「{step}」算完成"  # the person accepts things as they are: done
+
+# -- context.handoff: the document the runtime writes itself (degraded handoff) --------------------
+
+DEGRADED_NO_CALLS = "- (无)"  # (none)
+DEGRADED_NOTHING_SAID = "(没有)"  # (nothing)
+DEGRADED_PREVIOUS = "\n\n### 上一份交接文档\n\n{doc}"  # the previous handoff document
+DEGRADED_DOC = """\
+# 交接: {step} (降级交接)
+
+> 这份文档是运行时代写的：会话的上下文已经装不下任何新请求 ({error})，
+> 它没能自己写交接。下面只有运行时确切知道的事实；请先核对工作区的现状。
+
+## 现在在做什么
+在做原始任务 (见下)，做到一半时上下文满了。最后说的话：
+{last_words}
+
+## 已经定下的
+(会话没能总结；看工作区里已经改动和产出的文件)
+
+## 走不通的路
+(不清楚)
+
+## 下一步
+先查看工作区和工作台里已有的产出，确认做到了哪里，然后从那里接着做原始任务，不要从头开始。
+
+## 现场
+原始任务：
+{task}
+
+最近的工具调用：
+{calls}{earlier}
+
+(写于 {written:%Y-%m-%d %H:%M:%S})
+"""
+# (Handoff: <step> (degraded). Written by the runtime: the session's context could hold no new
+# request (...) and it could not write its own handoff; only facts the runtime knows for sure —
+# check the workspace first. Doing: the original task, cut off halfway; its last words. Settled:
+# (not summarised; see the files changed). Dead ends: (unknown). Next: look at what the workspace
+# and the workbench already hold and carry on the original task from there, don't start over.
+# Scene: the original task, the recent tool calls, the previous document, when it was written.)
+
+# -- cli.go: the options of `flower [go]` ---------------------------------------------------------
+
+GO_WORDS_HELP = "the task; in a directory already in progress: words to add (none = just continue)"
+GO_ASKS_HELP = "questions the agents may ask you in this run (-1 = unlimited)"
+GO_ROUNDS_HELP = "work rounds, each judged against 目标.md (resets every wake)"
+GO_NO_GOAL_HELP = "no 设定目标 step and no judge: clarify, then work"
+GO_JUDGE_CAN_RUN_HELP = "the judge may run commands (Bash) to verify"
+GO_TIMEOUT_HELP = "seconds a question waits for your answer; 0 = fully automatic (nobody answers, no prompts)"
+GO_ISOLATE_HELP = "each worker changes its own git worktree (needs a git repository)"
+GO_NO_HANDOFF_HELP = "never hand over to a fresh session when the context fills up"
+GO_NEW_HELP = "archive 需求.md, 目标.md and lineage.json, then start something new"
+GO_CLARIFY_ONLY_HELP = "only write 需求.md, then stop"
+GO_NO_TRIM_HELP = "keep old large tool results in the context on resume"
+
+# -- what flower_batch finds in flower's output ----------------------------------------------------
+
+WAKE_LINE_MARKS = ("接上", "唤醒")  # words in every wake line flower prints (BANNER, WOKE_MARK, BANNER_WOKE)

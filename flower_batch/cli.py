@@ -1,8 +1,8 @@
 """The `flower-batch` command, assembled: run / wake / ls / show / logs / stop / gc / image, matrix,
 report, compare, repro, view.
 
-The command modules (jobs_cmd, image_cmd, matrix_cmd, compare_cmd, repro_cmd, view_cmd) export
-plain functions and never import this module; what they share lives in cmd_common. Here they
+The command modules (flower_batch/commands/: jobs, image, matrix, compare, repro, view) export
+plain functions and never import this module; what they share lives in commands/common. Here they
 become commands of one typer app, so `from flower_batch.cli import app` always has them all.
 Errors: what flower_batch/errors.py draws under FlowerBatchError becomes one line (OneLineErrors);
 everything else is a bug and keeps its traceback. `flower_batch.cli:main` is the console entry
@@ -17,19 +17,21 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
-from .cmd_common import fail
-from .compare_cmd import compare
+from flower_batch.commands.common import fail
+from flower_batch.commands.compare import compare
+from flower_batch.commands.image import image_build, image_push, image_show
+from flower_batch.commands.jobs import gc, logs, ls, run, show, stop, wake
+from flower_batch.commands.matrix import matrix, report
+from flower_batch.commands.repro import repro
+from flower_batch.commands.view import view
+
 from .errors import FlowerBatchError
-from .image_cmd import image_build, image_push, image_show
-from .jobs_cmd import gc, logs, ls, run, show, stop, wake
-from .matrix_cmd import matrix, report
-from .repro_cmd import repro
-from .view_cmd import view
 
 
 class OneLineErrors(TyperGroup):
-    """The group every command runs in: a FlowerBatchError a command did not catch becomes its
-    message and the code it carries (2); any other exception surfaces as the bug it is."""
+    """The group every command runs in, and the one place a FlowerBatchError becomes one line:
+    its message and the code it carries (2). Commands do not catch them to say the same; they
+    catch one only to add what it was doing. Any other exception surfaces as the bug it is."""
 
     def invoke(self, ctx: Any) -> Any:
         try:

@@ -42,7 +42,7 @@
 
 The "also a ValueError" leaves were plain ValueErrors before the tree existed: `except ValueError`
 keeps working. Internal signals that never reach a user stay private to their module
-(cmd_common.Interrupted, view.server.BadRequest, view.sessions.SessionsUnreadable,
+(commands.common.Interrupted, view.server.BadRequest, view.sessions.SessionsUnreadable,
 backend.fake._Killed). Anything else that escapes a command (TypeError, OSError, a `docker`
 exception outside backend/) is a bug or an unforeseen failure, and surfaces with its traceback.
 """

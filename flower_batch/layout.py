@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from flower.catalogue import MANIFEST_FILE
+
 from .errors import FlowerBatchError, JobNotFound, RecordError
 from .jobmodel.record import JobRecord, read_record, record_path
 
@@ -70,7 +72,7 @@ class JobDir:
 
     @property
     def manifest_path(self) -> Path:
-        return self.runs / "manifest.json"
+        return self.runs / MANIFEST_FILE
 
     def make(self) -> JobDir:
         for d in (self.workspace, self.runs, self.flows, self.logs):

@@ -85,7 +85,7 @@ note.txt 在工作区根目录。
 
 
 def handoff_rules() -> list[dict]:
-    """One step that crosses the handoff line (tests/test_handoff.py's numbers); its text, the
+    """One step that crosses the handoff line (tests/flower/context/test_handoff.py's numbers); its text, the
     file it reads and so its tool result all carry markup that must stay text."""
     return [
         {"name": "successor", "when": {"last_user_contains": "你在接手一个进行中的任务"},

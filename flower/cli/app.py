@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> None:
         hint = f" (see {ctx.command_path} --help)" if ctx is not None else ""
         err.print(f"flower: {message}{hint}", markup=False, highlight=False)
         sys.exit(exc.exit_code)
-    except FlowerError as exc:  # an error the person can fix, not caught by a command: one line
+    except FlowerError as exc:  # an error the person can fix: one line here, never in a command
         err.print(Text.assemble(("flower:", "red"), " ", str(exc)), highlight=False)
         exitinfo.leave(G.run_dir, code=2, kind=exc.kind, reason=str(exc))
         sys.exit(2)

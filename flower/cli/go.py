@@ -9,7 +9,24 @@ import anyio
 import typer
 
 from flower import exitinfo
-from flower.catalogue import CLARIFY, GOAL, TASK_PROMPT, WAKE_QUESTION, WORK
+from flower.catalogue import (
+    CLARIFY,
+    GO_ASKS_HELP,
+    GO_CLARIFY_ONLY_HELP,
+    GO_ISOLATE_HELP,
+    GO_JUDGE_CAN_RUN_HELP,
+    GO_NEW_HELP,
+    GO_NO_GOAL_HELP,
+    GO_NO_HANDOFF_HELP,
+    GO_NO_TRIM_HELP,
+    GO_ROUNDS_HELP,
+    GO_TIMEOUT_HELP,
+    GO_WORDS_HELP,
+    GOAL,
+    TASK_PROMPT,
+    WAKE_QUESTION,
+    WORK,
+)
 from flower.cli import terminal
 from flower.cli.common import (
     WINDOW_HELP,
@@ -32,7 +49,6 @@ from flower.cli.display import Display
 from flower.cli.go_printer import GoPrinter
 from flower.context.handoff import Handoff
 from flower.context.workbench import Workbench
-from flower.errors import WorkflowError
 from flower.flows.roles import require_git
 from flower.flows.starter import in_progress, starter_flow
 from flower.flows.wake import display_path, wake_line
@@ -40,18 +56,18 @@ from flower.runtime import signals
 
 
 def go(
-    words: list[str] | None = typer.Argument(None, help="the task; in a directory already in progress: words to add (none = just continue)", show_default=False),
-    asks: int = typer.Option(-1, "--asks", help="questions the agents may ask you in this run (-1 = unlimited)"),
-    rounds: int = typer.Option(3, "--rounds", help="work rounds, each judged against 目标.md (resets every wake)"),
-    no_goal: bool = typer.Option(False, "--no-goal", help="no 设定目标 step and no judge: clarify, then work"),
-    judge_can_run: bool = typer.Option(False, "--judge-can-run", help="the judge may run commands (Bash) to verify"),
-    timeout: float = typer.Option(1800.0, "--timeout", help="seconds a question waits for your answer; 0 = fully automatic (nobody answers, no prompts)"),
-    isolate: bool = typer.Option(False, "--isolate", help="each worker changes its own git worktree (needs a git repository)"),
+    words: list[str] | None = typer.Argument(None, help=GO_WORDS_HELP, show_default=False),
+    asks: int = typer.Option(-1, "--asks", help=GO_ASKS_HELP),
+    rounds: int = typer.Option(3, "--rounds", help=GO_ROUNDS_HELP),
+    no_goal: bool = typer.Option(False, "--no-goal", help=GO_NO_GOAL_HELP),
+    judge_can_run: bool = typer.Option(False, "--judge-can-run", help=GO_JUDGE_CAN_RUN_HELP),
+    timeout: float = typer.Option(1800.0, "--timeout", help=GO_TIMEOUT_HELP),
+    isolate: bool = typer.Option(False, "--isolate", help=GO_ISOLATE_HELP),
     window: int | None = typer.Option(None, "--window", help=WINDOW_HELP),
-    no_handoff: bool = typer.Option(False, "--no-handoff", help="never hand over to a fresh session when the context fills up"),
-    new: bool = typer.Option(False, "--new", help="archive 需求.md, 目标.md and lineage.json, then start something new"),
-    clarify_only: bool = typer.Option(False, "--clarify-only", help="only write 需求.md, then stop"),
-    no_trim: bool = typer.Option(False, "--no-trim", help="keep old large tool results in the context on resume"),
+    no_handoff: bool = typer.Option(False, "--no-handoff", help=GO_NO_HANDOFF_HELP),
+    new: bool = typer.Option(False, "--new", help=GO_NEW_HELP),
+    clarify_only: bool = typer.Option(False, "--clarify-only", help=GO_CLARIFY_ONLY_HELP),
+    no_trim: bool = typer.Option(False, "--no-trim", help=GO_NO_TRIM_HELP),
     workspace: WorkspaceOption = None,
     run_dir: RunDirOption = None,
     verbose: VerboseOption = False,
@@ -105,9 +121,6 @@ def go(
     try:
         with signals.install(rt, ask=typed.next_line if person else None):
             ctx = anyio.run(lambda: wf.run(rt, on_event=printer.event, on_step=display.step_done))
-    except WorkflowError as exc:
-        fail(str(exc), kind="workflow")
-        raise
     except KeyboardInterrupt:
         quitting()
         interrupted("interrupted (run flower here again to continue)")

@@ -25,7 +25,6 @@ from flower.cli.common import (
 )
 from flower.cli.display import Display
 from flower.context.handoff import Handoff
-from flower.errors import TargetError, WorkflowError
 from flower.events import StepStarted, parse
 from flower.flows.loader import load_workflow
 from flower.flows.wake import notice, step_header, wake_line
@@ -48,11 +47,7 @@ def run(
     set_globals(workspace, run_dir, verbose, workbench, trim)
     exitinfo.clear(G.run_dir)
     window = window_or_env(window)
-    try:
-        workflow = load_workflow(target)
-    except TargetError as exc:
-        fail(str(exc), kind="target")
-        raise
+    workflow = load_workflow(target)  # a TargetError is one line (flower.cli.app.main)
     for item in values:
         if "=" not in item:
             fail(f"--set {item!r}: expected KEY=VALUE")
@@ -85,9 +80,6 @@ def run(
         # One Ctrl-C interrupts and continues, two quit (130); SIGTERM/SIGHUP rescue the step.
         with signals.install(rt, ask=signals.ask_on_terminal()):
             ctx = anyio.run(lambda: workflow.run(rt, on_event=on_event, on_step=display.step_done))
-    except WorkflowError as exc:
-        fail(str(exc), kind="workflow")
-        raise
     except KeyboardInterrupt:
         interrupted("interrupted (the session continues next time)")
         raise

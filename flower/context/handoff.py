@@ -35,7 +35,17 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from flower.catalogue import HANDOFF_FILE, HANDOFF_SEE_DOC, HANDOFF_TITLE, TRUNCATED
+from flower.catalogue import (
+    DEGRADED_DOC,
+    DEGRADED_NO_CALLS,
+    DEGRADED_NOTHING_SAID,
+    DEGRADED_PREVIOUS,
+    HANDOFF_FILE,
+    HANDOFF_NUMBERING,
+    HANDOFF_SEE_DOC,
+    HANDOFF_TITLE,
+    TRUNCATED,
+)
 from flower.catalogue import HANDOFF_REQUIRED as REQUIRED
 from flower.catalogue import HANDOFF_SECTIONS as SECTIONS
 from flower.catalogue import HANDOFF_SEED_PROMPT as SEED_PROMPT
@@ -119,7 +129,7 @@ def _sections(text: str) -> dict[str, str]:
     for line in (text or "").splitlines():
         m = re.match(r"^#{1,6}\s*(.+?)\s*#*\s*$", line)
         if m:
-            title = re.sub(r"^[\d一二三四五六七八九十]+[.、)）]\s*", "", m.group(1)).strip()
+            title = re.sub(HANDOFF_NUMBERING, "", m.group(1)).strip()
             current = title if title in SECTIONS else None
             if current is not None:
                 out.setdefault(current, "")
@@ -145,36 +155,13 @@ def degraded_doc(
 ) -> str:
     """What the runtime can write itself when the session can no longer answer (overflow)."""
     recent = tool_calls[-15:]
-    calls = "\n".join(f"- {c.get('name')}: {_short(c.get('input'), 160)}" for c in recent) or "- (无)"
+    calls = "\n".join(f"- {c.get('name')}: {_short(c.get('input'), 160)}" for c in recent) or DEGRADED_NO_CALLS
     # The previous document, capped: degraded documents must not grow generation after generation.
-    earlier = f"\n\n### 上一份交接文档\n\n{_short_block(previous, 4000)}" if previous.strip() else ""
-    return f"""# 交接: {step} (降级交接)
-
-> 这份文档是运行时代写的：会话的上下文已经装不下任何新请求 ({_short(error, 120)})，
-> 它没能自己写交接。下面只有运行时确切知道的事实；请先核对工作区的现状。
-
-## 现在在做什么
-在做原始任务 (见下)，做到一半时上下文满了。最后说的话：
-{_quote(last_text) or '(没有)'}
-
-## 已经定下的
-(会话没能总结；看工作区里已经改动和产出的文件)
-
-## 走不通的路
-(不清楚)
-
-## 下一步
-先查看工作区和工作台里已有的产出，确认做到了哪里，然后从那里接着做原始任务，不要从头开始。
-
-## 现场
-原始任务：
-{_quote(task)}
-
-最近的工具调用：
-{calls}{earlier}
-
-(写于 {datetime.now():%Y-%m-%d %H:%M:%S})
-"""
+    earlier = DEGRADED_PREVIOUS.format(doc=_short_block(previous, 4000)) if previous.strip() else ""
+    return DEGRADED_DOC.format(
+        step=step, error=_short(error, 120), last_words=_quote(last_text) or DEGRADED_NOTHING_SAID,
+        task=_quote(task), calls=calls, earlier=earlier, written=datetime.now(),
+    )
 
 
 def seed_prompt(path: Path, doc: str, task: str) -> str:

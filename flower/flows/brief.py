@@ -21,61 +21,29 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from flower.catalogue import (
+    BRIEF_ALIASES,
+    BRIEF_BLANKS,
+    HEADING_NUMBERING,
+    HEADING_PARENS,
+    RUN_HEADING,
+    WAKE_HEADING,
+)
 from flower.catalogue import BRIEF_HEADER as HEADER
 from flower.catalogue import BRIEF_SECTIONS as SECTIONS
 from flower.catalogue import EMPTY_MARK as EMPTY
-from flower.catalogue import RUN_HEADING, WAKE_HEADING
 from flower.errors import ConfigError
 from flower.fileio import write_atomic
 
 APPENDICES = (WAKE_HEADING, RUN_HEADING)
 
-ALIASES: dict[str, tuple[str, ...]] = {
-    "目标": ("目标", "需求目标", "目的", "goal", "goals", "objective", "objectives"),
-    "验收标准": (
-        "验收标准",
-        "验收条件",
-        "验收",
-        "完成标准",
-        "acceptance criteria",
-        "acceptance",
-        "definition of done",
-        "done when",
-    ),
-    "边界": (
-        "边界",
-        "范围",
-        "范围与边界",
-        "边界与范围",
-        "scope",
-        "boundaries",
-        "boundary",
-        "scope and boundaries",
-        "scope boundaries",
-        "out of scope",
-        "non goals",
-    ),
-    "未知与假设": (
-        "未知与假设",
-        "未知和假设",
-        "假设与未知",
-        "未知",
-        "假设",
-        "待确认",
-        "unknowns and assumptions",
-        "assumptions and unknowns",
-        "unknowns",
-        "assumptions",
-        "open questions",
-    ),
-}
-# Placeholders meaning "not filled in". "无" / "none" are real answers ("no unknowns"), not blanks.
-_EMPTY_MARKS = {"", "(未填)", "（未填）", "未填", "(待填)", "（待填）", "待填", "tbd", "todo", "..."}
+ALIASES = BRIEF_ALIASES
+_EMPTY_MARKS = BRIEF_BLANKS  # placeholders meaning "not filled in" (see the catalogue)
 
 _FENCE = re.compile(r"^(?P<indent>[ \t]{0,3})(?P<mark>`{3,}|~{3,})(?P<info>[^\n]*)$")
 HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t#]*$")
-_NUMBERING = re.compile(r"^(?:\d+|[一二三四五六七八九十]+)[.、)）:：]\s*")
-_PARENS = re.compile(r"[(（][^)）]*[)）]")
+_NUMBERING = re.compile(HEADING_NUMBERING)
+_PARENS = re.compile(HEADING_PARENS)
 
 
 def norm_title(title: str) -> str:

@@ -21,21 +21,45 @@ import re
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from flower.catalogue import CHECKS_HEADING, GOAL_HEADING
+from flower.catalogue import (
+    CHECK_BULLET,
+    CHECKS_HEADING,
+    CHECKS_TITLES,
+    EMPTY_MARKS,
+    FEEDBACK_HEAD,
+    FEEDBACK_MISSING,
+    FEEDBACK_REASON,
+    FEEDBACK_TAIL,
+    FEEDBACK_UNCLEAR,
+    FEEDBACK_UNPARSABLE,
+    GOAL_HEADING,
+    GOAL_TITLES,
+    NO_REASON_GIVEN,
+    UNVERIFIABLE_MARK,
+    UNVERIFIABLE_TAG,
+    UNVERIFIABLE_WARNING,
+    VERDICT_CONCLUSION_TITLES,
+    VERDICT_CONTRADICTS,
+    VERDICT_EMPTY_CONCLUSION,
+    VERDICT_INLINE_LABEL,
+    VERDICT_ITEM_TRAILERS,
+    VERDICT_MISSING_TITLES,
+    VERDICT_NO_CONCLUSION,
+    VERDICT_NONE_WORDS,
+    VERDICT_REASON_TITLES,
+    VERDICT_STATE_WORDS,
+    VERDICT_VAGUE,
+)
 from flower.catalogue import EMPTY_MARK as EMPTY
 from flower.flows.brief import HEADING, norm_title, strip_fences
 
 ACHIEVED, NOT_YET, UNREACHABLE = "achieved", "not_yet", "unreachable"
 STATES = (ACHIEVED, NOT_YET, UNREACHABLE)
 
-_GOAL_TITLES = {norm_title(t) for t in ("目标", "goal", "目标陈述", "goal statement")}
-_CHECK_TITLES = {norm_title(t) for t in ("判定清单", "判定标准", "验收清单", "检查清单", "checklist", "checks")}
-_BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)、])\s+(?:\[[ xX]\]\s+)?(.*)$")
-_UNVERIFIABLE = re.compile(
-    r"\s*[\[【]\s*(?:此环境无法验证|本环境无法验证|无法验证|unverifiable(?: here)?|cannot verify here)"
-    r"\s*[:：]?\s*(?P<reason>[^\]】]*?)\s*[\]】]\s*[。.;；]?\s*$",
-    re.IGNORECASE,
-)
+_GOAL_TITLES = {norm_title(t) for t in GOAL_TITLES}
+_CHECK_TITLES = {norm_title(t) for t in CHECKS_TITLES}
+_BULLET = re.compile(CHECK_BULLET)
+_UNVERIFIABLE = re.compile(UNVERIFIABLE_MARK, re.IGNORECASE)
 
 
 class Unverifiable(NamedTuple):
@@ -63,8 +87,8 @@ class Goal:
         """One line to show at once when some checks cannot be verified here ("" when none)."""
         if not self.unverifiable:
             return ""
-        items = "; ".join(f"{u.check} ({u.reason or '未说明原因'})" for u in self.unverifiable)
-        return f"{len(self.unverifiable)} 条判定在此环境无法验证, 判定者会跳过它们: {items}"
+        items = "; ".join(f"{u.check} ({u.reason or NO_REASON_GIVEN})" for u in self.unverifiable)
+        return UNVERIFIABLE_WARNING.format(count=len(self.unverifiable), items=items)
 
 
 def parse_goal(text: str) -> Goal:
@@ -83,14 +107,14 @@ def parse_goal(text: str) -> Goal:
         elif where == "checks":
             _add_check(checks, line)
     goal = Goal(statement="\n".join(statement).strip())
-    if goal.statement in (EMPTY, "（未填）"):
+    if goal.statement in EMPTY_MARKS:
         goal.statement = ""
     for check in checks:
         m = _UNVERIFIABLE.search(check)
         if m:
             check = check[: m.start()].rstrip()
             goal.unverifiable.append(Unverifiable(check, m.group("reason").strip()))
-        if check and check not in (EMPTY, "（未填）"):
+        if check and check not in EMPTY_MARKS:
             goal.checks.append(check)
     goal.unverifiable = [u for u in goal.unverifiable if u.check]
     return goal
@@ -109,7 +133,7 @@ def render_goal(goal: Goal) -> str:
     reasons = {u.check: u.reason for u in goal.unverifiable}
     lines = [f"# {GOAL_HEADING}", "", goal.statement or EMPTY, "", f"# {CHECKS_HEADING}", ""]
     for check in goal.checks or [EMPTY]:
-        mark = f" [此环境无法验证:{reasons[check]}]" if check in reasons else ""
+        mark = UNVERIFIABLE_TAG.format(reason=reasons[check]) if check in reasons else ""
         lines.append(f"- {check}{mark}")
     return "\n".join(lines) + "\n"
 
@@ -117,49 +141,15 @@ def render_goal(goal: Goal) -> str:
 # -- verdicts ---------------------------------------------------------------------------------
 
 
-_CONCLUSION_TITLES = {norm_title(t) for t in ("结论", "判定", "判定结论", "verdict", "conclusion", "result")}
-_REASON_TITLES = {norm_title(t) for t in ("理由", "原因", "依据", "reason", "reasons", "rationale", "why")}
-_MISSING_TITLES = {
-    norm_title(t)
-    for t in (
-        "未通过",
-        "未通过项",
-        "没通过",
-        "未满足",
-        "failed",
-        "failed checks",
-        "not passed",
-        "missing",
-        "unmet",
-        "not met",
-    )
-}
-# Longest, negated phrases first: "未达成" contains "达成", "not achieved" contains "achieved".
-_STATE_WORDS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    (UNREACHABLE, ("unreachable", "不可达成", "无法达成", "达不成", "不可能达成", "无法实现", "不可达")),
-    (
-        NOT_YET,
-        (
-            "not yet",
-            "not achieved",
-            "not_yet",
-            "notyet",
-            "尚未达成",
-            "未达成",
-            "没有达成",
-            "没达成",
-            "还没达成",
-            "未完成",
-            "未通过",
-        ),
-    ),
-    (ACHIEVED, ("achieved", "已达成", "达成", "全部通过", "通过")),
+_CONCLUSION_TITLES = {norm_title(t) for t in VERDICT_CONCLUSION_TITLES}
+_REASON_TITLES = {norm_title(t) for t in VERDICT_REASON_TITLES}
+_MISSING_TITLES = {norm_title(t) for t in VERDICT_MISSING_TITLES}
+# Checked in this order: an "unreachable" or a negated phrase must win over the "achieved" inside it.
+_STATE_WORDS: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
+    (state, VERDICT_STATE_WORDS[state]) for state in (UNREACHABLE, NOT_YET, ACHIEVED)
 )
-_NONE_WORDS = {"无", "没有", "none", "n/a", "-", "(无)", "（无）", "无。", "nothing"}
-_INLINE = re.compile(  # "结论: achieved" / "**理由**：..." written as a labelled line, not a heading
-    r"^\s*[*_]*\s*(结论|判定结论|理由|未通过|verdict|conclusion|reason|failed)\s*[*_]*\s*[:：]\s*[*_]*(.*)$",
-    re.IGNORECASE,
-)
+_NONE_WORDS = VERDICT_NONE_WORDS
+_INLINE = re.compile(VERDICT_INLINE_LABEL, re.IGNORECASE)  # a labelled line, not a heading
 
 
 @dataclass
@@ -175,20 +165,16 @@ class Verdict:
 
     def feedback(self) -> str:
         """What the work session hears after a not_yet round: what is missing, not how to fix it."""
-        lines = ["独立判定者检查了目标,认为还没有达成。"]
+        lines = [FEEDBACK_HEAD]
         if self.missing:
-            lines.append("没通过的判定项:")
+            lines.append(FEEDBACK_MISSING)
             lines += [f"- {item}" for item in self.missing]
         elif self.reason and not self.note:
-            lines.append(f"判定者的理由: {self.reason}")
+            lines.append(FEEDBACK_REASON.format(reason=self.reason))
         else:
-            lines.append(
-                f"判定者没有给出可用的结论({self.note or '格式无法解析'}),请自己对照判定清单逐条核实。"
-            )
-        lines.append("把这些补齐,怎么做由你决定;做完后简短说明改了什么。")
+            lines.append(FEEDBACK_UNCLEAR.format(note=self.note or FEEDBACK_UNPARSABLE))
+        lines.append(FEEDBACK_TAIL)
         return "\n".join(lines)
-        # ("An independent judge found the goal not yet achieved. Failed checks: ... Close these
-        # gaps; how is up to you; then say briefly what changed.")
 
 
 def parse_verdict(text: str) -> Verdict:
@@ -196,16 +182,16 @@ def parse_verdict(text: str) -> Verdict:
     sections = _verdict_sections(strip_fences(text or ""))
     conclusion = sections.get("conclusion")
     if conclusion is None:
-        return Verdict(reason=(text or "").strip()[:500], note="判定没有「结论」小节")
+        return Verdict(reason=(text or "").strip()[:500], note=VERDICT_NO_CONCLUSION)
     states = _states_in(conclusion)
     reason = sections.get("reason", "").strip()
     missing = _items(sections.get("missing", ""))
     if len(states) != 1:
-        note = "结论为空或无法识别" if not states else f"结论含糊: {conclusion.strip()[:80]}"
+        note = VERDICT_EMPTY_CONCLUSION if not states else VERDICT_VAGUE.format(conclusion=conclusion.strip()[:80])
         return Verdict(NOT_YET, reason, missing, note=note)
     state = states.pop()
     if state == ACHIEVED and missing:
-        return Verdict(NOT_YET, reason, missing, note="结论写 achieved, 却列出了未通过项")
+        return Verdict(NOT_YET, reason, missing, note=VERDICT_CONTRADICTS)
     return Verdict(state, reason, missing)
 
 
@@ -263,4 +249,4 @@ def _items(body: str) -> list[str]:
             items[-1] = f"{items[-1]} {line.strip()}"
         elif line.strip():
             items.append(line.strip())
-    return [i for i in items if i.lower().strip("。. ") not in _NONE_WORDS and i.lower() not in _NONE_WORDS]
+    return [i for i in items if i.lower().strip(VERDICT_ITEM_TRAILERS) not in _NONE_WORDS and i.lower() not in _NONE_WORDS]

@@ -28,7 +28,10 @@ from flower.catalogue import (
     CLARIFY_RULES,
     COORDINATOR_RULES,
     DELEGATE_REASON,
+    EMPTY_MARK,
+    FILL_IN_MARK,
     GLANCE_RULES,
+    ISOLATE_HEADING,
     ISOLATE_RULES,
     JUDGE_CAN_RUN,
     JUDGE_NO_RUN,
@@ -38,6 +41,8 @@ from flower.catalogue import (
     VERDICT_FORMAT,
     WHITELIST_REASON,
     WORKER_RULES,
+    WORKTREE_BRANCH_SLOT,
+    WORKTREE_PATH_SLOT,
     WORKTREES,
 )
 from flower.errors import ConfigError, WorkspaceError
@@ -247,12 +252,12 @@ def worker(
 
 def _name_worktree(defn: AgentDefinition, name: str, root: Path | None = None) -> AgentDefinition:
     path = str(root / WORKTREES / name) if root else f"{WORKTREES}/{name}"
-    text = defn.prompt.replace("⟦path⟧", path).replace("⟦branch⟧", f"flower/{name}")
+    text = defn.prompt.replace(WORKTREE_PATH_SLOT, path).replace(WORKTREE_BRANCH_SLOT, f"flower/{name}")
     return replace(defn, prompt=text)
 
 
 def is_isolated(defn: AgentDefinition) -> bool:
-    return "## 隔离工作区" in (defn.prompt or "")
+    return ISOLATE_HEADING in (defn.prompt or "")
 
 
 def coordinator(
@@ -369,7 +374,7 @@ def clarify(
 ) -> AgentSpec:
     """Turns a request into 需求.md's four sections, asking the person through `channel`."""
     tools, servers = _with_channel(list(READ_TOOLS), channel)
-    template = render_brief(Brief()).replace("(未填)", "<填写>")
+    template = render_brief(Brief()).replace(EMPTY_MARK, FILL_IN_MARK)
     text = CLARIFY_RULES + template + ("\n" + instructions.strip() if instructions.strip() else "")
     return _guarded(name, text, tools, servers, model, max_turns, max_budget_usd)
 

@@ -25,9 +25,15 @@ from pathlib import Path
 from typing import Any
 
 from flower.catalogue import (
+    ACCEPT_WORDS,
+    ACCEPTED_AS_DONE,
+    ALL_SECTIONS,
+    ANSWER_SEPARATORS,
     ARCHIVE_DIR,
     BRIEF_FILE,
+    BRIEF_INCOMPLETE,
     CHANGED_MARK,
+    CHECKS_HEADING,
     CLARIFY,
     CLARIFY_PROMPT,
     CLARIFY_REPAIR,
@@ -38,15 +44,24 @@ from flower.catalogue import (
     GOAL,
     GOAL_CHANGED,
     GOAL_FILE,
+    GOAL_HEADING,
     GOAL_PROMPT,
     GOAL_REPAIR,
     GOAL_RULES,
+    GOAL_UNRECOGNISED,
+    JUDGE_NO_REASON,
     JUDGE_PROMPT,
     JUDGE_SUFFIX,
+    JUDGE_UNFINISHED,
     LINEAGE_FILE,
+    LIST_SEPARATOR,
+    NO_GOAL_TO_JUDGE,
+    OVERRULE_WORDS,
     OVERRULED,
+    PERSON_ADDED,
     QA_FILE,
     UNREACHABLE_QUESTION,
+    UNREACHABLE_UNANSWERED,
     WAKE_PROMPT,
     WORK,
     WORK_GOAL,
@@ -148,21 +163,20 @@ def clarify_step(
             write_brief(path, brief)
             ctx["_brief"] = read_brief(path) or brief  # with the appendix the file already had
             if not brief.complete:
-                await _emit_async(ctx, Warned(message=(
-                    f"{path.name} 缺 {', '.join(brief.missing)}: 先照现有的做; 它没有冻结, 下次运行会接着确认"
-                )))  # (the brief lacks ...: working from what there is; next run clarifies again)
+                await _emit_async(ctx, Warned(message=BRIEF_INCOMPLETE.format(
+                    file=path.name, missing=", ".join(brief.missing))))
             return True
         state["missing"] = brief.missing
         return False
 
     def on_reject(result: Any, ctx: dict[str, Any]) -> str:
-        return CLARIFY_REPAIR.format(missing="、".join(state["missing"] or ["全部"]))
+        return CLARIFY_REPAIR.format(missing=LIST_SEPARATOR.join(state["missing"] or [ALL_SECTIONS]))
 
     def reduce(result: Any, ctx: dict[str, Any]) -> str:
         block: str = ctx["_brief"].prompt_block()
         return block
 
-    resume = CLARIFY_RESUME + (f"\n\n用户补充: {extra_resume.strip()}" if extra_resume.strip() else "")
+    resume = CLARIFY_RESUME + (PERSON_ADDED.format(words=extra_resume.strip()) if extra_resume.strip() else "")
     return Step(
         name, role, prompt_text, when=when, gate=gate, on_reject=on_reject, reduce=reduce,
         retries=repair_rounds, resume_prompt=resume,
@@ -243,7 +257,7 @@ def goal_step(
     async def gate(result: Any, ctx: dict[str, Any]) -> bool:
         goal = parse_goal(result.text)
         if not goal.complete:
-            missing[:] = [part for part, ok in (("# 目标", goal.statement), ("# 判定清单", goal.checks)) if not ok]
+            missing[:] = [part for part, ok in ((f"# {GOAL_HEADING}", goal.statement), (f"# {CHECKS_HEADING}", goal.checks)) if not ok]
             return False
         _write_text(path, render_goal(goal))
         ctx["_goal"] = goal
@@ -253,7 +267,7 @@ def goal_step(
         return True
 
     def on_reject(result: Any, ctx: dict[str, Any]) -> str:
-        return GOAL_REPAIR.format(missing="、".join(missing or ["格式无法识别"]))
+        return GOAL_REPAIR.format(missing=LIST_SEPARATOR.join(missing or [GOAL_UNRECOGNISED]))
 
     def reduce(result: Any, ctx: dict[str, Any]) -> str:
         return render_goal(ctx["_goal"])
@@ -300,7 +314,7 @@ def with_goal(
         follow["text"] = ""
         goal = read_goal(path)
         if goal is None or not goal.complete:
-            await _emit_async(ctx, Warned(message=f"没有完整的 {path.name}, 「{step.name}」这一轮不做判定"))
+            await _emit_async(ctx, Warned(message=NO_GOAL_TO_JUDGE.format(file=path.name, step=step.name)))
             return True
         runtime = ctx["_runtime"]
         number = 1 + sum(1 for r in runtime.results if r.step.startswith(f"{judge_name}#"))
@@ -316,7 +330,7 @@ def with_goal(
         if verdict_run.ok:
             verdict = parse_verdict(verdict_run.text)
         else:
-            verdict = Verdict(note=f"判定者没能跑完: {verdict_run.error}")  # (the judge did not finish)
+            verdict = Verdict(note=JUDGE_UNFINISHED.format(error=verdict_run.error))
         ctx["_verdict"] = verdict
         await _emit_async(ctx, Judged(
             name=run_name, state=verdict.state, reason=verdict.reason,
@@ -338,22 +352,21 @@ def with_goal(
 async def _unreachable(
     step: str, verdict: Verdict, channel: HumanChannel | None, ctx: dict[str, Any], goal_path: Path, follow: dict[str, Any]
 ) -> bool:
-    reason = verdict.reason or "(判定者没有说明)"  # (the judge gave no reason)
+    reason = verdict.reason or JUDGE_NO_REASON
     answer = None
     if channel is not None:
         answer = await channel.ask(UNREACHABLE_QUESTION.format(step=step, reason=reason))
     if not answer:
-        raise StepAbort(f"判定者认为目标无法达成, 无人回答: {reason}")
-        # (the judge finds the goal unreachable and nobody answered)
+        raise StepAbort(UNREACHABLE_UNANSWERED.format(reason=reason))
     choice = answer.strip()
     head = choice[:1]
-    if head == "1" or choice.lower() in ("accept", "接受"):
-        await _emit_async(ctx, Warned(message=f"用户接受现状: 「{step}」算完成"))
+    if head == "1" or choice.lower() in ACCEPT_WORDS:
+        await _emit_async(ctx, Warned(message=ACCEPTED_AS_DONE.format(step=step)))
         return True
-    if head == "3" or choice.lower() in ("wrong", "判定者错了"):
+    if head == "3" or choice.lower() in OVERRULE_WORDS:
         follow["text"] = OVERRULED.format(reason=reason)
         return False
-    words = choice[1:].strip(" :：,，") if head == "2" else choice
+    words = choice[1:].strip(ANSWER_SEPARATORS) if head == "2" else choice
     words = words or choice
     goal = read_goal(goal_path)
     if goal is not None and goal.complete:

@@ -43,7 +43,14 @@ from claude_agent_sdk import (
     project_key_for_directory,
 )
 
-from flower.catalogue import HANDOFF_OWN_REPLY, MANIFEST_FILE, NOTES_DIR, SESSIONS_DB, WORKBENCH_DIR
+from flower.catalogue import (
+    HANDOFF_OWN_REPLY,
+    HANDOFF_REQUIRED,
+    MANIFEST_FILE,
+    NOTES_DIR,
+    SESSIONS_DB,
+    WORKBENCH_DIR,
+)
 from flower.context.handoff import (
     Handoff,
     degraded_doc,
@@ -355,7 +362,7 @@ class Runtime:
             pass
         # The session answered, but not with a usable document: keep what it said under 现场.
         text = degraded_doc(step=step, task=task, last_text=got.text, tool_calls=got.tool_calls,
-                            error="the session's handoff reply lacked 现在在做什么/下一步")
+                            error=f"the session's handoff reply lacked {'/'.join(HANDOFF_REQUIRED)}")
         return save_doc(path, text + HANDOFF_OWN_REPLY + reply.strip() + "\n")
 
     # -- one CLI process --------------------------------------------------------------------

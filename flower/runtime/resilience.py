@@ -30,7 +30,7 @@ which owns the long wait. A mid-stream cut is retried by the CLI regardless (one
 retry, then a non-streaming fallback). With resilience disabled `cli_env()` returns ``{}``
 so the CLI keeps its own default loop; nothing else would retry.
 
-Measured on the real CLI 2.1.327 against the scripted server (tests/test_resilience_live.py):
+Measured on the real CLI 2.1.327 against the scripted server (tests/flower/runtime/test_resilience_on_the_cli.py):
 
 * a 401 costs the CLI's 2 quick retries (3 HTTP requests, the CLI cannot tell a bad key from
   a blip) and then flower stops at once: 1 attempt, about 3 s including CLI start-up;

@@ -27,8 +27,19 @@ def plan_usage(plan: ResponsePlan) -> dict[str, Any] | None:
     return None
 
 
-def make_record(req: ParsedRequest, plan: ResponsePlan) -> dict[str, Any]:
-    """One log entry. Header values of secrets were already redacted when the request was parsed."""
+def plan_facts(plan: ResponsePlan) -> dict[str, Any]:
+    """What the log keeps of a plan (the plan itself, holding a stream, is not kept)."""
+    return {
+        "rule": plan.rule,
+        "step": plan.step,
+        "status": plan.status,
+        "outcome": plan.outcome,
+        "usage": plan_usage(plan),
+    }
+
+
+def record_of(req: ParsedRequest, facts: dict[str, Any]) -> dict[str, Any]:
+    """One log entry, from the request (parsed) and its plan's facts."""
     return {
         "time": req.received_at,
         "method": req.method,
@@ -41,14 +52,15 @@ def make_record(req: ParsedRequest, plan: ResponsePlan) -> dict[str, Any]:
         "stream": req.stream,
         "n_messages": len(req.messages),
         "body_bytes": len(req.raw_body),
-        "rule": plan.rule,
-        "step": plan.step,
-        "status": plan.status,
-        "outcome": plan.outcome,
-        "usage": plan_usage(plan),
+        **facts,
         "headers": req.headers,
         "body": req.body,
     }
+
+
+def make_record(req: ParsedRequest, plan: ResponsePlan) -> dict[str, Any]:
+    """One log entry. Header values of secrets were already redacted when the request was parsed."""
+    return record_of(req, plan_facts(plan))
 
 
 class DeltaWriter:

@@ -7,10 +7,14 @@ Nothing else is shared, so a scripted, proxying or replaying responder plugs in 
         def respond(self, request: ParsedRequest) -> ResponsePlan: ...
 
 `respond` is called from the connection's thread (several at once): keep shared state locked.
-A responder may also have `begin(request)`, called before the body is parsed (`raw_body`,
-headers and path are there, `body` is still empty): a proxy forwards the raw bytes at once and
-the parse runs while the upstream works. What begin leaves in `request.begun` is closed by the
-core after respond (or instead of it, when the body is bad), unless respond took it out.
+A responder may also have `begin(request, body)`, called before the body is parsed (headers
+and path are there, `body` of the request is still empty): a proxy forwards the raw bytes at
+once. `body` is the raw body's pieces as they are read off the socket (a body of known length:
+`raw_body` is empty until the core has read it all, after begin), or None with `raw_body`
+complete. A begin that forwarded the bytes may set `request.unparsed`: the core then parses the
+body only after the answer (the log needs it), and respond() calls `request.parse()` itself if
+it must know sooner. What begin leaves in `request.begun` is closed by the core after respond
+(or instead of it, when the body is bad), unless respond took it out.
 The core handles `HEAD/GET {prefix}/api/hello` and unknown paths itself; a responder sees
 `endpoint` "messages" and "count_tokens".
 

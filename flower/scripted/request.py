@@ -22,6 +22,9 @@ _REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>\s*", re.S)
 _CWD = re.compile(r"Primary working directory: *([^\n]+)")
 
 ENDPOINTS = {"/v1/messages": "messages", "/v1/messages/count_tokens": "count_tokens"}
+# The CLI's body starts with its model: `{"model":"claude-…",…`. Only a first key can be read
+# this cheaply and surely (a later "model" could be nested in anything before it).
+_LEADING_MODEL = re.compile(rb'\A[ \t\n\r]*\{[ \t\n\r]*"model"[ \t\n\r]*:[ \t\n\r]*"([^"\\]{0,200})"')
 
 
 def split_path(path: str) -> tuple[str, str | None, str]:
@@ -38,6 +41,12 @@ def split_path(path: str) -> tuple[str, str | None, str]:
     if at < 0:
         return "", None, query
     return bare[:at], ENDPOINTS.get(bare[at:]), query
+
+
+def leading_model(raw: bytes) -> str | None:
+    """The model of a raw JSON body whose first key is "model" (a plain string), else None."""
+    found = _LEADING_MODEL.match(raw[:512])
+    return found.group(1).decode("utf-8", "replace") if found else None
 
 
 def credential_digest(headers: dict[str, str]) -> str:
@@ -94,6 +103,18 @@ class ParsedRequest:
     credential_sha256: str = field(default="", repr=False)  # see credential_digest()
     # What a responder's begin() started (e.g. an upstream request); see plan.py.
     begun: dict[str, Any] = field(default_factory=dict, repr=False)
+    # True while `body` is not parsed yet: a begin() that forwarded the raw bytes asked for the
+    # parse to wait until after the answer (plan.py). parse() does it; `model` and `session`
+    # read what they need from the raw bytes or parse first.
+    unparsed: bool = field(default=False, repr=False)
+    body_problem: str | None = field(default=None, repr=False)  # why `body` could not be parsed
+
+    def parse(self) -> str | None:
+        """Parse `raw_body` into `body` (once); the problem, if it is not a JSON object."""
+        if self.unparsed:
+            self.unparsed = False
+            self.body_problem = parse_body(self)
+        return self.body_problem
 
     @cached_property
     def session(self) -> str:
@@ -101,6 +122,7 @@ class ParsedRequest:
         sid = self.headers.get("x-claude-code-session-id", "")
         if sid:
             return sid
+        self.parse()
         user_id = (self.body.get("metadata") or {}).get("user_id") if isinstance(self.body, dict) else None
         try:
             return str(json.loads(user_id).get("session_id", "")) if isinstance(user_id, str) else ""
@@ -109,6 +131,11 @@ class ParsedRequest:
 
     @property
     def model(self) -> str:
+        if self.unparsed:
+            found = leading_model(self.raw_body)
+            if found is not None:
+                return found
+            self.parse()
         return str(self.body.get("model", ""))
 
     @property
@@ -175,3 +202,17 @@ class ParsedRequest:
             if found:
                 return found.group(1).strip()
         return None
+
+
+def parse_body(req: ParsedRequest) -> str | None:
+    """Set `req.body` from its raw bytes; the problem (one line) when they are not a JSON object."""
+    if not req.raw_body:
+        return None if req.endpoint in ("hello", None) else "empty request body; send a JSON object"
+    try:
+        body = json.loads(req.raw_body)
+    except ValueError as err:
+        return f"request body is not JSON ({err})"
+    if not isinstance(body, dict):
+        return "request body must be a JSON object"
+    req.body = body
+    return None

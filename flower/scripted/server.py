@@ -16,15 +16,15 @@ import struct
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from .log import RequestLog, make_record
+from .log import RequestLog, plan_facts, record_of
 from .plan import UNMATCHED, Responder, ResponsePlan, new_request_id
 from .render import encode_event
-from .request import ParsedRequest, credential_digest, redact_headers, split_path
+from .request import ParsedRequest, credential_digest, parse_body, redact_headers, split_path
 from .responder import ScriptedResponder
 from .scenario import Scenario
 
@@ -96,11 +96,6 @@ class _Handler(BaseHTTPRequestHandler):
             self._abort()
             return
         received = time.time()
-        try:
-            raw = self._read_body()
-        except (OSError, ValueError):
-            self._abort()
-            return
         prefix, endpoint, _ = split_path(self.path)
         req = ParsedRequest(
             method=self.command,
@@ -109,29 +104,60 @@ class _Handler(BaseHTTPRequestHandler):
             endpoint=endpoint,
             headers=redact_headers(dict(self.headers.items())),
             credential_sha256=credential_digest(dict(self.headers.items())),
-            raw_body=raw,
             received_at=received,
         )
-        self._begin(req)
-        problem = self._parse_body(req)
+        try:
+            self._read_and_begin(req)
+        except (OSError, ValueError):
+            _close_begun(req)
+            self._abort()
+            return
+        if req.unparsed and core.log.keep:
+            req.parse()  # a test reads the request, body and all, as soon as it has the answer
+        # Unparsed: begin() forwarded the raw bytes, and the parse of a long history (several ms
+        # a MB) waits for the log's writer, after the answer; the responder parses first if it
+        # needs to (plan.py). Else the body is parsed here, and a bad one answered 400.
+        problem = None if req.unparsed else parse_body(req)
         if endpoint == "messages" and not problem:
-            req.nth = core._next_nth(req.session)
+            session = req.session  # parses now a request that names its session only in its body
+            problem = req.body_problem
+            if not problem:
+                req.nth = core._next_nth(session)
         plan = self._plan_for(req, problem)
         _close_begun(req)
-        record = make_record(req, plan)
         # In memory (keep_requests) before answering: a test sees the request once it has the
         # answer. On disk by the log's writer thread once the answer went out, or after
         # _LOG_AFTER_S if it is slow (a stalled request is on disk while it waits): serialising
         # and hashing a long history (logformat) is not the client's wait. stop() returns once
         # every line is written.
-        core.log.remember(record)
+        facts = plan_facts(plan)
+        record = record_of(req, facts) if core.log.keep else None
+        if record is not None:
+            core.log.remember(record)
         answered = threading.Event()
-        core._log_later(record, answered, req.raw_body, plan.after)
-        del req, record  # a long answer must not hold the request's body (the log's writer has it)
+        core._log_later(req, facts, answered, plan.after, record)
+        del req  # a long answer must not hold the request's body (the log's writer has it)
         try:
             self._carry_out(plan)
         finally:
             answered.set()
+
+    def _read_and_begin(self, req: ParsedRequest) -> None:
+        """Read the body into `req.raw_body` and call the responder's begin(), if it has one
+        (plan.py). A body of known length is handed to begin() as it arrives (a proxy forwards
+        each piece at once); whatever begin() did not take is read after it."""
+        begin = getattr(self.core.responder, "begin", None)
+        if begin is None or req.method != "POST" or req.endpoint not in ("messages", "count_tokens"):
+            req.raw_body = self._read_body()
+            return
+        length = int(self.headers.get("Content-Length") or 0)
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked" or length <= 0:
+            req.raw_body = self._read_body()
+            self._begin(begin, req, None)
+            return
+        reader = _BodyReader(self.rfile, length)
+        self._begin(begin, req, reader)
+        req.raw_body = reader.rest()
 
     def _read_body(self) -> bytes:
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
@@ -147,28 +173,12 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         return self.rfile.read(length) if length > 0 else b""
 
-    def _begin(self, req: ParsedRequest) -> None:
-        """The responder's begin(), if it has one, before the body is parsed (plan.py)."""
-        begin = getattr(self.core.responder, "begin", None)
-        if begin is None or req.method != "POST" or req.endpoint not in ("messages", "count_tokens"):
-            return
+    @staticmethod
+    def _begin(begin: Callable[..., None], req: ParsedRequest, body: _BodyReader | None) -> None:
         try:
-            begin(req)
+            begin(req, body)
         except Exception:  # respond() still runs and answers (it does the work itself)
             log.exception("responder's begin failed on %s", req.path)
-
-    @staticmethod
-    def _parse_body(req: ParsedRequest) -> str | None:
-        if not req.raw_body:
-            return None if req.endpoint in ("hello", None) else "empty request body; send a JSON object"
-        try:
-            body = json.loads(req.raw_body)
-        except ValueError as err:
-            return f"request body is not JSON ({err})"
-        if not isinstance(body, dict):
-            return "request body must be a JSON object"
-        req.body = body
-        return None
 
     def _plan_for(self, req: ParsedRequest, problem: str | None) -> ResponsePlan:
         if req.endpoint == "hello":
@@ -257,6 +267,33 @@ class _Handler(BaseHTTPRequestHandler):
             pass
 
 
+class _BodyReader:
+    """A request body of known length, as an iterable of the pieces read off the socket (each
+    kept); `rest()` reads what the iteration did not and returns the whole body. A body cut
+    short raises ConnectionError (a forwarded copy must not wait for bytes that never come)."""
+
+    PIECE = 256 * 1024
+
+    def __init__(self, rfile: Any, length: int) -> None:
+        self._rfile = rfile
+        self._left = length
+        self._parts: list[bytes] = []
+
+    def __iter__(self) -> Iterator[bytes]:
+        while self._left > 0:
+            piece = self._rfile.read1(min(self._left, self.PIECE))
+            if not piece:
+                raise ConnectionError("the client closed its connection in the middle of the body")
+            self._left -= len(piece)
+            self._parts.append(piece)
+            yield piece
+
+    def rest(self) -> bytes:
+        for _ in self:
+            pass
+        return b"".join(self._parts)
+
+
 def _close_begun(req: ParsedRequest) -> None:
     """Close what a responder's begin() started and respond() did not take over."""
     for left in req.begun.values():
@@ -275,6 +312,10 @@ def _run_after(after: list[Callable[[], None]]) -> None:
             work()
         except Exception:  # one failing bookkeeping step must not skip the others, or the log
             log.exception("after-answer work failed")
+
+
+# A request for the log's writer: the request, its plan's facts, answered, after-work, its record.
+_LogItem = tuple[ParsedRequest, dict[str, Any], threading.Event, list[Callable[[], None]], dict[str, Any] | None]
 
 
 class _Pending:
@@ -327,7 +368,7 @@ class MessagesServer:
         self._nth: dict[str, int] = defaultdict(int)
         self._nth_lock = threading.Lock()
         self._writes = _Pending()  # log lines queued, not yet written
-        self._log_queue: queue.Queue[tuple[dict[str, Any], threading.Event, bytes, list[Callable[[], None]]] | None] = queue.Queue(maxsize=_LOG_QUEUE)
+        self._log_queue: queue.Queue[_LogItem | None] = queue.Queue(maxsize=_LOG_QUEUE)
         self._log_thread: threading.Thread | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -444,28 +485,38 @@ class MessagesServer:
         return self._writes.wait_idle(timeout=timeout)
 
     def _log_later(
-        self, record: dict[str, Any], answered: threading.Event, raw: bytes, after: list[Callable[[], None]]
+        self,
+        req: ParsedRequest,
+        facts: dict[str, Any],
+        answered: threading.Event,
+        after: list[Callable[[], None]],
+        record: dict[str, Any] | None = None,
     ) -> None:
-        """Queue a record (and the plan's `after` work) for the log's writer (blocks when it is
-        _LOG_QUEUE behind: bounded)."""
+        """Queue a request (with what its plan said, the plan's `after` work and its record if
+        made already) for the log's writer (blocks when it is _LOG_QUEUE behind: bounded)."""
         if self._log_thread is None:  # not started, or stopped: no writer, write it now
-            self.log.add(record, remembered=True, raw=raw)
-            _run_after(after)
+            self._write_one(req, facts, after, record)
             return
         self._writes.acquire()
-        self._log_queue.put((record, answered, raw, after))
+        self._log_queue.put((req, facts, answered, after, record))
+
+    def _write_one(
+        self, req: ParsedRequest, facts: dict[str, Any], after: list[Callable[[], None]], record: dict[str, Any] | None
+    ) -> None:
+        req.parse()  # if it waited for the answer (see _serve)
+        _run_after(after)  # first: a recording or meter summary is smaller and read sooner
+        self.log.add(record or record_of(req, facts), remembered=True, raw=req.raw_body)
 
     def _write_log(self) -> None:
         while (item := self._log_queue.get()) is not None:
-            record, answered, raw, after = item
+            req, facts, answered, after, record = item
             try:
                 answered.wait(_LOG_AFTER_S)
-                _run_after(after)  # first: a recording or meter summary is smaller and read sooner
-                self.log.add(record, remembered=True, raw=raw)
+                self._write_one(req, facts, after, record)
             except Exception:  # a full disk must not stop the server answering
                 log.exception("could not write the request log")
             finally:
-                del item, record, raw, after
+                del item, req, facts, after, record
                 self._writes.release()
 
     def _next_nth(self, session: str) -> int:

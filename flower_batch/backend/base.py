@@ -2,7 +2,7 @@
 
 Implementations: `DockerBackend` (local engine, the default), `SwarmBackend` (a Docker Swarm
 cluster: each "container" is a scheduled task, see backend/swarm.py) and `FakeBackend` (in
-memory, for fast scheduler tests). All pass `tests/test_backend_conformance.py`. All methods are
+memory, for fast scheduler tests). All pass `tests/flower_batch/backend/test_conformance.py`. All methods are
 async; implementations keep blocking engine calls off the event loop.
 
 The unit is a *task*: one run of a command in the pinned image, which the engine places (on this

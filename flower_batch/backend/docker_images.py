@@ -1,4 +1,4 @@
-"""Image operations on the local Docker engine used by `flower_batch.image` (blocking, host-side).
+"""Image operations on the local Docker engine used by `flower_batch.running.image` (blocking, host-side).
 
 Building is a one-off host step (CLI `flower-batch image build`), not part of a job's life, so
 these are plain synchronous calls; the async `Backend` only needs `image_info`.

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from flower_batch.matrix import wilson_interval
+from flower_batch.reports import wilson_interval
 
 from .sides import JobRow, Side
 from .stats import fisher_exact, newcombe_interval

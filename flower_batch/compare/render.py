@@ -9,7 +9,7 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 
-from flower_batch.matrix import format_duration
+from flower_batch.jobmodel.units import format_duration
 
 from .diff import IMPROVEMENT, NO_DATA, REGRESSION, BatchDiff, RowDiff, SideStats
 

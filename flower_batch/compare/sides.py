@@ -16,7 +16,7 @@ from typing import Any
 
 from flower_batch.errors import SideError
 from flower_batch.layout import Home
-from flower_batch.matrix import RESULTS_FORMAT
+from flower_batch.reports import RESULTS_FORMAT
 
 RESULTS_NAME = "results.json"
 # Statuses that are not a measurement: left out of n, as the batch's own table does.

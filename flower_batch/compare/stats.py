@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from statistics import NormalDist
 
-from flower_batch.matrix import wilson_interval
+from flower_batch.reports import wilson_interval
 
 # Tables whose probability is within this relative distance of the observed one count as ties
 # (floating-point noise must not drop a table that is exactly as likely).

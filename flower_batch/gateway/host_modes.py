@@ -1,6 +1,7 @@
 """Host side of the gateway's modes: what the sidecar adds to the gateway container per mode.
 
-Host-safe (no flower import): used by every flower-batch command that starts a gateway.
+Host-safe (no flower import): used by every flower-batch command that starts a gateway. The
+modes themselves and their labels are the job model's (jobmodel/modes.py).
 
     anthropic  needs the host's credential: ANTHROPIC_API_KEY (sent as x-api-key) or
                ANTHROPIC_AUTH_TOKEN (sent as Authorization: Bearer, for LiteLLM and the like),
@@ -19,20 +20,18 @@ from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field
 
 from flower_batch.errors import GatewayModeError, UpstreamAuthError
+from flower_batch.jobmodel.modes import (
+    MODE_LABELS as MODE_LABELS,  # re-exported: the gateway's imports name them here
+)
+from flower_batch.jobmodel.modes import MODES as MODES
+from flower_batch.jobmodel.modes import mode_label as mode_label
 
 from .upstream_auth import GATEWAY_KEY_ENV as GATEWAY_KEY_ENV  # re-exported: older imports name them here
 from .upstream_auth import HOST_KEY_ENV as HOST_KEY_ENV
 from .upstream_auth import UpstreamAuth, upstream_problem
 
-MODES = ("scripted", "anthropic", "replay")
 UPSTREAM_ENV = "FLOWER_BATCH_UPSTREAM"
 DEFAULT_UPSTREAM = "https://api.anthropic.com"
-# How each mode is named to people: every output says which model produced it.
-MODE_LABELS = {"scripted": "scripted model", "replay": "replayed recording", "anthropic": "Anthropic API"}
-
-
-def mode_label(mode: str) -> str:
-    return MODE_LABELS.get(mode, mode)
 
 
 @dataclass

@@ -3,7 +3,10 @@
 Files (in the job's `logs/` folder, written only by the gateway):
 
     meter.jsonl  append-only; one line per usage update of an exchange (message_start, then
-                 message_delta), fsynced before the event is passed on. The source of truth.
+                 message_delta), written before the event is passed on (so it outlives the
+                 gateway process: an OOM kill, docker kill or crash) and fsynced once the
+                 answer went out (two syncs per answer on the job's wait were most of the
+                 latency proxy mode added). The source of truth.
     meter.json   the running summary (atomic replace), for people and tools. Not fsynced: it is
                  derived from meter.jsonl (a restarted gateway rewrites it from there), and
                  two syncs of it per response were most of the latency the gateway added.
@@ -219,9 +222,10 @@ def read_summary(logs_dir: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def append_durably(path: Path, record: Mapping[str, Any]) -> None:
-    """Append one JSON line and fsync it. A torn last line (a writer died mid-line) is closed
-    first, so it costs only itself, never the line written after it."""
+def append_line(path: Path, record: Mapping[str, Any], *, sync: bool = False) -> None:
+    """Append one JSON line (in the kernel once this returns: it outlives this process), and
+    fsync it if `sync`. A torn last line (a writer died mid-line) is closed first, so it costs
+    only itself, never the line written after it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     line = (json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
     with path.open("a+b") as out:
@@ -231,7 +235,25 @@ def append_durably(path: Path, record: Mapping[str, Any]) -> None:
                 line = b"\n" + line
         out.write(line)
         out.flush()
-        os.fsync(out.fileno())
+        if sync:
+            os.fsync(out.fileno())
+
+
+def append_durably(path: Path, record: Mapping[str, Any]) -> None:
+    """Append one JSON line and fsync it (see append_line)."""
+    append_line(path, record, sync=True)
+
+
+def sync_file(path: Path) -> None:
+    """fsync what was appended to `path` without syncing (a file already gone needs nothing)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def replace_durably(path: Path, data: Mapping[str, Any]) -> None:
@@ -262,6 +284,7 @@ class JobMeter:
         self._lock = threading.Lock()
         self._prefix = secrets.token_hex(3)  # exchange ids stay unique across gateway restarts
         self._count = 0
+        self._unsynced = False  # meter.jsonl has lines written but not yet fsynced
         self._load()
 
     @property
@@ -316,8 +339,9 @@ class JobMeter:
         requested: str = "",
         summary: bool = True,
     ) -> None:
-        """Record the cumulative usage of exchange `ex` so far (durable before returning).
-        `summary=False` leaves meter.json to a later write_summary() (after the answer went out).
+        """Record the cumulative usage of exchange `ex` so far: written before returning (it
+        outlives the gateway process), and fsynced with meter.json rewritten — or, with
+        `summary=False`, both left to a later write_summary() (after the answer went out).
 
         `model` is the one that answered; when the price table does not know it, the model the
         request asked for is priced instead (the CLI prices that one too), else cost is unknown.
@@ -341,7 +365,8 @@ class JobMeter:
                 "final": final,
                 **({"free": True} if self.free else {}),
             }
-            append_durably(self.log_path, line)
+            append_line(self.log_path, line, sync=summary)
+            self._unsynced = self._unsynced or not summary
             self._exchanges.pop(ex, None)
             self._exchanges[ex] = line  # last: the dict is in order of latest update
             self._settle()
@@ -349,7 +374,12 @@ class JobMeter:
                 self._write_summary()
 
     def write_summary(self) -> None:
-        """Rewrite meter.json from what is metered so far."""
+        """fsync the meter.jsonl lines written since the last sync, then rewrite meter.json
+        from what is metered so far."""
+        with self._lock:
+            unsynced, self._unsynced = self._unsynced, False
+        if unsynced:  # outside the lock: another stream of the job must not wait for the disk
+            sync_file(self.log_path)
         with self._lock:
             self._check_reset()
             self._write_summary()

@@ -17,7 +17,7 @@ from __future__ import annotations
 import http.client
 import json
 import ssl
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -103,23 +103,30 @@ class ProxyResponder:
         self._auth = auth
         self._pool = ConnectionPool(upstream.connect)
 
-    def begin(self, request: ParsedRequest) -> None:
-        """Forward the raw request as soon as it is read (the core parses the body meanwhile,
-        for routing's summary, the recording and the log); respond() reads the answer."""
+    def begin(self, request: ParsedRequest, body: Iterable[bytes] | None = None) -> None:
+        """Forward the request as it is read — `body` the pieces of a body of known length as
+        they arrive (else the whole `raw_body`) — so the upstream has the last byte about when
+        the gateway does; respond() reads the answer. Once it went, the gateway's own parse of
+        the body (for the recording and the log) waits until after the answer (`unparsed`): an
+        upstream that answered 200 parsed it. respond() parses first only when the upstream
+        refused, to answer a bad body as the core would."""
         if request.endpoint not in ("messages", "count_tokens"):
             return
         path = self.upstream.base_path + request.path[len(request.prefix) :]
-        sent = forward_headers(request.headers, self._auth, len(request.raw_body))
+        length = int(request.headers["content-length"]) if body is not None else len(request.raw_body)
+        sent = forward_headers(request.headers, self._auth, length)
         try:
             conn, reused = self._pool.take()
         except (OSError, http.client.HTTPException):
             return  # unreachable: respond() tries again and answers 502
         try:
-            conn.request(request.method, path, body=request.raw_body, headers=sent)
+            # With content-length set, http.client sends an iterable's pieces as they come.
+            conn.request(request.method, path, body=request.raw_body if body is None else body, headers=sent)
         except (OSError, http.client.HTTPException):
             conn.close()  # respond() sends it again, on a fresh connection, and reports a failure
             return
         request.begun[_STARTED_KEY] = _Started(conn, reused)
+        request.unparsed = True
 
     def _answer_of(
         self, started: _Started
@@ -180,6 +187,9 @@ class ProxyResponder:
                 f"flower-batch gateway: the upstream {self.upstream.url} did not answer ({type(err).__name__}: {err})",
                 rule="proxy:unreachable",
             )
+        if resp.status != 200 and request.unparsed and (problem := request.parse()):
+            conn.close()  # its answer is not read: the connection cannot serve again
+            return ResponsePlan.error(400, f"flower-batch gateway: {problem}", rule="bad-request")
         back = passed_back(resp.headers)
         if resp.status == 200 and "text/event-stream" in (resp.getheader("content-type") or ""):
             return ResponsePlan.sse(_relay(self._pool, conn, resp), status=200, headers=back, rule="proxy")

@@ -62,6 +62,7 @@ def request_summary(request: ParsedRequest) -> dict[str, Any]:
     `prompt_sha` hashes the last user text only when it is not a tool result: prompts come from
     the workflow (deterministic), tool output may carry timestamps and must not count.
     """
+    request.parse()  # a proxied request's body is parsed after its answer, or here if sooner
     prompt = (
         request.last_user_text if request.endpoint == "messages" and not request.last_is_tool_result else ""
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -47,13 +48,13 @@ class JobRouter:
             )
         return self.inner.respond(request)
 
-    def begin(self, request: ParsedRequest) -> None:
+    def begin(self, request: ParsedRequest, body: Iterable[bytes] | None = None) -> None:
         """Pass an early start on only for a job with its valid token (from the path and headers:
         no body needed); respond() answers the rest."""
         job = job_of(request.prefix)
         begin = getattr(self.inner, "begin", None)
         if begin is not None and job is not None and token_matches(self.secret, job, request.credential_sha256):
-            begin(request)
+            begin(request, body)
 
 
 class PerJobLog(DeltaWriter):

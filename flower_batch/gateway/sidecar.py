@@ -7,21 +7,39 @@ import os
 import re
 import shutil
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import anyio
 
 from ..backend import Backend, ContainerSpec, Mount
-from ..errors import ContainerNotFound, FlowerBatchError, GatewayError, GatewayModeError
+from ..errors import ContainerNotFound, FlowerBatchError, GatewayConfigError, GatewayError, GatewayModeError
+from ..jobmodel.units import format_memory, parse_memory
 from ..labels import labels
 from .health import GatewayHealth
 from .host_modes import mode_setup
-from .supervisor import RestartPolicy
+from .supervisor import READY_LINE, RestartPolicy
 from .tokens import SECRET_ENV, job_token, new_secret  # not .__main__: that imports flower (~1 s)
 
 PORT = 8080
 ALIAS = "gateway"
-READY_LINE = "gateway listening"
+# The gateway container's memory limit. It holds no request history (constant memory), but a
+# request's body is parsed whole: a batch whose jobs send very large bodies may need more.
+MEMORY_ENV = "FLOWER_BATCH_GATEWAY_MEMORY"
+DEFAULT_MEMORY = "512m"
+MIN_MEMORY = 6 * 1024 * 1024  # Docker refuses a limit below 6 MiB
+
+
+def gateway_memory(environ: Mapping[str, str] | None = None) -> int:
+    """Bytes of the gateway container's memory limit: FLOWER_BATCH_GATEWAY_MEMORY, else 512m."""
+    raw = (os.environ if environ is None else environ).get(MEMORY_ENV, "").strip()
+    size = parse_memory(raw or DEFAULT_MEMORY)
+    if size is None or size < MIN_MEMORY:
+        raise GatewayConfigError(
+            f"{MEMORY_ENV}={raw!r}: give the gateway container's memory limit as a size of at "
+            f"least {format_memory(MIN_MEMORY)}, e.g. 512m or 2g"
+        )
+    return size
 
 
 MAX_NAME = 63 - len("-gateway")  # the gateway container is `<name>-gateway`, the egress network `<name>-out`
@@ -79,6 +97,7 @@ class GatewaySidecar:
         self.egress = f"{self.name}-out"  # anthropic mode: the gateway's (only) route out
         self.container: str | None = None
         self.policy = RestartPolicy.from_env()  # how often supervisor.py may restart it
+        self.memory = gateway_memory()
         self.health = GatewayHealth(name=f"{self.name}-gateway")
         self.gave_up = anyio.Event()  # set when the supervisor stops restarting it
         self.stopping = False
@@ -126,7 +145,7 @@ class GatewaySidecar:
             network=self.network,
             network_aliases=[ALIAS],
             name=f"{self.name}-gateway",
-            memory="512m",
+            memory=self.memory,
             restart=True,  # the engine restarts a gateway that dies (Swarm: a replicated service)
             # On a cluster the gateway stays on a manager: losing a worker must not take every
             # job's model (and the batch's meter) with it. One machine has nothing to place.
@@ -140,12 +159,14 @@ class GatewaySidecar:
         await self.backend.start(self.container)
         await self._wait_ready()
 
-    async def restart(self) -> None:
+    async def restart(self, lives: int | None = None) -> None:
         """Start the dead gateway again: the same container (same alias, same secret in its
-        environment) when it still exists, else a new one from the same spec."""
+        environment) when it still exists, else a new one from the same spec. `lives`: the ready
+        lines its log held when it died (counted now if not given); the engine's own restart
+        policy may have started it meanwhile, and its ready line then counts as the restart's."""
         assert self._spec is not None and self.container
         try:
-            before = await self._ready_count()
+            before = await self._ready_count() if lives is None else lives
             await self.backend.start(self.container)
         except ContainerNotFound:
             self.container = None
@@ -173,6 +194,11 @@ class GatewaySidecar:
             info = await self.backend.inspect(self.container)
             if info.state in ("exited", "dead"):
                 tail = " | ".join(lines[-3:]) or "no output"
+                if info.oom_killed:
+                    raise GatewayError(
+                        f"the gateway container was OOM-killed ({info.exit_code}) at its memory limit of "
+                        f"{format_memory(self.memory)}: raise {MEMORY_ENV}; last log: {tail}"
+                    )
                 raise GatewayError(f"the gateway container exited ({info.exit_code}): {tail}")
             await anyio.sleep(0.1)
         raise GatewayError(f"the gateway did not start within {timeout:.0f}s")

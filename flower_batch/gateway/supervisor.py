@@ -27,18 +27,17 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import anyio
 import anyio.abc
 
+from ..backend import Backend
 from ..errors import FlowerBatchError
-from .health import LOG_TAIL_LINES, GatewayDeath
-
-if TYPE_CHECKING:
-    from .sidecar import GatewaySidecar
+from .health import LOG_TAIL_LINES, GatewayDeath, GatewayHealth
 
 RESTARTS_ENV = "FLOWER_BATCH_GATEWAY_RESTARTS"
+READY_LINE = "gateway listening"  # the gateway prints it once per life, when it serves
 
 
 @dataclass(frozen=True)
@@ -64,18 +63,32 @@ class RestartPolicy:
         return cls(max_restarts=int(raw))
 
 
-async def watch(gateway: GatewaySidecar, policy: RestartPolicy, *,
+class Supervised(Protocol):
+    """What the supervisor needs of a gateway (sidecar.GatewaySidecar is one): its container on
+    its engine, how it fared, when to stop watching, and how to start it again."""
+
+    backend: Backend
+    container: str | None  # None once it is gone for good
+    health: GatewayHealth
+    policy: RestartPolicy
+    gave_up: anyio.Event  # set here when the restarts run out
+    stopping: bool  # set by the sidecar when the batch ends: a death then is no death
+
+    async def restart(self, lives: int | None = None) -> None: ...
+
+
+async def watch(gateway: Supervised, policy: RestartPolicy, *,
                 clock: Callable[[], float] = time.monotonic) -> None:
     """Until the sidecar stops: wait for its container to end, note the death, restart it."""
     health = gateway.health
     while not gateway.stopping and gateway.container:
         try:
-            await gateway.backend.wait(gateway.container)
+            exited: int | None = await gateway.backend.wait(gateway.container)
         except FlowerBatchError:
-            pass  # removed from outside: observe() says so
+            exited = None  # removed from outside: observe() says so
         if gateway.stopping:
             return
-        death = await observe(gateway)
+        death, lives = await observe(gateway, exited)
         now = clock()
         recent = 1 + sum(1 for d in health.deaths if now - d.t <= policy.window_s)
         if recent > policy.max_restarts:
@@ -89,7 +102,7 @@ async def watch(gateway: GatewaySidecar, policy: RestartPolicy, *,
             health.deaths.append(death)
             return
         try:
-            await gateway.restart()
+            await gateway.restart(lives=lives)
             restarted = True
         except FlowerBatchError as exc:
             # Counted as this death not restarted; the next wait returns at once and counts again.
@@ -103,25 +116,32 @@ async def watch(gateway: GatewaySidecar, policy: RestartPolicy, *,
             return
 
 
-async def observe(gateway: GatewaySidecar) -> GatewayDeath:
-    """Exit code, OOMKilled and the last log lines of the gateway container that just ended."""
+async def observe(gateway: Supervised, exited: int | None = None) -> tuple[GatewayDeath, int]:
+    """Exit code, OOMKilled and the last log lines of the gateway container that just ended, and
+    how many lives its log shows (ready lines) — None and 0 when it is gone.
+
+    `exited` is the exit code the engine's wait returned: the container may be running already
+    (Docker's own restart policy brings back a container that failed, e.g. OOM-killed, but not
+    one `docker kill`ed), and then inspect has no exit code of the life that just ended."""
     at = datetime.now(UTC).isoformat(timespec="seconds")
     assert gateway.container
     try:
         info = await gateway.backend.inspect(gateway.container)
         lines = [line async for line in gateway.backend.logs(gateway.container)]
     except FlowerBatchError:
-        return GatewayDeath(at=at, t=time.monotonic(), exit_code=None)
-    return GatewayDeath(at=at, t=time.monotonic(), exit_code=info.exit_code, oom_killed=info.oom_killed,
-                        log_tail=tuple(lines[-LOG_TAIL_LINES:]))
+        return GatewayDeath(at=at, t=time.monotonic(), exit_code=None), 0
+    code = info.exit_code if info.exit_code is not None else exited
+    death = GatewayDeath(at=at, t=time.monotonic(), exit_code=code, oom_killed=info.oom_killed,
+                         log_tail=tuple(lines[-LOG_TAIL_LINES:]))
+    return death, sum(READY_LINE in line for line in lines)
 
 
 @contextlib.asynccontextmanager
-async def supervisors() -> AsyncIterator[Callable[[GatewaySidecar], None]]:
+async def supervisors() -> AsyncIterator[Callable[[Supervised], None]]:
     """A place for gateway watchers, entered and left by the orchestrator's own task: yields
     `supervise(gateway)`, callable from any task; the watchers end with the block."""
     async with anyio.create_task_group() as tg:
-        def supervise(gateway: GatewaySidecar) -> None:
+        def supervise(gateway: Supervised) -> None:
             tg.start_soon(watch, gateway, gateway.policy)
 
         try:

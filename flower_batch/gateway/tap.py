@@ -72,7 +72,7 @@ class Tap:
             meters = list(self._meters.values())
         return {m.job: m.summary() for m in meters}
 
-    def begin(self, request: ParsedRequest) -> None:
+    def begin(self, request: ParsedRequest, body: Iterable[bytes] | None = None) -> None:
         """Before the body is parsed: the budget's decision (it needs only the job), then the
         mode's own begin (the proxy forwards the raw request at once) if the job may spend."""
         job = job_of(request.prefix)
@@ -84,14 +84,13 @@ class Tap:
             request.begun[_BUDGET_KEY] = _BudgetDecision(reason)
             if reason is not None:
                 return
-        begin(request)
+        begin(request, body)
 
     def respond(self, request: ParsedRequest) -> ResponsePlan:
         job = job_of(request.prefix)
         if job is None:  # the router answers these; nothing to meter
             return self.inner.respond(request)
         started = time.time()
-        summary = request_summary(request)
         meter = self.meter(job)
         if request.endpoint == "messages" and self.budgets is not None:
             early = request.begun.pop(_BUDGET_KEY, None)
@@ -102,7 +101,7 @@ class Tap:
                 plan = refusal_plan(reason)
                 self.recorder.append(
                     job,
-                    request=summary,
+                    request=request_summary(request),
                     endpoint=request.endpoint,
                     status=plan.status,
                     outcome="refused",
@@ -113,7 +112,7 @@ class Tap:
                 )
                 return plan
         plan = self.inner.respond(request)
-        watch = _Watch(self, job, meter, request, summary, plan, started)
+        watch = _Watch(self, job, meter, request, plan, started)
         if plan.events is not None:
             plan.events = watch.stream(plan.events, plan.cut_after)
         else:
@@ -136,17 +135,18 @@ class _Watch:
         job: str,
         meter: JobMeter,
         request: ParsedRequest,
-        summary: dict[str, Any],
         plan: ResponsePlan,
         started: float,
     ) -> None:
         self.tap = tap
         self.job = job
         self.meter = meter
-        # Not the request itself: a stream may last minutes, and the request holds its body.
         self.endpoint = request.endpoint
         self.requested = request.model
-        self.summary = summary
+        # The request's summary (a walk over its whole history) is made in answered(), off the
+        # job's wait; the request is dropped then, as a stream may last minutes and it holds its body.
+        self._request: ParsedRequest | None = request
+        self.summary: dict[str, Any] = {}
         self.status = plan.status or 200 if plan.events is not None else plan.status
         self.headers = dict(plan.headers)
         self.started = started
@@ -160,7 +160,10 @@ class _Watch:
 
     def answered(self) -> None:
         """The core's after-answer call: write what the exchange left pending."""
+        request, self._request = self._request, None
+        summary = request_summary(request) if request is not None else self.summary
         with self._lock:
+            self.summary = summary
             self._after_ran = True
             pending, self._pending = self._pending, None
         self.meter.write_summary()

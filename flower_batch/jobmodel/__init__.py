@@ -1,6 +1,7 @@
 """The job model, the bottom layer of flower_batch: what a job is and what became of it.
 
     spec      JobSpec, GatewaySpec, JobsFile: one job's inputs, the gateway it talks to
+    modes     the gateway modes a job may name, and each one's label for people
     record    JobRecord and record.json (read, write, load a batch's records)
     outcome   Status, JobOutcome, StepSummary: how a run ended, decided from flower's manifest
     classes   FailureClass: agent / verifier / infrastructure, and the matrix exit codes
@@ -8,6 +9,6 @@
     hashing   the stable hashes of files, folders and JSON that decide what a resume re-runs
 
 Everything above may import these modules (backend, layout, running, reports, the command line);
-they import nothing of flower_batch but errors, envnames and gateway.host_modes (a mode's label).
+they import nothing of flower_batch but errors and envnames (tests/flower_batch/test_layering.py).
 `flower_batch.matrix` re-exports the names it always exported.
 """

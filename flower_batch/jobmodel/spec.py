@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..envnames import unset_names
-from ..gateway.host_modes import mode_label
 from .hashing import json_hash
+from .modes import mode_label
 
 INPUTS_FORMAT = "flower-batch/inputs@1"
-gateway_label = mode_label  # how a gateway mode is named to people (one table: gateway/host_modes.py)
+# A Swarm placement constraint: node.labels.K / engine.labels.K / node.hostname|role|id|platform.*
+PLACEMENT = re.compile(
+    r"^(node\.labels\.[A-Za-z0-9_.-]+|engine\.labels\.[A-Za-z0-9_.-]+|node\.(hostname|role|id|platform\.os"
+    r"|platform\.arch))\s*(==|!=)\s*\S+$"
+)
+gateway_label = mode_label  # how a gateway mode is named to people (one table: jobmodel/modes.py)
 
 
 @dataclass(frozen=True)

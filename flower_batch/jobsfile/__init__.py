@@ -7,8 +7,10 @@ The format is documented in docs/jobs-toml.md and schemas/jobs.schema.json; a pr
 FieldError (flower_batch/errors.py), all of them one MatrixFileError.
 """
 
+from flower_batch.jobmodel.spec import PLACEMENT
+
 from ._errors import KeyPath, format_path
-from ._fields import JOB_FIELDS, PLACEMENT
+from ._fields import JOB_FIELDS
 from ._ids import slugify
 from ._load import load_jobs_file, parse_jobs_text
 from ._locate import KeyLines

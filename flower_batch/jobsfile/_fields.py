@@ -9,10 +9,10 @@ absent key is simply not in the overlay (our "unset"), which is different from a
 from __future__ import annotations
 
 import difflib
-import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from flower_batch.jobmodel.spec import PLACEMENT
 from flower_batch.jobmodel.units import parse_duration, parse_memory
 
 from ..envnames import env_name_problem, looks_secret, secret_name_problem, valid_env_name
@@ -142,11 +142,7 @@ def _budget(value: Any, path: KeyPath, report: Report) -> Any:
     return float(value)
 
 
-# A Swarm placement constraint: node.labels.K / engine.labels.K / node.hostname|role|id|platform.*
-PLACEMENT = _CONSTRAINT = re.compile(
-    r"^(node\.labels\.[A-Za-z0-9_.-]+|engine\.labels\.[A-Za-z0-9_.-]+|node\.(hostname|role|id|platform\.os"
-    r"|platform\.arch))\s*(==|!=)\s*\S+$"
-)
+_CONSTRAINT = PLACEMENT  # a Swarm placement constraint (jobmodel/spec.py)
 
 
 def _placement(value: Any, path: KeyPath, report: Report) -> Any:

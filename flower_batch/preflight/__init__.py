@@ -16,13 +16,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from flower_batch.jobmodel.spec import JobSpec
 from flower_batch.jobmodel.units import format_memory
 
 from ..backend import Backend
 from ..backend.docker_engine import EngineFacts, engine_facts
 from ..errors import FlowerBatchError, PreflightFailed
 from ..labels import BATCH, MANAGED, ROLE
-from ..matrix import JobSpec
 from .imports import Target, host_target, import_problems
 from .include_keys import include_warnings
 from .limits import cpus_problem, memory_problem, memory_warning

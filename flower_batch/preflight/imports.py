@@ -22,10 +22,11 @@ from typing import Any
 
 import anyio
 
+from flower_batch.running.targets import locate
+
 from ..backend import Backend, ContainerSpec, Mount
 from ..errors import FlowerBatchError
 from ..layout import FLOWS
-from ..targets import locate
 
 IMPORT_TIMEOUT_S = 120.0
 

@@ -13,7 +13,7 @@ import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ..matrix import JOB_FIELDS, KeyLines, format_path
+from ..jobsfile import JOB_FIELDS, KeyLines, format_path
 
 
 def include_warnings(path: Path, axes: Sequence[str], text: str | None = None) -> list[str]:

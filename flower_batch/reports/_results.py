@@ -35,7 +35,7 @@ class BatchResults:
     # Workspace diff summaries by job id (flower_batch.workspace_diff), filled at report time.
     diffs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     # Jobs without an outcome whose record says more than "pending": job id -> (state, reason),
-    # e.g. ("orphaned", "orphaned: its orchestrator … is gone …") (flower_batch/liveness.py).
+    # e.g. ("orphaned", "orphaned: its orchestrator … is gone …") (flower_batch/running/liveness.py).
     in_flight: Mapping[str, tuple[str, str | None]] = field(default_factory=dict)
 
     @cached_property

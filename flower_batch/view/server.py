@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from flower.catalogue import SESSIONS_DB
+
 from ..errors import FlowerBatchError, RecordError
 from ..layout import Home
 from ..workspace_diff import diff, source_of
@@ -116,8 +118,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _job(self, query: dict[str, str]) -> Any:
         jd = self.server.home.job(_required(query, "batch"), _required(query, "job"))
-        version = _stamp([jd.record_path, jd.manifest_path, jd.runs / "sessions.db",
-                          jd.runs / "sessions.db-wal", jd.logs / "container.log"])
+        version = _stamp([jd.record_path, jd.manifest_path, jd.runs / SESSIONS_DB,
+                          jd.runs / f"{SESSIONS_DB}-wal", jd.logs / "container.log"])
         if query.get("since") == version:
             return {"version": version, "unchanged": True}
         try:

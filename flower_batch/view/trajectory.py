@@ -19,13 +19,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from flower.catalogue import JUDGE_SUFFIX, MANIFEST_FILE, NOTES_DIR, SESSIONS_DB, WORKBENCH_DIR
 from flower.context.handoff import doc_path
 
 from .sessions import SessionsUnreadable, load_transcripts, session_of, subpath_of
 
 TEXT_LIMIT = 200_000  # characters kept of any one message or tool result
 HANDOFF_LIMIT = 50_000
-_JUDGE = re.compile(r"·判定#(\d+)$")
+_JUDGE = re.compile(re.escape(JUDGE_SUFFIX) + r"#(\d+)$")
 _ROUND = re.compile(r"#round(\d+)$")
 _RETRY = re.compile(r"#retry(\d+)$")
 
@@ -41,19 +42,19 @@ def step_kind(name: str) -> dict[str, Any]:
 
 def job_trajectory(runs: Path, workspace: Path) -> dict[str, Any]:
     """Steps of the job whose run_dir is `runs`, each with its messages, tokens and handoffs."""
-    rows = _manifest(runs / "manifest.json")
+    rows = _manifest(runs / MANIFEST_FILE)
     problem = None
     try:
-        transcripts = load_transcripts(runs / "sessions.db")
+        transcripts = load_transcripts(runs / SESSIONS_DB)
     except SessionsUnreadable as exc:
-        transcripts, problem = {}, f"sessions.db is not readable right now ({exc}); the page retries"
+        transcripts, problem = {}, f"{SESSIONS_DB} is not readable right now ({exc}); the page retries"
     by_session: dict[str, dict[str | None, list[dict[str, Any]]]] = {}
     for key, entries in transcripts.items():
         by_session.setdefault(session_of(key), {})[subpath_of(key)] = entries
     owners = _owners(rows)
     named = {sid for row in rows for sid in _sessions_of(row)}
     steps = [
-        _step(i, row, rows, owners, by_session, workspace / ".flower" / "notes") for i, row in enumerate(rows)
+        _step(i, row, rows, owners, by_session, workspace / WORKBENCH_DIR / NOTES_DIR) for i, row in enumerate(rows)
     ]
     running = [
         {"session_id": sid, "messages": _messages(subs.get(None, []), subs), "tokens": _tokens(subs.get(None, []))}
@@ -130,7 +131,7 @@ def _step(
     if retired:
         doc = doc_path(notes, name)
         text = _read_text(doc, HANDOFF_LIMIT)
-        handoff = {"doc": f".flower/notes/{doc.name}", "text": text, "generations": len(retired)}
+        handoff = {"doc": f"{WORKBENCH_DIR}/{NOTES_DIR}/{doc.name}", "text": text, "generations": len(retired)}
     tokens = _sum_tokens([s["tokens"] for s in sessions] + [s["subagent_tokens"] for s in sessions])
     return {
         "index": index,

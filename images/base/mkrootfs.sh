@@ -2,7 +2,7 @@
 # Make a minimal Debian root filesystem for the flower-batch base image, for machines
 # that cannot pull one from a registry. Usage: mkrootfs.sh DIR [SUITE] [MIRROR]
 # The result is imported with:  tar -C DIR -c . | docker import - flower-batch-base:bookworm
-# (flower_batch.image.build_image does both steps and skips them when the tag exists.)
+# (flower_batch.running.image.build_image does both steps and skips them when the tag exists.)
 set -eu
 dir=${1:?usage: mkrootfs.sh DIR [SUITE] [MIRROR]}
 suite=${2:-bookworm}

@@ -3,7 +3,7 @@
 #   flower-batch-swarm-node:bookworm      Debian + docker.io + fuse-overlayfs (a Docker-in-Docker node)
 #   flower-batch-swarm-registry:bookworm  Debian's docker-registry 2.8
 # Each is `debootstrap --variant=minbase` + `docker import`, like the runtime's base image
-# (flower_batch/image.py); an existing tag is reused, so this costs nothing the second time.
+# (flower_batch/running/image.py); an existing tag is reused, so this costs nothing the second time.
 set -eu
 PATH=$PATH:/usr/sbin:/sbin
 NODE_IMAGE=${NODE_IMAGE:-flower-batch-swarm-node:bookworm}

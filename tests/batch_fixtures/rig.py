@@ -42,7 +42,7 @@ def runtime_image() -> str:
     """The runtime image of the current sources, built once per test process (cached by the
     build itself too: fast when nothing changed). These tests are marked `docker`: with no
     engine they fail (deselect them with -m "not docker"), they never pass as skipped."""
-    from flower_batch.image import build_image
+    from flower_batch.running.image import build_image
 
     return build_image(tag=TEST_TAG, log=lambda line: None).id
 

@@ -1,4 +1,5 @@
-"""Handoff (R-51): the threshold crossed through the scenario's usage numbers, the document, the
+"""Handoff (at a context threshold the session writes a handoff document and a fresh session
+takes over; lineage records the successor): the threshold crossed through the scenario's usage numbers, the document, the
 successor, lineage and `retired[]`; the degraded handoff on a real CLI overflow; the generation cap."""
 
 from __future__ import annotations

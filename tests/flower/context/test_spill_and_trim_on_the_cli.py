@@ -1,4 +1,5 @@
-"""Context economy on the real CLI (R-50): spill (PostToolUse hook) and trim on load.
+"""Context economy on the real CLI: spill (PostToolUse hook) and trim on load (on resume, old
+large tool results become pointers to files kept on disk).
 
 What the model is sent is read from the scripted server's request log; what is kept is read
 from disk (the spill/trim files) and from sessions.db."""

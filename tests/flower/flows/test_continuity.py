@@ -1,4 +1,4 @@
-"""Continuity in one process (R-20..R-26, R-31..R-34): lineage, wake_state, the banner, --new,
+"""Continuity in one process: lineage, wake_state, the banner, --new,
 and every way a lineage can fail to match (each one: start fresh, no error). Real CLI where a
 session is involved, plain logic elsewhere."""
 
@@ -110,7 +110,7 @@ async def test_second_process_continues_same_session_and_wake_reports_it(tmp_pat
         finally:
             rt2.close()
         assert second["_woke"] == 2 and second["_sessions"]["干活"] == sid
-        assert second["_results"]["干活"].text == "continued"  # Step.resume_prompt was sent (R-31)
+        assert second["_results"]["干活"].text == "continued"  # Step.resume_prompt was sent, not the prompt: it is what continuing says
         assert headers == ["== 干活 " + "=" * 32 + "  1/1  <- 接上次 · 第 2 次唤醒"]
         last = message_requests(srv)[-1]
         assert last["session"] == sid and "do the work" in texts_of(last) and "worked" in texts_of(last)

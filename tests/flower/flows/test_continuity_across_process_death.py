@@ -1,4 +1,5 @@
-"""Continuity across real process death (R-20..R-27): `flower run` in a child process, killed
+"""Continuity across real process death (the session id is in lineage.json the moment it is known,
+so a killed step continues its session next time): `flower run` in a child process, killed
 the hard way, then run again in the same directory. Real CLI, scripted model."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Step/Workflow rules (R-10..R-18) on the real CLI + scripted model."""
+"""Step/Workflow rules (ctx, reduce, gates, retries, StepAbort, resume_from, the two retry layers) on the real CLI + scripted model."""
 
 from __future__ import annotations
 
@@ -122,7 +122,7 @@ async def test_ctx_table_stop_skip_continue_when(tmp_path):
         )
         ctx = await wf.run(rt)
     assert "skipper" not in ctx and not ctx["_results"]["skipper"].ok
-    assert gate_calls == []  # the gate is never called for a failed result (R-14)
+    assert gate_calls == []  # the gate is never called for a failed result: a failed result is retried or fails as it is
     assert ctx["goer"] == ""  # continue: the (incomplete) text is written, reduce not applied
     assert ctx["fine"]["upper"].startswith("DONE")
     assert "never_when" not in ctx and "never_when" not in ctx["_results"]

@@ -1,4 +1,5 @@
-"""Resilience on the real CLI (R-40..R-43): a real outage (the scripted server stops listening),
+"""Resilience on the real CLI (probe the host, classify the error, back off, resume the same
+session with a resume prompt that carries no error details): a real outage (the scripted server stops listening),
 a bad key, a budget stop. Timings are injected small; the split with the CLI's own retries is
 the production one (`Resilience.cli_env()`: CLAUDE_CODE_MAX_RETRIES=2)."""
 

@@ -1,5 +1,7 @@
-"""`Runtime.interrupt()` in-process on the real CLI (R-27's one Ctrl-C), and the transcript an
-interrupted slow tool leaves, loaded back through the pruning store (R-44)."""
+"""`Runtime.interrupt()` in-process on the real CLI (one Ctrl-C: stop at the next message boundary, the
+same session resumes in-process, not counted as a failed attempt), and the transcript an
+interrupted slow tool leaves, loaded back through the pruning store (its
+text replaced with a neutral note, the entry kept, history never cut)."""
 
 from __future__ import annotations
 

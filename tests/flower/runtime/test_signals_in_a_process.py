@@ -1,5 +1,6 @@
 """Ctrl-C as a terminal delivers it (SIGINT to the whole foreground process group) to a real
-`flower run` child (R-27). stdin is a pty, so flower asks for an added word like it would in a
+`flower run` child: one Ctrl-C stops at a message boundary and the same session resumes;
+two quit, and the in-flight step is not in the manifest. stdin is a pty, so flower asks for an added word like it would in a
 terminal. Real CLI, scripted model."""
 
 from __future__ import annotations
@@ -111,7 +112,7 @@ def test_two_ctrl_c_quit_with_130_and_the_next_run_continues(tmp_path):
             os.close(master)
         out = child.output
         assert "Traceback" not in out and "interrupted" in out
-        assert manifest(tmp_path / "runs") == []  # the in-flight step is not in the manifest (R-27)
+        assert manifest(tmp_path / "runs") == []  # the in-flight step is not in the manifest: two Ctrl-C quit without a row
         assert lineage(tmp_path / "runs")["steps"][STEP1] == sid  # but lineage has its session
         again = Child(tmp_path, srv.env(tmp_path / "cfg"), "run", FLOW)
         try:

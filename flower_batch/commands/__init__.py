@@ -1,0 +1,16 @@
+"""The `flower-batch` command line's commands; `flower_batch.cli` assembles them into the app.
+
+    jobs          run, wake, ls/status, show, logs, stop, gc
+    image         image build / show / push
+    matrix        matrix, report (with plan_summary: what `matrix --dry-run` prints)
+    compare       compare two batches, or a batch and its baseline
+    repro         repro: a recorded job again, and the diff
+    view          view: the trajectory viewer
+    attempts      gc --attempts: the only way kept earlier attempts are removed
+    preflight     the checks before a job runs, as the commands report them
+    common        what the commands share: consoles, `fail`, --home / --backend, job lookup,
+                  the signal-aware async runner
+
+Each module exports plain command functions and never imports `flower_batch.cli` (the app), so
+importing one registers nothing. Modules here import by absolute name.
+"""

@@ -1,0 +1,137 @@
+"""What every `flower-batch` command shares: the consoles, one-line failure, the --home and
+--backend options, job lookup, the runtime image, and the signal-aware async runner.
+
+Command modules (*_cmd.py) import from here and never from flower_batch.cli, which only
+assembles them into the app: so importing a command module never needs the app, and the app
+always has every command.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from flower_batch.backend.base import Backend
+from flower_batch.backend.select import backend_name, open_backend
+from flower_batch.errors import FlowerBatchError
+from flower_batch.layout import Home, JobDir
+from flower_batch.matrix import JobRecord
+from flower_batch.running.liveness import NEVER_STARTED, ORPHANED
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def fail(message: str, code: int = 2) -> None:
+    err.print(f"[red]flower-batch:[/red] {escape(message)}")
+    raise typer.Exit(code)
+
+
+HOME_OPT = typer.Option(None, "--home", help="where batches live (default ./volumes or $FLOWER_BATCH_HOME)")
+BACKEND_OPT = typer.Option(None, "--backend", help="docker (this engine) or swarm (a cluster's manager via "
+                           "DOCKER_HOST); default $FLOWER_BATCH_BACKEND, else jobs.toml's, else docker")
+
+
+def backend_for(home: Path | None, flag: str | None = None, recorded: str | None = None) -> Backend:
+    """The engine to run on (see backend/select.py); a bad choice is a BackendChoiceError (one line)."""
+    return open_backend(backend_name(flag, recorded), home_at(home).root)
+
+
+def home_at(path: Path | None) -> Home:
+    return Home(path)
+
+
+def load_job(home: Path | None, ref: str) -> tuple[JobDir, JobRecord]:
+    try:
+        jd = home_at(home).find(ref)
+        return jd, jd.record()
+    except FileNotFoundError:
+        fail(f"job {ref}: its record.json is missing (see `flower-batch ls`)")
+    raise AssertionError("unreachable")
+
+
+def progress(job_id: str, state: str) -> None:
+    err.print(f"[cyan]{time.strftime('%H:%M:%S')}[/cyan] {escape(job_id)}: {escape(state)}")
+
+
+def status_cell(status: str) -> str:
+    colour = {"passed": "green", "running": "cyan", "queued": "cyan", ORPHANED: "yellow",
+              NEVER_STARTED: "yellow"}.get(status, "red")
+    return f"[{colour}]{status}[/{colour}]"
+
+
+def runtime_image(ref: str) -> tuple[str, dict[str, str]]:
+    from flower_batch.running.image import image_versions
+
+    return image_versions(ref)
+
+
+class Interrupted(Exception):
+    pass
+
+
+def _leaf_errors(exc: BaseException) -> Iterator[BaseException]:
+    """The errors inside (nested) exception groups."""
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            yield from _leaf_errors(inner)
+    else:
+        yield exc
+
+
+def run_async(fn: Any) -> Any:
+    """Run `fn` so that Ctrl-C / SIGTERM cancel it cleanly: every running job's container is
+    stopped (flower records the in-flight step) and its record written before we exit 130."""
+
+    async def main() -> Any:
+        result: list[Any] = []
+        failure: list[Exception] = []
+        stopped = False
+        async with anyio.create_task_group() as tg:
+
+            async def watch() -> None:
+                nonlocal stopped
+                with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                    async for _ in signals:
+                        err.print("flower-batch: stopping — stopping containers and writing records")
+                        stopped = True
+                        tg.cancel_scope.cancel()
+                        return
+
+            async def work() -> None:
+                try:
+                    result.append(await fn())
+                except Exception as exc:  # re-raised below, outside the task group's ExceptionGroup
+                    failure.append(exc)
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(watch)
+            tg.start_soon(work)
+        if failure:
+            raise failure[0]
+        if stopped:
+            raise Interrupted
+        return result[0] if result else None
+
+    try:
+        return anyio.run(main)
+    except BaseExceptionGroup as group:
+        # A task group's failure: when every error in it is ours, say the first in one line.
+        leaves = list(_leaf_errors(group))
+        if leaves and all(isinstance(e, FlowerBatchError) for e in leaves):
+            fail(" ".join(str(leaves[0]).split()))
+        if leaves and all(isinstance(e, Interrupted | KeyboardInterrupt) for e in leaves):
+            err.print("flower-batch: interrupted; the jobs' containers are stopped and their records written")
+            raise typer.Exit(130) from None
+        raise
+    except (Interrupted, KeyboardInterrupt):
+        err.print("flower-batch: interrupted; the jobs' containers are stopped and their records written")
+        raise typer.Exit(130) from None

@@ -1,0 +1,403 @@
+"""The job commands: run / wake / ls (status) / show / logs / stop / gc, as plain functions that
+flower_batch.cli makes commands of."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from flower.catalogue import WAKE_LINE_MARKS
+from flower_batch.backend.base import Backend
+from flower_batch.commands.common import (
+    BACKEND_OPT,
+    HOME_OPT,
+    backend_for,
+    err,
+    fail,
+    home_at,
+    load_job,
+    out,
+    progress,
+    run_async,
+    runtime_image,
+    status_cell,
+)
+from flower_batch.commands.preflight import preflight_job, preflight_scratch
+from flower_batch.envnames import env_name_problem, looks_secret
+from flower_batch.gateway.health import describe_health
+from flower_batch.gateway.host_modes import mode_label, use_upstream
+from flower_batch.gateway.metering import read_meter, read_summary
+from flower_batch.labels import BATCH, JOB, MANAGED
+from flower_batch.layout import Home, JobDir
+from flower_batch.matrix import JobRecord, JobSpec, RecordError, format_duration
+from flower_batch.running.causes import continuity_lines
+from flower_batch.running.jobs import ADHOC_BATCH, adhoc_spec, job_scenario, start_job
+from flower_batch.running.liveness import Liveness
+from flower_batch.running.session import Leak, find_leaks, remove_leaks
+
+if TYPE_CHECKING:
+    from flower_batch.running.attempts import Attempt  # loaded lazily by `show`
+
+
+def _parse_env(items: list[str]) -> dict[str, str]:
+    env = {}
+    for item in items:
+        if "=" not in item:
+            fail(f"--env {item!r}: expected KEY=VALUE (use --secret NAME for values from your environment)")
+        key, value = item.split("=", 1)
+        problem = env_name_problem(key)
+        if problem:
+            fail(f"--env {key}: {problem}")
+        if looks_secret(key) and value:
+            fail(f"--env {key}: looks like a secret; pass it with --secret {key} so its value is read from "
+                 "your environment at start and never stored")
+        env[key] = value
+    return env
+
+
+def _finish(record: JobRecord) -> None:
+    colour = "green" if record.status == "passed" else "red"
+    cost = "unknown" if record.cost_usd is None else f"${record.cost_usd:.4f}"
+    err.print(
+        f"[{colour}]{escape(record.job_id)}: {record.status}[/{colour}]"
+        + (f" — {escape(record.reason)}" if record.reason else "")
+        + f"  cost {cost}  turns {record.num_turns or 0}  {format_duration(record.duration_s or 0)}"
+        + f"  model: {mode_label(record.gateway_mode)}"
+    )
+    if record.gateway_health and record.status == "passed":  # a failed one already says it in its reason
+        err.print(f"  gateway: {escape(describe_health(record.gateway_health))}")
+    raise typer.Exit(0 if record.status == "passed" else 1)
+
+
+def run(
+    workspace: Path = typer.Argument(..., help="folder copied fresh into the job's /workspace"),
+    task: str | None = typer.Argument(None, help="task text for flower's starter flow"),
+    workflow: str | None = typer.Option(None, "--workflow", "-f", help="module:attr or file.py:attr of a Workflow"),
+    prompt: str | None = typer.Option(None, "--prompt", help="with --workflow: text given to it as ctx['prompt']"),
+    image: str = typer.Option("flower-batch-runtime:latest", "--image", help="runtime image (tag or id); the id is pinned"),
+    timeout: str = typer.Option("30m", "--timeout", help="stop the job after this long (SIGTERM, grace, kill)"),
+    cpus: float | None = typer.Option(None, "--cpus"),
+    memory: str | None = typer.Option(None, "--memory", help="e.g. 2g"),
+    env: list[str] = typer.Option([], "--env", "-e", help="KEY=VALUE for the job (repeatable)"),
+    secret: list[str] = typer.Option([], "--secret", help="NAME of a host env var passed to the job, never stored"),
+    name: str | None = typer.Option(None, "--name", help="job id (default: from the task)"),
+    persistent: bool = typer.Option(False, "--persistent", help="keep the conversation so `wake` can continue it"),
+    scenario: Path | None = typer.Option(
+        None, "--scenario",
+        help="scripted-model scenario for the gateway (without it: the Anthropic API via the gateway, "
+             "with your ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN, which stays on the host side)",
+    ),
+    budget_usd: float | None = typer.Option(None, "--budget-usd", help="the gateway stops the job at this spend"),
+    upstream: str | None = typer.Option(
+        None, "--upstream", help="without --scenario: the Messages API to forward to (default "
+        "$FLOWER_BATCH_UPSTREAM, else https://api.anthropic.com)"
+    ),
+    placement: list[str] = typer.Option([], "--placement", help="on a cluster: a constraint such as "
+                                        "node.labels.pool==big (repeatable)"),
+    home: Path | None = HOME_OPT,
+    backend_choice: str | None = BACKEND_OPT,
+) -> None:
+    """Run one job in a fresh container."""
+    if problem := use_upstream(upstream, os.environ):
+        fail(problem)
+    h = home_at(home)
+    spec = adhoc_spec(workspace=workspace, task=task, workflow=workflow, prompt=prompt, name=name,
+                      timeout=timeout, cpus=cpus, memory=memory, env=_parse_env(env), secrets_=secret,
+                      scenario=scenario, budget_usd=budget_usd, placement=tuple(placement))
+    if h.job(ADHOC_BATCH, spec.id).record_path.exists():
+        fail(f"job {spec.id} already exists: wake it (`flower-batch wake {spec.id}`) or pick another --name")
+    image_id, versions = runtime_image(image)
+    preflight_job(spec, image_id, ADHOC_BATCH, describe=None, flows_dir=None,
+                  scratch=preflight_scratch(h.root, backend_choice, None))
+    err.print(f"job {ADHOC_BATCH}/{spec.id}  image {image_id[:19]}  model: {mode_label(spec.gateway.mode)}",
+              markup=False)
+
+    engine = backend_for(home, backend_choice)
+
+    async def go() -> JobRecord:
+        async with engine as backend:
+            return await start_job(backend, h, ADHOC_BATCH, spec, image_id=image_id, versions=versions,
+                                   persistent=persistent, on_state=progress)
+
+    _finish(run_async(go))
+
+
+def wake(
+    job: str = typer.Argument(..., help="job id (or batch/job)"),
+    words: str | None = typer.Argument(None, help="more words for the work step (starter flow) or the workflow's prompt"),
+    scenario: Path | None = typer.Option(None, "--scenario", help="use this scenario instead of the job's copy"),
+    timeout: str | None = typer.Option(None, "--timeout"),
+    home: Path | None = HOME_OPT,
+    backend_choice: str | None = BACKEND_OPT,
+) -> None:
+    """Continue a persistent job in a new container on its recorded image id (any node of a cluster)."""
+    h = home_at(home)
+    jd, record = load_job(home, job)
+    if not record.finished:
+        # A record left `running` by an orchestrator that was killed is not a running job: only
+        # a live container of the job is.
+        if _running_containers(jd, backend_for(home, backend_choice, record.backend)):
+            fail(f"job {jd.job} is still {record.status}; stop it first (`flower-batch stop {jd.job}`)")
+        err.print(f"job {jd.job} was left {record.status} by an orchestrator that is gone; continuing it")
+    if not record.spec.get("persistent"):
+        fail(f"job {jd.job} was not started with --persistent, so it has no conversation to continue")
+    spec = JobSpec.from_dict(record.spec)
+    gw = spec.gateway
+    chosen = scenario.resolve() if scenario else job_scenario(jd)
+    if gw.mode == "scripted" and (chosen is None or not chosen.is_file()):
+        fail(f"job {jd.job}: its scenario copy is missing; pass --scenario FILE")
+    from dataclasses import replace
+
+    spec = replace(spec, gateway=replace(gw, scenario=chosen))
+    if timeout:
+        from flower_batch.matrix import parse_duration
+
+        seconds = parse_duration(timeout)
+        if not seconds:
+            fail(f"--timeout {timeout!r}: expected a duration like 90s, 10m or 1h")
+            return
+        spec = replace(spec, timeout_s=seconds)
+    preflight_job(spec, record.image_id, jd.batch, describe=f"job {jd.batch}/{jd.job}",
+                  flows_dir=jd.flows if spec.workflow else None,
+                  scratch=preflight_scratch(h.root, backend_choice, record.backend))
+    err.print(f"waking {jd.batch}/{jd.job} (attempt {record.attempt + 1}) on image {record.image_id[:19]}")
+
+    engine = backend_for(home, backend_choice, record.backend)
+
+    async def go() -> JobRecord:
+        async with engine as backend:
+            return await start_job(backend, h, jd.batch, spec, image_id=record.image_id, versions=record.versions,
+                                   persistent=True, waking=True, wake_words=words, previous=record,
+                                   on_state=progress)
+
+    result = run_async(go)
+    _print_container_tail(h.job(jd.batch, jd.job))
+    for line in continuity_lines(result.continuity):  # flower is silent about a fresh start: we say it
+        err.print(f"  {line}", markup=False)
+    if result.spec.get("persistent") and not result.continuity and result.status != "passed":
+        err.print("  continuity unknown: flower did not get as far as its first step", markup=False)
+    _finish(result)
+
+
+def _running_containers(jd: JobDir, engine: Backend) -> int:
+    async def go() -> int:
+        async with engine as backend:
+            found = await backend.list_by_label({MANAGED: "1", BATCH: jd.batch, JOB: jd.job})
+            return sum(c.state == "running" for c in found)
+
+    return int(run_async(go))
+
+
+def _print_container_tail(jd: JobDir) -> None:
+    """Show the wake banner flower printed inside the container."""
+    log = jd.logs / "container.log"
+    if not log.exists():
+        return
+    lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
+    last_run = max((i for i, line in enumerate(lines) if line.startswith("--- container")), default=0)
+    for line in lines[last_run:]:
+        if any(mark in line for mark in WAKE_LINE_MARKS):
+            err.print(f"  {line.strip()}", markup=False)  # flower's own line: text, never markup
+
+
+def _rows(h: Home, batch: str | None) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    live = Liveness(h.root)
+    for jd, rec in h.records(batch):
+        if isinstance(rec, RecordError):
+            rows.append({"batch": jd.batch, "job": jd.job, "status": "unreadable", "reason": str(rec)})
+            continue
+        meter = read_summary(jd.logs)  # the gateway's meter: live while the job runs
+        cost = rec.cost_usd if rec.finished or not meter else meter.get("cost_usd")
+        rows.append({
+            "batch": jd.batch, "job": jd.job, "status": live.status(rec), "recorded_status": rec.status,
+            "class": rec.failure_class, "reason": live.reason(rec), "gateway_restarts": _restarts(rec),
+            "cost_usd": cost, "metered": meter is not None, "num_turns": rec.num_turns, "duration_s": rec.duration_s,
+            "started_at": rec.started_at, "gateway_mode": rec.gateway_mode, "attempt": rec.attempt,
+            "persistent": bool(rec.spec.get("persistent")), "image_id": rec.image_id,
+        })
+    return rows
+
+
+def ls(
+    batch: str | None = typer.Option(None, "--batch", "-b"),
+    as_json: bool = typer.Option(False, "--json"),
+    home: Path | None = HOME_OPT,
+) -> None:
+    """List jobs and their status."""
+    rows = _rows(home_at(home), batch)
+    if as_json:
+        out.print_json(json.dumps(rows))
+        return
+    table = Table(title=f"jobs ({len(rows)})")
+    for col in ("batch", "job", "status", "cost (metered)", "turns", "time", "model", "wakes"):
+        table.add_column(col)
+    for r in rows:
+        cost = "" if r.get("cost_usd") is None else f"${r['cost_usd']:.4f}" + ("" if r.get("metered") else " (CLI)")
+        table.add_row(r["batch"], r["job"], status_cell(r["status"]), cost, str(r.get("num_turns") or ""),
+                      format_duration(r.get("duration_s") or 0), r.get("gateway_mode") or "",
+                      str(r.get("attempt", 1) - 1) if r.get("persistent") else "-")
+    out.print(table)
+
+
+def _restarts(record: JobRecord) -> int:
+    return int((record.gateway_health or {}).get("restarts") or 0)
+
+
+def show(
+    job: str = typer.Argument(...),
+    as_json: bool = typer.Option(False, "--json"),
+    home: Path | None = HOME_OPT,
+) -> None:
+    """A job's record and its manifest rows (one per step attempt)."""
+    from flower_batch.running.attempts import list_attempts
+
+    jd, record = load_job(home, job)
+    rows = jd.manifest()
+    meter = read_meter(jd.logs)
+    live = Liveness(home_at(home).root)
+    attempts = list_attempts(jd)
+    if as_json:
+        out.print_json(json.dumps({"record": record.to_dict(), "status": live.status(record),
+                                   "reason": live.reason(record), "manifest": rows,
+                                   "meter": meter.to_dict() if meter else None,
+                                   "attempts": [a.to_dict() for a in attempts]}))
+        return
+    info = Table.grid(padding=(0, 2))
+    for key, value in (
+        ("job", f"{jd.batch}/{jd.job}"), ("status", status_cell(live.status(record))),
+        ("reason", live.reason(record) or ""), ("gateway", describe_health(record.gateway_health)),
+        ("model", mode_label(record.gateway_mode)), ("image", record.image_id),
+        ("versions", ", ".join(f"{k} {v}" for k, v in record.versions.items())),
+        ("exit code", str(record.exit_code)), ("check exit", str(record.check_exit)),
+        ("cost", "unknown" if record.cost_usd is None else f"${record.cost_usd:.4f}"),
+        ("metered", meter.describe() if meter else "not metered by the gateway (cost from the CLI)"),
+        ("budget", "none" if record.spec.get("budget_usd") is None else f"${record.spec['budget_usd']:.4f}"),
+        ("turns", str(record.num_turns)), ("started", record.started_at or ""), ("finished", record.finished_at or ""),
+        ("duration", format_duration(record.duration_s or 0)), ("attempt", str(record.attempt)),
+        ("persistent", "yes" if record.spec.get("persistent") else "no"), ("folder", str(jd.root)),
+        *(("continuity", line) for line in continuity_lines(record.continuity)),
+        *((("class", record.failure_class),) if record.failure_class else ()),
+    ):
+        # Values are file and model text (a reason may quote `[[rules]]`): never markup.
+        info.add_row(f"[bold]{key}[/bold]", value if key == "status" else Text(value))
+    out.print(info)
+    table = Table(title="manifest (one row per step attempt)")
+    for col in ("run", "step", "ok", "cost $", "turns", "seconds", "session", "error"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(str(r.get("run", ""))[-13:], Text(str(r.get("step"))), "yes" if r.get("ok") else "no",
+                      f"{r.get('cost_usd') or 0:.4f}", str(r.get("num_turns", "")), f"{r.get('duration_s') or 0:.1f}",
+                      str(r.get("session_id", ""))[:8], Text(str(r.get("error") or "")[:60]))
+    out.print(table)
+    if attempts:
+        _print_attempts(attempts)
+    if record.check_output:
+        out.print("[bold]check output[/bold]")
+        out.print(record.check_output[-2000:], markup=False)
+
+
+def _print_attempts(attempts: list[Attempt]) -> None:
+    table = Table(title="earlier attempts (kept in attempts/<n>/; `gc --attempts` prunes them)")
+    for col in ("attempt", "status", "reason", "finished", "cost", "folder"):
+        table.add_column(col)
+    for a in attempts:
+        d = a.to_dict()
+        cost = "" if d.get("cost_usd") is None else f"${d['cost_usd']:.4f}"
+        table.add_row(str(a.number), status_cell(d["status"]), escape(str(d.get("reason") or ""))[:60],
+                      d.get("finished_at") or "", cost, escape(str(a.folder)))
+    out.print(table)
+
+
+def logs(
+    job: str = typer.Argument(...),
+    follow: bool = typer.Option(False, "--follow", "-f", help="keep printing while the job runs"),
+    home: Path | None = HOME_OPT,
+) -> None:
+    """The job's container output (and its check's)."""
+    jd, record = load_job(home, job)
+    log = jd.logs / "container.log"
+    if log.exists():
+        with log.open(encoding="utf-8", errors="replace") as saved:  # streamed: it may be MBs
+            shutil.copyfileobj(saved, sys.stdout)
+    if follow and record.status == "running" and record.container:
+        engine = backend_for(home, None, record.backend)
+
+        async def tail() -> None:
+            async with engine as backend:
+                async for line in backend.logs(record.container, follow=True):  # type: ignore[arg-type]
+                    print(line, flush=True)
+
+        run_async(tail)
+    check = jd.logs / "check.log"
+    if check.exists():
+        sys.stdout.write(check.read_text(encoding="utf-8", errors="replace"))
+
+
+def stop(
+    job: str = typer.Argument(...),
+    grace: float = typer.Option(10.0, "--grace", help="seconds between SIGTERM and kill"),
+    home: Path | None = HOME_OPT,
+    backend_choice: str | None = BACKEND_OPT,
+) -> None:
+    """Stop a running job: SIGTERM (flower records the step as killed-by-signal), then kill."""
+    jd, record = load_job(home, job)
+    engine = backend_for(home, backend_choice, record.backend)
+
+    async def go() -> int:
+        async with engine as backend:
+            found = await backend.list_by_label({MANAGED: "1", BATCH: jd.batch, JOB: jd.job})
+            running = [c for c in found if c.state == "running"]
+            for c in running:
+                await backend.stop(c.id, grace_s=grace)
+            return len(running)
+
+    n = run_async(go)
+    err.print(f"stopped {n} container(s) of {jd.batch}/{jd.job} (status was {record.status})")
+
+
+def gc(
+    dry_run: bool = typer.Option(False, "--dry-run", help="only list what would be removed"),
+    attempts: bool = typer.Option(False, "--attempts", help="instead: prune jobs' kept earlier attempts"),
+    keep: int = typer.Option(0, "--keep", help="with --attempts: keep each job's newest N earlier attempts"),
+    batch: str | None = typer.Option(None, "--batch", "-b", help="with --attempts: only this batch's jobs"),
+    home: Path | None = HOME_OPT,
+    backend_choice: str | None = BACKEND_OPT,
+) -> None:
+    """Remove containers, networks and volumes with our labels left by orchestrators of this home
+    that died (their session lock is free); live ones and other homes' are never touched.
+    With --attempts: remove the earlier attempts kept under <job>/attempts/ instead."""
+    h = home_at(home)
+    if attempts or keep or batch:
+        from flower_batch.commands.attempts import gc_attempts
+
+        if not attempts:
+            fail("--keep and --batch go with --attempts (gc --attempts --keep N)")
+        gc_attempts(h, keep=keep, batch=batch, dry_run=dry_run)
+        return
+    engine = backend_for(home, backend_choice)
+
+    async def go() -> tuple[list[Leak], int]:
+        async with engine as backend:
+            leaks, foreign = await find_leaks(backend, h.root)
+            if not dry_run:
+                await remove_leaks(backend, h.root, leaks)
+            return leaks, foreign
+
+    leaks, foreign = run_async(go)
+    verb = "would remove" if dry_run else "removed"
+    for leak in leaks:
+        out.print(f"{verb} {leak.kind} {leak.name} {leak.role}".rstrip())
+    err.print(f"{verb} {len(leaks)} leaked resource(s)")
+    if foreign:
+        err.print(f"left {foreign} resource(s) of orchestrators this home ({h.root}) does not know: "
+                  "run gc with their --home")

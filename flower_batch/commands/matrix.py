@@ -1,0 +1,311 @@
+"""`flower-batch matrix jobs.toml` and `flower-batch report <batch>`."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.live import Live
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from flower.fileio import write_atomic
+from flower_batch.commands.common import (
+    BACKEND_OPT,
+    HOME_OPT,
+    backend_for,
+    err,
+    fail,
+    out,
+    run_async,
+    runtime_image,
+)
+from flower_batch.commands.compare import ALPHA_OPT, FAIL_OPT, Baseline, baseline_or_exit
+from flower_batch.commands.plan_summary import plan_lines
+from flower_batch.commands.preflight import finish_preflight, preflight_scratch, print_warnings
+from flower_batch.errors import FlowerBatchError
+from flower_batch.gateway.host_modes import mode_problem, use_upstream
+from flower_batch.jobmodel.classes import exit_code_for
+from flower_batch.layout import Home
+from flower_batch.matrix import (
+    MAX_JOBS,
+    BatchResults,
+    JobRecord,
+    JobSpec,
+    MatrixFileError,
+    comparison_table,
+    load_jobs_file,
+    load_records,
+    plan_resume,
+    results_from_records,
+    summary_line,
+    write_reports,
+)
+from flower_batch.preflight import Describe, Preflight, include_warnings
+from flower_batch.running.infra_retry import run_with_infra_retries
+from flower_batch.running.liveness import Liveness
+from flower_batch.running.scheduler import run_jobs
+from flower_batch.running.session import find_leaks, remove_leaks
+
+
+class MatrixProgress:
+    """Live job states on a terminal; one plain line per change when there is no TTY (CI)."""
+
+    def __init__(self, job_ids: list[str], kept: dict[str, str], console: Console) -> None:
+        self.console = console
+        self.states = {j: kept.get(j, "queued") for j in job_ids}
+        self.started: dict[str, float] = {}
+        self.t0 = time.monotonic()
+        self.costs: dict[str, float] = {}
+        self.live: Live | None = None
+
+    def __enter__(self) -> MatrixProgress:
+        if self.console.is_terminal:
+            self.live = Live(self.render(), console=self.console, refresh_per_second=4)
+            self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.live:
+            self.live.update(self.render())
+            self.live.__exit__(None, None, None)
+
+    def on_state(self, job_id: str, state: str) -> None:
+        self.states[job_id] = state
+        if state == "running":
+            self.started[job_id] = time.monotonic()
+        if self.live:
+            self.live.update(self.render())
+        else:
+            counts = self.counts()
+            # markup=False: rich would take "[passed 2 queued 4]" for a style tag and drop it
+            self.console.print(f"{time.strftime('%H:%M:%S')} {job_id}: {state}  [{counts}]", markup=False)
+
+    def record_cost(self, job_id: str, cost: float | None) -> None:
+        if cost is not None:
+            self.costs[job_id] = cost
+
+    def counts(self) -> str:
+        tally: dict[str, int] = {}
+        for s in self.states.values():
+            tally[s] = tally.get(s, 0) + 1
+        return " ".join(f"{k} {v}" for k, v in sorted(tally.items()))
+
+    def render(self) -> Table:
+        table = Table(title=f"matrix · {self.counts()} · {time.monotonic() - self.t0:.0f}s elapsed · "
+                            f"cost so far ${sum(self.costs.values()):.4f}")
+        table.add_column("job")
+        table.add_column("state")
+        table.add_column("elapsed")
+        for job, state in self.states.items():
+            elapsed = f"{time.monotonic() - self.started[job]:.0f}s" if state in ("running", "checking") else ""
+            colour = {"passed": "green", "running": "cyan", "checking": "cyan", "queued": "dim"}.get(state, "red")
+            table.add_row(Text(job), f"[{colour}]{escape(state)}[/{colour}]", elapsed)
+        return table
+
+
+def matrix(
+    jobs_file: Path = typer.Argument(..., help="the jobs.toml describing tasks, variants and repeats"),
+    parallel: int = typer.Option(2, "-j", "--parallel", help="at most this many jobs at once"),
+    image: str | None = typer.Option(None, "--image", help="runtime image (default: jobs.toml's, else flower-batch-runtime:latest)"),
+    retry_failed: bool = typer.Option(False, "--retry-failed", help="also re-run failed/timed-out jobs"),
+    fresh: bool = typer.Option(False, "--fresh", help="re-run every job, ignoring earlier results"),
+    fail_under: float | None = typer.Option(None, "--fail-under", help="exit 0 if the pass rate is at least this (0..1)"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="show the plan and exit"),
+    budget_usd: float | None = typer.Option(
+        None, "--budget-usd", help="spending limit for the whole batch (overrides [batch].budget_usd)"
+    ),
+    baseline_ref: str | None = typer.Option(
+        None, "--baseline", help="compare with this batch or results.json at the end (report.html, table, summary)"
+    ),
+    alpha: float = ALPHA_OPT,
+    fail_on_regression: bool = FAIL_OPT,
+    upstream: str | None = typer.Option(
+        None, "--upstream", help="anthropic mode: the Messages API to forward to (default $FLOWER_BATCH_UPSTREAM, "
+        "else https://api.anthropic.com)"
+    ),
+    infra_retries: int = typer.Option(
+        2, "--infra-retries", help="re-run jobs that ended in an infrastructure error, at most this many times"
+    ),
+    allow_large: bool = typer.Option(False, "--allow-large", help=f"allow more than {MAX_JOBS:,} jobs"),
+    home: Path | None = HOME_OPT,
+    backend_choice: str | None = BACKEND_OPT,
+) -> None:
+    """Run a matrix of jobs side by side, each in its own container; resumable.
+
+    Exit codes: 0 all passed (or --fail-under met), 1 below it, 2 bad usage, 3 infrastructure
+    errors remained after --infra-retries.
+    """
+    try:
+        jf = load_jobs_file(jobs_file, max_jobs=None if allow_large else MAX_JOBS)
+    except MatrixFileError as exc:  # one line per problem, each naming its file and field
+        err.print(str(exc), markup=False)
+        raise typer.Exit(2) from None
+    if parallel < 1:
+        fail(f"-j/--parallel {parallel}: give at least 1 (the number of jobs run at once)")
+    if problem := use_upstream(upstream, os.environ):
+        fail(problem)
+    if infra_retries < 0:
+        fail(f"--infra-retries {infra_retries}: give 0 (never) or more re-runs of infrastructure errors")
+    missing = jf.missing_secrets(os.environ)
+    # Each gateway mode's needs (anthropic: the host's key), checked before any job is queued.
+    missing += [f"{jf.path.name}: {problem}" for mode in jf.gateway_modes
+                if (problem := mode_problem(mode, os.environ))]
+    if missing:
+        for line in missing:
+            err.print(f"[red]flower-batch:[/red] {escape(line)}")
+        raise typer.Exit(2)
+    if fail_under is not None and not 0 <= fail_under <= 1:
+        fail("--fail-under: give a pass rate between 0 and 1, e.g. 0.8")
+    print_warnings(include_warnings(jf.path, jf.axes))
+    h = Home(home)
+    # Read now: a missing baseline stops the run before anything is spent, and a baseline that
+    # is this same batch means its results as they were before this run.
+    baseline = baseline_or_exit(baseline_ref, h, alpha, fail_on_regression)
+    engine = backend_for(home, backend_choice, jf.backend)  # a bad choice is refused before anything is written
+    batch_dir = h.batch_dir(jf.name)
+    image_id, versions = runtime_image(image or jf.image or "flower-batch-runtime:latest")
+    records = load_records(batch_dir, [j.id for j in jf.jobs])
+    plan = plan_resume(jf.jobs, image_id, records, retry_failed=retry_failed, fresh=fresh)
+    # Pre-flight of the jobs that would run, before any folder, record or batch.json is written.
+    by_id = {j.id: j for j in jf.jobs}  # jf.job() is a scan: quadratic over 200,000 jobs
+    pf = Preflight(_describe(jf.path.name), batch=jf.name)
+    pf.add_jobs([by_id[d.job_id] for d in plan.to_run], search=[jf.path.parent])
+    finish_preflight(pf, image_id, preflight_scratch(h.root, backend_choice, jf.backend))
+    modes = ", ".join(jf.gateway_modes)
+    err.print(f"batch {jf.name}: {len(jf.jobs):,} jobs · image {image_id[:19]} · model: {modes} · {plan.summary()}",
+              markup=False)
+    if dry_run:
+        for line in plan_lines(plan, jf.jobs):
+            out.print(line, markup=False, highlight=False)
+        raise typer.Exit(0)
+    _write_batch_file(batch_dir, jf.path, image_id, versions, modes)
+    to_run = [(by_id[d.job_id], d.previous) for d in plan.to_run]
+    kept = {d.job_id: d.previous.status for d in plan.to_keep if d.previous}
+    progress = MatrixProgress([j.id for j in jf.jobs], kept, err)
+
+    def on_state(job_id: str, state: str) -> None:
+        progress.on_state(job_id, state)
+        if state not in ("queued", "running", "checking"):
+            try:
+                progress.record_cost(job_id, h.job(jf.name, job_id).record().cost_usd)
+            except (OSError, FlowerBatchError):
+                pass
+
+    async def reap() -> int:
+        # A killed earlier run of this batch may have left containers still writing into the job
+        # folders this run is about to reset, and a gateway nobody stops: remove them first.
+        async with engine as backend:
+            leaks, _ = await find_leaks(backend, h.root, batch=jf.name)
+            await remove_leaks(backend, h.root, leaks)
+            return len(leaks)
+
+    def on_retry(n: int, job_ids: list[str]) -> None:
+        err.print(f"infrastructure errors: running {len(job_ids)} job(s) again (retry {n}/{infra_retries}): "
+                  + ", ".join(job_ids), markup=False)
+
+    async def go() -> None:
+        async with engine as backend:
+            async def one_round(jobs: Sequence[tuple[JobSpec, JobRecord | None]]) -> dict[str, JobRecord]:
+                return await run_jobs(backend, h, jf.name, jobs, image_id=image_id, versions=versions,
+                                      parallel=parallel, on_state=on_state, search=[jf.path.parent],
+                                      budget_usd=budget_usd if budget_usd is not None else jf.budget_usd)
+
+            await run_with_infra_retries(one_round, to_run, retries=infra_retries, on_retry=on_retry)
+
+    reaped = run_async(reap)
+    if reaped:
+        err.print(f"removed {reaped} container(s)/network(s) left by an earlier run of {jf.name} that was killed")
+    if to_run:
+        with progress:
+            run_async(go)
+    results = _report(h, jf.name, jobs=list(jf.jobs), image_id=image_id, baseline=baseline)
+    regressed = fail_on_regression and baseline is not None and baseline.regressed
+    raise typer.Exit(exit_code_for(results.class_counts(), threshold_met=results.ci_passed(fail_under),
+                                   regression=bool(regressed)))
+
+
+def _describe(file: str) -> Describe:
+    def describe(field: str, value: str, jobs: Sequence[JobSpec]) -> str:
+        tasks = list(dict.fromkeys(j.task for j in jobs))
+        who = f"task {tasks[0]}" if len(tasks) == 1 else f"tasks {', '.join(tasks[:3])}" + ("…" if len(tasks) > 3 else "")
+        return f'{file}: {field} "{value}" ({who}, {len(jobs)} job{"" if len(jobs) == 1 else "s"})'
+
+    return describe
+
+
+def _write_batch_file(batch_dir: Path, jobs_file: Path, image_id: str, versions: dict[str, str], modes: str) -> None:
+    batch_dir.mkdir(parents=True, exist_ok=True)
+    data = {"jobs_file": str(jobs_file), "image_id": image_id, "versions": versions, "gateway_modes": modes,
+            "updated_at": datetime.now(UTC).isoformat(timespec="seconds")}
+    write_atomic(batch_dir / "batch.json", json.dumps(data, indent=2) + "\n")
+
+
+def _report(h: Home, batch: str, *, jobs: list[JobSpec] | None, image_id: str | None,
+            baseline: Baseline | None = None) -> BatchResults:
+    batch_dir = h.batch_dir(batch)
+    loaded = load_records(batch_dir, [j.id for j in jobs] if jobs else None)
+    records: dict[str, JobRecord] = {k: v for k, v in loaded.items() if isinstance(v, JobRecord)}
+    for job_id, problem in loaded.items():
+        if not isinstance(problem, JobRecord):
+            err.print(f"[yellow]warning:[/yellow] {escape(job_id)}: {escape(str(problem))}")
+    tails = {}
+    for job_id in records:
+        log = h.job(batch, job_id).logs / "container.log"
+        if log.exists():
+            tails[job_id] = log.read_text(encoding="utf-8", errors="replace")[-4000:]
+    live = Liveness(h.root)  # records left running/queued by an orchestrator that is gone
+    in_flight = {j: (live.status(r), live.reason(r)) for j, r in records.items() if not r.finished}
+    results = results_from_records(records, batch=batch, image_id=image_id, jobs=jobs, log_tails=tails,
+                                   batch_dir=batch_dir, in_flight=in_flight)
+    out.print(comparison_table(results))
+    paths = write_reports(results, batch_dir / "report", baseline.sections(results) if baseline else ())
+    err.print(summary_line(results), markup=False)
+    err.print(f"results {paths.results_json}\njunit   {paths.junit_xml}\nreport  {paths.html}", markup=False)
+    if baseline:
+        baseline.finish(batch_dir / "report")
+    return results
+
+
+def report(
+    batch: str = typer.Argument(..., help="batch name (a folder under volumes/)"),
+    baseline_ref: str | None = typer.Option(
+        None, "--baseline", help="add a comparison with this batch or results.json to the report"
+    ),
+    alpha: float = ALPHA_OPT,
+    fail_on_regression: bool = FAIL_OPT,
+    home: Path | None = HOME_OPT,
+) -> None:
+    """Regenerate the table, results.json, junit.xml and report.html of a batch from its records."""
+    h = Home(home)
+    bdir = h.batch_dir(batch)
+    if not bdir.is_dir():
+        fail(f"no batch {batch} under {h.root} (see `flower-batch ls`)")
+    baseline = baseline_or_exit(baseline_ref, h, alpha, fail_on_regression)
+    jobs = None
+    meta = bdir / "batch.json"
+    image_id = None
+    if meta.exists():
+        try:
+            data = json.loads(meta.read_text(encoding="utf-8"))
+            if not isinstance(data, dict):
+                raise ValueError("not a JSON object")
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            err.print(f"[yellow]warning:[/yellow] {escape(str(meta))} is unreadable ({escape(str(exc))}); "
+                      "reporting from the job records", markup=True)
+            data = {}
+        image_id = data.get("image_id")
+        try:
+            jobs = list(load_jobs_file(Path(data["jobs_file"])).jobs)
+        except (FlowerBatchError, OSError, KeyError, TypeError):
+            jobs = None  # the jobs file moved or changed: report what the records say
+    _report(h, batch, jobs=jobs, image_id=image_id, baseline=baseline)
+    if fail_on_regression and baseline is not None and baseline.regressed:
+        raise typer.Exit(1)

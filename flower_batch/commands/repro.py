@@ -1,0 +1,196 @@
+"""`flower-batch repro <job>`: reproduce a recorded job in a clean container (see repro.py)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from flower_batch.commands.common import (
+    BACKEND_OPT,
+    HOME_OPT,
+    backend_for,
+    err,
+    fail,
+    home_at,
+    load_job,
+    out,
+    progress,
+    run_async,
+    status_cell,
+)
+from flower_batch.commands.preflight import preflight_job, preflight_scratch
+from flower_batch.errors import FlowerBatchError
+from flower_batch.gateway.host_modes import mode_label
+from flower_batch.layout import JobDir
+from flower_batch.matrix import JobRecord, format_duration
+from flower_batch.running.attempts import attempt_dir, attempt_numbers
+from flower_batch.running.jobs import start_job
+from flower_batch.running.repro import (
+    REPRO_BATCH,
+    ReproDiff,
+    ReproPlan,
+    compare_jobs,
+    image_versions,
+    plan_repro,
+    write_report,
+)
+
+
+def _calls(step: dict[str, Any]) -> str:
+    names = [c.get("name") or "?" for c in step["tool_calls"]]
+    return ", ".join(names) if names else "-"
+
+
+def _diff_table(diff: ReproDiff) -> Table:
+    table = Table(title="original vs reproduction (one row per step attempt)", show_lines=False)
+    for col in ("#", "step", "ok", "verdict", "tool calls", "same"):
+        table.add_column(col)
+    for i in range(max(len(diff.original), len(diff.repro))):
+        a = diff.original[i] if i < len(diff.original) else None
+        b = diff.repro[i] if i < len(diff.repro) else None
+
+        def pair(key: str, fmt: Callable[[Any], str] = str, a: dict[str, Any] | None = a,
+                 b: dict[str, Any] | None = b) -> str:
+            left = fmt(a[key]) if a else "—"
+            right = fmt(b[key]) if b else "—"
+            return escape(left if left == right else f"{left} → {right}")  # step names, verdicts: text
+
+        same = (
+            a is not None
+            and b is not None
+            and all(a[k] == b[k] for k in ("step", "ok", "verdict", "tool_calls"))
+        )
+        table.add_row(
+            str(i + 1),
+            pair("step"),
+            pair("ok", lambda v: "yes" if v else "no"),
+            pair("verdict", lambda v: v or ""),
+            pair("tool_calls", lambda v: _calls({"tool_calls": v})),
+            "[green]yes[/green]" if same else "[red]no[/red]",
+        )
+    return table
+
+
+def _print_plan(plan: ReproPlan) -> None:
+    err.print(
+        f"reproducing {plan.original.batch}/{plan.original.job} as {REPRO_BATCH}/{plan.spec.id} · "
+        f"image {plan.image_id[:19]} · model: {mode_label(plan.mode)}", markup=False
+    )
+    for item in plan.drift:
+        err.print(f"[yellow]drift (allowed):[/yellow] {escape(str(item))}")
+
+
+def _print_result(plan: ReproPlan, record: JobRecord, diff: ReproDiff, report: Path) -> None:
+    out.print(_diff_table(diff))
+    same_files = diff.files_original == diff.files_repro and not diff.files_differing
+    changed = ", ".join(f"{p} ({s})" for p, s in diff.files_repro.items()) or "none"
+    out.print(f"files changed: {'same in both' if same_files else 'DIFFERENT'} — {changed}", markup=False)
+    if diff.files_differing:
+        out.print(f"files whose final content differs: {', '.join(diff.files_differing)}", markup=False)
+    replay = json.loads(report.read_text()).get("replay")
+    if replay:
+        div = replay.get("divergence")
+        out.print(
+            f"replay: served {replay.get('served')} of {replay.get('recorded')} recorded responses"
+            + (f" · [red]{escape(str(div['message']))}[/red]" if div else "")
+        )
+    out.print(
+        f"status: original {status_cell(plan.record.status)} · reproduction {status_cell(record.status)}"
+        + (f" — {escape(record.reason)}" if record.reason else "")
+        + f" · {format_duration(record.duration_s or 0)}"
+    )
+    verdict = (
+        "[green]identical[/green]" if diff.identical else f"[red]differs[/red]: {escape(str(diff.first_difference()))}"
+    )
+    out.print(f"reproduction {verdict} · report {escape(str(report))}")
+
+
+def _earlier_attempt(jd: JobDir, n: int) -> tuple[JobDir, JobRecord]:
+    kept = attempt_numbers(jd)
+    if n not in kept:
+        listing = ", ".join(map(str, kept)) if kept else "none kept"
+        fail(f"job {jd.batch}/{jd.job} has no earlier attempt {n} (attempts: {listing}; "
+             f"the current one is `repro {jd.batch}/{jd.job}` without --attempt)")
+    folder = attempt_dir(jd, n)
+    try:
+        return folder, folder.record()
+    except (FileNotFoundError, FlowerBatchError) as exc:
+        fail(f"job {jd.batch}/{jd.job} attempt {n}: its record is unreadable ({exc})")
+        raise
+
+
+def repro(
+    job: str = typer.Argument(..., help="the recorded job (id, or batch/job)"),
+    live: bool = typer.Option(
+        False, "--live", help="call the model again instead of replaying the recording"
+    ),
+    allow_drift: bool = typer.Option(
+        False,
+        "--allow-drift",
+        help="run even if the image, SDK or CLI version (or the workspace source) changed",
+    ),
+    image: str | None = typer.Option(
+        None, "--image", help="run on this image instead of the recorded id (drift)"
+    ),
+    workflow: str | None = typer.Option(
+        None,
+        "--workflow",
+        "-f",
+        help="use this workflow (module:attr or file.py:attr) instead of the recorded copy",
+    ),
+    name: str | None = typer.Option(None, "--name", help="id of the new job (default <batch>.<job>.r<n>)"),
+    attempt: int | None = typer.Option(
+        None, "--attempt", help="reproduce this earlier attempt (kept in <job>/attempts/<n>/; see `show`)"
+    ),
+    home: Path | None = HOME_OPT,
+    backend_choice: str | None = BACKEND_OPT,
+) -> None:
+    """Reproduce a recorded job in a clean container (replay by default), then diff the manifests."""
+    h = home_at(home)
+    original, record = load_job(home, job)
+    if attempt is not None:
+        original, record = _earlier_attempt(original, attempt)
+    image_id, versions = image_versions(image or record.image_id)
+    plan = plan_repro(
+        h,
+        original,
+        record,
+        image_id=image_id,
+        versions=versions,
+        live=live,
+        allow_drift=allow_drift,
+        workflow=workflow,
+        name=name,
+    )
+    preflight_job(plan.spec, plan.image_id, REPRO_BATCH, describe=f"reproduction of {original.batch}/{original.job}",
+                  flows_dir=plan.flows_from, scratch=preflight_scratch(h.root, backend_choice, record.backend))
+    _print_plan(plan)
+
+    engine = backend_for(home, backend_choice, record.backend)
+
+    async def go() -> JobRecord:
+        async with engine as backend:
+            return await start_job(
+                backend,
+                h,
+                REPRO_BATCH,
+                plan.spec,
+                image_id=plan.image_id,
+                versions=plan.versions,
+                persistent=plan.persistent,
+                on_state=progress,
+                flows_from=plan.flows_from,
+            )
+
+    result = run_async(go)
+    new = h.job(REPRO_BATCH, plan.spec.id)
+    diff = compare_jobs(original, new, plan.spec.workspace)
+    report = write_report(plan, new, result, diff)
+    _print_result(plan, result, diff, report)
+    raise typer.Exit(0 if diff.identical else 1)

@@ -1,0 +1,141 @@
+"""One job from start to record, with its gateway: the shared path of `run`, `wake` and `repro`."""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import shutil
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from flower_batch.backend import Backend
+from flower_batch.envnames import secret_name_problem, unset_names
+from flower_batch.errors import FlowerBatchError, ImageMissing
+from flower_batch.gateway.sidecar import GatewaySidecar
+from flower_batch.gateway.supervisor import supervisors
+from flower_batch.jobmodel.hashing import file_hash, tree_hash
+from flower_batch.jobmodel.record import JobRecord
+from flower_batch.jobmodel.spec import PLACEMENT, GatewaySpec, JobSpec
+from flower_batch.jobmodel.units import parse_duration, parse_memory
+from flower_batch.layout import Home, JobDir
+from flower_batch.running.runner import JobContext, run_job
+from flower_batch.running.session import Session
+from flower_batch.running.targets import locate
+
+ADHOC_BATCH = "adhoc"
+
+
+def slug(text: str, limit: int = 32) -> str:
+    s = re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()
+    return (s[:limit].rstrip("-") or "job")
+
+
+def adhoc_spec(
+    *,
+    workspace: Path,
+    task: str | None,
+    workflow: str | None,
+    prompt: str | None,
+    name: str | None,
+    timeout: str,
+    cpus: float | None,
+    memory: str | None,
+    env: dict[str, str],
+    secrets_: list[str],
+    scenario: Path | None,
+    budget_usd: float | None = None,
+    environ: Mapping[str, str] | None = None,
+    placement: tuple[str, ...] = (),
+) -> JobSpec:
+    """The spec of a `run` job, validated before any folder, gateway or container exists.
+
+    `environ` (default: this process's) is where the secrets' values will be read at start.
+    """
+    environ = os.environ if environ is None else environ
+    if not workspace.is_dir():
+        raise FlowerBatchError(f"workspace {workspace} is not a directory: pass an existing folder to copy")
+    if bool(task) == bool(workflow):
+        raise FlowerBatchError("give either a task text or --workflow module:attr (not both, not neither)")
+    if workflow:
+        locate(workflow)  # a bad target is refused before any folder, gateway or container exists
+    if scenario is not None and not scenario.is_file():
+        raise FlowerBatchError(f"--scenario {scenario}: no such file")
+    if budget_usd is not None and budget_usd <= 0:
+        raise FlowerBatchError(f"--budget-usd {budget_usd}: give a positive amount in dollars, e.g. 0.50")
+    if cpus is not None and not cpus > 0:
+        raise FlowerBatchError(f"--cpus {cpus:g}: give a positive number of CPUs, e.g. 2 or 0.5")
+    for secret in secrets_:
+        problem = secret_name_problem(secret)
+        if problem:
+            raise FlowerBatchError(f"--secret {secret}: {problem}")
+    missing = unset_names(secrets_, environ)
+    if missing:
+        raise FlowerBatchError(f"--secret {', '.join(missing)}: not set in the environment; export it before running")
+    for constraint in placement:
+        if not PLACEMENT.match(constraint.strip()):
+            raise FlowerBatchError(f'--placement {constraint!r}: expected a constraint like "node.labels.pool==big" '
+                                   'or "node.role==worker"')
+    job_id = name or f"{slug(task or workflow or 'job')}-{secrets.token_hex(2)}"
+    timeout_s = parse_duration(timeout)
+    if timeout_s is None or timeout_s <= 0:
+        raise FlowerBatchError(f"--timeout {timeout!r}: expected a duration like 90s, 10m or 1h")
+    memory_bytes = parse_memory(memory) if memory else None
+    if memory and memory_bytes is None:
+        raise FlowerBatchError(f"--memory {memory!r}: expected a size like 512m or 2g")
+    # Hashed as the matrix does, so inputs_hash covers the workspace and scenario contents and
+    # `repro` can tell when the workspace source drifted.
+    source = workspace.resolve()
+    gateway = (GatewaySpec(mode="scripted", scenario=scenario.resolve(), scenario_hash=file_hash(scenario.resolve()))
+               if scenario else GatewaySpec(mode="anthropic"))
+    return JobSpec(
+        id=job_id, task=ADHOC_BATCH, variant="default", repeat=1, matrix={},
+        prompt=(task or prompt or ""), workflow=workflow, workspace=source, workspace_hash=tree_hash(source),
+        timeout_s=timeout_s, cpus=cpus, memory_bytes=memory_bytes, env=env, secrets=tuple(dict.fromkeys(secrets_)),
+        gateway=gateway, budget_usd=budget_usd, placement=tuple(c.strip() for c in placement),
+    )
+
+
+async def start_job(
+    backend: Backend,
+    home: Home,
+    batch: str,
+    job: JobSpec,
+    *,
+    image_id: str,
+    versions: dict[str, str],
+    persistent: bool,
+    waking: bool = False,
+    wake_words: str | None = None,
+    previous: JobRecord | None = None,
+    on_state: Callable[[str, str], None] | None = None,
+    search: list[Path] | None = None,
+    flows_from: Path | None = None,
+) -> JobRecord:
+    """Run one job in its own orchestrator session with its own gateway."""
+    jd = home.job(batch, job.id)
+    scenario = job.gateway.scenario
+    if not waking:
+        jd.root.mkdir(parents=True, exist_ok=True)
+        if scenario is not None:
+            # Keep the scenario with the job: a later wake or repro uses this copy.
+            shutil.copyfile(scenario, jd.root / f"scenario{scenario.suffix}")
+    try:
+        await backend.image_info(image_id)
+    except ImageMissing as exc:
+        raise FlowerBatchError(f"image {image_id[:19]} is not in the Docker engine: {exc}") from exc
+    with Session(home.root) as session:
+        async with GatewaySidecar(
+            backend, batch=batch, session=session.id, image_id=image_id, batch_dir=home.batch_dir(batch),
+            scenario=scenario, mode=job.gateway.mode,
+        ) as gateway, supervisors() as supervise:
+            supervise(gateway)  # restarted if it dies (gateway/supervisor.py)
+            ctx = JobContext(backend=backend, batch=batch, session=session.id, image_id=image_id, gateway=gateway,
+                             versions=versions, on_state=on_state, search=search or [], flows_from=flows_from)
+            return await run_job(ctx, job, jd, persistent=persistent, waking=waking, wake_words=wake_words,
+                                 previous=previous)
+
+
+def job_scenario(jd: JobDir) -> Path | None:
+    found = sorted(jd.root.glob("scenario.*"))
+    return found[0] if found else None

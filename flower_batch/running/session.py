@@ -1,0 +1,127 @@
+"""An orchestrator session: one `flower-batch` process that owns containers while it runs.
+
+Each session holds a file lock `<home>/.sessions/<id>.lock` for as long as it lives. Everything
+it creates carries its id as a label, so `gc` can tell leaked resources (their session's lock
+is free: the process is gone) from ones a live orchestrator still uses.
+
+A session that exits normally removes its lock file; one that is SIGKILLed leaves it behind.
+So a resource is *leaked* only when its session's lock file is in this home and nobody holds
+it. A session with no lock file here belongs to another home (or a clean exit): it is left
+alone, so `gc --home A` can never remove what an orchestrator of home B is using.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+from filelock import FileLock, Timeout
+
+from flower_batch.backend import Backend
+from flower_batch.errors import FlowerBatchError
+from flower_batch.labels import BATCH, MANAGED, ROLE, SESSION
+
+
+def sessions_dir(home: Path) -> Path:
+    return home / ".sessions"
+
+
+class Session:
+    def __init__(self, home: Path) -> None:
+        self.id = secrets.token_hex(4)
+        self.path = sessions_dir(home) / f"{self.id}.lock"
+        self._lock = FileLock(str(self.path))
+
+    def __enter__(self) -> Session:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+        self.path.unlink(missing_ok=True)
+
+
+def is_alive(home: Path, session_id: str) -> bool:
+    """True while the session's process still holds its lock."""
+    path = sessions_dir(home) / f"{session_id}.lock"
+    if not path.exists():
+        return False
+    lock = FileLock(str(path))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        return True
+    lock.release()
+    return False
+
+
+def is_leaked(home: Path, session_id: str) -> bool:
+    """True when the session ran from this home and died without cleaning up (its lock file is
+    still here, and free)."""
+    if not session_id or not (sessions_dir(home) / f"{session_id}.lock").exists():
+        return False
+    return not is_alive(home, session_id)
+
+
+@dataclass(frozen=True)
+class Leak:
+    kind: str  # container | network | volume | secret (engine secrets, on a cluster)
+    id: str
+    name: str
+    role: str
+    session: str
+
+
+async def find_leaks(backend: Backend, home: Path, batch: str | None = None) -> tuple[list[Leak], int]:
+    """Our labelled resources whose session died in this home (optionally of one batch), and
+    how many others carry our labels but belong to sessions this home does not know."""
+    want = {MANAGED: "1", **({BATCH: batch} if batch else {})}
+    found: list[Leak] = []
+    foreign = 0
+
+    def sort(kind: str, id_: str, name: str, labels: dict[str, str]) -> None:
+        nonlocal foreign
+        session = labels.get(SESSION, "")
+        if is_leaked(home, session):
+            found.append(Leak(kind, id_, name, labels.get(ROLE, ""), session))
+        elif not is_alive(home, session):
+            foreign += 1
+
+    for c in await backend.list_by_label(want):
+        sort("container", c.id, c.name, c.labels)
+    for n in await backend.list_networks_by_label(want):
+        sort("network", n.id, n.name, n.labels)
+    for v in await backend.list_volumes_by_label(want):
+        sort("volume", v.name, v.name, v.labels)
+    for s in await backend.list_secrets_by_label(want):
+        sort("secret", s.id, s.name, s.labels)
+    return found, foreign
+
+
+async def remove_leaks(backend: Backend, home: Path, leaks: list[Leak]) -> None:
+    """Remove them (containers first: a network in use cannot go), then forget their sessions."""
+    order = {"container": 0, "secret": 1, "network": 2, "volume": 3}
+    for leak in sorted(leaks, key=lambda x: order[x.kind]):
+        try:
+            if leak.kind == "container":
+                await backend.remove(leak.id, force=True)
+            elif leak.kind == "network":
+                await backend.remove_network(leak.id)
+            elif leak.kind == "secret":
+                await backend.remove_secret(leak.id)
+            else:
+                await backend.remove_volume(leak.id, force=True)
+        except FlowerBatchError:
+            pass  # already gone (another gc, or the engine removed it)
+    for session in {leak.session for leak in leaks}:
+        if not await _still_owns(backend, session):
+            (sessions_dir(home) / f"{session}.lock").unlink(missing_ok=True)
+
+
+async def _still_owns(backend: Backend, session: str) -> bool:
+    """Whether anything with this session's label is still there."""
+    want = {MANAGED: "1", SESSION: session}
+    return bool(await backend.list_by_label(want) or await backend.list_networks_by_label(want)
+                or await backend.list_volumes_by_label(want) or await backend.list_secrets_by_label(want))

@@ -1,0 +1,197 @@
+"""The gateway supervisor (gateway/supervisor.py) on the in-memory backend: a gateway that dies
+is started again in place (same container, alias and secret) or created again when it was
+removed; one that keeps dying is given up with its reason, and the job it served is stopped
+with a record that says why. The real engine and the real CLI: tests/flower_batch/gateway/test_modes_on_docker.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+
+from flower_batch.backend.fake import FakeBackend, FakeProcess, Script
+from flower_batch.gateway.health import GatewayDeath, describe_health
+from flower_batch.gateway.sidecar import ALIAS, MEMORY_ENV, READY_LINE, GatewaySidecar, gateway_memory
+from flower_batch.gateway.supervisor import RESTARTS_ENV, RestartPolicy, supervisors
+from flower_batch.gateway.tokens import SECRET_ENV
+from flower_batch.matrix import GatewaySpec, JobSpec
+
+FAST = RestartPolicy(max_restarts=2, window_s=600, backoff_s=0.01, backoff_max_s=0.02)
+
+
+def _sidecar(backend: FakeBackend, tmp_path: Path) -> GatewaySidecar:
+    scenario = tmp_path / "s.toml"
+    scenario.write_text('[[rules]]\nreply = "hi"\n')
+    gw = GatewaySidecar(backend, batch="b", session="s1", image_id=FakeBackend.IMAGE, batch_dir=tmp_path / "b",
+                        scenario=scenario, mode="scripted")
+    gw.policy = FAST
+    return gw
+
+
+async def _until(what: str, predicate, timeout: float = 10.0) -> None:  # type: ignore[no-untyped-def]
+    with anyio.fail_after(timeout):
+        while not predicate():
+            await anyio.sleep(0.01)
+
+
+async def serving(proc: FakeProcess) -> int:
+    proc.log(f"{READY_LINE} on 0.0.0.0:8080 mode=scripted")
+    await anyio.sleep(3600)
+    return 0
+
+
+@pytest.mark.anyio
+async def test_a_killed_gateway_is_started_again_in_place(tmp_path: Path) -> None:
+    async with FakeBackend(programs={"python": serving}) as backend:
+        async with _sidecar(backend, tmp_path) as gw, supervisors() as supervise:
+            supervise(gw)
+            first = gw.container
+            assert first
+            await backend.signal(first, "SIGKILL")  # what `docker kill` does
+            await _until("a restart", lambda: gw.health.deaths and gw.health.deaths[-1].restarted)
+            info = await backend.inspect(first)
+            assert info.state == "running" and gw.container == first  # the same container: alias, env, id
+            death = gw.health.deaths[0]
+            assert death.exit_code == 137 and not death.oom_killed
+            assert "killed" in death.cause()
+            health = gw.health.for_job(0)
+            assert health and health["restarts"] == 1 and health["gave_up"] is None
+            assert gw.health.for_job(gw.health.mark()) is None  # a job that started after it: nothing
+            assert not gw.gave_up.is_set()
+
+
+@pytest.mark.anyio
+async def test_a_removed_gateway_is_created_again_with_the_same_alias_and_secret(tmp_path: Path) -> None:
+    async with FakeBackend(programs={"python": serving}) as backend:
+        async with _sidecar(backend, tmp_path) as gw, supervisors() as supervise:
+            supervise(gw)
+            first = gw.container
+            assert first
+            secret = backend.process(first).env[SECRET_ENV]
+            await backend.remove(first, force=True)  # `docker rm -f`
+            await _until("a new gateway", lambda: gw.container not in (None, first)
+                         and gw.health.deaths and gw.health.deaths[-1].restarted)
+            assert gw.container
+            proc = backend.process(gw.container)
+            assert proc.env[SECRET_ENV] == secret and proc.spec.network_aliases == [ALIAS]
+            assert proc.spec.network == gw.network
+            # killed by the removal (seen before it went) or already gone
+            assert gw.health.deaths[0].exit_code in (137, None)
+
+
+@pytest.mark.anyio
+async def test_a_gateway_that_keeps_dying_is_given_up_with_its_reason(tmp_path: Path) -> None:
+    async def crashing(proc: FakeProcess) -> int:
+        proc.log(f"{READY_LINE} on 0.0.0.0:8080 mode=scripted")
+        await anyio.sleep(0.05)
+        proc.log("MemoryError: the request log outgrew the container")
+        return 1
+
+    async with FakeBackend(programs={"python": crashing}) as backend:
+        async with _sidecar(backend, tmp_path) as gw, supervisors() as supervise:
+            supervise(gw)
+            with anyio.fail_after(10):
+                await gw.gave_up.wait()
+            deaths = gw.health.deaths
+            assert len(deaths) == FAST.max_restarts + 1
+            assert [d.restarted for d in deaths] == [True] * FAST.max_restarts + [False]
+            reason = gw.health.gave_up or ""
+            assert "kept dying" in reason and "exited 1" in reason and "MemoryError" in reason
+            health = gw.health.for_job(0)
+            assert health and health["gave_up"] == reason and health["restarts"] == FAST.max_restarts
+            assert describe_health(health) == reason
+
+
+@pytest.mark.anyio
+async def test_the_job_of_a_gateway_given_up_is_stopped_and_its_record_says_why(tmp_path: Path) -> None:
+    from flower_batch.layout import Home
+    from flower_batch.matrix import read_record
+    from flower_batch.running.runner import JobContext, run_job
+
+    async def crashing(proc: FakeProcess) -> int:
+        proc.log(f"{READY_LINE} on 0.0.0.0:8080 mode=scripted")
+        await anyio.sleep(0.3)
+        return 137
+
+    job_program = Script(duration_s=3600)  # a job that would wait out flower's offline wait
+    async with FakeBackend(programs={"python": crashing, "flower": job_program}) as backend:
+        async with _sidecar(backend, tmp_path) as gw, supervisors() as supervise:
+            supervise(gw)
+            spec = JobSpec(id="j1", task="t", variant="v", repeat=1, matrix={}, prompt="hi",
+                           gateway=GatewaySpec(mode="scripted", scenario=gw.scenario))
+            ctx = JobContext(backend=backend, batch="b", session="s1", image_id=FakeBackend.IMAGE, gateway=gw)
+            with anyio.fail_after(20):
+                record = await run_job(ctx, spec, Home(tmp_path / "home").job("b", "j1"))
+    assert record.status == "error", record
+    assert "kept dying" in (record.reason or "") and "exit 137" in (record.reason or "")
+    on_disk = read_record(Home(tmp_path / "home").job("b", "j1").record_path)
+    assert on_disk.gateway_health and on_disk.gateway_health["gave_up"] == record.reason
+    assert len(on_disk.gateway_health["deaths"]) == FAST.max_restarts + 1
+
+
+def test_death_causes_read_as_people_expect() -> None:
+    assert GatewayDeath("t", 0, 137, oom_killed=True).cause() == "the gateway was OOM-killed (exit 137)"
+    assert GatewayDeath("t", 0, 2, log_tail=("x", "gateway: bad scenario", "")).cause() == (
+        "the gateway exited 2; last log: gateway: bad scenario")
+    assert describe_health(None) == "no gateway restarts"
+
+
+def test_the_restart_limit_comes_from_the_environment() -> None:
+    from flower_batch.errors import FlowerBatchError
+
+    assert RestartPolicy.from_env({}).max_restarts == 5
+    assert RestartPolicy.from_env({RESTARTS_ENV: "0"}).max_restarts == 0
+    with pytest.raises(FlowerBatchError, match=RESTARTS_ENV):
+        RestartPolicy.from_env({RESTARTS_ENV: "lots"})
+    assert RestartPolicy().delay(1) == 0.5 and RestartPolicy().delay(10) == 10.0
+
+
+def test_the_gateway_memory_limit_comes_from_the_environment() -> None:
+    from flower_batch.errors import FlowerBatchError
+
+    assert gateway_memory({}) == 512 * 1024 * 1024
+    assert gateway_memory({MEMORY_ENV: "2g"}) == 2 * 1024**3
+    for bad in ("lots", "1k", "0"):
+        with pytest.raises(FlowerBatchError, match=MEMORY_ENV):
+            gateway_memory({MEMORY_ENV: bad})
+
+
+@pytest.mark.anyio
+async def test_the_gateway_container_gets_the_memory_limit_set(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(MEMORY_ENV, "96m")
+    async with FakeBackend(programs={"python": serving}) as backend:
+        async with _sidecar(backend, tmp_path) as gw:
+            assert gw.container
+            assert backend._containers[gw.container].spec.memory == 96 * 1024 * 1024
+
+
+def test_a_restarted_gateway_continues_the_meter_and_the_batch_budget(tmp_path: Path) -> None:
+    """What a restarted gateway process does with a job's meter files: it reads them back and
+    goes on under fresh exchange ids, so no exchange is counted twice and no budget forgets."""
+    from flower_batch.gateway.budget import Budgets
+    from flower_batch.gateway.metering import JobMeter, read_meter
+
+    logs = tmp_path / "b" / "j1" / "logs"
+    usage = {"input_tokens": 1000, "output_tokens": 100}
+    first = JobMeter(logs, "j1", "scripted")  # the gateway before it was killed
+    ex = first.new_exchange()
+    first.update(ex, "claude-sonnet-4-5", usage, final=True)
+    cut = first.new_exchange()
+    first.update(cut, "claude-sonnet-4-5", {"input_tokens": 1000, "output_tokens": 1}, final=False)  # killed here
+    one = first.summary().cost_known_usd
+
+    again = JobMeter(logs, "j1", "scripted")  # the restarted gateway's meter of the same job
+    assert again.summary().exchanges == 2 and again.summary().incomplete == 1
+    retry = again.new_exchange()
+    assert retry not in (ex, cut)
+    again.update(retry, "claude-sonnet-4-5", usage, final=True)
+    summary = again.summary()
+    assert summary.exchanges == 3 and summary.tokens["input_tokens"] == 3000
+    assert summary.tokens["output_tokens"] == 201
+    assert read_meter(logs) is not None and read_meter(logs).tokens == summary.tokens  # type: ignore[union-attr]
+    # the batch budget sees the spend of both lives of the gateway
+    spent = summary.cost_known_usd
+    assert spent > one
+    assert Budgets(tmp_path / "b", batch_budget_usd=spent).refusal("j1", {"j1": summary}) is not None
+    assert Budgets(tmp_path / "b", batch_budget_usd=spent * 1.01).refusal("j1", {"j1": summary}) is None

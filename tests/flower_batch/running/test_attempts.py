@@ -1,0 +1,137 @@
+"""Earlier attempts kept under <job>/attempts/ (running/attempts.py): what is kept, when, and
+what a re-run that fails or is stopped leaves (FakeBackend, no Docker)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from flower_batch.layout import Home
+from flower_batch.matrix import (
+    JobSpec,
+    new_record,
+    write_record,
+)
+from flower_batch.running.attempts import attempt_numbers, keep_previous_attempt, list_attempts, prunable
+
+
+def _job(job_id: str = "j", **fields: object) -> JobSpec:
+    return JobSpec(id=job_id, task="t", variant="v", repeat=1, matrix={}, prompt="p", **fields)  # type: ignore[arg-type]
+
+
+# -- attempts ------------------------------------------------------------------------------------
+def _finished(jd, attempt: int, status: str = "passed"):  # noqa: ANN001, ANN202
+    job = _job(jd.job)
+    record = new_record(job, batch=jd.batch, image_id="sha256:x", attempt=attempt)
+    from dataclasses import replace
+
+    record = replace(record, status=status, finished_at="2026-01-01T00:00:00+00:00")
+    jd.make()
+    write_record(jd.record_path, record)
+    (jd.workspace / "answer.txt").write_text(f"attempt {attempt}\n")
+    (jd.runs / "manifest.json").write_text("[]")
+    (jd.runs / "sessions.db").write_bytes(b"db")
+    (jd.logs / "container.log").write_text("log\n")
+    return record
+
+
+def test_a_previous_attempt_moves_whole_to_attempts_n(tmp_path: Path) -> None:
+    jd = Home(tmp_path).job("b", "j")
+    previous = _finished(jd, 1)
+    before = sorted(p.relative_to(jd.root).as_posix() for p in jd.root.rglob("*"))
+    dest = keep_previous_attempt(jd, previous, 2)
+    assert dest == jd.root / "attempts" / "1"
+    after = sorted(p.relative_to(dest).as_posix() for p in dest.rglob("*"))
+    assert after == before
+    assert not jd.workspace.exists() and not jd.runs.exists()
+    assert (dest / "workspace" / "answer.txt").read_text() == "attempt 1\n"
+    # the next re-run keeps the second attempt beside the first
+    second = _finished(jd, 2, "failed")
+    keep_previous_attempt(jd, second, 3)
+    assert attempt_numbers(jd) == [1, 2]
+    assert [a.record.status for a in list_attempts(jd) if a.record] == ["passed", "failed"]
+    assert prunable(jd, keep=1) == [jd.root / "attempts" / "1"]
+    assert prunable(jd, keep=5) == []
+
+
+def test_this_runs_queued_record_is_not_an_attempt(tmp_path: Path) -> None:
+    jd = Home(tmp_path).job("b", "j")
+    jd.root.mkdir(parents=True)
+    write_record(jd.record_path, new_record(_job("j"), batch="b", image_id="sha256:x", attempt=1))
+    assert keep_previous_attempt(jd, None, 1) is None
+    assert not (jd.root / "attempts").exists()
+
+
+def test_an_unfinished_attempt_is_kept_with_the_record_the_planner_read(tmp_path: Path) -> None:
+    """The orchestrator died mid-job; this run replaced its record with a `queued` one."""
+    jd = Home(tmp_path).job("b", "j")
+    from dataclasses import replace
+
+    running = replace(_finished(jd, 1), status="running", finished_at=None)
+    write_record(jd.record_path, new_record(_job("j"), batch="b", image_id="sha256:x", attempt=2))
+    dest = keep_previous_attempt(jd, running, 2)
+    assert dest is not None
+    assert json.loads((dest / "record.json").read_text())["status"] == "running"
+    assert (dest / "runs" / "sessions.db").read_bytes() == b"db"
+
+
+@pytest.mark.anyio
+async def test_a_rerun_whose_setup_fails_keeps_the_previous_verdict_as_an_attempt(tmp_path: Path, monkeypatch) -> None:
+    """No ANTHROPIC_API_KEY: the gateway cannot start, the job ends `error` — its earlier passed
+    attempt (record, workspace, runs) is in attempts/1, not overwritten."""
+    from flower_batch.backend.fake import FakeBackend
+    from flower_batch.matrix import read_record
+    from flower_batch.running.scheduler import run_jobs
+
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    home = Home(tmp_path / "home")
+    jd = home.job("b", "j")
+    old = _finished(jd, 1)
+    async with FakeBackend() as backend:
+        done = await run_jobs(backend, home, "b", [(_job("j"), old)], image_id="sha256:x", versions={}, parallel=1)
+    assert done["j"].status == "error" and done["j"].attempt == 2
+    kept = jd.root / "attempts" / "1"
+    assert read_record(kept / "record.json").status == "passed"
+    assert (kept / "workspace" / "answer.txt").read_text() == "attempt 1\n"
+
+
+@pytest.mark.anyio
+async def test_ctrl_c_before_a_job_starts_leaves_its_old_attempt_where_it_was(tmp_path: Path) -> None:
+    """Two re-runs, one at a time: stopped while the first runs, the second never started, so its
+    earlier attempt is still the job folder itself (record, workspace, runs), not in attempts/."""
+    import anyio
+
+    from flower_batch.backend.fake import FakeBackend, Script
+    from flower_batch.gateway.sidecar import READY_LINE
+    from flower_batch.matrix import GatewaySpec, read_record
+    from flower_batch.running.scheduler import run_jobs
+
+    scenario = tmp_path / "s.toml"
+    scenario.write_text('[[rules]]\nreply = "hi"\n')
+    home = Home(tmp_path / "home")
+    gateway = GatewaySpec(mode="scripted", scenario=scenario)
+    first, second = _job("first", gateway=gateway), _job("second", gateway=gateway)
+    old_first, old_second = _finished(home.job("b", "first"), 1), _finished(home.job("b", "second"), 1)
+    programs = {"python": Script(duration_s=60, log_lines=[READY_LINE], term_exit_code=143),
+                "flower": Script(duration_s=60, term_exit_code=143)}  # end at SIGTERM: no grace to wait out
+
+    first_runs = anyio.Event()
+
+    def on_state(job_id: str, state: str) -> None:
+        if (job_id, state) == ("first", "running"):
+            first_runs.set()
+
+    async with FakeBackend(programs=programs, images={"sha256:x": {}}) as backend, anyio.create_task_group() as tg:
+        tg.start_soon(lambda: run_jobs(backend, home, "b", [(first, old_first), (second, old_second)],
+                                       image_id="sha256:x", versions={}, parallel=1, on_state=on_state))
+        await first_runs.wait()
+        await anyio.sleep(0.5)  # its container is up: this is Ctrl-C mid-job, the second still waiting
+        tg.cancel_scope.cancel()
+    assert attempt_numbers(home.job("b", "first")) == [1]  # it had started: kept in attempts/1
+    jd = home.job("b", "second")
+    assert attempt_numbers(jd) == []
+    assert read_record(jd.record_path).status == "passed"
+    assert (jd.workspace / "answer.txt").read_text() == "attempt 1\n"
+    assert (jd.runs / "sessions.db").read_bytes() == b"db"

@@ -1,0 +1,42 @@
+"""repro's plan and comparison (running/repro.py): the first difference of two runs, workspace
+changes, and drift (image, SDK, CLI, workspace)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from flower_batch.matrix import JobRecord, JobSpec
+from flower_batch.running.repro import ReproDiff, changes, drift_between
+
+# -- repro's comparison ---------------------------------------------------------------------------
+
+
+def _step(name: str, ok: bool = True, calls: tuple = ()) -> dict:
+    return {"step": name, "ok": ok, "verdict": None, "tool_calls": list(calls), "error": None}
+
+
+def test_repro_diff_names_the_first_difference() -> None:
+    same = ReproDiff([_step("do")], [_step("do")], {"a.txt": "added"}, {"a.txt": "added"}, [])
+    assert same.identical and same.first_difference() is None
+    calls = ReproDiff([_step("do", calls=({"name": "Read", "input": {"f": 1}},))], [_step("do")], {}, {}, [])
+    assert not calls.identical and calls.first_difference() == "step attempt 1 (do): tool_calls differs"
+    missing = ReproDiff([_step("do"), _step("verify")], [_step("do")], {}, {}, [])
+    assert missing.first_difference() == "step attempt 2 (verify) exists only in the original"
+    files = ReproDiff([_step("do")], [_step("do")], {"a": "added"}, {"a": "added"}, ["a"])
+    assert not files.identical and "a" in files.first_difference()
+
+
+def test_workspace_changes() -> None:
+    assert changes({"a": "1", "b": "2"}, {"a": "1", "b": "3", "c": "4"}) == {"b": "modified", "c": "added"}
+    assert changes({"a": "1"}, {}) == {"a": "deleted"}
+
+
+def test_drift_is_image_sdk_cli_and_workspace(tmp_path: Path) -> None:
+    spec = JobSpec(id="j", task="t", variant="v", repeat=1, matrix={}, prompt="p")
+    record = JobRecord(
+        job_id="j", batch="b", inputs_hash="h", image_id="sha256:aaa", status="passed",
+        spec=spec.to_dict(), versions={"sdk": "0.2.184", "cli": "2.1.327"},
+    )  # fmt: skip
+    assert drift_between(record, "sha256:aaa", {"sdk": "0.2.184", "cli": "2.1.327"}, spec) == []
+    drift = drift_between(record, "sha256:bbb", {"sdk": "0.2.185", "cli": "2.1.327"}, spec)
+    assert drift == ["image sha256:aaa -> sha256:bbb", "claude-agent-sdk 0.2.184 -> 0.2.185"]

@@ -1,0 +1,49 @@
+"""The scheduler when a job's gateway cannot start: every job ends `error` with a record, and an
+earlier verdict survives until its job starts (FakeBackend, no Docker)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+
+def _spec(job_id: str, mode: str = "anthropic"):
+    from flower_batch.matrix import GatewaySpec, JobSpec
+
+    return JobSpec(id=job_id, task="t", variant="v", repeat=1, matrix={}, prompt="hi", gateway=GatewaySpec(mode=mode))
+
+
+@pytest.mark.anyio
+async def test_a_job_whose_gateway_cannot_start_ends_error_and_earlier_verdicts_survive_until_start(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """No ANTHROPIC_API_KEY: each job's gateway fails. That must not crash the batch (no
+    ExceptionGroup) nor leave `queued` records; and a job with an earlier finished record keeps it
+    until the job itself is started."""
+    from flower_batch.backend.fake import FakeBackend
+    from flower_batch.layout import Home
+    from flower_batch.matrix import JobOutcome, Status, new_record, read_record, write_record
+    from flower_batch.running.scheduler import run_jobs
+
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    home = Home(tmp_path / "home")
+    first, second = _spec("first"), _spec("second")
+    old = new_record(second, batch="b", image_id="sha256:img", attempt=1).with_outcome(
+        JobOutcome(job_id="second", status=Status.PASSED, gateway_mode="anthropic"), finished_at="2026-01-01T00:00:00+00:00")
+    write_record(home.job("b", "second").record_path, old)
+    seen: dict[str, str] = {}
+
+    def on_state(job_id: str, state: str) -> None:
+        if job_id == "first" and state == "error":
+            seen["second"] = read_record(home.job("b", "second").record_path).status
+
+    async with FakeBackend() as backend:
+        done = await run_jobs(backend, home, "b", [(first, None), (second, old)], image_id="sha256:img",
+                              versions={}, parallel=1, on_state=on_state)
+    assert seen == {"second": "passed"}  # not overwritten by `queued` before it started
+    for job_id in ("first", "second"):
+        record = read_record(home.job("b", job_id).record_path)
+        assert record.status == "error" and done[job_id].status == "error"
+        assert "ANTHROPIC_API_KEY" in (record.reason or "")
+    assert read_record(home.job("b", "second").record_path).attempt == 2

@@ -1,0 +1,91 @@
+"""flower_batch's layers: no module imports another package's private module, no import cycle,
+no import up the layers of docs/architecture.md, and the job model (flower_batch/jobmodel/) is a
+bottom layer that layout and backend use without the matrix package."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import flower_batch
+from tests.layering import Import, cycles, imports, upward
+
+ROOT = Path(flower_batch.__file__).parent
+# docs/architecture.md, bottom to top. A module imports only from its own layer or those below.
+LAYERS = {
+    "foundation": ["flower_batch", "flower_batch.errors", "flower_batch.envnames", "flower_batch.workspace_diff"],
+    "job model": ["flower_batch.jobmodel"],
+    "layout": ["flower_batch.layout", "flower_batch.labels"],
+    "backend": ["flower_batch.backend"],
+    "gateway": ["flower_batch.gateway"],
+    "jobs file": ["flower_batch.jobsfile"],
+    "running": ["flower_batch.running"],
+    "pre-flight": ["flower_batch.preflight"],
+    "reports": ["flower_batch.reports", "flower_batch.compare", "flower_batch.view"],
+    # matrix is no layer of its own: it gathers the public names of jobmodel, jobsfile and reports.
+    "matrix": ["flower_batch.matrix"],
+    "command line": ["flower_batch.cli", "flower_batch.commands"],
+}
+
+
+def imported_modules(path: Path) -> list[str]:
+    """The absolute module each `from X import` of the file names."""
+    package = ["flower_batch", *path.relative_to(ROOT).parent.parts]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            found.append(".".join([*base, *([node.module] if node.module else [])]))
+    return found
+
+
+def test_no_module_imports_a_private_module_of_another_package() -> None:
+    stray = []
+    for path in ROOT.rglob("*.py"):
+        own = ".".join(["flower_batch", *path.relative_to(ROOT).parent.parts])
+        for module in imported_modules(path):
+            parent, _, leaf = module.rpartition(".")
+            if leaf.startswith("_") and not leaf.startswith("__") and parent != own:
+                stray.append(f"{path.relative_to(ROOT)} imports {module}")
+    assert stray == []
+
+
+def test_the_job_model_layout_and_backend_load_without_the_matrix_package() -> None:
+    code = ("import sys, flower_batch.jobmodel.record, flower_batch.jobmodel.classes, flower_batch.layout,"
+            " flower_batch.backend.base\nprint(sorted(m for m in sys.modules if m.startswith('flower_batch.matrix')))")
+    shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert shown.strip() == "[]"
+
+
+def _loads(module: str, other: str) -> bool:
+    code = f"import sys, {module}\nprint({other!r} in sys.modules)"
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "True"
+
+
+def test_parsing_a_jobs_file_loads_no_reports_and_reports_load_no_parser() -> None:
+    assert not _loads("flower_batch.jobsfile", "flower_batch.reports")
+    assert not _loads("flower_batch.reports", "flower_batch.jobsfile")
+    assert _loads("flower_batch.matrix", "flower_batch.reports")  # the check can see a loaded package
+
+
+def test_no_import_cycle() -> None:
+    assert cycles(imports(ROOT)) == []
+
+
+def test_no_module_imports_a_layer_above_its_own() -> None:
+    assert upward(imports(ROOT), LAYERS) == []
+
+
+def test_the_checks_see_a_cycle_and_an_upward_import() -> None:
+    # The type-only cycle there was (supervisor typed its argument with sidecar's class), and the
+    # job model reading a mode's label from the gateway: both must fail the tests above.
+    edges = [Import("flower_batch.gateway.sidecar", 1, "flower_batch.gateway.supervisor"),
+             Import("flower_batch.gateway.supervisor", 2, "flower_batch.gateway.sidecar"),
+             Import("flower_batch.jobmodel.spec", 3, "flower_batch.gateway.host_modes")]
+    assert cycles(edges) == [["flower_batch.gateway.sidecar", "flower_batch.gateway.supervisor"]]
+    assert upward(edges, LAYERS) == [
+        "flower_batch.jobmodel.spec:3 (job model) imports flower_batch.gateway.host_modes (gateway)"]
+    assert any(e.target == "flower_batch.jobmodel.modes" for e in imports(ROOT)
+               if e.source == "flower_batch.jobmodel.spec")  # imports() sees relative imports too

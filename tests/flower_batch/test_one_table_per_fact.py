@@ -1,0 +1,31 @@
+"""One fact, one table: gateway modes and their labels, memory sizes and image versions are each
+read from one place, whichever module asks."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def test_one_table_each_for_modes_labels_memory_and_image_versions(monkeypatch) -> None:
+    from types import SimpleNamespace
+
+    from flower_batch.backend.base import parse_memory as strict_memory
+    from flower_batch.commands import common as cmd_common
+    from flower_batch.commands import jobs as jobs_cmd
+    from flower_batch.gateway import host_modes, modes
+    from flower_batch.matrix import gateway_label, parse_memory
+    from flower_batch.running import image, repro
+
+    assert modes.MODES is host_modes.MODES
+    for mode in (*host_modes.MODES, "other"):
+        assert jobs_cmd.mode_label(mode) == gateway_label(mode) == host_modes.mode_label(mode)
+        assert modes.describe(mode, None).startswith(host_modes.mode_label(mode))
+    for text in ("512m", "2g", "1.5GiB", "1024", "3k"):
+        assert strict_memory(text) == parse_memory(text)
+    with pytest.raises(ValueError):
+        strict_memory("lots")
+
+    fake = SimpleNamespace(id="sha256:abc", flower_batch_version="1", sdk_version="2", cli_version="3")
+    monkeypatch.setattr(image, "read_image", lambda ref: fake)
+    assert cmd_common.runtime_image("x") == repro.image_versions("x") == image.image_versions("x") == (
+        "sha256:abc", {"flower_batch": "1", "sdk": "2", "cli": "3"})

@@ -1,0 +1,177 @@
+"""The workspace diff (added/changed/removed, binary, symlinks, caps, a source that is gone) and
+what the report makes of it: each job's diff summary, and the two inline SVG plots."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from lxml import etree
+
+from flower_batch.matrix import html_report, load_records, results_from_records, wilson_interval
+from flower_batch.reports._plots import cost_vs_pass_svg, pass_rate_svg
+from flower_batch.workspace_diff import diff, source_of, summarize
+from tests.flower_batch.reports.test_results import results  # noqa: F401 — the shared results fixture
+from tests.view_fixtures import write_job
+
+
+def tree(root: Path, files: dict[str, str | bytes]) -> Path:
+    for rel, content in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    return root
+
+
+def test_kinds_lines_and_binary(tmp_path):
+    src = tree(tmp_path / "src", {"same.txt": "x\n", "edit.py": "a\nb\nc\n", "gone.txt": "bye\n",
+                                  "sub/img.bin": b"\x00PNG1"})
+    ws = tree(tmp_path / "ws", {"same.txt": "x\n", "edit.py": "a\nB\nc\nd\n", "sub/img.bin": b"\x00PNG2",
+                                "sub/new.md": "one\ntwo"})
+    d = diff(src, ws)
+    kinds = {f.path: f.kind for f in d.files}
+    assert kinds == {"edit.py": "changed", "gone.txt": "removed", "sub/img.bin": "changed", "sub/new.md": "added"}
+    edit = next(f for f in d.files if f.path == "edit.py")
+    assert (edit.added_lines, edit.removed_lines) == (2, 1)
+    assert edit.diff is not None and "-b\n+B\n" in edit.diff and edit.diff.startswith("--- a/edit.py\n+++ b/edit.py\n")
+    new = next(f for f in d.files if f.path == "sub/new.md")
+    assert "\\ No newline at end of file" in (new.diff or "")
+    img = next(f for f in d.files if f.path == "sub/img.bin")
+    assert img.binary and img.diff is None and img.note == "binary"
+    s = d.summary()
+    assert (s["added"], s["changed"], s["removed"], s["lines_added"], s["lines_removed"]) == (1, 2, 1, 4, 2)
+    assert summarize(src, ws).summary() == s  # the report's counts equal the viewer's
+    assert summarize(src, ws).files[0].diff is None  # counts only: no text kept
+
+
+def test_caps_per_file_and_in_total(tmp_path):
+    big_old = "".join(f"line {i}\n" for i in range(3000))
+    big_new = "".join(f"LINE {i}\n" for i in range(3000))
+    src = tree(tmp_path / "src", {"a.txt": big_old, "b.txt": big_old, "c.txt": big_old})
+    ws = tree(tmp_path / "ws", {"a.txt": big_new, "b.txt": big_new, "c.txt": big_new})
+    d = diff(src, ws, file_limit=10_000, total_limit=25_000)
+    sizes = [len(f.diff or "") for f in d.files]
+    assert all(f.diff_truncated for f in d.files) and sizes[0] == 10_000
+    assert sum(sizes) <= 25_000 and d.truncated
+    assert all(f.added_lines == 3000 and f.removed_lines == 3000 for f in d.files)  # counts stay exact
+
+
+def test_symlinks_are_compared_not_followed(tmp_path):
+    outside = tree(tmp_path / "outside", {"secret.txt": "do not read\n"})
+    src = tree(tmp_path / "src", {"a.txt": "a\n"})
+    ws = tree(tmp_path / "ws", {"a.txt": "a\n"})
+    (ws / "link").symlink_to(outside / "secret.txt")
+    (ws / "dirlink").symlink_to(outside)
+    d = diff(src, ws)
+    assert sorted(f.path for f in d.files) == ["dirlink", "link"]
+    assert all(f.kind == "added" and f.diff is None and (f.note or "").startswith("symlink -> ") for f in d.files)
+    assert "do not read" not in repr(d.to_dict())
+
+
+def test_empty_source_and_missing_source(tmp_path):
+    ws = tree(tmp_path / "ws", {"made.txt": "1\n2\n"})
+    started_empty = summarize(None, ws).summary()
+    assert started_empty["available"] and (started_empty["added"], started_empty["lines_added"]) == (1, 2)
+    gone = summarize(tmp_path / "moved-away", ws).summary()
+    assert gone["source_missing"] and not gone["available"] and gone["added"] == 0
+    assert summarize(tmp_path, tmp_path / "no-ws").summary()["workspace_missing"]
+    assert source_of({"workspace": "/x/y"}) == Path("/x/y") and source_of({"workspace": None}) is None
+
+
+def test_report_carries_each_jobs_diff_summary(tmp_path):
+    src = tree(tmp_path / "src", {"keep.txt": "k\n", "edit.txt": "1\n"})
+    batch = tmp_path / "home" / "b"
+    done = write_job(tmp_path / "home", "b", "t-v-1", "passed", source=src, cost_usd=0.1)
+    tree(done / "workspace", {"keep.txt": "k\n", "edit.txt": "2\n", "new.txt": "n\n"})
+    gone = write_job(tmp_path / "home", "b", "t-v-2", "failed", source=tmp_path / "deleted-src")
+    tree(gone / "workspace", {"x": "y"})
+    write_job(tmp_path / "home", "b", "t-v-3", "running", source=src)
+    records = {k: v for k, v in load_records(batch).items()}
+    res = results_from_records(records, batch="b", batch_dir=batch)  # type: ignore[arg-type]
+    assert res.diffs["t-v-1"]["added"] == 1 and res.diffs["t-v-1"]["changed"] == 1
+    assert res.diffs["t-v-2"]["source_missing"] and "t-v-3" not in res.diffs  # running: not summarized
+    page = html_report(res)
+    assert len(re.findall(r'<span class="diffsum"', page)) == 2
+    first = re.search(r'id="job-t-v-1".*?<span class="diffsum"([^>]*)>', page, flags=re.S)
+    assert first and 'data-added="1" data-changed="1" data-removed="0" data-lines-added="2" data-lines-removed="1"' \
+        in first.group(1)
+    second = re.search(r'id="job-t-v-2".*?<span class="diffsum"([^>]*)>([^<]*)', page, flags=re.S)
+    assert second and 'data-diff="unavailable"' in second.group(1) and second.group(2) == "diff: source gone"
+    doc = res.to_document()
+    assert {j["id"]: (j["workspace_diff"] or {}).get("added") for j in doc["jobs"]} == {
+        "t-v-1": 1, "t-v-2": 0, "t-v-3": None}
+
+
+def test_plots_are_well_formed_svg_with_the_tables_numbers(results):  # noqa: F811
+    page = html_report(results)
+    svgs = re.findall(r"<svg .*?</svg>", page, flags=re.S)
+    assert len(svgs) == 2
+    totals = results.comparison.variant_totals
+    for svg in svgs:
+        root = etree.fromstring(svg.encode())  # well-formed XML, not only tolerable HTML
+        assert root.tag == "svg" and float(root.get("width")) > 0 and float(root.get("height")) > 0
+        groups = root.findall(".//g[@class='variant']")
+        by_name = {g.get("data-variant"): g for g in groups}
+        for variant, cell in totals.items():
+            if variant in by_name:
+                g = by_name[variant]
+                assert float(g.get("data-rate")) == round(cell.pass_rate or 0, 4)
+                ci = g.find("g[@class='ci']")
+                low, high = wilson_interval(cell.passed, cell.n)  # type: ignore[misc]
+                assert (float(ci.get("data-low")), float(ci.get("data-high"))) == (round(low, 4), round(high, 4))
+    bars = etree.fromstring(svgs[0].encode()).findall(".//g[@class='variant']")
+    assert [g.get("data-variant") for g in bars] == [v for v, c in totals.items() if c.n]
+
+
+def test_plot_labels_are_escaped_and_unknown_costs_listed():
+    from flower_batch.reports._stats import Cell
+
+    cell = Cell(job_ids=("a",), n=2, passed=1, pending=0, ci95=wilson_interval(1, 2), mean_cost_usd=None)
+    svg = cost_vs_pass_svg({"<b>x</b>": cell})
+    etree.fromstring(svg.encode())
+    assert "<b>" not in svg and "cost unknown: &lt;b&gt;x&lt;/b&gt;" in svg
+    assert "<b>" not in pass_rate_svg({"<b>x</b>": cell})
+
+
+def test_text_budget_keeps_small_reports_whole_and_cuts_large_ones(results, tmp_path):  # noqa: F811
+    import json
+    from dataclasses import replace
+
+    from flower_batch.matrix import write_reports
+    from flower_batch.reports._budget import SHORTENED, fit_texts, per_job_limits
+
+    assert fit_texts(results).outcomes == results.outcomes  # a small batch: nothing cut
+    log_limit, check_limit = per_job_limits(5000)
+    assert log_limit < 4000 and check_limit < 8000 and per_job_limits(10) == (100_000, 150_000)
+    long_log = "".join(f"log line {i}\n" for i in range(2000))
+    big = replace(results, outcomes={
+        k: replace(o, log_tail=long_log, check_output=long_log) for k, o in results.outcomes.items()})
+    import flower_batch.reports._budget as budget
+
+    saved = budget.TEXT_BUDGET
+    budget.TEXT_BUDGET = len(big.jobs) * 3000  # as if the batch were large: 3,000 characters per job
+    try:
+        paths = write_reports(big, tmp_path / "out")
+    finally:
+        budget.TEXT_BUDGET = saved
+    doc = json.loads(paths.results_json.read_text())
+    tails = [j["outcome"]["log_tail"] for j in doc["jobs"] if j["outcome"]]
+    assert tails and all(t.startswith(SHORTENED) and t.endswith("log line 1999\n") for t in tails)
+    assert all(len(t) == len(SHORTENED) + 3000 * 2 // 5 for t in tails)
+    embedded = re.search(r'id="results-data">(.*?)</script>', paths.html.read_text(), flags=re.S)
+    assert embedded and json.loads(embedded.group(1)) == doc  # the report embeds exactly results.json
+
+
+def test_quick_check_and_a_same_size_edit(tmp_path):
+    import os
+    import shutil
+
+    src = tree(tmp_path / "src", {"a.txt": "abc\n", "b.txt": "xyz\n"})
+    ws = tmp_path / "ws"
+    shutil.copytree(src, ws)  # as the runner copies it: mtimes kept
+    assert diff(src, ws).files == []
+    (ws / "b.txt").write_text("XYZ\n")  # same size, new content, new mtime
+    assert [(f.path, f.kind) for f in diff(src, ws).files] == [("b.txt", "changed")]
+    st = (src / "b.txt").stat()
+    os.utime(ws / "b.txt", ns=(st.st_atime_ns, st.st_mtime_ns + 1))
+    assert [f.path for f in diff(src, ws).files] == ["b.txt"]  # a different mtime: contents compared
