@@ -8,7 +8,7 @@ speed-up: on real machines each node adds its own cores.
 
 Needs the test cluster up with the runtime image pushed (`make cluster-up cluster-push`).
 
-    .venv/bin/python bench/cluster.py [--jobs 32] [--parallel 8]
+    .venv/bin/python bench/cluster.py [--jobs 32] [--parallel 8] [--image REF]
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ from flower_batch.layout import Home  # noqa: E402
 from flower_batch.matrix import load_jobs_file  # noqa: E402
 from flower_batch.running.scheduler import run_jobs  # noqa: E402
 
-ENV_FILE = ROOT / "images" / ".cache" / "cluster.env"
+# Another test cluster (scripts/cluster/up.sh PREFIX=... ENV_FILE=...): FLOWER_BATCH_CLUSTER_ENV.
+ENV_FILE = Path(os.environ.get("FLOWER_BATCH_CLUSTER_ENV") or ROOT / "images" / ".cache" / "cluster.env")
 PROJECT = ROOT / "tests" / "batch_fixtures" / "project"
 
 

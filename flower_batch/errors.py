@@ -14,7 +14,8 @@
     │   ├── ContainerNotRunning a signal was sent to a container that is not running
     │   ├── NameConflict        a container, network or volume of that name exists
     │   ├── NodeLost            (swarm) the node running a task went down before it ended
-    │   └── SharedStorageMissing (swarm) a mounted folder is not the same storage on every node
+    │   ├── SharedStorageMissing (swarm) a mounted folder is not the same storage on every node
+    │   └── ReservationUnmet    (swarm) no node could ever hold a task's cpus/memory reservation
     ├── BackendChoiceError      --backend / $FLOWER_BATCH_BACKEND / [batch] backend names none
     ├── ImageBuildError         `image build` failed (base, wheelhouse or a Dockerfile step)
     ├── NotARuntimeImage        an image not built by `flower-batch image build`
@@ -102,6 +103,10 @@ class NodeLost(BackendError):
 
 class SharedStorageMissing(BackendError):
     """A folder a task mounts is not the same storage on every node."""
+
+
+class ReservationUnmet(BackendError):
+    """No node of the cluster could ever hold a task's cpus/memory reservation."""
 
 
 class BackendChoiceError(FlowerBatchError):

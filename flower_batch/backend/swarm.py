@@ -2,16 +2,20 @@
 manager (DOCKER_HOST / `docker context`), through the docker SDK's low-level API.
 
 How each part of the contract maps onto Swarm:
-- a task is a service: a `replicated-job` with one task and no restart, or, for `restart=True`
-  (the gateway), a `replicated` service of one replica that Swarm restarts when it dies. `create`
-  makes the service with nothing to run yet (0 completions / 0 replicas: the engine lists it,
-  labelled, as "created"); `start` asks for the one task. The "container id" is the service id.
-- cpus and memory are limits, not reservations (see `create` for why); `placement` becomes the
-  service's placement constraints.
+- a task is a service: a `replicated` service of one replica, with restart condition "none" for
+  a job and "on-failure" for `restart=True` (the gateway, which Swarm restarts when it dies).
+  `create` makes it with 0 replicas (the engine lists it, labelled, as "created"); `start` asks
+  for the one task. The "container id" is the service id. Not a `replicated-job`: Swarm 20.10
+  never lets go of a job's completed task, nor of its reservation (see RESERVATIONS below).
+- cpus and memory are both limits and reservations; a task no node could ever hold is refused
+  in one line before anything is made (swarm_fit.py). `placement` becomes the service's
+  placement constraints.
 - the image runs by repo digest (`flower-batch image push REGISTRY` made it), so a node can only
   run the pinned bytes; a registry that serves other bytes under that digest is refused (drift).
-- `secrets` become Swarm secrets mounted at /run/secrets/NAME (env NAME_FILE points there):
-  no `docker inspect` of the service or its container shows them.
+- `secrets` (the batch secret, the host's API key, each job's gateway token and the secrets a
+  job names) become Swarm secrets mounted at /run/secrets/NAME (env NAME_FILE points there);
+  task_signals reads them into the command's env NAME, as a local engine gives them. No
+  `docker inspect` of a service or its container shows a value.
 - signals: a manager cannot signal a task, so every task runs its command under
   `task_signals`, which forwards what `signal`/`stop` append to a control file on shared storage.
 - networks are overlay networks (`internal=True`: no route out); volumes are node-local on Swarm,
@@ -48,8 +52,10 @@ from flower_batch.backend.base import (
 )
 from flower_batch.backend.docker_backend import image_info_from_inspect, label_filters
 from flower_batch.backend.registry_push import repo_digest_for
+from flower_batch.backend.swarm_fit import unmet_reservation
 from flower_batch.backend.swarm_storage import Probe, refusal
-from flower_batch.backend.swarm_tasks import ever_ran, newest_task, task_error, task_state
+from flower_batch.backend.swarm_tasks import ever_ran, image_drift, newest_task, task_error, task_state
+from flower_batch.backend.task_signals import EXPECTED_KEY_ENV, REPORT, SECRET_NAMES_ENV
 from flower_batch.errors import (
     BackendError,
     ContainerNotFound,
@@ -58,18 +64,38 @@ from flower_batch.errors import (
     ImageDrift,
     ImageMissing,
     NodeLost,
+    ReservationUnmet,
     SharedStorageMissing,
 )
 
 T = TypeVar("T")
 
+# RESERVATIONS. Why a job is a restart-"none" replicated service and not a `replicated-job`
+# (swarmkit as vendored in Docker 20.10, checked on the test cluster, moby/moby#52652):
+# - a replicated-job's task that completes keeps DesiredState=Completed for good. Only a failed
+#   one goes through the restart supervisor, which sets DesiredState=Shutdown.
+# - removing a job service leaves its tasks in the store: the jobs orchestrator handles no
+#   service deletion (the replicated and global ones mark the tasks Remove, and the task reaper
+#   then deletes them), and the reaper's history pruning (`docker swarm update
+#   --task-history-limit`) skips jobs and services that no longer exist. So those tasks stay.
+# - the scheduler releases a reservation when the task's actual state is past running, but the
+#   constraint enforcer sums the reservations of every task on a node whose DesiredState is at
+#   most Completed, whatever its actual state. Each node update (a label, a drain, a rejoin)
+#   makes it recount, and past the node's size it rejects tasks, even running ones
+#   ("assigned node no longer meets constraints").
+# A replicated service's task that ends goes through the restart supervisor (DesiredState
+# Shutdown, no restart with condition "none"), and removing the service marks its tasks Remove,
+# which the reaper deletes: the enforcer counts it only while it runs, as the scheduler does.
+
 REGISTRY_ENV = "FLOWER_BATCH_REGISTRY"
+BUILD_KEY_LABEL = "org.flower-batch.build-key"  # image.LABEL_BUILD_KEY (backend/ never imports image.py)
 SERVICE_LABEL = "org.flower-batch.service"  # on each secret: the service it was made for
+JOB_LABEL, ROLE_LABEL = "org.flower-batch.job", "org.flower-batch.role"  # labels.py's (a layer above)
 CONTROL_IN_TASK = "/run/flower-batch"
 SECRETS_IN_TASK = "/run/secrets"
 PROBE_TIMEOUT_S = 300.0  # a node's first pull of the runtime image is part of the first probe
-# Swarm's constraint enforcer sometimes rejects a job's task before it starts, counting the
-# reservations of finished tasks still on the node ("assigned node no longer meets constraints").
+# Swarm's constraint enforcer may still reject a task before it starts when something else on
+# the cluster left replicated-job tasks with reservations on the node (see RESERVATIONS).
 # Nothing ran, so asking again is safe.
 REJECTED_BY_ENFORCER = "no longer meets constraints"
 RESUBMITS = 5
@@ -95,6 +121,7 @@ class SwarmBackend(Backend):
         self._verified: list[Path] = []
         self._storage_lock: anyio.Lock | None = None  # made in the event loop that uses it
         self._images: dict[str, str] = {}
+        self._keys: dict[str, str] = {}
         self._hostnames: dict[str, str] = {}
         self._waits = anyio.CapacityLimiter(64)
 
@@ -132,6 +159,37 @@ class SwarmBackend(Backend):
             raise ImageDrift(f"the registry serves other bytes for {reference}: push the pinned image again")
         self._images[ref] = reference
         return reference
+
+    async def _build_key(self, ref: str) -> str:
+        """The pinned image's build key, from the manager's copy ("" when it has none to read)."""
+        if ref not in self._keys:
+            try:
+                labels = (await self.image_info(ref)).labels
+            except FlowerBatchError:
+                labels = {}
+            self._keys[ref] = labels.get(BUILD_KEY_LABEL, "")
+        return self._keys[ref]
+
+    async def _check_ran(self, data: Mapping[str, Any], task: Mapping[str, Any]) -> None:
+        """Raise ImageDrift when the node reported other bytes than the pinned image's."""
+        env = dict(e.partition("=")[::2] for e in data["Spec"]["TaskTemplate"]["ContainerSpec"].get("Env") or [])
+        expected = env.get(EXPECTED_KEY_ENV, "")
+        if not expected:
+            return
+        name = str(data["Spec"]["Name"])
+        report = self.control_dir / name / REPORT
+        what = _what(data["Spec"].get("Labels") or {}, name)
+
+        def read() -> str | None:  # empty: the task never wrote it
+            try:
+                return report.read_text().strip() or None
+            except OSError:
+                return None
+
+        host = await self._hostname(task["NodeID"]) if task.get("NodeID") else "?"
+        why = image_drift(what, host, expected, await anyio.to_thread.run_sync(read))
+        if why:
+            raise ImageDrift(why)
 
     async def ensure_shared(self, paths: list[Path], image: str) -> None:
         """Refuse (SharedStorageMissing) unless every node sees each path as the same storage."""
@@ -195,10 +253,17 @@ class SwarmBackend(Backend):
 
     # -- tasks ------------------------------------------------------------------------------
     async def create(self, spec: ContainerSpec) -> str:
+        name = spec.name or f"fb-task-{secrets.token_hex(6)}"
+        nano = int(spec.cpus * 1e9) if spec.cpus else None
+        memory = memory_limit_bytes(spec.memory) if spec.memory is not None else None
+        if nano or memory:
+            nodes = await self._call("engine", "nodes", lambda api: api.nodes())
+            why = unmet_reservation(nodes, nano, memory, spec.placement)
+            if why:
+                raise ReservationUnmet(f"no node of the swarm can run {_what(spec.labels, name)}: {why}")
         image = await self.resolve_image(spec.image)
         binds = [Path(m.source) for m in spec.mounts if m.kind == "bind"]
         await self.ensure_shared([self.control_dir, *binds], image)
-        name = spec.name or f"fb-task-{secrets.token_hex(6)}"
         control = self.control_dir / name
         await anyio.to_thread.run_sync(lambda: _fresh_control(control))
         uid, _, gid = (spec.user or "0:0").partition(":")
@@ -206,6 +271,9 @@ class SwarmBackend(Backend):
         try:
             refs = []
             env = dict(spec.env)
+            key = await self._build_key(spec.image)
+            if key:  # the task reports the key its node ran and refuses any other (drift)
+                env[EXPECTED_KEY_ENV] = key
             for key, value in spec.secrets.items():
                 tail = f"{key.lower().replace('_', '-')[:20]}-{secrets.token_hex(4)}"
                 secret_name = f"{name[:63 - len(tail)].rstrip('-_.')}-{tail}"  # Swarm allows 64 characters
@@ -217,6 +285,8 @@ class SwarmBackend(Backend):
                 refs.append(docker.types.SecretReference(sid, secret_name, filename=key, uid=uid, gid=gid or uid,
                                                          mode=0o400))
                 env[f"{key}_FILE"] = f"{SECRETS_IN_TASK}/{key}"
+            if spec.secrets:  # the names only: task_signals hands the command each value as env NAME
+                env[SECRET_NAMES_ENV] = ",".join(spec.secrets)
             container = docker.types.ContainerSpec(
                 image,
                 ["python", "-m", "flower_batch.backend.task_signals", f"{CONTROL_IN_TASK}/signal", "--",
@@ -230,15 +300,12 @@ class SwarmBackend(Backend):
                 secrets=refs or None,
                 init=spec.init or None,
             )
-            nano = int(spec.cpus * 1e9) if spec.cpus else None
-            memory = memory_limit_bytes(spec.memory) if spec.memory is not None else None
             template = docker.types.TaskTemplate(
                 container,
-                # Limits only, no reservations: Swarm 20.10 keeps the tasks of deleted job services
-                # in its store, and its constraint enforcer counts their reservations, so on a
-                # cluster that has run a few batches it rejects (even stops) new tasks with
-                # "assigned node no longer meets constraints" (seen on the test cluster).
-                resources=docker.types.Resources(cpu_limit=nano, mem_limit=memory),
+                # Reserved as much as it may use: the scheduler places a task only where its share
+                # is free, so -j N never packs more onto a node than the node has.
+                resources=docker.types.Resources(cpu_limit=nano, mem_limit=memory,
+                                                 cpu_reservation=nano, mem_reservation=memory),
                 restart_policy=(docker.types.RestartPolicy("on-failure", delay=1_000_000_000, max_attempts=3,
                                                              window=60_000_000_000) if spec.restart
                                 else docker.types.RestartPolicy("none")),
@@ -246,8 +313,7 @@ class SwarmBackend(Backend):
                 networks=[docker.types.NetworkAttachmentConfig(spec.network, aliases=spec.network_aliases or None)]
                 if spec.network else None,
             )
-            mode = (docker.types.ServiceMode("replicated", replicas=0) if spec.restart
-                    else docker.types.ServiceMode("replicated-job", concurrency=0, replicas=0))
+            mode = docker.types.ServiceMode("replicated", replicas=0)
             # DNS round robin, not a virtual IP: a service's alias resolves to its task itself,
             # with no IPVS balancer in between (which nested engines may lack).
             endpoint = docker.types.EndpointSpec(mode="dnsrr")
@@ -277,14 +343,9 @@ class SwarmBackend(Backend):
     async def start(self, container_id: str) -> None:
         def ask_for_one_task(spec: dict[str, Any]) -> bool:
             mode = spec["Mode"]
-            if "ReplicatedJob" in mode:
-                if mode["ReplicatedJob"].get("TotalCompletions"):
-                    return False
-                mode["ReplicatedJob"] = {"MaxConcurrent": 1, "TotalCompletions": 1}
-            else:
-                if mode["Replicated"].get("Replicas"):
-                    return False
-                mode["Replicated"] = {"Replicas": 1}
+            if mode["Replicated"].get("Replicas"):
+                return False
+            mode["Replicated"] = {"Replicas": 1}
             return True
 
         await self._update(container_id, ask_for_one_task)
@@ -317,7 +378,8 @@ class SwarmBackend(Backend):
             data, task = await self._service_and_task(container_id)
             state, code = task_state(task)
             if state == "exited":
-                assert code is not None
+                assert code is not None and task is not None
+                await self._check_ran(data, task)
                 return code
             if (state == "dead" and REJECTED_BY_ENFORCER in task_error(task) and not ever_ran(task)
                     and resubmits < RESUBMITS):
@@ -336,7 +398,7 @@ class SwarmBackend(Backend):
             await anyio.sleep(self.poll_s if deadline is None else max(0.0, min(self.poll_s, deadline - time.monotonic())))
 
     async def _resubmit(self, service: str) -> None:
-        """A new task for a job whose task never ran (a forced update starts a new job iteration)."""
+        """A new task for a job whose task never ran (a forced update fills its dead slot again)."""
 
         def force(spec: dict[str, Any]) -> bool:
             spec["TaskTemplate"]["ForceUpdate"] = int(spec["TaskTemplate"].get("ForceUpdate") or 0) + 1
@@ -413,9 +475,9 @@ class SwarmBackend(Backend):
     async def remove(self, container_id: str, force: bool = True) -> None:
         data, task = await self._service_and_task(container_id)
         name = data["Spec"]["Name"]
-        if task_state(task)[0] == "running" and "ReplicatedJob" in data["Spec"]["Mode"]:
-            # Removing a job service does not stop its running task (Swarm 20.10 leaves tasks of
-            # deleted job services alone): kill it first, as a forced local remove does.
+        if task_state(task)[0] == "running" and _is_job(data["Spec"]):
+            # Swarm would stop it with SIGTERM and a 10 s grace: kill it first, as a forced
+            # local remove does.
             await self._quietly(self.signal(container_id, "SIGKILL"))
             with anyio.move_on_after(15):
                 await self._quietly(self.wait(container_id))
@@ -514,13 +576,29 @@ class SwarmBackend(Backend):
         await anyio.to_thread.run_sync(self._conn.close)
 
 
+def _what(labels: Mapping[str, str], name: str) -> str:
+    """A task as the user knows it: "job J", "the check of job J", else its service name."""
+    role, job = labels.get(ROLE_LABEL), labels.get(JOB_LABEL)
+    return f"the check of job {job}" if role == "check" and job else f"job {job}" if job else name
+
+
+def _is_job(spec: Mapping[str, Any]) -> bool:
+    """A one-run task (not the gateway that Swarm restarts)."""
+    return bool((spec["TaskTemplate"].get("RestartPolicy") or {}).get("Condition") == "none")
+
+
 def _fresh_control(control: Path) -> None:
     control.mkdir(parents=True, exist_ok=True)
     (control / "signal").write_text("")
+    # The task may run as any user (`user`): it can write this file, not make one in the folder.
+    report = control / REPORT
+    report.write_text("")
+    report.chmod(0o666)
 
 
 def _drop_control(control: Path) -> None:
     (control / "signal").unlink(missing_ok=True)
+    (control / REPORT).unlink(missing_ok=True)
     try:
         control.rmdir()
     except OSError:

@@ -1,7 +1,8 @@
 """Reading a Swarm service's one task as a container-like state (pure functions over API dicts).
 
-A job is a `replicated-job` service with one task; the gateway a `replicated` service whose
-newest task is the one that counts (Swarm replaces a task that died).
+A job and the gateway are `replicated` services of one replica; the newest task is the one that
+counts (Swarm replaces a gateway task that died, and a job's resubmitted one). Also: whether
+the image a node ran is the pinned build (`image_drift`).
 """
 
 from __future__ import annotations
@@ -50,3 +51,13 @@ def task_error(task: Mapping[str, Any] | None) -> str:
 def ever_ran(task: Mapping[str, Any] | None) -> bool:
     """Whether the task got as far as a container."""
     return bool(task and ((task.get("Status") or {}).get("ContainerStatus") or {}).get("ContainerID"))
+
+
+def image_drift(what: str, host: str, expected: str, reported: str | None) -> str | None:
+    """Why the node ran other bytes than the pinned image for `what` (a task), or None when it ran
+    them. `reported`: the build key its task wrote (task_signals), None when it wrote none."""
+    if not expected or reported == expected:
+        return None
+    found = f"image build {reported[:12]}" if reported else "an image that reports no build"
+    return (f"node {host} ran other bytes for {what}: {found}, not the pinned {expected[:12]} — remove the "
+            f"runtime image on {host} so it pulls the pinned one, then run the job again")

@@ -6,6 +6,14 @@ every signal number appended as a line to the CONTROL file (on shared storage, w
 orchestrator's `signal`/`stop`) and every signal it receives itself (Swarm's SIGTERM when the
 service is removed) to the command, then exits as a shell does: the command's code, or 128+N
 when a signal ended it. Stdlib only: it starts in the time Python starts.
+
+Before the command it writes the build key baked into the image it runs (/opt/flower/build-key)
+to CONTROL's folder, so the orchestrator learns which bytes the node actually ran, and refuses
+to start the command when that is not the pinned image's key (env FB_IMAGE_KEY): drift.
+
+It also hands the command its secrets the way a local engine does, as env NAME: the engine put
+each in a file (env NAME_FILE) and listed the names in FB_SECRET_NAMES, so no inspect of the
+service or its container ever holds a value.
 """
 
 from __future__ import annotations
@@ -18,10 +26,44 @@ import time
 from pathlib import Path
 
 POLL_S = 0.05
+SECRET_NAMES_ENV = "FB_SECRET_NAMES"
+
+
+def command_env(environ: dict[str, str]) -> dict[str, str]:
+    """`environ` with each listed secret's value read from its file into env NAME."""
+    env = dict(environ)
+    for name in filter(None, env.pop(SECRET_NAMES_ENV, "").split(",")):
+        path = env.get(f"{name}_FILE")
+        if path:
+            with open(path, encoding="utf-8") as f:
+                env[name] = f.read()
+    return env
+
+
+BUILD_KEY_FILE = Path("/opt/flower/build-key")
+EXPECTED_KEY_ENV = "FB_IMAGE_KEY"
+REPORT = "image"  # in CONTROL's folder: the build key this task's node ran
+DRIFT_EXIT = 125
+
+
+def report_image(control: Path, key_file: Path = BUILD_KEY_FILE) -> str:
+    """Write the build key of the image this task runs next to CONTROL; return it ("" if none)."""
+    try:
+        key = key_file.read_text().strip()
+    except OSError:
+        key = ""
+    (control.parent / REPORT).write_text(key + "\n")
+    return key
 
 
 def supervise(control: Path, command: list[str]) -> int:
-    child = subprocess.Popen(command)
+    key = report_image(control)
+    expected = os.environ.get(EXPECTED_KEY_ENV, "")
+    if expected and key != expected:
+        print(f"flower-batch: this node runs image build {key or 'unknown'}, not the pinned {expected}: "
+              "not starting (drift)", file=sys.stderr)
+        return DRIFT_EXIT
+    child = subprocess.Popen(command, env=command_env(dict(os.environ)))
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
         signal.signal(sig, lambda n, _f: _send(child, n))
     seen = 0

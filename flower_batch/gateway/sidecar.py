@@ -104,10 +104,12 @@ class GatewaySidecar:
         self._spec: ContainerSpec | None = None  # kept (in memory only) to create it again
 
     def job_env(self, job_id: str) -> dict[str, str]:
-        return {
-            "ANTHROPIC_BASE_URL": f"http://{ALIAS}:{PORT}/j/{job_id}",
-            "ANTHROPIC_API_KEY": job_token(self.secret, job_id),
-        }
+        return {"ANTHROPIC_BASE_URL": f"http://{ALIAS}:{PORT}/j/{job_id}"}
+
+    def job_secrets(self, job_id: str) -> dict[str, str]:
+        """The job's own token: a ContainerSpec secret (an engine secret on a cluster, where no
+        inspect of its service or container may show it)."""
+        return {"ANTHROPIC_API_KEY": job_token(self.secret, job_id)}
 
     async def __aenter__(self) -> GatewaySidecar:
         try:

@@ -248,8 +248,11 @@ def job_container_spec(
 ) -> ContainerSpec:
     """The job's container: flower on its runs and its (read-only) workflow code, its model behind
     the gateway. The one place the job's env and spec are built."""
+    env = job.environment(os.environ)
+    # The job's secrets and its gateway token travel as secrets, never as plain env.
+    secret_env = {**{name: env.pop(name) for name in job.secrets}, **ctx.gateway.job_secrets(job.id)}
     env = {
-        **job.environment(os.environ),
+        **env,
         **ctx.gateway.job_env(job.id),
         "CLAUDE_CONFIG_DIR": f"{RUNS}/.claude",
         "HOME": "/tmp",
@@ -260,7 +263,8 @@ def job_container_spec(
     if job.model:
         env["ANTHROPIC_MODEL"] = job.model
     mounts = [Mount(str(jd.runs), RUNS), Mount(str(jd.flows), FLOWS, read_only=True)]
-    return replace(_container_spec(ctx, job, jd, "job", command, env, mounts), placement=list(job.placement))
+    return replace(_container_spec(ctx, job, jd, "job", command, env, mounts), placement=list(job.placement),
+                   secrets=secret_env)
 
 
 def check_container_spec(ctx: JobContext, job: JobSpec, jd: JobDir) -> ContainerSpec:

@@ -8,19 +8,29 @@ and `gc` removing what a SIGKILLed orchestrator left across the swarm.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
+import shutil
 import subprocess
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from flower.scripted import MessagesServer
+from flower_batch.gateway.tokens import job_token
 from tests.batch_fixtures.rig import (
     BATCH,
+    FLOWER_BATCH,
     MANAGED,
     PROJECT,
+    REPO,
+    ROLE,
     SESSION,
+    STARTED,
     Job,
     kill_started,
     project_copy,
@@ -28,6 +38,8 @@ from tests.batch_fixtures.rig import (
     wait_for,
 )
 from tests.batch_fixtures.swarm import PREFIX, Cluster, cluster, fb_swarm, fb_swarm_start, script_env
+from tests.gateway_fixtures.upstream import PROJECT as GATEWAY_PROJECT
+from tests.gateway_fixtures.upstream import Counting
 
 pytestmark = [pytest.mark.swarm, pytest.mark.slow]
 
@@ -100,11 +112,36 @@ def nothing_left(c: Cluster, batch: str) -> bool:
     return True
 
 
-def test_matrix_spreads_over_the_nodes(swarm: Cluster, home: Path) -> None:
+def held_reservations(c: Cluster) -> list[str]:
+    """Tasks of flower-batch services (removed ones included) that still hold a reservation in
+    the eyes of Swarm's constraint enforcer (desired state at most "complete") though they ended."""
+    import docker
+
+    api = docker.APIClient(base_url=c.docker_host)
+    try:
+        tasks = api.tasks()
+    finally:
+        api.close()
+    return [t["ID"] for t in tasks
+            if MANAGED in (t["Spec"]["ContainerSpec"].get("Labels") or {})
+            and t["DesiredState"] in ("assigned", "accepted", "preparing", "ready", "starting", "running", "complete")
+            and t["Status"]["State"] in ("complete", "failed", "shutdown", "rejected")
+            and (t["Spec"].get("Resources") or {}).get("Reservations")]
+
+
+@pytest.fixture(scope="module")
+def spread(swarm: Cluster) -> Iterator[tuple[Path, str, subprocess.CompletedProcess[str]]]:
+    """One 8-job matrix with cpu/memory reservations, -j 8: what several tests read."""
+    home = swarm.home()
     project = project_copy(home.with_name(home.name + "-project"))  # not under pytest's rotated tmp
     path = jobs_file(project, "spread")
-    batch = path.stem
     done = fb_swarm(swarm, "matrix", path, "-j", "8", "--image", swarm.image_id, home=home)
+    yield home, path.stem, done
+    kill_started()
+
+
+def test_matrix_spreads_over_the_nodes(swarm: Cluster, spread: tuple[Path, str, Any]) -> None:
+    home, batch, done = spread
     assert done.returncode == 0, done.stderr[-3000:]
     found = records(home, batch)
     assert len(found) == 8 and {r["status"] for r in found.values()} == {"passed"}, found
@@ -116,6 +153,41 @@ def test_matrix_spreads_over_the_nodes(swarm: Cluster, home: Path) -> None:
     results = json.loads((home / batch / "report" / "results.json").read_text())
     assert len(results["jobs"]) == 8
     assert nothing_left(swarm, batch), on_swarm(swarm, batch)
+    # every job and check reserved its cpus/memory, and every ended task let go of them: no task
+    # is left that Swarm's constraint enforcer would count (a replicated-job's would be)
+    assert held_reservations(swarm) == []
+
+
+def test_a_job_of_the_swarm_reproduces_on_any_node(swarm: Cluster, spread: tuple[Path, str, Any]) -> None:
+    home, batch, done = spread
+    assert done.returncode == 0, done.stderr[-3000:]
+    original = records(home, batch)["alpha.duo.r2"]
+    proc = fb_swarm(swarm, "repro", f"{batch}/alpha.duo.r2", home=home, timeout=400)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "reproduction identical" in proc.stdout
+    (path,) = (home / "repro").glob(f"{batch}.alpha.duo.r2.r1/record.json")
+    rec = json.loads(path.read_text())
+    assert rec["status"] == "passed" and rec["gateway_mode"] == "replay" and rec["backend"] == "swarm"
+    assert rec["image_id"] == original["image_id"] and rec["node"].startswith(f"{PREFIX}-"), rec
+    report = json.loads((path.parent / "repro.json").read_text())
+    assert report["identical"] and report["files"]["original"] == report["files"]["repro"]
+    assert report["replay"]["served"] == report["replay"]["recorded"] > 0
+    assert nothing_left(swarm, "repro"), on_swarm(swarm, "repro")
+
+
+def test_a_reservation_no_node_can_hold_is_a_one_line_record(swarm: Cluster, home: Path) -> None:
+    project = project_copy(home.with_name(home.name + "-project"))
+    path = jobs_file(project, "huge", variants='["solo"]', repeat=1)
+    # more memory than any node has (above the manager's own engine too: pre-flight warns only)
+    path.write_text(path.read_text().replace('memory = "1g"', 'memory = "4000g"'))
+    done = fb_swarm(swarm, "matrix", path, "--image", swarm.image_id, home=home, timeout=300)
+    assert done.returncode != 0
+    rec = records(home, path.stem)["alpha.solo.r1"]
+    assert rec["status"] == "error" and rec["reason"].startswith(
+        "no node of the swarm can run job alpha.solo.r1: "), rec["reason"]
+    assert "it reserves 0.5 CPUs and 4000.0 GiB but no node has that much (the largest, " in rec["reason"]
+    assert "lower `cpus`/`memory` in jobs.toml" in rec["reason"] and "\n" not in rec["reason"]
+    assert nothing_left(swarm, path.stem), on_swarm(swarm, path.stem)
 
 
 def test_wake_lands_on_another_node_and_continues_the_session(swarm: Cluster, home: Path) -> None:
@@ -153,7 +225,9 @@ def test_a_worker_stopped_mid_job_then_a_rerun_picks_it_up(swarm: Cluster, home:
     project = project_copy(home.with_name(home.name + "-project"))  # not under pytest's rotated tmp
     path = jobs_file(project, "lost", variants='["solo"]', repeat=1, scenario="steady.toml",
                      placement=f'placement = ["node.hostname=={PREFIX}-worker2"]')
-    proc = fb_swarm_start(swarm, "matrix", path, "-j", "1", "--image", swarm.image_id, home=home,
+    # --infra-retries 0: the default would run the job again at once, pinned to the node that is
+    # down, and wait for it there; here the re-run comes once the worker is back.
+    proc = fb_swarm_start(swarm, "matrix", path, "-j", "1", "--infra-retries", "0", "--image", swarm.image_id, home=home,
                           log=home / "lost.out")
     batch = path.stem
     job = Job(home, batch, "alpha.solo.r1")
@@ -181,24 +255,166 @@ def test_a_worker_stopped_mid_job_then_a_rerun_picks_it_up(swarm: Cluster, home:
 def test_gc_removes_what_a_killed_orchestrator_left_across_the_swarm(
     swarm: Cluster, home: Path
 ) -> None:
+    """Also: every job's gateway token, the batch secret and a job's own secret are Swarm
+    secrets, so no `docker service inspect` nor any node's `docker inspect` holds a value while
+    the job's process has each; gc removes those secrets too."""
     project = project_copy(home.with_name(home.name + "-project"))  # not under pytest's rotated tmp
     path = jobs_file(project, "orphans", variants='["solo"]', repeat=2, scenario="slow.toml", workspace="slow")
-    proc = fb_swarm_start(swarm, "matrix", path, "-j", "2", "--image", swarm.image_id, home=home,
-                          log=home / "orphans.out")
+    own = "fb-swarm-test-secret-" + uuid.uuid4().hex
+    path.write_text(path.read_text().replace('check_timeout = "60s"', 'check_timeout = "60s"\nsecrets = ["FB_TEST_SECRET"]'))
+    log = home / "orphans.out"
+    proc = subprocess.Popen([str(FLOWER_BATCH), "matrix", str(path), "-j", "2", "--image", swarm.image_id,
+                             "--home", str(home)], stdout=log.open("w"), stderr=subprocess.STDOUT, text=True,
+                            cwd=REPO, env={**swarm.env(), "FB_TEST_SECRET": own}, start_new_session=True)
+    STARTED.append(proc)
     batch = path.stem
     jobs = [Job(home, batch, f"alpha.solo.r{i}") for i in (1, 2)]
     wait_for("both jobs to stall", lambda: all(any(r["rule"] == "stall" for r in j.gateway_log()) for j in jobs)
              or proc.poll() is not None, timeout=240)
-    assert proc.poll() is None, (home / "orphans.out").read_text()
+    assert proc.poll() is None, log.read_text()
+    tokens = secret_in_task(swarm, "job", batch, "ANTHROPIC_API_KEY")
+    mine = secret_in_task(swarm, "job", batch, "FB_TEST_SECRET")
+    (batch_secret,) = secret_in_task(swarm, "gateway", batch, "FB_GATEWAY_SECRET")
+    assert mine == [own, own] and re.fullmatch(r"[0-9a-f]{64}", batch_secret)
+    # each is its job's own token under that batch secret (the gateway accepted their calls)
+    assert sorted(tokens) == sorted(job_token(batch_secret, f"alpha.solo.r{i}") for i in (1, 2))
+    seen = inspect_everything(swarm)
+    assert "ANTHROPIC_API_KEY_FILE=/run/secrets/ANTHROPIC_API_KEY" in seen  # we looked at the right things
+    for value in (*tokens, own, batch_secret):
+        assert value not in seen
     sigkill_group(proc)
     left = on_swarm(swarm, batch)
-    assert len(left["service"]) == 3 and len(left["network"]) == 1 and len(left["secret"]) == 1, left
+    # 3 services, 1 network; secrets: the batch secret, and each job's token and its own secret
+    assert len(left["service"]) == 3 and len(left["network"]) == 1 and len(left["secret"]) == 5, left
     sessions = {json.loads(swarm.manager("service", "inspect", s))[0]["Spec"]["Labels"][SESSION]
                 for s in left["service"]}
     assert len(sessions) == 1
     dry = fb_swarm(swarm, "gc", "--dry-run", home=home)
-    assert dry.returncode == 0 and "would remove 5 leaked" in dry.stderr, dry.stderr
+    assert dry.returncode == 0 and "would remove 9 leaked" in dry.stderr, dry.stderr
     assert on_swarm(swarm, batch) == left
     gone = fb_swarm(swarm, "gc", home=home)
-    assert gone.returncode == 0 and "removed 5 leaked" in gone.stderr, gone.stderr
+    assert gone.returncode == 0 and "removed 9 leaked" in gone.stderr, gone.stderr
     assert nothing_left(swarm, batch), on_swarm(swarm, batch)
+
+
+def inspect_everything(c: Cluster) -> str:
+    """What `docker inspect` shows of every service (manager) and every container (each node)."""
+    out = []
+    services = c.manager("service", "ls", "-q").split()
+    if services:
+        out.append(c.manager("service", "inspect", *services))
+    for node in ("manager", "worker1", "worker2"):
+        containers = c.node_exec(node, "docker", "ps", "-aq").split()
+        if containers:
+            out.append(c.node_exec(node, "docker", "inspect", *containers))
+    return "\n".join(out)
+
+
+def secret_in_task(c: Cluster, role: str, batch: str, name: str) -> list[str]:
+    """The value of /run/secrets/NAME in each running task of `role` in `batch`, read inside it."""
+    values = []
+    for node in ("manager", "worker1", "worker2"):
+        for cid in c.node_exec(node, "docker", "ps", "-q", "--filter", f"label={ROLE}={role}",
+                               "--filter", f"label={BATCH}={batch}").split():
+            values.append(c.node_exec(node, "docker", "exec", cid, "cat", f"/run/secrets/{name}"))
+    return values
+
+
+EGRESS_JOBS = """
+[batch]
+name = "{name}"
+backend = "swarm"
+
+[defaults]
+workflow = "flows.py:quick"
+prompt = "Read TASK.md and do what it asks."
+timeout = "4m"
+check_timeout = "60s"
+memory = "1g"
+cpus = 0.5
+gateway = {{ mode = "anthropic" }}
+
+[tasks.hello]
+workspace = "tasks/hello"
+check = "python3 egress.py {host} {port}"
+"""
+
+# Run as the job's check, on the job's network: the gateway answers, the outside does not.
+EGRESS_PROBE = """
+import socket, sys
+def reach(host, port):
+    s = socket.socket()
+    s.settimeout(5)
+    try:
+        s.connect((host, port))
+        return "reached"
+    except OSError as exc:
+        return f"blocked ({type(exc).__name__}: {exc})"
+    finally:
+        s.close()
+print("gateway:", reach("gateway", 8080))
+print("upstream:", reach(sys.argv[1], int(sys.argv[2])))
+"""
+
+
+def test_anthropic_mode_the_gateway_reaches_the_upstream_and_jobs_do_not(
+    swarm: Cluster, home: Path
+) -> None:
+    project = home.with_name(home.name + "-project")
+    shutil.copytree(GATEWAY_PROJECT, project)
+    (project / "tasks" / "hello" / "egress.py").write_text(EGRESS_PROBE)
+    # the host as the nodes reach it: the gateway of the cluster's network
+    host_ip = subprocess.run(["docker", "network", "inspect", f"{PREFIX}-net", "-f",
+                              "{{(index .IPAM.Config 0).Gateway}}"], capture_output=True, text=True, check=True,
+                             env=script_env()).stdout.strip()
+    key = "sk-ant-swarm-test-" + uuid.uuid4().hex
+    counting = Counting()
+    with MessagesServer(counting, host="0.0.0.0") as upstream:
+        path = project / "egress.toml"
+        batch = f"egress-{home.name.split('-')[1]}"
+        path.write_text(EGRESS_JOBS.format(name=batch, host=host_ip, port=upstream.port))
+        env = {**swarm.env(), "ANTHROPIC_API_KEY": key, "FLOWER_BATCH_UPSTREAM": f"http://{host_ip}:{upstream.port}"}
+        done = subprocess.run([str(FLOWER_BATCH), "matrix", str(path), "--image", swarm.image_id, "--home", str(home)],
+                              capture_output=True, text=True, timeout=600, cwd=project, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rec = records(home, batch)["hello.r1"]
+    assert rec["status"] == "passed" and rec["gateway_mode"] == "anthropic" and rec["backend"] == "swarm", rec
+    # the gateway, and only it, had a route out: every model call went upstream with the host's key
+    assert counting.count >= 1 and set(counting.credentials) == {hashlib.sha256(key.encode()).hexdigest()}
+    # the job's network is internal: from it the gateway answers and the upstream cannot be reached
+    out = rec["check_output"]
+    assert "gateway: reached" in out and "upstream: blocked" in out, out
+    for p in home.rglob("*"):
+        if p.is_file():
+            assert key.encode() not in p.read_bytes(), p
+    assert nothing_left(swarm, batch), on_swarm(swarm, batch)
+
+
+def test_a_node_holding_other_bytes_under_the_pinned_digest_is_refused(swarm: Cluster, home: Path) -> None:
+    node = f"{PREFIX}-worker2"
+    host_env = script_env()
+    subprocess.run(["docker", "cp", str(REPO / "tests" / "batch_fixtures" / "node_drift.sh"), f"{node}:/tmp/"],
+                   check=True, capture_output=True, env=host_env)
+    swarm.node_exec("worker2", "/tmp/node_drift.sh", "make", swarm.reference)
+    try:
+        wait_for("worker2 to be ready", lambda: "Ready" in swarm.manager(
+            "node", "ls", "--filter", f"name={node}", "--format", "{{.Status}}"), timeout=120, every=1)
+        project = project_copy(home.with_name(home.name + "-project"))
+        path = jobs_file(project, "drift", variants='["solo"]', repeat=1,
+                         placement=f'placement = ["node.hostname=={node}"]')
+        done = fb_swarm(swarm, "matrix", path, "--image", swarm.image_id, home=home, timeout=400)
+    finally:
+        swarm.node_exec("worker2", "/tmp/node_drift.sh", "undo", swarm.reference)
+        # its engine restarted: Swarm has it down for a while, and later tests need it back
+        wait_for("worker2 to be ready again", lambda: "Ready" in swarm.manager(
+            "node", "ls", "--filter", f"name={node}", "--format", "{{.Status}}"), timeout=300, every=1)
+    assert done.returncode != 0
+    job = Job(home, path.stem, "alpha.solo.r1")
+    rec = job.record()
+    key = json.loads(swarm.manager("image", "inspect", swarm.image_id))[0]["Config"]["Labels"][
+        "org.flower-batch.build-key"]
+    assert rec["status"] == "error" and rec["node"] == node, rec
+    assert rec["reason"].startswith(f"node {node} ran other bytes for job alpha.solo.r1: "), rec["reason"]
+    assert f": image build other-bytes, not the pinned {key[:12]} — remove the runtime image on {node}" in rec["reason"]
+    assert job.gateway_log() == []  # refused before the agent started: not one model call
+    assert nothing_left(swarm, path.stem), on_swarm(swarm, path.stem)

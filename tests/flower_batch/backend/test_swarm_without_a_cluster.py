@@ -164,3 +164,179 @@ def test_a_bad_backend_is_refused_in_one_line_before_anything_is_written(tmp_pat
                           capture_output=True, text=True, env=env, timeout=60)
     assert done.returncode == 2 and done.stderr.strip() == "flower-batch: --backend 'k8s': use one of docker, swarm"
     assert not home.exists()
+
+
+# -- the service spec a job becomes (no cluster: a recording stand-in for the engine's API) --------
+GIB = 1024**3
+DIGEST = "sha256:" + "cd" * 32
+PINNED = f"reg:5000/flower-batch-runtime@{DIGEST}"
+
+
+def node(host: str, cpus: float, gib: float, role: str = "worker", state: str = "ready",
+         labels: dict | None = None) -> dict:
+    return {"ID": f"id-{host}", "Description": {"Hostname": host, "Resources": {
+        "NanoCPUs": int(cpus * 1e9), "MemoryBytes": int(gib * GIB)}},
+        "Spec": {"Role": role, "Availability": "active", "Labels": labels or {}}, "Status": {"State": state}}
+
+
+class EngineAPI:
+    """What SwarmBackend.create asks the manager, answered from fixed nodes; records what it makes."""
+
+    def __init__(self, nodes: list[dict]) -> None:
+        self._nodes = nodes
+        self.services: list[dict] = []
+        self.secrets: dict[str, bytes] = {}
+
+    def nodes(self) -> list[dict]:
+        return self._nodes
+
+    def inspect_distribution(self, ref: str) -> dict:
+        return {"Descriptor": {"digest": ref.rsplit("@", 1)[1]}}
+
+    def inspect_image(self, ref: str) -> dict:
+        return {"Id": "sha256:" + "ee" * 32, "RepoTags": [], "Size": 1,
+                "Config": {"Labels": {"org.flower-batch.build-key": "key-of-the-pinned-build"}}}
+
+    def create_secret(self, name: str, data: bytes, labels: dict) -> dict:
+        self.secrets[name] = data
+        return {"ID": f"sec-{len(self.secrets)}"}
+
+    def create_service(self, template: dict, **kwargs: object) -> dict:
+        self.services.append({"TaskTemplate": template, **kwargs})
+        return {"ID": f"svc-{len(self.services)}"}
+
+
+def swarm_backend(tmp_path: Path, api: EngineAPI):  # type: ignore[no-untyped-def]
+    from flower_batch.backend.swarm import SwarmBackend
+
+    backend = SwarmBackend(control_dir=tmp_path / "control", registry="reg:5000")
+    backend._conn._client = api  # type: ignore[assignment]
+    backend._verified.append(tmp_path)  # shared storage: checked by the cluster tests
+    return backend
+
+
+def job_spec(tmp_path: Path, **kw: object):  # type: ignore[no-untyped-def]
+    from flower_batch.backend import ContainerSpec, Mount
+
+    return ContainerSpec(image=PINNED, command=["flower", "run"], env={"HOME": "/tmp"},
+                         mounts=[Mount(str(tmp_path / "ws"), "/workspace")], user="1000:1000",
+                         labels={"org.flower-batch.managed": "1"}, name="fb-j1", **kw)  # type: ignore[arg-type]
+
+
+def test_a_job_reserves_what_it_may_use_and_runs_once(tmp_path: Path) -> None:
+    import anyio
+
+    api = EngineAPI([node("m", 2, 8, role="manager"), node("w1", 2, 8)])
+    backend = swarm_backend(tmp_path, api)
+    anyio.run(backend.create, job_spec(tmp_path, cpus=0.5, memory="1g"))
+    (svc,) = api.services
+    resources = svc["TaskTemplate"]["Resources"]
+    assert resources["Limits"] == {"NanoCPUs": 500_000_000, "MemoryBytes": GIB}
+    assert resources["Reservations"] == resources["Limits"]
+    # a replicated service of one task that never restarts: its finished task lets go of its
+    # reservation (a replicated-job's never does on Swarm 20.10)
+    assert svc["mode"].mode == "replicated" and svc["mode"]["replicated"] == {"Replicas": 0}
+    assert svc["TaskTemplate"]["RestartPolicy"]["Condition"] == "none"
+    assert svc["TaskTemplate"]["ContainerSpec"]["Image"] == PINNED
+
+
+def test_a_reservation_no_node_can_hold_is_refused_in_one_line_before_anything_is_made(tmp_path: Path) -> None:
+    import anyio
+
+    from flower_batch.errors import ReservationUnmet
+
+    api = EngineAPI([node("m", 2, 8, role="manager"), node("w1", 4, 16), node("w2", 8, 512, state="down")])
+    backend = swarm_backend(tmp_path, api)
+    with pytest.raises(ReservationUnmet) as caught:
+        anyio.run(backend.create, job_spec(tmp_path, cpus=8, memory="600g"))
+    text = str(caught.value)
+    assert text == ("no node of the swarm can run fb-j1: it reserves 8 CPUs and 600.0 GiB but no node has that much "
+                    "(the largest, w2, has 8 CPUs and 512.0 GiB): lower `cpus`/`memory` in jobs.toml or add a "
+                    "bigger node")
+    assert api.services == [] and api.secrets == {}
+    # placement narrows the nodes that count
+    with pytest.raises(ReservationUnmet, match="the largest, m, has 2 CPUs"):
+        anyio.run(backend.create, job_spec(tmp_path, cpus=3, placement=["node.role==manager"]))
+    with pytest.raises(ReservationUnmet, match="no node matches its placement"):
+        anyio.run(backend.create, job_spec(tmp_path, cpus=1, placement=["node.labels.pool==big"]))
+    anyio.run(backend.create, job_spec(tmp_path, cpus=3, memory="16g", placement=["node.hostname!=m"]))
+    # a node that is down now may come back: its task waits (pending), as Swarm keeps it
+    anyio.run(backend.create, job_spec(tmp_path, cpus=6, memory="100g"))
+    assert len(api.services) == 2
+
+
+def test_unmet_reservation_reads_nodes_as_swarm_matches_them() -> None:
+    from flower_batch.backend.swarm_fit import matches, unmet_reservation
+
+    big = node("w1", 4, 16, labels={"pool": "big"})
+    assert matches(big, ["node.labels.pool==big", "node.role != manager", "engine.labels.os==linux"])
+    assert not matches(big, ["node.labels.pool!=big"]) and not matches(big, ["node.hostname==w2"])
+    assert unmet_reservation([big], None, None, []) is None
+    assert unmet_reservation([big], 4_000_000_000, 16 * GIB, []) is None
+    assert unmet_reservation([node("x", 8, 8, state="down")], 1, None, []) is None
+    assert "the swarm has no node" in (unmet_reservation([], 1, None, []) or "")
+
+
+def test_secrets_and_tokens_are_engine_secrets_no_inspect_shows(tmp_path: Path) -> None:
+    import anyio
+
+    api = EngineAPI([node("m", 2, 8, role="manager")])
+    backend = swarm_backend(tmp_path, api)
+    token, gh = "fbj-" + "1" * 40, "ghp-secret-value"
+    anyio.run(backend.create, job_spec(tmp_path, secrets={"ANTHROPIC_API_KEY": token, "GITHUB_TOKEN": gh}))
+    (svc,) = api.services
+    assert sorted(api.secrets.values()) == [token.encode(), gh.encode()]
+    container = svc["TaskTemplate"]["ContainerSpec"]
+    assert token not in repr(svc) and gh not in repr(svc)
+    env = dict(e.split("=", 1) for e in container["Env"])
+    assert env["ANTHROPIC_API_KEY_FILE"] == "/run/secrets/ANTHROPIC_API_KEY"
+    assert env["FB_SECRET_NAMES"] == "ANTHROPIC_API_KEY,GITHUB_TOKEN"
+    assert {s["File"]["Name"] for s in container["Secrets"]} == {"ANTHROPIC_API_KEY", "GITHUB_TOKEN"}
+    assert all(s["File"]["Mode"] == 0o400 and s["File"]["UID"] == "1000" for s in container["Secrets"])
+    # and the task's supervisor hands the command each one as env NAME, the file's exact bytes
+    files = tmp_path / "secrets"
+    files.mkdir()
+    (files / "ANTHROPIC_API_KEY").write_text(token)
+    (files / "GITHUB_TOKEN").write_text(gh)
+    from flower_batch.backend.task_signals import command_env
+
+    got = command_env({"FB_SECRET_NAMES": "ANTHROPIC_API_KEY,GITHUB_TOKEN", "HOME": "/tmp",
+                       "ANTHROPIC_API_KEY_FILE": str(files / "ANTHROPIC_API_KEY"),
+                       "GITHUB_TOKEN_FILE": str(files / "GITHUB_TOKEN")})
+    assert got["ANTHROPIC_API_KEY"] == token and got["GITHUB_TOKEN"] == gh and "FB_SECRET_NAMES" not in got
+
+
+def test_the_pinned_build_is_checked_against_what_the_node_ran(tmp_path: Path) -> None:
+    import anyio
+
+    from flower_batch.backend.swarm_tasks import image_drift
+    from flower_batch.backend.task_signals import report_image
+
+    api = EngineAPI([node("m", 2, 8, role="manager")])
+    anyio.run(swarm_backend(tmp_path, api).create, job_spec(tmp_path))
+    env = dict(e.split("=", 1) for e in api.services[0]["TaskTemplate"]["ContainerSpec"]["Env"])
+    assert env["FB_IMAGE_KEY"] == "key-of-the-pinned-build"  # the manager's label, handed to the task
+    # the node's side: the key baked into the image it runs, written next to the control file
+    (tmp_path / "task").mkdir()
+    (tmp_path / "build-key").write_text("key-of-the-pinned-build\n")
+    assert report_image(tmp_path / "task" / "signal", tmp_path / "build-key") == "key-of-the-pinned-build"
+    assert (tmp_path / "task" / "image").read_text() == "key-of-the-pinned-build\n"
+    assert report_image(tmp_path / "task" / "signal", tmp_path / "no-such-file") == ""
+    # the orchestrator's side
+    assert image_drift("fb-j1", "w1", "key-of-the-pinned-build", "key-of-the-pinned-build") is None
+    assert image_drift("fb-j1", "w1", "", None) is None  # no key to pin (an image without the label)
+    assert image_drift("fb-j1", "w2", "aaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbb") == (
+        "node w2 ran other bytes for fb-j1: image build bbbbbbbbbbbb, not the pinned aaaaaaaaaaaa — remove the "
+        "runtime image on w2 so it pulls the pinned one, then run the job again")
+    assert "an image that reports no build" in (image_drift("fb-j1", "w2", "aaaa", None) or "")
+
+
+def test_task_signals_refuses_to_run_other_bytes(tmp_path: Path) -> None:
+    control = tmp_path / "signal"
+    control.write_text("")
+    env = {"PATH": "/usr/bin:/bin", "FB_IMAGE_KEY": "the-pinned-key"}
+    done = subprocess.run([sys.executable, "-m", "flower_batch.backend.task_signals", str(control), "--",
+                           "touch", str(tmp_path / "ran")], env=env, capture_output=True, text=True)
+    # this machine has no /opt/flower/build-key: not the pinned build, so the command never ran
+    assert done.returncode == 125 and "not starting (drift)" in done.stderr
+    assert not (tmp_path / "ran").exists() and (tmp_path / "image").read_text() == "\n"
