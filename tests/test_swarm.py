@@ -27,7 +27,15 @@ from tests.batch_fixtures.rig import (
     sigkill_group,
     wait_for,
 )
-from tests.batch_fixtures.swarm import PREFIX, Cluster, cluster, fb_swarm, fb_swarm_start, script_env
+from tests.batch_fixtures.swarm import (
+    PREFIX,
+    Cluster,
+    cluster,
+    fb_swarm,
+    fb_swarm_start,
+    script_env,
+    shared_folders,
+)
 
 pytestmark = [pytest.mark.swarm, pytest.mark.slow]
 
@@ -167,8 +175,7 @@ def test_a_worker_stopped_mid_job_then_a_rerun_picks_it_up(swarm: Cluster, home:
         assert f"node {PREFIX}-worker2 was lost" in rec["reason"], rec["reason"]
     finally:  # the worker comes back (same engine data: it rejoins as itself)
         subprocess.run([str(Path(__file__).parents[1] / "scripts" / "cluster" / "up.sh")], check=True,
-                       capture_output=True, timeout=600,
-                       env={**host_env, "SHARED": str(swarm.shared) + " " + str(Path(__file__).parents[1] / "volumes")})
+                       capture_output=True, timeout=600, env={**host_env, "SHARED": shared_folders()})
     wait_for("worker2 to be ready", lambda: "Ready" in swarm.manager(
         "node", "ls", "--filter", f"name={PREFIX}-worker2", "--format", "{{.Status}}"), timeout=120, every=1)
     again = fb_swarm(swarm, "matrix", path, "-j", "1", "--image", swarm.image_id, home=home)
