@@ -41,7 +41,7 @@ from .labels import BATCH, JOB, MANAGED
 from .layout import Home, JobDir
 from .liveness import Liveness
 from .matrix import JobRecord, JobSpec, RecordError, format_duration
-from .preflight_cmd import preflight_job
+from .preflight_cmd import preflight_job, preflight_scratch
 from .session import Leak, find_leaks, remove_leaks
 
 if TYPE_CHECKING:
@@ -120,7 +120,8 @@ def run(
     except FlowerBatchError as exc:
         fail(str(exc))
         raise
-    preflight_job(spec, image_id, ADHOC_BATCH, describe=None, flows_dir=None)
+    preflight_job(spec, image_id, ADHOC_BATCH, describe=None, flows_dir=None,
+                  scratch=preflight_scratch(h.root, backend_choice, None))
     err.print(f"job {ADHOC_BATCH}/{spec.id}  image {image_id[:19]}  model: {mode_label(spec.gateway.mode)}",
               markup=False)
 
@@ -170,7 +171,8 @@ def wake(
             return
         spec = replace(spec, timeout_s=seconds)
     preflight_job(spec, record.image_id, jd.batch, describe=f"job {jd.batch}/{jd.job}",
-               flows_dir=jd.flows if spec.workflow else None)
+                  flows_dir=jd.flows if spec.workflow else None,
+                  scratch=preflight_scratch(h.root, backend_choice, record.backend))
     err.print(f"waking {jd.batch}/{jd.job} (attempt {record.attempt + 1}) on image {record.image_id[:19]}")
 
     engine = backend_for(home, backend_choice, record.backend)

@@ -42,7 +42,7 @@ from .matrix import (
 )
 from .plan_summary import plan_lines
 from .preflight import Describe, Preflight, include_warnings
-from .preflight_cmd import finish_preflight, print_warnings
+from .preflight_cmd import finish_preflight, preflight_scratch, print_warnings
 from .scheduler import run_jobs
 from .session import find_leaks, remove_leaks
 
@@ -177,7 +177,7 @@ def matrix(
     by_id = {j.id: j for j in jf.jobs}  # jf.job() is a scan: quadratic over 200,000 jobs
     pf = Preflight(_describe(jf.path.name), batch=jf.name)
     pf.add_jobs([by_id[d.job_id] for d in plan.to_run], search=[jf.path.parent])
-    finish_preflight(pf, image_id)
+    finish_preflight(pf, image_id, preflight_scratch(h.root, backend_choice, jf.backend))
     modes = ", ".join(jf.gateway_modes)
     err.print(f"batch {jf.name}: {len(jf.jobs):,} jobs · image {image_id[:19]} · model: {modes} · {plan.summary()}",
               markup=False)

@@ -30,7 +30,7 @@ from .gateway.host_modes import mode_label
 from .jobs import start_job
 from .layout import JobDir
 from .matrix import JobRecord, format_duration
-from .preflight_cmd import preflight_job
+from .preflight_cmd import preflight_job, preflight_scratch
 from .repro import REPRO_BATCH, ReproDiff, ReproPlan, compare_jobs, image_versions, plan_repro, write_report
 
 
@@ -165,7 +165,7 @@ def repro(
         fail(str(exc))
         raise
     preflight_job(plan.spec, plan.image_id, REPRO_BATCH, describe=f"reproduction of {original.batch}/{original.job}",
-               flows_dir=plan.flows_from)
+                  flows_dir=plan.flows_from, scratch=preflight_scratch(h.root, backend_choice, record.backend))
     _print_plan(plan)
 
     engine = backend_for(home, backend_choice, record.backend)

@@ -87,7 +87,8 @@ class Preflight:
             if problem:
                 self.problems.append(f"{self.describe('cpus', f'{users[0].cpus:g}', users)}: {problem}")
 
-    async def check_engine(self, backend: Backend, image_id: str, *, facts: EngineFacts | None = None) -> None:
+    async def check_engine(self, backend: Backend, image_id: str, *, facts: EngineFacts | None = None,
+                           scratch: Path | None = None) -> None:
         """The checks that need the engine: limits against its host, imports in its image."""
         try:
             facts = facts or engine_facts()
@@ -100,7 +101,7 @@ class Preflight:
         self.warnings = list(dict.fromkeys(self.warnings))
         labels = {MANAGED: "1", BATCH: self.batch, ROLE: "preflight"}
         try:
-            self.problems += await import_problems(backend, image_id, self.targets, labels=labels)
+            self.problems += await import_problems(backend, image_id, self.targets, labels=labels, scratch=scratch)
         except FlowerBatchError as exc:
             self.problems.append(f"the workflow import check could not run: {' '.join(str(exc).split())}")
 

@@ -83,19 +83,27 @@ def _strip_prefix(message: str) -> str:
 
 async def import_problems(
     backend: Backend, image_id: str, targets: Sequence[Target], *, labels: dict[str, str],
-    timeout_s: float = IMPORT_TIMEOUT_S,
+    timeout_s: float = IMPORT_TIMEOUT_S, scratch: Path | None = None,
 ) -> list[str]:
-    """One line per target that does not load as a flower.Workflow in the image (none: [])."""
+    """One line per target that does not load as a flower.Workflow in the image (none: []).
+
+    `scratch`: stage everything in a folder there, flows/ copies included, and mount only that
+    (a cluster's engine sees the shared home, not this host's /tmp or project)."""
     if not targets:
         return []
-    staging = Path(tempfile.mkdtemp(prefix="flower-batch-preflight-"))
+    if scratch is not None:
+        scratch.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix="flower-batch-preflight-", dir=scratch))
     try:
         mounts: list[Mount] = []
         argv: list[str] = []
         for i, target in enumerate(targets):
             folder = f"{FLOWS}/{i}"
             (staging / str(i)).mkdir()  # the mount point of a flows/ copy, or the staged module's folder
-            if target.flows_dir is not None:
+            if target.flows_dir is not None and scratch is not None:
+                shutil.copytree(target.flows_dir, staging / str(i), dirs_exist_ok=True,
+                                ignore=shutil.ignore_patterns("__pycache__"))
+            elif target.flows_dir is not None:
                 mounts.append(Mount(str(target.flows_dir.resolve()), folder, read_only=True))
             else:
                 assert target.source is not None and target.rel is not None
