@@ -14,6 +14,9 @@ from flower_batch.backend.base import ContainerState
 # Swarm task states (swarmkit api/types.proto) and what they mean as a container state.
 _BEFORE_RUNNING = {"new", "allocated", "pending", "assigned", "accepted", "preparing", "ready", "starting"}
 _ENDED = {"complete", "failed", "shutdown", "rejected", "orphaned", "remove"}
+# Taken by a node but not reported running yet: the process may already run there (the manager
+# hears of "running" from the node's agent, seconds later under load).
+_ON_ITS_NODE = {"assigned", "accepted", "preparing", "ready", "starting"}
 
 
 def newest_task(tasks: list[Mapping[str, Any]]) -> Mapping[str, Any] | None:
@@ -50,3 +53,8 @@ def task_error(task: Mapping[str, Any] | None) -> str:
 def ever_ran(task: Mapping[str, Any] | None) -> bool:
     """Whether the task got as far as a container."""
     return bool(task and ((task.get("Status") or {}).get("ContainerStatus") or {}).get("ContainerID"))
+
+
+def on_its_node(task: Mapping[str, Any] | None) -> bool:
+    """Whether a task the manager does not yet call running is on its node, maybe running."""
+    return task is not None and str((task.get("Status") or {}).get("State")) in _ON_ITS_NODE
