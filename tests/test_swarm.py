@@ -161,8 +161,9 @@ def test_a_worker_stopped_mid_job_then_a_rerun_picks_it_up(swarm: Cluster, home:
     project = project_copy(home.with_name(home.name + "-project"))  # not under pytest's rotated tmp
     path = jobs_file(project, "lost", variants='["solo"]', repeat=1, scenario="steady.toml",
                      placement=f'placement = ["node.hostname=={PREFIX}-worker2"]')
-    proc = fb_swarm_start(swarm, "matrix", path, "-j", "1", "--image", swarm.image_id, home=home,
-                          log=home / "lost.out")
+    # --infra-retries 0: pinned to the lost node, an automatic retry could only wait for it
+    proc = fb_swarm_start(swarm, "matrix", path, "-j", "1", "--infra-retries", "0", "--image", swarm.image_id,
+                          home=home, log=home / "lost.out")
     batch = path.stem
     job = Job(home, batch, "alpha.solo.r1")
     wait_for("the job to talk to the model", lambda: job.gateway_log() or proc.poll() is not None, timeout=240)
