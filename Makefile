@@ -5,7 +5,7 @@ FB := .venv/bin/flower-batch
 
 .PHONY: prereqs setup image test test-fast test-docker test-swarm lint demo demo-flow demo-go bench clean cluster-up cluster-down cluster-push
 
-prereqs:          ## uv (PyPI), debootstrap (base image without a registry), chromium (report test)
+prereqs:          ## uv (PyPI), debootstrap (base and test-cluster images without a registry), chromium (report test)
 	@scripts/install-prereqs.sh
 
 setup: prereqs    ## install the locked Python deps into .venv
@@ -14,8 +14,8 @@ setup: prereqs    ## install the locked Python deps into .venv
 image: setup      ## build (or reuse) the pinned runtime image; prints its id
 	$(FB) image build
 
-test: image       ## the whole suite, Docker tests included (the swarm tests: make test-swarm)
-	$(PY) -m pytest -q -m "not swarm"
+test: image       ## the whole suite, Docker and swarm tests included (the swarm ones bring up the 3-node test cluster)
+	$(PY) -m pytest -q
 
 test-fast: setup  ## no Docker, no slow tests
 	$(PY) -m pytest -q -m "not docker and not slow and not swarm"
@@ -23,7 +23,7 @@ test-fast: setup  ## no Docker, no slow tests
 test-docker: image
 	$(PY) -m pytest -q -m docker
 
-test-swarm: image  ## the swarm tests: bring up (or reuse) the 3-node test cluster; make cluster-down after
+test-swarm: image  ## only the swarm tests: bring up (or reuse) the 3-node test cluster; make cluster-down after
 	$(PY) -m pytest -q -m swarm
 
 lint: setup

@@ -54,7 +54,14 @@ from flower_batch.backend.docker_backend import image_info_from_inspect, label_f
 from flower_batch.backend.registry_push import repo_digest_for
 from flower_batch.backend.swarm_fit import unmet_reservation
 from flower_batch.backend.swarm_storage import Probe, refusal
-from flower_batch.backend.swarm_tasks import ever_ran, image_drift, newest_task, task_error, task_state
+from flower_batch.backend.swarm_tasks import (
+    ever_ran,
+    image_drift,
+    newest_task,
+    on_its_node,
+    task_error,
+    task_state,
+)
 from flower_batch.backend.task_signals import EXPECTED_KEY_ENV, REPORT, SECRET_NAMES_ENV
 from flower_batch.errors import (
     BackendError,
@@ -420,11 +427,17 @@ class SwarmBackend(Backend):
         return bool(data["Status"]["State"] == "down")
 
     async def signal(self, container_id: str, sig: int | str) -> None:
+        """Appends the signal to the task's control file. A task on its node that the manager does
+        not call running yet gets it too: its process may already run (the manager hears of it
+        from the node's agent, later under load), and refusing made `stop` return at once while
+        it ran on. The supervisor reads the file from its first line, so a signal written before
+        it starts is delivered as it starts."""
         number = signal_number(sig)
-        info = await self.inspect(container_id)
-        if info.state != "running":
-            raise ContainerNotRunning(f"container {info.name} is not running")
-        control = self.control_dir / info.name / "signal"
+        data, task = await self._service_and_task(container_id)
+        name = data["Spec"]["Name"]
+        if task_state(task)[0] != "running" and not on_its_node(task):
+            raise ContainerNotRunning(f"container {name} is not running")
+        control = self.control_dir / name / "signal"
 
         def append() -> None:
             with control.open("a") as f:
@@ -447,6 +460,8 @@ class SwarmBackend(Backend):
         except (ContainerNotRunning, ContainerNotFound):
             return
         except TimeoutError:
+            if (await self.inspect(container_id)).state == "created":
+                return  # still not started on its node: it gets both signals the moment it starts
             raise BackendError(f"task {container_id[:12]} did not stop after a kill") from None
 
     async def logs(self, container_id: str, follow: bool = False) -> AsyncIterator[str]:

@@ -15,6 +15,9 @@ from flower_batch.backend.base import ContainerState
 # Swarm task states (swarmkit api/types.proto) and what they mean as a container state.
 _BEFORE_RUNNING = {"new", "allocated", "pending", "assigned", "accepted", "preparing", "ready", "starting"}
 _ENDED = {"complete", "failed", "shutdown", "rejected", "orphaned", "remove"}
+# Taken by a node but not reported running yet: the process may already run there (the manager
+# hears of "running" from the node's agent, seconds later under load).
+_ON_ITS_NODE = {"assigned", "accepted", "preparing", "ready", "starting"}
 
 
 def newest_task(tasks: list[Mapping[str, Any]]) -> Mapping[str, Any] | None:
@@ -61,3 +64,8 @@ def image_drift(what: str, host: str, expected: str, reported: str | None) -> st
     found = f"image build {reported[:12]}" if reported else "an image that reports no build"
     return (f"node {host} ran other bytes for {what}: {found}, not the pinned {expected[:12]} — remove the "
             f"runtime image on {host} so it pulls the pinned one, then run the job again")
+
+
+def on_its_node(task: Mapping[str, Any] | None) -> bool:
+    """Whether a task the manager does not yet call running is on its node, maybe running."""
+    return task is not None and str((task.get("Status") or {}).get("State")) in _ON_ITS_NODE

@@ -4,7 +4,10 @@
 # there, which records the repo digest every node runs. Skips the load when the manager has it.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
-ENV_FILE=${ENV_FILE:-$here/../../images/.cache/cluster.env}
+PREFIX=${PREFIX:-fbswarm}
+# the same names as tests/batch_fixtures/swarm.py gives a prefix
+[ "$PREFIX" = fbswarm ] && env_name=cluster.env || env_name=cluster-$PREFIX.env
+ENV_FILE=${ENV_FILE:-$here/../../images/.cache/$env_name}
 IMAGE=${IMAGE:-flower-batch-runtime:latest}
 FB=${FB:-$here/../../.venv/bin/flower-batch}
 [ -f "$ENV_FILE" ] || { echo "cluster: not up (no $ENV_FILE): run make cluster-up" >&2; exit 2; }

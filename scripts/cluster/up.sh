@@ -3,7 +3,8 @@
 # one user-defined network made here. Idempotent: a cluster that is already up is reused.
 #
 #   SHARED   host folder bind-mounted at the same path into every node: the stand-in for NFS
-#            (default: ./volumes, flower-batch's default home). Several: space-separated.
+#            (default: ./volumes, flower-batch's default home, and the swarm tests' folder, so
+#            the tests can use a cluster made by hand). Several: space-separated.
 #   STORAGE  the nodes' storage driver: fuse-overlayfs (default) or vfs.
 #
 # Prints the lines to eval for using the cluster, and writes them to $ENV_FILE:
@@ -14,10 +15,18 @@ set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 PREFIX=${PREFIX:-fbswarm}
 NETWORK=${NETWORK:-$PREFIX-net}
-SHARED=${SHARED:-$(pwd)/volumes}
+[ "$PREFIX" = fbswarm ] && tests_dir=/var/tmp/fb-swarm-tests || tests_dir=/var/tmp/$PREFIX-tests
+SHARED=${SHARED:-$(pwd)/volumes $tests_dir}  # tests_dir: as tests/batch_fixtures/swarm.py's SHARED
 STORAGE=${STORAGE:-fuse-overlayfs}
 WORKERS=${WORKERS:-2}
-ENV_FILE=${ENV_FILE:-$here/../../images/.cache/cluster.env}
+# the same names as tests/batch_fixtures/swarm.py gives a prefix
+[ "$PREFIX" = fbswarm ] && env_name=cluster.env || env_name=cluster-$PREFIX.env
+ENV_FILE=${ENV_FILE:-$here/../../images/.cache/$env_name}
+LOG=/tmp/flower-batch-cluster-$PREFIX.log
+who() {  # who ran this script, for the log tests/batch_fixtures/swarm_health.py reports from
+    printf '%s %s by pid %s (%s) in %s' "$(date -u +%FT%TZ)" "$(basename "$0")" "$PPID" \
+        "$(ps -o args= -p "$PPID" 2>/dev/null | cut -c1-160)" "$(pwd)"
+}
 NODE_IMAGE=${NODE_IMAGE:-flower-batch-swarm-node:bookworm}
 REGISTRY_IMAGE=${REGISTRY_IMAGE:-flower-batch-swarm-registry:bookworm}
 REGISTRY=$PREFIX-registry:5000
@@ -37,6 +46,7 @@ if ! running "$PREFIX-registry"; then
         -v "$PREFIX-registry-data:/var/lib/docker-registry" "$REGISTRY_IMAGE" sh -c '
 printf "version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: /var/lib/docker-registry\n  delete:\n    enabled: true\nhttp:\n  addr: :5000\n" > /tmp/config.yml
 exec /usr/bin/docker-registry serve /tmp/config.yml' >/dev/null
+    echo "$(who): made $PREFIX-registry" >> "$LOG"
 fi
 
 mounts=""
@@ -59,6 +69,7 @@ start_node() {  # NAME
         --tmpfs /run --tmpfs /var/run -v /sys/fs/cgroup:/sys/fs/cgroup:rw --cgroupns=host \
         -v "$name-data:/var/lib/docker" $mounts \
         "$NODE_IMAGE" >/dev/null
+    echo "$(who): made $name" >> "$LOG"
     docker exec -i "$name" sh -c "mkdir -p /etc/docker && cat > /etc/docker/daemon.json" <<JSON
 {"storage-driver": "$STORAGE", "insecure-registries": ["$REGISTRY"],
  "cgroup-parent": "/$name", "log-driver": "json-file"}

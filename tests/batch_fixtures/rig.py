@@ -254,6 +254,9 @@ def remove_resources(found: Resources) -> None:
             remove()
         except docker.errors.NotFound:
             pass  # its orchestrator removed it meanwhile
+        except docker.errors.APIError as exc:
+            if "already in progress" not in str(exc):
+                raise  # else its orchestrator is removing it right now (409, seen in a full run)
 
 
 def private_home(tmp_path: Path) -> Iterator[Path]:

@@ -8,15 +8,15 @@ they fail; they never pass as skipped.
 
 from __future__ import annotations
 
-import functools
 import os
-import shlex
 import subprocess
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 from tests.batch_fixtures.rig import FLOWER_BATCH, REPO, command_env, runtime_image
+from tests.batch_fixtures.swarm_health import Problem, Snapshot, gone, problem, snapshot
+from tests.batch_fixtures.swarm_lock import ClusterLock
 
 # FB_TEST_SWARM_PREFIX names a second cluster (its nodes, network, env file and shared folder),
 # so two checkouts on one machine can each run the swarm tests without touching the other's.
@@ -24,6 +24,7 @@ PREFIX = os.environ.get("FB_TEST_SWARM_PREFIX", "fbswarm")
 ENV_FILE = REPO / "images" / ".cache" / ("cluster.env" if PREFIX == "fbswarm" else f"cluster-{PREFIX}.env")
 SHARED = Path(os.environ.get("FB_TEST_SWARM_SHARED",
                              "/var/tmp/fb-swarm-tests" if PREFIX == "fbswarm" else f"/var/tmp/{PREFIX}-tests"))
+BRING_UP_S = 900
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,7 @@ class Cluster:
     image_id: str
     reference: str
     """The runtime image's repo digest in the cluster's registry."""
+    snap: Snapshot
 
     def env(self) -> dict[str, str]:
         return {**command_env(), "DOCKER_HOST": self.docker_host, "FLOWER_BATCH_REGISTRY": self.registry,
@@ -57,46 +59,85 @@ class Cluster:
                               env={**os.environ, "DOCKER_HOST": self.docker_host}).stdout
 
 
-def _read_env() -> dict[str, str]:
-    env: dict[str, str] = {}
-    for line in ENV_FILE.read_text().splitlines():
-        if line.startswith("export "):
-            key, _, value = line.removeprefix("export ").partition("=")
-            env[key] = shlex.split(value)[0] if value else ""
-    return env
-
-
 def script_env() -> dict[str, str]:
     """The host's environment for scripts/cluster/*.sh, naming this cluster."""
     host_env = {k: v for k, v in os.environ.items() if k != "DOCKER_HOST"}
     return {**host_env, "PREFIX": PREFIX, "ENV_FILE": str(ENV_FILE)}
 
 
-def _up() -> dict[str, str]:
-    """Reuse a running cluster that mounts SHARED, else (re)make it."""
-    host_env = script_env()
-    if ENV_FILE.exists():
-        env = _read_env()
-        shared = env.get("FLOWER_BATCH_CLUSTER_SHARED", "").split()
-        alive = subprocess.run(["docker", "info", "-f", "{{.Swarm.LocalNodeState}}"], capture_output=True,
-                               text=True, env={**host_env, "DOCKER_HOST": env["DOCKER_HOST"]}, timeout=30)
-        if alive.returncode == 0 and alive.stdout.strip() == "active" and str(SHARED) in shared:
-            return env
-        # up (or half up) without our folder: make it again with it
-        subprocess.run([str(REPO / "scripts" / "cluster" / "down.sh")], check=True, timeout=300, env=host_env)
-    SHARED.mkdir(parents=True, exist_ok=True)
-    extra = os.environ.get("FLOWER_BATCH_CLUSTER_SHARED", "")
-    subprocess.run([str(REPO / "scripts" / "cluster" / "up.sh")], check=True, timeout=900, cwd=REPO,
-                   env={**host_env, "SHARED": f"{SHARED} {REPO / 'volumes'} {extra}".strip()})
-    return _read_env()
+def needed_folders() -> list[Path]:
+    """What the tests need every node to mount: the test homes' folder (and any named in
+    FLOWER_BATCH_CLUSTER_SHARED)."""
+    return [SHARED, *map(Path, os.environ.get("FLOWER_BATCH_CLUSTER_SHARED", "").split())]
 
 
-@functools.cache
+def shared_folders() -> str:
+    """SHARED for up.sh: the needed folders and this checkout's default home (for `make` users)."""
+    return " ".join(map(str, [*needed_folders(), REPO / "volumes"]))
+
+
+_LOCK = ClusterLock(PREFIX)
+
+
+def _up() -> Snapshot:
+    """Use the cluster as it is when it serves these tests, else, once no other session uses it,
+    make it again; either way hold it (shared) for the rest of this process, so that nothing takes
+    it down under the tests. A cluster that is up but not ours to remake fails in one line."""
+    _LOCK.shared(timeout=BRING_UP_S)
+    found = problem(PREFIX, needed_folders())
+    if found is None:
+        return snapshot(PREFIX)
+    _refuse_if_whole(found)
+    _LOCK.release()
+    _LOCK.exclusive(timeout=BRING_UP_S)  # no test session uses it from here on
+    try:
+        found = problem(PREFIX, needed_folders())
+        if found is not None:
+            _refuse_if_whole(found)
+            # missing, stopped or not answering, and nobody is using it: make it again
+            env = {**script_env(), "CLUSTER_LOCK_HELD": "1"}
+            subprocess.run([str(REPO / "scripts" / "cluster" / "down.sh")], check=True, timeout=300, env=env)
+            SHARED.mkdir(parents=True, exist_ok=True)
+            subprocess.run([str(REPO / "scripts" / "cluster" / "up.sh")], check=True, timeout=BRING_UP_S,
+                           cwd=REPO, env={**env, "SHARED": shared_folders()})
+            after = problem(PREFIX, needed_folders())
+            assert after is None, f"the test cluster {PREFIX} is not usable after up.sh: {after.text}"
+    finally:
+        _LOCK.shared(timeout=BRING_UP_S)  # from exclusive: nobody else got in between
+    return snapshot(PREFIX)
+
+
+def _refuse_if_whole(found: Problem) -> None:
+    if found.whole:  # a working cluster someone made by hand: not ours to take down
+        raise AssertionError(f"the test cluster {PREFIX} cannot serve the swarm tests: {found.text}; take it "
+                             "down (make cluster-down) or name another with FB_TEST_SWARM_PREFIX")
+
+
+_made: list[Cluster] = []
+_failed: list[str] = []  # one bring-up per process: the next tests fail with its reason, fast
+
+
 def cluster() -> Cluster:
+    """The cluster, brought up (or found) once per process; a cluster that went away since fails
+    here, saying why, instead of as an unreachable engine somewhere in a test."""
+    if _made:
+        why = gone(_made[0].snap)
+        assert why is None, f"the test cluster {PREFIX} went away under this test session: {why}"
+        return _made[0]
+    assert not _failed, _failed[0]
+    try:
+        return _bring_up()
+    except BaseException as exc:
+        _failed.append(f"the test cluster {PREFIX} did not come up earlier in this session: {exc}")
+        raise
+
+
+def _bring_up() -> Cluster:
     image_id = runtime_image()  # the current sources, built on the host engine
-    env = _up()
+    snap = _up()
     host_env = {k: v for k, v in os.environ.items() if k != "DOCKER_HOST"}
-    manager_env = {**host_env, "DOCKER_HOST": env["DOCKER_HOST"]}
+    manager_env = {**host_env, "DOCKER_HOST": snap.docker_host}
+    registry = f"{PREFIX}-registry:5000"
     has = subprocess.run(["docker", "image", "inspect", "-f", "{{.Id}}", image_id], capture_output=True,
                          text=True, env=manager_env)
     if has.returncode != 0:  # load it into the manager (only the layers it lacks are written)
@@ -104,11 +145,18 @@ def cluster() -> Cluster:
         subprocess.run(["docker", "load"], stdin=save.stdout, check=True, env=manager_env,
                        capture_output=True, timeout=900)
         assert save.wait() == 0
-    pushed = subprocess.run([str(FLOWER_BATCH), "image", "push", env["FLOWER_BATCH_REGISTRY"], "--image", image_id],
+    pushed = subprocess.run([str(FLOWER_BATCH), "image", "push", registry, "--image", image_id],
                             capture_output=True, text=True, env=manager_env, timeout=900)
     assert pushed.returncode == 0, pushed.stderr
-    return Cluster(docker_host=env["DOCKER_HOST"], registry=env["FLOWER_BATCH_REGISTRY"], shared=SHARED,
-                   image_id=image_id, reference=pushed.stdout.strip())
+    _made.append(Cluster(docker_host=snap.docker_host, registry=registry, shared=SHARED, image_id=image_id,
+                         reference=pushed.stdout.strip(), snap=snap))
+    return _made[0]
+
+
+def still_there() -> str | None:
+    """After a swarm test: why the cluster this process uses went away, or None (also when this
+    process never brought one up)."""
+    return gone(_made[0].snap) if _made else None
 
 
 def fb_swarm(c: Cluster, *args: str | Path, home: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:

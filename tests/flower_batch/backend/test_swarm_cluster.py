@@ -37,7 +37,15 @@ from tests.batch_fixtures.rig import (
     sigkill_group,
     wait_for,
 )
-from tests.batch_fixtures.swarm import PREFIX, Cluster, cluster, fb_swarm, fb_swarm_start, script_env
+from tests.batch_fixtures.swarm import (
+    PREFIX,
+    Cluster,
+    cluster,
+    fb_swarm,
+    fb_swarm_start,
+    script_env,
+    shared_folders,
+)
 from tests.gateway_fixtures.upstream import PROJECT as GATEWAY_PROJECT
 from tests.gateway_fixtures.upstream import Counting
 
@@ -242,7 +250,7 @@ def test_a_worker_stopped_mid_job_then_a_rerun_picks_it_up(swarm: Cluster, home:
     finally:  # the worker comes back (same engine data: it rejoins as itself)
         subprocess.run([str(Path(__file__).resolve().parents[3] / "scripts" / "cluster" / "up.sh")], check=True,
                        capture_output=True, timeout=600,
-                       env={**host_env, "SHARED": str(swarm.shared) + " " + str(Path(__file__).resolve().parents[3] / "volumes")})
+                       env={**host_env, "SHARED": shared_folders()})
     wait_for("worker2 to be ready", lambda: "Ready" in swarm.manager(
         "node", "ls", "--filter", f"name={PREFIX}-worker2", "--format", "{{.Status}}"), timeout=120, every=1)
     again = fb_swarm(swarm, "matrix", path, "-j", "1", "--image", swarm.image_id, home=home)

@@ -14,7 +14,7 @@ import pytest
 from flower_batch.backend.registry_push import push_reference, repo_digest_for
 from flower_batch.backend.select import backend_name
 from flower_batch.backend.swarm_storage import Probe
-from flower_batch.backend.swarm_tasks import ever_ran, newest_task, task_error, task_state
+from flower_batch.backend.swarm_tasks import ever_ran, newest_task, on_its_node, task_error, task_state
 from flower_batch.errors import BackendChoiceError, RegistryError
 from flower_batch.gateway.tokens import secrets_from_files
 from flower_batch.matrix import MatrixFileError, load_jobs_file
@@ -123,6 +123,24 @@ def test_push_reference_names_the_bytes() -> None:
     digests = ["other:5000/flower-batch-runtime@sha256:1", "reg:5000/flower-batch-runtime@sha256:2"]
     assert repo_digest_for(digests, "reg:5000") == "reg:5000/flower-batch-runtime@sha256:2"
     assert repo_digest_for(digests, "nope:1") is None
+
+
+def test_a_task_on_its_node_but_not_reported_running_can_be_signalled() -> None:
+    # its process may run before the manager hears so: `signal` (and so `stop`) must not refuse it
+    for state in ("assigned", "accepted", "preparing", "ready", "starting"):
+        assert task_state(task(state, container=False)) == ("created", None) and on_its_node(task(state))
+    for state in ("new", "pending", "running", "complete", "failed", "rejected"):
+        assert not on_its_node(task(state))
+    assert not on_its_node(None)  # a service not started: nothing to signal
+
+
+def test_a_signal_written_before_the_task_starts_is_delivered_as_it_starts(tmp_path: Path) -> None:
+    control = tmp_path / "signal"
+    control.write_text("15\n")  # `stop` on a task its node has not started yet
+    t0 = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "flower_batch.backend.task_signals", str(control), "--",
+                             "sleep", "600"])
+    assert proc.wait(timeout=30) == 143 and time.monotonic() - t0 < 30
 
 
 def test_task_signals_forwards_control_file_signals(tmp_path: Path) -> None:
