@@ -5,32 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from flower_batch.layout import Home
-from flower_batch.matrix import (
-    JobSpec,
-    new_record,
-    write_record,
-)
 from flower_batch.running.attempts import attempt_numbers, keep_previous_attempt
-
-
-def _job(job_id: str = "j", **fields: object) -> JobSpec:
-    return JobSpec(id=job_id, task="t", variant="v", repeat=1, matrix={}, prompt="p", **fields)  # type: ignore[arg-type]
-
-
-# -- attempts ------------------------------------------------------------------------------------
-def _finished(jd, attempt: int, status: str = "passed"):  # noqa: ANN001, ANN202
-    job = _job(jd.job)
-    record = new_record(job, batch=jd.batch, image_id="sha256:x", attempt=attempt)
-    from dataclasses import replace
-
-    record = replace(record, status=status, finished_at="2026-01-01T00:00:00+00:00")
-    jd.make()
-    write_record(jd.record_path, record)
-    (jd.workspace / "answer.txt").write_text(f"attempt {attempt}\n")
-    (jd.runs / "manifest.json").write_text("[]")
-    (jd.runs / "sessions.db").write_bytes(b"db")
-    (jd.logs / "container.log").write_text("log\n")
-    return record
+from tests.batch_fixtures.attempts import finished_attempt
 
 
 def test_gc_attempts_keeps_the_newest_n_and_dry_run_removes_nothing(tmp_path: Path) -> None:
@@ -40,9 +16,9 @@ def test_gc_attempts_keeps_the_newest_n_and_dry_run_removes_nothing(tmp_path: Pa
 
     jd = Home(tmp_path / "home").job("b", "j")
     for n in (1, 2, 3):
-        _finished(jd, n)
+        finished_attempt(jd, n)
         keep_previous_attempt(jd, jd.record(), n + 1)
-    _finished(jd, 4)
+    finished_attempt(jd, 4)
     run = CliRunner().invoke
     home = ["--home", str(tmp_path / "home")]
     assert run(app, ["gc", "--keep", "1", *home]).exit_code == 2  # --keep alone is no prune

@@ -10,36 +10,16 @@ import pytest
 
 from flower_batch.layout import Home
 from flower_batch.matrix import (
-    JobSpec,
     new_record,
     write_record,
 )
 from flower_batch.running.attempts import attempt_numbers, keep_previous_attempt, list_attempts, prunable
-
-
-def _job(job_id: str = "j", **fields: object) -> JobSpec:
-    return JobSpec(id=job_id, task="t", variant="v", repeat=1, matrix={}, prompt="p", **fields)  # type: ignore[arg-type]
-
-
-# -- attempts ------------------------------------------------------------------------------------
-def _finished(jd, attempt: int, status: str = "passed"):  # noqa: ANN001, ANN202
-    job = _job(jd.job)
-    record = new_record(job, batch=jd.batch, image_id="sha256:x", attempt=attempt)
-    from dataclasses import replace
-
-    record = replace(record, status=status, finished_at="2026-01-01T00:00:00+00:00")
-    jd.make()
-    write_record(jd.record_path, record)
-    (jd.workspace / "answer.txt").write_text(f"attempt {attempt}\n")
-    (jd.runs / "manifest.json").write_text("[]")
-    (jd.runs / "sessions.db").write_bytes(b"db")
-    (jd.logs / "container.log").write_text("log\n")
-    return record
+from tests.batch_fixtures.attempts import finished_attempt, job_spec
 
 
 def test_a_previous_attempt_moves_whole_to_attempts_n(tmp_path: Path) -> None:
     jd = Home(tmp_path).job("b", "j")
-    previous = _finished(jd, 1)
+    previous = finished_attempt(jd, 1)
     before = sorted(p.relative_to(jd.root).as_posix() for p in jd.root.rglob("*"))
     dest = keep_previous_attempt(jd, previous, 2)
     assert dest == jd.root / "attempts" / "1"
@@ -48,7 +28,7 @@ def test_a_previous_attempt_moves_whole_to_attempts_n(tmp_path: Path) -> None:
     assert not jd.workspace.exists() and not jd.runs.exists()
     assert (dest / "workspace" / "answer.txt").read_text() == "attempt 1\n"
     # the next re-run keeps the second attempt beside the first
-    second = _finished(jd, 2, "failed")
+    second = finished_attempt(jd, 2, "failed")
     keep_previous_attempt(jd, second, 3)
     assert attempt_numbers(jd) == [1, 2]
     assert [a.record.status for a in list_attempts(jd) if a.record] == ["passed", "failed"]
@@ -59,7 +39,7 @@ def test_a_previous_attempt_moves_whole_to_attempts_n(tmp_path: Path) -> None:
 def test_this_runs_queued_record_is_not_an_attempt(tmp_path: Path) -> None:
     jd = Home(tmp_path).job("b", "j")
     jd.root.mkdir(parents=True)
-    write_record(jd.record_path, new_record(_job("j"), batch="b", image_id="sha256:x", attempt=1))
+    write_record(jd.record_path, new_record(job_spec("j"), batch="b", image_id="sha256:x", attempt=1))
     assert keep_previous_attempt(jd, None, 1) is None
     assert not (jd.root / "attempts").exists()
 
@@ -69,8 +49,8 @@ def test_an_unfinished_attempt_is_kept_with_the_record_the_planner_read(tmp_path
     jd = Home(tmp_path).job("b", "j")
     from dataclasses import replace
 
-    running = replace(_finished(jd, 1), status="running", finished_at=None)
-    write_record(jd.record_path, new_record(_job("j"), batch="b", image_id="sha256:x", attempt=2))
+    running = replace(finished_attempt(jd, 1), status="running", finished_at=None)
+    write_record(jd.record_path, new_record(job_spec("j"), batch="b", image_id="sha256:x", attempt=2))
     dest = keep_previous_attempt(jd, running, 2)
     assert dest is not None
     assert json.loads((dest / "record.json").read_text())["status"] == "running"
@@ -88,9 +68,9 @@ async def test_a_rerun_whose_setup_fails_keeps_the_previous_verdict_as_an_attemp
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     home = Home(tmp_path / "home")
     jd = home.job("b", "j")
-    old = _finished(jd, 1)
+    old = finished_attempt(jd, 1)
     async with FakeBackend() as backend:
-        done = await run_jobs(backend, home, "b", [(_job("j"), old)], image_id="sha256:x", versions={}, parallel=1)
+        done = await run_jobs(backend, home, "b", [(job_spec("j"), old)], image_id="sha256:x", versions={}, parallel=1)
     assert done["j"].status == "error" and done["j"].attempt == 2
     kept = jd.root / "attempts" / "1"
     assert read_record(kept / "record.json").status == "passed"
@@ -112,8 +92,8 @@ async def test_ctrl_c_before_a_job_starts_leaves_its_old_attempt_where_it_was(tm
     scenario.write_text('[[rules]]\nreply = "hi"\n')
     home = Home(tmp_path / "home")
     gateway = GatewaySpec(mode="scripted", scenario=scenario)
-    first, second = _job("first", gateway=gateway), _job("second", gateway=gateway)
-    old_first, old_second = _finished(home.job("b", "first"), 1), _finished(home.job("b", "second"), 1)
+    first, second = job_spec("first", gateway=gateway), job_spec("second", gateway=gateway)
+    old_first, old_second = finished_attempt(home.job("b", "first"), 1), finished_attempt(home.job("b", "second"), 1)
     programs = {"python": Script(duration_s=60, log_lines=[READY_LINE], term_exit_code=143),
                 "flower": Script(duration_s=60, term_exit_code=143)}  # end at SIGTERM: no grace to wait out
 
