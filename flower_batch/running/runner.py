@@ -206,15 +206,18 @@ async def _run_in_container(attempt: Attempt, command: list[str], ran: Ran, *, f
     await _save_logs(ctx.backend, ran.container, jd.logs / "container.log")
 
 
-async def _record_interrupted(attempt: Attempt, container: str | None) -> None:
+async def _record_interrupted(attempt: Attempt, container: str | None, *, ran: Ran | None = None) -> None:
     """The orchestrator is stopping (Ctrl-C): stop the container the way a timeout does, so
-    flower records the in-flight step, then leave a record that says what happened."""
+    flower records the in-flight step, then leave a record that says what happened. `ran`: the
+    job's container had already ended (Ctrl-C came during the check), so keep what it did."""
     ctx, job, jd = attempt.ctx, attempt.job, attempt.jd
-    if container:
+    if container and ran is None:
         await _stop_quietly(ctx.backend, container)
         await _save_logs(ctx.backend, container, jd.logs / "container.log")
+    first = attempt.record
     write_record(jd.record_path, replace(
-        attempt.record, container=container, status=Status.ERROR.value,
+        first, container=container, node=ran.node if ran else first.node,
+        exit_code=ran.exit_code if ran else first.exit_code, status=Status.ERROR.value,
         reason="interrupted: the orchestrator was stopped", finished_at=now_iso(),
         duration_s=attempt.duration_s(), cost_usd=gateway_outcome(jd.logs, job.gateway.mode).cost_usd,
         gateway_health=ctx.gateway.health.for_job(attempt.gateway_mark),
@@ -282,7 +285,11 @@ async def check_if_due(attempt: Attempt, ran: Ran) -> Checked:
         return Checked()
     _state(ctx, job.id, "checking")
     try:
-        code, output = await run_check(ctx, job, attempt.jd)
+        code, output = await run_check(ctx, job, attempt.jd)  # removes its container, even on Ctrl-C
+    except anyio.get_cancelled_exc_class():
+        with anyio.CancelScope(shield=True):
+            await _record_interrupted(attempt, ran.container, ran=ran)
+        raise
     except TimeoutError:
         return Checked(error="the check's container did not stop after a kill; it was removed")
     except (FlowerBatchError, OSError) as exc:

@@ -162,3 +162,36 @@ async def test_the_record_is_written_before_create_after_create_and_at_the_end(t
     assert check.command == ["sh", "-c", "test -d /workspace"]
     assert check.env == {"HOME": "/tmp", "FLOWER_BATCH_JOB": "w"}
     assert run.command[0] == "flower" and run.env["FLOWER_BATCH_JOB"] == "w" and run.env["FLOWER_RUN_STAMP"]
+
+
+@pytest.mark.anyio
+async def test_ctrl_c_during_the_check_records_interrupted_and_keeps_what_the_job_did(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    import anyio
+
+    from flower_batch.backend.fake import FakeBackend, FakeProcess, Script
+    from flower_batch.labels import ROLE
+    from flower_batch.layout import Home
+    from flower_batch.matrix import read_record
+
+    checking = anyio.Event()
+    async def check(proc: FakeProcess) -> int:  # a verifier that takes its time
+        checking.set()
+        await anyio.sleep(600)
+        return 0
+
+    states: list[tuple[str, str]] = []
+    job = replace(_spec("v", mode="replay"), check="sh verify.sh")
+    async with FakeBackend(programs={"flower": Script(duration_s=0.01, exit_code=0), "sh": check}) as backend:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_run_one, tmp_path, backend, job, lambda job, state: states.append((job, state)))
+            await checking.wait()
+            tg.cancel_scope.cancel()
+        assert await backend.list_by_label({ROLE: "check"}) == []  # the check's container is removed
+        jd = Home(tmp_path / "home").job("b", "v")
+        record = read_record(jd.record_path)
+    assert record.status == "error" and record.reason == "interrupted: the orchestrator was stopped"
+    assert record.finished_at and record.exit_code == 0 and record.container is not None  # the job's, which ended
+    assert (jd.logs / "container.log").exists()  # the job's log, not overwritten by a stop
+    assert states == [("v", "running"), ("v", "checking"), ("v", "interrupted")]
