@@ -31,7 +31,11 @@ from .scenario import Scenario
 log = logging.getLogger(__name__)
 
 API_KEY = "scripted-model"  # what the CLI is given; any value works, this one is recognisable
-_LOG_QUEUE = 4  # records waiting for the log's writer at most (each holds its request body)
+# Requests waiting for the log's writer, at most. Each holds its body parsed (about 3x its size);
+# once the answer went out the client sends the next one while the writer still works, so every
+# one more waiting was one more body at the peak: 4 gave 117-124 MiB at 4 MB bodies, 1 gives
+# 62-82 MiB (bench/soak_gateway.py, long run). A writer that falls behind slows the handler.
+_LOG_QUEUE = 1
 _LOG_AFTER_S = 0.05  # a request still being answered after this is logged anyway
 _REBIND_TRIES = 100  # x 50 ms: how long to keep trying to re-bind the port after an outage
 

@@ -143,10 +143,13 @@ class _Watch:
         self.meter = meter
         self.endpoint = request.endpoint
         self.requested = request.model
-        # The request's summary (a walk over its whole history) is made in answered(), off the
-        # job's wait; the request is dropped then, as a stream may last minutes and it holds its body.
-        self._request: ParsedRequest | None = request
-        self.summary: dict[str, Any] = {}
+        # The request's summary walks its whole history. A proxied request's body is parsed only
+        # after its answer (proxy.py), so its summary waits for answered() too, off the job's
+        # wait. A request parsed already (scripted, replay) is summed up now, so the watch never
+        # holds its parsed body while it streams.
+        deferred = request.unparsed
+        self._request: ParsedRequest | None = request if deferred else None
+        self.summary: dict[str, Any] = {} if deferred else request_summary(request)
         self.status = plan.status or 200 if plan.events is not None else plan.status
         self.headers = dict(plan.headers)
         self.started = started
