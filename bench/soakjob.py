@@ -140,29 +140,39 @@ class Expected:
     complete: int = 0
     cut_starts: list[tuple[dict[str, int], float]] = field(default_factory=list)  # (usage, cost)
     cut_fulls: list[tuple[dict[str, int], float]] = field(default_factory=list)  # the same answers, whole
+    rule_starts: list[tuple[dict[str, int], float]] = field(default_factory=list)  # each rule's first event
     by_rule: dict[str, int] = field(default_factory=dict)
 
     @property
     def cut(self) -> int:
         return len(self.cut_starts)
 
-    def accepts(self, meter: Mapping[str, Any], *, client_timeout: bool = False) -> bool:
+    def accepts(self, meter: Mapping[str, Any], *, client_timeout: bool = False, unlogged_starts: int = 0) -> bool:
         """Whether a meter.json is exact: nothing lost, nothing counted twice. Each answer asked
         for again is counted not at all or at its start (one of the meter's `incomplete`); with
-        `client_timeout` (the client had a request timeout of its own) also whole."""
+        `client_timeout` (the client had a request timeout of its own) also whole. With
+        `unlogged_starts` (the gateway's deaths), up to that many more answers may be counted at
+        their start only: a request the gateway began to answer and died within its log's delay
+        of (its meter line is written at the first event, its log line just after), so the log
+        this account is made from never saw it."""
         incomplete = int(meter.get("incomplete") or 0)
         exchanges = int(meter.get("exchanges") or 0)
         tokens = {k: int((meter.get("tokens") or {}).get(k) or 0) for k in TOKEN_KEYS}
         cost = float(meter.get("cost_usd") or 0.0)
         fulls = self.cut_fulls or [(u, c) for u, c in self.cut_starts]  # an Expected built by hand
         kinds = ("none", "start", "whole") if client_timeout else ("none", "start")
+        extras = [combo for n in range(unlogged_starts + 1)
+                  for combo in itertools.combinations_with_replacement(self.rule_starts, n)]
         for ways in itertools.product(kinds, repeat=self.cut):
-            if ways.count("start") != incomplete or exchanges != self.complete + incomplete + ways.count("whole"):
-                continue
-            counted = [self.cut_starts[i] if w == "start" else fulls[i] for i, w in enumerate(ways) if w != "none"]
-            want = {k: self.tokens[k] + sum(u.get(k, 0) for u, _ in counted) for k in TOKEN_KEYS}
-            if want == tokens and math.isclose(cost, self.cost_usd + sum(c for _, c in counted), abs_tol=1e-6):
-                return True
+            for extra in extras:
+                if (ways.count("start") + len(extra) != incomplete
+                        or exchanges != self.complete + incomplete + ways.count("whole")):
+                    continue
+                counted = [self.cut_starts[i] if w == "start" else fulls[i] for i, w in enumerate(ways) if w != "none"]
+                counted += list(extra)
+                want = {k: self.tokens[k] + sum(u.get(k, 0) for u, _ in counted) for k in TOKEN_KEYS}
+                if want == tokens and math.isclose(cost, self.cost_usd + sum(c for _, c in counted), abs_tol=1e-6):
+                    return True
         return False
 
 
@@ -208,6 +218,11 @@ def expected_usage(scenario_path: Path, log_records: Iterable[Mapping[str, Any]]
         for key in TOKEN_KEYS:
             out.tokens[key] += int(usage.get(key) or 0)
         out.cost_usd += cost_usd(model, usage) or 0.0
+    model = next((str(r.get("model") or "") for r in reversed(records) if r.get("model")), "")
+    for usage in usages.values():
+        start = {k: int(v) for k, v in {**usage, "output_tokens": 1}.items() if k in TOKEN_KEYS}
+        if (start, cost_usd(model, start) or 0.0) not in out.rule_starts:
+            out.rule_starts.append((start, cost_usd(model, start) or 0.0))
     return out
 
 

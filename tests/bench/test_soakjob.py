@@ -59,3 +59,21 @@ def test_with_a_client_timeout_the_answer_asked_again_may_count_whole_but_once(t
     thrice = {k: exp.tokens[k] + 2 * count[k] for k in exp.tokens}
     assert not exp.accepts(_meter(thrice, exp.cost_usd + 2 * (cost_usd(MODEL, count) or 0), 5), client_timeout=True)
     assert exp.accepts(_meter(exp.tokens, exp.cost_usd, 3), client_timeout=True)  # strict cases still hold
+
+
+def test_an_answer_begun_by_a_gateway_that_died_before_logging_it_counts_at_its_start_once(tmp_path: Path) -> None:
+    files = soakjob.write_project(tmp_path, leg=5, handoff_at=None)
+    exp = soakjob.expected_usage(files["scenario"], _log(("start", 2), ("count", 4), ("leg done", 6)))
+    assert exp.complete == 3 and exp.cut == 0
+    count = soakjob.rule_usages(files["scenario"])["count"]
+    start = {k: v for k, v in {**count, "output_tokens": 1}.items() if k in exp.tokens}
+    begun = {k: exp.tokens[k] + start[k] for k in exp.tokens}
+    begun_cost = exp.cost_usd + (cost_usd(MODEL, start) or 0)
+    assert not exp.accepts(_meter(begun, begun_cost, 4, incomplete=1))  # no death: not in the log, not billed
+    assert exp.accepts(_meter(begun, begun_cost, 4, incomplete=1), unlogged_starts=1)  # one death: one begun answer
+    two = {k: exp.tokens[k] + 2 * start[k] for k in exp.tokens}
+    assert not exp.accepts(_meter(two, exp.cost_usd + 2 * (cost_usd(MODEL, start) or 0), 5, incomplete=2),
+                           unlogged_starts=1)  # more than the deaths allow
+    whole = {k: exp.tokens[k] + count[k] for k in exp.tokens}
+    assert not exp.accepts(_meter(whole, exp.cost_usd + (cost_usd(MODEL, count) or 0), 4),
+                           unlogged_starts=1)  # a whole answer the log never saw: counted twice or made up

@@ -201,7 +201,8 @@ async def test_a_gateway_down_longer_than_the_cli_retries_is_ridden_out_by_flowe
     assert time.monotonic() - killed_at < 300
     expected = soakjob.expected_usage(files["scenario"], log)
     meter = json.loads((job.root / "logs" / "meter.json").read_text())
-    assert expected.accepts(meter, client_timeout=True), (meter, expected)
+    # the killed gateway may have begun an answer it never logged (client_timeout: see above)
+    assert expected.accepts(meter, client_timeout=True, unlogged_starts=1), (meter, expected)
     # flower's path, not the CLI's: the step took a second attempt that resumed its session...
     (row,) = [r for r in job.manifest() if r["step"] == "count"]
     assert row["ok"] and row["attempts"] >= 2 and row["resumed"], row
