@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..jobmodel.units import DOCKER_MIN_MEMORY
 from ._docker import Connection, translate
 
-# Docker refuses a memory limit below 6 MiB ("Minimum memory limit allowed is 6MB").
-DOCKER_MIN_MEMORY = 6 * 1024 * 1024
+__all__ = ["DOCKER_MIN_MEMORY", "EngineFacts", "engine_facts"]
 
 
 @dataclass(frozen=True)

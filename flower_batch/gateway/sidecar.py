@@ -14,7 +14,7 @@ import anyio
 
 from ..backend import Backend, ContainerSpec, Mount
 from ..errors import ContainerNotFound, FlowerBatchError, GatewayConfigError, GatewayError, GatewayModeError
-from ..jobmodel.units import format_memory, parse_memory
+from ..jobmodel.units import DOCKER_MIN_MEMORY, format_memory, parse_memory
 from ..labels import labels
 from .health import GatewayHealth
 from .host_modes import mode_setup
@@ -27,17 +27,16 @@ ALIAS = "gateway"
 # request's body is parsed whole: a batch whose jobs send very large bodies may need more.
 MEMORY_ENV = "FLOWER_BATCH_GATEWAY_MEMORY"
 DEFAULT_MEMORY = "512m"
-MIN_MEMORY = 6 * 1024 * 1024  # Docker refuses a limit below 6 MiB
 
 
 def gateway_memory(environ: Mapping[str, str] | None = None) -> int:
     """Bytes of the gateway container's memory limit: FLOWER_BATCH_GATEWAY_MEMORY, else 512m."""
     raw = (os.environ if environ is None else environ).get(MEMORY_ENV, "").strip()
     size = parse_memory(raw or DEFAULT_MEMORY)
-    if size is None or size < MIN_MEMORY:
+    if size is None or size < DOCKER_MIN_MEMORY:
         raise GatewayConfigError(
             f"{MEMORY_ENV}={raw!r}: give the gateway container's memory limit as a size of at "
-            f"least {format_memory(MIN_MEMORY)}, e.g. 512m or 2g"
+            f"least {format_memory(DOCKER_MIN_MEMORY)}, e.g. 512m or 2g"
         )
     return size
 

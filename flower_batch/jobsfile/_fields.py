@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from flower_batch.jobmodel.spec import PLACEMENT
-from flower_batch.jobmodel.units import parse_duration, parse_memory
+from flower_batch.jobmodel.units import DOCKER_MIN_MEMORY, parse_duration, parse_memory
 
 from ..envnames import env_name_problem, looks_secret, secret_name_problem, valid_env_name
 from ._errors import KeyPath
@@ -129,7 +129,7 @@ def _memory(value: Any, path: KeyPath, report: Report) -> Any:
     if size is None:
         report(path, f'expected a memory size like "512m" or "2g" (or bytes), got {_show(value)}')
         return _INVALID
-    if size < 6 * 1024**2:
+    if size < DOCKER_MIN_MEMORY:
         report(path, f"{_show(value)} is below Docker's minimum of 6m; give the job at least \"6m\"")
         return _INVALID
     return size

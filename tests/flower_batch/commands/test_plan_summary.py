@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from flower_batch.commands.plan_summary import plan_lines
@@ -10,19 +9,7 @@ from flower_batch.matrix import (
     parse_jobs_text,
     plan_resume,
 )
-
-
-def jobs_text(axes: dict[str, list[int]], include: list[dict] = (), exclude: list[dict] = (), repeat: int = 1) -> str:
-    def inline(d: dict) -> str:
-        return "{ " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in d.items()) + " }"
-
-    lines = ['[tasks.t]', 'prompt = "p"', "[matrix]", f"repeat = {repeat}"]
-    lines += [f"{name} = {json.dumps(values)}" for name, values in axes.items()]
-    if include:
-        lines.append(f"include = [{', '.join(inline(e) for e in include)}]")
-    if exclude:
-        lines.append(f"exclude = [{', '.join(inline(e) for e in exclude)}]")
-    return "\n".join(lines) + "\n"
+from tests.batch_fixtures.jobs_text import jobs_text
 
 
 # -- the dry-run summary -------------------------------------------------------------------------

@@ -21,21 +21,9 @@ from flower_batch.preflight import Preflight, include_warnings
 from flower_batch.preflight.imports import Target, _problems
 from flower_batch.preflight.limits import cpus_problem, memory_problem, memory_warning
 from flower_batch.preflight.scenarios import scenario_problems
+from tests.batch_fixtures.jobs_text import jobs_text
 
 FACTS = EngineFacts(ncpu=4, mem_total=8 * 1024**3)
-
-
-def jobs_text(axes: dict[str, list[int]], include: list[dict] = (), exclude: list[dict] = (), repeat: int = 1) -> str:
-    def inline(d: dict) -> str:
-        return "{ " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in d.items()) + " }"
-
-    lines = ['[tasks.t]', 'prompt = "p"', "[matrix]", f"repeat = {repeat}"]
-    lines += [f"{name} = {json.dumps(values)}" for name, values in axes.items()]
-    if include:
-        lines.append(f"include = [{', '.join(inline(e) for e in include)}]")
-    if exclude:
-        lines.append(f"exclude = [{', '.join(inline(e) for e in exclude)}]")
-    return "\n".join(lines) + "\n"
 
 
 # -- the size limit -------------------------------------------------------------------------
