@@ -80,19 +80,22 @@ class JobFiles:
 
 @dataclass
 class Check:
-    """The job's meter against what the scripted model sent (soakjob.expected_usage)."""
+    """The job's meter against what the scripted model sent (soakjob's accounts). `deaths`: the
+    gateway's, each of which may have cut an answer the log never saw (counted at its start)."""
 
     expected: soakjob.Expected
     meter: dict
+    deaths: int = 0
 
     @property
     def exact(self) -> bool:
-        return self.expected.accepts(self.meter)
+        return self.expected.accepts(self.meter, unlogged_starts=self.deaths)
 
     @property
     def counted_twice(self) -> int:
         """Exchanges metered beyond the answers the model began to send (0: none twice)."""
-        return max(0, int(self.meter.get("exchanges") or 0) - self.expected.complete - self.expected.cut)
+        began = self.expected.complete + self.expected.cut + self.deaths
+        return max(0, int(self.meter.get("exchanges") or 0) - began)
 
     def line(self) -> str:
         e, m = self.expected, self.meter
@@ -144,7 +147,7 @@ def gateways(client, job: JobFiles) -> list:  # type: ignore[no-untyped-def]
     if not session:
         return []
     labels = [f"{k}={v}" for k, v in {**GATEWAY_ROLE, SESSION_LABEL: session}.items()]
-    return client.containers.list(filters={"label": labels})
+    return client.containers.list(ignore_removed=True, filters={"label": labels})
 
 
 # -- 5b ------------------------------------------------------------------------------------------
@@ -242,9 +245,12 @@ def kill_once(home: Path, image: str, root: Path, index: int, turns: int) -> Kil
     rec = job.record()
     sessions = {r.get("session") for r in job.log() if r.get("endpoint") == "messages"}
     health = rec.get("gateway_health") or {}
+    # its complete answers from the workspace's count, not the log: the killed gateway may not
+    # have logged the answer it had just sent (soakjob.expected_of_one_leg)
+    expected = soakjob.expected_of_one_leg(files["scenario"], job.log(), turns)
     return KillTry(status=str(rec.get("status")), seconds=time.monotonic() - t0, killed_at=killed_at,
                    restarts=int(health.get("restarts") or 0), same_session=len(sessions) == 1,
-                   check=check(job, files["scenario"]))
+                   check=Check(expected=expected, meter=job.meter(), deaths=len(health.get("deaths") or [])))
 
 
 def build_image(tag: str) -> str:

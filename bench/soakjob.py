@@ -192,8 +192,8 @@ def expected_usage(scenario_path: Path, log_records: Iterable[Mapping[str, Any]]
     An answer the client asked for again (the next request of its session carries the same
     messages) was cut by the gateway's death: it got no further than its first event, whose usage
     is the input side with output_tokens 1 (flower/scripted/render.py) — as an API bills an
-    interrupted stream — or not even that far (the log line is written before the answer); or it
-    was whole, and the client had stopped waiting for it (its own request timeout)."""
+    interrupted stream — or not even that far; or it was whole, and the client had stopped
+    waiting for it (its own request timeout)."""
     from flower_batch.gateway.prices import cost_usd
 
     usages = rule_usages(scenario_path)
@@ -223,6 +223,29 @@ def expected_usage(scenario_path: Path, log_records: Iterable[Mapping[str, Any]]
         start = {k: int(v) for k, v in {**usage, "output_tokens": 1}.items() if k in TOKEN_KEYS}
         if (start, cost_usd(model, start) or 0.0) not in out.rule_starts:
             out.rule_starts.append((start, cost_usd(model, start) or 0.0))
+    return out
+
+
+def expected_of_one_leg(scenario_path: Path, log_records: Iterable[Mapping[str, Any]], turns: int) -> Expected:
+    """What a job of one leg of `turns` counts (no handoff) must be metered: its complete answers
+    from the scenario and the workspace alone — the start answer, `turns` - 1 count answers and
+    the leg-done answer, each once (the job's `.count` shows the tool ran `turns` times) — and the
+    answers its client asked for again from the request log, as in expected_usage.
+
+    Not the log's account of the complete answers: the line of an answer the gateway had just
+    sent when it was killed can be lost (it is written just after the answer; the meter's line,
+    written before each event, is not lost), and that answer is still one the model sent (CI saw
+    it: 17 exchanges metered, 16 in the log, `.count` at 16)."""
+    from flower_batch.gateway.prices import cost_usd
+
+    records = [r for r in log_records if r.get("endpoint") == "messages"]
+    out = expected_usage(scenario_path, records)
+    usages = rule_usages(scenario_path)
+    model = next((str(r.get("model") or "") for r in reversed(records) if r.get("model")), "")
+    out.by_rule = {"start": 1, "count": turns - 1, "leg done": 1}
+    out.complete = sum(out.by_rule.values())
+    out.tokens = {k: sum(n * int(usages[rule].get(k) or 0) for rule, n in out.by_rule.items()) for k in TOKEN_KEYS}
+    out.cost_usd = sum(n * (cost_usd(model, usages[rule]) or 0.0) for rule, n in out.by_rule.items())
     return out
 
 

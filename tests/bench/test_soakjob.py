@@ -77,3 +77,34 @@ def test_an_answer_begun_by_a_gateway_that_died_before_logging_it_counts_at_its_
     whole = {k: exp.tokens[k] + count[k] for k in exp.tokens}
     assert not exp.accepts(_meter(whole, exp.cost_usd + (cost_usd(MODEL, count) or 0), 4),
                            unlogged_starts=1)  # a whole answer the log never saw: counted twice or made up
+
+
+def test_one_legs_account_holds_the_answers_the_workspace_counted_not_the_logs(tmp_path: Path) -> None:
+    """CI's case: the killed gateway lost the log line of a whole answer it had sent (4 turns:
+    start, 3 counts, leg done; the log shows 2 counts). The meter has it; it is not a double count."""
+    files = soakjob.write_project(tmp_path, leg=4, handoff_at=None)
+    usages = soakjob.rule_usages(files["scenario"])
+    log = _log(("start", 2), ("count", 4), ("count", 8), ("leg done", 10))  # the count at 6 unlogged
+    exp = soakjob.expected_of_one_leg(files["scenario"], log, turns=4)
+    assert exp.complete == 5 and exp.cut == 0 and exp.by_rule == {"start": 1, "count": 3, "leg done": 1}
+    tokens = {k: sum(n * usages[r][k] for r, n in exp.by_rule.items()) for k in exp.tokens}
+    cost = sum(n * (cost_usd(MODEL, usages[r]) or 0) for r, n in exp.by_rule.items())
+    assert exp.tokens == tokens and abs(exp.cost_usd - cost) < 1e-9
+    assert exp.accepts(_meter(tokens, cost, 5))
+    assert not soakjob.expected_usage(files["scenario"], log).accepts(_meter(tokens, cost, 5))  # the log's account
+    count = usages["count"]
+    twice = {k: tokens[k] + count[k] for k in tokens}
+    assert not exp.accepts(_meter(twice, cost + (cost_usd(MODEL, count) or 0), 6), unlogged_starts=1)
+    assert not exp.accepts(_meter(tokens, cost, 6))  # one exchange more than the answers sent
+
+
+def test_one_legs_account_keeps_the_answers_asked_for_again_from_the_log(tmp_path: Path) -> None:
+    files = soakjob.write_project(tmp_path, leg=3, handoff_at=None)
+    log = _log(("start", 2), ("count", 4), ("count", 4), ("count", 6), ("leg done", 8))
+    exp = soakjob.expected_of_one_leg(files["scenario"], log, turns=3)
+    assert exp.complete == 4 and exp.cut == 1
+    start = {k: v for k, v in {**soakjob.rule_usages(files["scenario"])["count"], "output_tokens": 1}.items()
+             if k in exp.tokens}
+    begun = {k: exp.tokens[k] + start[k] for k in exp.tokens}
+    assert exp.accepts(_meter(begun, exp.cost_usd + (cost_usd(MODEL, start) or 0), 5, incomplete=1))
+    assert exp.accepts(_meter(exp.tokens, exp.cost_usd, 4))

@@ -199,7 +199,7 @@ def test_docker_kill_mid_stream_keeps_the_metered_cost(world: World, tmp_path: P
     client = docker_client()
     try:
         (container,) = client.containers.list(
-            filters={"label": [f"{MANAGED}=1", f"{JOB}=killed", f"{ROLE}=job"]}
+            ignore_removed=True, filters={"label": [f"{MANAGED}=1", f"{JOB}=killed", f"{ROLE}=job"]}
         )
         network = next(iter(container.attrs["NetworkSettings"]["Networks"]))
         # meanwhile, a wrong token from a container on the same network is refused

@@ -56,7 +56,7 @@ def _gateway(job: Job):  # type: ignore[no-untyped-def]
     session = job.record().get("session")
     client = docker_client()
     try:
-        found = client.containers.list(all=True, filters={"label": [
+        found = client.containers.list(all=True, ignore_removed=True, filters={"label": [
             f"{MANAGED}=1", f"{BATCH}=adhoc", f"{ROLE}=gateway", f"{SESSION}={session}"]})
     finally:
         client.close()
@@ -95,12 +95,14 @@ def test_a_gateway_killed_mid_job_is_restarted_and_the_job_finishes_exactly_mete
     sessions = {r["session"] for r in log if r.get("endpoint") == "messages"}
     assert sessions == {job.lineage()["steps"]["count"]}
     assert (job.root / "workspace" / ".count").read_text().strip() == str(turns)
-    # metered exactly what the scripted model sent: nothing lost, nothing counted twice
-    expected = soakjob.expected_usage(files["scenario"], log)
+    # metered exactly what the scripted model sent: nothing lost, nothing counted twice (an
+    # answer the kill cut is counted at its first event, once, whether or not the log saw it)
+    expected = soakjob.expected_of_one_leg(files["scenario"], log, turns)
     meter = json.loads((job.root / "logs" / "meter.json").read_text())
-    assert expected.accepts(meter), (meter, expected)
+    assert expected.accepts(meter, unlogged_starts=1), (meter, expected)
+    # the log lost at most the line of the answer the gateway was sending when it was killed
+    assert soakjob.expected_usage(files["scenario"], log).complete >= expected.complete - 1
     assert record["cost_usd"] == pytest.approx(meter["cost_usd"], abs=1e-6) and record["cost_usd"] > 0
-    assert expected.by_rule["count"] >= turns - 2  # the job really looped through the restart
     shown = fb("show", job.job, home=home)
     assert "restarted 1×" in shown.stdout and "exit 137" in shown.stdout, shown.stdout
     assert before_kill  # the supervisor restarted that container in place; at the end it is removed
@@ -199,10 +201,11 @@ async def test_a_gateway_down_longer_than_the_cli_retries_is_ridden_out_by_flowe
     assert max(gaps) >= 44, gaps
     assert (job.root / "workspace" / ".count").read_text().strip() == str(turns)
     assert time.monotonic() - killed_at < 300
-    expected = soakjob.expected_usage(files["scenario"], log)
+    expected = soakjob.expected_of_one_leg(files["scenario"], log, turns)
     meter = json.loads((job.root / "logs" / "meter.json").read_text())
     # the killed gateway may have begun an answer it never logged (client_timeout: see above)
     assert expected.accepts(meter, client_timeout=True, unlogged_starts=1), (meter, expected)
+    assert soakjob.expected_usage(files["scenario"], log).complete >= expected.complete - 1
     # flower's path, not the CLI's: the step took a second attempt that resumed its session...
     (row,) = [r for r in job.manifest() if r["step"] == "count"]
     assert row["ok"] and row["attempts"] >= 2 and row["resumed"], row
