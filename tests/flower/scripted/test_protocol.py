@@ -347,3 +347,43 @@ def test_a_failing_responder_answers_500_and_keeps_serving():
         status, _, raw = post(srv, body())
         again, _, _ = post(srv, body())
     assert status == again == 500 and "bug in responder" in json.loads(raw)["error"]["message"]
+
+
+def test_a_log_writer_that_falls_behind_holds_back_the_next_answer_not_more_bodies(tmp_path, monkeypatch):
+    """Memory stays bounded with a slow disk: while the writer is stuck, at most _LOG_QUEUE
+    requests wait for it (each holding its body) besides the one being written; the next request
+    is not answered until the writer catches up (bench/soak_gateway.py measures what this buys)."""
+    import threading
+
+    from flower.scripted import server as server_module
+
+    stuck, entered = threading.Event(), threading.Event()
+    write_one = server_module.MessagesServer._write_one
+
+    def slow_write(self, *args, **kwargs):
+        entered.set()
+        stuck.wait(30)
+        write_one(self, *args, **kwargs)
+
+    monkeypatch.setattr(server_module.MessagesServer, "_write_one", slow_write)
+    answered: list[int] = []
+
+    def client(n: int) -> None:
+        for i in range(n):
+            post(srv, body(f"request {i}"))
+            answered.append(i)
+
+    with ScriptedServer(HELLO, log_path=tmp_path / "log.jsonl") as srv:
+        worker = threading.Thread(target=client, args=(server_module._LOG_QUEUE + 3,), daemon=True)
+        worker.start()
+        assert entered.wait(10)
+        deadline = time.monotonic() + 10
+        while len(answered) < server_module._LOG_QUEUE + 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.5)  # time enough for one more answer, were the backlog unbounded
+        assert len(answered) == server_module._LOG_QUEUE + 1, answered
+        stuck.set()
+        worker.join(10)
+        assert len(answered) == server_module._LOG_QUEUE + 3
+        assert srv.flush_log()
+    assert len(list(read_request_log(tmp_path / "log.jsonl"))) == server_module._LOG_QUEUE + 3
