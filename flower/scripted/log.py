@@ -5,6 +5,7 @@ requests it has seen."""
 from __future__ import annotations
 
 import json
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,22 @@ def make_record(req: ParsedRequest, plan: ResponsePlan) -> dict[str, Any]:
     return record_of(req, plan_facts(plan))
 
 
+def append_closing_torn(path: Path, line: bytes, *, sync: bool = False) -> None:
+    """Append `line` (in the kernel once this returns: it outlives this process; on disk too if
+    `sync`). A torn last line (a writer killed mid-line: a gateway's death) is closed first, so it
+    costs only itself, not the line after it (the first line of a restarted gateway, which every
+    later line of its conversation builds on)."""
+    with path.open("a+b") as out:
+        if out.seek(0, os.SEEK_END) > 0:
+            out.seek(-1, os.SEEK_END)
+            if out.read(1) != b"\n":
+                line = b"\n" + line
+        out.write(line)
+        out.flush()
+        if sync:
+            os.fsync(out.fileno())
+
+
 class DeltaWriter:
     """Appends records to JSONL files as v2 entries (one encoder: conversations are followed per
     prefix and session, whichever file they go to). Thread-safe; O(conversations) memory."""
@@ -96,8 +113,7 @@ class DeltaWriter:
                 return
             line = json.dumps(self._encoder.commit(prep), ensure_ascii=False, separators=(",", ":")) + "\n"
             path.parent.mkdir(parents=True, exist_ok=True)
-            with path.open("a", encoding="utf-8") as out:
-                out.write(line)
+            append_closing_torn(path, line.encode("utf-8"))
 
     def snapshot(self) -> list[dict[str, Any]]:
         if not self.keep:

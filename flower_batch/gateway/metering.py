@@ -223,20 +223,13 @@ def read_summary(logs_dir: Path) -> dict[str, Any] | None:
 
 
 def append_line(path: Path, record: Mapping[str, Any], *, sync: bool = False) -> None:
-    """Append one JSON line (in the kernel once this returns: it outlives this process), and
-    fsync it if `sync`. A torn last line (a writer died mid-line) is closed first, so it costs
-    only itself, never the line written after it."""
+    """Append one JSON line, fsynced if `sync` (a torn last line is closed first:
+    append_closing_torn)."""
+    # Here, not at the top: the host reads meters without paying for the scripted server.
+    from flower.scripted.log import append_closing_torn
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    line = (json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
-    with path.open("a+b") as out:
-        if out.seek(0, os.SEEK_END) > 0:
-            out.seek(-1, os.SEEK_END)
-            if out.read(1) != b"\n":
-                line = b"\n" + line
-        out.write(line)
-        out.flush()
-        if sync:
-            os.fsync(out.fileno())
+    append_closing_torn(path, (json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n").encode(), sync=sync)
 
 
 def append_durably(path: Path, record: Mapping[str, Any]) -> None:

@@ -180,6 +180,25 @@ def test_a_missing_line_is_detected_not_rebuilt_wrong(tmp_path):
         list(read_request_log(path, strict=True))
 
 
+def test_a_line_torn_by_a_killed_writer_costs_only_itself(tmp_path):
+    """A gateway killed mid-line leaves a torn last line; the restarted gateway's log (a new
+    writer) starts a fresh line, so its first request and every one built on it rebuild whole."""
+    convo = conversation(6)
+    first = PerJobLog(tmp_path)
+    for n, msgs in enumerate(convo[:3], 1):
+        first.add(record(msgs, nth=n, prefix="/j/job-1"))
+    path = tmp_path / "job-1" / "logs" / "gateway.jsonl"
+    torn = json.dumps(lines(path)[-1])[:40]
+    with path.open("a") as out:
+        out.write(torn)  # the fourth request's line, cut by the kill
+    restarted = PerJobLog(tmp_path)
+    for n, msgs in enumerate(convo[4:], 5):
+        restarted.add(record(msgs, nth=n, prefix="/j/job-1"))
+    got = list(read_request_log(path, strict=True))
+    assert [r["nth"] for r in got] == [1, 2, 3, 5, 6]
+    assert [r["body"]["messages"] for r in got] == [with_cache_mark(m) for m in convo[:3] + convo[4:]]
+
+
 def test_no_record_is_retained_and_followed_conversations_are_bounded(tmp_path):
     log = RequestLog(tmp_path / "log.jsonl")
     log._encoder = DeltaEncoder(max_conversations=8)
