@@ -27,6 +27,7 @@
     ├── UpstreamError           proxy mode: the upstream URL or credential is unusable  also a ValueError
     ├── UpstreamAuthError       no usable upstream credential, or a bad upstream URL  also a ValueError
     ├── RecordingMissing        replay: the job has no recording             also a FileNotFoundError
+    ├── RecordingFormatError    replay: a recording of another format, or of a newer flower-batch  also a ValueError
     ├── MatrixFileError         a jobs.toml is invalid; `errors` holds every FieldError  also a ValueError
     │   └── MatrixTooLarge      more jobs than MAX_JOBS without --allow-large
     ├── TemplateError           a `${{ ... }}` reference in jobs.toml cannot be rendered  also a ValueError
@@ -151,6 +152,10 @@ class UpstreamAuthError(FlowerBatchError, ValueError):
 
 class RecordingMissing(FlowerBatchError, FileNotFoundError):
     """A job to replay has no recording (it ran before recordings existed, or it is no job folder)."""
+
+
+class RecordingFormatError(FlowerBatchError, ValueError):
+    """A recording to replay is of another format, or written by a newer flower-batch."""
 
 
 @dataclass(frozen=True)

@@ -193,6 +193,12 @@ class Backend(abc.ABC):
     async def remove_secret(self, secret_id: str) -> None:  # noqa: B027 - a local engine has none
         """Remove an engine secret (what `gc` does with a leaked one)."""
 
+    async def check_ready(self, image: str, labels: Mapping[str, str]) -> None:  # noqa: B027 - see below
+        """Before anything of a batch is scheduled: raise a FlowerBatchError (one line) when this
+        engine cannot run `image` with the batch's folders — a cluster checks from its nodes
+        that they can pull the image and see the home as the same storage (what it starts for
+        that carries `labels`). A local engine has nothing to check here."""
+
     @property
     def name(self) -> str:
         """"docker", "swarm", "fake": what records and messages call this engine."""

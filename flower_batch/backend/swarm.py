@@ -98,6 +98,7 @@ REGISTRY_ENV = "FLOWER_BATCH_REGISTRY"
 BUILD_KEY_LABEL = "org.flower-batch.build-key"  # image.LABEL_BUILD_KEY (backend/ never imports image.py)
 SERVICE_LABEL = "org.flower-batch.service"  # on each secret: the service it was made for
 JOB_LABEL, ROLE_LABEL = "org.flower-batch.job", "org.flower-batch.role"  # labels.py's (a layer above)
+MANAGED_LABEL, BATCH_LABEL, SESSION_LABEL = "org.flower-batch.managed", "org.flower-batch.batch", "org.flower-batch.session"
 CONTROL_IN_TASK = "/run/flower-batch"
 SECRETS_IN_TASK = "/run/secrets"
 PROBE_TIMEOUT_S = 300.0  # a node's first pull of the runtime image is part of the first probe
@@ -198,8 +199,15 @@ class SwarmBackend(Backend):
         if why:
             raise ImageDrift(why)
 
-    async def ensure_shared(self, paths: list[Path], image: str) -> None:
-        """Refuse (SharedStorageMissing) unless every node sees each path as the same storage."""
+    async def check_ready(self, image: str, labels: Mapping[str, str]) -> None:
+        """The image pushed and unchanged in the registry, and the home (every job folder and
+        the signal files) the same storage on every node: pre-flight's cluster check."""
+        await self.ensure_shared([self.control_dir], await self.resolve_image(image), labels)
+
+    async def ensure_shared(self, paths: list[Path], image: str, labels: Mapping[str, str]) -> None:
+        """Refuse (SharedStorageMissing) unless every node sees each path as the same storage.
+        The probe carries the caller's batch and session labels (gc finds it if its orchestrator
+        is killed mid-probe)."""
         if self._storage_lock is None:
             self._storage_lock = anyio.Lock()
         async with self._storage_lock:
@@ -207,24 +215,24 @@ class SwarmBackend(Backend):
                 if any(path == root or root in path.parents for root in self._verified):
                     continue
                 root = self.shared_root if self.shared_root and self.shared_root in path.parents else path
-                await self._probe(root, image)
+                await self._probe(root, image, labels)
                 self._verified.append(root)
 
-    async def _probe(self, root: Path, image: str) -> None:
+    async def _probe(self, root: Path, image: str, labels: Mapping[str, str]) -> None:
         probe = Probe(root)
         await anyio.to_thread.run_sync(probe.write)
+        mine = {k: v for k, v in labels.items() if k in (BATCH_LABEL, SESSION_LABEL)}
+        mine.update({MANAGED_LABEL: "1", ROLE_LABEL: "probe"})
         spec = docker.types.TaskTemplate(
             docker.types.ContainerSpec(
                 image, probe.command(), env={"FB_NODE": "{{.Node.Hostname}}"},
-                mounts=[docker.types.Mount(str(root), str(root), type="bind")],
-                labels={"org.flower-batch.managed": "1", "org.flower-batch.role": "probe"},
+                mounts=[docker.types.Mount(str(root), str(root), type="bind")], labels=mine,
             ),
             restart_policy=docker.types.RestartPolicy("none"),
         )
         name = f"fb-probe-{probe.token}"
         created = await self._call("container", name, lambda api: api.create_service(
-            spec, name=name, mode=docker.types.ServiceMode("global-job"),
-            labels={"org.flower-batch.managed": "1", "org.flower-batch.role": "probe"}))
+            spec, name=name, mode=docker.types.ServiceMode("global-job"), labels=mine))
         service = created["ID"]
         try:
             deadline = time.monotonic() + PROBE_TIMEOUT_S
@@ -270,7 +278,7 @@ class SwarmBackend(Backend):
                 raise ReservationUnmet(f"no node of the swarm can run {_what(spec.labels, name)}: {why}")
         image = await self.resolve_image(spec.image)
         binds = [Path(m.source) for m in spec.mounts if m.kind == "bind"]
-        await self.ensure_shared([self.control_dir, *binds], image)
+        await self.ensure_shared([self.control_dir, *binds], image, spec.labels)
         control = self.control_dir / name
         await anyio.to_thread.run_sync(lambda: _fresh_control(control))
         uid, _, gid = (spec.user or "0:0").partition(":")

@@ -31,7 +31,7 @@ from flower_batch.commands.common import (
     runtime_image,
     status_cell,
 )
-from flower_batch.commands.preflight import preflight_job, preflight_scratch
+from flower_batch.commands.preflight import engine_for, preflight_job
 from flower_batch.envnames import env_name_problem, looks_secret
 from flower_batch.gateway.health import describe_health
 from flower_batch.gateway.host_modes import mode_label, use_upstream
@@ -117,7 +117,7 @@ def run(
         fail(f"job {spec.id} already exists: wake it (`flower-batch wake {spec.id}`) or pick another --name")
     image_id, versions = runtime_image(image)
     preflight_job(spec, image_id, ADHOC_BATCH, describe=None, flows_dir=None,
-                  scratch=preflight_scratch(h.root, backend_choice, None))
+                  engine=engine_for(h.root, backend_choice, None))
     err.print(f"job {ADHOC_BATCH}/{spec.id}  image {image_id[:19]}  model: {mode_label(spec.gateway.mode)}",
               markup=False)
 
@@ -168,7 +168,7 @@ def wake(
         spec = replace(spec, timeout_s=seconds)
     preflight_job(spec, record.image_id, jd.batch, describe=f"job {jd.batch}/{jd.job}",
                   flows_dir=jd.flows if spec.workflow else None,
-                  scratch=preflight_scratch(h.root, backend_choice, record.backend))
+                  engine=engine_for(h.root, backend_choice, record.backend))
     err.print(f"waking {jd.batch}/{jd.job} (attempt {record.attempt + 1}) on image {record.image_id[:19]}")
 
     engine = backend_for(home, backend_choice, record.backend)

@@ -29,7 +29,7 @@ from flower_batch.commands.common import (
 )
 from flower_batch.commands.compare import ALPHA_OPT, FAIL_OPT, Baseline, baseline_or_exit
 from flower_batch.commands.plan_summary import plan_lines
-from flower_batch.commands.preflight import finish_preflight, preflight_scratch, print_warnings
+from flower_batch.commands.preflight import engine_for, finish_preflight, print_warnings
 from flower_batch.errors import FlowerBatchError
 from flower_batch.gateway.host_modes import mode_problem, use_upstream
 from flower_batch.jobmodel.classes import exit_code_for
@@ -178,7 +178,7 @@ def matrix(
     by_id = {j.id: j for j in jf.jobs}  # jf.job() is a scan: quadratic over 200,000 jobs
     pf = Preflight(_describe(jf.path.name), batch=jf.name)
     pf.add_jobs([by_id[d.job_id] for d in plan.to_run], search=[jf.path.parent])
-    finish_preflight(pf, image_id, preflight_scratch(h.root, backend_choice, jf.backend))
+    finish_preflight(pf, image_id, engine_for(h.root, backend_choice, jf.backend))
     modes = ", ".join(jf.gateway_modes)
     err.print(f"batch {jf.name}: {len(jf.jobs):,} jobs · image {image_id[:19]} · model: {modes} · {plan.summary()}",
               markup=False)

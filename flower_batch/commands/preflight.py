@@ -3,42 +3,61 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import typer
 
 from flower_batch.backend.docker_backend import DockerBackend
-from flower_batch.backend.select import backend_name
+from flower_batch.backend.select import backend_name, open_backend
 from flower_batch.commands.common import err, run_async
 from flower_batch.errors import FlowerBatchError, one_line
 from flower_batch.matrix import JobSpec
 from flower_batch.preflight import Preflight
 
 
+@dataclass(frozen=True)
+class Engine:
+    """Where a command's jobs will run, as pre-flight needs to know it."""
+
+    name: str  # backend/select.py's BACKENDS
+    home: Path
+
+    @property
+    def scratch(self) -> Path | None:
+        """Where the import check stages its files: on a cluster the manager's engine runs it and
+        sees only shared storage, so under the home; on one machine a temporary folder (None)."""
+        return self.home / ".preflight" if self.name == "swarm" else None
+
+
+def engine_for(home: Path, flag: str | None, recorded: str | None) -> Engine:
+    """The engine `--backend` (or the environment, or what the job or jobs file recorded) names."""
+    try:
+        return Engine(backend_name(flag, recorded), home)
+    except FlowerBatchError:
+        return Engine("docker", home)  # a bad choice is refused, in one line, where the backend is opened
+
+
 def preflight_job(spec: JobSpec, image_id: str, batch: str, *, describe: str | None, flows_dir: Path | None,
-                  scratch: Path | None = None) -> None:
+                  engine: Engine | None = None) -> None:
     """Pre-flight of one job (run, wake, repro): exit 2 with one line per problem, nothing written."""
     pf = Preflight(flag_describe if describe is None else (lambda f, v, _: f"{describe}: {f} {v}"), batch=batch)
     pf.add_jobs([spec], flows_dir=flows_dir)
-    finish_preflight(pf, image_id, scratch)
+    finish_preflight(pf, image_id, engine)
 
 
-def preflight_scratch(home: Path, flag: str | None, recorded: str | None) -> Path | None:
-    """Where the import check stages its files: on a cluster the manager's engine runs it and
-    sees only shared storage, so under the home; on one machine a temporary folder (None)."""
-    try:
-        return home / ".preflight" if backend_name(flag, recorded) == "swarm" else None
-    except FlowerBatchError:
-        return None  # a bad choice is refused, in one line, where the backend is opened
-
-
-def finish_preflight(pf: Preflight, image_id: str | None, scratch: Path | None = None) -> None:
-    """Engine checks (with an image to import the workflows in), then: any problem -> its lines, exit 2."""
+def finish_preflight(pf: Preflight, image_id: str | None, engine: Engine | None = None) -> None:
+    """Engine checks (with an image to import the workflows in; on a cluster also the image and
+    the shared storage from every node), then: any problem -> its lines, exit 2."""
     if image_id is not None:
+        scratch = engine.scratch if engine is not None else None
 
         async def go() -> None:
             async with DockerBackend() as backend:
                 await pf.check_engine(backend, image_id, scratch=scratch)
+            if engine is not None and engine.name != "docker":
+                async with open_backend(engine.name, engine.home) as cluster:
+                    await pf.check_cluster(cluster, image_id)
 
         run_async(go)
     print_warnings(pf.warnings)

@@ -24,7 +24,7 @@ from flower_batch.commands.common import (
     run_async,
     status_cell,
 )
-from flower_batch.commands.preflight import preflight_job, preflight_scratch
+from flower_batch.commands.preflight import engine_for, preflight_job
 from flower_batch.errors import FlowerBatchError
 from flower_batch.gateway.host_modes import mode_label
 from flower_batch.layout import JobDir
@@ -169,7 +169,7 @@ def repro(
         name=name,
     )
     preflight_job(plan.spec, plan.image_id, REPRO_BATCH, describe=f"reproduction of {original.batch}/{original.job}",
-                  flows_dir=plan.flows_from, scratch=preflight_scratch(h.root, backend_choice, record.backend))
+                  flows_dir=plan.flows_from, engine=engine_for(h.root, backend_choice, record.backend))
     _print_plan(plan)
 
     engine = backend_for(home, backend_choice, record.backend)

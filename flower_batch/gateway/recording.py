@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from flower_batch.errors import RecordingMissing
+from flower_batch.errors import RecordingFormatError, RecordingMissing
 
 from .metering import append_durably, read_lines
 
@@ -140,8 +140,24 @@ class Recorder:
 
 
 def read_recording(path: Path) -> list[dict[str, Any]]:
-    """The exchanges of a recording.jsonl (torn last line skipped), oldest first."""
-    return [e for e in read_lines(Path(path)) if e.get("format") == FORMAT]
+    """The exchanges of a recording.jsonl (torn last line skipped), oldest first. A line of
+    another format, or of a newer one, is refused (RecordingFormatError, one line): replaying
+    without it would diverge at that exchange, for a reason nobody could see."""
+    entries = read_lines(Path(path))
+    for n, entry in enumerate(entries, 1):
+        problem = format_problem(entry.get("format"))
+        if problem:
+            raise RecordingFormatError(f"{path}: exchange {n} {problem}")
+    return entries
+
+
+def format_problem(fmt: Any) -> str | None:
+    """Why a recording line of format `fmt` cannot be replayed, or None."""
+    if fmt == FORMAT:
+        return None
+    if isinstance(fmt, str) and fmt.startswith(FORMAT.rsplit("@", 1)[0] + "@"):
+        return f"was written as {fmt}, newer than this flower-batch reads ({FORMAT}): upgrade flower-batch"
+    return f"is not a flower-batch recording (format {fmt!r}, expected {FORMAT})"
 
 
 def recording_source(path: Path) -> Path:

@@ -26,7 +26,7 @@ from ..labels import BATCH, MANAGED, ROLE
 from .imports import Target, host_target, import_problems
 from .include_keys import include_warnings
 from .limits import cpus_problem, memory_problem, memory_warning
-from .scenarios import scenario_problems
+from .scenarios import recording_problems, scenario_problems
 
 Describe = Callable[[str, str, Sequence[JobSpec]], str]
 
@@ -57,6 +57,8 @@ class Preflight:
         self._jobs += jobs
         scenarios = [j.gateway.scenario for j in jobs if j.gateway.mode == "scripted" and j.gateway.scenario]
         self.problems += scenario_problems(p for p in scenarios if p is not None)
+        self.problems += recording_problems(j.gateway.recording for j in jobs
+                                            if j.gateway.mode == "replay" and j.gateway.recording)
         self._limits(jobs, None)
         for target, users in _grouped(jobs, lambda j: j.workflow).items():
             written = str(target)
@@ -104,6 +106,14 @@ class Preflight:
             self.problems += await import_problems(backend, image_id, self.targets, labels=labels, scratch=scratch)
         except FlowerBatchError as exc:
             self.problems.append(f"the workflow import check could not run: {' '.join(str(exc).split())}")
+
+    async def check_cluster(self, backend: Backend, image_id: str) -> None:
+        """A cluster's own checks, from its nodes (backend.check_ready): the image pushed where
+        they pull it, the home the same storage on every one of them."""
+        try:
+            await backend.check_ready(image_id, labels={MANAGED: "1", BATCH: self.batch, ROLE: "preflight"})
+        except FlowerBatchError as exc:
+            self.problems.append(" ".join(str(exc).split()))
 
     def raise_if_any(self) -> None:
         if self.problems:

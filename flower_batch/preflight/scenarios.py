@@ -1,4 +1,4 @@
-"""Every scenario a run would serve, parsed by the gateway's own code before anything starts."""
+"""Every scenario and recording a run would serve, read by the gateway's own code before anything starts."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from flower.scripted import ScenarioError
-from flower_batch.errors import GatewayConfigError
+from flower_batch.errors import GatewayConfigError, RecordingFormatError, RecordingMissing
 
 from ..gateway.modes import mode_responder
+from ..gateway.recording import read_recording, recording_source
 
 
 def scenario_problems(paths: Iterable[Path]) -> list[str]:
@@ -22,5 +23,17 @@ def scenario_problems(paths: Iterable[Path]) -> list[str]:
             with tempfile.TemporaryDirectory(prefix="flower-batch-preflight-") as scratch:
                 mode_responder("scripted", batch_dir=Path(scratch), scenario=str(path))
         except (ScenarioError, GatewayConfigError) as exc:
+            out.append(" ".join(str(exc).split()))
+    return out
+
+
+def recording_problems(paths: Iterable[Path]) -> list[str]:
+    """One line per distinct recording a replay gateway could not serve (missing, or of another
+    format)."""
+    out: list[str] = []
+    for path in map(Path, dict.fromkeys(paths)):
+        try:
+            read_recording(recording_source(path))
+        except (RecordingMissing, RecordingFormatError) as exc:
             out.append(" ".join(str(exc).split()))
     return out

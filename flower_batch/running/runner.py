@@ -243,6 +243,7 @@ def _container_spec(
         memory=job.memory_bytes,
         labels=labels(ctx.batch, ctx.session, role, job.id),
         network=ctx.gateway.network,
+        placement=list(job.placement),  # the job's nodes, for its check too
     )
 
 
@@ -266,8 +267,7 @@ def job_container_spec(
     if job.model:
         env["ANTHROPIC_MODEL"] = job.model
     mounts = [Mount(str(jd.runs), RUNS), Mount(str(jd.flows), FLOWS, read_only=True)]
-    return replace(_container_spec(ctx, job, jd, "job", command, env, mounts), placement=list(job.placement),
-                   secrets=secret_env)
+    return replace(_container_spec(ctx, job, jd, "job", command, env, mounts), secrets=secret_env)
 
 
 def check_container_spec(ctx: JobContext, job: JobSpec, jd: JobDir) -> ContainerSpec:

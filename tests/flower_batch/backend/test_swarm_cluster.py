@@ -426,3 +426,27 @@ def test_a_node_holding_other_bytes_under_the_pinned_digest_is_refused(swarm: Cl
     assert f": image build other-bytes, not the pinned {key[:12]} — remove the runtime image on {node}" in rec["reason"]
     assert job.gateway_log() == []  # refused before the agent started: not one model call
     assert nothing_left(swarm, path.stem), on_swarm(swarm, path.stem)
+
+
+def test_a_home_the_nodes_do_not_share_is_refused_before_anything_is_written(swarm: Cluster, home: Path) -> None:
+    """Pre-flight checks the storage from every node (a probe task on each): a home outside the
+    cluster's shared folders is refused in one line naming it, before a folder of the batch is
+    made or anything is scheduled, and the probe leaves nothing behind."""
+    project = project_copy(home.with_name(home.name + "-project"))
+    path = jobs_file(project, "unshared", variants='["solo"]', repeat=1)
+    unshared = Path(f"/var/tmp/{PREFIX}-unshared-{uuid.uuid4().hex[:8]}")  # on this host only
+    unshared.mkdir(parents=True)
+    try:
+        done = fb_swarm(swarm, "matrix", path, "--image", swarm.image_id, home=unshared, timeout=400)
+        assert done.returncode == 2, done.stderr
+        lines = [line for line in done.stderr.splitlines() if "is not shared storage seen by node" in line]
+        assert len(lines) == 1 and lines[0].startswith(f"flower-batch: {unshared.resolve()} is not shared storage"), \
+            done.stderr
+        assert "use --home on such a mount" in lines[0]
+        assert "Traceback" not in done.stderr
+        assert not (unshared / path.stem).exists()  # no batch folder, no record
+        assert not list(unshared.glob(".fb-storage-probe/*"))
+        assert nothing_left(swarm, path.stem), on_swarm(swarm, path.stem)
+        assert not swarm.manager("service", "ls", "-q", "--filter", f"label={ROLE}=probe").split()
+    finally:
+        shutil.rmtree(unshared, ignore_errors=True)

@@ -91,6 +91,31 @@ def test_scenarios_are_parsed_by_the_gateway_code_and_keep_their_markup(tmp_path
     ]
 
 
+def test_a_recording_to_replay_is_read_before_anything_starts(tmp_path: Path) -> None:
+    from flower_batch.gateway.recording import FORMAT, RECORDING
+    from flower_batch.jobmodel.spec import GatewaySpec
+
+    def job_folder(name: str, *lines: dict) -> Path:
+        folder = tmp_path / name
+        (folder / "logs").mkdir(parents=True)
+        (folder / "logs" / RECORDING).write_text("".join(json.dumps(line) + "\n" for line in lines))
+        return folder
+
+    good = job_folder("good", {"format": FORMAT, "seq": 1}, {"format": FORMAT, "seq": 2})
+    newer = job_folder("newer", {"format": FORMAT, "seq": 1}, {"format": "flower-batch/recording@2", "seq": 2})
+    other = job_folder("other", {"format": "flower-scripted/requests@2", "nth": 1})
+    pf = Preflight(lambda f, v, jobs: f"{f} {v}")
+    pf.add_jobs([_job(str(i), gateway=GatewaySpec(mode="replay", recording=folder))
+                 for i, folder in enumerate([good, newer, other, tmp_path / "none", newer])])
+    assert pf.problems == [
+        f"{newer / 'logs' / RECORDING}: exchange 2 was written as flower-batch/recording@2, newer than this "
+        f"flower-batch reads ({FORMAT}): upgrade flower-batch",
+        f"{other / 'logs' / RECORDING}: exchange 1 is not a flower-batch recording (format "
+        f"'flower-scripted/requests@2', expected {FORMAT})",
+        f"no recording to replay at {tmp_path / 'none'}",
+    ]
+
+
 # -- limits --------------------------------------------------------------------------------------
 @pytest.mark.parametrize(("memory", "words"), [
     (1024**2, "below Docker's minimum of 6m"), (6 * 1024**2, None), (9 * 1024**3, None),

@@ -151,14 +151,14 @@ async def test_the_record_is_written_before_create_after_create_and_at_the_end(t
         assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00", stamp)  # to the second, UTC
 
     run, check = specs
-    shared = ("image", "user", "cpus", "memory", "network", "working_dir")
+    shared = ("image", "user", "cpus", "memory", "network", "working_dir", "placement")
     assert [getattr(run, f) for f in shared] == [getattr(check, f) for f in shared]
     assert run.memory == 256 * 2**20 and run.cpus == 1.5 and run.working_dir == WORKSPACE
     assert [(m.target, m.read_only) for m in run.mounts] == [(WORKSPACE, False), (RUNS, False), (FLOWS, True)]
     assert [(m.target, m.read_only) for m in check.mounts] == [(WORKSPACE, False), (RUNS, True)]
     assert run.mounts[0] == check.mounts[0]
     assert (run.labels[ROLE], check.labels[ROLE]) == ("job", "check")
-    assert run.placement == ["node.labels.pool==big"] and check.placement == []
+    assert run.placement == ["node.labels.pool==big"]  # the check too: it runs where its job may (issue 13)
     assert check.command == ["sh", "-c", "test -d /workspace"]
     assert check.env == {"HOME": "/tmp", "FLOWER_BATCH_JOB": "w"}
     assert run.command[0] == "flower" and run.env["FLOWER_BATCH_JOB"] == "w" and run.env["FLOWER_RUN_STAMP"]
