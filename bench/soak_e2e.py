@@ -5,15 +5,15 @@ in a container, against the scripted gateway (bench/soakjob.py).
     model turns, hands off to a fresh session on the way (a small `--window`, given to the job
     as `--env FLOWER_WINDOW=…`; the context fills at count `--handoff-at`), and is woken twice
     (`flower-batch wake`): by default 3 legs of 100 turns, so 300+ model turns.
-5c  `--kills` times (default 5): a job of `--kill-turns` turns whose gateway container is
-    `docker kill`ed when half its turns are served. The job must finish (the supervisor starts
-    the gateway again, flower resumes the same session), and its metered cost must equal the
-    usage the scripted model sent, computed from the scenario and the gateway's request log.
+5c  `--kills` times (default 5) during that job, spread over its legs: `docker kill` of its
+    gateway container. Each kill must be recovered from (the supervisor starts the gateway
+    again and the same session goes on: served again, within seconds), the job must finish,
+    and its metered cost must equal the usage the scripted model sent, computed from the
+    scenario and the gateway's request log (soakjob.expected_usage: a request whose log line
+    the kill lost is found in the next one of its session), nothing counted twice.
 
 Prints the figures measured in this one run; exit 0 when 5b passed and every 5c try recovered
-with its cost exact and nothing counted twice. Sizes are flags: the gateway's memory grows with
-the conversation until its bounded log lands (issue 10, items 1-2), so the defaults stay where
-the current gateway holds (its 512 MB limit).
+with its cost exact and nothing counted twice. Sizes are flags.
 
     .venv/bin/python bench/soak_e2e.py [--quick] [--leg-turns N] [--kills N] [--image REF]
 """
@@ -69,7 +69,15 @@ class JobFiles:
             return {}
 
     def log(self) -> list[dict]:
-        return soakjob.read_jsonl(self.root / "logs" / "gateway.jsonl")
+        """The request log, every request rebuilt whole (what finding a lost line needs)."""
+        from flower.scripted import read_request_log
+
+        path = self.root / "logs" / "gateway.jsonl"
+        return list(read_request_log(path)) if path.exists() else []
+
+    def served(self) -> int:
+        """Answers metered so far (meter.json: small, rewritten after each answer)."""
+        return int(self.meter().get("exchanges") or 0)
 
     def meter(self) -> dict:
         try:
@@ -105,8 +113,8 @@ class Check:
                 f"{e.complete}{cut} · exact: {'yes' if self.exact else 'NO'}")
 
 
-def check(job: JobFiles, scenario: Path) -> Check:
-    return Check(expected=soakjob.expected_usage(scenario, job.log()), meter=job.meter())
+def check(job: JobFiles, scenario: Path, deaths: int = 0) -> Check:
+    return Check(expected=soakjob.expected_usage(scenario, job.log()), meter=job.meter(), deaths=deaths)
 
 
 class MemorySampler:
@@ -167,24 +175,28 @@ class SoakResult:
     sessions: int = 0
     peak_memory: int = 0
     check: Check | None = None
+    kills: list[Kill] = field(default_factory=list)
+    wanted_turns: int = 0
 
     @property
     def ok(self) -> bool:
-        return bool(self.legs) and all(leg.status == "passed" for leg in self.legs) and bool(
-            self.check and self.check.exact) and self.handoffs >= 1
+        return (bool(self.legs) and all(leg.status == "passed" for leg in self.legs)
+                and bool(self.check and self.check.exact) and self.handoffs >= 1
+                and self.turns >= self.wanted_turns and all(k.recovered for k in self.kills))
 
 
 def soak(home: Path, image: str, root: Path, *, legs: int, leg_turns: int, handoff_at: int,
-         window: int) -> SoakResult:
+         window: int, kills: int = 0) -> SoakResult:
     files = soakjob.write_project(root, leg=leg_turns, handoff_at=handoff_at, window=window)
     job = JobFiles(home, "soak")
-    result = SoakResult()
+    result = SoakResult(wanted_turns=legs * leg_turns)
+    total = legs * leg_turns  # about: one answer per count, plus a few per leg and the handoff
     # The window reaches flower in the container through the job's env (kept for its wakes).
     commands = [["run", files["workspace"], "-f", f"{files['flows']}:main", "--prompt", soakjob.PROMPT,
                  "--scenario", files["scenario"], "--persistent", "--name", job.job, "--image", image,
                  "--timeout", "4h", "--env", f"FLOWER_WINDOW={window}"]]
     commands += [["wake", job.job, soakjob.WAKE_WORDS, "--timeout", "4h"] for _ in range(legs - 1)]
-    with MemorySampler(job) as memory:
+    with MemorySampler(job) as memory, Killer(job, [int((i + 0.5) * total / kills) for i in range(kills)]) as killer:
         for cmd in commands:
             t0 = time.monotonic()
             proc = fb(home, *cmd, timeout=4 * 3600)
@@ -200,57 +212,81 @@ def soak(home: Path, image: str, root: Path, *, legs: int, leg_turns: int, hando
     result.handoffs = sum(1 for r in served if r.get("rule") == "handoff: document")
     result.sessions = len({r.get("session") for r in served})
     result.peak_memory = memory.peak
-    result.check = check(job, files["scenario"])
+    result.kills = killer.kills
+    for kill in result.kills:
+        kill.judge(log)
+    result.check = check(job, files["scenario"], deaths=len(result.kills))
     return result
 
 
 # -- 5c ------------------------------------------------------------------------------------------
 @dataclass
-class KillTry:
-    status: str
-    seconds: float
-    killed_at: int
-    restarts: int
-    same_session: bool
-    check: Check
+class Kill:
+    """One `docker kill` of the job's gateway: when, at how many metered answers, and after it."""
+
+    at_answers: int
+    at_time: float
+    served_again_after: float | None = None  # seconds until the next answer was metered
+    same_session: bool = False  # the first request after it went on in the session of the last before
 
     @property
     def recovered(self) -> bool:
-        return self.status == "passed" and self.restarts >= 1 and self.same_session
+        return self.served_again_after is not None and self.same_session
+
+    def judge(self, log: list[dict]) -> None:
+        """Same session: from the request log, the last request before the kill and the first after."""
+        messages = [r for r in log if r.get("endpoint") == "messages" and isinstance(r.get("time"), int | float)]
+        before = [r for r in messages if r["time"] < self.at_time]
+        after = [r for r in messages if r["time"] >= self.at_time]
+        self.same_session = bool(before and after) and after[0].get("session") == before[-1].get("session")
 
 
-def kill_once(home: Path, image: str, root: Path, index: int, turns: int) -> KillTry:
-    import docker
+class Killer:
+    """Kills the job's gateway container once its meter reaches each of `points` answers, and
+    times how long until an answer is metered again (the supervisor's restart, the CLI's retry)."""
 
-    files = soakjob.write_project(root, leg=turns, handoff_at=None)
-    job = JobFiles(home, f"kill-{index}")
-    t0 = time.monotonic()
-    proc = fb_start(home, root / "run.out", "run", files["workspace"], "-f", f"{files['flows']}:main",
-                    "--prompt", soakjob.PROMPT, "--scenario", files["scenario"], "--persistent", "--name", job.job,
-                    "--image", image, "--timeout", "1h")
-    killed_at = 0
-    client = docker.from_env()
-    try:
-        while proc.poll() is None:
-            served = sum(1 for r in job.log() if r.get("endpoint") == "messages" and r.get("status") == 200)
-            if served >= turns // 2:
-                for c in gateways(client, job):
+    def __init__(self, job: JobFiles, points: list[int]) -> None:
+        self.job = job
+        self.points = sorted(points)
+        self.kills: list[Kill] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Killer:
+        if self.points:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=30)
+
+    def _run(self) -> None:
+        import docker
+
+        client = docker.from_env()
+        try:
+            for point in self.points:
+                while self.job.served() < point:
+                    if self._stop.wait(0.2):
+                        return
+                found = gateways(client, self.job)
+                if not found:
+                    continue  # between legs: no gateway to kill at this point
+                served = self.job.served()
+                for c in found:
                     c.kill()
-                    killed_at = served
-                break
-            time.sleep(0.2)
-        proc.wait(timeout=3600)
-    finally:
-        client.close()
-    rec = job.record()
-    sessions = {r.get("session") for r in job.log() if r.get("endpoint") == "messages"}
-    health = rec.get("gateway_health") or {}
-    # its complete answers from the workspace's count, not the log: the killed gateway may not
-    # have logged the answer it had just sent (soakjob.expected_of_one_leg)
-    expected = soakjob.expected_of_one_leg(files["scenario"], job.log(), turns)
-    return KillTry(status=str(rec.get("status")), seconds=time.monotonic() - t0, killed_at=killed_at,
-                   restarts=int(health.get("restarts") or 0), same_session=len(sessions) == 1,
-                   check=Check(expected=expected, meter=job.meter(), deaths=len(health.get("deaths") or [])))
+                kill = Kill(at_answers=served, at_time=time.time())
+                self.kills.append(kill)
+                print(f"  5c kill {len(self.kills)}: the gateway at {served} metered answers", flush=True)
+                t0 = time.monotonic()
+                while self.job.served() <= served:
+                    if self._stop.wait(0.1):
+                        return
+                kill.served_again_after = time.monotonic() - t0
+        finally:
+            client.close()
 
 
 def build_image(tag: str) -> str:
@@ -261,58 +297,47 @@ def build_image(tag: str) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="3 legs of 20 turns, 2 kill tries of 20 turns")
+    parser.add_argument("--quick", action="store_true", help="3 legs of 20 turns, 2 kills")
     parser.add_argument("--legs", type=int, default=3, help="the run plus this many minus one wakes (default 3)")
     parser.add_argument("--leg-turns", type=int, help="model turns per leg (default 100; --quick 20)")
     parser.add_argument("--handoff-at", type=int, help="the count whose answer fills the context (default 1.5 legs)")
     parser.add_argument("--window", type=int, default=60_000,
                         help="the 5b job's context window (FLOWER_WINDOW), small so a handoff comes (default 60000)")
-    parser.add_argument("--kills", type=int, help="5c tries (default 5; --quick 2; 0 skips 5c)")
-    parser.add_argument("--kill-turns", type=int, help="model turns of each 5c job (default 60; --quick 20)")
+    parser.add_argument("--kills", type=int, help="5c: gateway kills during the job (default 5; --quick 2; 0: none)")
     parser.add_argument("--image", help="runtime image (default: built from these sources as flower-batch-runtime:soak)")
     parser.add_argument("--home", type=Path, help="where the jobs go (default: a temporary folder, removed after)")
-    parser.add_argument("--skip-soak", action="store_true", help="only 5c")
     args = parser.parse_args(argv)
-    quick = {"leg_turns": 20, "kills": 2, "kill_turns": 20}
-    full = {"leg_turns": 100, "kills": 5, "kill_turns": 60}
+    quick = {"leg_turns": 20, "kills": 2}
+    full = {"leg_turns": 100, "kills": 5}
     for key, value in (quick if args.quick else full).items():
         if getattr(args, key) is None:  # an explicit flag wins over --quick
             setattr(args, key, value)
-    if min(args.legs, args.leg_turns, args.kill_turns) < 2 or args.kills < 0:
-        parser.error("--legs, --leg-turns and --kill-turns need at least 2; --kills at least 0")
+    if min(args.legs, args.leg_turns) < 2 or args.kills < 0:
+        parser.error("--legs and --leg-turns need at least 2; --kills at least 0")
     handoff_at = args.handoff_at or args.leg_turns + args.leg_turns // 2 + 1
     if handoff_at % args.leg_turns == 0 or handoff_at > args.legs * args.leg_turns:
         parser.error(f"--handoff-at {handoff_at}: pick a count inside the job that does not end a leg")
     image = args.image or build_image("flower-batch-runtime:soak")
     with tempfile.TemporaryDirectory(prefix="soak-") as scratch:
         home = args.home or Path(scratch) / "home"
-        ok = True
-        if not args.skip_soak:
-            print(f"5b: {args.legs} legs × {args.leg_turns} turns, window {args.window} (handoff at count "
-                  f"{handoff_at}), image {image[:19]}", flush=True)
-            t0 = time.monotonic()
-            r = soak(home, image, Path(scratch) / "soak", legs=args.legs, leg_turns=args.leg_turns,
-                     handoff_at=handoff_at, window=args.window)
-            wall = time.monotonic() - t0
-            assert r.check is not None
-            print(f"5b  model turns {r.turns} · handoffs {r.handoffs} · sessions {r.sessions} · wall {wall:.1f} s ("
-                  + ", ".join(f"{leg.command} {leg.seconds:.1f}" for leg in r.legs) + ")"
-                  + f" · gateway memory peak {r.peak_memory / 2**20:.0f} MiB")
-            print(f"5b  {r.check.line()} · {'OK' if r.ok else 'NOT MET'}", flush=True)
-            ok = ok and r.ok
-        tries: list[KillTry] = []
-        for i in range(args.kills):
-            t = kill_once(home, image, Path(scratch) / f"kill-{i}", i, args.kill_turns)
-            tries.append(t)
-            print(f"5c  try {i + 1}: killed the gateway at {t.killed_at} served answers · {t.status} in {t.seconds:.1f} s"
-                  f" · restarts {t.restarts} · same session: {'yes' if t.same_session else 'no'} · {t.check.line()}",
-                  flush=True)
-        if tries:
-            recovered = sum(t.recovered and t.check.exact for t in tries)
-            twice = sum(t.check.counted_twice for t in tries)
-            print(f"5c  recovered {recovered}/{len(tries)} (finished, same session, cost exact) · "
-                  f"requests counted twice: {twice or 'none'}")
-            ok = ok and recovered == len(tries) and twice == 0
+        print(f"5b: {args.legs} legs × {args.leg_turns} turns, window {args.window} (handoff at count "
+              f"{handoff_at}), image {image[:19]}; 5c: {args.kills} gateway kills during it", flush=True)
+        t0 = time.monotonic()
+        r = soak(home, image, Path(scratch) / "soak", legs=args.legs, leg_turns=args.leg_turns,
+                 handoff_at=handoff_at, window=args.window, kills=args.kills)
+        wall = time.monotonic() - t0
+        assert r.check is not None
+        print(f"5b  model turns {r.turns} (wanted ≥ {r.wanted_turns}) · handoffs {r.handoffs} · sessions "
+              f"{r.sessions} · wall {wall:.1f} s (" + ", ".join(f"{leg.command} {leg.seconds:.1f}" for leg in r.legs)
+              + ")" + f" · gateway memory peak {r.peak_memory / 2**20:.0f} MiB")
+        for i, k in enumerate(r.kills, 1):
+            again = f"served again after {k.served_again_after:.1f} s" if k.served_again_after is not None else "never served again"
+            print(f"5c  kill {i} at {k.at_answers} answers: {again} · same session: {'yes' if k.same_session else 'no'}")
+        recovered = sum(k.recovered for k in r.kills)
+        print(f"5c  recovered {recovered}/{len(r.kills)} of {args.kills} kills · requests counted twice: "
+              f"{r.check.counted_twice or 'none'}")
+        print(f"5b/5c  {r.check.line()} · {'OK' if r.ok and len(r.kills) == args.kills else 'NOT MET'}", flush=True)
+        ok = r.ok and len(r.kills) == args.kills and r.check.counted_twice == 0
     return 0 if ok else 1
 
 

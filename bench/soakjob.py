@@ -199,6 +199,13 @@ def expected_usage(scenario_path: Path, log_records: Iterable[Mapping[str, Any]]
     usages = rule_usages(scenario_path)
     records = [r for r in log_records if r.get("endpoint") == "messages"]
     out = Expected()
+    for rule, model in unlogged_answers(scenario_path, records):
+        usage = usages[rule]
+        out.complete += 1
+        out.by_rule[rule] = out.by_rule.get(rule, 0) + 1
+        for key in TOKEN_KEYS:
+            out.tokens[key] += int(usage.get(key) or 0)
+        out.cost_usd += cost_usd(model, usage) or 0.0
     for i, rec in enumerate(records):
         if rec.get("status") != 200:
             continue
@@ -223,6 +230,38 @@ def expected_usage(scenario_path: Path, log_records: Iterable[Mapping[str, Any]]
         start = {k: int(v) for k, v in {**usage, "output_tokens": 1}.items() if k in TOKEN_KEYS}
         if (start, cost_usd(model, start) or 0.0) not in out.rule_starts:
             out.rule_starts.append((start, cost_usd(model, start) or 0.0))
+    return out
+
+
+def unlogged_answers(scenario_path: Path, records: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """(rule, model) of each request the log lost whose answer the conversation went on from.
+
+    A gateway killed just after an answer can lose that request's log line (it is written after
+    the answer); but the client's next request of the session resends the whole history, that
+    answer included: a session whose logged requests grow by 4 messages where one turn adds 2
+    (its answer and the tool's result) had a request in between. Its messages are the next
+    request's first ones, and its rule is the one the scenario picks for them, by the gateway's
+    own matcher. Only a history that is whole turns (user, then the model's answer) counts."""
+    from flower.scripted import ParsedRequest, Scenario
+
+    scenario = Scenario.load(scenario_path)
+    seen: dict[Any, int] = {}
+    out: list[tuple[str, str]] = []
+    for rec in records:
+        session, n = rec.get("session"), int(rec.get("n_messages") or 0)
+        before = seen.get(session, -1)  # a session's first request is the first of its history
+        seen[session] = max(before, n)
+        messages = (rec.get("body") or {}).get("messages")
+        if not isinstance(messages, list) or len(messages) != n or (n - before) % 2:
+            continue
+        for m in range(before + 2, n, 2):
+            if messages[m - 1].get("role") != "user" or messages[m].get("role") != "assistant":
+                break
+            req = ParsedRequest(method="POST", path="/v1/messages", prefix="", endpoint="messages", headers={},
+                                body={"model": rec.get("model"), "messages": messages[:m]})
+            rule = next((r.label for r in scenario.rules if r.matcher.matches(req)), None)
+            if rule is not None:
+                out.append((rule, str(rec.get("model") or "")))
     return out
 
 

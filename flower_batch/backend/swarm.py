@@ -26,10 +26,11 @@ How each part of the contract maps onto Swarm:
 
 from __future__ import annotations
 
+import itertools
 import os
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -53,6 +54,7 @@ from flower_batch.backend.base import (
 from flower_batch.backend.docker_backend import image_info_from_inspect, label_filters
 from flower_batch.backend.registry_push import repo_digest_for
 from flower_batch.backend.swarm_fit import unmet_reservation
+from flower_batch.backend.swarm_logs import LOG_BATCH, LineSplitter, LogStamp, split_stamp
 from flower_batch.backend.swarm_storage import Probe, refusal
 from flower_batch.backend.swarm_tasks import (
     ever_ran,
@@ -473,27 +475,38 @@ class SwarmBackend(Backend):
             raise BackendError(f"task {container_id[:12]} did not stop after a kill") from None
 
     async def logs(self, container_id: str, follow: bool = False) -> AsyncIterator[str]:
-        if not follow:
-            for line in await self._log_lines(container_id):
+        """The service's log, line by line as it streams in (a long job's log is never held
+        whole). Followed: Swarm's followed service logs never end, so each poll asks only for the
+        lines since the last one seen (by their timestamps) until the task has ended."""
+        after: LogStamp | None = None
+        while True:
+            state = (await self.inspect(container_id)).state if follow else None
+            async for stamp, line in self._log_stream(container_id, after):
+                after = stamp or after
                 yield line
-            return
-        sent = 0
-        while True:  # Swarm's followed service logs never end: poll until the task has ended
-            state = (await self.inspect(container_id)).state
-            lines = await self._log_lines(container_id)
-            for line in lines[sent:]:
-                yield line
-            sent = max(sent, len(lines))
-            if state in ("exited", "dead"):
+            if not follow or state in ("exited", "dead"):
                 return
             await anyio.sleep(self.poll_s)
 
-    async def _log_lines(self, service: str) -> list[str]:
-        def read(api: Any) -> bytes:
-            return b"".join(api.service_logs(service, stdout=True, stderr=True, follow=False))
+    async def _log_stream(self, service: str, after: LogStamp | None) -> AsyncIterator[tuple[LogStamp | None, str]]:
+        """(timestamp, line) of the service's log lines after `after`, read in batches of chunks."""
+        since = int(after.seconds) if after is not None else 0
 
-        raw = await self._call("container", service, read)
-        return raw.decode("utf-8", "replace").splitlines()
+        def open_stream(api: Any) -> Iterator[bytes]:
+            return iter(api.service_logs(service, stdout=True, stderr=True, follow=False, timestamps=True,
+                                         since=since))
+
+        chunks = await self._call("container", service, open_stream)
+        lines = LineSplitter()
+        while batch := await anyio.to_thread.run_sync(lambda: list(itertools.islice(chunks, LOG_BATCH))):
+            for raw in lines.feed(b"".join(batch)):
+                stamp, line = split_stamp(raw)
+                if after is None or stamp is None or stamp > after:
+                    yield stamp, line
+        for raw in lines.rest():
+            stamp, line = split_stamp(raw)
+            if after is None or stamp is None or stamp > after:
+                yield stamp, line
 
     async def remove(self, container_id: str, force: bool = True) -> None:
         data, task = await self._service_and_task(container_id)

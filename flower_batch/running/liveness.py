@@ -4,13 +4,15 @@ A record says `running` or `queued` only while some orchestrator session owns th
 session holds its lock file (session.py) for as long as it lives, so a reader can tell:
 
     running, session alive     running
-    running, session gone      orphaned       (kill -9, a crash: the job stopped with it)
+    running, session gone      orphaned       (kill -9, a crash: its container may still run, unwatched)
     queued,  session alive     queued
     queued,  session gone      never-started  (the orchestrator died before the job's turn)
     skipped "never started: …" never-started  (Ctrl-C: the orchestrator wrote so itself)
 
 Nothing on disk changes: `wake` or the same `matrix` command again repairs the record by
-running the job (the resume plan re-runs unfinished and skipped jobs).
+running the job (the resume plan re-runs unfinished and skipped jobs). An orphaned job's
+container (and its gateway) may still be running, since nothing stopped them: `wake` refuses
+while it is, and `stop` or `gc` ends what is left first.
 
 Records written before they named their session: any live session of the home may own them.
 """
@@ -66,7 +68,8 @@ class Liveness:
             return record.reason
         who = f"its orchestrator (session {record.session})" if record.session else "its orchestrator"
         if shown == ORPHANED:
-            return (f"orphaned: {who} is gone while the job was running; `flower-batch wake` "
-                    "(a persistent job) or the same matrix command again re-runs it")
+            return (f"orphaned: {who} is gone while the job was running; its container may still run "
+                    "(`flower-batch stop` or `gc` ends it), then `flower-batch wake` (a persistent job) or "
+                    "the same matrix command again re-runs it")
         return (f"{NEVER_STARTED_REASON}: {who} is gone before the job's turn; the same matrix command "
                 "again runs it")

@@ -108,3 +108,32 @@ def test_one_legs_account_keeps_the_answers_asked_for_again_from_the_log(tmp_pat
     begun = {k: exp.tokens[k] + start[k] for k in exp.tokens}
     assert exp.accepts(_meter(begun, exp.cost_usd + (cost_usd(MODEL, start) or 0), 5, incomplete=1))
     assert exp.accepts(_meter(exp.tokens, exp.cost_usd, 4))
+
+
+def _turns(results: list[str]) -> list[dict]:
+    """A conversation's messages: the prompt, then for each tool result the answer and the result."""
+    messages: list[dict] = [{"role": "user", "content": soakjob.PROMPT}]
+    for i, result in enumerate(results):
+        messages.append({"role": "assistant", "content": [{"type": "tool_use", "id": f"t{i}", "name": "Bash",
+                                                           "input": {"command": "sh count.sh"}}]})
+        messages.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{i}",
+                                                      "content": result}]})
+    return messages
+
+
+def test_a_request_the_log_lost_is_found_in_the_next_one_of_its_session(tmp_path: Path) -> None:
+    """The killed gateway lost the line of the request at 5 messages (count=2 answered); the
+    request at 7 carries it whole, so the account holds its answer, under its rule."""
+    files = soakjob.write_project(tmp_path, leg=4, handoff_at=None)
+    results = ["count=1", "count=2", "count=3", "count=4\nLEG-DONE"]
+    full = _turns(results)
+    log = [{**row, "body": {"messages": full[:row["n_messages"]]}}
+           for row in _log(("start", 1), ("count", 3), ("count", 7), ("leg done", 9))]
+    assert soakjob.unlogged_answers(files["scenario"], log) == [("count", MODEL)]
+    exp = soakjob.expected_usage(files["scenario"], log)
+    assert exp.by_rule == {"count": 3, "start": 1, "leg done": 1} and exp.complete == 5
+    assert exp.tokens == soakjob.expected_of_one_leg(files["scenario"], log, turns=4).tokens
+    # a whole log has nothing in between; a re-asked request is no gap either
+    whole = [{**row, "body": {"messages": full[:row["n_messages"]]}}
+             for row in _log(("start", 1), ("count", 3), ("count", 5), ("count", 5), ("count", 7), ("leg done", 9))]
+    assert soakjob.unlogged_answers(files["scenario"], whole) == []

@@ -358,3 +358,17 @@ def test_task_signals_refuses_to_run_other_bytes(tmp_path: Path) -> None:
     # this machine has no /opt/flower/build-key: not the pinned build, so the command never ran
     assert done.returncode == 125 and "not starting (drift)" in done.stderr
     assert not (tmp_path / "ran").exists() and (tmp_path / "image").read_text() == "\n"
+
+
+def test_a_swarm_log_is_split_into_lines_and_stamps_as_it_streams() -> None:
+    from flower_batch.backend.swarm_logs import LineSplitter, LogStamp, split_stamp
+
+    lines = LineSplitter()
+    text = "2026-12-01T16:58:50.1Z first\n2026-12-01T16:58:50.12Z sé".encode()
+    got = [*lines.feed(text[:-1]), *lines.feed(text[-1:] + b"cond\r\nno stamp here\nlast"), *lines.rest()]
+    assert got == ["2026-12-01T16:58:50.1Z first", "2026-12-01T16:58:50.12Z s\u00e9cond", "no stamp here", "last"]
+    first, second = split_stamp(got[0]), split_stamp(got[1])
+    # Swarm trims trailing zeros: .1 is 100 ms, before .12, though "50.1Z" sorts after "50.12Z" as text
+    assert first == (LogStamp(1796144330, 100_000_000), "first") and first[0] < second[0] and second[1] == "s\u00e9cond"
+    assert split_stamp("no stamp here") == (None, "no stamp here")
+    assert split_stamp("2026-13-01T00:00:00Z bad month") == (None, "2026-13-01T00:00:00Z bad month")
