@@ -368,10 +368,13 @@ class SwarmBackend(Backend):
         await self._update(container_id, ask_for_one_task)
 
     async def _service_and_task(self, service: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
-        def read(api: Any) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        data, tasks = await self._service_and_tasks(service)
+        return data, newest_task(tasks)
+
+    async def _service_and_tasks(self, service: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        def read(api: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
             data = api.inspect_service(service)
-            tasks = api.tasks(filters={"service": data["ID"]})
-            return data, newest_task(tasks)  # type: ignore[return-value]
+            return data, list(api.tasks(filters={"service": data["ID"]}))
 
         return await self._call("container", service, read)
 
@@ -391,8 +394,17 @@ class SwarmBackend(Backend):
     async def wait(self, container_id: str, timeout: float | None = None) -> int:
         deadline = None if timeout is None else time.monotonic() + timeout
         resubmits = 0
+        # The task this wait is about: the newest when it began. Swarm replaces a restarting
+        # service's (the gateway's) dead task at once, in the same step that ends it, so the
+        # newest task is already the next life: the end of the watched one is the answer.
+        watched: str | None = None
         while True:
-            data, task = await self._service_and_task(container_id)
+            data, tasks = await self._service_and_tasks(container_id)
+            task = newest_task(tasks)
+            watched = watched or (str(task["ID"]) if task else None)
+            ended = next((t for t in tasks if t["ID"] == watched and t is not task), None)
+            if ended is not None and task_state(ended)[0] in ("exited", "dead"):
+                task = ended
             state, code = task_state(task)
             if state == "exited":
                 assert code is not None and task is not None
@@ -402,6 +414,7 @@ class SwarmBackend(Backend):
                     and resubmits < RESUBMITS):
                 resubmits += 1
                 await self._resubmit(container_id)
+                watched = None  # the resubmitted task is the one to wait for
                 await anyio.sleep(self.poll_s)
                 continue
             if state == "dead":

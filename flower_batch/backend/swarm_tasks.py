@@ -7,10 +7,12 @@ the image a node ran is the pinned build (`image_drift`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeVar
 
 from flower_batch.backend.base import ContainerState
+
+T = TypeVar("T", bound=Mapping[str, Any])
 
 # Swarm task states (swarmkit api/types.proto) and what they mean as a container state.
 _BEFORE_RUNNING = {"new", "allocated", "pending", "assigned", "accepted", "preparing", "ready", "starting"}
@@ -20,7 +22,7 @@ _ENDED = {"complete", "failed", "shutdown", "rejected", "orphaned", "remove"}
 _ON_ITS_NODE = {"assigned", "accepted", "preparing", "ready", "starting"}
 
 
-def newest_task(tasks: list[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+def newest_task(tasks: Sequence[T]) -> T | None:
     """The task that counts: the most recently created one."""
     return max(tasks, key=lambda t: (t.get("CreatedAt") or "", t.get("Version", {}).get("Index", 0)), default=None)
 

@@ -450,3 +450,58 @@ def test_a_home_the_nodes_do_not_share_is_refused_before_anything_is_written(swa
         assert not swarm.manager("service", "ls", "-q", "--filter", f"label={ROLE}=probe").split()
     finally:
         shutil.rmtree(unshared, ignore_errors=True)
+
+
+def _running_gateway(c: Cluster, session: str) -> tuple[str, str] | None:
+    """(node hostname, container id) of the gateway task of an orchestrator session, if running."""
+    import docker
+
+    api = docker.APIClient(base_url=c.docker_host)
+    try:
+        services = api.services(filters={"label": [f"{ROLE}=gateway", f"{SESSION}={session}"]})
+        for service in services:
+            for t in api.tasks(filters={"service": service["ID"]}):
+                cid = (t["Status"].get("ContainerStatus") or {}).get("ContainerID")
+                if t["Status"]["State"] == "running" and cid:
+                    return api.inspect_node(t["NodeID"])["Description"]["Hostname"], cid
+    finally:
+        api.close()
+    return None
+
+
+def test_a_gateway_killed_on_its_node_is_seen_restarted_and_the_job_finishes_exactly_metered(
+    swarm: Cluster, home: Path
+) -> None:
+    """Swarm restarts the gateway's service itself, replacing the dead task at once; the death
+    must still reach the job's record (the supervisor waits for the task it watched, not the
+    newest), and the conversation goes on in its session, metered exactly."""
+    from bench import soakjob
+
+    turns = 12
+    files = soakjob.write_project(home.with_name(home.name + "-soak"), leg=turns, handoff_at=None)
+    proc = fb_swarm_start(swarm, "run", files["workspace"], "-f", f"{files['flows']}:main", "--prompt",
+                          soakjob.PROMPT, "--scenario", files["scenario"], "--persistent", "--name", "gwkill",
+                          "--image", swarm.image_id, "--timeout", "10m", home=home, log=home / "gwkill.out")
+    job = Job(home, "adhoc", "gwkill")
+
+    def served() -> int:
+        return sum(1 for r in job.gateway_log() if r.get("endpoint") == "messages" and r.get("status") == 200)
+
+    wait_for("half the turns", lambda: served() >= turns // 2 or proc.poll() is not None, timeout=300)
+    assert proc.poll() is None, (home / "gwkill.out").read_text()
+    found = _running_gateway(swarm, job.record()["session"])
+    assert found is not None
+    node, container = found
+    swarm.node_exec(node.removeprefix(f"{PREFIX}-"), "docker", "kill", container)
+    assert proc.wait(timeout=300) == 0, (home / "gwkill.out").read_text()
+    record = job.record()
+    assert record["status"] == "passed", record
+    health = record["gateway_health"]
+    assert health["restarts"] == 1 and health["gave_up"] is None, health
+    assert [d["exit_code"] for d in health["deaths"]] == [137], health
+    log = job.gateway_log()
+    assert {r["session"] for r in log if r.get("endpoint") == "messages"} == {job.lineage()["steps"]["count"]}
+    expected = soakjob.expected_of_one_leg(files["scenario"], log, turns)
+    meter = json.loads((job.root / "logs" / "meter.json").read_text())
+    assert expected.accepts(meter, unlogged_starts=1), (meter, expected)
+    assert nothing_left(swarm, "adhoc"), on_swarm(swarm, "adhoc")
