@@ -9,7 +9,7 @@ from pathlib import Path
 from lxml import etree
 
 from flower_batch.matrix import html_report, load_records, results_from_records, wilson_interval
-from flower_batch.reports._plots import cost_vs_pass_svg, pass_rate_svg
+from flower_batch.reports import cost_vs_pass_svg, pass_rate_svg
 from flower_batch.workspace_diff import diff, source_of, summarize
 from tests.flower_batch.reports.test_results import results  # noqa: F401 — the shared results fixture
 from tests.view_fixtures import write_job
@@ -124,7 +124,7 @@ def test_plots_are_well_formed_svg_with_the_tables_numbers(results):  # noqa: F8
 
 
 def test_plot_labels_are_escaped_and_unknown_costs_listed():
-    from flower_batch.reports._stats import Cell
+    from flower_batch.reports import Cell
 
     cell = Cell(job_ids=("a",), n=2, passed=1, pending=0, ci95=wilson_interval(1, 2), mean_cost_usd=None)
     svg = cost_vs_pass_svg({"<b>x</b>": cell})
@@ -138,7 +138,7 @@ def test_text_budget_keeps_small_reports_whole_and_cuts_large_ones(results, tmp_
     from dataclasses import replace
 
     from flower_batch.matrix import write_reports
-    from flower_batch.reports._budget import SHORTENED, fit_texts, per_job_limits
+    from flower_batch.reports.text_budget import SHORTENED, fit_texts, per_job_limits
 
     assert fit_texts(results).outcomes == results.outcomes  # a small batch: nothing cut
     log_limit, check_limit = per_job_limits(5000)
@@ -146,7 +146,7 @@ def test_text_budget_keeps_small_reports_whole_and_cuts_large_ones(results, tmp_
     long_log = "".join(f"log line {i}\n" for i in range(2000))
     big = replace(results, outcomes={
         k: replace(o, log_tail=long_log, check_output=long_log) for k, o in results.outcomes.items()})
-    import flower_batch.reports._budget as budget
+    import flower_batch.reports.text_budget as budget
 
     saved = budget.TEXT_BUDGET
     budget.TEXT_BUDGET = len(big.jobs) * 3000  # as if the batch were large: 3,000 characters per job
