@@ -31,8 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from flower_batch.commands.plan_summary import plan_lines  # noqa: E402
 from flower_batch.errors import MatrixTooLarge  # noqa: E402
-from flower_batch.jobsfile._size import MAX_JOBS  # noqa: E402
-from flower_batch.matrix import load_jobs_file, plan_resume  # noqa: E402
+from flower_batch.matrix import MAX_JOBS, load_jobs_file, plan_resume  # noqa: E402
 
 
 def jobs_file(folder: Path, sizes: list[int]) -> Path:

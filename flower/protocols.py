@@ -23,12 +23,15 @@ SessionHook = Callable[[str, str], None]  # (step name, session id), the moment 
 
 
 class WorkbenchLike(Protocol):
-    """A directory for scripts, artifacts and notes; `os.fspath()` gives its root."""
+    """A directory for scripts, artifacts and notes; `os.fspath()` gives its root, `prompt_block()`
+    the lines that tell an agent (a coordinator's worker too) where it is."""
 
     @property
     def notes(self) -> Path: ...
 
     def __fspath__(self) -> str: ...
+
+    def prompt_block(self) -> str: ...
 
 
 class PersonChannel(Protocol):

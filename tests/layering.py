@@ -1,7 +1,7 @@
 """The import graph of a package, read from its source: which module imports which (every
 import counts — lazy ones inside functions and TYPE_CHECKING ones too), its cycles, and the
 imports that go up the package's layers. Used by tests/flower_batch/test_layering.py and
-tests/flower/test_flower_layers.py."""
+tests/flower/test_flower_layers.py, and (private_uses) the private names a test or bench file reaches for."""
 
 from __future__ import annotations
 
@@ -112,3 +112,47 @@ def upward(edges: Sequence[Import], layers: Mapping[str, Sequence[str]]) -> list
         if rank[theirs] > rank[mine]:
             found.append(f"{edge.source}:{edge.line} ({mine}) imports {edge.target} ({theirs})")
     return found
+
+
+def private_uses(path: Path, packages: Sequence[str]) -> list[str]:
+    """`path:line uses name`, for every private name (a leading underscore, not a dunder) of the
+    packages that the file reaches for: `from pkg.mod import _name`, a private module
+    (`from pkg._mod import x`, `import pkg._mod`), or `mod._name` / `Class._name` read off a name
+    it imported from them. A string (monkeypatch.setattr(obj, "_name", ...)) is not looked at."""
+
+    def private(part: str) -> bool:
+        return part.startswith("_") and not part.startswith("__")
+
+    def ours(module: str) -> bool:
+        return module.split(".")[0] in packages
+
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    bound: dict[str, str] = {}  # a local name -> what it stands for, dotted
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level and ours(node.module):
+            for alias in node.names:
+                dotted = f"{node.module}.{alias.name}"
+                bound[alias.asname or alias.name] = dotted
+                if any(private(part) for part in dotted.split(".")):
+                    found.append((node.lineno, dotted))
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if ours(alias.name):
+                    if alias.asname:
+                        bound[alias.asname] = alias.name
+                    else:
+                        top = alias.name.split(".")[0]
+                        bound[top] = top
+                    if any(private(part) for part in alias.name.split(".")):
+                        found.append((node.lineno, alias.name))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and private(node.attr):
+            chain = [node.attr]
+            base = node.value
+            while isinstance(base, ast.Attribute):
+                chain.append(base.attr)
+                base = base.value
+            if isinstance(base, ast.Name) and base.id in bound:
+                found.append((node.lineno, ".".join([bound[base.id], *reversed(chain)])))
+    return [f"{path}:{line} uses {name}" for line, name in sorted(set(found))]

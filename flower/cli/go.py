@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import anyio
 import typer
@@ -110,7 +109,7 @@ def go(
     except ValueError as exc:
         fail(str(exc))
         raise
-    handoff: Any = False if no_handoff else (Handoff(window=window) if window else True)
+    handoff: bool | Handoff = False if no_handoff else (Handoff(window=window) if window else True)
     rt = new_runtime(workspace=ws, run_dir=G.run_dir, trim=not no_trim, workbench=wf.workbench, handoff=handoff)
     display = Display(verbose=G.verbose)
     printer = GoPrinter(display, person=person)

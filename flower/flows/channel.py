@@ -392,7 +392,7 @@ def _terminal_asker(stop: threading.Event) -> Callable[[str, float], str | None]
         try:
             wait = WAIT_MINUTES.format(n=timeout_s / 60) if timeout_s >= 60 else WAIT_SECONDS.format(n=timeout_s)
             os.write(fd, TTY_QUESTION.format(question=question, wait=wait).encode())
-            return _read_line(fd, time.monotonic() + timeout_s, stop)
+            return read_line(fd, time.monotonic() + timeout_s, stop)
         except OSError:
             return None
         finally:
@@ -401,7 +401,7 @@ def _terminal_asker(stop: threading.Event) -> Callable[[str, float], str | None]
     return ask
 
 
-def _read_line(fd: int, deadline: float, stop: threading.Event) -> str | None:
+def read_line(fd: int, deadline: float, stop: threading.Event) -> str | None:
     buf = b""
     while not stop.is_set():
         left = deadline - time.monotonic()

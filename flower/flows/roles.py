@@ -47,6 +47,7 @@ from flower.catalogue import (
 )
 from flower.errors import ConfigError, WorkspaceError
 from flower.flows.brief import Brief, render_brief
+from flower.protocols import PersonChannel, WorkbenchLike
 from flower.spec import AgentSpec, tool_base
 
 DEFAULT_WORKER_TOOLS = ["Read", "Write", "Edit", "Bash", "Glob", "Grep", "WebFetch", "WebSearch"]
@@ -265,7 +266,7 @@ def coordinator(
     instructions: str,
     workers: Mapping[str, AgentDefinition],
     *,
-    channel: Any = None,
+    channel: PersonChannel | None = None,
     glance: bool = False,
     model: str | None = None,
     effort: str | None = None,
@@ -273,7 +274,7 @@ def coordinator(
     max_budget_usd: float | None = None,
     permission_mode: str = "acceptEdits",
     workspace: str | os.PathLike[str] | None = None,
-    workbench: Any = None,
+    workbench: WorkbenchLike | None = None,
     hooks: Mapping[str, list[Any]] | None = None,
     env: Mapping[str, str] | None = None,
     compact: bool | None = None,
@@ -340,7 +341,7 @@ def _place_workers(
     return out
 
 
-def _with_channel(tools: list[str], channel: Any) -> tuple[list[str], dict[str, Any]]:
+def _with_channel(tools: list[str], channel: PersonChannel | None) -> tuple[list[str], dict[str, Any]]:
     if channel is None:
         return tools, {}
     return tools + list(channel.tool_names), channel.mcp_servers()
@@ -364,7 +365,7 @@ def _guarded(
 
 
 def clarify(
-    channel: Any = None,
+    channel: PersonChannel | None = None,
     name: str = CLARIFY,
     *,
     model: str | None = None,
@@ -381,7 +382,7 @@ def clarify(
 
 def judge(
     name: str,
-    channel: Any = None,
+    channel: PersonChannel | None = None,
     *,
     can_run: bool = False,
     model: str | None = None,

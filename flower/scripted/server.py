@@ -35,7 +35,7 @@ API_KEY = "scripted-model"  # what the CLI is given; any value works, this one i
 # once the answer went out the client sends the next one while the writer still works, so every
 # one more waiting was one more body at the peak: 4 gave 117-124 MiB at 4 MB bodies, 1 gives
 # 62-82 MiB (bench/soak_gateway.py, long run). A writer that falls behind slows the handler.
-_LOG_QUEUE = 1
+LOG_QUEUE = 1
 _LOG_AFTER_S = 0.05  # a request still being answered after this is logged anyway
 _REBIND_TRIES = 100  # x 50 ms: how long to keep trying to re-bind the port after an outage
 
@@ -372,7 +372,7 @@ class MessagesServer:
         self._nth: dict[str, int] = defaultdict(int)
         self._nth_lock = threading.Lock()
         self._writes = _Pending()  # log lines queued, not yet written
-        self._log_queue: queue.Queue[_LogItem | None] = queue.Queue(maxsize=_LOG_QUEUE)
+        self._log_queue: queue.Queue[_LogItem | None] = queue.Queue(maxsize=LOG_QUEUE)
         self._log_thread: threading.Thread | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -497,7 +497,7 @@ class MessagesServer:
         record: dict[str, Any] | None = None,
     ) -> None:
         """Queue a request (with what its plan said, the plan's `after` work and its record if
-        made already) for the log's writer (blocks when it is _LOG_QUEUE behind: bounded)."""
+        made already) for the log's writer (blocks when it is LOG_QUEUE behind: bounded)."""
         if self._log_thread is None:  # not started, or stopped: no writer, write it now
             self._write_one(req, facts, after, record)
             return

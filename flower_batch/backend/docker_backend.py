@@ -16,7 +16,6 @@ import anyio.to_thread
 import docker.errors
 import docker.types
 
-from flower_batch.backend._docker import Connection, Kind, is_read_timeout, translate
 from flower_batch.backend.base import (
     Backend,
     ContainerInfo,
@@ -28,6 +27,7 @@ from flower_batch.backend.base import (
     memory_limit_bytes,
     signal_number,
 )
+from flower_batch.backend.docker_connection import Connection, Kind, is_read_timeout, translate
 
 T = TypeVar("T")
 

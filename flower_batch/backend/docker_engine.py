@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..jobmodel.units import DOCKER_MIN_MEMORY
-from ._docker import Connection, translate
+from .docker_connection import Connection, translate
 
 __all__ = ["DOCKER_MIN_MEMORY", "EngineFacts", "engine_facts"]
 

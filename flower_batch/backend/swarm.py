@@ -38,7 +38,6 @@ import anyio
 import anyio.to_thread
 import docker.types
 
-from flower_batch.backend._docker import Connection, Kind, translate
 from flower_batch.backend.base import (
     Backend,
     ContainerInfo,
@@ -52,6 +51,7 @@ from flower_batch.backend.base import (
     signal_number,
 )
 from flower_batch.backend.docker_backend import image_info_from_inspect, label_filters
+from flower_batch.backend.docker_connection import Connection, Kind, translate
 from flower_batch.backend.registry_push import repo_digest_for
 from flower_batch.backend.swarm_fit import unmet_reservation
 from flower_batch.backend.swarm_logs import LOG_BATCH, LineSplitter, LogStamp, split_stamp

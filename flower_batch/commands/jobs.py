@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from flower_batch.running.attempts import Attempt  # loaded lazily by `show`
 
 
-def _parse_env(items: list[str]) -> dict[str, str]:
+def parse_env(items: list[str]) -> dict[str, str]:
     env = {}
     for item in items:
         if "=" not in item:
@@ -111,7 +111,7 @@ def run(
         fail(problem)
     h = home_at(home)
     spec = adhoc_spec(workspace=workspace, task=task, workflow=workflow, prompt=prompt, name=name,
-                      timeout=timeout, cpus=cpus, memory=memory, env=_parse_env(env), secrets_=secret,
+                      timeout=timeout, cpus=cpus, memory=memory, env=parse_env(env), secrets_=secret,
                       scenario=scenario, budget_usd=budget_usd, placement=tuple(placement))
     if h.job(ADHOC_BATCH, spec.id).record_path.exists():
         fail(f"job {spec.id} already exists: wake it (`flower-batch wake {spec.id}`) or pick another --name")

@@ -186,7 +186,7 @@ def matrix(
         for line in plan_lines(plan, jf.jobs):
             out.print(line, markup=False, highlight=False)
         raise typer.Exit(0)
-    _write_batch_file(batch_dir, jf.path, image_id, versions, modes)
+    write_batch_file(batch_dir, jf.path, image_id, versions, modes)
     to_run = [(by_id[d.job_id], d.previous) for d in plan.to_run]
     kept = {d.job_id: d.previous.status for d in plan.to_keep if d.previous}
     progress = MatrixProgress([j.id for j in jf.jobs], kept, err)
@@ -241,7 +241,7 @@ def _describe(file: str) -> Describe:
     return describe
 
 
-def _write_batch_file(batch_dir: Path, jobs_file: Path, image_id: str, versions: dict[str, str], modes: str) -> None:
+def write_batch_file(batch_dir: Path, jobs_file: Path, image_id: str, versions: dict[str, str], modes: str) -> None:
     batch_dir.mkdir(parents=True, exist_ok=True)
     data = {"jobs_file": str(jobs_file), "image_id": image_id, "versions": versions, "gateway_modes": modes,
             "updated_at": now_iso()}

@@ -2,6 +2,8 @@
 expand the matrix. Nothing here touches Docker or a job's files.
 
     load_jobs_file(path) -> JobsFile     parse_jobs_text(text, ...) for text already read
+    Template / RenderContext             `${{ }}` templating     combinations(...) the matrix's rows
+    value_label(axis, value)             a matrix value's label in job ids
 
 The format is documented in docs/jobs-toml.md and schemas/jobs.schema.json; a problem is a
 FieldError (flower_batch/errors.py), all of them one MatrixFileError.
@@ -9,12 +11,14 @@ FieldError (flower_batch/errors.py), all of them one MatrixFileError.
 
 from flower_batch.jobmodel.spec import PLACEMENT
 
+from ._combos import combinations
 from ._errors import KeyPath, format_path
 from ._fields import JOB_FIELDS
-from ._ids import slugify
+from ._ids import slugify, value_label
 from ._load import load_jobs_file, parse_jobs_text
 from ._locate import KeyLines
 from ._size import MAX_JOBS
+from ._templating import RenderContext, Template
 
-__all__ = ["JOB_FIELDS", "MAX_JOBS", "PLACEMENT", "KeyLines", "KeyPath", "format_path", "load_jobs_file",
-           "parse_jobs_text", "slugify"]
+__all__ = ["JOB_FIELDS", "MAX_JOBS", "PLACEMENT", "KeyLines", "KeyPath", "RenderContext", "Template", "combinations",
+           "format_path", "load_jobs_file", "parse_jobs_text", "slugify", "value_label"]

@@ -122,7 +122,7 @@ async def import_problems(
         lines, code, timed_out = await _run(backend, spec, timeout_s)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return _problems(targets, argv, lines, code, timed_out, timeout_s)
+    return problems_from_output(targets, argv, lines, code, timed_out, timeout_s)
 
 
 async def _run(backend: Backend, spec: ContainerSpec, timeout_s: float) -> tuple[list[str], int | None, bool]:
@@ -144,7 +144,7 @@ async def _run(backend: Backend, spec: ContainerSpec, timeout_s: float) -> tuple
     return lines, code, timed_out
 
 
-def _problems(
+def problems_from_output(
     targets: Sequence[Target], argv: list[str], lines: list[str], code: int | None, timed_out: bool,
     timeout_s: float,
 ) -> list[str]:

@@ -6,10 +6,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from ._budget import fit_texts
 from ._html import write_html
 from ._junit import write_junit
 from ._results import BatchResults, write_results_json
+from .text_budget import fit_texts
 
 
 class ReportPaths(NamedTuple):
@@ -23,7 +23,7 @@ def write_reports(results: BatchResults, out_dir: Path, html_sections: Sequence[
     are extra sections of report.html (the baseline comparison).
 
     All three carry the same texts, each job's log tail and check output cut to the batch's
-    text budget (see _budget.py), so the HTML's embedded document stays equal to results.json.
+    text budget (see text_budget.py), so the HTML's embedded document stays equal to results.json.
     """
     results = fit_texts(results)
     out_dir = Path(out_dir)

@@ -168,11 +168,11 @@ def build_image(
 
         versions = {
             LABEL_VERSION: _wheel_version(project_wheel),
-            LABEL_SDK: _pinned_version(requirements, "claude-agent-sdk"),
+            LABEL_SDK: pinned_version(requirements, "claude-agent-sdk"),
             LABEL_CLI: bundled_cli_version(wheels),
         }
         dockerfile = project_root / "images" / "runtime" / "Dockerfile"
-        key = _build_key(
+        key = build_key(
             base_id, dockerfile.read_bytes(), requirements, wheels, project_wheel, versions, network
         )
         labels = {**versions, LABEL_BASE: base_id, LABEL_BUILD_KEY: key}
@@ -188,7 +188,7 @@ def build_image(
                 return RuntimeImage.from_info(found, tag=tag, reused=True)
 
         with _step(log, "docker build (network: " + ("allowed" if network else "none") + ")"):
-            context = _assemble_context(cache / "context", dockerfile, wheels, requirements, project_wheel)
+            context = assemble_context(cache / "context", dockerfile, wheels, requirements, project_wheel)
             image_id = images.build(
                 context,
                 tag,
@@ -336,7 +336,7 @@ def _source_fingerprint(root: Path) -> Iterable[bytes]:
             yield str(path.relative_to(root)).encode() + b"\0" + _sha256(path.read_bytes()).encode()
 
 
-def _build_key(
+def build_key(
     base_id: str,
     dockerfile: bytes,
     requirements: str,
@@ -354,7 +354,7 @@ def _build_key(
     return h.hexdigest()[:32]
 
 
-def _assemble_context(
+def assemble_context(
     ctx: Path, dockerfile: Path, wheels: list[Path], requirements: str, project_wheel: Path
 ) -> Path:
     """The build context: Dockerfile + hard links to the cached wheels (nothing else is sent)."""
@@ -375,7 +375,7 @@ def _wheel_version(wheel: Path) -> str:
     return wheel.name.split("-")[1]
 
 
-def _pinned_version(requirements: str, name: str) -> str:
+def pinned_version(requirements: str, name: str) -> str:
     m = re.search(rf"^{re.escape(name)}==(\S+)", requirements, re.MULTILINE)
     if not m:
         raise ImageBuildError(f"{name} is not pinned in the exported requirements")

@@ -203,7 +203,7 @@ async def _run_in_container(attempt: Attempt, command: list[str], ran: Ran, *, f
     await ctx.backend.start(ran.container)
     ran.exit_code, ran.timed_out = await _wait_unless_gateway_gone(ctx, ran.container, job.timeout_s)
     ran.oom_killed = await _oom_killed(ctx.backend, ran.container)
-    await _save_logs(ctx.backend, ran.container, jd.logs / "container.log")
+    await save_logs(ctx.backend, ran.container, jd.logs / "container.log")
 
 
 async def _record_interrupted(attempt: Attempt, container: str | None, *, ran: Ran | None = None) -> None:
@@ -213,7 +213,7 @@ async def _record_interrupted(attempt: Attempt, container: str | None, *, ran: R
     ctx, job, jd = attempt.ctx, attempt.job, attempt.jd
     if container and ran is None:
         await _stop_quietly(ctx.backend, container)
-        await _save_logs(ctx.backend, container, jd.logs / "container.log")
+        await save_logs(ctx.backend, container, jd.logs / "container.log")
     first = attempt.record
     write_record(jd.record_path, replace(
         first, container=container, node=ran.node if ran else first.node,
@@ -431,7 +431,7 @@ async def run_check(ctx: JobContext, job: JobSpec, jd: JobDir) -> tuple[int, str
     return code, output
 
 
-async def _save_logs(backend: Backend, container: str, path: Path) -> None:
+async def save_logs(backend: Backend, container: str, path: Path) -> None:
     # Capped per run: head and tail kept (joblog.py), so a long job's log stays small.
     await save_capped(backend.logs(container), path, f"--- container {container[:12]} {now_iso()} ---")
 

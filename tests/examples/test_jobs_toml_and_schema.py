@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from flower_batch.jobsfile._fields import JOB_FIELDS
+from flower_batch.jobsfile import JOB_FIELDS
 from flower_batch.matrix import load_jobs_file
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,12 +10,12 @@ import pytest
 def test_env_names_one_rule_for_cli_and_jobs_toml(tmp_path: Path) -> None:
     import typer
 
-    from flower_batch.commands.jobs import _parse_env
+    from flower_batch.commands.jobs import parse_env
     from flower_batch.matrix import MatrixFileError, load_jobs_file
 
     def cli_ok(name: str) -> bool:
         try:
-            _parse_env([f"{name}=me"])
+            parse_env([f"{name}=me"])
             return True
         except typer.Exit:
             return False
@@ -36,4 +36,4 @@ def test_env_names_one_rule_for_cli_and_jobs_toml(tmp_path: Path) -> None:
         assert cli_ok(name) is allowed, name
         assert toml_ok(name) is allowed, name
     with pytest.raises(typer.Exit):
-        _parse_env(["1BAD=x"])
+        parse_env(["1BAD=x"])

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flower_batch.jobsfile._ids import value_label
+from flower_batch.jobsfile import value_label
 from flower_batch.matrix import slugify
 
 

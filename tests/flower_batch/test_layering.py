@@ -1,6 +1,7 @@
 """flower_batch's layers: no module imports another package's private module, no import cycle,
 no import up the layers of docs/architecture.md, and the job model (flower_batch/jobmodel/) is a
-bottom layer that layout and backend use without the matrix package."""
+bottom layer that layout and backend use without the matrix package. No test or bench reaches
+for a private name of flower, flower_batch or another test module."""
 
 from __future__ import annotations
 
@@ -10,9 +11,16 @@ import sys
 from pathlib import Path
 
 import flower_batch
-from tests.layering import Import, cycles, imports, upward
+from tests.layering import Import, cycles, imports, private_uses, upward
 
 ROOT = Path(flower_batch.__file__).parent
+REPO = ROOT.parent
+# Private names a test may still read, each with its reason.
+PRIVATE_ALLOWED = {
+    # The slow-disk test wraps the request log's writer to hold it back (a fault injected into the
+    # server's own thread); nothing public would stand for it.
+    "tests/flower/scripted/test_protocol.py uses flower.scripted.server.MessagesServer._write_one",
+}
 # docs/architecture.md, bottom to top. A module imports only from its own layer or those below.
 LAYERS = {
     "foundation": ["flower_batch", "flower_batch.errors", "flower_batch.envnames", "flower_batch.workspace_diff"],
@@ -89,3 +97,27 @@ def test_the_checks_see_a_cycle_and_an_upward_import() -> None:
         "flower_batch.jobmodel.spec:3 (job model) imports flower_batch.gateway.host_modes (gateway)"]
     assert any(e.target == "flower_batch.jobmodel.modes" for e in imports(ROOT)
                if e.source == "flower_batch.jobmodel.spec")  # imports() sees relative imports too
+
+
+def test_no_test_or_bench_uses_a_private_name_of_the_packages() -> None:
+    found = [use for top in ("tests", "bench") for path in sorted((REPO / top).rglob("*.py"))
+             for use in private_uses(path.relative_to(REPO), ("flower", "flower_batch", "tests"))]
+    stray = [use for use in found if use.split(":")[0] + " uses " + use.split(" uses ")[1] not in PRIVATE_ALLOWED]
+    assert stray == []
+
+
+def test_the_private_name_check_sees_each_way_in(tmp_path: Path) -> None:
+    probe = tmp_path / "test_probe.py"
+    probe.write_text(
+        "import flower_batch.jobsfile._size\n"
+        "import flower.scripted.server as server\n"
+        "from flower_batch.reports._plots import pass_rate_svg\n"
+        "from flower_batch.running.runner import _save_logs, public\n"
+        "from tests.rig import _helper\n"  # not one of the packages asked about
+        "server._LOG_QUEUE, server.MessagesServer._write_one, server.public, public._x\n"
+        "def f(monkeypatch):\n    monkeypatch.setattr(server, '_LOG_QUEUE', 2)\n",  # a string: not seen
+        encoding="utf-8")
+    assert private_uses(probe, ("flower", "flower_batch")) == [f"{probe}:{line} uses {name}" for line, name in [
+        (1, "flower_batch.jobsfile._size"), (3, "flower_batch.reports._plots.pass_rate_svg"),
+        (4, "flower_batch.running.runner._save_logs"), (6, "flower.scripted.server.MessagesServer._write_one"),
+        (6, "flower.scripted.server._LOG_QUEUE"), (6, "flower_batch.running.runner.public._x")]]

@@ -11,7 +11,7 @@ import pytest
 
 from flower.catalogue import BUDGET_SPENT, DECLINED, INBOX_EMPTY, NO_ANSWER
 from flower.flows.brief import parse_brief
-from flower.flows.channel import ASK_TOOL, INBOX_TOOL, HumanChannel, _read_line
+from flower.flows.channel import ASK_TOOL, INBOX_TOOL, HumanChannel, read_line
 from flower.spec import AgentSpec
 from tests.rig import message_requests, runtime, scripted, texts_of
 
@@ -261,11 +261,11 @@ def test_read_line_from_a_terminal_like_fd():
     r, w = os.pipe()
     try:
         os.write(w, "绿色\nrest".encode())
-        assert _read_line(r, time.monotonic() + 2, threading.Event()) == "绿色"
-        assert _read_line(r, time.monotonic() + 0.1, threading.Event()) is None  # no newline: deadline
+        assert read_line(r, time.monotonic() + 2, threading.Event()) == "绿色"
+        assert read_line(r, time.monotonic() + 0.1, threading.Event()) is None  # no newline: deadline
         stop = threading.Event()
         stop.set()
-        assert _read_line(r, time.monotonic() + 5, stop) is None
+        assert read_line(r, time.monotonic() + 5, stop) is None
     finally:
         os.close(r)
         os.close(w)

@@ -350,7 +350,7 @@ def test_a_failing_responder_answers_500_and_keeps_serving():
 
 
 def test_a_log_writer_that_falls_behind_holds_back_the_next_answer_not_more_bodies(tmp_path, monkeypatch):
-    """Memory stays bounded with a slow disk: while the writer is stuck, at most _LOG_QUEUE
+    """Memory stays bounded with a slow disk: while the writer is stuck, at most LOG_QUEUE
     requests wait for it (each holding its body) besides the one being written; the next request
     is not answered until the writer catches up (bench/soak_gateway.py measures what this buys)."""
     import threading
@@ -374,16 +374,16 @@ def test_a_log_writer_that_falls_behind_holds_back_the_next_answer_not_more_bodi
             answered.append(i)
 
     with ScriptedServer(HELLO, log_path=tmp_path / "log.jsonl") as srv:
-        worker = threading.Thread(target=client, args=(server_module._LOG_QUEUE + 3,), daemon=True)
+        worker = threading.Thread(target=client, args=(server_module.LOG_QUEUE + 3,), daemon=True)
         worker.start()
         assert entered.wait(10)
         deadline = time.monotonic() + 10
-        while len(answered) < server_module._LOG_QUEUE + 1 and time.monotonic() < deadline:
+        while len(answered) < server_module.LOG_QUEUE + 1 and time.monotonic() < deadline:
             time.sleep(0.01)
         time.sleep(0.5)  # time enough for one more answer, were the backlog unbounded
-        assert len(answered) == server_module._LOG_QUEUE + 1, answered
+        assert len(answered) == server_module.LOG_QUEUE + 1, answered
         stuck.set()
         worker.join(10)
-        assert len(answered) == server_module._LOG_QUEUE + 3
+        assert len(answered) == server_module.LOG_QUEUE + 3
         assert srv.flush_log()
-    assert len(list(read_request_log(tmp_path / "log.jsonl"))) == server_module._LOG_QUEUE + 3
+    assert len(list(read_request_log(tmp_path / "log.jsonl"))) == server_module.LOG_QUEUE + 3

@@ -78,6 +78,6 @@ def test_batch_file_is_written_atomically(tmp_path: Path, monkeypatch) -> None:
         real(path, data, **kw)
 
     monkeypatch.setattr(matrix_cmd, "write_atomic", spy)
-    matrix_cmd._write_batch_file(tmp_path / "b", tmp_path / "jobs.toml", "sha256:img", {}, "scripted")
+    matrix_cmd.write_batch_file(tmp_path / "b", tmp_path / "jobs.toml", "sha256:img", {}, "scripted")
     assert calls == [tmp_path / "b" / "batch.json"]
     assert json.loads((tmp_path / "b" / "batch.json").read_text())["image_id"] == "sha256:img"

@@ -13,7 +13,7 @@ from flower_batch.compare import diff_sides, side_from_document
 from flower_batch.compare.html import comparison_section
 from flower_batch.matrix import write_html
 from tests.compare_fixtures import results_document
-from tests.flower_batch.reports.test_render_in_chromium import _chromium
+from tests.flower_batch.reports.test_render_in_chromium import headless_chromium
 from tests.flower_batch.reports.test_results import results  # noqa: F401 — the shared results fixture
 
 # Yesterday against the shared fixture (today): fizz×careful 20/20 -> 1/3 is a regression.
@@ -40,7 +40,7 @@ def test_the_section_holds_every_row_and_the_comparison_document(results) -> Non
 def test_report_with_a_baseline_renders_in_headless_chromium(results, tmp_path: Path) -> None:  # noqa: F811
     diff = _diff(results)
     page = write_html(results, tmp_path / "report.html", [comparison_section(diff)])
-    dom = _chromium("--virtual-time-budget=2000", "--dump-dom", page.as_uri(), cwd=tmp_path).stdout
+    dom = headless_chromium("--virtual-time-budget=2000", "--dump-dom", page.as_uri(), cwd=tmp_path).stdout
     assert "Against the baseline yesterday" in dom
     # the section sits between the comparison table and the job list
     assert dom.index('id="comparison"') < dom.index('id="baseline"') < dom.index('id="jobs"')

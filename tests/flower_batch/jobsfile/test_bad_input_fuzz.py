@@ -21,8 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from flower.scripted import Scenario, ScenarioError
-from flower_batch.jobsfile._size import MAX_JOBS
-from flower_batch.matrix import MatrixFileError, parse_jobs_text
+from flower_batch.matrix import MAX_JOBS, MatrixFileError, parse_jobs_text
 from flower_batch.preflight import Preflight, include_warnings
 from flower_batch.preflight.scenarios import scenario_problems
 from tests.batch_fixtures.campaign import fingerprint, problem_lines

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flower_batch.jobsfile._locate import KeyLines
+from flower_batch.jobsfile import KeyLines
 
 
 def test_key_lines_cover_headers_dotted_inline_and_arrays_of_tables():

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from flower_batch.jobsfile._combos import combinations
+from flower_batch.jobsfile import combinations
 from flower_batch.matrix import JobsFile, MatrixFileError, load_jobs_file
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from flower_batch.errors import TemplateError
-from flower_batch.jobsfile._templating import RenderContext, Template
+from flower_batch.jobsfile import RenderContext, Template
 
 
 def test_template_rendering_and_errors():

@@ -18,7 +18,7 @@ from flower_batch.matrix import (
     parse_jobs_text,
 )
 from flower_batch.preflight import Preflight, include_warnings
-from flower_batch.preflight.imports import Target, _problems
+from flower_batch.preflight.imports import Target, problems_from_output
 from flower_batch.preflight.limits import cpus_problem, memory_problem, memory_warning
 from flower_batch.preflight.scenarios import scenario_problems
 from tests.batch_fixtures.jobs_text import jobs_text
@@ -164,12 +164,12 @@ def test_the_import_report_names_a_process_killer_and_what_it_left_unchecked() -
     lines = ['{"start": "/flows/0/a.py:main"}', "noise the module printed",
              json.dumps({"target": "/flows/0/a.py:main", "error": "target '/flows/0/a.py:main': /flows/0/a.py has no attribute 'main'"}),
              '{"start": "/flows/1/b.py:main"}']
-    assert _problems(targets, argv, lines, 3, False, 120) == [
+    assert problems_from_output(targets, argv, lines, 3, False, 120) == [
         "A: a.py has no attribute 'main'",
         "B: importing it ended the Python process (exit code 3)",
         "C: not checked: an earlier workflow's import ended the check",
     ]
-    assert _problems(targets[:2], argv[:4], lines, None, True, 120)[1] == "B: importing it did not finish within 120s"
+    assert problems_from_output(targets[:2], argv[:4], lines, None, True, 120)[1] == "B: importing it did not finish within 120s"
 
 
 def test_a_misspelt_module_target_gets_a_did_you_mean(tmp_path: Path) -> None:

@@ -29,7 +29,7 @@ def test_junit_validates_against_the_schema(results) -> None:  # noqa: F811
     assert not schema.validate(broken)
 
 
-def _chromium(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def headless_chromium(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     assert CHROMIUM, "headless Chromium is needed (make prereqs installs it)"
     return subprocess.run(
         [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
@@ -41,7 +41,7 @@ def _chromium(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 @pytest.mark.slow
 def test_html_report_renders_in_headless_chromium(results, tmp_path: Path) -> None:  # noqa: F811
     page = write_html(results, tmp_path / "report.html")
-    dom = _chromium("--virtual-time-budget=2000", "--dump-dom", page.as_uri(), cwd=tmp_path).stdout
+    dom = headless_chromium("--virtual-time-budget=2000", "--dump-dom", page.as_uri(), cwd=tmp_path).stdout
     assert "Comparison" in dom and "scripted" in dom.lower()
     comp = results.comparison
     for task in comp.tasks:
@@ -51,7 +51,7 @@ def test_html_report_renders_in_headless_chromium(results, tmp_path: Path) -> No
     for job in results.jobs:
         assert job.id in dom
     shot = tmp_path / "report.png"
-    _chromium(f"--screenshot={shot}", page.as_uri(), cwd=tmp_path)
+    headless_chromium(f"--screenshot={shot}", page.as_uri(), cwd=tmp_path)
     png = shot.read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     # A blank 1300x1600 page compresses to a few KB; a rendered table with text does not.

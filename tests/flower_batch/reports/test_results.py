@@ -1,14 +1,17 @@
-"""Comparison stats and the four outputs (table, results.json, JUnit, HTML) agreeing."""
+"""Comparison stats and the four outputs (table, results.json, JUnit, HTML) agreeing; the HTML's
+two inline SVG plots, and the text budget that keeps a large batch's report small."""
 
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from lxml import etree
 from rich.console import Console
 
 from flower_batch.matrix import (
@@ -30,6 +33,7 @@ from flower_batch.matrix import (
     write_record,
     write_reports,
 )
+from flower_batch.reports import cost_vs_pass_svg, pass_rate_svg
 
 JOBS = """
 [defaults]
@@ -275,3 +279,63 @@ def test_ci_verdict(results):
     assert BatchResults("demo", results.jobs, everything).ci_passed()
     assert BatchResults("demo", results.jobs, {}).ci_passed(fail_under=0.0)
     assert not BatchResults("demo", [], {}).ci_passed(fail_under=0.0)  # nothing ran is never a pass
+
+
+def test_plots_are_well_formed_svg_with_the_tables_numbers(results):
+    page = html_report(results)
+    svgs = re.findall(r"<svg .*?</svg>", page, flags=re.S)
+    assert len(svgs) == 2
+    totals = results.comparison.variant_totals
+    for svg in svgs:
+        root = etree.fromstring(svg.encode())  # well-formed XML, not only tolerable HTML
+        assert root.tag == "svg" and float(root.get("width")) > 0 and float(root.get("height")) > 0
+        groups = root.findall(".//g[@class='variant']")
+        by_name = {g.get("data-variant"): g for g in groups}
+        for variant, cell in totals.items():
+            if variant in by_name:
+                g = by_name[variant]
+                assert float(g.get("data-rate")) == round(cell.pass_rate or 0, 4)
+                ci = g.find("g[@class='ci']")
+                low, high = wilson_interval(cell.passed, cell.n)  # type: ignore[misc]
+                assert (float(ci.get("data-low")), float(ci.get("data-high"))) == (round(low, 4), round(high, 4))
+    bars = etree.fromstring(svgs[0].encode()).findall(".//g[@class='variant']")
+    assert [g.get("data-variant") for g in bars] == [v for v, c in totals.items() if c.n]
+
+
+def test_plot_labels_are_escaped_and_unknown_costs_listed():
+    from flower_batch.reports import Cell
+
+    cell = Cell(job_ids=("a",), n=2, passed=1, pending=0, ci95=wilson_interval(1, 2), mean_cost_usd=None)
+    svg = cost_vs_pass_svg({"<b>x</b>": cell})
+    etree.fromstring(svg.encode())
+    assert "<b>" not in svg and "cost unknown: &lt;b&gt;x&lt;/b&gt;" in svg
+    assert "<b>" not in pass_rate_svg({"<b>x</b>": cell})
+
+
+def test_text_budget_keeps_small_reports_whole_and_cuts_large_ones(results, tmp_path):
+    import json
+    from dataclasses import replace
+
+    from flower_batch.matrix import write_reports
+    from flower_batch.reports.text_budget import SHORTENED, fit_texts, per_job_limits
+
+    assert fit_texts(results).outcomes == results.outcomes  # a small batch: nothing cut
+    log_limit, check_limit = per_job_limits(5000)
+    assert log_limit < 4000 and check_limit < 8000 and per_job_limits(10) == (100_000, 150_000)
+    long_log = "".join(f"log line {i}\n" for i in range(2000))
+    big = replace(results, outcomes={
+        k: replace(o, log_tail=long_log, check_output=long_log) for k, o in results.outcomes.items()})
+    import flower_batch.reports.text_budget as budget
+
+    saved = budget.TEXT_BUDGET
+    budget.TEXT_BUDGET = len(big.jobs) * 3000  # as if the batch were large: 3,000 characters per job
+    try:
+        paths = write_reports(big, tmp_path / "out")
+    finally:
+        budget.TEXT_BUDGET = saved
+    doc = json.loads(paths.results_json.read_text())
+    tails = [j["outcome"]["log_tail"] for j in doc["jobs"] if j["outcome"]]
+    assert tails and all(t.startswith(SHORTENED) and t.endswith("log line 1999\n") for t in tails)
+    assert all(len(t) == len(SHORTENED) + 3000 * 2 // 5 for t in tails)
+    embedded = re.search(r'id="results-data">(.*?)</script>', paths.html.read_text(), flags=re.S)
+    assert embedded and json.loads(embedded.group(1)) == doc  # the report embeds exactly results.json

@@ -36,7 +36,7 @@ def test_bundled_cli_version_missing_is_a_clear_error(tmp_path: Path) -> None:
 
 def test_locked_requirements_pin_the_sdk_with_hashes() -> None:
     requirements = image.export_requirements(image.PROJECT_ROOT)
-    assert image._pinned_version(requirements, "claude-agent-sdk") == "0.2.184"
+    assert image.pinned_version(requirements, "claude-agent-sdk") == "0.2.184"
     assert "--hash=sha256:" in requirements
     # the project itself is not exported (it is installed from its own wheel)
     assert not any(line.startswith("flower-batch") for line in requirements.splitlines())
@@ -48,14 +48,14 @@ def test_build_key_covers_every_input(tmp_path: Path) -> None:
     project = tmp_path / "p-1.0-py3-none-any.whl"
     project.write_bytes(b"p")
     args = ["sha256:base", b"FROM x", "a==1", [wheel], project, {"v": "1"}, False]
-    key = image._build_key(*args)
-    assert key == image._build_key(*args)
+    key = image.build_key(*args)
+    assert key == image.build_key(*args)
     for i, changed in enumerate(["sha256:other", b"FROM y", "a==2", [], project, {"v": "2"}, True]):
         if i == 4:
             project.write_bytes(b"p2")
         variant = list(args)
         variant[i] = changed
-        assert image._build_key(*variant) != key, f"input {i} does not change the key"
+        assert image.build_key(*variant) != key, f"input {i} does not change the key"
 
 
 def test_context_holds_only_dockerfile_and_wheels(tmp_path: Path) -> None:
@@ -64,7 +64,7 @@ def test_context_holds_only_dockerfile_and_wheels(tmp_path: Path) -> None:
     project = tmp_path / "flower_batch-0.1.0-py3-none-any.whl"
     project.write_bytes(b"p")
     dockerfile = image.PROJECT_ROOT / "images" / "runtime" / "Dockerfile"
-    ctx = image._assemble_context(tmp_path / "ctx", dockerfile, [wheel], "a==1\n", project)
+    ctx = image.assemble_context(tmp_path / "ctx", dockerfile, [wheel], "a==1\n", project)
     files = sorted(str(p.relative_to(ctx)) for p in ctx.rglob("*") if p.is_file())
     assert files == [
         "Dockerfile",

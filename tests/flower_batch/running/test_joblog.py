@@ -10,7 +10,7 @@ from flower_batch.backend import ContainerSpec
 from flower_batch.backend.fake import FakeBackend, Script
 from flower_batch.running import joblog
 from flower_batch.running.joblog import ELIDED_MARK, HEAD_BYTES, TAIL_BYTES, CappedLog
-from flower_batch.running.runner import _save_logs
+from flower_batch.running.runner import save_logs
 
 
 def lines(n: int, width: int = 60) -> list[str]:
@@ -69,7 +69,7 @@ def test_the_runner_saves_a_long_containers_output_capped(tmp_path: Path, monkey
             cid = await backend.create(ContainerSpec(image=FakeBackend.IMAGE, command=["talk"]))
             await backend.start(cid)
             await backend.wait(cid)
-            await _save_logs(backend, cid, tmp_path / "container.log")
+            await save_logs(backend, cid, tmp_path / "container.log")
 
     anyio.run(go)
     path = tmp_path / "container.log"
