@@ -79,6 +79,13 @@ class JobFiles:
         """Answers metered so far (meter.json: small, rewritten after each answer)."""
         return int(self.meter().get("exchanges") or 0)
 
+    def metered_after(self, t: float) -> float | None:
+        """When the first usage after `t` was metered (a killed gateway writes none: this is the
+        next life's first answer), or None yet."""
+        stamps = [float(line["t"]) for line in soakjob.read_jsonl(self.root / "logs" / "meter.jsonl")
+                  if line.get("kind") == "usage" and float(line.get("t") or 0) > t]
+        return min(stamps, default=None)
+
     def meter(self) -> dict:
         try:
             return json.loads((self.root / "logs" / "meter.json").read_text())
@@ -226,7 +233,7 @@ class Kill:
 
     at_answers: int
     at_time: float
-    served_again_after: float | None = None  # seconds until the next answer was metered
+    served_again_after: float | None = None  # seconds until the gateway's next life metered an answer
     same_session: bool = False  # the first request after it went on in the session of the last before
 
     @property
@@ -280,11 +287,10 @@ class Killer:
                 kill = Kill(at_answers=served, at_time=time.time())
                 self.kills.append(kill)
                 print(f"  5c kill {len(self.kills)}: the gateway at {served} metered answers", flush=True)
-                t0 = time.monotonic()
-                while self.job.served() <= served:
+                while (again := self.job.metered_after(kill.at_time)) is None:
                     if self._stop.wait(0.1):
                         return
-                kill.served_again_after = time.monotonic() - t0
+                kill.served_again_after = again - kill.at_time
         finally:
             client.close()
 
