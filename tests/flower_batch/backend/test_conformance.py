@@ -460,3 +460,46 @@ async def test_image_info(rig: Rig) -> None:
     info = await rig.backend.image_info(rig.image)
     assert info.id.startswith("sha256:") and rig.image in info.tags
     assert (await rig.backend.image_info(info.id)).id == info.id
+
+
+# -- the parts of the contract a cluster reshaped ---------------------------------------------------
+async def test_secrets_reach_the_process_as_env_and_no_inspect_shows_them(rig: Rig, shared_dir: Path) -> None:
+    value = f"s3cret-{uuid.uuid4().hex}"
+
+    async def fake(p: FakeProcess) -> int:
+        p.write_text("/data/secret.txt", p.env["FB_TEST_SECRET"] + "\n")
+        return 0
+
+    spec = rig.spec(rig.command('echo "$FB_TEST_SECRET" > /data/secret.txt', fake),
+                    secrets={"FB_TEST_SECRET": value}, mounts=[Mount(str(shared_dir), "/data")])
+    cid, code = await rig.run(spec)
+    assert code == 0 and (shared_dir / "secret.txt").read_text() == value + "\n"
+    made = await rig.backend.list_secrets_by_label(rig.labels)
+    # a cluster keeps it as an engine secret of the task's; a local engine makes none
+    assert len(made) == (1 if rig.kind == "swarm" else 0), made
+    assert value not in repr(await rig.backend.inspect(cid))
+    await rig.backend.remove(cid, force=True)
+    assert await rig.backend.list_secrets_by_label(rig.labels) == []
+
+
+async def test_placement_and_the_node_a_task_ran_on(rig: Rig) -> None:
+    async def fake(p: FakeProcess) -> int:
+        return 0
+
+    spec = rig.spec(rig.command("true", fake), placement=["node.role==manager"])
+    cid, code = await rig.run(spec, timeout=60)
+    assert code == 0
+    node = (await rig.backend.inspect(cid)).node
+    if rig.kind == "swarm":  # placed where the constraint says, and the info names the machine
+        from tests.batch_fixtures.swarm import PREFIX
+
+        assert node == f"{PREFIX}-manager"
+    else:  # one machine has nothing to place: the constraint is ignored, and no node is named
+        assert node is None
+
+
+async def test_check_ready_accepts_the_image_on_shared_storage(rig: Rig) -> None:
+    # pre-flight's cluster check (the refusal of a home the nodes do not share: test_swarm_cluster.py)
+    await rig.backend.check_ready(rig.image, {"org.flower-batch.batch": rig.labels["org.flower-batch.test"]})
+    # its probe (on a cluster: a task on every node) left nothing
+    assert await rig.backend.list_by_label({"org.flower-batch.batch": rig.labels["org.flower-batch.test"]}) == []
