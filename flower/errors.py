@@ -19,8 +19,8 @@
 `flower.scripted` (the scripted model: a library of its own, importing nothing else of flower,
 so the gateway and a test can load it alone) keeps its two outside this tree: ScenarioError (a
 scenario file, naming file, rule and field) and LogFormatError (a request log of another or a
-newer format). Both are ValueErrors with one-line messages; `flower-scripted` and flower-batch's
-pre-flight print them as one line.
+newer format, raised by `read_request_log`). Both are ValueErrors with one-line messages;
+`flower-scripted` and flower-batch's pre-flight print a ScenarioError as one line.
 
 Each leaf is also a ValueError because that is what flower raised before the tree existed, so
 `except ValueError` in calling code keeps working. Anything else that escapes flower (TypeError
