@@ -199,6 +199,12 @@ class Backend(abc.ABC):
         that they can pull the image and see the home as the same storage (what it starts for
         that carries `labels`). A local engine has nothing to check here."""
 
+    async def reservation_problem(self, cpus: float | None, memory: int | None, placement: list[str]) -> str | None:
+        """Why no machine of this engine could ever hold a task of these cpus/memory (and
+        placement), or None. A local engine's limits are judged against its host instead
+        (pre-flight's limits: Docker accepts a limit above the host, so that is only a warning)."""
+        return None
+
     @property
     def name(self) -> str:
         """"docker", "swarm", "fake": what records and messages call this engine."""

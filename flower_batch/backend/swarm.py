@@ -206,6 +206,14 @@ class SwarmBackend(Backend):
         the signal files) the same storage on every node: pre-flight's cluster check."""
         await self.ensure_shared([self.control_dir], await self.resolve_image(image), labels)
 
+    async def reservation_problem(self, cpus: float | None, memory: int | None, placement: list[str]) -> str | None:
+        """Why no node of the swarm could ever hold this reservation, or None (swarm_fit.py)."""
+        nano = int(cpus * 1e9) if cpus else None
+        if not nano and not memory:
+            return None
+        nodes = await self._call("engine", "nodes", lambda api: api.nodes())
+        return unmet_reservation(nodes, nano, memory, placement)
+
     async def ensure_shared(self, paths: list[Path], image: str, labels: Mapping[str, str]) -> None:
         """Refuse (SharedStorageMissing) unless every node sees each path as the same storage.
         The probe carries the caller's batch and session labels (gc finds it if its orchestrator
@@ -273,9 +281,8 @@ class SwarmBackend(Backend):
         name = spec.name or f"fb-task-{secrets.token_hex(6)}"
         nano = int(spec.cpus * 1e9) if spec.cpus else None
         memory = memory_limit_bytes(spec.memory) if spec.memory is not None else None
-        if nano or memory:
-            nodes = await self._call("engine", "nodes", lambda api: api.nodes())
-            why = unmet_reservation(nodes, nano, memory, spec.placement)
+        if nano or memory:  # pre-flight asked already; the nodes may have changed since
+            why = await self.reservation_problem(spec.cpus, memory, spec.placement)
             if why:
                 raise ReservationUnmet(f"no node of the swarm can run {_what(spec.labels, name)}: {why}")
         image = await self.resolve_image(spec.image)

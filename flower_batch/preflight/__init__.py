@@ -112,6 +112,13 @@ class Preflight:
         they pull it, the home the same storage on every one of them."""
         try:
             await backend.check_ready(image_id, labels={MANAGED: "1", BATCH: self.batch, ROLE: "preflight"})
+            for users in _grouped(self._jobs, lambda j: (j.cpus, j.memory_bytes, tuple(j.placement))).values():
+                job = users[0]
+                why = await backend.reservation_problem(job.cpus, job.memory_bytes, list(job.placement))
+                if why:
+                    where = (self.describe("memory", format_memory(job.memory_bytes), users) if job.memory_bytes
+                             else self.describe("cpus", f"{job.cpus:g}", users))
+                    self.problems.append(f"{where}: no node of the cluster can hold it: {why}")
         except FlowerBatchError as exc:
             self.problems.append(" ".join(str(exc).split()))
 

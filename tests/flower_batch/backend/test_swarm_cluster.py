@@ -183,18 +183,18 @@ def test_a_job_of_the_swarm_reproduces_on_any_node(swarm: Cluster, spread: tuple
     assert nothing_left(swarm, "repro"), on_swarm(swarm, "repro")
 
 
-def test_a_reservation_no_node_can_hold_is_a_one_line_record(swarm: Cluster, home: Path) -> None:
+def test_a_reservation_no_node_can_hold_is_refused_in_preflight(swarm: Cluster, home: Path) -> None:
     project = project_copy(home.with_name(home.name + "-project"))
     path = jobs_file(project, "huge", variants='["solo"]', repeat=1)
-    # more memory than any node has (above the manager's own engine too: pre-flight warns only)
+    # more memory than any node has (above the manager's own engine too: its limits only warn)
     path.write_text(path.read_text().replace('memory = "1g"', 'memory = "4000g"'))
     done = fb_swarm(swarm, "matrix", path, "--image", swarm.image_id, home=home, timeout=300)
-    assert done.returncode != 0
-    rec = records(home, path.stem)["alpha.solo.r1"]
-    assert rec["status"] == "error" and rec["reason"].startswith(
-        "no node of the swarm can run job alpha.solo.r1: "), rec["reason"]
-    assert "it reserves 0.5 CPUs and 4000.0 GiB but no node has that much (the largest, " in rec["reason"]
-    assert "lower `cpus`/`memory` in jobs.toml" in rec["reason"] and "\n" not in rec["reason"]
+    assert done.returncode == 2, done.stderr
+    (line,) = [x for x in done.stderr.splitlines() if "no node of the cluster can hold it" in x]
+    assert line.startswith(f'flower-batch: {path.name}: memory "4000g" (task alpha, 1 job): '), line
+    assert "it reserves 0.5 CPUs and 4000.0 GiB but no node has that much (the largest, " in line
+    assert "lower `cpus`/`memory` in jobs.toml" in line and "Traceback" not in done.stderr
+    assert not (home / path.stem).exists()  # refused before anything was written
     assert nothing_left(swarm, path.stem), on_swarm(swarm, path.stem)
 
 

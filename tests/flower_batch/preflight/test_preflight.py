@@ -186,3 +186,24 @@ def test_an_unusable_target_path_is_one_line(tmp_path: Path, target: str) -> Non
     pf.add_jobs([_job(workflow=target)], search=[tmp_path])
     (line,) = pf.problems
     assert line.startswith("workflow X: ") and "\n" not in line
+
+
+def test_a_cluster_that_cannot_hold_a_reservation_is_one_line_per_size() -> None:
+    import anyio
+
+    from flower_batch.backend.fake import FakeBackend
+
+    class Small(FakeBackend):
+        async def reservation_problem(self, cpus: float | None, memory: int | None, placement: list[str]) -> str | None:
+            return f"it reserves {memory} bytes but no node has that much" if (memory or 0) > 2**30 else None
+
+    pf = Preflight(lambda f, v, jobs: f"{f} {v} ({len(jobs)} jobs)")
+    pf.add_jobs([_job("a", memory_bytes=2**31), _job("b", memory_bytes=2**31), _job("c", memory_bytes=2**20 * 64)])
+
+    async def go() -> None:
+        async with Small() as backend:
+            await pf.check_cluster(backend, FakeBackend.IMAGE)
+
+    anyio.run(go)
+    assert pf.problems == [f"memory 2g (2 jobs): no node of the cluster can hold it: it reserves {2**31} bytes but "
+                           "no node has that much"]
