@@ -108,19 +108,24 @@ class Preflight:
             self.problems.append(f"the workflow import check could not run: {' '.join(str(exc).split())}")
 
     async def check_cluster(self, backend: Backend, image_id: str) -> None:
-        """A cluster's own checks, from its nodes (backend.check_ready): the image pushed where
-        they pull it, the home the same storage on every one of them."""
+        """A cluster's own checks, from its nodes: the image pushed where they pull it, the home
+        the same storage on every one of them (backend.check_ready), and each size of job one
+        node could hold (backend.reservation_problem)."""
         try:
             await backend.check_ready(image_id, labels={MANAGED: "1", BATCH: self.batch, ROLE: "preflight"})
-            for users in _grouped(self._jobs, lambda j: (j.cpus, j.memory_bytes, tuple(j.placement))).values():
-                job = users[0]
-                why = await backend.reservation_problem(job.cpus, job.memory_bytes, list(job.placement))
-                if why:
-                    where = (self.describe("memory", format_memory(job.memory_bytes), users) if job.memory_bytes
-                             else self.describe("cpus", f"{job.cpus:g}", users))
-                    self.problems.append(f"{where}: no node of the cluster can hold it: {why}")
         except FlowerBatchError as exc:
             self.problems.append(" ".join(str(exc).split()))
+        for users in _grouped(self._jobs, lambda j: (j.cpus, j.memory_bytes, tuple(j.placement))).values():
+            job = users[0]
+            try:
+                why = await backend.reservation_problem(job.cpus, job.memory_bytes, list(job.placement))
+            except FlowerBatchError as exc:
+                self.problems.append(" ".join(str(exc).split()))
+                return
+            if why:
+                where = (self.describe("memory", format_memory(job.memory_bytes), users) if job.memory_bytes
+                         else self.describe("cpus", f"{job.cpus:g}", users))
+                self.problems.append(f"{where}: no node of the cluster can hold it: {why}")
 
     def raise_if_any(self) -> None:
         if self.problems:
