@@ -143,6 +143,16 @@ class Expected:
     rule_starts: list[tuple[dict[str, int], float]] = field(default_factory=list)  # each rule's first event
     by_rule: dict[str, int] = field(default_factory=dict)
 
+    def add_complete(self, rule: str, usage: Mapping[str, Any], model: str) -> None:
+        """One complete answer of `rule` at its usage, priced as the gateway prices `model`."""
+        from flower_batch.gateway.prices import cost_usd
+
+        self.complete += 1
+        self.by_rule[rule] = self.by_rule.get(rule, 0) + 1
+        for key in TOKEN_KEYS:
+            self.tokens[key] += int(usage.get(key) or 0)
+        self.cost_usd += cost_usd(model, usage) or 0.0
+
     @property
     def cut(self) -> int:
         return len(self.cut_starts)
@@ -200,12 +210,7 @@ def expected_usage(scenario_path: Path, log_records: Iterable[Mapping[str, Any]]
     records = [r for r in log_records if r.get("endpoint") == "messages"]
     out = Expected()
     for rule, model in unlogged_answers(scenario_path, records):
-        usage = usages[rule]
-        out.complete += 1
-        out.by_rule[rule] = out.by_rule.get(rule, 0) + 1
-        for key in TOKEN_KEYS:
-            out.tokens[key] += int(usage.get(key) or 0)
-        out.cost_usd += cost_usd(model, usage) or 0.0
+        out.add_complete(rule, usages[rule], model)
     for i, rec in enumerate(records):
         if rec.get("status") != 200:
             continue
@@ -220,11 +225,7 @@ def expected_usage(scenario_path: Path, log_records: Iterable[Mapping[str, Any]]
             whole = {k: int(v) for k, v in usage.items() if k in TOKEN_KEYS}
             out.cut_fulls.append((whole, cost_usd(model, whole) or 0.0))
             continue
-        out.complete += 1
-        out.by_rule[str(rec["rule"])] = out.by_rule.get(str(rec["rule"]), 0) + 1
-        for key in TOKEN_KEYS:
-            out.tokens[key] += int(usage.get(key) or 0)
-        out.cost_usd += cost_usd(model, usage) or 0.0
+        out.add_complete(str(rec["rule"]), usage, model)
     model = next((str(r.get("model") or "") for r in reversed(records) if r.get("model")), "")
     for usage in usages.values():
         start = {k: int(v) for k, v in {**usage, "output_tokens": 1}.items() if k in TOKEN_KEYS}
@@ -275,16 +276,14 @@ def expected_of_one_leg(scenario_path: Path, log_records: Iterable[Mapping[str, 
     sent when it was killed can be lost (it is written just after the answer; the meter's line,
     written before each event, is not lost), and that answer is still one the model sent (CI saw
     it: 17 exchanges metered, 16 in the log, `.count` at 16)."""
-    from flower_batch.gateway.prices import cost_usd
-
     records = [r for r in log_records if r.get("endpoint") == "messages"]
-    out = expected_usage(scenario_path, records)
+    logged = expected_usage(scenario_path, records)  # for the answers asked for again
     usages = rule_usages(scenario_path)
     model = next((str(r.get("model") or "") for r in reversed(records) if r.get("model")), "")
-    out.by_rule = {"start": 1, "count": turns - 1, "leg done": 1}
-    out.complete = sum(out.by_rule.values())
-    out.tokens = {k: sum(n * int(usages[rule].get(k) or 0) for rule, n in out.by_rule.items()) for k in TOKEN_KEYS}
-    out.cost_usd = sum(n * (cost_usd(model, usages[rule]) or 0.0) for rule, n in out.by_rule.items())
+    out = Expected(cut_starts=logged.cut_starts, cut_fulls=logged.cut_fulls, rule_starts=logged.rule_starts)
+    for rule, n in (("start", 1), ("count", turns - 1), ("leg done", 1)):
+        for _ in range(n):
+            out.add_complete(rule, usages[rule], model)
     return out
 
 

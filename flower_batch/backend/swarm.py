@@ -518,15 +518,14 @@ class SwarmBackend(Backend):
 
         chunks = await self._call("container", service, open_stream)
         lines = LineSplitter()
-        while batch := await anyio.to_thread.run_sync(lambda: list(itertools.islice(chunks, LOG_BATCH))):
-            for raw in lines.feed(b"".join(batch)):
+        while True:  # each batch through _call: an engine error mid-stream is ours, not docker's
+            batch = await self._call("container", service, lambda api: list(itertools.islice(chunks, LOG_BATCH)))
+            for raw in lines.feed(b"".join(batch)) if batch else lines.rest():
                 stamp, line = split_stamp(raw)
                 if after is None or stamp is None or stamp > after:
                     yield stamp, line
-        for raw in lines.rest():
-            stamp, line = split_stamp(raw)
-            if after is None or stamp is None or stamp > after:
-                yield stamp, line
+            if not batch:
+                return
 
     async def remove(self, container_id: str, force: bool = True) -> None:
         data, task = await self._service_and_task(container_id)

@@ -463,7 +463,11 @@ async def test_image_info(rig: Rig) -> None:
 
 
 # -- the parts of the contract a cluster reshaped ---------------------------------------------------
-async def test_secrets_reach_the_process_as_env_and_no_inspect_shows_them(rig: Rig, shared_dir: Path) -> None:
+async def test_secrets_reach_the_process_as_env_and_a_cluster_removes_its_engine_secret_with_the_task(
+    rig: Rig, shared_dir: Path
+) -> None:
+    # that no `docker service inspect` shows a value: test_swarm_cluster.py (a local engine has no
+    # secret store: there they are the process's env, as docs/scale.md says)
     value = f"s3cret-{uuid.uuid4().hex}"
 
     async def fake(p: FakeProcess) -> int:
@@ -477,7 +481,6 @@ async def test_secrets_reach_the_process_as_env_and_no_inspect_shows_them(rig: R
     made = await rig.backend.list_secrets_by_label(rig.labels)
     # a cluster keeps it as an engine secret of the task's; a local engine makes none
     assert len(made) == (1 if rig.kind == "swarm" else 0), made
-    assert value not in repr(await rig.backend.inspect(cid))
     await rig.backend.remove(cid, force=True)
     assert await rig.backend.list_secrets_by_label(rig.labels) == []
 
