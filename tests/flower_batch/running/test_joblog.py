@@ -1,15 +1,18 @@
-"""container.log of a long job is capped per run: head and tail kept, the last lines always."""
+"""container.log of a long job is capped per run: head and tail kept, the last lines always, every
+line cut to a bound (the output is hostile); the check's output capped the same way in memory."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
 
 from flower_batch.backend import ContainerSpec
 from flower_batch.backend.fake import FakeBackend, Script
+from flower_batch.outputlines import MAX_LINE_BYTES, LineSplitter, cut_line
 from flower_batch.running import joblog
-from flower_batch.running.joblog import ELIDED_MARK, HEAD_BYTES, TAIL_BYTES, CappedLog
+from flower_batch.running.joblog import ELIDED_MARK, HEAD_BYTES, TAIL_BYTES, CappedLog, capped_text
 from flower_batch.running.runner import save_logs
 
 
@@ -78,3 +81,68 @@ def test_the_runner_saves_a_long_containers_output_capped(tmp_path: Path, monkey
     got = path.read_text().splitlines()
     assert got[0].startswith("--- container ") and got[1] == output[0]
     assert got[-1] == output[-1] and any(line.startswith(ELIDED_MARK) for line in got)
+
+
+def test_one_huge_last_line_is_cut_and_the_file_stays_under_the_caps(tmp_path: Path) -> None:
+    path = tmp_path / "container.log"
+    huge = "z" * (24 * 1024 * 1024)  # one 24 MB line with no newline: the attacker's output
+    with CappedLog(path, head_bytes=HEAD_BYTES, tail_bytes=TAIL_BYTES) as log:
+        log.write_line("before")
+        log.write_line(huge)
+    del huge
+    size = path.stat().st_size
+    assert size <= HEAD_BYTES + TAIL_BYTES + 1024
+    got = path.read_text().splitlines()
+    assert got[0] == "before" and len(got) == 2
+    assert got[1].startswith("zzz") and got[1].endswith(" more bytes of this line cut]")
+    assert len(got[1].encode()) <= MAX_LINE_BYTES
+
+
+def test_huge_lines_in_head_and_tail_are_each_cut(tmp_path: Path) -> None:
+    path = tmp_path / "container.log"
+    with CappedLog(path, head_bytes=4096, tail_bytes=8192) as log:
+        for i in range(40):
+            log.write_line(f"{i:03d}" + "é" * 100_000)  # 200 KB each, multi-byte characters
+    text = path.read_text()
+    assert len(text.encode()) <= 4096 + 8192 + 1024
+    got = text.splitlines()
+    assert got[0].startswith("000é") and "more bytes of this line cut]" in got[0]
+    assert got[-1].startswith("039é") and any(line.startswith(ELIDED_MARK) for line in got)
+
+
+def test_check_output_is_capped_in_memory() -> None:
+    async def output() -> AsyncIterator[str]:
+        yield "first"
+        for i in range(50_000):
+            yield f"{i:06d} " + "c" * 40
+        yield "x" * 10_000_000
+        yield "last"
+
+    text = anyio.run(capped_text, output(), 2048, 4096)
+    assert len(text.encode()) <= 2048 + 4096 + 1024
+    lines = text.splitlines()
+    assert lines[0] == "first" and lines[-1] == "last"
+    assert any("more bytes of this line cut]" in line for line in lines)
+    assert any(line.startswith(ELIDED_MARK) and "the check's output" in line for line in lines)
+
+
+def test_a_short_check_output_is_kept_as_it_came() -> None:
+    async def output() -> AsyncIterator[str]:
+        for line in ("ok 1", "", "ok 2"):
+            yield line
+
+    assert anyio.run(capped_text, output()) == "ok 1\n\nok 2"
+
+
+def test_the_line_splitter_never_carries_more_than_its_limit() -> None:
+    splitter = LineSplitter(limit=1000, strip_cr=True)
+    got = list(splitter.feed(b"a\r\nb"))
+    for _ in range(10_000):  # 10 MB of one line, arriving in chunks
+        got += splitter.feed(b"y" * 1000)
+    got += splitter.feed("é\nnext".encode())
+    got += splitter.rest()
+    assert got[:1] == ["a"] and got[2] == "next" and len(got) == 3
+    assert got[1].startswith("byyy") and got[1].endswith(" more bytes of this line cut]")
+    assert len(got[1].encode()) <= 1000
+    assert f"{10_000 * 1000 + 1 + 2 - (1000 - 64)} more bytes" in got[1]
+    assert cut_line("short") == "short" and len(cut_line("w" * 100_000, 500).encode()) <= 500
