@@ -23,7 +23,8 @@ PRIVATE_ALLOWED = {
 }
 # docs/architecture.md, bottom to top. A module imports only from its own layer or those below.
 LAYERS = {
-    "foundation": ["flower_batch", "flower_batch.errors", "flower_batch.envnames", "flower_batch.workspace_diff"],
+    "foundation": ["flower_batch", "flower_batch.errors", "flower_batch.envnames", "flower_batch.workspace_diff",
+                   "flower_batch.jobfiles", "flower_batch.outputlines"],
     "job model": ["flower_batch.jobmodel"],
     "layout": ["flower_batch.layout", "flower_batch.labels"],
     "backend": ["flower_batch.backend"],
