@@ -2,8 +2,13 @@
 
 `summarize` gives counts only (files added/changed/removed, lines +/-): cheap enough for every
 job of a report. `diff` adds unified diffs, capped per file and in total, for the viewer. Binary
-files (a NUL byte in the first 8 KiB, or not UTF-8) are named, never diffed. Symlinks are compared
-by target and never followed, so a job's workspace cannot point the reader outside it.
+files (a NUL byte in the first 8 KiB, or not UTF-8) are named, never diffed.
+
+The workspace is the job's model-written code's, so it is read through flower_batch/jobfiles.py:
+symlinks are compared by target and never followed; FIFOs, sockets and devices are listed with a
+note and never opened; a tree is walked without recursion and listed up to MAX_FILES entries
+(and jobfiles.MAX_DEPTH levels); what was not listed is in `skipped`. Paths are shown escaped
+(`jobfiles.shown`: bytes that are not UTF-8 as \\xNN, a newline as \\n), so JSON and HTML take them.
 
 A job whose spec has no source (`workspace` None) started from an empty directory: every file
 is "added". A source that no longer exists gives `source_missing` and no file list: the job's
@@ -13,15 +18,18 @@ copy alone cannot say what changed.
 from __future__ import annotations
 
 import difflib
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from .jobfiles import Entry, Tree, open_file, read_head, shown, walk
 
 FILE_DIFF_LIMIT = 64 * 1024  # characters of unified diff shown per file
 TOTAL_DIFF_LIMIT = 1024 * 1024  # characters of unified diff over all files of a job
 MAX_FILE_BYTES = 2 * 1024 * 1024  # bigger files are compared, counted as changed, never diffed
 MAX_FILES = 20_000  # a tree with more files is listed up to here and flagged truncated
+MAX_COMPARE_BYTES = 64 * 1024 * 1024  # bigger files whose mtime changed count as changed, unread
+SKIPPED_SHOWN = 20  # entries of `skipped` a summary carries (the count is always whole)
 _SNIFF = 8192
 
 
@@ -34,7 +42,7 @@ class FileChange:
     removed_lines: int = 0
     diff: str | None = None  # unified diff text (None: binary, too big, or not asked for)
     diff_truncated: bool = False
-    note: str | None = None  # why there is no diff (binary, too big, symlink)
+    note: str | None = None  # why there is no diff (binary, too big, symlink, fifo, socket, device)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -51,6 +59,7 @@ class WorkspaceDiff:
     workspace_missing: bool = False
     files: list[FileChange] = field(default_factory=list)
     truncated: bool = False  # the file list or the total diff hit its cap
+    skipped: list[dict[str, str]] = field(default_factory=list)  # {"path", "why"}: not listed (too deep, ...)
 
     def count(self, kind: str) -> int:
         return sum(1 for f in self.files if f.kind == kind)
@@ -74,10 +83,11 @@ class WorkspaceDiff:
             "source_missing": self.source_missing, "workspace_missing": self.workspace_missing,
             "added": self.count("added"), "changed": self.count("changed"), "removed": self.count("removed"),
             "lines_added": self.added_lines, "lines_removed": self.removed_lines, "truncated": self.truncated,
+            "skipped": self.skipped[:SKIPPED_SHOWN], "skipped_count": len(self.skipped),
         }
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self.summary(), "files": [f.to_dict() for f in self.files]}
+        return {**self.summary(), "skipped": self.skipped, "files": [f.to_dict() for f in self.files]}
 
 
 def summarize(source: Path | None, workspace: Path) -> WorkspaceDiff:
@@ -107,12 +117,11 @@ def _compare(
     if not workspace.is_dir():
         out.workspace_missing = True
         return out
-    before, cut_a = _tree(source) if source is not None else ({}, False)
-    after, cut_b = _tree(workspace)
-    out.truncated = cut_a or cut_b
+    before = _tree(source, out) if source is not None else Tree()
+    after = _tree(workspace, out)
     budget = total_limit
-    for rel in sorted(before.keys() | after.keys()):
-        a, b = before.get(rel), after.get(rel)
+    for rel in sorted(before.entries.keys() | after.entries.keys()):
+        a, b = _side(source, before, rel), _side(workspace, after, rel)
         if a is not None and b is not None and _same(a, b):
             continue
         kind = "added" if a is None else "removed" if b is None else "changed"
@@ -125,33 +134,45 @@ def _compare(
     return out
 
 
-def _tree(root: Path) -> tuple[dict[str, Path], bool]:
-    """Relative path -> path of every file and symlink under root (symlinks never followed)."""
-    found: dict[str, Path] = {}
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        base = Path(dirpath)
-        dirnames.sort()
-        # A symlink to a directory shows up in dirnames; os.walk does not descend into it.
-        for name in [d for d in dirnames if (base / d).is_symlink()] + sorted(filenames):
-            path = base / name
-            found[path.relative_to(root).as_posix()] = path
-            if len(found) >= MAX_FILES:
-                return found, True
-    return found, False
+@dataclass(frozen=True)
+class _Side:
+    root: Path
+    entry: Entry
 
 
-def _same(a: Path, b: Path) -> bool:
-    if a.is_symlink() or b.is_symlink():
-        return a.is_symlink() and b.is_symlink() and os.readlink(a) == os.readlink(b)
+def _side(root: Path | None, tree: Tree, rel: str) -> _Side | None:
+    entry = tree.entries.get(rel)
+    return _Side(root, entry) if root is not None and entry is not None else None
+
+
+def _tree(root: Path, out: WorkspaceDiff) -> Tree:
+    """Every file, symlink and special file under root, none followed (jobfiles.walk); what was
+    not listed goes to out.skipped, a cut listing to out.truncated."""
     try:
-        sa, sb = a.stat(), b.stat()
-        if sa.st_size != sb.st_size:
-            return False
-        if sa.st_mtime_ns == sb.st_mtime_ns:
-            # rsync's quick check: the runner's copy keeps each file's mtime (copytree/copy2) and a
-            # write changes it, so equal size and mtime mean untouched without reading either file.
-            return True
-        with a.open("rb") as fa, b.open("rb") as fb:
+        tree = walk(root, max_entries=MAX_FILES)
+    except OSError as exc:
+        out.skipped.append({"path": shown(str(root)), "why": f"unreadable ({exc.strerror or exc})"})
+        return Tree()
+    side = "source" if out.source == str(root) else "workspace"
+    out.skipped += [{"path": shown(rel), "why": f"{why} ({side})"} for rel, why in tree.skipped]
+    out.truncated = out.truncated or tree.truncated
+    return tree
+
+
+def _same(a: _Side, b: _Side) -> bool:
+    ea, eb = a.entry, b.entry
+    if ea.kind != "file" or eb.kind != "file":
+        return ea.kind == eb.kind and ea.target == eb.target  # symlinks by target; a FIFO is a FIFO
+    if ea.size != eb.size:
+        return False
+    if ea.mtime_ns == eb.mtime_ns:
+        # rsync's quick check: the runner's copy keeps each file's mtime (copytree/copy2) and a
+        # write changes it, so equal size and mtime mean untouched without reading either file.
+        return True
+    if ea.size > MAX_COMPARE_BYTES:
+        return False  # reading two huge files costs more than calling them changed
+    try:
+        with open_file(a.root, ea.rel) as fa, open_file(b.root, eb.rel) as fb:
             while True:
                 ca, cb = fa.read(1 << 16), fb.read(1 << 16)
                 if ca != cb:
@@ -162,35 +183,41 @@ def _same(a: Path, b: Path) -> bool:
         return False
 
 
-def _lines(path: Path | None) -> tuple[list[str] | None, str | None]:
-    """The file's text lines, or (None, why) for binary, oversized or unreadable files."""
-    if path is None:
+def _lines(side: _Side | None) -> tuple[list[str] | None, str | None]:
+    """The file's text lines, or (None, why) for binary, oversized, unreadable or special files."""
+    if side is None:
         return [], None
-    if path.is_symlink():
-        return None, f"symlink -> {os.readlink(path)}"
+    entry = side.entry
+    if entry.kind == "symlink":
+        return None, f"symlink -> {shown(entry.target or '?')}"
+    if entry.kind != "file":
+        return None, f"{entry.kind}, not read"
+    if entry.size > MAX_FILE_BYTES:
+        return None, "too big to diff"
     try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            return None, "too big to diff"
-        raw = path.read_bytes()
+        read = read_head(side.root, entry.rel, MAX_FILE_BYTES)
     except OSError as exc:
         return None, f"unreadable: {exc.strerror or exc}"
-    if b"\0" in raw[:_SNIFF]:
+    if read.cut:
+        return None, "too big to diff"
+    if b"\0" in read.data[:_SNIFF]:
         return None, "binary"
     try:
-        return raw.decode("utf-8").splitlines(keepends=True), None
+        return read.data.decode("utf-8").splitlines(keepends=True), None
     except UnicodeDecodeError:
         return None, "binary"
 
 
-def _change(rel: str, kind: str, a: Path | None, b: Path | None, with_text: bool, limit: int) -> FileChange:
+def _change(rel: str, kind: str, a: _Side | None, b: _Side | None, with_text: bool, limit: int) -> FileChange:
     old, why_a = _lines(a)
     new, why_b = _lines(b)
-    change = FileChange(rel, kind)
+    name = shown(rel)
+    change = FileChange(name, kind)
     if old is None or new is None:
         change.note = why_a or why_b
         change.binary = "binary" in (why_a, why_b)
         return change
-    lines = list(difflib.unified_diff(old, new, f"a/{rel}", f"b/{rel}", n=3))
+    lines = list(difflib.unified_diff(old, new, f"a/{name}", f"b/{name}", n=3))
     change.added_lines = sum(1 for ln in lines if ln.startswith("+") and not ln.startswith("+++"))
     change.removed_lines = sum(1 for ln in lines if ln.startswith("-") and not ln.startswith("---"))
     if with_text:

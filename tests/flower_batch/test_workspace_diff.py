@@ -3,11 +3,24 @@ what the report makes of it: each job's diff summary."""
 
 from __future__ import annotations
 
+import json
 import re
+import time
 from pathlib import Path
 
+import pytest
+
+from flower_batch import workspace_diff
 from flower_batch.matrix import html_report, load_records, results_from_records
 from flower_batch.workspace_diff import diff, source_of, summarize
+from tests.hostile_fixtures import (
+    SECRET,
+    deep_tree,
+    hostile_workspace,
+    outside_secret,
+    remove_deep,
+    wide_tree,
+)
 from tests.view_fixtures import write_job
 
 
@@ -111,3 +124,49 @@ def test_quick_check_and_a_same_size_edit(tmp_path):
     st = (src / "b.txt").stat()
     os.utime(ws / "b.txt", ns=(st.st_atime_ns, st.st_mtime_ns + 1))
     assert [f.path for f in diff(src, ws).files] == ["b.txt"]  # a different mtime: contents compared
+
+
+def test_a_hostile_workspace_is_summarized_at_once_and_each_entry_named(tmp_path):
+    src = tree(tmp_path / "src", {"plain.txt": "fine\n"})
+    ws = tmp_path / "ws"
+    kinds = hostile_workspace(ws, outside_secret(tmp_path / "outside"))
+    started = time.monotonic()
+    d = diff(src, ws)
+    assert time.monotonic() - started < 5  # the FIFO was never opened (it would wait for ever)
+    notes = {f.path: f.note for f in d.files}
+    for name, kind in kinds.items():
+        assert (notes[name] or "").startswith(kind), name
+    assert notes["caf\\xe9.txt"] is None and notes["two\\nlines.txt"] is None  # shown escaped, diffed
+    assert "plain.txt" not in notes
+    shown_doc = json.dumps(d.to_dict(), ensure_ascii=False).encode("utf-8")  # any name encodes
+    assert SECRET.encode() not in shown_doc and b"root:x:0:0" not in shown_doc
+    assert summarize(src, ws).summary()["added"] == len(kinds) + 2
+
+
+def test_a_5000_deep_workspace_is_bounded_and_says_what_it_skipped(tmp_path):
+    ws = tree(tmp_path / "ws", {"top.txt": "t\n"})
+    deep_tree(ws, 5000)
+    try:
+        started = time.monotonic()
+        d = summarize(None, ws)
+        assert time.monotonic() - started < 5
+        assert [f.path for f in d.files] == ["top.txt"]
+        assert d.summary()["skipped_count"] == 1 and "deeper than" in d.summary()["skipped"][0]["why"]
+    finally:
+        remove_deep(ws)
+
+
+def test_many_files_stop_at_the_cap_flagged(tmp_path, monkeypatch):
+    monkeypatch.setattr(workspace_diff, "MAX_FILES", 1000)
+    wide_tree(tmp_path / "ws", 3000, per_dir=500)
+    d = summarize(None, tmp_path / "ws")
+    assert d.truncated and d.summary()["truncated"] and len(d.files) < 1000
+
+
+@pytest.mark.slow  # making 100,000 files takes 15 s here
+def test_100000_files_are_summarized_in_bounded_time(tmp_path):
+    wide_tree(tmp_path / "ws", 100_000)
+    started = time.monotonic()
+    d = summarize(None, tmp_path / "ws")
+    assert time.monotonic() - started < 30
+    assert d.truncated and len(d.files) <= workspace_diff.MAX_FILES
