@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -64,12 +65,14 @@ def make_record(req: ParsedRequest, plan: ResponsePlan) -> dict[str, Any]:
     return record_of(req, plan_facts(plan))
 
 
-def append_closing_torn(path: Path, line: bytes, *, sync: bool = False) -> None:
+def append_closing_torn(
+    path: str | Path, line: bytes, *, sync: bool = False, opener: Callable[[str, int], int] | None = None
+) -> None:
     """Append `line` (in the kernel once this returns: it outlives this process; on disk too if
     `sync`). A torn last line (a writer killed mid-line: a gateway's death) is closed first, so it
     costs only itself, not the line after it (the first line of a restarted gateway, which every
-    later line of its conversation builds on)."""
-    with path.open("a+b") as out:
+    later line of its conversation builds on). `opener` as for open() (e.g. O_NOFOLLOW, dir_fd)."""
+    with open(path, "a+b", opener=opener) as out:
         if out.seek(0, os.SEEK_END) > 0:
             out.seek(-1, os.SEEK_END)
             if out.read(1) != b"\n":
@@ -112,8 +115,12 @@ class DeltaWriter:
             if prep is None or path is None:
                 return
             line = json.dumps(self._encoder.commit(prep), ensure_ascii=False, separators=(",", ":")) + "\n"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            append_closing_torn(path, line.encode("utf-8"))
+            self.append(path, line.encode("utf-8"))
+
+    def append(self, path: Path, line: bytes) -> None:
+        """Append one line to `path` (its folder made if missing); called holding the lock."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        append_closing_torn(path, line)
 
     def snapshot(self) -> list[dict[str, Any]]:
         if not self.keep:
@@ -139,5 +146,15 @@ class RequestLog(DeltaWriter):
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
 
-    def add(self, record: dict[str, Any], *, remembered: bool = False, raw: bytes | None = None) -> None:
+    def add(
+        self,
+        record: dict[str, Any],
+        *,
+        remembered: bool = False,
+        raw: bytes | None = None,
+        owner: str | None = None,
+        credential_sha256: str = "",
+    ) -> None:
+        """`owner` and `credential_sha256` say who sent it, for a log split by sender (the
+        gateway's PerJobLog, see server.py's _write_one); this single log ignores them."""
         self.write(self.path, record, remembered=remembered, raw=raw)
