@@ -509,7 +509,17 @@ class MessagesServer:
     ) -> None:
         req.parse()  # if it waited for the answer (see _serve)
         _run_after(after)  # first: a recording or meter summary is smaller and read sooner
-        self.log.add(record or record_of(req, facts), remembered=True, raw=req.raw_body)
+        # Every request, answered by the responder or not (GET, unknown endpoint, bad JSON), is
+        # logged as sent by its owner: the responder's `log_owner(request)` if it has one (the
+        # gateway's JobRouter: the job whose valid token it carries, else None), else None.
+        owner_of = getattr(self.responder, "log_owner", None)
+        self.log.add(
+            record or record_of(req, facts),
+            remembered=True,
+            raw=req.raw_body,
+            owner=owner_of(req) if owner_of is not None else None,
+            credential_sha256=req.credential_sha256,
+        )
 
     def _write_log(self) -> None:
         while (item := self._log_queue.get()) is not None:

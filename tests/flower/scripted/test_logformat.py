@@ -81,8 +81,8 @@ def test_growing_conversation_logs_only_new_messages_and_rebuilds_every_request(
 
 
 def test_a_shrunk_or_changed_history_is_logged_whole_with_a_marker(tmp_path):
-    path = tmp_path / "log.jsonl"
     log = PerJobLog(tmp_path)
+    (tmp_path / "job-1").mkdir()  # the orchestrator makes a job's folder; the gateway only its logs/
     path = tmp_path / "job-1" / "logs" / "gateway.jsonl"
     convo = conversation(6)
     handoff = [message("user", "summary of the earlier work " + "s" * 500)]
@@ -97,7 +97,7 @@ def test_a_shrunk_or_changed_history_is_logged_whole_with_a_marker(tmp_path):
         record(edited, nth=6, system="a new system prompt " * 10),  # a changed field, same history
     ]
     for rec in originals:
-        log.add(rec)
+        log.add(rec, owner="job-1")  # the job whose valid token it carried (JobRouter.log_owner)
     entries = lines(path)
     assert [e.get("full") for e in entries] == ["first", None, "changed", None, "changed", None]
     assert entries[2]["messages"]["from"] == 0 and len(entries[2]["messages"]["new"]) == 1
@@ -127,12 +127,14 @@ def test_other_sessions_jobs_and_endpoints_are_followed_apart(tmp_path):
     log = PerJobLog(tmp_path)
     convo = conversation(3)
     originals = {"job-1": [], "job-2": []}
+    for job in originals:
+        (tmp_path / job).mkdir()
     for n in range(3):
         for job in originals:
             for session in ("a", "b"):
                 rec = record(convo[n], nth=n + 1, session=session, prefix=f"/j/{job}")
                 originals[job].append(rec)
-                log.add(rec)
+                log.add(rec, owner=job)
     for job, recs in originals.items():
         path = tmp_path / job / "logs" / "gateway.jsonl"
         assert sum("full" in e for e in lines(path)) == 2  # one first request per session
@@ -185,15 +187,16 @@ def test_a_line_torn_by_a_killed_writer_costs_only_itself(tmp_path):
     writer) starts a fresh line, so its first request and every one built on it rebuild whole."""
     convo = conversation(6)
     first = PerJobLog(tmp_path)
+    (tmp_path / "job-1").mkdir()
     for n, msgs in enumerate(convo[:3], 1):
-        first.add(record(msgs, nth=n, prefix="/j/job-1"))
+        first.add(record(msgs, nth=n, prefix="/j/job-1"), owner="job-1")
     path = tmp_path / "job-1" / "logs" / "gateway.jsonl"
     torn = json.dumps(lines(path)[-1])[:40]
     with path.open("a") as out:
         out.write(torn)  # the fourth request's line, cut by the kill
     restarted = PerJobLog(tmp_path)
     for n, msgs in enumerate(convo[4:], 5):
-        restarted.add(record(msgs, nth=n, prefix="/j/job-1"))
+        restarted.add(record(msgs, nth=n, prefix="/j/job-1"), owner="job-1")
     got = list(read_request_log(path, strict=True))
     assert [r["nth"] for r in got] == [1, 2, 3, 5, 6]
     assert [r["body"]["messages"] for r in got] == [with_cache_mark(m) for m in convo[:3] + convo[4:]]

@@ -22,6 +22,7 @@ from flower_batch.gateway.routing import JobRouter, PerJobLog
 from flower_batch.gateway.tokens import SECRET_ENV, job_token, new_secret, token_matches
 
 SCENARIO = {"rules": [{"name": "hi", "reply": "hello from the scripted model"}]}
+JOBS = ("job-1", "job-2")
 BODY = {"model": "m", "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]}
 
 
@@ -30,6 +31,8 @@ def gateway(tmp_path: Path) -> Iterator[tuple[MessagesServer, str, Path]]:
     secret = new_secret()
     server = MessagesServer(JobRouter(ScriptedResponder(Scenario.from_dict(SCENARIO)), secret))
     server.log = PerJobLog(tmp_path / "batch")  # type: ignore[assignment]
+    for job in JOBS:  # the orchestrator makes a job's folder before the job starts
+        (tmp_path / "batch" / job).mkdir(parents=True)
     server.start()
     try:
         yield server, secret, tmp_path / "batch"
@@ -143,7 +146,8 @@ def test_the_gateway_process_refuses_to_start_without_its_secret(
 
 def test_budget_refusal_of_a_valid_job_stays_in_its_log(tmp_path: Path) -> None:
     log = PerJobLog(tmp_path)
-    log.add({"prefix": "/j/job-1", "rule": "gateway:budget", "status": 402})
+    (tmp_path / "job-1").mkdir()
+    log.add({"prefix": "/j/job-1", "rule": "gateway:budget", "status": 402}, owner="job-1")
     log.add({"prefix": "/j/job-1", "rule": "gateway:bad-token", "status": 401})
     log.add({"prefix": "", "rule": "gateway:no-job", "status": 404})
     own = list(read_request_log(tmp_path / "job-1" / "logs" / "gateway.jsonl"))
