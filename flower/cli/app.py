@@ -38,6 +38,7 @@ from flower.cli.go import go
 from flower.cli.once import once
 from flower.cli.run import run
 from flower.errors import FlowerError
+from flower.runtime import model_socket
 
 DEFAULT_COMMAND = "go"
 ARGV_KEY = "flower.argv"  # ctx.meta: the group's own argv, to see where a `--` stood
@@ -96,6 +97,11 @@ app = build_app()
 def main(argv: list[str] | None = None) -> None:
     """Exit codes: 0 done, 1 a step failed, 2 bad usage, 130 interrupted. Errors are one line."""
     args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        model_socket.start_from_env()  # a job container with no network reaches its model so
+    except (OSError, ValueError) as exc:
+        err.print(f"flower: {model_socket.SOCKET_ENV}: {exc}", markup=False, highlight=False)
+        sys.exit(2)
     try:
         code = app(args=args, prog_name="flower", standalone_mode=False)
     except TyperException as exc:  # usage errors (exit 2): one line, not a box

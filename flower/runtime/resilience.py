@@ -63,6 +63,7 @@ import anyio
 
 from flower.catalogue import RESUME_PROMPT
 from flower.errors import ConfigError
+from flower.runtime.model_socket import SOCKET_ENV, reachable_socket
 
 Kind = Literal["transient", "fatal", "unknown"]
 
@@ -73,8 +74,12 @@ def reachable(host: str, port: int, timeout: float = 5.0) -> bool:
     """True if a TCP handshake with host:port succeeds within `timeout`.
 
     Name resolution plus a connect, then the socket is closed: no bytes are sent. Any
-    exception (DNS failure, refusal, timeout, bad arguments) counts as unreachable.
+    exception (DNS failure, refusal, timeout, bad arguments) counts as unreachable. With
+    FLOWER_MODEL_SOCKET set, host:port is only this process's relay: the socket is asked.
     """
+    path = os.environ.get(SOCKET_ENV, "").strip()
+    if path:
+        return reachable_socket(path, timeout)
     try:
         with socket.create_connection((host, port), timeout=timeout):
             return True

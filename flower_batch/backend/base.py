@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Literal, Self
 
+from flower_batch.backend.confinement import Confinement, sandbox_user
 from flower_batch.jobmodel import units
 
 LabelFilter = Mapping[str, str | None]
@@ -46,13 +47,14 @@ class ContainerSpec:
     env: dict[str, str] = field(default_factory=dict)
     mounts: list[Mount] = field(default_factory=list)
     working_dir: str | None = None
-    user: str | None = None
-    """"uid:gid" (or "uid"); None runs as the image's user."""
+    user: str = field(default_factory=sandbox_user)
+    """"uid:gid": never 0 (confinement.py), whoever runs the orchestrator."""
     cpus: float | None = None
     memory: int | str | None = None
     """Bytes, or a size string such as "512m" / "2g"."""
     labels: dict[str, str] = field(default_factory=dict)
     network: str | None = None
+    """A network to join; "none": no network at all (loopback only)."""
     network_aliases: list[str] = field(default_factory=list)
     name: str | None = None
     init: bool = True
@@ -65,6 +67,7 @@ class ContainerSpec:
     """Cluster placement constraints ("node.labels.pool==big"); one machine has nothing to place."""
     restart: bool = False
     """A long-running service: the engine restarts it when it dies (the gateway)."""
+    confinement: Confinement = field(default_factory=Confinement)
 
 
 ContainerState = Literal["created", "running", "paused", "restarting", "removing", "exited", "dead"]
@@ -204,6 +207,13 @@ class Backend(abc.ABC):
         placement), or None. A local engine's limits are judged against its host instead
         (pre-flight's limits: Docker accepts a limit above the host, so that is only a warning)."""
         return None
+
+    @property
+    def shares_unix_sockets(self) -> bool:
+        """A unix socket in a bind-mounted folder reaches from one container to another: true on
+        one machine (one kernel), so a job needs no network to reach its gateway; false across
+        a cluster's nodes."""
+        return False
 
     @property
     def name(self) -> str:

@@ -44,6 +44,10 @@ class DockerBackend(Backend):
         self._waits = anyio.CapacityLimiter(max_blocking_waits)
 
     @property
+    def shares_unix_sockets(self) -> bool:
+        return True
+
+    @property
     def address(self) -> str:
         return self._conn.address
 
@@ -63,8 +67,14 @@ class DockerBackend(Backend):
                 docker.types.Mount(m.target, m.source, type=m.kind, read_only=m.read_only)
                 for m in spec.mounts
             ]
+            jail = spec.confinement
             host_config = api.create_host_config(
                 mounts=mounts,
+                cap_drop=["ALL"],
+                security_opt=["no-new-privileges"],
+                pids_limit=jail.pids,
+                read_only=jail.read_only_root,
+                tmpfs=dict(jail.tmpfs) or None,
                 nano_cpus=int(spec.cpus * 1e9) if spec.cpus else None,
                 mem_limit=memory_limit_bytes(spec.memory) if spec.memory is not None else None,
                 init=spec.init or None,
@@ -73,14 +83,14 @@ class DockerBackend(Backend):
                 restart_policy={"Name": "on-failure", "MaximumRetryCount": 3} if spec.restart else None,
             )
             networking_config = None
-            if spec.network:
+            if spec.network and spec.network != "none":
                 endpoint = api.create_endpoint_config(aliases=spec.network_aliases or None)
                 networking_config = api.create_networking_config({spec.network: endpoint})
             created = api.create_container(
                 spec.image,
                 command=list(spec.command),
                 environment={**spec.env, **spec.secrets},
-                user=spec.user or "",
+                user=spec.user,
                 working_dir=spec.working_dir,
                 labels=dict(spec.labels),
                 name=spec.name,

@@ -87,6 +87,9 @@ def run(
     timeout: str = typer.Option("30m", "--timeout", help="stop the job after this long (SIGTERM, grace, kill)"),
     cpus: float | None = typer.Option(None, "--cpus"),
     memory: str | None = typer.Option(None, "--memory", help="e.g. 2g"),
+    pids: int | None = typer.Option(None, "--pids", help="processes and threads the job may hold (default 2048)"),
+    network: str = typer.Option("gateway", "--network", help="gateway: the model only; internet: also a route "
+                                "out, for jobs that install packages (shown in the record)"),
     env: list[str] = typer.Option([], "--env", "-e", help="KEY=VALUE for the job (repeatable)"),
     secret: list[str] = typer.Option([], "--secret", help="NAME of a host env var passed to the job, never stored"),
     name: str | None = typer.Option(None, "--name", help="job id (default: from the task)"),
@@ -112,7 +115,8 @@ def run(
     h = home_at(home)
     spec = adhoc_spec(workspace=workspace, task=task, workflow=workflow, prompt=prompt, name=name,
                       timeout=timeout, cpus=cpus, memory=memory, env=parse_env(env), secrets_=secret,
-                      scenario=scenario, budget_usd=budget_usd, placement=tuple(placement))
+                      scenario=scenario, budget_usd=budget_usd, placement=tuple(placement),
+                      pids=pids, network=network)
     if h.job(ADHOC_BATCH, spec.id).record_path.exists():
         fail(f"job {spec.id} already exists: wake it (`flower-batch wake {spec.id}`) or pick another --name")
     image_id, versions = runtime_image(image)

@@ -12,6 +12,7 @@ from flower.scripted import MessagesServer, ScenarioError
 from flower_batch.errors import GatewayConfigError
 
 from .host_modes import GATEWAY_KEY_ENV, MODES
+from .job_sockets import JobSockets
 from .modes import build_gateway, describe
 from .routing import JobRouter, PerJobLog
 from .tokens import SECRET_ENV, secrets_from_files
@@ -28,6 +29,8 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--host", default="0.0.0.0")
     serve.add_argument("--port", type=int, default=8080)
     serve.add_argument("--batch-dir", required=True, help="per-job logs go to <batch-dir>/<job>/logs/")
+    serve.add_argument("--sockets", help="serve each job on a unix socket of its own under this folder "
+                       "(job_sockets.py); the HTTP port is then on loopback only")
     args = parser.parse_args(argv)
     try:
         secrets_from_files([SECRET_ENV, GATEWAY_KEY_ENV])
@@ -47,6 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     server = MessagesServer(JobRouter(responder, secret), host=args.host, port=args.port)
     server.log = PerJobLog(args.batch_dir)  # type: ignore[assignment]
     server.start()
+    if args.sockets:
+        JobSockets(args.sockets, server.port).start()
     print(f"gateway listening on {args.host}:{server.port} mode={args.mode} ({describe(args.mode, args.upstream)})",
           flush=True)
     done = threading.Event()

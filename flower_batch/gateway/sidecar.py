@@ -13,16 +13,21 @@ from pathlib import Path
 import anyio
 
 from ..backend import Backend, ContainerSpec, Mount
+from ..backend.confinement import Confinement, hand_over
 from ..errors import ContainerNotFound, FlowerBatchError, GatewayConfigError, GatewayError, GatewayModeError
 from ..jobmodel.units import DOCKER_MIN_MEMORY, format_memory, parse_memory
 from ..labels import labels
 from .health import GatewayHealth
 from .host_modes import mode_setup
+from .job_sockets import IN_JOB, SOCKET_IN_JOB, ask
 from .supervisor import READY_LINE, RestartPolicy
 from .tokens import SECRET_ENV, job_token, new_secret  # not .__main__: that imports flower (~1 s)
 
 PORT = 8080
 ALIAS = "gateway"
+SOCKETS_IN_GATEWAY = "/sockets"
+# Connections of every job of a batch, a thread each, and the relay's: more than a job needs.
+GATEWAY_PIDS = 16384
 # The gateway container's memory limit. It holds no request history (constant memory), but a
 # request's body is parsed whole: a batch whose jobs send very large bodies may need more.
 MEMORY_ENV = "FLOWER_BATCH_GATEWAY_MEMORY"
@@ -92,8 +97,13 @@ class GatewaySidecar:
         self.mode = mode
         self.secret = new_secret()  # held in memory and in the gateway's env only
         self.name = gateway_name(batch, session, suffix)  # several gateways may serve one session
-        self.network = self.name
+        # One machine: each job reaches the gateway by a unix socket of its own and has no network
+        # at all. A cluster: jobs and gateway share a private overlay network.
+        self.by_socket = backend.shares_unix_sockets
+        self.network = "none" if self.by_socket else self.name
         self.egress = f"{self.name}-out"  # anthropic mode: the gateway's (only) route out
+        self.dir = batch_dir / ".gateway" / self.name
+        self.sockets = self.dir / "sockets"
         self.container: str | None = None
         self.policy = RestartPolicy.from_env()  # how often supervisor.py may restart it
         self.memory = gateway_memory()
@@ -103,7 +113,25 @@ class GatewaySidecar:
         self._spec: ContainerSpec | None = None  # kept (in memory only) to create it again
 
     def job_env(self, job_id: str) -> dict[str, str]:
+        if self.by_socket:  # flower relays this loopback port to the job's socket (model_socket.py)
+            return {"ANTHROPIC_BASE_URL": f"http://127.0.0.1:{PORT}/j/{job_id}", "FLOWER_MODEL_SOCKET": SOCKET_IN_JOB}
         return {"ANTHROPIC_BASE_URL": f"http://{ALIAS}:{PORT}/j/{job_id}"}
+
+    async def open_job(self, job_id: str) -> list[Mount]:
+        """What a job's container mounts to reach the gateway: its own socket's folder (one
+        machine), or nothing (a cluster: the network)."""
+        if not self.by_socket:
+            return []
+        key = await anyio.to_thread.run_sync(ask, self.sockets, f"open {job_id}")
+        return [Mount(str(self.sockets / key), IN_JOB)]
+
+    async def close_job(self, job_id: str) -> None:
+        """The job's container is gone: its socket goes too (a wake opens it again)."""
+        if self.by_socket and self.container:
+            try:
+                await anyio.to_thread.run_sync(ask, self.sockets, f"close {job_id}")
+            except OSError:
+                pass  # a gateway that is down or gone has no socket to close
 
     def job_secrets(self, job_id: str) -> dict[str, str]:
         """The job's own token: a ContainerSpec secret (an engine secret on a cluster, where no
@@ -125,35 +153,44 @@ class GatewaySidecar:
             await self.stop()
 
     async def start(self) -> None:
-        gdir = self.batch_dir / ".gateway" / self.name
-        gdir.mkdir(parents=True, exist_ok=True)
+        gdir = self.dir
+        self.sockets.mkdir(parents=True, exist_ok=True)
         if self.scenario is not None:
             shutil.copyfile(self.scenario, gdir / ("scenario" + self.scenario.suffix))
-        await self.backend.create_network(self.network, labels(self.batch, self.session, "network"), internal=True)
+        for folder in (self.batch_dir, self.batch_dir / ".gateway"):
+            hand_over(folder, recursive=False)  # the unrouted log; the gateway's own folder
+        hand_over(gdir)
+        network = self.network
+        if self.setup.egress:  # anthropic mode: a route out for the gateway, never for a job
+            await self.backend.create_network(self.egress, labels(self.batch, self.session, "network"))
+            network = self.egress if self.by_socket else network
+        if not self.by_socket:
+            await self.backend.create_network(self.network, labels(self.batch, self.session, "network"), internal=True)
+        where = ["--host", "127.0.0.1", "--sockets", SOCKETS_IN_GATEWAY] if self.by_socket else []
         spec = ContainerSpec(
             image=self.image_id,
             command=[
                 "python", "-m", "flower_batch.gateway", "serve", "--mode", self.mode,
-                "--port", str(PORT), "--batch-dir", "/batch", *self.setup.args,
+                "--port", str(PORT), "--batch-dir", "/batch", *where, *self.setup.args,
             ],
             env={"HOME": "/tmp"},
             secrets={SECRET_ENV: self.secret, **self.setup.env},  # engine secrets where there are any
-            mounts=[Mount(str(self.batch_dir), "/batch"), Mount(str(gdir), "/gateway", read_only=True)],
-            user=f"{os.getuid()}:{os.getgid()}",
+            mounts=[Mount(str(self.batch_dir), "/batch"), Mount(str(gdir), "/gateway", read_only=True),
+                    *([Mount(str(self.sockets), SOCKETS_IN_GATEWAY)] if self.by_socket else [])],
             labels=labels(self.batch, self.session, "gateway"),
-            network=self.network,
-            network_aliases=[ALIAS],
+            network=network,
+            network_aliases=[] if self.by_socket else [ALIAS],
             name=f"{self.name}-gateway",
             memory=self.memory,
             restart=True,  # the engine restarts a gateway that dies (Swarm: a replicated service)
             # On a cluster the gateway stays on a manager: losing a worker must not take every
             # job's model (and the batch's meter) with it. One machine has nothing to place.
             placement=["node.role==manager"],
+            confinement=Confinement(pids=GATEWAY_PIDS),
         )
         self._spec = spec
         self.container = await self.backend.create(spec)
-        if self.setup.egress:
-            await self.backend.create_network(self.egress, labels(self.batch, self.session, "network"))
+        if self.setup.egress and not self.by_socket:
             await self.backend.connect_network(self.egress, self.container)
         await self.backend.start(self.container)
         await self._wait_ready()
@@ -170,7 +207,7 @@ class GatewaySidecar:
         except ContainerNotFound:
             self.container = None
             self.container = await self.backend.create(self._spec)
-            if self.setup.egress:
+            if self.setup.egress and not self.by_socket:
                 await self.backend.connect_network(self.egress, self.container)
             before = 0
             await self.backend.start(self.container)
@@ -210,8 +247,10 @@ class GatewaySidecar:
             except FlowerBatchError:
                 pass
             self.container = None
-        for network in (self.network, self.egress) if self.setup.egress else (self.network,):
+        networks = [] if self.by_socket else [self.network]
+        for network in [*networks, *([self.egress] if self.setup.egress else [])]:
             try:
                 await self.backend.remove_network(network)
             except FlowerBatchError:
                 pass
+        shutil.rmtree(self.sockets, ignore_errors=True)  # sockets and job names only

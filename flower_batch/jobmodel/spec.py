@@ -14,6 +14,9 @@ from .modes import mode_label
 
 INPUTS_FORMAT = "flower-batch/inputs@1"
 # A Swarm placement constraint: node.labels.K / engine.labels.K / node.hostname|role|id|platform.*
+NETWORKS = ("gateway", "internet")
+MIN_PIDS = 64  # the CLI, flower and a shell already hold about 40 threads
+
 PLACEMENT = re.compile(
     r"^(node\.labels\.[A-Za-z0-9_.-]+|engine\.labels\.[A-Za-z0-9_.-]+|node\.(hostname|role|id|platform\.os"
     r"|platform\.arch))\s*(==|!=)\s*\S+$"
@@ -86,6 +89,11 @@ class JobSpec:
     budget_usd: float | None = None
     placement: tuple[str, ...] = ()
     """Cluster placement constraints; where a job runs, not what it computes (not hashed)."""
+    pids: int | None = None
+    """Processes and threads the job's container may hold; None: the default (confinement.py)."""
+    network: str = "gateway"
+    """NETWORKS: "gateway" reaches its model and nothing else; "internet" also gets a route out
+    (installing packages), of its own: shown in the record and the report."""
 
     @property
     def uses_starter_flow(self) -> bool:
@@ -128,6 +136,9 @@ class JobSpec:
             "gateway": self.gateway.to_dict(),
             "budget_usd": self.budget_usd,
             **({"placement": list(self.placement)} if self.placement else {}),
+            # Only when set: a record written before these fields hashes as it did.
+            **({"pids": self.pids} if self.pids is not None else {}),
+            **({"network": self.network} if self.network != "gateway" else {}),
         }
 
     @classmethod
@@ -155,6 +166,8 @@ class JobSpec:
             gateway=GatewaySpec.from_dict(data.get("gateway") or {}),
             budget_usd=data.get("budget_usd"),
             placement=tuple(data.get("placement") or ()),
+            pids=data.get("pids"),
+            network=data.get("network") or "gateway",
         )
 
     def hashed_inputs(self, image_id: str) -> dict[str, Any]:

@@ -169,6 +169,8 @@ class Expander:
             gateway=gateway,
             budget_usd=fields.get("budget_usd"),
             placement=tuple(fields.get("placement", ())),
+            pids=fields.get("pids"),
+            network=fields.get("network", "gateway"),
         )
 
     def _renderer(self, context: RenderContext) -> Callable[[Template | None], str | None]:

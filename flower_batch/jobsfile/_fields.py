@@ -12,7 +12,7 @@ import difflib
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from flower_batch.jobmodel.spec import PLACEMENT
+from flower_batch.jobmodel.spec import MIN_PIDS, NETWORKS, PLACEMENT
 from flower_batch.jobmodel.units import DOCKER_MIN_MEMORY, parse_duration, parse_memory
 
 from ..envnames import env_name_problem, looks_secret, secret_name_problem, valid_env_name
@@ -38,6 +38,8 @@ JOB_FIELDS = (
     "gateway",
     "budget_usd",
     "placement",
+    "pids",
+    "network",
 )
 GATEWAY_MODES = ("anthropic", "scripted", "replay")
 GATEWAY_KEYS = ("mode", "scenario", "recording")
@@ -133,6 +135,21 @@ def _memory(value: Any, path: KeyPath, report: Report) -> Any:
         report(path, f"{_show(value)} is below Docker's minimum of 6m; give the job at least \"6m\"")
         return _INVALID
     return size
+
+
+def _pids(value: Any, path: KeyPath, report: Report) -> Any:
+    if isinstance(value, bool) or not isinstance(value, int) or value < MIN_PIDS:
+        report(path, f"expected a whole number of processes of at least {MIN_PIDS}, like 4096, got {_show(value)}")
+        return _INVALID
+    return value
+
+
+def _network(value: Any, path: KeyPath, report: Report) -> Any:
+    if value not in NETWORKS:
+        report(path, f'expected "gateway" (the model only: the default) or "internet" (also a route out), '
+                     f"got {_show(value)}")
+        return _INVALID
+    return value
 
 
 def _budget(value: Any, path: KeyPath, report: Report) -> Any:
@@ -273,4 +290,6 @@ _PARSERS: dict[str, Callable[[Any, KeyPath, Report], Any]] = {
     "gateway": _gateway,
     "budget_usd": _budget,
     "placement": _placement,
+    "pids": _pids,
+    "network": _network,
 }

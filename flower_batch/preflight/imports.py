@@ -116,7 +116,7 @@ async def import_problems(
         mounts.insert(0, Mount(str(staging), FLOWS, read_only=True))
         spec = ContainerSpec(
             image=image_id, command=["python", "-c", _SCRIPT, *argv], env={"HOME": "/tmp"},
-            mounts=mounts, working_dir="/tmp", user=f"{os.getuid()}:{os.getgid()}", labels=labels,
+            mounts=mounts, working_dir="/tmp", labels=labels,
             network="none",
         )
         lines, code, timed_out = await _run(backend, spec, timeout_s)

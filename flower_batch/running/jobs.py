@@ -16,7 +16,7 @@ from flower_batch.gateway.sidecar import GatewaySidecar
 from flower_batch.gateway.supervisor import supervisors
 from flower_batch.jobmodel.hashing import file_hash, tree_hash
 from flower_batch.jobmodel.record import JobRecord
-from flower_batch.jobmodel.spec import PLACEMENT, GatewaySpec, JobSpec
+from flower_batch.jobmodel.spec import MIN_PIDS, NETWORKS, PLACEMENT, GatewaySpec, JobSpec
 from flower_batch.jobmodel.units import parse_duration, parse_memory
 from flower_batch.layout import Home, JobDir
 from flower_batch.running.runner import JobContext, run_job
@@ -47,6 +47,8 @@ def adhoc_spec(
     budget_usd: float | None = None,
     environ: Mapping[str, str] | None = None,
     placement: tuple[str, ...] = (),
+    pids: int | None = None,
+    network: str = "gateway",
 ) -> JobSpec:
     """The spec of a `run` job, validated before any folder, gateway or container exists.
 
@@ -76,6 +78,10 @@ def adhoc_spec(
         if not PLACEMENT.match(constraint.strip()):
             raise FlowerBatchError(f'--placement {constraint!r}: expected a constraint like "node.labels.pool==big" '
                                    'or "node.role==worker"')
+    if pids is not None and pids < MIN_PIDS:
+        raise FlowerBatchError(f"--pids {pids}: give at least {MIN_PIDS} processes, e.g. 4096")
+    if network not in NETWORKS:
+        raise FlowerBatchError(f"--network {network!r}: give gateway (the model only) or internet (also a route out)")
     job_id = name or f"{slug(task or workflow or 'job')}-{secrets.token_hex(2)}"
     timeout_s = parse_duration(timeout)
     if timeout_s is None or timeout_s <= 0:
@@ -93,6 +99,7 @@ def adhoc_spec(
         prompt=(task or prompt or ""), workflow=workflow, workspace=source, workspace_hash=tree_hash(source),
         timeout_s=timeout_s, cpus=cpus, memory_bytes=memory_bytes, env=env, secrets=tuple(dict.fromkeys(secrets_)),
         gateway=gateway, budget_usd=budget_usd, placement=tuple(c.strip() for c in placement),
+        pids=pids, network=network,
     )
 
 

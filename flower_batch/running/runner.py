@@ -18,8 +18,10 @@ import anyio
 
 from flower.clock import now_iso
 from flower_batch.backend import Backend, ContainerSpec, Mount
-from flower_batch.errors import FlowerBatchError
+from flower_batch.backend.confinement import DEFAULT_PIDS, Confinement, hand_over
+from flower_batch.errors import FlowerBatchError, NameConflict
 from flower_batch.gateway.health import describe_health
+from flower_batch.gateway.job_sockets import socket_key
 from flower_batch.gateway.recording import stage_recording
 from flower_batch.gateway.sidecar import GatewaySidecar
 from flower_batch.gateway.usage import GatewayOutcome, gateway_outcome
@@ -184,10 +186,12 @@ async def run_container(attempt: Attempt, command: list[str], *, fresh: bool) ->
     except OSError as exc:  # the job's folder: copying the workspace, writing logs
         ran.error = _one_line(f"{type(exc).__name__}: {exc}")
     finally:
-        if ran.container:
-            with anyio.CancelScope(shield=True):
+        with anyio.CancelScope(shield=True):
+            if ran.container:
                 ran.node = await _node_of(ctx.backend, ran.container)
                 await _remove_quietly(ctx.backend, ran.container)
+            await ctx.gateway.close_job(attempt.job.id)
+            await close_network(ctx, attempt.job)
     return ran
 
 
@@ -198,7 +202,11 @@ async def _run_in_container(attempt: Attempt, command: list[str], ran: Ran, *, f
     if ctx.gateway.health.gave_up:
         raise FlowerBatchError(f"not started: {ctx.gateway.health.gave_up}")
     prepare(jd, job, fresh=fresh, search=ctx.search, flows_from=ctx.flows_from)
-    ran.container = await ctx.backend.create(job_container_spec(ctx, job, jd, command, attempt.stamp))
+    for folder in (jd.workspace, jd.runs, jd.logs):  # the job's and the gateway's to write
+        hand_over(folder)
+    reach = await ctx.gateway.open_job(job.id)
+    await open_network(ctx, job)
+    ran.container = await ctx.backend.create(job_container_spec(ctx, job, jd, command, attempt.stamp, reach))
     write_record(jd.record_path, replace(attempt.record, container=ran.container))
     await ctx.backend.start(ran.container)
     ran.exit_code, ran.timed_out = await _wait_unless_gateway_gone(ctx, ran.container, job.timeout_s)
@@ -238,17 +246,45 @@ def _container_spec(
         env=env,
         mounts=[Mount(str(jd.workspace), WORKSPACE), *mounts],
         working_dir=WORKSPACE,
-        user=f"{os.getuid()}:{os.getgid()}",
         cpus=job.cpus,
         memory=job.memory_bytes,
         labels=labels(ctx.batch, ctx.session, role, job.id),
-        network=ctx.gateway.network,
+        network=job_network(ctx, job),
         placement=list(job.placement),  # the job's nodes, for its check too
+        confinement=Confinement(pids=job.pids or DEFAULT_PIDS),
     )
 
 
+def job_network(ctx: JobContext, job: JobSpec) -> str:
+    """The gateway's network ("none" on one machine: a socket reaches it), or, for a job that
+    asked for the internet, a network of its own with a route out (no other job is on it)."""
+    if job.network == "internet":
+        return f"{ctx.gateway.name}-{socket_key(job.id)[:12]}"
+    return ctx.gateway.network
+
+
+async def open_network(ctx: JobContext, job: JobSpec) -> None:
+    if job.network != "internet":
+        return
+    if not ctx.gateway.by_socket:
+        raise FlowerBatchError('network = "internet" runs on the local engine only: on a cluster the job\'s '
+                               "network is the gateway's overlay, which has no route out")
+    try:
+        await ctx.backend.create_network(job_network(ctx, job), labels(ctx.batch, ctx.session, "network", job.id))
+    except NameConflict:
+        pass  # its check, or the container of an earlier try of the same session
+
+
+async def close_network(ctx: JobContext, job: JobSpec) -> None:
+    if job.network == "internet" and ctx.gateway.by_socket:
+        try:
+            await ctx.backend.remove_network(job_network(ctx, job))
+        except FlowerBatchError:
+            pass
+
+
 def job_container_spec(
-    ctx: JobContext, job: JobSpec, jd: JobDir, command: list[str], stamp: str
+    ctx: JobContext, job: JobSpec, jd: JobDir, command: list[str], stamp: str, reach: Sequence[Mount] = ()
 ) -> ContainerSpec:
     """The job's container: flower on its runs and its (read-only) workflow code, its model behind
     the gateway. The one place the job's env and spec are built."""
@@ -266,7 +302,8 @@ def job_container_spec(
     }
     if job.model:
         env["ANTHROPIC_MODEL"] = job.model
-    mounts = [Mount(str(jd.runs), RUNS), Mount(str(jd.flows), FLOWS, read_only=True)]
+    # `reach`: the job's own socket into the gateway (one machine; nothing on a cluster)
+    mounts = [Mount(str(jd.runs), RUNS), Mount(str(jd.flows), FLOWS, read_only=True), *reach]
     return replace(_container_spec(ctx, job, jd, "job", command, env, mounts), secrets=secret_env)
 
 
@@ -415,7 +452,13 @@ async def _oom_killed(backend: Backend, container: str) -> bool:
 async def run_check(ctx: JobContext, job: JobSpec, jd: JobDir) -> tuple[int, str]:
     """The verifier: the task's check command in a fresh container on the job's workspace."""
     assert job.check
-    container = await ctx.backend.create(check_container_spec(ctx, job, jd))
+    await open_network(ctx, job)
+    try:
+        container = await ctx.backend.create(check_container_spec(ctx, job, jd))
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await close_network(ctx, job)
+        raise
     try:
         await ctx.backend.start(container)
         code, timed_out = await _wait(ctx.backend, container, job.check_timeout_s)
@@ -423,6 +466,7 @@ async def run_check(ctx: JobContext, job: JobSpec, jd: JobDir) -> tuple[int, str
     finally:
         with anyio.CancelScope(shield=True):
             await _remove_quietly(ctx.backend, container)
+            await close_network(ctx, job)
     output = "\n".join(lines)
     if timed_out:
         output += f"\n[flower-batch] check stopped after {job.check_timeout_s:.0f}s"

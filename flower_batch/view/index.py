@@ -2,7 +2,8 @@
 
 A 5,000-job batch must list in well under 2 s and be polled every 2 s while it runs, so each
 record is parsed once and kept with its (mtime, size): a poll costs one stat per job, and a
-re-read only for records that changed. sessions.db is never opened for a list.
+re-read only for records that changed. sessions.db is never opened for a list. A record is read
+through flower_batch/jobfiles.py (no symlink followed, a regular file, at most RECORD_BYTES).
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ from typing import Any
 
 from flower_batch.jobmodel.record import RECORD_NAME, RECORD_STATUSES
 
+from ..jobfiles import read_head
 from ..layout import check_name
 
+RECORD_BYTES = 32 * 1024 * 1024  # a bigger record.json is listed as unreadable, never parsed
 STATUS_ORDER = ("running", "queued", "failed", "error", "timeout", "budget", "passed", "skipped", "unreadable")
 
 
@@ -67,7 +70,7 @@ class RecordIndex:
         for name in sorted(e.name for e in os.scandir(base) if not e.name.startswith(".") and e.is_dir()):
             path = os.path.join(base, name, RECORD_NAME)
             try:
-                st = os.stat(path)
+                st = os.lstat(path)
             except OSError:
                 continue
             stamp = (st.st_mtime_ns, st.st_size)
@@ -85,8 +88,9 @@ def _row(job: str, path: Path) -> dict[str, Any]:
     # A light read: json + the record's required fields, without building a JobRecord (its step
     # objects are most of the cost of parsing 5,000 records, and the list shows none of them).
     try:
-        data = json.loads(path.read_bytes())
-        problem = _problem(data)
+        read = read_head(path.parent.parent, f"{job}/{path.name}", RECORD_BYTES)
+        data: Any = {} if read.cut else json.loads(read.data)
+        problem = f"{path}: over {RECORD_BYTES} bytes, not read" if read.cut else _problem(data)
     except (OSError, ValueError) as exc:
         problem = f"{path}: {exc}"
     if problem:

@@ -179,6 +179,7 @@ APP_JS = r"""
       if (sess.role === 'retired' && s.handoff) {
         body.push(el('div', {'class': 'handoff'}, [
           el('b', {}, ['handoff → successor session']), ' ', el('span', {'class': 'meta'}, [s.handoff.doc]),
+          s.handoff.problem ? el('div', {'class': 'problem'}, ['(document not shown: ' + s.handoff.problem + ')']) :
           s.handoff.text === null ? el('div', {'class': 'meta'}, ['(document not found in the workspace)']) :
             block(s.handoff.text)]));
       }

@@ -11,12 +11,16 @@ reading sessions.db) when nothing changed on disk. Nothing here writes in the ho
 whose Host is not this server's loopback address are refused, so a web page elsewhere cannot
 reach the viewer through DNS rebinding. Responses carry a Content-Security-Policy that forbids
 inline script: model text that slipped past escaping still could not run.
+
+Every file of a job is read through flower_batch/jobfiles.py (trajectory.read_in): a symlink a
+job made is never followed, only regular files are opened, and each read is capped.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -25,13 +29,15 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from flower.catalogue import SESSIONS_DB
+from flower_batch.jobmodel.record import RECORD_NAME, JobRecord
 
 from ..errors import FlowerBatchError, RecordError
-from ..layout import Home
+from ..jobfiles import read_tail
+from ..layout import Home, JobDir
 from ..workspace_diff import diff, source_of
-from .index import RecordIndex, select
+from .index import RECORD_BYTES, RecordIndex, select
 from .page import APP_CSS, APP_JS, PAGE_HTML
-from .trajectory import job_trajectory
+from .trajectory import job_trajectory, read_in
 
 HOST = "127.0.0.1"
 LOG_TAIL = 4000
@@ -123,20 +129,16 @@ class _Handler(BaseHTTPRequestHandler):
         if query.get("since") == version:
             return {"version": version, "unchanged": True}
         try:
-            record = jd.record().to_dict()
-        except FileNotFoundError:
-            raise FileNotFoundError(f"no job {jd.batch}/{jd.job}") from None
+            record = _record(jd).to_dict()
         except RecordError as exc:
             record = {"job_id": jd.job, "status": "unreadable", "reason": str(exc), "spec": {}}
         return {"version": version, "batch": jd.batch, "job": jd.job, "record": record,
-                "trajectory": job_trajectory(jd.runs, jd.workspace), "log_tail": _tail(jd.logs / "container.log")}
+                "trajectory": job_trajectory(jd.runs, jd.workspace), "log_tail": _tail(jd)}
 
     def _diff(self, query: dict[str, str]) -> Any:
         jd = self.server.home.job(_required(query, "batch"), _required(query, "job"))
         try:
-            spec = jd.record().spec
-        except FileNotFoundError:
-            raise FileNotFoundError(f"no job {jd.batch}/{jd.job}") from None
+            spec = _record(jd).spec
         except RecordError as exc:
             raise BadRequest(str(exc)) from None
         return diff(source_of(spec), jd.workspace).to_dict()
@@ -175,19 +177,31 @@ def _stamp(paths: list[Path]) -> str:
     h = hashlib.sha1()
     for p in paths:
         try:
-            st = p.stat()
+            st = os.lstat(p)  # a symlink's own stamp: its target is none of the job's business
             h.update(f"{p.name}:{st.st_mtime_ns}:{st.st_size}\n".encode())
         except OSError:
             h.update(f"{p.name}:-\n".encode())
     return h.hexdigest()[:16]
 
 
-def _tail(path: Path) -> str | None:
+def _record(jd: JobDir) -> JobRecord:
+    """The job's record, read capped and through no symlink; FileNotFoundError names the job."""
     try:
-        with path.open("rb") as f:
-            f.seek(0, 2)
-            size = f.tell()
-            f.seek(max(0, size - LOG_TAIL))
-            return f.read().decode("utf-8", errors="replace")
+        read = read_in(jd.root, RECORD_NAME, RECORD_BYTES)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"no job {jd.batch}/{jd.job}") from None
+    except OSError as exc:
+        raise RecordError(str(exc)) from None
+    if read.cut:
+        raise RecordError(f"{RECORD_NAME} is {read.size} bytes, over the viewer's {RECORD_BYTES}: not read")
+    try:
+        return JobRecord.from_dict(json.loads(read.data))
+    except (ValueError, RecordError) as exc:
+        raise RecordError(f"{jd.record_path}: {exc}") from None
+
+
+def _tail(jd: JobDir) -> str | None:
+    try:
+        return read_tail(jd.root, "logs/container.log", LOG_TAIL).data.decode("utf-8", errors="replace")
     except OSError:
         return None

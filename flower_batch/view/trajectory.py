@@ -8,6 +8,11 @@ transcripts (`<session>/subagents/agent-*`) hang under the Agent tool call that 
 Sessions in the db that no manifest row names yet belong to the step still running.
 
 Everything returned is plain data for JSON; the page escapes it when it renders.
+
+The files are the job's, written by its model-written code: each is read through
+flower_batch/jobfiles.py (no symlink followed, the runs and workspace folders themselves included;
+regular files only; a byte cap), and what was not read is said in `problem` or the handoff's
+`problem`, never replaced by what a symlink points at.
 """
 
 from __future__ import annotations
@@ -22,10 +27,12 @@ from typing import Any
 from flower.catalogue import JUDGE_SUFFIX, MANIFEST_FILE, NOTES_DIR, SESSIONS_DB, WORKBENCH_DIR
 from flower.context.handoff import doc_path
 
-from .sessions import SessionsUnreadable, load_transcripts, session_of, subpath_of
+from ..jobfiles import Read, read_head
+from .sessions import SessionsUnreadable, Transcripts, read_transcripts, session_of, subpath_of
 
 TEXT_LIMIT = 200_000  # characters kept of any one message or tool result
 HANDOFF_LIMIT = 50_000
+MANIFEST_BYTES = 16 * 1024 * 1024  # a bigger manifest.json is not parsed (and the page says so)
 _JUDGE = re.compile(re.escape(JUDGE_SUFFIX) + r"#(\d+)$")
 _ROUND = re.compile(r"#round(\d+)$")
 _RETRY = re.compile(r"#retry(\d+)$")
@@ -42,34 +49,47 @@ def step_kind(name: str) -> dict[str, Any]:
 
 def job_trajectory(runs: Path, workspace: Path) -> dict[str, Any]:
     """Steps of the job whose run_dir is `runs`, each with its messages, tokens and handoffs."""
-    rows = _manifest(runs / MANIFEST_FILE)
-    problem = None
+    rows, problems = _manifest(runs)
     try:
-        transcripts = load_transcripts(runs / SESSIONS_DB)
+        transcripts = read_transcripts(runs / SESSIONS_DB)
+        problems += transcripts.notes
     except SessionsUnreadable as exc:
-        transcripts, problem = {}, f"{SESSIONS_DB} is not readable right now ({exc}); the page retries"
+        transcripts = Transcripts()
+        problems.append(f"{SESSIONS_DB} is not readable right now ({exc}); the page retries")
     by_session: dict[str, dict[str | None, list[dict[str, Any]]]] = {}
-    for key, entries in transcripts.items():
+    for key, entries in transcripts.by_key.items():
         by_session.setdefault(session_of(key), {})[subpath_of(key)] = entries
     owners = _owners(rows)
     named = {sid for row in rows for sid in _sessions_of(row)}
-    steps = [
-        _step(i, row, rows, owners, by_session, workspace / WORKBENCH_DIR / NOTES_DIR) for i, row in enumerate(rows)
-    ]
+    steps = [_step(i, row, rows, owners, by_session, workspace) for i, row in enumerate(rows)]
     running = [
         {"session_id": sid, "messages": _messages(subs.get(None, []), subs), "tokens": _tokens(subs.get(None, []))}
         for sid, subs in by_session.items()
         if sid not in named and subs.get(None)
     ]
-    return {"steps": steps, "unlisted_sessions": running, "problem": problem}
+    return {"steps": steps, "unlisted_sessions": running, "problem": "; ".join(problems) or None}
 
 
-def _manifest(path: Path) -> list[dict[str, Any]]:
+def read_in(folder: Path, rel: str, limit: int) -> Read:
+    """At most `limit` bytes of folder/rel, reached through no symlink, `folder` itself included."""
+    return read_head(folder.parent, f"{folder.name}/{rel}", limit)
+
+
+def _manifest(runs: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """The manifest's rows, and what kept them from being read (absent is no problem: not run yet)."""
     try:
-        rows = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return []
-    return [r for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []
+        read = read_in(runs, MANIFEST_FILE, MANIFEST_BYTES)
+    except FileNotFoundError:
+        return [], []
+    except OSError as exc:
+        return [], [f"{MANIFEST_FILE}: {exc}"]
+    if read.cut:
+        return [], [f"{MANIFEST_FILE} is {read.size} bytes, over the viewer's {MANIFEST_BYTES}: not shown"]
+    try:
+        rows = json.loads(read.data)
+    except ValueError:
+        return [], []  # being written: the next poll reads it whole
+    return ([r for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []), []
 
 
 def _sessions_of(row: Mapping[str, Any]) -> list[str]:
@@ -110,7 +130,7 @@ def _belongs(entry: Mapping[str, Any], index: int, owners: list[tuple[datetime |
 def _step(
     index: int, row: Mapping[str, Any], rows: Sequence[Mapping[str, Any]],
     owners: Mapping[str, list[tuple[datetime | None, int]]],
-    by_session: Mapping[str, Mapping[str | None, list[dict[str, Any]]]], notes: Path,
+    by_session: Mapping[str, Mapping[str | None, list[dict[str, Any]]]], workspace: Path,
 ) -> dict[str, Any]:
     name = str(row.get("step") or "?")
     sessions: list[dict[str, Any]] = []
@@ -129,9 +149,9 @@ def _step(
         })
     handoff = None
     if retired:
-        doc = doc_path(notes, name)
-        text = _read_text(doc, HANDOFF_LIMIT)
-        handoff = {"doc": f"{WORKBENCH_DIR}/{NOTES_DIR}/{doc.name}", "text": text, "generations": len(retired)}
+        rel = f"{WORKBENCH_DIR}/{NOTES_DIR}/{doc_path('.', name).name}"
+        text, problem = _read_text(workspace, rel, HANDOFF_LIMIT)
+        handoff = {"doc": rel, "text": text, "generations": len(retired), "problem": problem}
     tokens = _sum_tokens([s["tokens"] for s in sessions] + [s["subagent_tokens"] for s in sessions])
     return {
         "index": index,
@@ -166,11 +186,15 @@ def _earlier_with_session(index: int, row: Mapping[str, Any], rows: Sequence[Map
     return None
 
 
-def _read_text(path: Path, limit: int) -> str | None:
+def _read_text(folder: Path, rel: str, limit: int) -> tuple[str | None, str | None]:
+    """(text clipped to `limit` characters, None), or (None, why it was not read)."""
     try:
-        return _clip(path.read_text(encoding="utf-8", errors="replace"), limit)
-    except OSError:
-        return None
+        read = read_in(folder, rel, limit * 4)  # a character is at most 4 bytes
+    except FileNotFoundError:
+        return None, None
+    except OSError as exc:
+        return None, str(exc)
+    return _clip(read.data.decode("utf-8", "replace"), limit), None
 
 
 def _clip(text: str, limit: int = TEXT_LIMIT) -> str:

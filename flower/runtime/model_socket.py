@@ -1,0 +1,141 @@
+"""Reaching the model through a unix socket, for a process that has no network at all.
+
+flower-batch runs a job in a container with no network: its one way out is a unix socket of its
+own, bind-mounted from the gateway. The CLI only speaks HTTP over TCP, so when
+`FLOWER_MODEL_SOCKET` names a socket, flower relays the loopback address of ANTHROPIC_BASE_URL
+to it (`start_from_env`), and resilience's probe asks the socket, not the port.
+
+`relay` moves bytes both ways between two connected sockets; the gateway uses it for the other
+end (a job's socket to its HTTP port).
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import socket
+import threading
+from collections.abc import Callable, Mapping
+from urllib.parse import urlsplit
+
+SOCKET_ENV = "FLOWER_MODEL_SOCKET"
+CHUNK = 64 * 1024
+
+
+def reachable_socket(path: str, timeout: float = 5.0) -> bool:
+    """True if something accepts a connection on the unix socket `path`."""
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(timeout)
+            s.connect(path)
+            return True
+    except OSError:
+        return False
+
+
+def connect_unix(path: str, timeout: float = 10.0) -> socket.socket:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.settimeout(timeout)
+        s.connect(path)
+        s.settimeout(None)
+    except OSError:
+        s.close()
+        raise
+    return s
+
+
+def relay(client: socket.socket, upstream: socket.socket) -> None:
+    """Copy bytes both ways until both sides have closed; an end of one direction is passed on
+    as a half-close, so a request body's end still reaches the server. Closes both sockets."""
+    peer = {client: upstream, upstream: client}
+    open_reads = {client, upstream}
+    with selectors.DefaultSelector() as sel:
+        for s in open_reads:
+            sel.register(s, selectors.EVENT_READ)
+        try:
+            while open_reads:
+                for key, _ in sel.select():
+                    src = key.fileobj
+                    assert isinstance(src, socket.socket)
+                    data = _recv(src)
+                    if data:
+                        peer[src].sendall(data)
+                        continue
+                    sel.unregister(src)
+                    open_reads.discard(src)
+                    _shutdown_write(peer[src])
+        except OSError:
+            pass  # a reset on either side ends the exchange: the CLI retries, the server logs
+        finally:
+            client.close()
+            upstream.close()
+
+
+def _recv(s: socket.socket) -> bytes:
+    try:
+        return s.recv(CHUNK)
+    except ConnectionResetError:
+        return b""
+
+
+def _shutdown_write(s: socket.socket) -> None:
+    try:
+        s.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass
+
+
+def serve_connection(client: socket.socket, connect: Callable[[], socket.socket]) -> None:
+    """Relay one accepted connection to a fresh upstream; an upstream that refuses closes the
+    client at once (the CLI sees a reset, which it and resilience retry)."""
+    try:
+        upstream = connect()
+    except OSError:
+        client.close()
+        return
+    relay(client, upstream)
+
+
+class Relay:
+    """Accepts on `listener` and relays each connection to `connect()`, a thread each."""
+
+    def __init__(self, listener: socket.socket, connect: Callable[[], socket.socket]) -> None:
+        self.listener = listener
+        self.connect = connect
+        self._thread = threading.Thread(target=self._accept, name="model-relay", daemon=True)
+
+    def start(self) -> Relay:
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        try:
+            self.listener.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.listener.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return  # closed
+            threading.Thread(target=serve_connection, args=(client, self.connect),
+                             name="model-relay-conn", daemon=True).start()
+
+
+def start_from_env(environ: Mapping[str, str] | None = None) -> Relay | None:
+    """When FLOWER_MODEL_SOCKET is set: listen on ANTHROPIC_BASE_URL's loopback host and port
+    and relay to the socket. None when it is not set."""
+    env = os.environ if environ is None else environ
+    path = env.get(SOCKET_ENV, "").strip()
+    if not path:
+        return None
+    parts = urlsplit(env.get("ANTHROPIC_BASE_URL", ""))
+    host, port = parts.hostname or "", parts.port
+    if host not in ("127.0.0.1", "localhost") or port is None:
+        raise ValueError(f"{SOCKET_ENV} needs ANTHROPIC_BASE_URL on http://127.0.0.1:<port>, not {parts.geturl()!r}")
+    listener = socket.create_server(("127.0.0.1", port))
+    return Relay(listener, lambda: connect_unix(path)).start()
