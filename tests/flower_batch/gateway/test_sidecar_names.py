@@ -6,9 +6,10 @@ from pathlib import Path
 
 
 def gateway_name(batch: str, session: str, suffix: str) -> str:
+    from flower_batch.backend.fake import FakeBackend
     from flower_batch.gateway.sidecar import GatewaySidecar
 
-    gw = GatewaySidecar(None, batch=batch, session=session, suffix=suffix, image_id="sha256:x",  # type: ignore[arg-type]
+    gw = GatewaySidecar(FakeBackend(), batch=batch, session=session, suffix=suffix, image_id="sha256:x",
                         batch_dir=Path("/nonexistent"), scenario=None, mode="replay")
     return gw.name
 
