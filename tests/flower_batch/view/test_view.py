@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -13,10 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from flower.catalogue import NOTES_DIR, WORKBENCH_DIR
+from flower.context.handoff import doc_path
 from flower_batch.layout import Home
 from flower_batch.view.index import RecordIndex, select
 from flower_batch.view.server import ViewServer
 from flower_batch.view.trajectory import job_trajectory, step_kind
+from tests.hostile_fixtures import SECRET, outside_secret
 from tests.view_fixtures import XSS, real_home, write_job
 
 REPO = Path(__file__).resolve().parents[3]
@@ -245,3 +249,72 @@ def test_view_command_serves_on_loopback(tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def _evil_job(home: Path, job: str, secret: Path) -> Path:
+    """A job whose files point out of it: handoff documents, the log and sessions.db are symlinks."""
+    root = write_job(home, "b", job, "failed")
+    runs, notes = root / "runs", root / "workspace" / WORKBENCH_DIR / NOTES_DIR
+    runs.mkdir()
+    notes.mkdir(parents=True)
+    (root / "logs").mkdir()
+    rows = [{"step": "work", "session_id": "s2", "retired": ["s1"], "ok": False},
+            {"step": "other", "session_id": "s4", "retired": ["s3"], "ok": False}]
+    (runs / "manifest.json").write_text(json.dumps(rows))
+    doc_path(notes, "work").symlink_to(secret)
+    doc_path(notes, "other").symlink_to("/etc/passwd")
+    (root / "logs" / "container.log").symlink_to(secret)
+    outside_db = secret.parent / "other.db"
+    db = sqlite3.connect(outside_db)
+    db.execute("CREATE TABLE entries (store_key TEXT, seq INTEGER, uid TEXT, payload TEXT)")
+    entry = {"type": "user", "message": {"role": "user", "content": SECRET}}
+    db.execute("INSERT INTO entries VALUES ('p/s2', 1, 'u', ?)", (json.dumps(entry),))
+    db.commit()
+    db.close()
+    (runs / "sessions.db").symlink_to(outside_db)
+    return root
+
+
+def test_the_viewer_never_follows_a_jobs_symlinks_out_of_it(tmp_path):
+    secret = outside_secret(tmp_path / "outside")
+    home = tmp_path / "home"
+    _evil_job(home, "evil", secret)
+    linked = write_job(home, "b", "linked-manifest", "failed")
+    (linked / "runs").mkdir()
+    (secret.parent / "rows.json").write_text(json.dumps([{"step": SECRET, "text": SECRET}]))
+    (linked / "runs" / "manifest.json").symlink_to(secret.parent / "rows.json")
+    (linked / "logs").mkdir()
+    os.mkfifo(linked / "logs" / "container.log")  # opened for a tail, it would block the request
+    passwd = Path("/etc/passwd").read_text()[:30]
+    server = ViewServer(Home(home), 0)
+    server.start_in_thread()
+    try:
+        started = time.monotonic()
+        status, body = get(server, "/api/job?batch=b&job=evil")
+        assert status == 200
+        text = json.dumps(body, ensure_ascii=False)
+        assert SECRET not in text and passwd not in text
+        handoffs = [s["handoff"] for s in body["trajectory"]["steps"]]  # type: ignore[index]
+        assert [h["text"] for h in handoffs] == [None, None]
+        assert all("symlink -> " in h["problem"] for h in handoffs)
+        assert "sessions.db" in body["trajectory"]["problem"] and body["log_tail"] is None  # type: ignore[index]
+        status, body = get(server, "/api/job?batch=b&job=linked-manifest")
+        assert status == 200 and SECRET not in json.dumps(body, ensure_ascii=False)
+        assert "symlink -> " in body["trajectory"]["problem"] and body["trajectory"]["steps"] == []  # type: ignore[index]
+        assert get(server, "/api/diff?batch=b&job=evil")[0] == 200
+        assert time.monotonic() - started < 10
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_2gb_manifest_is_not_loaded(tmp_path):
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    with open(runs / "manifest.json", "wb") as f:
+        f.truncate(2 * 1024**3)  # sparse: costs no disk
+    started = time.monotonic()
+    t = job_trajectory(runs, tmp_path)
+    assert time.monotonic() - started < 5
+    assert t["steps"] == [] and "over the viewer's" in t["problem"]
+    assert str(2 * 1024**3) in t["problem"]
