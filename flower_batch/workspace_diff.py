@@ -114,7 +114,7 @@ def _compare(
     if source is not None and not source.is_dir():
         out.source_missing = True
         return out
-    if not workspace.is_dir():
+    if not workspace.is_dir() or workspace.is_symlink():  # a linked workspace would be read elsewhere
         out.workspace_missing = True
         return out
     before = _tree(source, out) if source is not None else Tree()

@@ -7,7 +7,7 @@ Every renderer (terminal table, results.json, JUnit XML, HTML) reads the same
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -18,6 +18,7 @@ from flower_batch.jobmodel.record import JobRecord
 from flower_batch.jobmodel.spec import JobSpec, gateway_label
 from flower_batch.jobmodel.units import format_duration
 
+from ..jobfiles import read_tail
 from ..workspace_diff import source_of, summarize
 from ._stats import Cell, Comparison, compare
 
@@ -151,6 +152,24 @@ def results_from_records(
     diffs = _diff_summaries(batch_dir, records) if batch_dir is not None else {}
     return BatchResults(batch=batch, jobs=list(jobs), outcomes=outcomes, image_id=image_id, generated_at=generated_at,
                         diffs=diffs, in_flight=dict(in_flight or {}))
+
+
+LOG_TAIL_BYTES = 4000  # of each job's container.log, for the report's log tails
+
+
+def log_tails(batch_dir: Path, job_ids: Iterable[str], limit: int = LOG_TAIL_BYTES) -> dict[str, str]:
+    """The last `limit` bytes of each job's logs/container.log, read through no symlink and only from
+    a regular file (flower_batch/jobfiles.py): a FIFO or a link to a secret there is skipped, said."""
+    tails = {}
+    for job_id in job_ids:
+        try:
+            tails[job_id] = read_tail(Path(batch_dir), f"{job_id}/logs/container.log", limit).data.decode(
+                "utf-8", "replace")
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            tails[job_id] = f"(log not read: {exc})"
+    return tails
 
 
 def _diff_summaries(batch_dir: Path, records: Mapping[str, JobRecord]) -> dict[str, dict[str, Any]]:
