@@ -8,17 +8,22 @@ like a job folder, so `show`, `repro --attempt N` and people can read it the sam
 The move happens when the new attempt really starts (run_job), never at planning time: a
 pre-flight failure or a Ctrl-C before the job starts leaves the old attempt where it was.
 Only `gc --attempts` removes them.
+
+The folders move by rename (nothing inside is opened or followed, a FIFO included); the files
+copied beside them (the record, the scenario copy) are read through flower_batch/jobfiles.py, so a
+symlink or a FIFO put in their place is never followed or opened.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from flower_batch.errors import FlowerBatchError, RecordError
+from flower_batch.jobfiles import copy_file
 from flower_batch.jobmodel.record import RECORD_NAME, JobRecord, read_record, write_record
 from flower_batch.layout import JobDir
 
@@ -39,7 +44,15 @@ def attempt_numbers(jd: JobDir) -> list[int]:
     root = attempts_dir(jd)
     if not root.is_dir():
         return []
-    return sorted(int(p.name) for p in root.iterdir() if p.is_dir() and p.name.isdigit())
+    return sorted(int(p.name) for p in root.iterdir() if p.name.isdigit() and _is_real_dir(p))
+
+
+def _is_real_dir(path: Path) -> bool:
+    """A directory itself, not a symlink to one."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def _record_is_this_run(jd: JobDir, attempt: int) -> bool:
@@ -57,8 +70,8 @@ def keep_previous_attempt(jd: JobDir, previous: JobRecord | None, attempt: int) 
     `previous` is the earlier attempt's record as the planner read it (the file may already
     have been replaced by this run's `queued` record); `attempt` is the new attempt's number.
     """
-    present = [name for name in _MOVED if (jd.root / name).exists()]
-    record_on_disk = jd.record_path.exists() and not _record_is_this_run(jd, attempt)
+    present = [name for name in _MOVED if os.path.lexists(jd.root / name)]  # a symlink moves as one
+    record_on_disk = os.path.lexists(jd.record_path) and not _record_is_this_run(jd, attempt)
     if not present and not record_on_disk:
         return None  # nothing of an earlier attempt is here (a first run, or one that never started)
     numbers = attempt_numbers(jd)
@@ -68,13 +81,13 @@ def keep_previous_attempt(jd: JobDir, previous: JobRecord | None, attempt: int) 
         dest.mkdir(parents=True)
         # The record first: if a move below fails, the attempt still says what it was.
         if record_on_disk:
-            shutil.copy2(jd.record_path, dest / RECORD_NAME)  # the live record is replaced next
+            copy_file(jd.root, RECORD_NAME, dest / RECORD_NAME)  # the live record is replaced next
         elif previous is not None:
             write_record(dest / RECORD_NAME, previous)
         for name in present:
             os.replace(jd.root / name, dest / name)
         for copy in jd.root.glob("scenario.*"):
-            shutil.copy2(copy, dest / copy.name)
+            copy_file(jd.root, copy.name, dest / copy.name)
     except OSError as exc:
         raise FlowerBatchError(f"job {jd.batch}/{jd.job}: could not keep its previous attempt in {dest}: {exc}") from exc
     return dest

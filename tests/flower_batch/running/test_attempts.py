@@ -4,6 +4,8 @@ what a re-run that fails or is stopped leaves (FakeBackend, no Docker)."""
 from __future__ import annotations
 
 import json
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ from flower_batch.matrix import (
 )
 from flower_batch.running.attempts import attempt_numbers, keep_previous_attempt, list_attempts, prunable
 from tests.batch_fixtures.attempts import finished_attempt, job_spec
+from tests.hostile_fixtures import hostile_workspace, outside_secret
 
 
 def test_a_previous_attempt_moves_whole_to_attempts_n(tmp_path: Path) -> None:
@@ -115,3 +118,21 @@ async def test_ctrl_c_before_a_job_starts_leaves_its_old_attempt_where_it_was(tm
     assert read_record(jd.record_path).status == "passed"
     assert (jd.workspace / "answer.txt").read_text() == "attempt 1\n"
     assert (jd.runs / "sessions.db").read_bytes() == b"db"
+
+
+def test_a_hostile_attempt_moves_without_following_or_opening_anything(tmp_path: Path) -> None:
+    jd = Home(tmp_path / "home").job("b", "j")
+    previous = finished_attempt(jd, 1)
+    kinds = hostile_workspace(jd.workspace / "evil", outside_secret(tmp_path / "outside"))
+    os.mkfifo(jd.runs / "manifest.fifo")
+    (jd.logs / "container.log").unlink(missing_ok=True)
+    (jd.logs / "container.log").symlink_to(tmp_path / "outside" / "passwd")
+    (jd.root / "attempts").mkdir()
+    (jd.root / "attempts" / "7").symlink_to(tmp_path / "outside")  # a number that is no folder of ours
+    started = time.monotonic()
+    dest = keep_previous_attempt(jd, previous, 2)
+    assert time.monotonic() - started < 5 and dest == jd.root / "attempts" / "1"
+    assert (dest / "logs" / "container.log").is_symlink() and (dest / "runs" / "manifest.fifo").exists()
+    for name in kinds:
+        assert os.path.lexists(dest / "workspace" / "evil" / name)  # moved as they were
+    assert attempt_numbers(jd) == [1]
