@@ -25,6 +25,7 @@ from typing import Any
 from flower.catalogue import VERDICT_HINT, VERDICT_NO_CONCLUSION
 from flower_batch.errors import ImageMissing, ReproError
 from flower_batch.gateway.recording import read_state, recording_source
+from flower_batch.jobfiles import MAX_ENTRIES, copy_tree, open_file, shown, walk
 from flower_batch.jobmodel.hashing import tree_hash
 from flower_batch.jobmodel.record import JobRecord
 from flower_batch.jobmodel.spec import GatewaySpec, JobSpec
@@ -161,22 +162,48 @@ def step_view(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _file_digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+DIGEST_BYTES = 256 * 1024 * 1024  # a bigger file is named by its size, not hashed whole
+
+
+def _file_digest(root: Path, rel: str) -> str:
+    h = hashlib.sha256()
+    seen = 0
+    with open_file(root, rel) as f:
+        while seen < DIGEST_BYTES and (chunk := f.read(min(1 << 20, DIGEST_BYTES - seen))):
+            h.update(chunk)
+            seen += len(chunk)
+        size = os.fstat(f.fileno()).st_size
+    return h.hexdigest()[:16] if seen >= size else f"{h.hexdigest()[:16]}+{size}"
 
 
 def workspace_files(root: Path) -> dict[str, str]:
-    """path -> content digest of every file under `root` (symlinks by target)."""
+    """shown path -> content digest of every file under `root` (jobfiles.walk: symlinks by target,
+    never followed; a FIFO, socket or device by its kind, never opened; bounded)."""
     out: dict[str, str] = {}
-    if not root.is_dir():
+    if not root.is_dir() or root.is_symlink():
         return out
-    for directory, dirs, files in os.walk(root):
-        dirs.sort()
-        for name in sorted(files):
-            full = Path(directory) / name
-            rel = full.relative_to(root).as_posix()
-            out[rel] = "link:" + os.readlink(full) if full.is_symlink() else _file_digest(full)
+    tree = walk(root)
+    for rel, entry in sorted(tree.entries.items()):
+        if entry.kind == "symlink":
+            out[shown(rel)] = f"link:{shown(entry.target or '?')}"
+        elif entry.kind != "file":
+            out[shown(rel)] = entry.kind
+        else:
+            try:
+                out[shown(rel)] = _file_digest(root, rel)
+            except OSError as exc:
+                out[shown(rel)] = f"unreadable: {exc.strerror or exc}"
+    out.update({shown(rel): f"not listed: {why}" for rel, why in tree.skipped})
+    if tree.truncated:
+        out["…"] = f"more than {MAX_ENTRIES} entries: the rest not listed"
     return out
+
+
+def copy_flows(original: Path, dest: Path) -> list[tuple[str, str]]:
+    """The original job's copy of its workflow code into the reproduction's flows/: no symlink
+    followed out of it, FIFOs, sockets and devices skipped, bounded. Returns what was skipped
+    (shown path, why). runner.stage_job should call this for `flows_from`."""
+    return copy_tree(original, dest)
 
 
 def changes(source: dict[str, str], final: dict[str, str]) -> dict[str, str]:

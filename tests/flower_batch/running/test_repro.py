@@ -3,10 +3,13 @@ changes, and drift (image, SDK, CLI, workspace)."""
 
 from __future__ import annotations
 
+import json
+import time
 from pathlib import Path
 
 from flower_batch.matrix import JobRecord, JobSpec
-from flower_batch.running.repro import ReproDiff, changes, drift_between
+from flower_batch.running.repro import ReproDiff, changes, copy_flows, drift_between, workspace_files
+from tests.hostile_fixtures import SECRET, hostile_workspace, outside_secret
 
 # -- repro's comparison ---------------------------------------------------------------------------
 
@@ -40,3 +43,20 @@ def test_drift_is_image_sdk_cli_and_workspace(tmp_path: Path) -> None:
     assert drift_between(record, "sha256:aaa", {"sdk": "0.2.184", "cli": "2.1.327"}, spec) == []
     drift = drift_between(record, "sha256:bbb", {"sdk": "0.2.185", "cli": "2.1.327"}, spec)
     assert drift == ["image sha256:aaa -> sha256:bbb", "claude-agent-sdk 0.2.184 -> 0.2.185"]
+
+
+def test_a_hostile_workspace_is_listed_at_once_and_a_flows_copy_stays_inside(tmp_path: Path) -> None:
+    secret = outside_secret(tmp_path / "outside")
+    ws = tmp_path / "ws"
+    kinds = hostile_workspace(ws, secret)
+    started = time.monotonic()
+    files = workspace_files(ws)  # a FIFO opened for its digest would wait for ever
+    assert time.monotonic() - started < 5
+    for name, kind in kinds.items():
+        assert files[name].startswith("link:" if kind == "symlink" else kind), name
+    assert "caf\\xe9.txt" in files and "two\\nlines.txt" in files
+    assert files["plain.txt"] == workspace_files(ws)["plain.txt"] and SECRET not in json.dumps(files)
+    flows = tmp_path / "flows"
+    skipped = dict(copy_flows(ws, flows))
+    assert skipped == {name: kind for name, kind in kinds.items() if kind != "symlink"}
+    assert (flows / "passwd-link").is_symlink() and (flows / "plain.txt").read_text() == "fine\n"
