@@ -219,3 +219,13 @@ class SideError(FlowerBatchError):
 
 class ReproError(FlowerBatchError):
     """A job that cannot be reproduced (its record, image or inputs are missing or changed)."""
+
+
+class NotRegular(OSError):
+    """A job's file that is not read (jobfiles.py): a symlink on the way, or not a regular file.
+    An OSError, not a FlowerBatchError: its readers treat it as a file they could not read."""
+
+    def __init__(self, rel: str, why: str, shown: str) -> None:
+        super().__init__(f"{shown}: {why}, not read")  # shown: the name as one printable line
+        self.rel = rel
+        self.why = why

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import errno
 import os
+import secrets
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,21 +27,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
+from flower_batch.errors import NotRegular
+
 MAX_ENTRIES = 20_000  # entries `walk` lists before it stops and says the tree was cut
 MAX_DEPTH = 64  # directory levels `walk` descends; one open descriptor per level
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 _BELOW = _DIR | os.O_NOFOLLOW
 _FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 _CHUNK = 1 << 16
-
-
-class NotRegular(OSError):
-    """A path below the root that is not read: a symlink on the way, or not a regular file."""
-
-    def __init__(self, rel: str, why: str) -> None:
-        super().__init__(f"{shown(rel)}: {why}, not read")
-        self.rel = rel
-        self.why = why
 
 
 def kind_of(mode: int) -> str:
@@ -69,10 +63,14 @@ def shown(name: str | bytes) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
+def _refused(rel: str, why: str) -> NotRegular:
+    return NotRegular(rel, why, shown(rel))
+
+
 def _parts(rel: str | Path) -> list[str]:
     parts = Path(rel).parts
     if not parts or Path(rel).is_absolute() or any(p in ("", ".", "..") for p in parts):
-        raise NotRegular(str(rel), "not a plain relative path")
+        raise _refused(str(rel), "not a plain relative path")
     return list(parts)
 
 
@@ -81,13 +79,13 @@ def _refusal(rel: str, name: str, dir_fd: int) -> NotRegular:
     try:
         st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except OSError as exc:
-        return NotRegular(rel, f"unreadable ({exc.strerror or exc})")
+        return _refused(rel, f"unreadable ({exc.strerror or exc})")
     if stat.S_ISLNK(st.st_mode):
         try:
-            return NotRegular(rel, f"symlink -> {shown(os.readlink(name, dir_fd=dir_fd))}")
+            return _refused(rel, f"symlink -> {shown(os.readlink(name, dir_fd=dir_fd))}")
         except OSError:
-            return NotRegular(rel, "symlink")
-    return NotRegular(rel, kind_of(st.st_mode))
+            return _refused(rel, "symlink")
+    return _refused(rel, kind_of(st.st_mode))
 
 
 @contextmanager
@@ -129,7 +127,7 @@ def open_file(root: Path, rel: str | Path) -> Iterator[BinaryIO]:
     after = os.fstat(fd)
     if not stat.S_ISREG(after.st_mode) or (after.st_dev, after.st_ino) != (before.st_dev, before.st_ino):
         os.close(fd)
-        raise NotRegular(text, "replaced while it was opened")
+        raise _refused(text, "replaced while it was opened")
     with os.fdopen(fd, "rb") as f:
         yield f
 
@@ -320,3 +318,41 @@ def copy_tree(src: Path, dest: Path, *, max_entries: int = MAX_ENTRIES) -> list[
         except OSError as exc:
             skipped.append((shown(rel), str(exc.strerror or exc)))
     return skipped
+
+
+def remove_tree(path: Path) -> None:
+    """Delete a job's folder however deep, never following a symlink. shutil.rmtree recurses, so
+    a tree a job made 2,000 deep stops it with RecursionError; here each pass moves the
+    grandchildren of `path` up beside their parents (a rename), so two descriptors and no
+    recursion do it, in as many renames as there are directories."""
+    try:
+        if not stat.S_ISDIR(os.lstat(path).st_mode):
+            os.unlink(path)
+            return
+    except FileNotFoundError:
+        return
+    top = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    prefix, moved = f".rm-{os.getpid()}-{secrets.token_hex(4)}-", 0
+    try:
+        again = True
+        while again:
+            again = False
+            for entry in list(os.scandir(top)):
+                if not entry.is_dir(follow_symlinks=False):
+                    os.unlink(entry.name, dir_fd=top)
+                    continue
+                sub = os.open(entry.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=top)
+                try:
+                    for inner in list(os.scandir(sub)):
+                        if inner.is_dir(follow_symlinks=False):
+                            moved += 1
+                            os.rename(inner.name, f"{prefix}{moved}", src_dir_fd=sub, dst_dir_fd=top)
+                            again = True
+                        else:
+                            os.unlink(inner.name, dir_fd=sub)
+                finally:
+                    os.close(sub)
+                os.rmdir(entry.name, dir_fd=top)
+    finally:
+        os.close(top)
+    os.rmdir(path)

@@ -8,6 +8,8 @@ import os
 import stat
 from pathlib import Path
 
+from flower_batch.jobfiles import remove_tree
+
 SECRET = "root:x:0:0:outside-the-job"  # what a file outside the job holds: must never be shown
 NOT_UTF8 = b"caf\xe9.txt"  # latin-1 bytes: no UTF-8 decoding of this name exists
 NEWLINE_NAME = "two\nlines.txt"
@@ -58,17 +60,8 @@ def deep_tree(root: Path, depth: int, name: str = "d") -> None:
 
 
 def remove_deep(root: Path, name: str = "d") -> None:
-    """Undo deep_tree without recursion (shutil.rmtree recurses: a 5,000-deep tree breaks it)."""
-    chain = [os.open(root, os.O_RDONLY | os.O_DIRECTORY)]
-    while name in os.listdir(chain[-1]):
-        chain.append(os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=chain[-1]))
-    while len(chain) > 1:
-        fd = chain.pop()
-        for entry in os.listdir(fd):
-            os.unlink(entry, dir_fd=fd)
-        os.close(fd)
-        os.rmdir(name, dir_fd=chain[-1])
-    os.close(chain[0])
+    """Undo deep_tree (shutil.rmtree recurses: a 5,000-deep tree breaks it)."""
+    remove_tree(root / name)
 
 
 def wide_tree(root: Path, n: int, per_dir: int = 1000) -> None:

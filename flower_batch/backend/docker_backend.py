@@ -28,6 +28,7 @@ from flower_batch.backend.base import (
     signal_number,
 )
 from flower_batch.backend.docker_connection import Connection, Kind, is_read_timeout, translate
+from flower_batch.outputlines import LineSplitter
 
 T = TypeVar("T")
 
@@ -147,7 +148,7 @@ class DockerBackend(Backend):
             container_id,
             lambda api: api.logs(container_id, stdout=True, stderr=True, stream=True, follow=follow),
         )
-        pending = b""
+        splitter = LineSplitter()  # no line held past MAX_LINE_BYTES: the output is the job's
         done = object()
 
         def next_chunk() -> Any:
@@ -165,12 +166,10 @@ class DockerBackend(Backend):
                 )
                 if chunk is done:
                     break
-                pending += chunk
-                *lines, pending = pending.split(b"\n")
-                for line in lines:
-                    yield line.decode("utf-8", "replace")
-            if pending:
-                yield pending.decode("utf-8", "replace")
+                for line in splitter.feed(chunk):
+                    yield line
+            for line in splitter.rest():
+                yield line
         finally:
             stream.close()  # closes the socket, so a thread still blocked in next() returns
 

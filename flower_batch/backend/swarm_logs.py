@@ -5,8 +5,9 @@ already seen from the new ones)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
+
+from flower_batch.outputlines import LineSplitter as BoundedSplitter
 
 LOG_BATCH = 256  # chunks read per trip to the worker thread
 
@@ -41,19 +42,9 @@ def parse_stamp(text: str) -> LogStamp | None:
     return LogStamp(seconds, int((fraction or "0").ljust(9, "0")[:9]))
 
 
-class LineSplitter:
-    """Whole lines out of byte chunks that end anywhere (a multi-byte character too)."""
+class LineSplitter(BoundedSplitter):
+    """Whole lines out of byte chunks that end anywhere, each cut to MAX_LINE_BYTES
+    (outputlines.py: a task's output is hostile), a trailing \\r dropped."""
 
     def __init__(self) -> None:
-        self._carry = b""
-
-    def feed(self, data: bytes) -> Iterator[str]:
-        data = self._carry + data
-        *whole, self._carry = data.split(b"\n")
-        for line in whole:
-            yield line.decode("utf-8", "replace").rstrip("\r")
-
-    def rest(self) -> Iterator[str]:
-        if self._carry:
-            yield self._carry.decode("utf-8", "replace").rstrip("\r")
-            self._carry = b""
+        super().__init__(strip_cr=True)

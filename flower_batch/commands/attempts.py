@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import shutil
-
 from flower_batch.commands.common import err, fail, out
+from flower_batch.jobfiles import remove_tree
 from flower_batch.layout import Home
 from flower_batch.running.attempts import prunable
 
@@ -19,7 +18,7 @@ def gc_attempts(home: Home, *, keep: int, batch: str | None, dry_run: bool) -> N
     for jd in home.jobs(batch):
         for folder in prunable(jd, keep):
             if not dry_run:
-                shutil.rmtree(folder)
+                remove_tree(folder)  # a job's tree: any depth
             out.print(f"{verb} {jd.batch}/{jd.job} attempt {folder.name}  ({folder})", markup=False, highlight=False)
             count += 1
     kept = f", keeping each job's newest {keep}" if keep else ""

@@ -49,6 +49,7 @@ from flower_batch.matrix import (
     write_reports,
 )
 from flower_batch.preflight import Describe, Preflight, include_warnings
+from flower_batch.reports import log_tails
 from flower_batch.running.infra_retry import run_with_infra_retries
 from flower_batch.running.liveness import Liveness
 from flower_batch.running.scheduler import run_jobs
@@ -256,11 +257,7 @@ def _report(h: Home, batch: str, *, jobs: list[JobSpec] | None, image_id: str | 
     for job_id, problem in loaded.items():
         if not isinstance(problem, JobRecord):
             err.print(f"[yellow]warning:[/yellow] {escape(job_id)}: {escape(str(problem))}")
-    tails = {}
-    for job_id in records:
-        log = h.job(batch, job_id).logs / "container.log"
-        if log.exists():
-            tails[job_id] = log.read_text(encoding="utf-8", errors="replace")[-4000:]
+    tails = log_tails(batch_dir, records)
     live = Liveness(h.root)  # records left running/queued by an orchestrator that is gone
     in_flight = {j: (live.status(r), live.reason(r)) for j, r in records.items() if not r.finished}
     results = results_from_records(records, batch=batch, image_id=image_id, jobs=jobs, log_tails=tails,

@@ -25,6 +25,7 @@ from flower_batch.gateway.job_sockets import socket_key
 from flower_batch.gateway.recording import stage_recording
 from flower_batch.gateway.sidecar import GatewaySidecar
 from flower_batch.gateway.usage import GatewayOutcome, gateway_outcome
+from flower_batch.jobfiles import copy_tree, remove_tree
 from flower_batch.jobmodel.classes import FailureClass
 from flower_batch.jobmodel.outcome import JobOutcome, decide_status, steps_from_manifest
 from flower_batch.jobmodel.record import JobRecord, write_record
@@ -34,7 +35,7 @@ from flower_batch.labels import labels
 from flower_batch.layout import FLOWS, RUNS, WORKSPACE, JobDir
 from flower_batch.running.attempts import keep_previous_attempt
 from flower_batch.running.causes import Ending, Verdict, continuity_of, explain, flower_exit, new_stamp
-from flower_batch.running.joblog import save_capped
+from flower_batch.running.joblog import capped_text, save_capped
 from flower_batch.running.targets import container_target, stage_workflow
 
 GRACE_S = 10.0
@@ -81,13 +82,12 @@ def prepare(
     """A fresh copy of the task's workspace and the workflow code, unless waking."""
     if fresh:
         for d in (jd.workspace, jd.runs, jd.logs, jd.flows):
-            if d.exists():
-                shutil.rmtree(d)
+            remove_tree(d)  # the job made it: any depth, no symlink followed
     jd.make()
     if fresh and job.workspace is not None:
         shutil.copytree(job.workspace, jd.workspace, dirs_exist_ok=True, symlinks=True)
-    if fresh and flows_from is not None:
-        shutil.copytree(flows_from, jd.flows, dirs_exist_ok=True)
+    if fresh and flows_from is not None:  # repro: the earlier job's copy, which it could write
+        copy_tree(flows_from, jd.flows)
     elif fresh and job.workflow is not None:
         stage_workflow(job.workflow, jd.flows, search)
     if fresh and job.gateway.mode == "replay" and job.gateway.recording is not None:
@@ -462,12 +462,11 @@ async def run_check(ctx: JobContext, job: JobSpec, jd: JobDir) -> tuple[int, str
     try:
         await ctx.backend.start(container)
         code, timed_out = await _wait(ctx.backend, container, job.check_timeout_s)
-        lines = [line async for line in ctx.backend.logs(container)]
+        output = await capped_text(ctx.backend.logs(container))  # the job's code wrote it: capped
     finally:
         with anyio.CancelScope(shield=True):
             await _remove_quietly(ctx.backend, container)
             await close_network(ctx, job)
-    output = "\n".join(lines)
     if timed_out:
         output += f"\n[flower-batch] check stopped after {job.check_timeout_s:.0f}s"
         code = code if code else 124

@@ -45,7 +45,7 @@ def test_only_regular_files_open_and_each_refusal_says_why(hostile) -> None:
         read_head(ws, "../../outside/passwd", 100)
     with pytest.raises(FileNotFoundError):
         read_head(ws, "absent.txt", 100)
-    assert isinstance(NotRegular("x", "fifo"), OSError)  # `except OSError` readers skip it
+    assert isinstance(NotRegular("x", "fifo", "x"), OSError)  # `except OSError` readers skip it
 
 
 def test_reads_are_capped(tmp_path: Path) -> None:
@@ -105,3 +105,20 @@ def test_copy_tree_keeps_symlinks_as_symlinks_and_skips_specials(hostile, tmp_pa
     assert (dest / "passwd-link").is_symlink() and os.readlink(dest / "etc-link") == "/etc/passwd"
     assert (dest / NEWLINE_NAME).is_file() and os.path.isfile(os.fsencode(dest) + b"/" + NOT_UTF8)
     assert SECRET not in "".join(p.read_text() for p in dest.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def test_remove_tree_takes_any_depth_and_never_follows_a_link(tmp_path: Path) -> None:
+    from flower_batch.jobfiles import remove_tree
+    from tests.hostile_fixtures import deep_tree
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("kept\n")
+    job = tmp_path / "job"
+    deep_tree(job / "deep", 5000)  # shutil.rmtree: RecursionError
+    (job / "link").symlink_to(outside)
+    (job / "deep" / "d" / "link").symlink_to(outside)
+    os.mkfifo(job / "pipe")
+    remove_tree(job)
+    assert not job.exists() and (outside / "keep.txt").read_text() == "kept\n"
+    remove_tree(job)  # gone already: nothing to do
