@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 
+from flower_batch.jobfiles import remove_tree
 from tests.batch_fixtures.rig import fb, fb_start, runtime_image
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -120,7 +121,7 @@ class Ran:
 
 
 @pytest.fixture(scope="module")
-def ran(tmp_path_factory: pytest.TempPathFactory, host_listener: int, neighbour: tuple[str, int]) -> Ran:
+def ran(tmp_path_factory: pytest.TempPathFactory, host_listener: int, neighbour: tuple[str, int]) -> Iterator[Ran]:
     tmp = tmp_path_factory.mktemp("hostile")
     home = tmp / "home"
     outside = tmp / "outside-the-home.txt"
@@ -146,7 +147,8 @@ def ran(tmp_path_factory: pytest.TempPathFactory, host_listener: int, neighbour:
         if line.startswith("{"):
             item = json.loads(line)
             attacks[item["attack"]] = item
-    return Ran(home, "hostile-a", result, attacks, seconds)
+    yield Ran(home, "hostile-a", result, attacks, seconds)
+    remove_tree(home)  # the attacker's 2,000-deep tree: pytest's own cleanup recurses
 
 
 def test_every_attack_from_inside_the_job_fails(ran: Ran) -> None:
