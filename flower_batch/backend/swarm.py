@@ -76,6 +76,7 @@ from flower_batch.errors import (
     ReservationUnmet,
     SharedStorageMissing,
 )
+from flower_batch.jobmodel import units
 
 T = TypeVar("T")
 
@@ -323,13 +324,21 @@ class SwarmBackend(Backend):
                         for m in spec.mounts] + [docker.types.Mount(CONTROL_IN_TASK, str(control), type="bind")],
                 secrets=refs or None,
                 init=spec.init or None,
+                # Confinement as on one machine (confinement.py), but no-new-privileges: a
+                # service has no such setting before API 1.44 (docs/security.md).
+                cap_drop=["ALL"],
+                read_only=spec.confinement.read_only_root,
             )
+            container["Mounts"] += [_tmpfs(target, options) for target, options in spec.confinement.tmpfs.items()]
+            resources = docker.types.Resources(cpu_limit=nano, mem_limit=memory,
+                                               cpu_reservation=nano, mem_reservation=memory)
+            if spec.confinement.pids:
+                resources.setdefault("Limits", {})["Pids"] = spec.confinement.pids
             template = docker.types.TaskTemplate(
                 container,
                 # Reserved as much as it may use: the scheduler places a task only where its share
                 # is free, so -j N never packs more onto a node than the node has.
-                resources=docker.types.Resources(cpu_limit=nano, mem_limit=memory,
-                                                 cpu_reservation=nano, mem_reservation=memory),
+                resources=resources,
                 restart_policy=(docker.types.RestartPolicy("on-failure", delay=1_000_000_000, max_attempts=3,
                                                              window=60_000_000_000) if spec.restart
                                 else docker.types.RestartPolicy("none")),
@@ -658,3 +667,10 @@ def _drop_control(control: Path) -> None:
         control.rmdir()
     except OSError:
         pass
+
+
+def _tmpfs(target: str, options: str) -> dict[str, Any]:
+    """A tmpfs mount of a service from confinement's "rw,nosuid,nodev,size=1g" (its size only:
+    a service's tmpfs takes no other options; it is nosuid and nodev as Docker makes them)."""
+    size = next((units.parse_memory(o.split("=", 1)[1]) for o in options.split(",") if o.startswith("size=")), None)
+    return {"Target": target, "Type": "tmpfs", **({"TmpfsOptions": {"SizeBytes": size}} if size else {})}

@@ -103,7 +103,11 @@ class Rig:
     _n: itertools.count = field(default_factory=itertools.count)
 
     def mkdtemp(self, prefix: str) -> Path:
-        return Path(tempfile.mkdtemp(prefix=prefix, dir=self.tmp_root))
+        """Readable by any uid, as the folders the orchestrator mounts (a container never runs
+        as the host's root: confinement.py)."""
+        d = Path(tempfile.mkdtemp(prefix=prefix, dir=self.tmp_root))
+        d.chmod(0o755)
+        return d
 
     def command(self, sh: str, fake: Program) -> list[str]:
         """The same behaviour for every backend: a shell script, or its Python twin."""
@@ -431,7 +435,9 @@ async def test_volumes_by_label_and_mounted(rig: Rig) -> None:
         return 0
 
     mounts = [Mount(name, "/vol", kind="volume")]
-    await rig.run(rig.spec(rig.command("echo kept > /vol/note", write), mounts=mounts))
+    # A new volume is root's: the writer is root by its own spec (the orchestrator never asks
+    # for uid 0 and makes no volumes); the reader runs as every container does.
+    await rig.run(rig.spec(rig.command("echo kept > /vol/note", write), mounts=mounts, user="0:0"))
     cid, code = await rig.run(rig.spec(rig.command("cat /vol/note", read), mounts=mounts))
     assert code == 0
     assert [line async for line in rig.backend.logs(cid)] == ["kept"]

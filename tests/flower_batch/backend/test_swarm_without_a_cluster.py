@@ -249,8 +249,12 @@ def test_a_job_reserves_what_it_may_use_and_runs_once(tmp_path: Path) -> None:
     anyio.run(backend.create, job_spec(tmp_path, cpus=0.5, memory="1g"))
     (svc,) = api.services
     resources = svc["TaskTemplate"]["Resources"]
-    assert resources["Limits"] == {"NanoCPUs": 500_000_000, "MemoryBytes": GIB}
-    assert resources["Reservations"] == resources["Limits"]
+    assert resources["Limits"] == {"NanoCPUs": 500_000_000, "MemoryBytes": GIB, "Pids": 2048}
+    assert resources["Reservations"] == {"NanoCPUs": 500_000_000, "MemoryBytes": GIB}
+    # confined as on one machine (docs/security.md): no capability, a read-only root, /tmp a tmpfs
+    container = svc["TaskTemplate"]["ContainerSpec"]
+    assert container["CapabilityDrop"] == ["ALL"] and container["ReadOnly"] is True
+    assert {"Target": "/tmp", "Type": "tmpfs", "TmpfsOptions": {"SizeBytes": GIB}} in container["Mounts"]
     # a replicated service of one task that never restarts: its finished task lets go of its
     # reservation (a replicated-job's never does on Swarm 20.10)
     assert svc["mode"].mode == "replicated" and svc["mode"]["replicated"] == {"Replicas": 0}
