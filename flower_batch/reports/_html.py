@@ -241,8 +241,11 @@ def _job(
     duration = format_duration(outcome.duration_s) if outcome and outcome.duration_s is not None else ""
     why = outcome.reason if outcome else pending_reason
     reason = f'<span class="reason">{escape(why)}</span>' if why else ""
+    # A job that had a route out is not sandboxed like the rest: say so where it is listed.
+    net = ('<span class="badge net" title="network = internet: this job had a route out">internet</span>'
+           if job.network == "internet" else "")
     summary = (
-        f'<span class="id">{escape(job.id)}</span><span class="badge s-{status}">{status}</span>'
+        f'<span class="id">{escape(job.id)}</span><span class="badge s-{status}">{status}</span>{net}'
         f"<span>{escape(cost)}</span><span>{escape(turns)}</span><span>{escape(duration)}</span>"
         f"{diff_summary_span(diff)}{reason}"
     )

@@ -112,6 +112,7 @@ class BatchResults:
             "variant": job.variant,
             "repeat": job.repeat,
             "matrix": job.matrix,
+            "network": job.network,  # "internet": this job had a route out (docs/security.md)
             "status": self.status_of(job.id),
             "class": outcome.klass.value if outcome else None,
             **({"reason": self.pending_reason(job.id)} if outcome is None and job.id in self.in_flight else {}),

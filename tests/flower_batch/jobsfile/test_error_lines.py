@@ -96,6 +96,15 @@ CASES = {
         '[defaults]\ngateway = { mode = "scripted", scenario = "s.json" }\n' + HEAD,
         'jobs.toml:2: defaults.gateway.scenario: "s.json" not found (looked for {root}/s.json); paths are relative to the jobs file',
     ),
+    "pids too few": (
+        HEAD + "pids = 10\n",
+        "jobs.toml:4: tasks.a.pids: expected a whole number of processes of at least 64, like 4096, got 10",
+    ),
+    "network unknown": (
+        HEAD + 'network = "host"\n',
+        'jobs.toml:4: tasks.a.network: expected "gateway" (the model only: the default) or "internet" '
+        '(also a route out), got "host"',
+    ),
     "memory below docker minimum": (
         HEAD + 'memory = "1m"\n',
         'jobs.toml:4: tasks.a.memory: "1m" is below Docker\'s minimum of 6m; give the job at least "6m"',
@@ -233,3 +242,13 @@ def test_a_newline_inside_a_value_or_key_stays_inside_its_one_line(tmp_path: Pat
     lines = str(caught.value).splitlines()
     assert len(lines) == len(caught.value.errors) == 2
     assert '"a\\nb"' in lines[0] and '"x\\ny"' in lines[1]
+
+
+def test_pids_and_network_reach_the_job(tmp_path: Path) -> None:
+    (tmp_path / "tasks/a").mkdir(parents=True)
+    jobs = parse_jobs_text(HEAD + 'pids = 4096\nnetwork = "internet"\n', path=tmp_path / "jobs.toml",
+                           label="jobs.toml").jobs
+    assert (jobs[0].pids, jobs[0].network) == (4096, "internet")
+    assert jobs[0].to_dict()["network"] == "internet"
+    plain = parse_jobs_text(HEAD, path=tmp_path / "jobs.toml", label="jobs.toml").jobs[0]
+    assert (plain.pids, plain.network) == (None, "gateway") and "network" not in plain.to_dict()

@@ -45,6 +45,7 @@ check = "grep -q hi hello.txt"
 [tasks.fizz]
 workspace = "tasks/fizz"
 prompt = "fizzbuzz"
+network = "internet"
 [matrix]
 variant = ["careful", "quick"]
 repeat = 3
@@ -339,3 +340,10 @@ def test_text_budget_keeps_small_reports_whole_and_cuts_large_ones(results, tmp_
     assert all(len(t) == len(SHORTENED) + 3000 * 2 // 5 for t in tails)
     embedded = re.search(r'id="results-data">(.*?)</script>', paths.html.read_text(), flags=re.S)
     assert embedded and json.loads(embedded.group(1)) == doc  # the report embeds exactly results.json
+
+
+def test_a_job_with_a_route_out_says_so_in_the_report(results) -> None:
+    page = html_report(results)
+    assert page.count('class="badge net"') == sum(j.network == "internet" for j in results.jobs) == 3
+    entries = {j["id"]: j for j in results.to_document()["jobs"]}
+    assert entries["fizz.careful.r1"]["network"] == "internet" and entries["hello.careful.r1"]["network"] == "gateway"
