@@ -15,29 +15,45 @@ import os
 import selectors
 import socket
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from urllib.parse import urlsplit
 
 SOCKET_ENV = "FLOWER_MODEL_SOCKET"
 CHUNK = 64 * 1024
 
 
+@contextmanager
+def short_path(path: str | os.PathLike[str]) -> Iterator[str]:
+    """A path to `path` that fits a socket address (108 bytes): its folder through /proc/self/fd
+    when the path itself is longer (a home deep in the tree, a long batch name)."""
+    text = os.fspath(path)
+    if len(os.fsencode(text)) < 100:
+        yield text
+        return
+    folder, name = os.path.split(text)
+    fd = os.open(folder or ".", os.O_PATH | os.O_DIRECTORY)
+    try:
+        yield f"/proc/self/fd/{fd}/{name}"
+    finally:
+        os.close(fd)
+
+
 def reachable_socket(path: str, timeout: float = 5.0) -> bool:
     """True if something accepts a connection on the unix socket `path`."""
     try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-            s.settimeout(timeout)
-            s.connect(path)
-            return True
+        connect_unix(path, timeout).close()
+        return True
     except OSError:
         return False
 
 
-def connect_unix(path: str, timeout: float = 10.0) -> socket.socket:
+def connect_unix(path: str | os.PathLike[str], timeout: float = 10.0) -> socket.socket:
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         s.settimeout(timeout)
-        s.connect(path)
+        with short_path(path) as address:
+            s.connect(address)
         s.settimeout(None)
     except OSError:
         s.close()

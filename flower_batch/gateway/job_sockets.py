@@ -20,7 +20,7 @@ import socket
 import threading
 from pathlib import Path
 
-from flower.runtime.model_socket import connect_unix, serve_connection
+from flower.runtime.model_socket import connect_unix, serve_connection, short_path
 
 CONTROL = "control.sock"
 SOCKET = "gateway.sock"
@@ -44,6 +44,7 @@ class JobSockets:
         self.http_port = http_port
         self._sel = selectors.DefaultSelector()
         self._jobs: dict[str, socket.socket] = {}  # key -> listener
+        self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="job-sockets", daemon=True)
 
     def start(self) -> JobSockets:
@@ -75,9 +76,17 @@ class JobSockets:
         for name in (SOCKET, JOB_FILE):
             (self.root / key / name).unlink(missing_ok=True)
 
+    def stop(self) -> None:
+        """Stop accepting (the sockets' files stay: the next life binds them again)."""
+        self._stopping.set()
+        self._thread.join(timeout=5)
+        for key in list(self._sel.get_map().values()):
+            key.fileobj.close()  # type: ignore[union-attr]
+        self._sel.close()
+
     def _loop(self) -> None:
-        while True:
-            for key, _ in self._sel.select():
+        while not self._stopping.is_set():
+            for key, _ in self._sel.select(timeout=0.5):
                 listener = key.fileobj
                 assert isinstance(listener, socket.socket)
                 try:
@@ -116,7 +125,8 @@ class JobSockets:
 def _listen(path: Path) -> socket.socket:
     path.unlink(missing_ok=True)  # an earlier life's socket: nobody listens on it any more
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.bind(str(path))
+    with short_path(path) as address:
+        s.bind(address)
     os.chmod(path, 0o600)  # the job runs as the gateway's uid; nobody else may connect
     s.listen(64)
     s.setblocking(False)
@@ -135,15 +145,11 @@ def _read_line(conn: socket.socket) -> str:
 
 def ask(control_dir: Path, command: str, timeout: float = 10.0) -> str:
     """The orchestrator's side: send one command to a gateway's control socket, return its answer.
-    Reached through /proc/self/fd, since the folder's path on the host may pass 108 bytes."""
-    fd = os.open(control_dir, os.O_PATH | os.O_DIRECTORY)
-    try:
-        with connect_unix(f"/proc/self/fd/{fd}/{CONTROL}", timeout) as conn:
-            conn.settimeout(timeout)
-            conn.sendall(command.encode("utf-8", "surrogateescape") + b"\n")
-            answer = _read_line(conn)
-    finally:
-        os.close(fd)
+    (connect_unix reaches it however long the folder's path on the host is.)"""
+    with connect_unix(control_dir / CONTROL, timeout) as conn:
+        conn.settimeout(timeout)
+        conn.sendall(command.encode("utf-8", "surrogateescape") + b"\n")
+        answer = _read_line(conn)
     if not answer.startswith("ok"):
         raise OSError(f"the gateway answered {answer!r} to {command.split()[0]!r}")
     return answer.removeprefix("ok").strip()

@@ -1,0 +1,100 @@
+"""A job's own unix socket into the gateway, and flower's relay to it (no Docker: both ends here).
+
+The chain is the one a job on one machine uses: the CLI's HTTP to 127.0.0.1:<port> -> flower's
+relay (model_socket.start_from_env) -> the job's socket -> the gateway's relay (JobSockets) ->
+the gateway's HTTP port."""
+
+from __future__ import annotations
+
+import http.server
+import os
+import socket
+import threading
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from flower.runtime import model_socket
+from flower.runtime.resilience import reachable
+from flower_batch.gateway.job_sockets import CONTROL, SOCKET, JobSockets, ask, socket_key
+
+
+class Echo(http.server.BaseHTTPRequestHandler):
+    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        body = self.rfile.read(int(self.headers["content-length"]))
+        self.send_response(200)
+        self.send_header("content-length", str(len(body) + len(self.path)))
+        self.end_headers()
+        self.wfile.write(self.path.encode() + body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def http_port() -> Iterator[int]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Echo)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server.server_address[1]
+    server.shutdown()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def post(port: int, path: str, body: bytes) -> bytes:
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=body, method="POST")
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        return bytes(answer.read())
+
+
+def test_a_request_goes_through_the_jobs_own_socket_and_survives_a_restarted_gateway(
+    tmp_path: Path, http_port: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A folder name longer than a socket path may be: the host reaches control.sock anyway.
+    root = tmp_path / ("x" * 120) / "sockets"
+    gateway = JobSockets(root, http_port).start()
+    key = ask(root, "open job-a")
+    assert key == socket_key("job-a") and sorted(os.listdir(root / key)) == ["gateway.sock", "job"]
+    port = free_port()
+    env = {model_socket.SOCKET_ENV: str(root / key / SOCKET), "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{port}/j/job-a"}
+    relay = model_socket.start_from_env(env)
+    assert relay is not None
+    body = b"x" * 300_000  # more than one chunk each way
+    assert post(port, "/j/job-a/v1/messages", body) == b"/j/job-a/v1/messages" + body
+
+    monkeypatch.setenv(model_socket.SOCKET_ENV, env[model_socket.SOCKET_ENV])
+    assert reachable("127.0.0.1", port)  # the probe asks the socket, not the relay's port
+    gateway.stop()  # the gateway dies; its next life binds every job's socket again
+    assert not reachable("127.0.0.1", port)
+    gateway = JobSockets(root, http_port).start()
+    assert reachable("127.0.0.1", port)
+    assert post(port, "/j/job-a/v1/messages", b"again") == b"/j/job-a/v1/messages" + b"again"
+
+    ask(root, "close job-a")
+    assert not (root / key / SOCKET).exists() and not reachable("127.0.0.1", port)
+    relay.close()
+    gateway.stop()
+
+
+def test_a_jobs_folder_holds_its_own_socket_only(tmp_path: Path, http_port: int) -> None:
+    root = tmp_path / "sockets"
+    gateway = JobSockets(root, http_port).start()
+    a, b = ask(root, "open a"), ask(root, "open b")
+    assert a != b and (root / CONTROL).exists()
+    assert sorted(os.listdir(root / a)) == sorted(os.listdir(root / b)) == ["gateway.sock", "job"]
+    assert oct((root / a / SOCKET).stat().st_mode & 0o777) == oct(0o600)
+    with pytest.raises(OSError, match="say 'open <job>'"):
+        ask(root, "list")
+    gateway.stop()
+
+
+def test_no_socket_no_relay_and_a_relay_only_on_loopback() -> None:
+    assert model_socket.start_from_env({}) is None
+    with pytest.raises(ValueError, match="127.0.0.1"):
+        model_socket.start_from_env({model_socket.SOCKET_ENV: "/x.sock", "ANTHROPIC_BASE_URL": "http://gateway:8080/j/a"})
