@@ -36,6 +36,10 @@ API_KEY = "scripted-model"  # what the CLI is given; any value works, this one i
 # one more waiting was one more body at the peak: 4 gave 117-124 MiB at 4 MB bodies, 1 gives
 # 62-82 MiB (bench/soak_gateway.py, long run). A writer that falls behind slows the handler.
 LOG_QUEUE = 1
+# The Messages API's own request limit (32 MB): no real request is larger, and a body is held
+# whole while it is parsed, so a bigger one is refused unread (a job must not be able to make
+# the gateway every job of its batch shares run out of memory).
+MAX_BODY_BYTES = 32 * 1000 * 1000
 _LOG_AFTER_S = 0.05  # a request still being answered after this is logged anyway
 _REBIND_TRIES = 100  # x 50 ms: how long to keep trying to re-bind the port after an outage
 
@@ -110,6 +114,9 @@ class _Handler(BaseHTTPRequestHandler):
             credential_sha256=credential_digest(dict(self.headers.items())),
             received_at=received,
         )
+        if int(self.headers.get("Content-Length") or 0) > MAX_BODY_BYTES:
+            self._refuse_unread(req)
+            return
         try:
             self._read_and_begin(req)
         except (OSError, ValueError):
@@ -146,6 +153,18 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             answered.set()
 
+    def _refuse_unread(self, req: ParsedRequest) -> None:
+        """413, logged, the body never read (so the connection cannot be used again)."""
+        plan = ResponsePlan.error(413, f"request body over {MAX_BODY_BYTES} bytes (the Messages API's limit)",
+                                  rule="server:too-large")
+        self.close_connection = True
+        answered = threading.Event()
+        self.core._log_later(req, plan_facts(plan), answered, plan.after, None)
+        try:
+            self._carry_out(plan)
+        finally:
+            answered.set()
+
     def _read_and_begin(self, req: ParsedRequest) -> None:
         """Read the body into `req.raw_body` and call the responder's begin(), if it has one
         (plan.py). A body of known length is handed to begin() as it arrives (a proxy forwards
@@ -168,6 +187,8 @@ class _Handler(BaseHTTPRequestHandler):
             parts: list[bytes] = []
             while True:
                 size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                if size + sum(map(len, parts)) > MAX_BODY_BYTES:
+                    raise ValueError(f"a chunked body over {MAX_BODY_BYTES} bytes")  # the connection is cut
                 if size == 0:
                     while self.rfile.readline() not in (b"\r\n", b"\n", b""):
                         pass

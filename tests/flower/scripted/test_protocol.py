@@ -135,6 +135,21 @@ def test_bad_json_body_is_a_400():
     assert resp.status == 400 and err["type"] == "error" and err["error"]["type"] == "invalid_request_error"
 
 
+def test_a_body_over_the_apis_limit_is_refused_unread():
+    from flower.scripted.server import MAX_BODY_BYTES
+
+    with ScriptedServer(HELLO, keep_requests=True) as srv:
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=5) as sock:
+            # Says 1 GB, sends 1 KB: the answer comes at once, nothing waits for (or holds) the rest.
+            sock.sendall(b"POST /v1/messages HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\n"
+                         b"Content-Length: 1000000000\r\n\r\n" + b"x" * 1024)
+            answer = b""
+            while b"request_too_large" not in answer and (piece := sock.recv(65536)):
+                answer += piece
+        assert answer.startswith(b"HTTP/1.1 413") and b"request_too_large" in answer
+    assert MAX_BODY_BYTES == 32 * 1000 * 1000
+
+
 @pytest.mark.parametrize(
     ("status", "kind"),
     [(401, "authentication_error"), (429, "rate_limit_error"), (500, "api_error"), (529, "overloaded_error")],
