@@ -43,6 +43,7 @@ ATTACKS = {  # every attack the suite must see fail; the host's addresses are ad
 JOBS = """
 [batch]
 name = "{name}"
+backend = "{backend}"
 
 [defaults]
 timeout = "8m"
@@ -54,6 +55,16 @@ workspace = "tasks/{role}"
 workflow = "flows:{role}"
 prompt = "go"
 """
+
+
+def attacks_of(out: Path) -> dict[str, dict]:
+    """attack.py's lines, by attack name."""
+    found = {}
+    for line in out.read_text(errors="replace").splitlines() if out.exists() else []:
+        if line.startswith("{"):
+            item = json.loads(line)
+            found[item["attack"]] = item
+    return found
 
 
 def host_addresses() -> list[str]:
@@ -99,12 +110,12 @@ def neighbour() -> Iterator[tuple[str, int]]:
         subprocess.run(["docker", "rm", "-f", name], capture_output=True)
 
 
-def make_batch(root: Path, name: str, roles: list[str], targets: dict) -> Path:
+def make_batch(root: Path, name: str, roles: list[str], targets: dict, backend: str = "docker") -> Path:
     shutil.copytree(PROJECT, root, dirs_exist_ok=True)
     (root / "tasks" / "attacker" / "targets.json").write_text(json.dumps(targets))
     (root / "tasks" / "victim" / "hold-seconds").write_text("45\n")
     path = root / "jobs.toml"
-    path.write_text(JOBS.format(name=name) + "".join(TASK.format(role=r) for r in roles))
+    path.write_text(JOBS.format(name=name, backend=backend) + "".join(TASK.format(role=r) for r in roles))
     return path
 
 
@@ -141,12 +152,7 @@ def ran(tmp_path_factory: pytest.TempPathFactory, host_listener: int, neighbour:
         seconds = time.monotonic() - started
     finally:
         second.wait(timeout=300)
-    out = next((home / "hostile-a").glob("attacker*")) / "workspace" / "attack.out"
-    attacks = {}
-    for line in out.read_text(errors="replace").splitlines() if out.exists() else []:
-        if line.startswith("{"):
-            item = json.loads(line)
-            attacks[item["attack"]] = item
+    attacks = attacks_of(next((home / "hostile-a").glob("attacker*")) / "workspace" / "attack.out")
     yield Ran(home, "hostile-a", result, attacks, seconds)
     remove_tree(home)  # the attacker's 2,000-deep tree: pytest's own cleanup recurses
 
