@@ -30,8 +30,8 @@ sys.path.insert(0, str(ROOT))
 
 from flower_batch.backend.base import Backend  # noqa: E402
 from flower_batch.backend.select import open_backend  # noqa: E402
+from flower_batch.jobsfile import load_jobs_file  # noqa: E402
 from flower_batch.layout import Home  # noqa: E402
-from flower_batch.matrix import load_jobs_file  # noqa: E402
 from flower_batch.running.scheduler import run_jobs  # noqa: E402
 
 # Another test cluster (scripts/cluster/up.sh PREFIX=... ENV_FILE=...): FLOWER_BATCH_CLUSTER_ENV.

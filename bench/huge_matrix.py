@@ -31,7 +31,8 @@ sys.path.insert(0, str(ROOT))
 
 from flower_batch.commands.plan_summary import plan_lines  # noqa: E402
 from flower_batch.errors import MatrixTooLarge  # noqa: E402
-from flower_batch.matrix import MAX_JOBS, load_jobs_file, plan_resume  # noqa: E402
+from flower_batch.jobmodel.resume import plan_resume  # noqa: E402
+from flower_batch.jobsfile import MAX_JOBS, load_jobs_file  # noqa: E402
 
 
 def jobs_file(folder: Path, sizes: list[int]) -> Path:

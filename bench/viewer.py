@@ -35,19 +35,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from flower.context.store import SQLiteSessionStore  # noqa: E402
+from flower_batch.jobmodel.outcome import JobOutcome, StepSummary  # noqa: E402
+from flower_batch.jobmodel.record import load_records, new_record, write_record  # noqa: E402
+from flower_batch.jobmodel.spec import GatewaySpec, JobSpec  # noqa: E402
+from flower_batch.jobmodel.status import Status  # noqa: E402
 from flower_batch.layout import Home  # noqa: E402
-from flower_batch.matrix import (  # noqa: E402
-    GatewaySpec,
-    JobOutcome,
-    JobSpec,
-    Status,
-    StepSummary,
-    load_records,
-    new_record,
-    results_from_records,
-    write_record,
-    write_reports,
-)
+from flower_batch.reports import results_from_records, write_reports  # noqa: E402
 from flower_batch.view.server import ViewServer  # noqa: E402
 from tests.cdp import Browser  # noqa: E402 — the tests' DevTools client: no websocket dependency
 

@@ -8,7 +8,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from flower_batch.matrix import RESULTS_FORMAT, JobOutcome, Status
+from flower_batch.jobmodel.outcome import JobOutcome
+from flower_batch.jobmodel.status import Status
+from flower_batch.reports import RESULTS_FORMAT
 
 # (status, cost, turns, duration); a status string alone means cost 0.01, 3 turns, 10 s.
 Job = str | tuple[str, float | None, int | None, float | None]

@@ -14,7 +14,8 @@ import anyio
 from flower import starter_flow
 from flower.runtime.engine import Runtime
 from flower.scripted import Scenario, ScriptedServer
-from flower_batch.matrix import GatewaySpec, JobRecord, JobSpec, new_record, write_record
+from flower_batch.jobmodel.record import JobRecord, new_record, write_record
+from flower_batch.jobmodel.spec import GatewaySpec, JobSpec
 
 STARTER = Path(__file__).resolve().parent.parent / "examples" / "scenarios" / "starter.toml"
 

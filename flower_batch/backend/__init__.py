@@ -2,27 +2,3 @@
 
 Only this package imports `docker`.
 """
-
-from flower_batch.backend.base import (
-    Backend,
-    ContainerInfo,
-    ContainerSpec,
-    ImageInfo,
-    LabelFilter,
-    Mount,
-    NetworkInfo,
-    SecretInfo,
-    VolumeInfo,
-)
-
-__all__ = [
-    "Backend",
-    "ContainerInfo",
-    "ContainerSpec",
-    "ImageInfo",
-    "LabelFilter",
-    "Mount",
-    "NetworkInfo",
-    "SecretInfo",
-    "VolumeInfo",
-]

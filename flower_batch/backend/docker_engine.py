@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from ..jobmodel.units import DOCKER_MIN_MEMORY
 from .docker_connection import Connection, translate
 
-__all__ = ["DOCKER_MIN_MEMORY", "EngineFacts", "engine_facts"]
+__all__ = ["EngineFacts", "engine_facts"]
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,8 @@ from rich.markup import escape
 from flower_batch.backend.base import Backend
 from flower_batch.backend.select import backend_name, open_backend
 from flower_batch.errors import FlowerBatchError
+from flower_batch.jobmodel.record import JobRecord
 from flower_batch.layout import Home, JobDir
-from flower_batch.matrix import JobRecord
 from flower_batch.running.liveness import NEVER_STARTED, ORPHANED
 
 out = Console(highlight=False, soft_wrap=True)

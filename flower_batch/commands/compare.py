@@ -19,7 +19,7 @@ from flower_batch.compare.sides import Side, load_side, side_from_document
 from flower_batch.compare.stats import z_for
 from flower_batch.errors import SideError
 from flower_batch.layout import Home
-from flower_batch.matrix import BatchResults
+from flower_batch.reports import BatchResults
 
 SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 ALPHA_OPT = typer.Option(0.05, "--alpha", help="significance level of the regression/improvement rule")

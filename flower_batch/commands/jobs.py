@@ -33,12 +33,16 @@ from flower_batch.commands.common import (
 )
 from flower_batch.commands.preflight import engine_for, preflight_job
 from flower_batch.envnames import env_name_problem, looks_secret
+from flower_batch.errors import RecordError
 from flower_batch.gateway.health import describe_health
-from flower_batch.gateway.host_modes import mode_label, use_upstream
+from flower_batch.gateway.host_modes import use_upstream
 from flower_batch.gateway.metering import read_meter, read_summary
+from flower_batch.jobmodel.modes import mode_label
+from flower_batch.jobmodel.record import JobRecord
+from flower_batch.jobmodel.spec import JobSpec
+from flower_batch.jobmodel.units import format_duration
 from flower_batch.labels import BATCH, JOB, MANAGED
 from flower_batch.layout import Home, JobDir
-from flower_batch.matrix import JobRecord, JobSpec, RecordError, format_duration
 from flower_batch.running.causes import continuity_lines
 from flower_batch.running.jobs import ADHOC_BATCH, adhoc_spec, job_scenario, start_job
 from flower_batch.running.liveness import Liveness
@@ -163,7 +167,7 @@ def wake(
 
     spec = replace(spec, gateway=replace(gw, scenario=chosen))
     if timeout:
-        from flower_batch.matrix import parse_duration
+        from flower_batch.jobmodel.units import parse_duration
 
         seconds = parse_duration(timeout)
         if not seconds:

@@ -30,26 +30,24 @@ from flower_batch.commands.common import (
 from flower_batch.commands.compare import ALPHA_OPT, FAIL_OPT, Baseline, baseline_or_exit
 from flower_batch.commands.plan_summary import plan_lines
 from flower_batch.commands.preflight import engine_for, finish_preflight, print_warnings
-from flower_batch.errors import FlowerBatchError
+from flower_batch.errors import FlowerBatchError, MatrixFileError
 from flower_batch.gateway.host_modes import mode_problem, use_upstream
 from flower_batch.jobmodel.classes import exit_code_for
+from flower_batch.jobmodel.record import JobRecord, load_records
+from flower_batch.jobmodel.resume import plan_resume
+from flower_batch.jobmodel.spec import JobSpec
+from flower_batch.jobsfile import MAX_JOBS, load_jobs_file
 from flower_batch.layout import Home
-from flower_batch.matrix import (
-    MAX_JOBS,
+from flower_batch.preflight import Describe, Preflight
+from flower_batch.preflight.include_keys import include_warnings
+from flower_batch.reports import (
     BatchResults,
-    JobRecord,
-    JobSpec,
-    MatrixFileError,
     comparison_table,
-    load_jobs_file,
-    load_records,
-    plan_resume,
+    log_tails,
     results_from_records,
     summary_line,
     write_reports,
 )
-from flower_batch.preflight import Describe, Preflight, include_warnings
-from flower_batch.reports import log_tails
 from flower_batch.running.infra_retry import run_with_infra_retries
 from flower_batch.running.liveness import Liveness
 from flower_batch.running.scheduler import run_jobs

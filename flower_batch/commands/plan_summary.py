@@ -11,7 +11,8 @@ import shutil
 from collections import Counter
 from collections.abc import Sequence
 
-from flower_batch.matrix import Decision, JobSpec, ResumePlan
+from flower_batch.jobmodel.resume import Decision, ResumePlan
+from flower_batch.jobmodel.spec import JobSpec
 
 EDGE = 5  # jobs shown at each end of a summarised plan
 

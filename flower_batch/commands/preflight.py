@@ -12,7 +12,7 @@ from flower_batch.backend.docker_backend import DockerBackend
 from flower_batch.backend.select import backend_name, open_backend
 from flower_batch.commands.common import err, run_async
 from flower_batch.errors import FlowerBatchError, one_line
-from flower_batch.matrix import JobSpec
+from flower_batch.jobmodel.spec import JobSpec
 from flower_batch.preflight import Preflight
 
 

@@ -26,9 +26,10 @@ from flower_batch.commands.common import (
 )
 from flower_batch.commands.preflight import engine_for, preflight_job
 from flower_batch.errors import FlowerBatchError
-from flower_batch.gateway.host_modes import mode_label
+from flower_batch.jobmodel.modes import mode_label
+from flower_batch.jobmodel.record import JobRecord
+from flower_batch.jobmodel.units import format_duration
 from flower_batch.layout import JobDir
-from flower_batch.matrix import JobRecord, format_duration
 from flower_batch.running.attempts import attempt_dir, attempt_numbers
 from flower_batch.running.jobs import start_job
 from flower_batch.running.repro import (

@@ -4,7 +4,3 @@ Every job reaches the model only through it, at `http://gateway:PORT/j/<job>` wi
 token as its API key. Modes: `scripted` (plays a scenario file: the offline model), later
 `anthropic` (proxy with metering and budgets) and `replay` (a recorded job's responses).
 """
-
-from .tokens import job_token, token_matches
-
-__all__ = ["job_token", "token_matches"]

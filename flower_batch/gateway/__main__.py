@@ -10,8 +10,9 @@ import threading
 
 from flower.scripted import MessagesServer, ScenarioError
 from flower_batch.errors import GatewayConfigError
+from flower_batch.gateway.upstream_auth import GATEWAY_KEY_ENV
+from flower_batch.jobmodel.modes import MODES
 
-from .host_modes import GATEWAY_KEY_ENV, MODES
 from .job_sockets import JobSockets
 from .modes import build_gateway, describe
 from .routing import JobRouter, PerJobLog

@@ -20,14 +20,8 @@ from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field
 
 from flower_batch.errors import GatewayModeError, UpstreamAuthError
-from flower_batch.jobmodel.modes import (
-    MODE_LABELS as MODE_LABELS,  # re-exported: the gateway's imports name them here
-)
-from flower_batch.jobmodel.modes import MODES as MODES
-from flower_batch.jobmodel.modes import mode_label as mode_label
+from flower_batch.jobmodel.modes import MODES
 
-from .upstream_auth import GATEWAY_KEY_ENV as GATEWAY_KEY_ENV  # re-exported: older imports name them here
-from .upstream_auth import HOST_KEY_ENV as HOST_KEY_ENV
 from .upstream_auth import UpstreamAuth, upstream_problem
 
 UPSTREAM_ENV = "FLOWER_BATCH_UPSTREAM"

@@ -12,9 +12,10 @@ from pathlib import Path
 
 from flower.scripted import Responder, Scenario, ScriptedResponder
 from flower_batch.errors import GatewayConfigError, UpstreamAuthError, UpstreamError
+from flower_batch.gateway.host_modes import DEFAULT_UPSTREAM
+from flower_batch.jobmodel.modes import MODES, mode_label
 
 from .budget import Budgets
-from .host_modes import DEFAULT_UPSTREAM, MODES, mode_label
 from .proxy import ProxyResponder, Upstream
 from .replay import ReplayResponder
 from .tap import Tap

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import anyio
 
-from ..backend import Backend, ContainerSpec, Mount
+from flower_batch.backend.base import Backend, ContainerSpec, Mount
+
 from ..backend.confinement import Confinement, hand_over
 from ..errors import ContainerNotFound, FlowerBatchError, GatewayConfigError, GatewayError, GatewayModeError
 from ..jobmodel.units import DOCKER_MIN_MEMORY, format_memory, parse_memory

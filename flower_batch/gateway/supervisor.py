@@ -32,8 +32,8 @@ import anyio
 import anyio.abc
 
 from flower.clock import now_iso
+from flower_batch.backend.base import Backend
 
-from ..backend import Backend
 from ..errors import FlowerBatchError
 from .health import LOG_TAIL_LINES, GatewayDeath, GatewayHealth
 

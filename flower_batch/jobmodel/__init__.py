@@ -10,5 +10,4 @@
 
 Everything above may import these modules (backend, layout, running, reports, the command line);
 they import nothing of flower_batch but errors and envnames (tests/flower_batch/test_layering.py).
-`flower_batch.matrix` re-exports the names it always exported.
 """

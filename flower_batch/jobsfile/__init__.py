@@ -9,8 +9,6 @@ The format is documented in docs/jobs-toml.md and schemas/jobs.schema.json; a pr
 FieldError (flower_batch/errors.py), all of them one MatrixFileError.
 """
 
-from flower_batch.jobmodel.spec import PLACEMENT
-
 from ._combos import combinations
 from ._errors import KeyPath, format_path
 from ._fields import JOB_FIELDS
@@ -20,5 +18,5 @@ from ._locate import KeyLines
 from ._size import MAX_JOBS
 from ._templating import RenderContext, Template
 
-__all__ = ["JOB_FIELDS", "MAX_JOBS", "PLACEMENT", "KeyLines", "KeyPath", "RenderContext", "Template", "combinations",
+__all__ = ["JOB_FIELDS", "MAX_JOBS", "KeyLines", "KeyPath", "RenderContext", "Template", "combinations",
            "format_path", "load_jobs_file", "parse_jobs_text", "slugify", "value_label"]

@@ -16,21 +16,20 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from flower_batch.backend.base import Backend
 from flower_batch.jobmodel.spec import JobSpec
 from flower_batch.jobmodel.units import format_memory
 
-from ..backend import Backend
 from ..backend.docker_engine import EngineFacts, engine_facts
 from ..errors import FlowerBatchError, PreflightFailed
 from ..labels import BATCH, MANAGED, ROLE
 from .imports import Target, host_target, import_problems
-from .include_keys import include_warnings
 from .limits import cpus_problem, memory_problem, memory_warning
 from .scenarios import recording_problems, scenario_problems
 
 Describe = Callable[[str, str, Sequence[JobSpec]], str]
 
-__all__ = ["Describe", "Preflight", "PreflightFailed", "include_warnings"]
+__all__ = ["Describe", "Preflight"]
 
 
 def _grouped(jobs: Sequence[JobSpec], key: Callable[[JobSpec], object]) -> dict[object, list[JobSpec]]:

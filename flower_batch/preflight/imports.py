@@ -22,9 +22,9 @@ from typing import Any
 
 import anyio
 
+from flower_batch.backend.base import Backend, ContainerSpec, Mount
 from flower_batch.running.targets import locate
 
-from ..backend import Backend, ContainerSpec, Mount
 from ..errors import FlowerBatchError
 from ..layout import FLOWS
 

@@ -6,9 +6,8 @@ container is created: too late, the job's folder and record already exist. Check
 
 from __future__ import annotations
 
-from flower_batch.jobmodel.units import format_memory
-
-from ..backend.docker_engine import DOCKER_MIN_MEMORY, EngineFacts
+from flower_batch.backend.docker_engine import EngineFacts
+from flower_batch.jobmodel.units import DOCKER_MIN_MEMORY, format_memory
 
 
 def _size(n: int) -> str:

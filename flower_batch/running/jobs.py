@@ -9,7 +9,7 @@ import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from flower_batch.backend import Backend
+from flower_batch.backend.base import Backend
 from flower_batch.envnames import secret_name_problem, unset_names
 from flower_batch.errors import FlowerBatchError, ImageMissing
 from flower_batch.gateway.sidecar import GatewaySidecar

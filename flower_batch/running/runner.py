@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 
 from flower.clock import now_iso
-from flower_batch.backend import Backend, ContainerSpec, Mount
+from flower_batch.backend.base import Backend, ContainerSpec, Mount
 from flower_batch.backend.confinement import DEFAULT_PIDS, Confinement, hand_over
 from flower_batch.errors import FlowerBatchError, NameConflict
 from flower_batch.gateway.health import describe_health

@@ -16,7 +16,7 @@ from pathlib import Path
 import anyio
 
 from flower.clock import now_iso
-from flower_batch.backend import Backend
+from flower_batch.backend.base import Backend
 from flower_batch.errors import FlowerBatchError
 from flower_batch.gateway.budget import batch_spent
 from flower_batch.gateway.sidecar import GatewaySidecar

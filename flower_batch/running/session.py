@@ -18,7 +18,7 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from flower_batch.backend import Backend
+from flower_batch.backend.base import Backend
 from flower_batch.errors import FlowerBatchError
 from flower_batch.labels import BATCH, MANAGED, ROLE, SESSION
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from flower_batch.jobmodel.record import JobRecord, write_record
+from flower_batch.jobmodel.record import JobRecord, new_record, write_record
+from flower_batch.jobmodel.spec import JobSpec
 from flower_batch.layout import JobDir
-from flower_batch.matrix import JobSpec, new_record
 
 
 def job_spec(job_id: str = "j", **fields: Any) -> JobSpec:

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from flower_batch.jobsfile import JOB_FIELDS
-from flower_batch.matrix import load_jobs_file
+from flower_batch.jobsfile import JOB_FIELDS, load_jobs_file
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "jobs.toml"

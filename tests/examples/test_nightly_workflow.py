@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from flower_batch.matrix import load_jobs_file
+from flower_batch.jobsfile import load_jobs_file
 
 REPO = Path(__file__).resolve().parents[2]
 WORKFLOW = REPO / "examples" / "ci" / "nightly.yml"

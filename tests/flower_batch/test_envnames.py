@@ -11,7 +11,8 @@ def test_env_names_one_rule_for_cli_and_jobs_toml(tmp_path: Path) -> None:
     import typer
 
     from flower_batch.commands.jobs import parse_env
-    from flower_batch.matrix import MatrixFileError, load_jobs_file
+    from flower_batch.errors import MatrixFileError
+    from flower_batch.jobsfile import load_jobs_file
 
     def cli_ok(name: str) -> bool:
         try:

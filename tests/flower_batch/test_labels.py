@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from flower_batch.jobsfile import value_label
-from flower_batch.matrix import slugify
+from flower_batch.jobsfile import slugify, value_label
 
 
 def test_labels():

@@ -1,7 +1,8 @@
 """flower_batch's layers: no module imports another package's private module, no import cycle,
 no import up the layers of docs/architecture.md, and the job model (flower_batch/jobmodel/) is a
-bottom layer that layout and backend use without the matrix package. No test or bench reaches
-for a private name of flower, flower_batch or another test module."""
+bottom layer that layout and backend use without the reports. No module re-exports a name another
+package defines. No test or bench reaches for a private name of flower, flower_batch or another
+test module."""
 
 from __future__ import annotations
 
@@ -33,8 +34,6 @@ LAYERS = {
     "running": ["flower_batch.running"],
     "pre-flight": ["flower_batch.preflight"],
     "reports": ["flower_batch.reports", "flower_batch.compare", "flower_batch.view"],
-    # matrix is no layer of its own: it gathers the public names of jobmodel, jobsfile and reports.
-    "matrix": ["flower_batch.matrix"],
     "command line": ["flower_batch.cli", "flower_batch.commands"],
 }
 
@@ -61,9 +60,10 @@ def test_no_module_imports_a_private_module_of_another_package() -> None:
     assert stray == []
 
 
-def test_the_job_model_layout_and_backend_load_without_the_matrix_package() -> None:
+def test_the_job_model_layout_and_backend_load_without_the_reports_or_the_jobs_file() -> None:
     code = ("import sys, flower_batch.jobmodel.record, flower_batch.jobmodel.classes, flower_batch.layout,"
-            " flower_batch.backend.base\nprint(sorted(m for m in sys.modules if m.startswith('flower_batch.matrix')))")
+            " flower_batch.backend.base\nprint(sorted(m for m in sys.modules if m.startswith("
+            "('flower_batch.reports', 'flower_batch.jobsfile'))))")
     shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert shown.strip() == "[]"
 
@@ -76,7 +76,29 @@ def _loads(module: str, other: str) -> bool:
 def test_parsing_a_jobs_file_loads_no_reports_and_reports_load_no_parser() -> None:
     assert not _loads("flower_batch.jobsfile", "flower_batch.reports")
     assert not _loads("flower_batch.reports", "flower_batch.jobsfile")
-    assert _loads("flower_batch.matrix", "flower_batch.reports")  # the check can see a loaded package
+    assert _loads("flower_batch.commands.matrix", "flower_batch.reports")  # the check can see a loaded package
+
+
+def test_no_module_re_exports_a_name_defined_elsewhere() -> None:
+    """Every import goes to the module that defines the name: a package's __init__ may name the
+    public API of its own private modules (jobsfile, reports), nothing else re-exports."""
+    stray = []
+    for path in ROOT.rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        exported = {elt.value for node in tree.body if isinstance(node, ast.Assign)
+                    and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
+                    for elt in getattr(node.value, "elts", []) if isinstance(elt, ast.Constant)}
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            own_private = node.level == 1 and (node.module or "").startswith("_")
+            for alias in node.names:
+                if alias.asname is not None and alias.asname == alias.name:
+                    stray.append(f"{path.relative_to(ROOT)} re-exports {alias.name} (`as` itself)")
+                elif (alias.asname or alias.name) in exported and not own_private:
+                    stray.append(f"{path.relative_to(ROOT)} re-exports {alias.name} from {node.module}")
+    assert stray == []
+    assert not (ROOT / "matrix").exists() and not (REPO / "docs" / "moves.md").exists()
 
 
 def test_no_import_cycle() -> None:

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from flower_batch import workspace_diff
-from flower_batch.matrix import html_report, load_records, results_from_records
+from flower_batch.jobmodel.record import load_records
+from flower_batch.reports import html_report, results_from_records
 from flower_batch.workspace_diff import diff, source_of, summarize
 from tests.hostile_fixtures import (
     SECRET,

@@ -21,7 +21,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from flower_batch.backend import Backend, ContainerSpec, Mount
+from flower_batch.backend.base import Backend, ContainerSpec, Mount
 from flower_batch.backend.fake import FakeBackend, FakeProcess, Program
 from flower_batch.errors import (
     BackendError,

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 import anyio
 import pytest
 
-from flower_batch.backend import ContainerSpec
+from flower_batch.backend.base import ContainerSpec
 from flower_batch.backend.docker_backend import DockerBackend
 from flower_batch.backend.docker_connection import translate
 from flower_batch.errors import BackendError, DaemonUnavailable, OutOfDisk

@@ -15,9 +15,9 @@ from flower_batch.backend.registry_push import push_reference, repo_digest_for
 from flower_batch.backend.select import backend_name
 from flower_batch.backend.swarm_storage import Probe
 from flower_batch.backend.swarm_tasks import ever_ran, newest_task, on_its_node, task_error, task_state
-from flower_batch.errors import BackendChoiceError, RegistryError
+from flower_batch.errors import BackendChoiceError, MatrixFileError, RegistryError
 from flower_batch.gateway.tokens import secrets_from_files
-from flower_batch.matrix import MatrixFileError, load_jobs_file
+from flower_batch.jobsfile import load_jobs_file
 
 
 def task(state: str, exit_code: int | None = None, container: bool = True, err: str = "", at: str = "1") -> dict:
@@ -234,7 +234,7 @@ def swarm_backend(tmp_path: Path, api: EngineAPI):  # type: ignore[no-untyped-de
 
 
 def job_spec(tmp_path: Path, **kw: object):  # type: ignore[no-untyped-def]
-    from flower_batch.backend import ContainerSpec, Mount
+    from flower_batch.backend.base import ContainerSpec, Mount
 
     return ContainerSpec(image=PINNED, command=["flower", "run"], env={"HOME": "/tmp"},
                          mounts=[Mount(str(tmp_path / "ws"), "/workspace")], user="1000:1000",

@@ -16,8 +16,11 @@ from typer.testing import CliRunner
 from flower_batch.backend.fake import FakeBackend
 from flower_batch.cli import app
 from flower_batch.commands import matrix as matrix_cmd
+from flower_batch.jobmodel.outcome import JobOutcome
+from flower_batch.jobmodel.record import new_record, write_record
+from flower_batch.jobmodel.status import Status
+from flower_batch.jobsfile import load_jobs_file
 from flower_batch.layout import Home
-from flower_batch.matrix import JobOutcome, Status, load_jobs_file, new_record, write_record
 from tests.compare_fixtures import results_document, write_document
 
 REPO = Path(__file__).resolve().parents[3]

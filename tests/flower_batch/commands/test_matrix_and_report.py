@@ -10,7 +10,7 @@ import pytest
 
 
 def _spec(job_id: str, mode: str = "anthropic"):
-    from flower_batch.matrix import GatewaySpec, JobSpec
+    from flower_batch.jobmodel.spec import GatewaySpec, JobSpec
 
     return JobSpec(id=job_id, task="t", variant="v", repeat=1, matrix={}, prompt="hi", gateway=GatewaySpec(mode=mode))
 
@@ -51,8 +51,10 @@ def test_matrix_refuses_parallel_below_one(tmp_path: Path, parallel: str) -> Non
 
 
 def test_report_on_a_damaged_batch_json_warns_once_and_reports_from_records(tmp_path: Path) -> None:
+    from flower_batch.jobmodel.outcome import JobOutcome
+    from flower_batch.jobmodel.record import new_record, write_record
+    from flower_batch.jobmodel.status import Status
     from flower_batch.layout import Home
-    from flower_batch.matrix import JobOutcome, Status, new_record, write_record
 
     home = Home(tmp_path / "home")
     job = _spec("t.v.r1")

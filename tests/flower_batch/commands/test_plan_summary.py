@@ -5,10 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from flower_batch.commands.plan_summary import plan_lines
-from flower_batch.matrix import (
-    parse_jobs_text,
-    plan_resume,
-)
+from flower_batch.jobmodel.resume import plan_resume
+from flower_batch.jobsfile import parse_jobs_text
 from tests.batch_fixtures.jobs_text import jobs_text
 
 

@@ -13,17 +13,12 @@ from typer.testing import CliRunner
 
 from flower_batch.cli import app
 from flower_batch.commands.common import fail
+from flower_batch.jobmodel.outcome import JobOutcome
+from flower_batch.jobmodel.record import new_record, write_record
+from flower_batch.jobmodel.spec import GatewaySpec, JobSpec
+from flower_batch.jobmodel.status import Status
 from flower_batch.layout import Home
-from flower_batch.matrix import (
-    GatewaySpec,
-    JobOutcome,
-    JobSpec,
-    Status,
-    comparison_table,
-    new_record,
-    results_from_records,
-    write_record,
-)
+from flower_batch.reports import comparison_table, results_from_records
 
 SCENARIO_ERROR = "jobs/s.toml: [[rules]] #2 'boom': field 'error': unsupported HTTP status 418"
 REASON = "step [bold]fix[/bold] failed: tool said [red]no[/red] and [[rules]] matched"

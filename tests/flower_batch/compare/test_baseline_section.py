@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from flower_batch.compare import diff_sides, side_from_document
+from flower_batch.compare.diff import diff_sides
 from flower_batch.compare.html import comparison_section
-from flower_batch.matrix import write_html
+from flower_batch.compare.sides import side_from_document
+from flower_batch.reports import write_html
 from tests.compare_fixtures import results_document
 from tests.flower_batch.reports.test_render_in_chromium import headless_chromium
 from tests.flower_batch.reports.test_results import results  # noqa: F401 — the shared results fixture

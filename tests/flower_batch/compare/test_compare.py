@@ -11,20 +11,13 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from flower_batch.cli import app
-from flower_batch.compare import (
-    IMPROVEMENT,
-    NO_CHANGE,
-    NO_DATA,
-    REGRESSION,
-    SideError,
-    diff_sides,
-    fisher_exact,
-    side_from_document,
-)
+from flower_batch.compare.diff import IMPROVEMENT, NO_CHANGE, NO_DATA, REGRESSION, diff_sides
 from flower_batch.compare.render import diff_markdown, diff_table
-from flower_batch.compare.sides import load_side
+from flower_batch.compare.sides import load_side, side_from_document
+from flower_batch.compare.stats import fisher_exact
+from flower_batch.errors import SideError
 from flower_batch.layout import Home
-from flower_batch.matrix import wilson_interval
+from flower_batch.reports import wilson_interval
 from tests.compare_fixtures import BASE_PLAN, NEW_PLAN, results_document, write_document
 from tests.flower_batch.reports.test_results import results  # noqa: F401 — the shared results fixture
 

@@ -9,7 +9,8 @@ import sys
 import pytest
 
 from flower_batch.errors import GatewayModeError
-from flower_batch.gateway.host_modes import GATEWAY_KEY_ENV, mode_setup
+from flower_batch.gateway.host_modes import mode_setup
+from flower_batch.gateway.upstream_auth import GATEWAY_KEY_ENV
 
 # -- host side of the modes ----------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ from flower_batch.gateway.health import GatewayDeath, describe_health
 from flower_batch.gateway.sidecar import ALIAS, MEMORY_ENV, READY_LINE, GatewaySidecar, gateway_memory
 from flower_batch.gateway.supervisor import RESTARTS_ENV, RestartPolicy, supervisors
 from flower_batch.gateway.tokens import SECRET_ENV
-from flower_batch.matrix import GatewaySpec, JobSpec
+from flower_batch.jobmodel.spec import GatewaySpec, JobSpec
 
 FAST = RestartPolicy(max_restarts=2, window_s=600, backoff_s=0.01, backoff_max_s=0.02)
 
@@ -105,8 +105,8 @@ async def test_a_gateway_that_keeps_dying_is_given_up_with_its_reason(tmp_path: 
 
 @pytest.mark.anyio
 async def test_the_job_of_a_gateway_given_up_is_stopped_and_its_record_says_why(tmp_path: Path) -> None:
+    from flower_batch.jobmodel.record import read_record
     from flower_batch.layout import Home
-    from flower_batch.matrix import read_record
     from flower_batch.running.runner import JobContext, run_job
 
     async def crashing(proc: FakeProcess) -> int:

@@ -10,21 +10,19 @@ from pathlib import Path
 
 import pytest
 
-from flower_batch.matrix import (
-    Action,
-    JobOutcome,
+from flower_batch.errors import RecordError
+from flower_batch.jobmodel.outcome import JobOutcome, StepSummary
+from flower_batch.jobmodel.record import (
     JobRecord,
-    RecordError,
-    Status,
-    StepSummary,
-    load_jobs_file,
     load_records,
     new_record,
-    plan_resume,
     read_record,
     record_path,
     write_record,
 )
+from flower_batch.jobmodel.resume import Action, plan_resume
+from flower_batch.jobmodel.status import Status
+from flower_batch.jobsfile import load_jobs_file
 
 IMAGE = "sha256:" + "1" * 64
 JOBS = """

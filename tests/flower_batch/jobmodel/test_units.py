@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from flower_batch.matrix import format_duration, parse_duration, parse_memory
+from flower_batch.jobmodel.units import format_duration, parse_duration, parse_memory
 
 
 @pytest.mark.parametrize(

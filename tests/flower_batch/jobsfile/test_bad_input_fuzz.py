@@ -21,8 +21,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from flower.scripted import Scenario, ScenarioError
-from flower_batch.matrix import MAX_JOBS, MatrixFileError, parse_jobs_text
-from flower_batch.preflight import Preflight, include_warnings
+from flower_batch.errors import MatrixFileError
+from flower_batch.jobsfile import MAX_JOBS, parse_jobs_text
+from flower_batch.preflight import Preflight
+from flower_batch.preflight.include_keys import include_warnings
 from flower_batch.preflight.scenarios import scenario_problems
 from tests.batch_fixtures.campaign import fingerprint, problem_lines
 from tests.batch_fixtures.rig import fb, project_copy, runtime_image

@@ -7,11 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from flower_batch.matrix import (
-    MatrixFileError,
-    load_jobs_file,
-    parse_jobs_text,
-)
+from flower_batch.errors import MatrixFileError
+from flower_batch.jobsfile import load_jobs_file, parse_jobs_text
 
 HEAD = """\
 [tasks.a]

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from flower_batch.jobsfile import combinations
-from flower_batch.matrix import JobsFile, MatrixFileError, load_jobs_file
+from flower_batch.errors import MatrixFileError
+from flower_batch.jobmodel.spec import JobsFile
+from flower_batch.jobsfile import combinations, load_jobs_file
 
 
 def write_jobs(root: Path, text: str, dirs: tuple[str, ...] = ("tasks/a", "tasks/b")) -> Path:
@@ -248,7 +249,7 @@ def test_gateway_paths_resolve_and_are_content_hashed(tmp_path):
 
 def test_to_dict_round_trip(tmp_path):
     jobs = load(tmp_path, TWO_TASKS + '[matrix]\nvariant = [{ name = "careful", cpus = 1.5, memory = "1g" }]\n')
-    from flower_batch.matrix import JobSpec
+    from flower_batch.jobmodel.spec import JobSpec
 
     for job in jobs.jobs:
         assert JobSpec.from_dict(job.to_dict()) == job

@@ -11,14 +11,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flower_batch.backend.docker_engine import EngineFacts
-from flower_batch.errors import MatrixTooLarge
-from flower_batch.matrix import (
-    JobSpec,
-    MatrixFileError,
-    parse_jobs_text,
-)
-from flower_batch.preflight import Preflight, include_warnings
+from flower_batch.errors import MatrixFileError, MatrixTooLarge
+from flower_batch.jobmodel.spec import JobSpec
+from flower_batch.jobsfile import parse_jobs_text
+from flower_batch.preflight import Preflight
 from flower_batch.preflight.imports import Target, problems_from_output
+from flower_batch.preflight.include_keys import include_warnings
 from flower_batch.preflight.limits import cpus_problem, memory_problem, memory_warning
 from flower_batch.preflight.scenarios import scenario_problems
 from tests.batch_fixtures.jobs_text import jobs_text

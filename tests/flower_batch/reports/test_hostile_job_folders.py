@@ -8,8 +8,8 @@ import os
 import time
 from pathlib import Path
 
-from flower_batch.matrix import html_report, load_records, results_from_records, write_results_json
-from flower_batch.reports import log_tails
+from flower_batch.jobmodel.record import load_records
+from flower_batch.reports import html_report, log_tails, results_from_records, write_results_json
 from tests.hostile_fixtures import SECRET, hostile_workspace, outside_secret
 from tests.view_fixtures import write_job
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from lxml import etree
 
-from flower_batch.matrix import junit_xml, write_html
+from flower_batch.reports import junit_xml, write_html
 from tests.flower_batch.reports.test_results import results  # noqa: F401 — the shared results fixture
 
 SCHEMA = Path(__file__).resolve().parents[3] / "tests" / "schemas" / "junit.xsd"

@@ -14,26 +14,23 @@ import pytest
 from lxml import etree
 from rich.console import Console
 
-from flower_batch.matrix import (
+from flower_batch.jobmodel.outcome import JobOutcome, StepSummary, decide_status
+from flower_batch.jobmodel.record import new_record, record_path, write_record
+from flower_batch.jobmodel.status import Status
+from flower_batch.jobsfile import load_jobs_file
+from flower_batch.reports import (
     BatchResults,
-    JobOutcome,
-    Status,
-    StepSummary,
     compare,
     comparison_table,
-    decide_status,
+    cost_vs_pass_svg,
     html_report,
     junit_xml,
-    load_jobs_file,
-    new_record,
-    record_path,
+    pass_rate_svg,
     results_from_records,
     summary_line,
     wilson_interval,
-    write_record,
     write_reports,
 )
-from flower_batch.reports import cost_vs_pass_svg, pass_rate_svg
 
 JOBS = """
 [defaults]
@@ -245,7 +242,7 @@ def test_results_rebuilt_from_records_match(results, tmp_path):
         record = new_record(job, batch="demo", image_id=results.image_id, status="running")
         outcome = results.outcomes.get(job.id)
         write_record(record_path(batch, job.id), record.with_outcome(outcome) if outcome else record)
-    from flower_batch.matrix import load_records
+    from flower_batch.jobmodel.record import load_records
 
     records = load_records(batch)
     rebuilt = results_from_records(records, batch="demo", jobs=results.jobs)
@@ -317,7 +314,7 @@ def test_text_budget_keeps_small_reports_whole_and_cuts_large_ones(results, tmp_
     import json
     from dataclasses import replace
 
-    from flower_batch.matrix import write_reports
+    from flower_batch.reports import write_reports
     from flower_batch.reports.text_budget import SHORTENED, fit_texts, per_job_limits
 
     assert fit_texts(results).outcomes == results.outcomes  # a small batch: nothing cut

@@ -10,11 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from flower_batch.jobmodel.record import new_record, write_record
 from flower_batch.layout import Home
-from flower_batch.matrix import (
-    new_record,
-    write_record,
-)
 from flower_batch.running.attempts import attempt_numbers, keep_previous_attempt, list_attempts, prunable
 from tests.batch_fixtures.attempts import finished_attempt, job_spec
 from tests.hostile_fixtures import hostile_workspace, outside_secret
@@ -65,7 +62,7 @@ async def test_a_rerun_whose_setup_fails_keeps_the_previous_verdict_as_an_attemp
     """No ANTHROPIC_API_KEY: the gateway cannot start, the job ends `error` — its earlier passed
     attempt (record, workspace, runs) is in attempts/1, not overwritten."""
     from flower_batch.backend.fake import FakeBackend
-    from flower_batch.matrix import read_record
+    from flower_batch.jobmodel.record import read_record
     from flower_batch.running.scheduler import run_jobs
 
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
@@ -88,7 +85,8 @@ async def test_ctrl_c_before_a_job_starts_leaves_its_old_attempt_where_it_was(tm
 
     from flower_batch.backend.fake import FakeBackend, Script
     from flower_batch.gateway.sidecar import READY_LINE
-    from flower_batch.matrix import GatewaySpec, read_record
+    from flower_batch.jobmodel.record import read_record
+    from flower_batch.jobmodel.spec import GatewaySpec
     from flower_batch.running.scheduler import run_jobs
 
     scenario = tmp_path / "s.toml"

@@ -17,8 +17,10 @@ from flower_batch.backend.fake import FakeBackend, FakeProcess, Script
 from flower_batch.errors import BackendError
 from flower_batch.gateway.sidecar import READY_LINE
 from flower_batch.jobmodel.classes import FailureClass, count_classes, exit_code_for
+from flower_batch.jobmodel.record import read_record
+from flower_batch.jobmodel.spec import GatewaySpec, JobSpec
+from flower_batch.jobmodel.status import Status
 from flower_batch.layout import Home
-from flower_batch.matrix import GatewaySpec, JobSpec, Status, read_record
 from flower_batch.running.causes import Ending, explain
 from flower_batch.running.infra_retry import run_with_infra_retries
 from flower_batch.running.jobs import start_job

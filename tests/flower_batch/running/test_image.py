@@ -9,7 +9,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from flower_batch.backend import ContainerSpec, ImageInfo
+from flower_batch.backend.base import ContainerSpec, ImageInfo
 from flower_batch.errors import ImageBuildError, NotARuntimeImage
 from flower_batch.running import image
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import anyio
 
-from flower_batch.backend import ContainerSpec
+from flower_batch.backend.base import ContainerSpec
 from flower_batch.backend.fake import FakeBackend, Script
 from flower_batch.outputlines import MAX_LINE_BYTES, LineSplitter, cut_line
 from flower_batch.running import joblog

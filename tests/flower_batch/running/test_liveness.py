@@ -12,16 +12,11 @@ import anyio
 import pytest
 from typer.testing import CliRunner
 
+from flower_batch.jobmodel.outcome import JobOutcome
+from flower_batch.jobmodel.record import new_record, read_record, write_record
+from flower_batch.jobmodel.spec import GatewaySpec, JobSpec
+from flower_batch.jobmodel.status import Status
 from flower_batch.layout import Home
-from flower_batch.matrix import (
-    GatewaySpec,
-    JobOutcome,
-    JobSpec,
-    Status,
-    new_record,
-    read_record,
-    write_record,
-)
 from flower_batch.running.liveness import NEVER_STARTED, ORPHANED, Liveness
 from flower_batch.running.session import Session, sessions_dir
 

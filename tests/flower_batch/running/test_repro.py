@@ -7,7 +7,8 @@ import json
 import time
 from pathlib import Path
 
-from flower_batch.matrix import JobRecord, JobSpec
+from flower_batch.jobmodel.record import JobRecord
+from flower_batch.jobmodel.spec import JobSpec
 from flower_batch.running.repro import ReproDiff, changes, copy_flows, drift_between, workspace_files
 from tests.hostile_fixtures import SECRET, hostile_workspace, outside_secret
 

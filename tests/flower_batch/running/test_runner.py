@@ -12,7 +12,7 @@ import pytest
 
 
 def _spec(job_id: str, mode: str = "anthropic"):
-    from flower_batch.matrix import GatewaySpec, JobSpec
+    from flower_batch.jobmodel.spec import GatewaySpec, JobSpec
 
     return JobSpec(id=job_id, task="t", variant="v", repeat=1, matrix={}, prompt="hi", gateway=GatewaySpec(mode=mode))
 
@@ -36,8 +36,8 @@ async def test_a_job_whose_workspace_cannot_be_copied_ends_error_with_a_record(t
     from dataclasses import replace
 
     from flower_batch.backend.fake import FakeBackend
+    from flower_batch.jobmodel.record import read_record
     from flower_batch.layout import Home
-    from flower_batch.matrix import read_record
 
     job = replace(_spec("gone", mode="replay"), workspace=tmp_path / "no-such-workspace")
     async with FakeBackend() as backend:
@@ -74,8 +74,8 @@ async def test_ctrl_c_stops_the_container_saves_its_log_and_records_interrupted(
 
     from flower_batch.backend.fake import FakeBackend, FakeProcess
     from flower_batch.errors import ContainerNotFound
+    from flower_batch.jobmodel.record import read_record
     from flower_batch.layout import Home
-    from flower_batch.matrix import read_record
 
     working = anyio.Event()
     seen: list[FakeProcess] = []
@@ -113,11 +113,11 @@ async def test_ctrl_c_stops_the_container_saves_its_log_and_records_interrupted(
 async def test_the_record_is_written_before_create_after_create_and_at_the_end(tmp_path: Path) -> None:
     from dataclasses import replace
 
-    from flower_batch.backend import ContainerSpec
+    from flower_batch.backend.base import ContainerSpec
     from flower_batch.backend.fake import FakeBackend
+    from flower_batch.jobmodel.record import read_record
     from flower_batch.labels import ROLE
     from flower_batch.layout import FLOWS, RUNS, WORKSPACE, Home
-    from flower_batch.matrix import read_record
 
     path = Home(tmp_path / "home").job("b", "w").record_path
     # (call, the record's status, the record's container, the call's container)
@@ -171,9 +171,9 @@ async def test_ctrl_c_during_the_check_records_interrupted_and_keeps_what_the_jo
     import anyio
 
     from flower_batch.backend.fake import FakeBackend, FakeProcess, Script
+    from flower_batch.jobmodel.record import read_record
     from flower_batch.labels import ROLE
     from flower_batch.layout import Home
-    from flower_batch.matrix import read_record
 
     checking = anyio.Event()
     async def check(proc: FakeProcess) -> int:  # a verifier that takes its time

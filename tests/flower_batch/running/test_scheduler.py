@@ -9,7 +9,7 @@ import pytest
 
 
 def _spec(job_id: str, mode: str = "anthropic"):
-    from flower_batch.matrix import GatewaySpec, JobSpec
+    from flower_batch.jobmodel.spec import GatewaySpec, JobSpec
 
     return JobSpec(id=job_id, task="t", variant="v", repeat=1, matrix={}, prompt="hi", gateway=GatewaySpec(mode=mode))
 
@@ -22,8 +22,10 @@ async def test_a_job_whose_gateway_cannot_start_ends_error_and_earlier_verdicts_
     ExceptionGroup) nor leave `queued` records; and a job with an earlier finished record keeps it
     until the job itself is started."""
     from flower_batch.backend.fake import FakeBackend
+    from flower_batch.jobmodel.outcome import JobOutcome
+    from flower_batch.jobmodel.record import new_record, read_record, write_record
+    from flower_batch.jobmodel.status import Status
     from flower_batch.layout import Home
-    from flower_batch.matrix import JobOutcome, Status, new_record, read_record, write_record
     from flower_batch.running.scheduler import run_jobs
 
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)

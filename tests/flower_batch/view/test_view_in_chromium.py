@@ -15,7 +15,7 @@ import pytest
 
 from flower.context.store import SQLiteSessionStore
 from flower_batch.layout import Home
-from flower_batch.matrix import html_report
+from flower_batch.reports import html_report
 from flower_batch.view.server import ViewServer
 from tests.cdp import Browser
 from tests.flower_batch.reports.test_results import results  # noqa: F401 — the shared results fixture
