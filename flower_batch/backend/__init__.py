@@ -1,4 +1,11 @@
-"""Backends: the interface (`base`), `DockerBackend` (`docker_backend`), `SwarmBackend` (`swarm`), `FakeBackend` (`fake`).
+"""Backends: where containers run, behind one interface.
 
-Only this package imports `docker`.
+    base         the `Backend` interface and its data (ContainerSpec, ContainerInfo, ...)
+    confinement  what every container of ours is confined to
+    select       choosing the engine: `--backend`, FLOWER_BATCH_BACKEND, jobs.toml's [batch] backend
+    docker/      DockerBackend on the local engine (the only subpackage besides swarm/ that imports `docker`)
+    swarm/       SwarmBackend on a Docker Swarm cluster
+
+The in-memory backend the fast tests run on is tests/fake_backend.py: a test double, not a
+backend anyone selects, so it is not shipped.
 """

@@ -29,10 +29,10 @@ def backend_name(flag: str | None = None, jobs_file: str | None = None) -> str:
 def open_backend(name: str, home: Path) -> Backend:
     """A backend for `name`; `home` is where batches live (on a cluster: the shared storage)."""
     if name == "swarm":
-        from flower_batch.backend.swarm import SwarmBackend
+        from flower_batch.backend.swarm.backend import SwarmBackend
 
         root = Path(home).resolve()
         return SwarmBackend(control_dir=root / SWARM_CONTROL, shared_root=root)
-    from flower_batch.backend.docker_backend import DockerBackend
+    from flower_batch.backend.docker.backend import DockerBackend
 
     return DockerBackend()

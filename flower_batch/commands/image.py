@@ -35,7 +35,7 @@ def image_push(
     image: str = typer.Option("flower-batch-runtime:latest", "--image", help="runtime image (tag or id)"),
 ) -> None:
     """Push the pinned runtime image to REGISTRY; prints the repo digest cluster jobs run."""
-    from flower_batch.backend.registry_push import push_image
+    from flower_batch.backend.docker.registry import push_image
 
     img_id, _ = runtime_image(image)
     pushed = push_image(img_id, registry, on_line=lambda line: err.print(f"  {line}"))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from flower_batch.backend.docker_backend import DockerBackend
+from flower_batch.backend.docker.backend import DockerBackend
 from flower_batch.backend.select import backend_name, open_backend
 from flower_batch.commands.common import err, run_async
 from flower_batch.errors import FlowerBatchError, one_line

@@ -17,10 +17,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from flower_batch.backend.base import Backend
+from flower_batch.backend.docker.engine import EngineFacts, engine_facts
 from flower_batch.jobmodel.spec import JobSpec
 from flower_batch.jobmodel.units import format_memory
 
-from ..backend.docker_engine import EngineFacts, engine_facts
 from ..errors import FlowerBatchError, PreflightFailed
 from ..labels import BATCH, MANAGED, ROLE
 from .imports import Target, host_target, import_problems

@@ -6,7 +6,7 @@ container is created: too late, the job's folder and record already exist. Check
 
 from __future__ import annotations
 
-from flower_batch.backend.docker_engine import EngineFacts
+from flower_batch.backend.docker.engine import EngineFacts
 from flower_batch.jobmodel.units import DOCKER_MIN_MEMORY, format_memory
 
 

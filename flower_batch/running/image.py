@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from flower_batch.backend.base import ImageInfo
-from flower_batch.backend.docker_images import DockerImages
+from flower_batch.backend.docker.images import DockerImages
 from flower_batch.errors import ImageBuildError, ImageMissing, NotARuntimeImage
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]  # flower_batch/running/image.py -> the checkout

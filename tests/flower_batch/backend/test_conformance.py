@@ -22,7 +22,6 @@ import anyio
 import pytest
 
 from flower_batch.backend.base import Backend, ContainerSpec, Mount
-from flower_batch.backend.fake import FakeBackend, FakeProcess, Program
 from flower_batch.errors import (
     BackendError,
     ContainerNotFound,
@@ -31,6 +30,7 @@ from flower_batch.errors import (
     NameConflict,
     NotFound,
 )
+from tests.fake_backend import FakeBackend, FakeProcess, Program
 
 TESTBOX = "flower-batch-testbox:1"
 # Host binaries copied (with their libraries) into a tiny image: imports in a second, works offline.
@@ -47,7 +47,7 @@ pytestmark = pytest.mark.anyio
 
 
 def ensure_testbox() -> str:
-    from flower_batch.backend.docker_images import DockerImages
+    from flower_batch.backend.docker.images import DockerImages
 
     images = DockerImages()
     try:
@@ -142,7 +142,7 @@ async def rig(request) -> AsyncIterator[Rig]:
             yield r
         return
 
-    from flower_batch.backend.docker_backend import DockerBackend
+    from flower_batch.backend.docker.backend import DockerBackend
 
     image = await anyio.to_thread.run_sync(ensure_testbox)  # marked docker: a dead daemon fails, never skips
     backend = DockerBackend()
@@ -159,8 +159,8 @@ async def rig(request) -> AsyncIterator[Rig]:
 
 
 async def _swarm_rig(labels: dict[str, str]) -> AsyncIterator[Rig]:
-    from flower_batch.backend.registry_push import push_reference
-    from flower_batch.backend.swarm import SwarmBackend
+    from flower_batch.backend.docker.registry import push_reference
+    from flower_batch.backend.swarm.backend import SwarmBackend
     from tests.batch_fixtures.swarm import cluster
 
     c = await anyio.to_thread.run_sync(cluster)

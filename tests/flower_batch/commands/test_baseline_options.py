@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from flower_batch.backend.fake import FakeBackend
 from flower_batch.cli import app
 from flower_batch.commands import matrix as matrix_cmd
 from flower_batch.jobmodel.outcome import JobOutcome
@@ -22,6 +21,7 @@ from flower_batch.jobmodel.status import Status
 from flower_batch.jobsfile import load_jobs_file
 from flower_batch.layout import Home
 from tests.compare_fixtures import results_document, write_document
+from tests.fake_backend import FakeBackend
 
 REPO = Path(__file__).resolve().parents[3]
 IMAGE_ID = "sha256:" + "c" * 64

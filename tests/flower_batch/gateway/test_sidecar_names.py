@@ -6,8 +6,8 @@ from pathlib import Path
 
 
 def gateway_name(batch: str, session: str, suffix: str) -> str:
-    from flower_batch.backend.fake import FakeBackend
     from flower_batch.gateway.sidecar import GatewaySidecar
+    from tests.fake_backend import FakeBackend
 
     gw = GatewaySidecar(FakeBackend(), batch=batch, session=session, suffix=suffix, image_id="sha256:x",
                         batch_dir=Path("/nonexistent"), scenario=None, mode="replay")

@@ -10,12 +10,12 @@ from pathlib import Path
 import anyio
 import pytest
 
-from flower_batch.backend.fake import FakeBackend, FakeProcess, Script
 from flower_batch.gateway.health import GatewayDeath, describe_health
 from flower_batch.gateway.sidecar import ALIAS, MEMORY_ENV, READY_LINE, GatewaySidecar, gateway_memory
 from flower_batch.gateway.supervisor import RESTARTS_ENV, RestartPolicy, supervisors
 from flower_batch.gateway.tokens import SECRET_ENV
 from flower_batch.jobmodel.spec import GatewaySpec, JobSpec
+from tests.fake_backend import FakeBackend, FakeProcess, Script
 
 FAST = RestartPolicy(max_restarts=2, window_s=600, backoff_s=0.01, backoff_max_s=0.02)
 

@@ -158,7 +158,7 @@ async def test_a_gateway_down_longer_than_the_cli_retries_is_ridden_out_by_flowe
     for an answer the gateway finished: so the meter may count such an answer whole, once."""
     import anyio
 
-    from flower_batch.backend.docker_backend import DockerBackend
+    from flower_batch.backend.docker.backend import DockerBackend
     from flower_batch.gateway import supervisor
     from flower_batch.layout import Home
     from flower_batch.running.jobs import adhoc_spec, start_job

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flower_batch.backend.docker_engine import EngineFacts
+from flower_batch.backend.docker.engine import EngineFacts
 from flower_batch.errors import MatrixFileError, MatrixTooLarge
 from flower_batch.jobmodel.spec import JobSpec
 from flower_batch.jobsfile import parse_jobs_text
@@ -189,7 +189,7 @@ def test_an_unusable_target_path_is_one_line(tmp_path: Path, target: str) -> Non
 def test_a_cluster_that_cannot_hold_a_reservation_is_one_line_per_size() -> None:
     import anyio
 
-    from flower_batch.backend.fake import FakeBackend
+    from tests.fake_backend import FakeBackend
 
     class Small(FakeBackend):
         async def reservation_problem(self, cpus: float | None, memory: int | None, placement: list[str]) -> str | None:

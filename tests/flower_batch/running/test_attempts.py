@@ -61,9 +61,9 @@ def test_an_unfinished_attempt_is_kept_with_the_record_the_planner_read(tmp_path
 async def test_a_rerun_whose_setup_fails_keeps_the_previous_verdict_as_an_attempt(tmp_path: Path, monkeypatch) -> None:
     """No ANTHROPIC_API_KEY: the gateway cannot start, the job ends `error` — its earlier passed
     attempt (record, workspace, runs) is in attempts/1, not overwritten."""
-    from flower_batch.backend.fake import FakeBackend
     from flower_batch.jobmodel.record import read_record
     from flower_batch.running.scheduler import run_jobs
+    from tests.fake_backend import FakeBackend
 
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     home = Home(tmp_path / "home")
@@ -83,11 +83,11 @@ async def test_ctrl_c_before_a_job_starts_leaves_its_old_attempt_where_it_was(tm
     earlier attempt is still the job folder itself (record, workspace, runs), not in attempts/."""
     import anyio
 
-    from flower_batch.backend.fake import FakeBackend, Script
     from flower_batch.gateway.sidecar import READY_LINE
     from flower_batch.jobmodel.record import read_record
     from flower_batch.jobmodel.spec import GatewaySpec
     from flower_batch.running.scheduler import run_jobs
+    from tests.fake_backend import FakeBackend, Script
 
     scenario = tmp_path / "s.toml"
     scenario.write_text('[[rules]]\nreply = "hi"\n')

@@ -13,7 +13,6 @@ import pytest
 from lxml import etree
 
 from flower import exitinfo
-from flower_batch.backend.fake import FakeBackend, FakeProcess, Script
 from flower_batch.errors import BackendError
 from flower_batch.gateway.sidecar import READY_LINE
 from flower_batch.jobmodel.classes import FailureClass, count_classes, exit_code_for
@@ -25,6 +24,7 @@ from flower_batch.running.causes import Ending, explain
 from flower_batch.running.infra_retry import run_with_infra_retries
 from flower_batch.running.jobs import start_job
 from flower_batch.running.scheduler import run_jobs
+from tests.fake_backend import FakeBackend, FakeProcess, Script
 
 XSD = Path(__file__).resolve().parents[3] / "tests" / "schemas" / "junit.xsd"
 GATEWAY = Script(duration_s=3600, log_lines=[READY_LINE])  # a gateway that is up until removed

@@ -103,7 +103,7 @@ def _snapshot_project(dest: Path) -> Path:
 @pytest.mark.slow
 @pytest.mark.anyio
 async def test_image_builds_offline_runs_the_sdk_and_cli_and_is_cached(tmp_path: Path) -> None:
-    from flower_batch.backend.docker_backend import DockerBackend
+    from flower_batch.backend.docker.backend import DockerBackend
 
     project = _snapshot_project(tmp_path)
     cache = image.PROJECT_ROOT / "images" / ".cache"  # shared wheelhouse: the slow part is done once

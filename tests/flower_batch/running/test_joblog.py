@@ -9,11 +9,11 @@ from pathlib import Path
 import anyio
 
 from flower_batch.backend.base import ContainerSpec
-from flower_batch.backend.fake import FakeBackend, Script
 from flower_batch.outputlines import MAX_LINE_BYTES, LineSplitter, cut_line
 from flower_batch.running import joblog
 from flower_batch.running.joblog import ELIDED_MARK, HEAD_BYTES, TAIL_BYTES, CappedLog, capped_text
 from flower_batch.running.runner import save_logs
+from tests.fake_backend import FakeBackend, Script
 
 
 def lines(n: int, width: int = 60) -> list[str]:

@@ -115,8 +115,8 @@ def test_report_shows_orphaned_and_never_started(tmp_path: Path) -> None:
 @pytest.mark.anyio
 async def test_a_stopped_matrix_marks_its_never_started_jobs(tmp_path: Path, monkeypatch) -> None:
     """Ctrl-C while the first job runs (-j 1): the others never began and say so; none stays queued."""
-    from flower_batch.backend.fake import FakeBackend, Script
     from flower_batch.running.scheduler import run_jobs
+    from tests.fake_backend import FakeBackend, Script
 
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")  # the anthropic gateway's needs (fake engine)
     home = Home(tmp_path / "home")

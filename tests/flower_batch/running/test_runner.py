@@ -18,10 +18,10 @@ def _spec(job_id: str, mode: str = "anthropic"):
 
 
 async def _run_one(tmp_path: Path, backend, job, on_state=None) -> object:  # type: ignore[no-untyped-def]
-    from flower_batch.backend.fake import FakeBackend
     from flower_batch.gateway.sidecar import GatewaySidecar
     from flower_batch.layout import Home
     from flower_batch.running.runner import JobContext, run_job
+    from tests.fake_backend import FakeBackend
 
     gw = GatewaySidecar(backend, batch="b", session="s1", image_id=FakeBackend.IMAGE, batch_dir=tmp_path / "b",
                         scenario=None, mode="replay")
@@ -35,9 +35,9 @@ async def _run_one(tmp_path: Path, backend, job, on_state=None) -> object:  # ty
 async def test_a_job_whose_workspace_cannot_be_copied_ends_error_with_a_record(tmp_path: Path) -> None:
     from dataclasses import replace
 
-    from flower_batch.backend.fake import FakeBackend
     from flower_batch.jobmodel.record import read_record
     from flower_batch.layout import Home
+    from tests.fake_backend import FakeBackend
 
     job = replace(_spec("gone", mode="replay"), workspace=tmp_path / "no-such-workspace")
     async with FakeBackend() as backend:
@@ -49,7 +49,7 @@ async def test_a_job_whose_workspace_cannot_be_copied_ends_error_with_a_record(t
 
 @pytest.mark.anyio
 async def test_a_container_that_never_stops_ends_error_not_a_traceback(tmp_path: Path) -> None:
-    from flower_batch.backend.fake import FakeBackend, Script
+    from tests.fake_backend import FakeBackend, Script
 
     class Stuck(FakeBackend):
         async def wait(self, container_id: str, timeout: float | None = None) -> int:
@@ -72,10 +72,10 @@ def replace_timeout(job, seconds: float):  # type: ignore[no-untyped-def]
 async def test_ctrl_c_stops_the_container_saves_its_log_and_records_interrupted(tmp_path: Path) -> None:
     import anyio
 
-    from flower_batch.backend.fake import FakeBackend, FakeProcess
     from flower_batch.errors import ContainerNotFound
     from flower_batch.jobmodel.record import read_record
     from flower_batch.layout import Home
+    from tests.fake_backend import FakeBackend, FakeProcess
 
     working = anyio.Event()
     seen: list[FakeProcess] = []
@@ -114,10 +114,10 @@ async def test_the_record_is_written_before_create_after_create_and_at_the_end(t
     from dataclasses import replace
 
     from flower_batch.backend.base import ContainerSpec
-    from flower_batch.backend.fake import FakeBackend
     from flower_batch.jobmodel.record import read_record
     from flower_batch.labels import ROLE
     from flower_batch.layout import FLOWS, RUNS, WORKSPACE, Home
+    from tests.fake_backend import FakeBackend
 
     path = Home(tmp_path / "home").job("b", "w").record_path
     # (call, the record's status, the record's container, the call's container)
@@ -170,10 +170,10 @@ async def test_ctrl_c_during_the_check_records_interrupted_and_keeps_what_the_jo
 
     import anyio
 
-    from flower_batch.backend.fake import FakeBackend, FakeProcess, Script
     from flower_batch.jobmodel.record import read_record
     from flower_batch.labels import ROLE
     from flower_batch.layout import Home
+    from tests.fake_backend import FakeBackend, FakeProcess, Script
 
     checking = anyio.Event()
     async def check(proc: FakeProcess) -> int:  # a verifier that takes its time

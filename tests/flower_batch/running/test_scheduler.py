@@ -21,12 +21,12 @@ async def test_a_job_whose_gateway_cannot_start_ends_error_and_earlier_verdicts_
     """No ANTHROPIC_API_KEY: each job's gateway fails. That must not crash the batch (no
     ExceptionGroup) nor leave `queued` records; and a job with an earlier finished record keeps it
     until the job itself is started."""
-    from flower_batch.backend.fake import FakeBackend
     from flower_batch.jobmodel.outcome import JobOutcome
     from flower_batch.jobmodel.record import new_record, read_record, write_record
     from flower_batch.jobmodel.status import Status
     from flower_batch.layout import Home
     from flower_batch.running.scheduler import run_jobs
+    from tests.fake_backend import FakeBackend
 
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     home = Home(tmp_path / "home")

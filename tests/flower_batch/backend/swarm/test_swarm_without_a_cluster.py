@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from flower_batch.backend.registry_push import push_reference, repo_digest_for
+from flower_batch.backend.docker.registry import push_reference, repo_digest_for
 from flower_batch.backend.select import backend_name
-from flower_batch.backend.swarm_storage import Probe
-from flower_batch.backend.swarm_tasks import ever_ran, newest_task, on_its_node, task_error, task_state
+from flower_batch.backend.swarm.storage import Probe
+from flower_batch.backend.swarm.tasks import ever_ran, newest_task, on_its_node, task_error, task_state
 from flower_batch.errors import BackendChoiceError, MatrixFileError, RegistryError
 from flower_batch.gateway.tokens import secrets_from_files
 from flower_batch.jobsfile import load_jobs_file
@@ -138,7 +138,7 @@ def test_a_signal_written_before_the_task_starts_is_delivered_as_it_starts(tmp_p
     control = tmp_path / "signal"
     control.write_text("15\n")  # `stop` on a task its node has not started yet
     t0 = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "flower_batch.backend.task_signals", str(control), "--",
+    proc = subprocess.Popen([sys.executable, "-m", "flower_batch.backend.swarm.task_signals", str(control), "--",
                              "sleep", "600"])
     assert proc.wait(timeout=30) == 143 and time.monotonic() - t0 < 30
 
@@ -146,7 +146,7 @@ def test_a_signal_written_before_the_task_starts_is_delivered_as_it_starts(tmp_p
 def test_task_signals_forwards_control_file_signals(tmp_path: Path) -> None:
     control = tmp_path / "signal"
     control.write_text("")
-    proc = subprocess.Popen([sys.executable, "-m", "flower_batch.backend.task_signals", str(control), "--",
+    proc = subprocess.Popen([sys.executable, "-m", "flower_batch.backend.swarm.task_signals", str(control), "--",
                              "sh", "-c", f"trap 'echo term > {tmp_path}/got; exit 7' TERM; touch {tmp_path}/ready; "
                              "while true; do sleep 0.05; done"])
     deadline = time.monotonic() + 10
@@ -155,7 +155,7 @@ def test_task_signals_forwards_control_file_signals(tmp_path: Path) -> None:
     control.write_text("15\n")
     assert proc.wait(timeout=10) == 7 and (tmp_path / "got").read_text() == "term\n"
     control.write_text("")  # a fresh task's control file (the backend makes one per task)
-    proc = subprocess.Popen([sys.executable, "-m", "flower_batch.backend.task_signals", str(control), "--",
+    proc = subprocess.Popen([sys.executable, "-m", "flower_batch.backend.swarm.task_signals", str(control), "--",
                              "sh", "-c", "trap '' TERM; while true; do sleep 0.05; done"])
     time.sleep(0.5)
     with control.open("a") as f:
@@ -225,7 +225,7 @@ class EngineAPI:
 
 
 def swarm_backend(tmp_path: Path, api: EngineAPI):  # type: ignore[no-untyped-def]
-    from flower_batch.backend.swarm import SwarmBackend
+    from flower_batch.backend.swarm.backend import SwarmBackend
 
     backend = SwarmBackend(control_dir=tmp_path / "control", registry="reg:5000")
     backend._conn._client = api  # type: ignore[assignment]
@@ -288,7 +288,7 @@ def test_a_reservation_no_node_can_hold_is_refused_in_one_line_before_anything_i
 
 
 def test_unmet_reservation_reads_nodes_as_swarm_matches_them() -> None:
-    from flower_batch.backend.swarm_fit import matches, unmet_reservation
+    from flower_batch.backend.swarm.fit import matches, unmet_reservation
 
     big = node("w1", 4, 16, labels={"pool": "big"})
     assert matches(big, ["node.labels.pool==big", "node.role != manager", "engine.labels.os==linux"])
@@ -320,7 +320,7 @@ def test_secrets_and_tokens_are_engine_secrets_no_inspect_shows(tmp_path: Path) 
     files.mkdir()
     (files / "ANTHROPIC_API_KEY").write_text(token)
     (files / "GITHUB_TOKEN").write_text(gh)
-    from flower_batch.backend.task_signals import command_env
+    from flower_batch.backend.swarm.task_signals import command_env
 
     got = command_env({"FB_SECRET_NAMES": "ANTHROPIC_API_KEY,GITHUB_TOKEN", "HOME": "/tmp",
                        "ANTHROPIC_API_KEY_FILE": str(files / "ANTHROPIC_API_KEY"),
@@ -331,8 +331,8 @@ def test_secrets_and_tokens_are_engine_secrets_no_inspect_shows(tmp_path: Path) 
 def test_the_pinned_build_is_checked_against_what_the_node_ran(tmp_path: Path) -> None:
     import anyio
 
-    from flower_batch.backend.swarm_tasks import image_drift
-    from flower_batch.backend.task_signals import report_image
+    from flower_batch.backend.swarm.task_signals import report_image
+    from flower_batch.backend.swarm.tasks import image_drift
 
     api = EngineAPI([node("m", 2, 8, role="manager")])
     anyio.run(swarm_backend(tmp_path, api).create, job_spec(tmp_path))
@@ -357,7 +357,7 @@ def test_task_signals_refuses_to_run_other_bytes(tmp_path: Path) -> None:
     control = tmp_path / "signal"
     control.write_text("")
     env = {"PATH": "/usr/bin:/bin", "FB_IMAGE_KEY": "the-pinned-key"}
-    done = subprocess.run([sys.executable, "-m", "flower_batch.backend.task_signals", str(control), "--",
+    done = subprocess.run([sys.executable, "-m", "flower_batch.backend.swarm.task_signals", str(control), "--",
                            "touch", str(tmp_path / "ran")], env=env, capture_output=True, text=True)
     # this machine has no /opt/flower/build-key: not the pinned build, so the command never ran
     assert done.returncode == 125 and "not starting (drift)" in done.stderr
@@ -365,7 +365,7 @@ def test_task_signals_refuses_to_run_other_bytes(tmp_path: Path) -> None:
 
 
 def test_a_swarm_log_is_split_into_lines_and_stamps_as_it_streams() -> None:
-    from flower_batch.backend.swarm_logs import LineSplitter, LogStamp, split_stamp
+    from flower_batch.backend.swarm.logs import LineSplitter, LogStamp, split_stamp
 
     lines = LineSplitter()
     text = "2026-12-01T16:58:50.1Z first\n2026-12-01T16:58:50.12Z sé".encode()

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from flower_batch.backend.docker_connection import Connection, translate
+from flower_batch.backend.docker.connection import Connection, translate
 from flower_batch.errors import BackendError, FlowerBatchError, ImageDrift, ImageMissing, RegistryError
 
 REPOSITORY = "flower-batch-runtime"

@@ -1,4 +1,4 @@
-"""`python -m flower_batch.backend.task_signals CONTROL -- CMD...`: signals for a cluster task.
+"""`python -m flower_batch.backend.swarm.task_signals CONTROL -- CMD...`: signals for a cluster task.
 
 A Swarm manager can start and remove a task but cannot signal one (there is no `docker kill`
 for services). So a cluster task runs its command under this small supervisor, which forwards
@@ -93,7 +93,7 @@ def _send(child: subprocess.Popen[bytes], number: int) -> None:
 
 def main(argv: list[str]) -> int:
     if len(argv) < 3 or argv[1] != "--":
-        print("usage: python -m flower_batch.backend.task_signals CONTROL -- CMD...", file=sys.stderr)
+        print("usage: python -m flower_batch.backend.swarm.task_signals CONTROL -- CMD...", file=sys.stderr)
         return 2
     return supervise(Path(argv[0]), argv[2:])
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..jobmodel.units import DOCKER_MIN_MEMORY
-from .docker_connection import Connection, translate
+from flower_batch.backend.docker.connection import Connection, translate
+from flower_batch.jobmodel.units import DOCKER_MIN_MEMORY
 
 __all__ = ["EngineFacts", "engine_facts"]
 

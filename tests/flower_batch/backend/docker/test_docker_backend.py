@@ -11,8 +11,8 @@ import anyio
 import pytest
 
 from flower_batch.backend.base import ContainerSpec
-from flower_batch.backend.docker_backend import DockerBackend
-from flower_batch.backend.docker_connection import translate
+from flower_batch.backend.docker.backend import DockerBackend
+from flower_batch.backend.docker.connection import translate
 from flower_batch.errors import BackendError, DaemonUnavailable, OutOfDisk
 from tests.flower_batch.backend.test_conformance import ensure_testbox
 

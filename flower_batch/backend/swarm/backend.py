@@ -8,7 +8,7 @@ How each part of the contract maps onto Swarm:
   for the one task. The "container id" is the service id. Not a `replicated-job`: Swarm 20.10
   never lets go of a job's completed task, nor of its reservation (see RESERVATIONS below).
 - cpus and memory are both limits and reservations; a task no node could ever hold is refused
-  in one line before anything is made (swarm_fit.py). `placement` becomes the service's
+  in one line before anything is made (swarm/fit.py). `placement` becomes the service's
   placement constraints.
 - the image runs by repo digest (`flower-batch image push REGISTRY` made it), so a node can only
   run the pinned bytes; a registry that serves other bytes under that digest is refused (drift).
@@ -50,13 +50,14 @@ from flower_batch.backend.base import (
     memory_limit_bytes,
     signal_number,
 )
-from flower_batch.backend.docker_backend import image_info_from_inspect, label_filters
-from flower_batch.backend.docker_connection import Connection, Kind, translate
-from flower_batch.backend.registry_push import repo_digest_for
-from flower_batch.backend.swarm_fit import unmet_reservation
-from flower_batch.backend.swarm_logs import LOG_BATCH, LineSplitter, LogStamp, split_stamp
-from flower_batch.backend.swarm_storage import Probe, refusal
-from flower_batch.backend.swarm_tasks import (
+from flower_batch.backend.docker.backend import image_info_from_inspect, label_filters
+from flower_batch.backend.docker.connection import Connection, Kind, translate
+from flower_batch.backend.docker.registry import repo_digest_for
+from flower_batch.backend.swarm.fit import unmet_reservation
+from flower_batch.backend.swarm.logs import LOG_BATCH, LineSplitter, LogStamp, split_stamp
+from flower_batch.backend.swarm.storage import Probe, refusal
+from flower_batch.backend.swarm.task_signals import EXPECTED_KEY_ENV, REPORT, SECRET_NAMES_ENV
+from flower_batch.backend.swarm.tasks import (
     ever_ran,
     image_drift,
     newest_task,
@@ -64,7 +65,6 @@ from flower_batch.backend.swarm_tasks import (
     task_error,
     task_state,
 )
-from flower_batch.backend.task_signals import EXPECTED_KEY_ENV, REPORT, SECRET_NAMES_ENV
 from flower_batch.errors import (
     BackendError,
     ContainerNotFound,
@@ -208,7 +208,7 @@ class SwarmBackend(Backend):
         await self.ensure_shared([self.control_dir], await self.resolve_image(image), labels)
 
     async def reservation_problem(self, cpus: float | None, memory: int | None, placement: list[str]) -> str | None:
-        """Why no node of the swarm could ever hold this reservation, or None (swarm_fit.py)."""
+        """Why no node of the swarm could ever hold this reservation, or None (swarm/fit.py)."""
         nano = int(cpus * 1e9) if cpus else None
         if not nano and not memory:
             return None
@@ -314,7 +314,7 @@ class SwarmBackend(Backend):
                 env[SECRET_NAMES_ENV] = ",".join(spec.secrets)
             container = docker.types.ContainerSpec(
                 image,
-                ["python", "-m", "flower_batch.backend.task_signals", f"{CONTROL_IN_TASK}/signal", "--",
+                ["python", "-m", "flower_batch.backend.swarm.task_signals", f"{CONTROL_IN_TASK}/signal", "--",
                  *spec.command],
                 env=env,
                 workdir=spec.working_dir,

@@ -248,7 +248,7 @@ def test_a_worker_stopped_mid_job_then_a_rerun_picks_it_up(swarm: Cluster, home:
         assert rec["status"] == "error" and rec["node"] == f"{PREFIX}-worker2", rec
         assert f"node {PREFIX}-worker2 was lost" in rec["reason"], rec["reason"]
     finally:  # the worker comes back (same engine data: it rejoins as itself)
-        subprocess.run([str(Path(__file__).resolve().parents[3] / "scripts" / "cluster" / "up.sh")], check=True,
+        subprocess.run([str(Path(__file__).resolve().parents[4] / "scripts" / "cluster" / "up.sh")], check=True,
                        capture_output=True, timeout=600,
                        env={**host_env, "SHARED": shared_folders()})
     wait_for("worker2 to be ready", lambda: "Ready" in swarm.manager(

@@ -27,7 +27,7 @@ from flower_batch.backend.base import (
     memory_limit_bytes,
     signal_number,
 )
-from flower_batch.backend.docker_connection import Connection, Kind, is_read_timeout, translate
+from flower_batch.backend.docker.connection import Connection, Kind, is_read_timeout, translate
 from flower_batch.outputlines import LineSplitter
 
 T = TypeVar("T")

@@ -1,4 +1,7 @@
-"""`FakeBackend`: an in-memory Backend for fast scheduler tests.
+"""`FakeBackend`: an in-memory Backend for fast scheduler tests. It lives under tests/, not in the
+package: nothing selects it but a test (no `--backend fake`), so shipping it would make a public
+API nobody outside the tests uses.
+
 
 A container runs a *program* — an async Python callable `program(proc) -> exit code` — chosen
 by the container's `command[0]` (`programs`), by a `resolve(spec)` function, or the default.

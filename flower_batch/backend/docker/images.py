@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from flower_batch.backend.base import ImageInfo
-from flower_batch.backend.docker_backend import image_info_from_inspect
-from flower_batch.backend.docker_connection import OUT_OF_DISK_HINT, Connection, is_out_of_disk, translate
+from flower_batch.backend.docker.backend import image_info_from_inspect
+from flower_batch.backend.docker.connection import OUT_OF_DISK_HINT, Connection, is_out_of_disk, translate
 from flower_batch.errors import ImageBuildError, ImageMissing, OutOfDisk
 
 LogLine = Callable[[str], None]
