@@ -1,6 +1,6 @@
 """Soak of the gateway alone (issue 10, 5a): memory, bytes logged and latency added, one run.
 
-The real `python -m flower_batch.gateway serve` runs as a subprocess (its RSS read from /proc),
+The real `python -m flower_batch.gateway.server serve` runs as a subprocess (its RSS read from /proc),
 in each mode:
 
   scripted   the gateway plays the scenario itself;
@@ -122,7 +122,7 @@ def scripted_server(scenario: Path) -> Server:
 
 def gateway(mode: str, batch: Path, scenario: Path, upstream: str | None) -> Server:
     port = free_port()
-    argv = [sys.executable, "-m", "flower_batch.gateway", "serve", "--mode", mode, "--host", "127.0.0.1",
+    argv = [sys.executable, "-m", "flower_batch.gateway.server", "serve", "--mode", mode, "--host", "127.0.0.1",
             "--port", str(port), "--batch-dir", str(batch)]
     env = {SECRET_ENV: SECRET}
     if mode == "scripted":

@@ -1,7 +1,7 @@
 """The container backend interface the orchestrator schedules jobs on.
 
 Implementations: `DockerBackend` (local engine, the default), `SwarmBackend` (a Docker Swarm
-cluster: each "container" is a scheduled task, see backend/swarm.py) and `FakeBackend` (in
+cluster: each "container" is a scheduled task, see backend/swarm/backend.py) and `FakeBackend` (in
 memory, for fast scheduler tests). All pass `tests/flower_batch/backend/test_conformance.py`. All methods are
 async; implementations keep blocking engine calls off the event loop.
 

@@ -34,8 +34,8 @@ from flower_batch.commands.common import (
 from flower_batch.commands.preflight import engine_for, preflight_job
 from flower_batch.envnames import env_name_problem, looks_secret
 from flower_batch.errors import RecordError
-from flower_batch.gateway.health import describe_health
-from flower_batch.gateway.host_modes import use_upstream
+from flower_batch.gateway.host.health import describe_health
+from flower_batch.gateway.host.setup import use_upstream
 from flower_batch.gateway.metering import read_meter, read_summary
 from flower_batch.jobmodel.modes import mode_label
 from flower_batch.jobmodel.record import JobRecord

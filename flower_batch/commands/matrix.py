@@ -31,7 +31,7 @@ from flower_batch.commands.compare import ALPHA_OPT, FAIL_OPT, Baseline, baselin
 from flower_batch.commands.plan_summary import plan_lines
 from flower_batch.commands.preflight import engine_for, finish_preflight, print_warnings
 from flower_batch.errors import FlowerBatchError, MatrixFileError
-from flower_batch.gateway.host_modes import mode_problem, use_upstream
+from flower_batch.gateway.host.setup import mode_problem, use_upstream
 from flower_batch.jobmodel.classes import exit_code_for
 from flower_batch.jobmodel.record import JobRecord, load_records
 from flower_batch.jobmodel.resume import plan_resume

@@ -20,6 +20,7 @@ HOST_KEY_ENV = "ANTHROPIC_API_KEY"
 HOST_TOKEN_ENV = "ANTHROPIC_AUTH_TOKEN"
 GATEWAY_KEY_ENV = "FB_UPSTREAM_KEY"
 GATEWAY_TOKEN_ENV = "FB_UPSTREAM_TOKEN"
+DEFAULT_UPSTREAM = "https://api.anthropic.com"  # the upstream unless --upstream names another
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The gateway modes a job may name, and how each is named to people: every output (tables,
 reports, `show`) says which model produced it. A fact of the job model, so a spec can say its
-label without importing the gateway; what each mode needs of the host is gateway/host_modes.py."""
+label without importing the gateway; what each mode needs of the host is gateway/host/setup.py."""
 
 from __future__ import annotations
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from flower.scripted import ScenarioError
 from flower_batch.errors import GatewayConfigError, RecordingFormatError, RecordingMissing
+from flower_batch.gateway.server.responders import mode_responder
 
-from ..gateway.modes import mode_responder
 from ..gateway.recording import read_recording, recording_source
 
 
@@ -18,7 +18,7 @@ def scenario_problems(paths: Iterable[Path]) -> list[str]:
     out: list[str] = []
     for path in map(Path, dict.fromkeys(paths)):  # distinct first: one per file, not per job
         try:
-            # What the gateway container runs at start (gateway/__main__.py); the batch folder is
+            # What the gateway container runs at start (gateway/server/__main__.py); the batch folder is
             # only read by replay mode, so a scratch one keeps the home untouched.
             with tempfile.TemporaryDirectory(prefix="flower-batch-preflight-") as scratch:
                 mode_responder("scripted", batch_dir=Path(scratch), scenario=str(path))

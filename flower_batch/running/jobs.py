@@ -12,8 +12,8 @@ from pathlib import Path
 from flower_batch.backend.base import Backend
 from flower_batch.envnames import secret_name_problem, unset_names
 from flower_batch.errors import FlowerBatchError, ImageMissing
-from flower_batch.gateway.sidecar import GatewaySidecar
-from flower_batch.gateway.supervisor import supervisors
+from flower_batch.gateway.host.sidecar import GatewaySidecar
+from flower_batch.gateway.host.supervisor import supervisors
 from flower_batch.jobmodel.hashing import file_hash, tree_hash
 from flower_batch.jobmodel.record import JobRecord
 from flower_batch.jobmodel.spec import MIN_PIDS, NETWORKS, PLACEMENT, GatewaySpec, JobSpec
@@ -136,7 +136,7 @@ async def start_job(
             backend, batch=batch, session=session.id, image_id=image_id, batch_dir=home.batch_dir(batch),
             scenario=scenario, mode=job.gateway.mode,
         ) as gateway, supervisors() as supervise:
-            supervise(gateway)  # restarted if it dies (gateway/supervisor.py)
+            supervise(gateway)  # restarted if it dies (gateway/host/supervisor.py)
             ctx = JobContext(backend=backend, batch=batch, session=session.id, image_id=image_id, gateway=gateway,
                              versions=versions, on_state=on_state, search=search or [], flows_from=flows_from)
             return await run_job(ctx, job, jd, persistent=persistent, waking=waking, wake_words=wake_words,

@@ -20,11 +20,11 @@ from flower.clock import now_iso
 from flower_batch.backend.base import Backend, ContainerSpec, Mount
 from flower_batch.backend.confinement import DEFAULT_PIDS, Confinement, hand_over
 from flower_batch.errors import FlowerBatchError, NameConflict
-from flower_batch.gateway.health import describe_health
+from flower_batch.gateway.host.health import describe_health
+from flower_batch.gateway.host.sidecar import GatewaySidecar
+from flower_batch.gateway.host.usage import GatewayOutcome, gateway_outcome
 from flower_batch.gateway.job_sockets import socket_key
 from flower_batch.gateway.recording import stage_recording
-from flower_batch.gateway.sidecar import GatewaySidecar
-from flower_batch.gateway.usage import GatewayOutcome, gateway_outcome
 from flower_batch.jobfiles import copy_tree, remove_tree
 from flower_batch.jobmodel.classes import FailureClass
 from flower_batch.jobmodel.outcome import JobOutcome, decide_status, steps_from_manifest

@@ -19,8 +19,8 @@ from flower.clock import now_iso
 from flower_batch.backend.base import Backend
 from flower_batch.errors import FlowerBatchError
 from flower_batch.gateway.budget import batch_spent
-from flower_batch.gateway.sidecar import GatewaySidecar
-from flower_batch.gateway.supervisor import supervisors
+from flower_batch.gateway.host.sidecar import GatewaySidecar
+from flower_batch.gateway.host.supervisor import supervisors
 from flower_batch.jobmodel.outcome import JobOutcome
 from flower_batch.jobmodel.record import JobRecord, new_record, read_record, write_record
 from flower_batch.jobmodel.spec import JobSpec

@@ -190,7 +190,7 @@ def docker_client() -> Any:
 
 def sessions_of(home: Path, batch: str) -> set[str]:
     """Ids of the orchestrator sessions that ran a gateway for `batch` under `home`."""
-    from flower_batch.gateway.sidecar import gateway_name
+    from flower_batch.gateway.host.sidecar import gateway_name
 
     gw = home / batch / ".gateway"
     prefix = gateway_name(batch, "")  # the name with an empty session: "fb-<batch>-<digest>-"

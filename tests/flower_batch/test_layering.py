@@ -101,6 +101,18 @@ def test_no_module_re_exports_a_name_defined_elsewhere() -> None:
     assert not (ROOT / "matrix").exists() and not (REPO / "docs" / "moves.md").exists()
 
 
+def test_the_gateway_server_and_its_host_side_import_only_what_they_share() -> None:
+    """gateway/server/ runs in the container, gateway/host/ on the host: neither imports the other;
+    both use the shared contract at gateway/'s top (tokens, sockets, the files, auth)."""
+    sides = ("flower_batch.gateway.server", "flower_batch.gateway.host")
+    crossing = [f"{e.source}:{e.line} imports {e.target}" for e in imports(ROOT)
+                for own, other in (sides, sides[::-1])
+                if e.source.startswith(own + ".") or e.source == own
+                if e.target.startswith(other + ".") or e.target == other]
+    assert crossing == []
+    assert any(e.source.startswith(sides[0]) and e.target == "flower_batch.gateway.tokens" for e in imports(ROOT))
+
+
 def test_no_import_cycle() -> None:
     assert cycles(imports(ROOT)) == []
 
@@ -112,12 +124,12 @@ def test_no_module_imports_a_layer_above_its_own() -> None:
 def test_the_checks_see_a_cycle_and_an_upward_import() -> None:
     # The type-only cycle there was (supervisor typed its argument with sidecar's class), and the
     # job model reading a mode's label from the gateway: both must fail the tests above.
-    edges = [Import("flower_batch.gateway.sidecar", 1, "flower_batch.gateway.supervisor"),
-             Import("flower_batch.gateway.supervisor", 2, "flower_batch.gateway.sidecar"),
-             Import("flower_batch.jobmodel.spec", 3, "flower_batch.gateway.host_modes")]
-    assert cycles(edges) == [["flower_batch.gateway.sidecar", "flower_batch.gateway.supervisor"]]
+    edges = [Import("flower_batch.gateway.host.sidecar", 1, "flower_batch.gateway.host.supervisor"),
+             Import("flower_batch.gateway.host.supervisor", 2, "flower_batch.gateway.host.sidecar"),
+             Import("flower_batch.jobmodel.spec", 3, "flower_batch.gateway.host.setup")]
+    assert cycles(edges) == [["flower_batch.gateway.host.sidecar", "flower_batch.gateway.host.supervisor"]]
     assert upward(edges, LAYERS) == [
-        "flower_batch.jobmodel.spec:3 (job model) imports flower_batch.gateway.host_modes (gateway)"]
+        "flower_batch.jobmodel.spec:3 (job model) imports flower_batch.gateway.host.setup (gateway)"]
     assert any(e.target == "flower_batch.jobmodel.modes" for e in imports(ROOT)
                if e.source == "flower_batch.jobmodel.spec")  # imports() sees relative imports too
 

@@ -12,7 +12,8 @@ def test_one_table_each_for_modes_labels_memory_and_image_versions(monkeypatch) 
     from flower_batch.backend.base import memory_limit_bytes as strict_memory
     from flower_batch.commands import common as cmd_common
     from flower_batch.commands import jobs as jobs_cmd
-    from flower_batch.gateway import host_modes, modes
+    from flower_batch.gateway.server import responders as modes
+    from flower_batch.jobmodel import modes as host_modes
     from flower_batch.jobmodel.spec import gateway_label
     from flower_batch.jobmodel.units import parse_memory
     from flower_batch.running import image, repro

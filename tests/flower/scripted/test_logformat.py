@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from flower.scripted import LOG_FORMAT, LogFormatError, read_request_log
 from flower.scripted.log import RequestLog
 from flower.scripted.logformat import MAX_BRANCHES, DeltaEncoder
-from flower_batch.gateway.routing import PerJobLog
+from flower_batch.gateway.server.routing import PerJobLog
 
 TOOLS = [{"name": f"Tool{i}", "description": "does things " * 20, "input_schema": {"type": "object"}} for i in range(8)]
 SYSTEM = [{"type": "text", "text": "You are the agent. " * 40, "cache_control": {"type": "ephemeral"}}]

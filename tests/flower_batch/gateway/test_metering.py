@@ -11,7 +11,7 @@ from flower.runtime.resilience import classify_result
 from flower_batch.gateway.budget import Budgets, batch_spent, job_budget
 from flower_batch.gateway.metering import JobMeter, read_meter
 from flower_batch.gateway.prices import cost_usd, price_for
-from flower_batch.gateway.tap import refusal_plan
+from flower_batch.gateway.server.tap import refusal_plan
 
 # -- prices -------------------------------------------------------------------------------------
 

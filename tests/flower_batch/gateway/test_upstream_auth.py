@@ -20,9 +20,9 @@ import pytest
 
 from flower.scripted import MessagesServer
 from flower_batch.errors import GatewayConfigError, GatewayModeError, UpstreamAuthError
-from flower_batch.gateway.host_modes import mode_setup, use_upstream
-from flower_batch.gateway.modes import build_gateway
-from flower_batch.gateway.routing import JobRouter, PerJobLog
+from flower_batch.gateway.host.setup import mode_setup, use_upstream
+from flower_batch.gateway.server.responders import build_gateway
+from flower_batch.gateway.server.routing import JobRouter, PerJobLog
 from flower_batch.gateway.tokens import job_token, new_secret
 from flower_batch.gateway.upstream_auth import UpstreamAuth
 from tests.gateway_fixtures.header_check import HeaderCheckingUpstream

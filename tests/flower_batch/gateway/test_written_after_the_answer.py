@@ -10,9 +10,9 @@ from pathlib import Path
 
 from flower.scripted import MessagesServer
 from flower_batch.gateway.metering import read_meter, read_summary
-from flower_batch.gateway.modes import build_gateway
 from flower_batch.gateway.recording import read_recording
-from flower_batch.gateway.routing import JobRouter, PerJobLog
+from flower_batch.gateway.server.responders import build_gateway
+from flower_batch.gateway.server.routing import JobRouter, PerJobLog
 from flower_batch.gateway.tokens import job_token, new_secret
 
 SCENARIO = """

@@ -83,7 +83,7 @@ async def test_ctrl_c_before_a_job_starts_leaves_its_old_attempt_where_it_was(tm
     earlier attempt is still the job folder itself (record, workspace, runs), not in attempts/."""
     import anyio
 
-    from flower_batch.gateway.sidecar import READY_LINE
+    from flower_batch.gateway.host.sidecar import READY_LINE
     from flower_batch.jobmodel.record import read_record
     from flower_batch.jobmodel.spec import GatewaySpec
     from flower_batch.running.scheduler import run_jobs

@@ -14,7 +14,7 @@ from lxml import etree
 
 from flower import exitinfo
 from flower_batch.errors import BackendError
-from flower_batch.gateway.sidecar import READY_LINE
+from flower_batch.gateway.host.sidecar import READY_LINE
 from flower_batch.jobmodel.classes import FailureClass, count_classes, exit_code_for
 from flower_batch.jobmodel.record import read_record
 from flower_batch.jobmodel.spec import GatewaySpec, JobSpec

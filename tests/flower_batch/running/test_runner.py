@@ -18,7 +18,7 @@ def _spec(job_id: str, mode: str = "anthropic"):
 
 
 async def _run_one(tmp_path: Path, backend, job, on_state=None) -> object:  # type: ignore[no-untyped-def]
-    from flower_batch.gateway.sidecar import GatewaySidecar
+    from flower_batch.gateway.host.sidecar import GatewaySidecar
     from flower_batch.layout import Home
     from flower_batch.running.runner import JobContext, run_job
     from tests.fake_backend import FakeBackend

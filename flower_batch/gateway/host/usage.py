@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .metering import MeterSummary, read_meter
-from .recording import read_state
+from flower_batch.gateway.metering import MeterSummary, read_meter
+from flower_batch.gateway.recording import read_state
 
 
 @dataclass(frozen=True)

@@ -12,14 +12,12 @@ from pathlib import Path
 
 from flower.scripted import Responder, Scenario, ScriptedResponder
 from flower_batch.errors import GatewayConfigError, UpstreamAuthError, UpstreamError
-from flower_batch.gateway.host_modes import DEFAULT_UPSTREAM
+from flower_batch.gateway.budget import Budgets
+from flower_batch.gateway.server.proxy import ProxyResponder, Upstream
+from flower_batch.gateway.server.replay import ReplayResponder
+from flower_batch.gateway.server.tap import Tap
+from flower_batch.gateway.upstream_auth import DEFAULT_UPSTREAM, UpstreamAuth
 from flower_batch.jobmodel.modes import MODES, mode_label
-
-from .budget import Budgets
-from .proxy import ProxyResponder, Upstream
-from .replay import ReplayResponder
-from .tap import Tap
-from .upstream_auth import UpstreamAuth
 
 
 def mode_responder(

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from flower_batch.errors import GatewayModeError
-from flower_batch.gateway.host_modes import mode_setup
+from flower_batch.gateway.host.setup import mode_setup
 from flower_batch.gateway.upstream_auth import GATEWAY_KEY_ENV
 
 # -- host side of the modes ----------------------------------------------------------------------
@@ -33,7 +33,7 @@ def test_anthropic_mode_needs_the_host_key_and_passes_it_by_env_only() -> None:
 def test_host_side_gateway_modules_do_not_load_the_sdk() -> None:
     # importing claude_agent_sdk (and mcp) costs ~1 s on every flower-batch command
     code = (
-        "import sys, flower_batch.gateway.sidecar, flower_batch.gateway.usage, flower_batch.gateway.budget,"
+        "import sys, flower_batch.gateway.host.sidecar, flower_batch.gateway.host.usage, flower_batch.gateway.budget,"
         " flower_batch.gateway.metering, flower_batch.cli;"
         "print('claude_agent_sdk' in sys.modules)"
     )

@@ -23,11 +23,10 @@ from urllib.parse import urlsplit
 
 from flower.scripted import ParsedRequest, ResponsePlan, SSEEvent
 from flower_batch.errors import UpstreamError
-
-from .recording import KEPT_RESPONSE_HEADERS
-from .upstream_auth import GATEWAY_KEY_ENV as KEY_ENV
-from .upstream_auth import UpstreamAuth, upstream_problem
-from .upstream_pool import ConnectionPool
+from flower_batch.gateway.recording import KEPT_RESPONSE_HEADERS
+from flower_batch.gateway.server.upstream_pool import ConnectionPool
+from flower_batch.gateway.upstream_auth import GATEWAY_KEY_ENV as KEY_ENV
+from flower_batch.gateway.upstream_auth import UpstreamAuth, upstream_problem
 
 # Never forwarded: hop-by-hop headers, the job's credentials, and what the proxy sets itself.
 _DROP = frozenset(

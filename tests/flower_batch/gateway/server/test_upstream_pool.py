@@ -10,9 +10,9 @@ import time
 from pathlib import Path
 
 from flower.scripted import MessagesServer, ParsedRequest, ScriptedServer
-from flower_batch.gateway.modes import build_gateway
-from flower_batch.gateway.proxy import ProxyResponder, Upstream
-from flower_batch.gateway.routing import JobRouter, PerJobLog
+from flower_batch.gateway.server.proxy import ProxyResponder, Upstream
+from flower_batch.gateway.server.responders import build_gateway
+from flower_batch.gateway.server.routing import JobRouter, PerJobLog
 from flower_batch.gateway.tokens import job_token, new_secret
 from flower_batch.gateway.upstream_auth import UpstreamAuth
 

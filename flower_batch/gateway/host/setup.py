@@ -20,12 +20,10 @@ from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field
 
 from flower_batch.errors import GatewayModeError, UpstreamAuthError
+from flower_batch.gateway.upstream_auth import DEFAULT_UPSTREAM, UpstreamAuth, upstream_problem
 from flower_batch.jobmodel.modes import MODES
 
-from .upstream_auth import UpstreamAuth, upstream_problem
-
 UPSTREAM_ENV = "FLOWER_BATCH_UPSTREAM"
-DEFAULT_UPSTREAM = "https://api.anthropic.com"
 
 
 @dataclass

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from flower.scripted import MessagesServer, ParsedRequest, read_request_log
 from flower_batch.gateway.metering import SETTLE_AFTER, JobMeter, fold, read_lines, read_meter
-from flower_batch.gateway.modes import build_gateway
-from flower_batch.gateway.routing import JobRouter, PerJobLog
+from flower_batch.gateway.server.responders import build_gateway
+from flower_batch.gateway.server.routing import JobRouter, PerJobLog
 from flower_batch.gateway.tokens import job_token, new_secret
 
 SCENARIO = '[[rules]]\nname = "answer"\nreply = [{ text = "done" }]\n'

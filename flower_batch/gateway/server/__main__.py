@@ -1,4 +1,4 @@
-"""`python -m flower_batch.gateway serve ...`: the gateway process inside the sidecar container."""
+"""`python -m flower_batch.gateway.server serve ...`: the gateway process inside the sidecar container."""
 
 from __future__ import annotations
 
@@ -10,13 +10,12 @@ import threading
 
 from flower.scripted import MessagesServer, ScenarioError
 from flower_batch.errors import GatewayConfigError
+from flower_batch.gateway.job_sockets import JobSockets
+from flower_batch.gateway.server.responders import build_gateway, describe
+from flower_batch.gateway.server.routing import JobRouter, PerJobLog
+from flower_batch.gateway.tokens import SECRET_ENV, secrets_from_files
 from flower_batch.gateway.upstream_auth import GATEWAY_KEY_ENV
 from flower_batch.jobmodel.modes import MODES
-
-from .job_sockets import JobSockets
-from .modes import build_gateway, describe
-from .routing import JobRouter, PerJobLog
-from .tokens import SECRET_ENV, secrets_from_files
 
 
 def main(argv: list[str] | None = None) -> int:

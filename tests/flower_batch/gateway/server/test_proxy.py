@@ -25,14 +25,14 @@ import pytest
 
 from flower.scripted import MessagesServer
 from flower_batch.gateway.metering import read_lines, read_meter
-from flower_batch.gateway.modes import build_gateway
 from flower_batch.gateway.prices import cost_usd
 from flower_batch.gateway.recording import read_recording, read_state, stage_recording
-from flower_batch.gateway.routing import JobRouter, PerJobLog
+from flower_batch.gateway.server.responders import build_gateway
+from flower_batch.gateway.server.routing import JobRouter, PerJobLog
 from flower_batch.gateway.tokens import job_token, new_secret
 from tests.gateway_fixtures.upstream import Counting
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[4]
 FLOWER = REPO / ".venv" / "bin" / "flower"
 HOST_KEY = "sk-ant-test-HOSTKEY-" + "7" * 24
 MODEL = "claude-sonnet-4-5"

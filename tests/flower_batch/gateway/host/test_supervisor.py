@@ -1,4 +1,4 @@
-"""The gateway supervisor (gateway/supervisor.py) on the in-memory backend: a gateway that dies
+"""The gateway supervisor (gateway/host/supervisor.py) on the in-memory backend: a gateway that dies
 is started again in place (same container, alias and secret) or created again when it was
 removed; one that keeps dying is given up with its reason, and the job it served is stopped
 with a record that says why. The real engine and the real CLI: tests/flower_batch/gateway/test_modes_on_docker.py."""
@@ -10,9 +10,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from flower_batch.gateway.health import GatewayDeath, describe_health
-from flower_batch.gateway.sidecar import ALIAS, MEMORY_ENV, READY_LINE, GatewaySidecar, gateway_memory
-from flower_batch.gateway.supervisor import RESTARTS_ENV, RestartPolicy, supervisors
+from flower_batch.gateway.host.health import GatewayDeath, describe_health
+from flower_batch.gateway.host.sidecar import ALIAS, MEMORY_ENV, READY_LINE, GatewaySidecar, gateway_memory
+from flower_batch.gateway.host.supervisor import RESTARTS_ENV, RestartPolicy, supervisors
 from flower_batch.gateway.tokens import SECRET_ENV
 from flower_batch.jobmodel.spec import GatewaySpec, JobSpec
 from tests.fake_backend import FakeBackend, FakeProcess, Script

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from flower.scripted import MessagesServer, Scenario, ScriptedResponder, read_request_log
-from flower_batch.gateway.routing import UNROUTED, UNROUTED_MAX_BYTES, JobRouter, PerJobLog
+from flower_batch.gateway.server.routing import UNROUTED, UNROUTED_MAX_BYTES, JobRouter, PerJobLog
 from flower_batch.gateway.tokens import job_token, new_secret
 
 SCENARIO = {"rules": [{"name": "hi", "reply": "hello from the scripted model"}]}

@@ -29,10 +29,9 @@ from typing import Any
 
 from flower.scripted import ParsedRequest, ResponsePlan
 from flower.scripted.responder import estimate_tokens
-
-from .metering import replace_durably
-from .recording import RECORDING, REPLAY_DIR, STATE, read_recording, request_summary
-from .routing import job_of
+from flower_batch.gateway.metering import replace_durably
+from flower_batch.gateway.recording import RECORDING, REPLAY_DIR, STATE, read_recording, request_summary
+from flower_batch.gateway.server.routing import job_of
 
 DIVERGED_STATUS = 409
 CUT_OUTCOMES = ("cut", "upstream-cut", "client-gone")

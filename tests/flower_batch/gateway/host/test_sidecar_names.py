@@ -6,7 +6,7 @@ from pathlib import Path
 
 
 def gateway_name(batch: str, session: str, suffix: str) -> str:
-    from flower_batch.gateway.sidecar import GatewaySidecar
+    from flower_batch.gateway.host.sidecar import GatewaySidecar
     from tests.fake_backend import FakeBackend
 
     gw = GatewaySidecar(FakeBackend(), batch=batch, session=session, suffix=suffix, image_id="sha256:x",

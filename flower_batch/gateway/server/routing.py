@@ -12,8 +12,7 @@ from typing import Any
 
 from flower.scripted import ParsedRequest, Responder, ResponsePlan
 from flower.scripted.log import DeltaWriter, append_closing_torn
-
-from .tokens import token_matches
+from flower_batch.gateway.tokens import token_matches
 
 NO_JOB_RULE = "gateway:no-job"
 BAD_TOKEN_RULE = "gateway:bad-token"

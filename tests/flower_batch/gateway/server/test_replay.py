@@ -10,10 +10,10 @@ import pytest
 
 from flower.runtime.resilience import classify_result
 from flower.scripted import ParsedRequest
+from flower_batch.gateway.host.usage import gateway_outcome
 from flower_batch.gateway.metering import JobMeter, fold, read_lines
 from flower_batch.gateway.recording import request_summary, stage_recording
-from flower_batch.gateway.replay import JobReplay, compare_shapes, plan_from
-from flower_batch.gateway.usage import gateway_outcome
+from flower_batch.gateway.server.replay import JobReplay, compare_shapes, plan_from
 
 # -- recordings and replay ------------------------------------------------------------------------
 

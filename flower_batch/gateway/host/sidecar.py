@@ -13,16 +13,21 @@ from pathlib import Path
 import anyio
 
 from flower_batch.backend.base import Backend, ContainerSpec, Mount
-
-from ..backend.confinement import Confinement, hand_over
-from ..errors import ContainerNotFound, FlowerBatchError, GatewayConfigError, GatewayError, GatewayModeError
-from ..jobmodel.units import DOCKER_MIN_MEMORY, format_memory, parse_memory
-from ..labels import labels
-from .health import GatewayHealth
-from .host_modes import mode_setup
-from .job_sockets import IN_JOB, SOCKET_IN_JOB, ask
-from .supervisor import READY_LINE, RestartPolicy
-from .tokens import SECRET_ENV, job_token, new_secret  # not .__main__: that imports flower (~1 s)
+from flower_batch.backend.confinement import Confinement, hand_over
+from flower_batch.errors import (
+    ContainerNotFound,
+    FlowerBatchError,
+    GatewayConfigError,
+    GatewayError,
+    GatewayModeError,
+)
+from flower_batch.gateway.host.health import GatewayHealth
+from flower_batch.gateway.host.setup import mode_setup
+from flower_batch.gateway.host.supervisor import READY_LINE, RestartPolicy
+from flower_batch.gateway.job_sockets import IN_JOB, SOCKET_IN_JOB, ask
+from flower_batch.gateway.tokens import SECRET_ENV, job_token, new_secret
+from flower_batch.jobmodel.units import DOCKER_MIN_MEMORY, format_memory, parse_memory
+from flower_batch.labels import labels
 
 PORT = 8080
 ALIAS = "gateway"
@@ -171,7 +176,7 @@ class GatewaySidecar:
         spec = ContainerSpec(
             image=self.image_id,
             command=[
-                "python", "-m", "flower_batch.gateway", "serve", "--mode", self.mode,
+                "python", "-m", "flower_batch.gateway.server", "serve", "--mode", self.mode,
                 "--port", str(PORT), "--batch-dir", "/batch", *where, *self.setup.args,
             ],
             env={"HOME": "/tmp"},

@@ -17,7 +17,7 @@ import pytest
 
 from bench import soakjob
 from flower.catalogue import NOTICE_OFFLINE, RESUME_PROMPT
-from flower_batch.gateway.sidecar import READY_LINE
+from flower_batch.gateway.host.sidecar import READY_LINE
 from tests.batch_fixtures.rig import (
     BATCH,
     MANAGED,
@@ -159,7 +159,7 @@ async def test_a_gateway_down_longer_than_the_cli_retries_is_ridden_out_by_flowe
     import anyio
 
     from flower_batch.backend.docker.backend import DockerBackend
-    from flower_batch.gateway import supervisor
+    from flower_batch.gateway.host import supervisor
     from flower_batch.layout import Home
     from flower_batch.running.jobs import adhoc_spec, start_job
 

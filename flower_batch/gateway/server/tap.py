@@ -18,11 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from flower.scripted import ParsedRequest, Responder, ResponsePlan, SSEEvent
-
-from .budget import Budgets
-from .metering import JobMeter, MeterSummary, usage_fields
-from .recording import Recorder, request_summary
-from .routing import job_of
+from flower_batch.gateway.budget import Budgets
+from flower_batch.gateway.metering import JobMeter, MeterSummary, usage_fields
+from flower_batch.gateway.recording import Recorder, request_summary
+from flower_batch.gateway.server.routing import job_of
 
 REFUSAL_STATUS = 402  # billing_error: the CLI does not retry it; flower's resilience calls it fatal
 

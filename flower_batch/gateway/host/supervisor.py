@@ -33,9 +33,8 @@ import anyio.abc
 
 from flower.clock import now_iso
 from flower_batch.backend.base import Backend
-
-from ..errors import FlowerBatchError
-from .health import LOG_TAIL_LINES, GatewayDeath, GatewayHealth
+from flower_batch.errors import FlowerBatchError
+from flower_batch.gateway.host.health import LOG_TAIL_LINES, GatewayDeath, GatewayHealth
 
 RESTARTS_ENV = "FLOWER_BATCH_GATEWAY_RESTARTS"
 READY_LINE = "gateway listening"  # the gateway prints it once per life, when it serves

@@ -1,6 +1,6 @@
 """The batch gateway's routing in-process (no Docker): per-job tokens, per-job logs, refusals.
 
-The same pieces the sidecar container runs (`python -m flower_batch.gateway serve`): a
+The same pieces the sidecar container runs (`python -m flower_batch.gateway.server serve`): a
 MessagesServer around a JobRouter around the scripted responder, its log split per job.
 The Docker test of the same refusal from a container on the batch network is in
 commands/test_job_commands_on_docker.py.
@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from flower.scripted import MessagesServer, Scenario, ScriptedResponder, read_request_log
-from flower_batch.gateway.__main__ import main as gateway_main
-from flower_batch.gateway.routing import JobRouter, PerJobLog
+from flower_batch.gateway.server.__main__ import main as gateway_main
+from flower_batch.gateway.server.routing import JobRouter, PerJobLog
 from flower_batch.gateway.tokens import SECRET_ENV, job_token, new_secret, token_matches
 
 SCENARIO = {"rules": [{"name": "hi", "reply": "hello from the scripted model"}]}
