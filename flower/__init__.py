@@ -10,17 +10,17 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 _EXPORTS = {
-    "HumanChannel": "flows.channel",
-    "CLARIFY_RESUME": "catalogue", "clarify_step": "flows.starter", "goal_step": "flows.starter", "starter_flow": "flows.starter",
-    "with_goal": "flows.starter",
+    "HumanChannel": "starter.channel",
+    "CLARIFY_RESUME": "catalogue", "clarify_step": "starter.flow", "goal_step": "starter.flow", "starter_flow": "starter.flow",
+    "with_goal": "starter.flow",
     "Handoff": "context.handoff",
     "Lineage": "flows.lineage",
     "StepResult": "result",
-    "WORKER_RULES": "catalogue", "clarify": "flows.roles", "coordinator": "flows.roles", "judge": "flows.roles", "oracle": "flows.roles",
-    "worker": "flows.roles",
+    "WORKER_RULES": "catalogue", "clarify": "starter.roles", "coordinator": "starter.roles", "judge": "starter.roles", "oracle": "starter.roles",
+    "worker": "starter.roles",
     "HANDOFF_DUE": "runtime.engine", "INTERRUPTED": "runtime.engine", "Runtime": "runtime.engine",
     "AgentSpec": "spec",
-    "wake_state": "flows.wake",
+    "wake_state": "starter.wake",
     "Workbench": "context.workbench",
     "Step": "flows.workflow", "StepAbort": "errors", "Workflow": "flows.workflow", "WorkflowError": "errors",
 }
@@ -70,15 +70,16 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # for type checkers and editors: the same names, eagerly
+    from flower.starter.channel import HumanChannel
+    from flower.starter.flow import clarify_step, goal_step, starter_flow, with_goal
+    from flower.starter.roles import clarify, coordinator, judge, oracle, worker
+    from flower.starter.wake import wake_state
+
     from .catalogue import CLARIFY_RESUME, WORKER_RULES
     from .context.handoff import Handoff
     from .context.workbench import Workbench
     from .errors import StepAbort, WorkflowError
-    from .flows.channel import HumanChannel
     from .flows.lineage import Lineage
-    from .flows.roles import clarify, coordinator, judge, oracle, worker
-    from .flows.starter import clarify_step, goal_step, starter_flow, with_goal
-    from .flows.wake import wake_state
     from .flows.workflow import Step, Workflow
     from .result import StepResult
     from .runtime.engine import HANDOFF_DUE, INTERRUPTED, Runtime

@@ -18,7 +18,7 @@ SCRIPTS_DIR = "scripts"
 ARTIFACTS_DIR = "artifacts"
 INDEX_FILE = "INDEX.md"  # what is where in the workbench, one line per file
 
-# -- flows.starter ----------------------------------------------------------------------------
+# -- starter.flow -----------------------------------------------------------------------------
 
 CLARIFY = "确认需求"
 GOAL = "设定目标"
@@ -95,7 +95,7 @@ GOAL_CHANGED = "用户修改了目标: {words}\n按修改后的目标继续做�
 # ("The person changed the goal: ... Carry on towards the changed goal.")
 CHANGED_MARK = "(用户修改: {words})"  # appended to the goal statement: "(changed by the person: ...)"
 
-# -- flows.brief ------------------------------------------------------------------------------
+# -- starter.brief ------------------------------------------------------------------------------
 
 BRIEF_HEADER = "# 需求确认书"
 BRIEF_SECTIONS = ("目标", "验收标准", "边界", "未知与假设")
@@ -103,7 +103,7 @@ EMPTY_MARK = "(未填)"
 WAKE_HEADING = "唤醒时追加"
 RUN_HEADING = "运行中补充"
 
-# -- flows.goal -------------------------------------------------------------------------------
+# -- starter.goal -------------------------------------------------------------------------------
 
 GOAL_HEADING = "目标"
 CHECKS_HEADING = "判定清单"
@@ -123,7 +123,7 @@ achieved | not_yet | unreachable (只写其中一个)
 # ("Answer in exactly this format: 结论 = one of achieved / not_yet / unreachable; 理由 = what you
 # checked and saw; 未通过 = one failed check per bullet, copied verbatim, with what you saw; 无 if none.")
 
-# -- flows.channel ----------------------------------------------------------------------------
+# -- starter.channel ----------------------------------------------------------------------------
 
 # What the model reads. Upstream's language is Chinese; the English meaning is in each comment.
 NO_ANSWER = (
@@ -144,7 +144,7 @@ ASK_DESCRIPTION = (
 INBOX_DESCRIPTION = "读取用户在你工作期间发来的新消息(读过即清空)。在阶段之间调用一次。"
 # Read the messages the person sent while you worked (read once). Call it between phases.
 
-# -- flows.roles ------------------------------------------------------------------------------
+# -- starter.roles ------------------------------------------------------------------------------
 
 WORKTREES = ".flower/worktrees"
 WORKER_RULES = """\
@@ -297,7 +297,7 @@ EXIT_FILE = ".exit.json"
 
 
 # -- what the person sees on the terminal ------------------------------------------------------
-# (flower.cli.display, flower.cli.go_printer, flower.flows.wake, flower.runtime.signals)
+# (flower.cli.display, flower.cli.go_printer, flower.starter.wake, flower.runtime.signals)
 
 WOKE_MARK = "  <- 接上次 · 第 {woke} 次唤醒"  # after a step header: continued, the N-th wake
 BANNER = "<- 在 {where} 接上上次  "  # the wake banner: "back in <dir> where we left off"
@@ -371,7 +371,7 @@ WORKBENCH_BLOCK = (
 # outputs over 2,000 chars go to artifacts/ as files and replies give only the path and a
 # one-line conclusion; notes/ holds the brief, the goal, the Q&A log, handoffs.")
 
-# -- flows.channel: 问答记录.md and the terminal question ---------------------------------------
+# -- starter.channel: 问答记录.md and the terminal question ---------------------------------------
 
 QA_STATUS = {  # how a question ended, as 问答记录.md records it (by Exchange.status)
     "answered": "答",  # answered
@@ -407,7 +407,7 @@ ANSWER_LINES = {  # how a question to the person ended, by Exchange.status
 
 
 # -- what flower reads back: the vocabularies its parsers accept ---------------------------------
-# Models answer in many ways; these are the words and shapes flower.flows.brief, flower.flows.goal
+# Models answer in many ways; these are the words and shapes flower.starter.brief, flower.starter.goal
 # and flower.context.handoff recognise. Regex sources are kept whole so a parser's shape is one line.
 
 BRIEF_ALIASES: dict[str, tuple[str, ...]] = {  # the headings each of 需求.md's sections may go by
@@ -484,7 +484,7 @@ VERDICT_MISSING_TITLES = (
     "not met",
 )
 # The words for each state; within a state, longest and negated phrases first: "未达成" contains
-# "达成", "not achieved" contains "achieved" (flower.flows.goal checks unreachable, not_yet, achieved).
+# "达成", "not achieved" contains "achieved" (flower.starter.goal checks unreachable, not_yet, achieved).
 VERDICT_STATE_WORDS: dict[str, tuple[str, ...]] = {
     "unreachable": ("unreachable", "不可达成", "无法达成", "达不成", "不可能达成", "无法实现", "不可达"),
     "not_yet": (
@@ -525,7 +525,7 @@ FEEDBACK_UNPARSABLE = "格式无法解析"  # (the format could not be parsed)
 FEEDBACK_TAIL = "把这些补齐,怎么做由你决定;做完后简短说明改了什么。"
 # (close these gaps; how is up to you; then say briefly what changed)
 
-# -- flows.starter: warnings, the unreachable dialogue, repair lists ------------------------------
+# -- starter.flow: warnings, the unreachable dialogue, repair lists ------------------------------
 
 LIST_SEPARATOR = "、"  # between the names of missing sections in a repair prompt
 ALL_SECTIONS = "全部"  # "all of them": the missing list when the parser found nothing

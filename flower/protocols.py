@@ -3,7 +3,7 @@
 A layer that needs something from another names it here instead of typing it `Any`, and
 without importing the implementation (a workflow drives any `StepRunner`, not only Runtime;
 the terminal talks to any `PersonChannel`). The implementations: `flower.runtime.engine.Runtime`
-(StepRunner, Interruptible), `flower.flows.channel.HumanChannel` (PersonChannel),
+(StepRunner, Interruptible), `flower.starter.channel.HumanChannel` (PersonChannel),
 `flower.context.workbench.Workbench` (WorkbenchLike); an `EventSink` is any function taking
 ``(kind, payload)`` — the events and their payloads are listed in `flower.events`.
 """

@@ -48,10 +48,10 @@ from flower.cli.display import Display
 from flower.cli.go_printer import GoPrinter
 from flower.context.handoff import Handoff
 from flower.context.workbench import Workbench
-from flower.flows.roles import require_git
-from flower.flows.starter import in_progress, starter_flow
-from flower.flows.wake import display_path, wake_line
 from flower.runtime import signals
+from flower.starter.flow import in_progress, starter_flow
+from flower.starter.roles import require_git
+from flower.starter.wake import display_path, wake_line
 
 
 def go(

@@ -39,8 +39,8 @@ from flower.events import (
     Warned,
     parse,
 )
-from flower.flows.starter import brief_path, goal_path
-from flower.flows.wake import display_path, notice, step_header
+from flower.starter.flow import brief_path, goal_path
+from flower.starter.wake import display_path, notice, step_header
 
 
 class GoPrinter:

@@ -27,8 +27,8 @@ from flower.cli.display import Display
 from flower.context.handoff import Handoff
 from flower.events import StepStarted, parse
 from flower.flows.loader import load_workflow
-from flower.flows.wake import notice, step_header, wake_line
 from flower.runtime import signals
+from flower.starter.wake import notice, step_header, wake_line
 
 
 def run(

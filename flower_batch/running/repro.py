@@ -143,7 +143,7 @@ def verdict_of(text: str) -> str | None:
     """A judge's conclusion (achieved / not_yet / unreachable) when the text is a verdict."""
     if not re.search(VERDICT_HINT, text or "", re.IGNORECASE):
         return None
-    from flower.flows.goal import parse_verdict  # lazy: importing flower costs about a second
+    from flower.starter.goal import parse_verdict  # lazy: importing flower costs about a second
 
     verdict = parse_verdict(text)
     return None if verdict.note == VERDICT_NO_CONCLUSION else verdict.state  # that note: "this is no verdict"

@@ -17,6 +17,7 @@ LAYERS = {
     "context": ["flower.context"],
     "runtime": ["flower.runtime"],
     "flows": ["flower.flows"],
+    "starter": ["flower.starter"],  # the ready-made flow, on the engine
     "command line": ["flower", "flower.__main__", "flower.cli"],  # flower/__init__ exports names lazily
 }
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from flower import AgentSpec, Lineage, Step, Workflow
-from flower.flows.wake import banner, format_tokens, start_over, step_header, wake_line, wake_state
+from flower.starter.wake import banner, format_tokens, start_over, step_header, wake_line, wake_state
 from tests.rig import message_requests, runtime, scripted, texts_of
 
 SPEC = AgentSpec("worker", instructions="ROLE=worker", allowed_tools=["Read"])

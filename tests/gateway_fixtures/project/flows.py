@@ -5,7 +5,7 @@ other instructions, to make a replay diverge."""
 from __future__ import annotations
 
 from flower import AgentSpec, Step, Workflow
-from flower.flows.goal import parse_verdict
+from flower.starter.goal import parse_verdict
 
 TOOLS = ["Read", "Write", "Edit", "Bash", "Glob", "Grep"]
 

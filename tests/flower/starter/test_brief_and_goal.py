@@ -10,7 +10,7 @@ from flower.catalogue import BRIEF_HEADER as HEADER
 from flower.catalogue import BRIEF_SECTIONS as SECTIONS
 from flower.catalogue import EMPTY_MARK as EMPTY
 from flower.catalogue import VERDICT_FORMAT
-from flower.flows.brief import (
+from flower.starter.brief import (
     Brief,
     append_to_section,
     append_wake_words,
@@ -21,7 +21,7 @@ from flower.flows.brief import (
     strip_fences,
     write_brief,
 )
-from flower.flows.goal import (
+from flower.starter.goal import (
     ACHIEVED,
     NOT_YET,
     UNREACHABLE,

@@ -46,9 +46,9 @@ from flower.catalogue import WORK as WORK_STEP
 from flower.context.store import context_from_newest, store_key
 from flower.context.workbench import notes_dir
 from flower.events import ContextWarning, Event, HandedOver, HandoffDegraded, HandoffDue, Offline
-from flower.flows.brief import Brief, parse_brief
-from flower.flows.goal import parse_goal
 from flower.flows.lineage import Lineage
+from flower.starter.brief import Brief, parse_brief
+from flower.starter.goal import parse_goal
 
 
 def find_file(workspace: str | os.PathLike[str], name: str) -> Path | None:

@@ -1,4 +1,4 @@
-"""flower.flows.starter: clarify_step, goal_step, with_goal, starter_flow — pure wiring first, then the
+"""flower.starter.flow: clarify_step, goal_step, with_goal, starter_flow — pure wiring first, then the
 real SDK + the real bundled CLI against the scripted model (examples/scenarios/starter.toml)."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import pytest
 
 from flower import CLARIFY_RESUME, AgentSpec, HumanChannel, Step, Workflow, starter_flow
 from flower.catalogue import WAKE_PROMPT, WORK_RESUME, WORKER_RULES
-from flower.flows.brief import read_brief
-from flower.flows.starter import clarify_step, goal_step, with_goal
 from flower.runtime.engine import Runtime
 from flower.scripted import Scenario, ScriptedServer
+from flower.starter.brief import read_brief
+from flower.starter.flow import clarify_step, goal_step, with_goal
 from tests.rig import message_requests, runtime, scripted, texts_of
 
 STARTER = Path(__file__).resolve().parents[3] / "examples" / "scenarios" / "starter.toml"

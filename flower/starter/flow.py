@@ -73,10 +73,12 @@ from flower.context.workbench import Workbench
 from flower.errors import ConfigError, StepAbort, WorkspaceError
 from flower.events import Event, Frozen, GoalSet, Judged, Judging, Warned
 from flower.fileio import write_atomic
-from flower.flows.brief import append_wake_words, parse_brief, read_brief, write_brief
-from flower.flows.channel import HumanChannel
-from flower.flows.goal import Goal, Verdict, parse_goal, parse_verdict, render_goal
-from flower.flows.roles import (
+from flower.flows.workflow import Step, Workflow
+from flower.spec import AgentSpec
+from flower.starter.brief import append_wake_words, parse_brief, read_brief, write_brief
+from flower.starter.channel import HumanChannel
+from flower.starter.goal import Goal, Verdict, parse_goal, parse_verdict, render_goal
+from flower.starter.roles import (
     READ_TOOLS,
     allow_only,
     clarify,
@@ -86,9 +88,7 @@ from flower.flows.roles import (
     require_git,
     worker,
 )
-from flower.flows.wake import start_over, wake_state
-from flower.flows.workflow import Step, Workflow
-from flower.spec import AgentSpec
+from flower.starter.wake import start_over, wake_state
 
 
 def _emit(ctx: dict[str, Any], event: Event) -> Any:

@@ -55,8 +55,8 @@ from flower.catalogue import (
     WAIT_SECONDS,
 )
 from flower.events import Answered, Asked
-from flower.flows.brief import append_to_section
 from flower.protocols import EventSink
+from flower.starter.brief import append_to_section
 
 SERVER = "human"
 ASK_TOOL = f"mcp__{SERVER}__ask"

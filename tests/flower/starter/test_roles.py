@@ -8,8 +8,8 @@ import pytest
 from claude_agent_sdk import AgentDefinition
 
 from flower.catalogue import VERDICT_FORMAT, WORKER_RULES
-from flower.flows.channel import HumanChannel
-from flower.flows.roles import (
+from flower.starter.channel import HumanChannel
+from flower.starter.roles import (
     DEFAULT_WORKER_TOOLS,
     allow_only,
     clarify,

@@ -10,9 +10,9 @@ import time
 import pytest
 
 from flower.catalogue import BUDGET_SPENT, DECLINED, INBOX_EMPTY, NO_ANSWER
-from flower.flows.brief import parse_brief
-from flower.flows.channel import ASK_TOOL, INBOX_TOOL, HumanChannel, read_line
 from flower.spec import AgentSpec
+from flower.starter.brief import parse_brief
+from flower.starter.channel import ASK_TOOL, INBOX_TOOL, HumanChannel, read_line
 from tests.rig import message_requests, runtime, scripted, texts_of
 
 pytestmark = pytest.mark.anyio

@@ -46,9 +46,9 @@ from flower.catalogue import (
     WORKTREES,
 )
 from flower.errors import ConfigError, WorkspaceError
-from flower.flows.brief import Brief, render_brief
 from flower.protocols import PersonChannel, WorkbenchLike
 from flower.spec import AgentSpec, tool_base
+from flower.starter.brief import Brief, render_brief
 
 DEFAULT_WORKER_TOOLS = ["Read", "Write", "Edit", "Bash", "Glob", "Grep", "WebFetch", "WebSearch"]
 COORDINATOR_TOOLS = ["Agent", "TodoWrite", "Read"]

@@ -51,7 +51,7 @@ from flower.catalogue import (
     VERDICT_VAGUE,
 )
 from flower.catalogue import EMPTY_MARK as EMPTY
-from flower.flows.brief import HEADING, norm_title, strip_fences
+from flower.starter.brief import HEADING, norm_title, strip_fences
 
 ACHIEVED, NOT_YET, UNREACHABLE = "achieved", "not_yet", "unreachable"
 STATES = (ACHIEVED, NOT_YET, UNREACHABLE)
