@@ -38,9 +38,10 @@ sys.path.insert(0, str(REPO))
 
 import soakjob  # noqa: E402
 
+from flower_batch.labels import BATCH, LEASE, ROLE  # noqa: E402
+
 FLOWER_BATCH = REPO / ".venv" / "bin" / "flower-batch"
-GATEWAY_ROLE = {"org.flower-batch.role": "gateway", "org.flower-batch.batch": "adhoc"}
-SESSION_LABEL = "org.flower-batch.session"
+GATEWAY_ROLE = {ROLE: "gateway", BATCH: "adhoc"}
 
 
 def fb(home: Path, *args: str | Path, timeout: float) -> subprocess.CompletedProcess[str]:
@@ -161,7 +162,7 @@ def gateways(client, job: JobFiles) -> list:  # type: ignore[no-untyped-def]
     session = job.record().get("session")
     if not session:
         return []
-    labels = [f"{k}={v}" for k, v in {**GATEWAY_ROLE, SESSION_LABEL: session}.items()]
+    labels = [f"{k}={v}" for k, v in {**GATEWAY_ROLE, LEASE: session}.items()]
     return client.containers.list(ignore_removed=True, filters={"label": labels})
 
 

@@ -1,4 +1,9 @@
-"""Labels on every container, network and volume flower-batch makes, so `gc` can find them."""
+"""Every label flower-batch puts on what it makes, in one place every layer may import (the foundation).
+
+On containers, networks, volumes and secrets, so `gc` can find them: MANAGED, BATCH, JOB, ROLE,
+VERSION, LEASE (and SERVICE on a Swarm secret). On the runtime image, so a run can say what it ran
+on: VERSION, SDK_VERSION, CLI_VERSION, BASE_IMAGE, BUILD_KEY.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +12,18 @@ from . import __version__
 MANAGED = "org.flower-batch.managed"
 BATCH = "org.flower-batch.batch"
 JOB = "org.flower-batch.job"
-ROLE = "org.flower-batch.role"  # job | check | gateway
-VERSION = "org.flower-batch.version"
-SESSION = "org.flower-batch.session"  # the orchestrator process that owns it (see gc)
+ROLE = "org.flower-batch.role"  # job | check | gateway | network | probe
+VERSION = "org.flower-batch.version"  # flower-batch's version: on what it makes, and on the image
+LEASE = "org.flower-batch.session"  # the orchestrator's lease that owns it (running/lease.py, gc)
+SERVICE = "org.flower-batch.service"  # on each Swarm secret: the service it was made for
+SDK_VERSION = "org.flower-batch.sdk-version"
+CLI_VERSION = "org.flower-batch.cli-version"
+BASE_IMAGE = "org.flower-batch.base-image"
+BUILD_KEY = "org.flower-batch.build-key"  # the image's inputs, hashed (running/image.py)
 
 
-def labels(batch: str, session: str, role: str, job: str | None = None) -> dict[str, str]:
-    out = {MANAGED: "1", BATCH: batch, ROLE: role, VERSION: __version__, SESSION: session}
+def labels(batch: str, lease: str, role: str, job: str | None = None) -> dict[str, str]:
+    out = {MANAGED: "1", BATCH: batch, ROLE: role, VERSION: __version__, LEASE: lease}
     if job:
         out[JOB] = job
     return out

@@ -45,8 +45,8 @@ from flower_batch.labels import BATCH, JOB, MANAGED
 from flower_batch.layout import Home, JobDir
 from flower_batch.running.causes import continuity_lines
 from flower_batch.running.jobs import ADHOC_BATCH, adhoc_spec, job_scenario, start_job
+from flower_batch.running.lease import Leak, find_leaks, remove_leaks
 from flower_batch.running.liveness import Liveness
-from flower_batch.running.session import Leak, find_leaks, remove_leaks
 
 if TYPE_CHECKING:
     from flower_batch.running.attempts import Attempt  # loaded lazily by `show`

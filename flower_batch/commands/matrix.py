@@ -49,9 +49,9 @@ from flower_batch.reports import (
     write_reports,
 )
 from flower_batch.running.infra_retry import run_with_infra_retries
+from flower_batch.running.lease import find_leaks, remove_leaks
 from flower_batch.running.liveness import Liveness
 from flower_batch.running.scheduler import run_jobs
-from flower_batch.running.session import find_leaks, remove_leaks
 
 
 class MatrixProgress:

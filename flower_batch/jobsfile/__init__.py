@@ -10,9 +10,9 @@ FieldError (flower_batch/errors.py), all of them one MatrixFileError.
 """
 
 from ._combos import combinations
-from ._errors import KeyPath, format_path
 from ._fields import JOB_FIELDS
 from ._ids import slugify, value_label
+from ._keypath import KeyPath, format_path
 from ._load import load_jobs_file, parse_jobs_text
 from ._locate import KeyLines
 from ._size import MAX_JOBS

@@ -20,9 +20,9 @@ from flower_batch.jobmodel.hashing import path_hash, tree_hash
 from flower_batch.jobmodel.spec import GatewaySpec, JobSpec
 
 from ._combos import Combination, combinations
-from ._errors import KeyPath
 from ._fields import GATEWAY_MODES, Overlay, is_invalid, merge, show_value
 from ._ids import job_id, slugify, variant_of
+from ._keypath import KeyPath
 from ._parse import Explicit, Parsed, Val, match
 from ._problems import Problems
 from ._templating import RenderContext, Template

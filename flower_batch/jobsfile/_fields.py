@@ -16,7 +16,7 @@ from flower_batch.jobmodel.spec import MIN_PIDS, NETWORKS, PLACEMENT
 from flower_batch.jobmodel.units import DOCKER_MIN_MEMORY, parse_duration, parse_memory
 
 from ..envnames import env_name_problem, looks_secret, secret_name_problem, valid_env_name
-from ._errors import KeyPath
+from ._keypath import KeyPath
 from ._templating import Template
 
 Report = Callable[[KeyPath, str], None]

@@ -8,7 +8,7 @@ values are never interpreted.
 
 from __future__ import annotations
 
-from ._errors import KeyPath
+from ._keypath import KeyPath
 
 _BARE = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 

@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._errors import KeyPath
 from ._fields import JOB_FIELDS, Overlay, close_field, is_invalid, parse_field, parse_overlay, show_value
 from ._ids import value_label
+from ._keypath import KeyPath
 from ._problems import Problems
 
 SECTIONS = ("batch", "defaults", "tasks", "matrix", "jobs")

@@ -6,7 +6,7 @@ from collections.abc import Hashable
 
 from flower_batch.errors import FieldError, MatrixFileError
 
-from ._errors import KeyPath, format_path
+from ._keypath import KeyPath, format_path
 from ._locate import KeyLines
 
 

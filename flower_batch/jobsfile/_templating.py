@@ -18,7 +18,7 @@ from typing import Any
 
 from flower_batch.errors import TemplateError
 
-from ._errors import KeyPath
+from ._keypath import KeyPath
 
 _REFERENCE = re.compile(r"\$\{\{(.*?)\}\}", re.DOTALL)
 _NAME = r"[A-Za-z_][A-Za-z0-9_-]*"

@@ -31,16 +31,12 @@ from pathlib import Path
 from flower_batch.backend.base import ImageInfo
 from flower_batch.backend.docker.images import DockerImages
 from flower_batch.errors import ImageBuildError, ImageMissing, NotARuntimeImage
+from flower_batch.labels import BASE_IMAGE, BUILD_KEY, CLI_VERSION, SDK_VERSION, VERSION
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]  # flower_batch/running/image.py -> the checkout
 BASE_TAG = "flower-batch-base:bookworm"
 DEFAULT_TAG = "flower-batch-runtime:latest"
 
-LABEL_VERSION = "org.flower-batch.version"
-LABEL_SDK = "org.flower-batch.sdk-version"
-LABEL_CLI = "org.flower-batch.cli-version"
-LABEL_BASE = "org.flower-batch.base-image"
-LABEL_BUILD_KEY = "org.flower-batch.build-key"
 
 # Wheels must run on the image's platform: Debian bookworm = glibc 2.36, CPython 3.11, x86_64.
 TARGET_PYTHON = "3.11"
@@ -59,11 +55,11 @@ _BASE_CHANGES = [
 
 # The Dockerfile's ARGs that carry each label (one LABEL step, not one step per label).
 _BUILD_ARG = {
-    LABEL_VERSION: "FLOWER_BATCH_VERSION",
-    LABEL_SDK: "SDK_VERSION",
-    LABEL_CLI: "CLI_VERSION",
-    LABEL_BASE: "BASE_IMAGE_ID",
-    LABEL_BUILD_KEY: "BUILD_KEY",
+    VERSION: "FLOWER_BATCH_VERSION",
+    SDK_VERSION: "SDK_VERSION",
+    CLI_VERSION: "CLI_VERSION",
+    BASE_IMAGE: "BASE_IMAGE_ID",
+    BUILD_KEY: "BUILD_KEY",
 }
 
 Log = Callable[[str], None]
@@ -87,7 +83,7 @@ class RuntimeImage:
     @classmethod
     def from_info(cls, info: ImageInfo, tag: str | None = None, reused: bool = False) -> RuntimeImage:
         labels = info.labels
-        missing = [k for k in (LABEL_VERSION, LABEL_SDK, LABEL_CLI) if not labels.get(k)]
+        missing = [k for k in (VERSION, SDK_VERSION, CLI_VERSION) if not labels.get(k)]
         if missing:
             raise NotARuntimeImage(
                 f"image {info.id[:19]} is not a flower-batch runtime image (no {missing[0]} label) — "
@@ -96,10 +92,10 @@ class RuntimeImage:
         return cls(
             id=info.id,
             tag=tag if tag is not None else (info.tags[0] if info.tags else None),
-            flower_batch_version=labels[LABEL_VERSION],
-            sdk_version=labels[LABEL_SDK],
-            cli_version=labels[LABEL_CLI],
-            base_image=labels.get(LABEL_BASE, ""),
+            flower_batch_version=labels[VERSION],
+            sdk_version=labels[SDK_VERSION],
+            cli_version=labels[CLI_VERSION],
+            base_image=labels.get(BASE_IMAGE, ""),
             size_bytes=info.size_bytes,
             labels=dict(labels),
             reused=reused,
@@ -167,21 +163,21 @@ def build_image(
             project_wheel = build_project_wheel(project_root, cache / "project", log)
 
         versions = {
-            LABEL_VERSION: _wheel_version(project_wheel),
-            LABEL_SDK: pinned_version(requirements, "claude-agent-sdk"),
-            LABEL_CLI: bundled_cli_version(wheels),
+            VERSION: _wheel_version(project_wheel),
+            SDK_VERSION: pinned_version(requirements, "claude-agent-sdk"),
+            CLI_VERSION: bundled_cli_version(wheels),
         }
         dockerfile = project_root / "images" / "runtime" / "Dockerfile"
         key = build_key(
             base_id, dockerfile.read_bytes(), requirements, wheels, project_wheel, versions, network
         )
-        labels = {**versions, LABEL_BASE: base_id, LABEL_BUILD_KEY: key}
+        labels = {**versions, BASE_IMAGE: base_id, BUILD_KEY: key}
 
         if not no_cache:
             # Prefer what `tag` already names, so a rebuild never flips between equal images.
             current = images.find(tag)
-            same = [current] if current and current.labels.get(LABEL_BUILD_KEY) == key else []
-            for found in same or images.find_by_label(LABEL_BUILD_KEY, key)[:1]:
+            same = [current] if current and current.labels.get(BUILD_KEY) == key else []
+            for found in same or images.find_by_label(BUILD_KEY, key)[:1]:
                 if tag not in found.tags:
                     images.tag(found.id, tag)
                 log(f"✓ unchanged: reusing {found.id} ({time.monotonic() - started:.1f}s)")

@@ -19,8 +19,8 @@ from flower_batch.jobmodel.record import JobRecord
 from flower_batch.jobmodel.spec import MIN_PIDS, NETWORKS, PLACEMENT, GatewaySpec, JobSpec
 from flower_batch.jobmodel.units import parse_duration, parse_memory
 from flower_batch.layout import Home, JobDir
+from flower_batch.running.lease import Lease
 from flower_batch.running.runner import JobContext, run_job
-from flower_batch.running.session import Session
 from flower_batch.running.targets import locate
 
 ADHOC_BATCH = "adhoc"
@@ -119,7 +119,7 @@ async def start_job(
     search: list[Path] | None = None,
     flows_from: Path | None = None,
 ) -> JobRecord:
-    """Run one job in its own orchestrator session with its own gateway."""
+    """Run one job in its own orchestrator lease with its own gateway."""
     jd = home.job(batch, job.id)
     scenario = job.gateway.scenario
     if not waking:
@@ -131,13 +131,13 @@ async def start_job(
         await backend.image_info(image_id)
     except ImageMissing as exc:
         raise FlowerBatchError(f"image {image_id[:19]} is not in the Docker engine: {exc}") from exc
-    with Session(home.root) as session:
+    with Lease(home.root) as lease:
         async with GatewaySidecar(
-            backend, batch=batch, session=session.id, image_id=image_id, batch_dir=home.batch_dir(batch),
+            backend, batch=batch, lease=lease.id, image_id=image_id, batch_dir=home.batch_dir(batch),
             scenario=scenario, mode=job.gateway.mode,
         ) as gateway, supervisors() as supervise:
             supervise(gateway)  # restarted if it dies (gateway/host/supervisor.py)
-            ctx = JobContext(backend=backend, batch=batch, session=session.id, image_id=image_id, gateway=gateway,
+            ctx = JobContext(backend=backend, batch=batch, lease=lease.id, image_id=image_id, gateway=gateway,
                              versions=versions, on_state=on_state, search=search or [], flows_from=flows_from)
             return await run_job(ctx, job, jd, persistent=persistent, waking=waking, wake_words=wake_words,
                                  previous=previous)

@@ -1,6 +1,6 @@
 """What a record's state really is, when the orchestrator that wrote it may be gone.
 
-A record says `running` or `queued` only while some orchestrator session owns the job. That
+A record says `running` or `queued` only while some orchestrator's lease owns the job. That
 session holds its lock file (session.py) for as long as it lives, so a reader can tell:
 
     running, session alive     running
@@ -22,7 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from flower_batch.jobmodel.record import JobRecord
-from flower_batch.running.session import is_alive, sessions_dir
+from flower_batch.running.lease import is_alive, leases_dir
 
 ORPHANED = "orphaned"
 NEVER_STARTED = "never-started"
@@ -38,19 +38,19 @@ class Liveness:
         self._alive: dict[str, bool] = {}
         self._any: bool | None = None
 
-    def session_alive(self, session: str) -> bool:
-        if session not in self._alive:
-            self._alive[session] = is_alive(self.home, session)
-        return self._alive[session]
+    def lease_alive(self, lease: str) -> bool:
+        if lease not in self._alive:
+            self._alive[lease] = is_alive(self.home, lease)
+        return self._alive[lease]
 
     def any_alive(self) -> bool:
         if self._any is None:
-            locks = sorted(sessions_dir(self.home).glob("*.lock"))
-            self._any = any(self.session_alive(p.stem) for p in locks)
+            locks = sorted(leases_dir(self.home).glob("*.lock"))
+            self._any = any(self.lease_alive(p.stem) for p in locks)
         return self._any
 
     def owner_alive(self, record: JobRecord) -> bool:
-        return self.session_alive(record.session) if record.session else self.any_alive()
+        return self.lease_alive(record.session) if record.session else self.any_alive()
 
     def status(self, record: JobRecord) -> str:
         """The state to show: the record's own, or orphaned / never-started (see the module doc)."""

@@ -44,11 +44,11 @@ LOG_TAIL = 4000
 
 @dataclass
 class JobContext:
-    """What every job of one orchestrator session shares."""
+    """What every job of one orchestrator lease shares."""
 
     backend: Backend
     batch: str
-    session: str
+    lease: str  # the orchestrator's (running/lease.py)
     image_id: str
     gateway: GatewaySidecar
     versions: dict[str, str] = field(default_factory=dict)
@@ -157,7 +157,7 @@ def start_attempt(
         job_id=job.id, batch=ctx.batch, inputs_hash=job.inputs_hash(ctx.image_id), image_id=ctx.image_id,
         status="running", spec={**job.to_dict(), "persistent": persistent}, gateway_mode=job.gateway.mode,
         attempt=(previous.attempt + 1) if previous else 1, queued_at=now_iso(), started_at=now_iso(),
-        versions=ctx.versions, session=ctx.session, backend=ctx.backend.name,
+        versions=ctx.versions, session=ctx.lease, backend=ctx.backend.name,
     )
     if not waking:  # the new attempt starts now: the previous one moves to attempts/<n>/, kept
         keep_previous_attempt(jd, previous, record.attempt)
@@ -248,7 +248,7 @@ def _container_spec(
         working_dir=WORKSPACE,
         cpus=job.cpus,
         memory=job.memory_bytes,
-        labels=labels(ctx.batch, ctx.session, role, job.id),
+        labels=labels(ctx.batch, ctx.lease, role, job.id),
         network=job_network(ctx, job),
         placement=list(job.placement),  # the job's nodes, for its check too
         confinement=Confinement(pids=job.pids or DEFAULT_PIDS),
@@ -270,9 +270,9 @@ async def open_network(ctx: JobContext, job: JobSpec) -> None:
         raise FlowerBatchError('network = "internet" runs on the local engine only: on a cluster the job\'s '
                                "network is the gateway's overlay, which has no route out")
     try:
-        await ctx.backend.create_network(job_network(ctx, job), labels(ctx.batch, ctx.session, "network", job.id))
+        await ctx.backend.create_network(job_network(ctx, job), labels(ctx.batch, ctx.lease, "network", job.id))
     except NameConflict:
-        pass  # its check, or the container of an earlier try of the same session
+        pass  # its check, or the container of an earlier try of the same lease
 
 
 async def close_network(ctx: JobContext, job: JobSpec) -> None:

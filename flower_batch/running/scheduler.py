@@ -27,9 +27,9 @@ from flower_batch.jobmodel.spec import JobSpec
 from flower_batch.jobmodel.status import Status
 from flower_batch.layout import Home
 from flower_batch.running.attempts import keep_previous_attempt
+from flower_batch.running.lease import Lease
 from flower_batch.running.liveness import NEVER_STARTED_REASON
 from flower_batch.running.runner import JobContext, run_job
-from flower_batch.running.session import Session
 
 StateHook = Callable[[str, str], None]
 
@@ -54,13 +54,13 @@ async def run_jobs(
     """
     done: dict[str, JobRecord] = {}
     limiter = anyio.CapacityLimiter(max(1, parallel))
-    with Session(home.root) as session:
-        # Queued records name this session: once it is gone, readers see them as never-started.
+    with Lease(home.root) as lease:
+        # Queued records name this lease: once it is gone, readers see them as never-started.
         for job, previous in jobs:
             jd = home.job(batch, job.id)
             jd.root.mkdir(parents=True, exist_ok=True)
             if previous is None or not previous.finished:
-                write_record(jd.record_path, _queued(job, batch, image_id, versions, previous, session.id))
+                write_record(jd.record_path, _queued(job, batch, image_id, versions, previous, lease.id))
             if on_state:
                 on_state(job.id, "queued")
         started: set[str] = set()
@@ -76,7 +76,7 @@ async def run_jobs(
                 async with gateway_lock:
                     if key not in gateways:
                         gw = GatewaySidecar(
-                            backend, batch=batch, session=session.id, suffix=f"-g{len(gateways)}", image_id=image_id,
+                            backend, batch=batch, lease=lease.id, suffix=f"-g{len(gateways)}", image_id=image_id,
                             batch_dir=home.batch_dir(batch), scenario=job.gateway.scenario, mode=job.gateway.mode,
                             batch_budget_usd=budget_usd,
                         )
@@ -88,7 +88,7 @@ async def run_jobs(
                 async with limiter:
                     started.add(job.id)
                     path = home.job(batch, job.id).record_path
-                    queued = _queued(job, batch, image_id, versions, previous, session.id)
+                    queued = _queued(job, batch, image_id, versions, previous, lease.id)
                     if budget_usd is not None and batch_spent(home.batch_dir(batch)) >= budget_usd:
                         reason = f"not started: the batch budget (${budget_usd:.4f}) was spent"
                         keep_previous_attempt(home.job(batch, job.id), previous, queued.attempt)
@@ -96,7 +96,7 @@ async def run_jobs(
                         return
                     try:
                         gw = await gateway_for(job)
-                        ctx = JobContext(backend=backend, batch=batch, session=session.id, image_id=image_id,
+                        ctx = JobContext(backend=backend, batch=batch, lease=lease.id, image_id=image_id,
                                          gateway=gw, versions=versions, on_state=on_state, search=list(search))
                         done[job.id] = await run_job(ctx, job, home.job(batch, job.id), previous=previous)
                     except FlowerBatchError as exc:
@@ -115,10 +115,10 @@ async def run_jobs(
 
 
 def _queued(job: JobSpec, batch: str, image_id: str, versions: dict[str, str], previous: JobRecord | None,
-            session: str) -> JobRecord:
+            lease: str) -> JobRecord:
     attempt = previous.attempt + 1 if previous else 1
     return new_record(job, batch=batch, image_id=image_id, attempt=attempt, queued_at=now_iso(), versions=versions,
-                      session=session)
+                      session=lease)
 
 
 def _mark_never_started(home: Home, batch: str, jobs: Sequence[tuple[JobSpec, JobRecord | None]],

@@ -32,7 +32,7 @@ BATCH = "org.flower-batch.batch"
 JOB = "org.flower-batch.job"
 ROLE = "org.flower-batch.role"
 VERSION = "org.flower-batch.version"
-SESSION = "org.flower-batch.session"
+LEASE = "org.flower-batch.session"  # the orchestrator lease's label (flower_batch/labels.py)
 ANSI = re.compile(r"\x1b\[")
 
 
@@ -224,7 +224,7 @@ def labelled(batch: str, sessions: set[str] | None = None) -> Resources:
     flt = {"label": [f"{MANAGED}=1", f"{BATCH}={batch}"]}
 
     def mine(labels: dict[str, str] | None) -> bool:
-        return sessions is None or (labels or {}).get(SESSION) in sessions
+        return sessions is None or (labels or {}).get(LEASE) in sessions
 
     try:
         return Resources(

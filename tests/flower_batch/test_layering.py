@@ -25,9 +25,9 @@ PRIVATE_ALLOWED = {
 # docs/architecture.md, bottom to top. A module imports only from its own layer or those below.
 LAYERS = {
     "foundation": ["flower_batch", "flower_batch.errors", "flower_batch.envnames", "flower_batch.workspace_diff",
-                   "flower_batch.jobfiles", "flower_batch.outputlines"],
+                   "flower_batch.jobfiles", "flower_batch.outputlines", "flower_batch.labels"],
     "job model": ["flower_batch.jobmodel"],
-    "layout": ["flower_batch.layout", "flower_batch.labels"],
+    "layout": ["flower_batch.layout"],
     "backend": ["flower_batch.backend"],
     "gateway": ["flower_batch.gateway"],
     "jobs file": ["flower_batch.jobsfile"],

@@ -77,6 +77,7 @@ from flower_batch.errors import (
     SharedStorageMissing,
 )
 from flower_batch.jobmodel import units
+from flower_batch.labels import BATCH, BUILD_KEY, JOB, LEASE, MANAGED, ROLE, SERVICE
 
 T = TypeVar("T")
 
@@ -98,10 +99,6 @@ T = TypeVar("T")
 # which the reaper deletes: the enforcer counts it only while it runs, as the scheduler does.
 
 REGISTRY_ENV = "FLOWER_BATCH_REGISTRY"
-BUILD_KEY_LABEL = "org.flower-batch.build-key"  # image.LABEL_BUILD_KEY (backend/ never imports image.py)
-SERVICE_LABEL = "org.flower-batch.service"  # on each secret: the service it was made for
-JOB_LABEL, ROLE_LABEL = "org.flower-batch.job", "org.flower-batch.role"  # labels.py's (a layer above)
-MANAGED_LABEL, BATCH_LABEL, SESSION_LABEL = "org.flower-batch.managed", "org.flower-batch.batch", "org.flower-batch.session"
 CONTROL_IN_TASK = "/run/flower-batch"
 SECRETS_IN_TASK = "/run/secrets"
 PROBE_TIMEOUT_S = 300.0  # a node's first pull of the runtime image is part of the first probe
@@ -178,7 +175,7 @@ class SwarmBackend(Backend):
                 labels = (await self.image_info(ref)).labels
             except FlowerBatchError:
                 labels = {}
-            self._keys[ref] = labels.get(BUILD_KEY_LABEL, "")
+            self._keys[ref] = labels.get(BUILD_KEY, "")
         return self._keys[ref]
 
     async def _check_ran(self, data: Mapping[str, Any], task: Mapping[str, Any]) -> None:
@@ -232,8 +229,8 @@ class SwarmBackend(Backend):
     async def _probe(self, root: Path, image: str, labels: Mapping[str, str]) -> None:
         probe = Probe(root)
         await anyio.to_thread.run_sync(probe.write)
-        mine = {k: v for k, v in labels.items() if k in (BATCH_LABEL, SESSION_LABEL)}
-        mine.update({MANAGED_LABEL: "1", ROLE_LABEL: "probe"})
+        mine = {k: v for k, v in labels.items() if k in (BATCH, LEASE)}
+        mine.update({MANAGED: "1", ROLE: "probe"})
         spec = docker.types.TaskTemplate(
             docker.types.ContainerSpec(
                 image, probe.command(), env={"FB_NODE": "{{.Node.Hostname}}"},
@@ -304,7 +301,7 @@ class SwarmBackend(Backend):
                 secret_name = f"{name[:63 - len(tail)].rstrip('-_.')}-{tail}"  # Swarm allows 64 characters
                 created_secret = await self._call(
                     "engine", secret_name, lambda api, n=secret_name, v=value: api.create_secret(
-                        n, v.encode(), labels={**spec.labels, SERVICE_LABEL: name}))
+                        n, v.encode(), labels={**spec.labels, SERVICE: name}))
                 sid = str(created_secret["ID"])
                 made.append(sid)
                 refs.append(docker.types.SecretReference(sid, secret_name, filename=key, uid=uid, gid=gid or uid,
@@ -546,7 +543,7 @@ class SwarmBackend(Backend):
             with anyio.move_on_after(15):
                 await self._quietly(self.wait(container_id))
         await self._call("container", container_id, lambda api: api.remove_service(data["ID"]))
-        for secret in await self.list_secrets_by_label({SERVICE_LABEL: name}):
+        for secret in await self.list_secrets_by_label({SERVICE: name}):
             await self._quietly(self.remove_secret(secret.id))
         await anyio.to_thread.run_sync(lambda: _drop_control(self.control_dir / name))
 
@@ -642,7 +639,7 @@ class SwarmBackend(Backend):
 
 def _what(labels: Mapping[str, str], name: str) -> str:
     """A task as the user knows it: "job J", "the check of job J", else its service name."""
-    role, job = labels.get(ROLE_LABEL), labels.get(JOB_LABEL)
+    role, job = labels.get(ROLE), labels.get(JOB)
     return f"the check of job {job}" if role == "check" and job else f"job {job}" if job else name
 
 

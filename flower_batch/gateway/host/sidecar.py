@@ -55,13 +55,13 @@ def gateway_memory(environ: Mapping[str, str] | None = None) -> int:
 MAX_NAME = 63 - len("-gateway")  # the gateway container is `<name>-gateway`, the egress network `<name>-out`
 
 
-def gateway_name(batch: str, session: str, suffix: str = "") -> str:
+def gateway_name(batch: str, lease: str, suffix: str = "") -> str:
     """The Docker name of a gateway's network (and the stem of its container's): readable, at most
-    MAX_NAME characters, and unique per (batch, session, suffix) however long the batch name is."""
+    MAX_NAME characters, and unique per (batch, lease, suffix) however long the batch name is."""
     readable = re.sub(r"[^a-z0-9]+", "-", batch.lower()).strip("-")[:24].rstrip("-") or "batch"
-    name = f"fb-{readable}-{_digest(batch)}-{session}{suffix}"
-    if len(name) > MAX_NAME:  # an unusually long session id or suffix: hash those too
-        name = f"fb-{readable}-{_digest(batch)}-{_digest(session + '/' + suffix, 12)}"
+    name = f"fb-{readable}-{_digest(batch)}-{lease}{suffix}"
+    if len(name) > MAX_NAME:  # an unusually long lease id or suffix: hash those too
+        name = f"fb-{readable}-{_digest(batch)}-{_digest(lease + '/' + suffix, 12)}"
     return name
 
 
@@ -77,7 +77,7 @@ class GatewaySidecar:
         backend: Backend,
         *,
         batch: str,
-        session: str,
+        lease: str,
         image_id: str,
         batch_dir: Path,
         scenario: Path | None,
@@ -97,12 +97,12 @@ class GatewaySidecar:
             raise GatewayError(str(exc)) from None
         self.backend = backend
         self.batch = batch
-        self.session = session
+        self.lease = lease
         self.image_id = image_id
         self.batch_dir = batch_dir
         self.mode = mode
         self.secret = new_secret()  # held in memory and in the gateway's env only
-        self.name = gateway_name(batch, session, suffix)  # several gateways may serve one session
+        self.name = gateway_name(batch, lease, suffix)  # several gateways may serve one lease
         # One machine: each job reaches the gateway by a unix socket of its own and has no network
         # at all. A cluster: jobs and gateway share a private overlay network.
         self.by_socket = backend.shares_unix_sockets
@@ -168,10 +168,10 @@ class GatewaySidecar:
         hand_over(gdir)
         network = self.network
         if self.setup.egress:  # anthropic mode: a route out for the gateway, never for a job
-            await self.backend.create_network(self.egress, labels(self.batch, self.session, "network"))
+            await self.backend.create_network(self.egress, labels(self.batch, self.lease, "network"))
             network = self.egress if self.by_socket else network
         if not self.by_socket:
-            await self.backend.create_network(self.network, labels(self.batch, self.session, "network"), internal=True)
+            await self.backend.create_network(self.network, labels(self.batch, self.lease, "network"), internal=True)
         where = ["--host", "127.0.0.1", "--sockets", SOCKETS_IN_GATEWAY] if self.by_socket else []
         spec = ContainerSpec(
             image=self.image_id,
@@ -183,7 +183,7 @@ class GatewaySidecar:
             secrets={SECRET_ENV: self.secret, **self.setup.env},  # engine secrets where there are any
             mounts=[Mount(str(self.batch_dir), "/batch"), Mount(str(gdir), "/gateway", read_only=True),
                     *([Mount(str(self.sockets), SOCKETS_IN_GATEWAY)] if self.by_socket else [])],
-            labels=labels(self.batch, self.session, "gateway"),
+            labels=labels(self.batch, self.lease, "gateway"),
             network=network,
             network_aliases=[] if self.by_socket else [ALIAS],
             name=f"{self.name}-gateway",

@@ -23,11 +23,11 @@ from tests.batch_fixtures.rig import (
     BATCH,
     FLOWER_BATCH,
     JOB,
+    LEASE,
     MANAGED,
     PROJECT,
     REPO,
     ROLE,
-    SESSION,
     VERSION,
     Job,
     command_env,
@@ -320,15 +320,15 @@ def test_killed_mid_step_then_wake_continues_the_same_session(
         container = client.containers.get(record["container"])
         labels = container.labels
         assert labels[MANAGED] == "1" and labels[BATCH] == "adhoc" and labels[JOB] == "sleeper"
-        assert labels[ROLE] == "job" and labels[VERSION] and labels[SESSION] in sessions_of(home, "adhoc")
+        assert labels[ROLE] == "job" and labels[VERSION] and labels[LEASE] in sessions_of(home, "adhoc")
         assert container.attrs["Config"]["User"] == f"{os.getuid()}:{os.getgid()}"
         # everything this orchestrator made carries the labels gc relies on
-        made = labelled("adhoc", {labels[SESSION]})
+        made = labelled("adhoc", {labels[LEASE]})
         assert sorted(c.labels[ROLE] for c in made.containers) == ["gateway", "job"]
         assert [n.attrs["Labels"][ROLE] for n in made.networks] == ["network"]
         for found in [c.labels for c in made.containers] + [n.attrs["Labels"] for n in made.networks]:
-            assert {MANAGED, BATCH, ROLE, VERSION, SESSION} <= set(found), found
-            assert found[BATCH] == "adhoc" and found[SESSION] == labels[SESSION]
+            assert {MANAGED, BATCH, ROLE, VERSION, LEASE} <= set(found), found
+            assert found[BATCH] == "adhoc" and found[LEASE] == labels[LEASE]
         mounts = {m["Destination"]: m["Source"] for m in container.attrs["Mounts"]}
         assert mounts["/workspace"] == str(job.root / "workspace") and mounts["/runs"] == str(
             job.root / "runs"
@@ -338,7 +338,7 @@ def test_killed_mid_step_then_wake_continues_the_same_session(
         assert env["ANTHROPIC_API_KEY"].startswith("fbj-")
         # The batch network is internal; on it, the gateway serves only the job's own token.
         network = client.networks.get(container.attrs["HostConfig"]["NetworkMode"])
-        assert network.attrs["Internal"] is True and network.attrs["Labels"][SESSION] == labels[SESSION]
+        assert network.attrs["Internal"] is True and network.attrs["Labels"][LEASE] == labels[LEASE]
         probe = client.containers.run(
             image_id,
             ["python3", "-c", PROBE, "sleeper", env["ANTHROPIC_API_KEY"]],
@@ -468,7 +468,7 @@ def test_gc_removes_what_a_killed_orchestrator_leaked_and_spares_a_live_one(
 ) -> None:
     dead, dead_job = start_slow(home, "orphan", tmp_path, "--image", image_id, "--persistent")
     sigkill_group(dead)
-    dead_session = docker_client().containers.get(dead_job.record()["container"]).labels[SESSION]
+    dead_session = docker_client().containers.get(dead_job.record()["container"]).labels[LEASE]
     leaked = labelled("adhoc", {dead_session})
     assert {c.labels[ROLE] for c in leaked.containers} == {"job", "gateway"} and len(leaked.networks) == 1
 

@@ -11,6 +11,7 @@ import pytest
 
 from flower_batch.backend.base import ContainerSpec, ImageInfo
 from flower_batch.errors import ImageBuildError, NotARuntimeImage
+from flower_batch.labels import CLI_VERSION, SDK_VERSION, VERSION
 from flower_batch.running import image
 
 
@@ -77,7 +78,7 @@ def test_context_holds_only_dockerfile_and_wheels(tmp_path: Path) -> None:
 def test_unlabelled_image_is_not_a_runtime_image() -> None:
     with pytest.raises(NotARuntimeImage, match="flower-batch image build"):
         image.RuntimeImage.from_info(ImageInfo("sha256:" + "0" * 64, ["debian:x"], {}, 1))
-    labels = {image.LABEL_VERSION: "0.1.0", image.LABEL_SDK: "0.2.184", image.LABEL_CLI: "2.1.327"}
+    labels = {VERSION: "0.1.0", SDK_VERSION: "0.2.184", CLI_VERSION: "2.1.327"}
     got = image.RuntimeImage.from_info(ImageInfo("sha256:" + "1" * 64, ["t:1"], labels, 5))
     assert (got.tag, got.flower_batch_version, got.sdk_version, got.cli_version) == (
         "t:1",

@@ -17,8 +17,8 @@ from flower_batch.jobmodel.record import new_record, read_record, write_record
 from flower_batch.jobmodel.spec import GatewaySpec, JobSpec
 from flower_batch.jobmodel.status import Status
 from flower_batch.layout import Home
+from flower_batch.running.lease import Lease, leases_dir
 from flower_batch.running.liveness import NEVER_STARTED, ORPHANED, Liveness
-from flower_batch.running.session import Session, sessions_dir
 
 
 def _spec(job_id: str) -> JobSpec:
@@ -33,7 +33,7 @@ def _write(home: Home, job_id: str, status: str, session: str | None) -> None:
 
 def _dead_session(home: Home) -> str:
     """A session whose orchestrator was SIGKILLed: its lock file is left behind, free."""
-    session = Session(home.root)
+    session = Lease(home.root)
     session.path.parent.mkdir(parents=True, exist_ok=True)
     session.path.write_text("")
     return session.id
@@ -52,7 +52,7 @@ def test_running_and_queued_records_of_a_dead_orchestrator_are_orphaned_and_neve
     dead = _dead_session(home)
     _write(home, "was-running", "running", dead)
     _write(home, "was-queued", "queued", dead)
-    with Session(home.root) as alive:
+    with Lease(home.root) as alive:
         _write(home, "live-running", "running", alive.id)
         _write(home, "live-queued", "queued", alive.id)
         live = Liveness(home.root)
@@ -88,7 +88,7 @@ def test_records_without_a_session_count_as_orphaned_only_when_no_orchestrator_l
     _write(home, "old", "running", None)  # written before records named their session
     old = read_record(home.job("b", "old").record_path)
     assert Liveness(home.root).status(old) == ORPHANED
-    with Session(home.root):
+    with Lease(home.root):
         assert Liveness(home.root).status(old) == "running"
 
 
@@ -148,4 +148,4 @@ async def test_a_stopped_matrix_marks_its_never_started_jobs(tmp_path: Path, mon
         assert (rec.reason or "").startswith("never started")  # type: ignore[union-attr]
         assert Liveness(home.root).status(rec) == NEVER_STARTED  # type: ignore[arg-type]
         assert (job_id, "never-started") in states
-    assert not list(sessions_dir(home.root).glob("*.lock"))  # the session ended cleanly
+    assert not list(leases_dir(home.root).glob("*.lock"))  # the session ended cleanly

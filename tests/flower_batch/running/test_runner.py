@@ -23,10 +23,10 @@ async def _run_one(tmp_path: Path, backend, job, on_state=None) -> object:  # ty
     from flower_batch.running.runner import JobContext, run_job
     from tests.fake_backend import FakeBackend
 
-    gw = GatewaySidecar(backend, batch="b", session="s1", image_id=FakeBackend.IMAGE, batch_dir=tmp_path / "b",
+    gw = GatewaySidecar(backend, batch="b", lease="s1", image_id=FakeBackend.IMAGE, batch_dir=tmp_path / "b",
                         scenario=None, mode="replay")
     await backend.create_network(gw.network, {}, internal=True)
-    ctx = JobContext(backend=backend, batch="b", session="s1", image_id=FakeBackend.IMAGE, gateway=gw,
+    ctx = JobContext(backend=backend, batch="b", lease="s1", image_id=FakeBackend.IMAGE, gateway=gw,
                      on_state=on_state)
     return await run_job(ctx, job, Home(tmp_path / "home").job("b", job.id))
 

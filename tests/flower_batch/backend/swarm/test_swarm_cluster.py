@@ -25,11 +25,11 @@ from flower_batch.gateway.tokens import job_token
 from tests.batch_fixtures.rig import (
     BATCH,
     FLOWER_BATCH,
+    LEASE,
     MANAGED,
     PROJECT,
     REPO,
     ROLE,
-    SESSION,
     STARTED,
     Job,
     kill_started,
@@ -294,7 +294,7 @@ def test_gc_removes_what_a_killed_orchestrator_left_across_the_swarm(
     left = on_swarm(swarm, batch)
     # 3 services, 1 network; secrets: the batch secret, and each job's token and its own secret
     assert len(left["service"]) == 3 and len(left["network"]) == 1 and len(left["secret"]) == 5, left
-    sessions = {json.loads(swarm.manager("service", "inspect", s))[0]["Spec"]["Labels"][SESSION]
+    sessions = {json.loads(swarm.manager("service", "inspect", s))[0]["Spec"]["Labels"][LEASE]
                 for s in left["service"]}
     assert len(sessions) == 1
     dry = fb_swarm(swarm, "gc", "--dry-run", home=home)
@@ -458,7 +458,7 @@ def _running_gateway(c: Cluster, session: str) -> tuple[str, str] | None:
 
     api = docker.APIClient(base_url=c.docker_host)
     try:
-        services = api.services(filters={"label": [f"{ROLE}=gateway", f"{SESSION}={session}"]})
+        services = api.services(filters={"label": [f"{ROLE}=gateway", f"{LEASE}={session}"]})
         for service in services:
             for t in api.tasks(filters={"service": service["ID"]}):
                 cid = (t["Status"].get("ContainerStatus") or {}).get("ContainerID")

@@ -23,7 +23,7 @@ FAST = RestartPolicy(max_restarts=2, window_s=600, backoff_s=0.01, backoff_max_s
 def _sidecar(backend: FakeBackend, tmp_path: Path) -> GatewaySidecar:
     scenario = tmp_path / "s.toml"
     scenario.write_text('[[rules]]\nreply = "hi"\n')
-    gw = GatewaySidecar(backend, batch="b", session="s1", image_id=FakeBackend.IMAGE, batch_dir=tmp_path / "b",
+    gw = GatewaySidecar(backend, batch="b", lease="s1", image_id=FakeBackend.IMAGE, batch_dir=tmp_path / "b",
                         scenario=scenario, mode="scripted")
     gw.policy = FAST
     return gw
@@ -120,7 +120,7 @@ async def test_the_job_of_a_gateway_given_up_is_stopped_and_its_record_says_why(
             supervise(gw)
             spec = JobSpec(id="j1", task="t", variant="v", repeat=1, matrix={}, prompt="hi",
                            gateway=GatewaySpec(mode="scripted", scenario=gw.scenario))
-            ctx = JobContext(backend=backend, batch="b", session="s1", image_id=FakeBackend.IMAGE, gateway=gw)
+            ctx = JobContext(backend=backend, batch="b", lease="s1", image_id=FakeBackend.IMAGE, gateway=gw)
             with anyio.fail_after(20):
                 record = await run_job(ctx, spec, Home(tmp_path / "home").job("b", "j1"))
     assert record.status == "error", record

@@ -20,9 +20,9 @@ from flower.catalogue import NOTICE_OFFLINE, RESUME_PROMPT
 from flower_batch.gateway.host.sidecar import READY_LINE
 from tests.batch_fixtures.rig import (
     BATCH,
+    LEASE,
     MANAGED,
     ROLE,
-    SESSION,
     Job,
     docker_client,
     fb,
@@ -57,7 +57,7 @@ def _gateway(job: Job):  # type: ignore[no-untyped-def]
     client = docker_client()
     try:
         found = client.containers.list(all=True, ignore_removed=True, filters={"label": [
-            f"{MANAGED}=1", f"{BATCH}=adhoc", f"{ROLE}=gateway", f"{SESSION}={session}"]})
+            f"{MANAGED}=1", f"{BATCH}=adhoc", f"{ROLE}=gateway", f"{LEASE}={session}"]})
     finally:
         client.close()
     return found[0] if found else None

@@ -1,12 +1,17 @@
-"""An orchestrator session: one `flower-batch` process that owns containers while it runs.
+"""An orchestrator's lease: one `flower-batch` process that owns containers while it runs.
 
-Each session holds a file lock `<home>/.sessions/<id>.lock` for as long as it lives. Everything
-it creates carries its id as a label, so `gc` can tell leaked resources (their session's lock
-is free: the process is gone) from ones a live orchestrator still uses.
+("Lease" is the orchestrator's word; a "session" is always an agent's conversation, as in
+view/sessions.py. On disk the old name stays: the `<home>/.sessions/` folder, the
+`org.flower-batch.session` label and the record's `session` field, so what an older version
+made is still found.)
 
-A session that exits normally removes its lock file; one that is SIGKILLed leaves it behind.
-So a resource is *leaked* only when its session's lock file is in this home and nobody holds
-it. A session with no lock file here belongs to another home (or a clean exit): it is left
+Each lease holds a file lock `<home>/.sessions/<id>.lock` for as long as its process lives.
+Everything it creates carries its id as a label, so `gc` can tell leaked resources (their
+lease's lock is free: the process is gone) from ones a live orchestrator still uses.
+
+A lease that ends normally removes its lock file; one whose process is SIGKILLed leaves it
+behind. So a resource is *leaked* only when its lease's lock file is in this home and nobody
+holds it. A lease with no lock file here belongs to another home (or a clean exit): it is left
 alone, so `gc --home A` can never remove what an orchestrator of home B is using.
 """
 
@@ -20,20 +25,20 @@ from filelock import FileLock, Timeout
 
 from flower_batch.backend.base import Backend
 from flower_batch.errors import FlowerBatchError
-from flower_batch.labels import BATCH, MANAGED, ROLE, SESSION
+from flower_batch.labels import BATCH, LEASE, MANAGED, ROLE
 
 
-def sessions_dir(home: Path) -> Path:
-    return home / ".sessions"
+def leases_dir(home: Path) -> Path:
+    return home / ".sessions"  # the folder's name on disk predates the word "lease"
 
 
-class Session:
+class Lease:
     def __init__(self, home: Path) -> None:
         self.id = secrets.token_hex(4)
-        self.path = sessions_dir(home) / f"{self.id}.lock"
+        self.path = leases_dir(home) / f"{self.id}.lock"
         self._lock = FileLock(str(self.path))
 
-    def __enter__(self) -> Session:
+    def __enter__(self) -> Lease:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock.acquire()
         return self
@@ -43,9 +48,9 @@ class Session:
         self.path.unlink(missing_ok=True)
 
 
-def is_alive(home: Path, session_id: str) -> bool:
-    """True while the session's process still holds its lock."""
-    path = sessions_dir(home) / f"{session_id}.lock"
+def is_alive(home: Path, lease_id: str) -> bool:
+    """True while the lease's process still holds its lock."""
+    path = leases_dir(home) / f"{lease_id}.lock"
     if not path.exists():
         return False
     lock = FileLock(str(path))
@@ -57,12 +62,12 @@ def is_alive(home: Path, session_id: str) -> bool:
     return False
 
 
-def is_leaked(home: Path, session_id: str) -> bool:
-    """True when the session ran from this home and died without cleaning up (its lock file is
+def is_leaked(home: Path, lease_id: str) -> bool:
+    """True when the lease ran from this home and died without cleaning up (its lock file is
     still here, and free)."""
-    if not session_id or not (sessions_dir(home) / f"{session_id}.lock").exists():
+    if not lease_id or not (leases_dir(home) / f"{lease_id}.lock").exists():
         return False
-    return not is_alive(home, session_id)
+    return not is_alive(home, lease_id)
 
 
 @dataclass(frozen=True)
@@ -71,22 +76,22 @@ class Leak:
     id: str
     name: str
     role: str
-    session: str
+    lease: str
 
 
 async def find_leaks(backend: Backend, home: Path, batch: str | None = None) -> tuple[list[Leak], int]:
-    """Our labelled resources whose session died in this home (optionally of one batch), and
-    how many others carry our labels but belong to sessions this home does not know."""
+    """Our labelled resources whose lease died in this home (optionally of one batch), and
+    how many others carry our labels but belong to leases this home does not know."""
     want = {MANAGED: "1", **({BATCH: batch} if batch else {})}
     found: list[Leak] = []
     foreign = 0
 
     def sort(kind: str, id_: str, name: str, labels: dict[str, str]) -> None:
         nonlocal foreign
-        session = labels.get(SESSION, "")
-        if is_leaked(home, session):
-            found.append(Leak(kind, id_, name, labels.get(ROLE, ""), session))
-        elif not is_alive(home, session):
+        lease = labels.get(LEASE, "")
+        if is_leaked(home, lease):
+            found.append(Leak(kind, id_, name, labels.get(ROLE, ""), lease))
+        elif not is_alive(home, lease):
             foreign += 1
 
     for c in await backend.list_by_label(want):
@@ -101,7 +106,7 @@ async def find_leaks(backend: Backend, home: Path, batch: str | None = None) -> 
 
 
 async def remove_leaks(backend: Backend, home: Path, leaks: list[Leak]) -> None:
-    """Remove them (containers first: a network in use cannot go), then forget their sessions."""
+    """Remove them (containers first: a network in use cannot go), then forget their leases."""
     order = {"container": 0, "secret": 1, "network": 2, "volume": 3}
     for leak in sorted(leaks, key=lambda x: order[x.kind]):
         try:
@@ -115,13 +120,13 @@ async def remove_leaks(backend: Backend, home: Path, leaks: list[Leak]) -> None:
                 await backend.remove_volume(leak.id, force=True)
         except FlowerBatchError:
             pass  # already gone (another gc, or the engine removed it)
-    for session in {leak.session for leak in leaks}:
-        if not await _still_owns(backend, session):
-            (sessions_dir(home) / f"{session}.lock").unlink(missing_ok=True)
+    for lease in {leak.lease for leak in leaks}:
+        if not await _still_owns(backend, lease):
+            (leases_dir(home) / f"{lease}.lock").unlink(missing_ok=True)
 
 
-async def _still_owns(backend: Backend, session: str) -> bool:
-    """Whether anything with this session's label is still there."""
-    want = {MANAGED: "1", SESSION: session}
+async def _still_owns(backend: Backend, lease: str) -> bool:
+    """Whether anything with this lease's label is still there."""
+    want = {MANAGED: "1", LEASE: lease}
     return bool(await backend.list_by_label(want) or await backend.list_networks_by_label(want)
                 or await backend.list_volumes_by_label(want) or await backend.list_secrets_by_label(want))
