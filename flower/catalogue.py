@@ -310,6 +310,7 @@ NOTICE_HANDED_OVER = "  交接: 新会话接手 (第 {generation} 代), 文档 {
 NOTICE_DEGRADED = "  上下文装不下了: 运行时代写交接文档 (降级交接)"  # full: the runtime wrote the document
 NOTICE_CONTEXT = "  上下文 {context}, 交接线 {at}"  # context size, the handoff line
 NOTICE_OFFLINE = "  连不上 {host}:{port}: 等网络恢复后接着同一个会话做"  # unreachable: waiting, same session
+NOTICE_OFFLINE_VIA = "  连不上 {host}:{port} (经 {via}): 等网络恢复后接着同一个会话做"  # the same, through a socket
 FROZEN_LINE = "== {name}: 已定下, 跳过 ({path})"  # already settled: skipped (its content still flows on)
 GOAL_LINE = "  目标: {statement}  ·  判定清单 {count} 条  ->  {path}"
 JUDGE_LINE = "  -- {name}: 独立判定者 (全新会话) 对照 目标.md 检查"  # an independent judge, a fresh session

@@ -89,6 +89,8 @@ class Offline(_Event):
     kind: ClassVar[str] = "offline"
     host: str
     port: int
+    via: str | None = None
+    """The unix socket host:port is relayed to (model_socket.py), when there is one."""
 
 
 @dataclass(frozen=True)

@@ -83,6 +83,7 @@ from flower.result import StepResult
 from flower.runtime.attempt import Attempt, AttemptState, Phase, conclude
 from flower.runtime.interrupts import Interrupts, safe_interrupt
 from flower.runtime.manifest import Manifest, new_run_id
+from flower.runtime.model_socket import SOCKET_ENV
 from flower.runtime.resilience import Resilience, classify_result, endpoint, reachable
 from flower.runtime.signals import bundled_cli, shielded_cli
 from flower.spec import AgentSpec, tool_base
@@ -314,7 +315,7 @@ class Runtime:
         if await anyio.to_thread.run_sync(reachable, host, port, policy.probe_timeout):
             await anyio.sleep(policy.delay(attempt))
             return True
-        await self._emit(on_event, Offline(host=host, port=port))
+        await self._emit(on_event, Offline(host=host, port=port, via=env.get(SOCKET_ENV) or None))
         return await policy.wait_online(env=env)
 
     @staticmethod

@@ -39,6 +39,7 @@ from flower.catalogue import (
     NOTICE_HANDED_OVER,
     NOTICE_HANDOFF_DUE,
     NOTICE_OFFLINE,
+    NOTICE_OFFLINE_VIA,
     SESSIONS_DB,
     WOKE_MARK,
 )
@@ -283,6 +284,8 @@ def notice(event: Event | None) -> str | None:
             return NOTICE_DEGRADED
         case ContextWarning(context=context, at=at):
             return NOTICE_CONTEXT.format(context=format_tokens(context), at=format_tokens(at))
-        case Offline(host=host, port=port):
+        case Offline(host=host, port=port, via=None):
             return NOTICE_OFFLINE.format(host=host, port=port)
+        case Offline(host=host, port=port, via=via):
+            return NOTICE_OFFLINE_VIA.format(host=host, port=port, via=via)
     return None

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from flower_batch.backend.confinement import sandbox_ids, sandbox_user
 from tests.batch_fixtures.rig import (
     BATCH,
     FLOWER_BATCH,
@@ -97,17 +98,18 @@ def start_slow(home: Path, name: str, tmp: Path, *extra: str) -> tuple[subproces
 # Run on the batch network: what the gateway answers to a wrong token, another job's path, no
 # token, and the job's own token (count_tokens: guarded like messages, and needs no rule).
 PROBE = """
-import json, sys, urllib.error, urllib.request
+import http.client, json, socket, sys
 job, token = sys.argv[1], sys.argv[2]
+class Unix(http.client.HTTPConnection):  # the job's own socket, as flower's relay reaches it
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX)
+        self.sock.connect("/run/flower-gateway/gateway.sock")
 def post(path, key):
     headers = {"content-type": "application/json", **({"x-api-key": key} if key else {})}
     body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).encode()
-    req = urllib.request.Request("http://gateway:8080" + path, data=body, headers=headers, method="POST")
-    try:
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            return resp.status
-    except urllib.error.HTTPError as exc:
-        return exc.code
+    conn = Unix("gateway", timeout=10)
+    conn.request("POST", path, body=body, headers=headers)
+    return conn.getresponse().status
 count = "/v1/messages/count_tokens"
 print(json.dumps({"wrong": post(f"/j/{job}{count}", "fbj-wrong"),
                   "other-job": post(f"/j/other{count}", token),
@@ -172,11 +174,12 @@ def test_run_completes_in_a_container_and_records_everything(finished, image_id:
     assert rec["cost_usd"] == pytest.approx(sum(r["cost_usd"] for r in rows))
     assert rec["num_turns"] == sum(r["num_turns"] for r in rows)
     assert [s["name"] for s in rec["steps"]] == ["do"]
-    # the agent's file is in the host's workspace copy, owned by the user who ran flower-batch
+    # the agent's file is in the host's workspace copy, owned by the sandbox's user: the user who
+    # ran flower-batch, or uid 10001 when that is root (confinement.py)
     answer = job.root / "workspace" / "answer.txt"
     assert answer.read_text() == "alpha\n"
     for path in (answer, job.root / "runs" / "manifest.json", job.root / "runs" / "sessions.db"):
-        assert (path.stat().st_uid, path.stat().st_gid) == (os.getuid(), os.getgid()), path
+        assert (path.stat().st_uid, path.stat().st_gid) == sandbox_ids() != (0, 0), path
     # the container saw the fixed paths
     assert rows[0]["tool_calls"][0]["input"]["file_path"] == "/workspace/TASK.md"
     # the source task folder was copied, not used
@@ -314,18 +317,23 @@ def test_killed_mid_step_then_wake_continues_the_same_session(
     before = job.gateway_log()
     assert before[-1]["session"] == session and before[-1]["rule"] == "stall"
 
-    # The job's container as Docker sees it: labels, fixed mounts, the host user's uid, limits.
+    # The job's container as Docker sees it: labels, fixed mounts, the sandbox's uid, limits.
     client = docker_client()
     try:
         container = client.containers.get(record["container"])
         labels = container.labels
         assert labels[MANAGED] == "1" and labels[BATCH] == "adhoc" and labels[JOB] == "sleeper"
         assert labels[ROLE] == "job" and labels[VERSION] and labels[LEASE] in sessions_of(home, "adhoc")
-        assert container.attrs["Config"]["User"] == f"{os.getuid()}:{os.getgid()}"
-        # everything this orchestrator made carries the labels gc relies on
+        assert container.attrs["Config"]["User"] == sandbox_user() != "0:0"
+        host = container.attrs["HostConfig"]  # confined (docs/security.md)
+        assert host["CapDrop"] == ["ALL"] and host["SecurityOpt"] == ["no-new-privileges"]
+        assert host["PidsLimit"] == 2048 and host["ReadonlyRootfs"] is True and "/tmp" in host["Tmpfs"]
+        assert host["NetworkMode"] == "none"
+        # everything this orchestrator made carries the labels gc relies on (scripted mode on one
+        # machine makes no network: the job and its gateway have none)
         made = labelled("adhoc", {labels[LEASE]})
         assert sorted(c.labels[ROLE] for c in made.containers) == ["gateway", "job"]
-        assert [n.attrs["Labels"][ROLE] for n in made.networks] == ["network"]
+        assert made.networks == []
         for found in [c.labels for c in made.containers] + [n.attrs["Labels"] for n in made.networks]:
             assert {MANAGED, BATCH, ROLE, VERSION, LEASE} <= set(found), found
             assert found[BATCH] == "adhoc" and found[LEASE] == labels[LEASE]
@@ -334,16 +342,16 @@ def test_killed_mid_step_then_wake_continues_the_same_session(
             job.root / "runs"
         )
         env = dict(e.split("=", 1) for e in container.attrs["Config"]["Env"])
-        assert env["ANTHROPIC_BASE_URL"] == "http://gateway:8080/j/sleeper"
+        assert env["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:8080/j/sleeper"
+        assert env["FLOWER_MODEL_SOCKET"] == "/run/flower-gateway/gateway.sock"
         assert env["ANTHROPIC_API_KEY"].startswith("fbj-")
-        # The batch network is internal; on it, the gateway serves only the job's own token.
-        network = client.networks.get(container.attrs["HostConfig"]["NetworkMode"])
-        assert network.attrs["Internal"] is True and network.attrs["Labels"][LEASE] == labels[LEASE]
+        # The job's own socket: on it, the gateway serves only the job's own token.
         probe = client.containers.run(
             image_id,
             ["python3", "-c", PROBE, "sleeper", env["ANTHROPIC_API_KEY"]],
-            network=network.name,
-            user=f"{os.getuid()}:{os.getgid()}",
+            network_mode="none",
+            volumes={mounts["/run/flower-gateway"]: {"bind": "/run/flower-gateway", "mode": "rw"}},
+            user=sandbox_user(),
             remove=True,
             labels={"org.flower-batch.test": "probe"},
         )
@@ -466,7 +474,9 @@ def test_gc_removes_what_a_killed_orchestrator_leaked_and_spares_a_live_one(
     home: Path,
     tmp_path: Path,
 ) -> None:
-    dead, dead_job = start_slow(home, "orphan", tmp_path, "--image", image_id, "--persistent")
+    # With a route out (network = internet): the one network a scripted job on one machine has,
+    # which gc must find too.
+    dead, dead_job = start_slow(home, "orphan", tmp_path, "--image", image_id, "--persistent", "--network", "internet")
     sigkill_group(dead)
     dead_session = docker_client().containers.get(dead_job.record()["container"]).labels[LEASE]
     leaked = labelled("adhoc", {dead_session})
@@ -496,7 +506,7 @@ def test_gc_removes_what_a_killed_orchestrator_leaked_and_spares_a_live_one(
     assert not labelled("adhoc", {dead_session}), labelled("adhoc", {dead_session}).describe()
     # the live orchestrator's job is untouched and still running
     spared = labelled("adhoc", {live_session})
-    assert {c.labels[ROLE] for c in spared.containers} == {"job", "gateway"} and len(spared.networks) == 1
+    assert {c.labels[ROLE] for c in spared.containers} == {"job", "gateway"} and spared.networks == []
     assert all(c.status == "running" for c in spared.containers) and live.poll() is None
     assert not (home / ".sessions" / f"{dead_session}.lock").exists()
 

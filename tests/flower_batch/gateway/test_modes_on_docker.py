@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from flower.scripted import MessagesServer
+from flower_batch.backend.confinement import sandbox_user
 from flower_batch.gateway.prices import cost_usd
 from tests.batch_fixtures.rig import (
     JOB,
@@ -201,16 +202,22 @@ def test_docker_kill_mid_stream_keeps_the_metered_cost(world: World, tmp_path: P
         (container,) = client.containers.list(
             ignore_removed=True, filters={"label": [f"{MANAGED}=1", f"{JOB}=killed", f"{ROLE}=job"]}
         )
-        network = next(iter(container.attrs["NetworkSettings"]["Networks"]))
-        # meanwhile, a wrong token from a container on the same network is refused
+        own = {m["Destination"]: m["Source"] for m in container.attrs["Mounts"]}["/run/flower-gateway"]
+        # meanwhile, a wrong token on the job's own socket is refused
         probe = (
-            "import json, urllib.request, urllib.error\n"
-            "req = urllib.request.Request('http://gateway:8080/j/killed/v1/messages', data=b'{}',"
-            " headers={'x-api-key': 'fbj-not-the-token'}, method='POST')\n"
-            "try:\n    urllib.request.urlopen(req, timeout=10)\n"
-            "except urllib.error.HTTPError as e:\n    print(e.code, json.loads(e.read())['error']['type'])\n"
+            "import http.client, json, socket\n"
+            "class Unix(http.client.HTTPConnection):\n"
+            "    def connect(self):\n"
+            "        self.sock = socket.socket(socket.AF_UNIX)\n"
+            "        self.sock.connect('/run/flower-gateway/gateway.sock')\n"
+            "c = Unix('gateway', timeout=10)\n"
+            "c.request('POST', '/j/killed/v1/messages', body=b'{}', headers={'x-api-key': 'fbj-not-the-token'})\n"
+            "r = c.getresponse()\n"
+            "print(r.status, json.loads(r.read())['error']['type'])\n"
         )
-        out = client.containers.run(world.image, ["python3", "-c", probe], network=network, remove=True)
+        out = client.containers.run(world.image, ["python3", "-c", probe], network_mode="none", remove=True,
+                                    volumes={own: {"bind": "/run/flower-gateway", "mode": "rw"}},
+                                    user=sandbox_user())
         assert out.decode().split() == ["401", "authentication_error"]
         container.kill()
     finally:

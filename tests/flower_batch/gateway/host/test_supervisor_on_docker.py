@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from bench import soakjob
-from flower.catalogue import NOTICE_OFFLINE, RESUME_PROMPT
+from flower.catalogue import NOTICE_OFFLINE_VIA, RESUME_PROMPT
 from flower_batch.gateway.host.sidecar import READY_LINE
 from tests.batch_fixtures.rig import (
     BATCH,
@@ -213,7 +213,9 @@ async def test_a_gateway_down_longer_than_the_cli_retries_is_ridden_out_by_flowe
     assert row["errors"], row  # what the CLI gave up with, once its retries were spent
     # ...after probing the gateway and finding it down (flower's offline notice, in the job's log)...
     shown = job.container_log()
-    assert NOTICE_OFFLINE.split("{host}")[0] + "gateway:" in shown, shown[-3000:]
+    # (the CLI's loopback port, relayed to the job's own socket: flower names both)
+    assert NOTICE_OFFLINE_VIA.format(host="127.0.0.1", port=8080, via="/run/flower-gateway/gateway.sock") in shown, (
+        shown[-3000:])
     assert "retry after transient error" in shown, shown[-3000:]
     # ...and the first request after the outage is flower's resume prompt, not a retry of the CLI's
     gap = next(i for i, (a, b) in enumerate(zip(messages, messages[1:], strict=False)) if b["time"] - a["time"] >= 44)
