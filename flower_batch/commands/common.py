@@ -8,6 +8,7 @@ always has every command.
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 from collections.abc import Iterator
@@ -22,6 +23,8 @@ from rich.markup import escape
 from flower_batch.backend.base import Backend
 from flower_batch.backend.select import backend_name, open_backend
 from flower_batch.errors import FlowerBatchError
+from flower_batch.gateway.host.setup import use_upstream
+from flower_batch.gateway.host.sidecar import GatewaySettings
 from flower_batch.jobmodel.record import JobRecord
 from flower_batch.layout import Home, JobDir
 from flower_batch.running.liveness import NEVER_STARTED, ORPHANED
@@ -38,6 +41,16 @@ def fail(message: str, code: int = 2) -> None:
 HOME_OPT = typer.Option(None, "--home", help="where batches live (default ./volumes or $FLOWER_BATCH_HOME)")
 BACKEND_OPT = typer.Option(None, "--backend", help="docker (this engine) or swarm (a cluster's manager via "
                            "DOCKER_HOST); default $FLOWER_BATCH_BACKEND, else jobs.toml's, else docker")
+
+
+def host_settings(upstream: str | None = None) -> GatewaySettings:
+    """The host's environment, read here where the command starts (with `--upstream URL` as
+    FLOWER_BATCH_UPSTREAM in the command's copy of it, never in os.environ), and what it says
+    of the gateways: handed down to everything the command starts."""
+    environ = dict(os.environ)
+    if problem := use_upstream(upstream, environ):
+        fail(problem)
+    return GatewaySettings.from_environ(environ)  # a bad size or count: one line (cli.OneLineErrors)
 
 
 def backend_for(home: Path | None, flag: str | None = None, recorded: str | None = None) -> Backend:

@@ -4,7 +4,6 @@ flower_batch.cli makes commands of."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -24,6 +23,7 @@ from flower_batch.commands.common import (
     err,
     fail,
     home_at,
+    host_settings,
     load_job,
     out,
     progress,
@@ -35,7 +35,6 @@ from flower_batch.commands.preflight import engine_for, preflight_job
 from flower_batch.envnames import env_name_problem, looks_secret
 from flower_batch.errors import RecordError
 from flower_batch.gateway.host.health import describe_health
-from flower_batch.gateway.host.setup import use_upstream
 from flower_batch.gateway.metering import read_meter, read_summary
 from flower_batch.jobmodel.modes import mode_label
 from flower_batch.jobmodel.record import JobRecord
@@ -114,13 +113,12 @@ def run(
     backend_choice: str | None = BACKEND_OPT,
 ) -> None:
     """Run one job in a fresh container."""
-    if problem := use_upstream(upstream, os.environ):
-        fail(problem)
+    settings = host_settings(upstream)
     h = home_at(home)
     spec = adhoc_spec(workspace=workspace, task=task, workflow=workflow, prompt=prompt, name=name,
                       timeout=timeout, cpus=cpus, memory=memory, env=parse_env(env), secrets_=secret,
                       scenario=scenario, budget_usd=budget_usd, placement=tuple(placement),
-                      pids=pids, network=network)
+                      pids=pids, network=network, environ=settings.environ)
     if h.job(ADHOC_BATCH, spec.id).record_path.exists():
         fail(f"job {spec.id} already exists: wake it (`flower-batch wake {spec.id}`) or pick another --name")
     image_id, versions = runtime_image(image)
@@ -134,7 +132,7 @@ def run(
     async def go() -> JobRecord:
         async with engine as backend:
             return await start_job(backend, h, ADHOC_BATCH, spec, image_id=image_id, versions=versions,
-                                   persistent=persistent, on_state=progress)
+                                   persistent=persistent, on_state=progress, settings=settings)
 
     _finish(run_async(go))
 
@@ -148,6 +146,7 @@ def wake(
     backend_choice: str | None = BACKEND_OPT,
 ) -> None:
     """Continue a persistent job in a new container on its recorded image id (any node of a cluster)."""
+    settings = host_settings()
     h = home_at(home)
     jd, record = load_job(home, job)
     if not record.finished:
@@ -161,7 +160,7 @@ def wake(
     spec = JobSpec.from_dict(record.spec)
     gw = spec.gateway
     chosen = scenario.resolve() if scenario else job_scenario(jd)
-    if gw.mode == "scripted" and (chosen is None or not chosen.is_file()):
+    if gw.mode.rules.gateways_file and (chosen is None or not chosen.is_file()):
         fail(f"job {jd.job}: its scenario copy is missing; pass --scenario FILE")
     from dataclasses import replace
 
@@ -185,7 +184,7 @@ def wake(
         async with engine as backend:
             return await start_job(backend, h, jd.batch, spec, image_id=record.image_id, versions=record.versions,
                                    persistent=True, waking=True, wake_words=words, previous=record,
-                                   on_state=progress)
+                                   on_state=progress, settings=settings)
 
     result = run_async(go)
     _print_container_tail(h.job(jd.batch, jd.job))

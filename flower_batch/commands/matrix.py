@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,6 +22,7 @@ from flower_batch.commands.common import (
     backend_for,
     err,
     fail,
+    host_settings,
     out,
     run_async,
     runtime_image,
@@ -31,7 +31,7 @@ from flower_batch.commands.compare import ALPHA_OPT, FAIL_OPT, Baseline, baselin
 from flower_batch.commands.plan_summary import plan_lines
 from flower_batch.commands.preflight import engine_for, finish_preflight, print_warnings
 from flower_batch.errors import FlowerBatchError, MatrixFileError
-from flower_batch.gateway.host.setup import mode_problem, use_upstream
+from flower_batch.gateway.host.setup import mode_problem
 from flower_batch.jobmodel.classes import exit_code_for
 from flower_batch.jobmodel.record import JobRecord, load_records
 from flower_batch.jobmodel.resume import plan_resume
@@ -149,14 +149,13 @@ def matrix(
         raise typer.Exit(2) from None
     if parallel < 1:
         fail(f"-j/--parallel {parallel}: give at least 1 (the number of jobs run at once)")
-    if problem := use_upstream(upstream, os.environ):
-        fail(problem)
+    settings = host_settings(upstream)
     if infra_retries < 0:
         fail(f"--infra-retries {infra_retries}: give 0 (never) or more re-runs of infrastructure errors")
-    missing = jf.missing_secrets(os.environ)
+    missing = jf.missing_secrets(settings.environ)
     # Each gateway mode's needs (anthropic: the host's key), checked before any job is queued.
     missing += [f"{jf.path.name}: {problem}" for mode in jf.gateway_modes
-                if (problem := mode_problem(mode, os.environ))]
+                if (problem := mode_problem(mode, settings.environ))]
     if missing:
         for line in missing:
             err.print(f"[red]flower-batch:[/red] {escape(line)}")
@@ -215,7 +214,8 @@ def matrix(
             async def one_round(jobs: Sequence[tuple[JobSpec, JobRecord | None]]) -> dict[str, JobRecord]:
                 return await run_jobs(backend, h, jf.name, jobs, image_id=image_id, versions=versions,
                                       parallel=parallel, on_state=on_state, search=[jf.path.parent],
-                                      budget_usd=budget_usd if budget_usd is not None else jf.budget_usd)
+                                      budget_usd=budget_usd if budget_usd is not None else jf.budget_usd,
+                                      settings=settings)
 
             await run_with_infra_retries(one_round, to_run, retries=infra_retries, on_retry=on_retry)
 

@@ -18,6 +18,7 @@ from flower_batch.commands.common import (
     err,
     fail,
     home_at,
+    host_settings,
     load_job,
     out,
     progress,
@@ -153,6 +154,7 @@ def repro(
     backend_choice: str | None = BACKEND_OPT,
 ) -> None:
     """Reproduce a recorded job in a clean container (replay by default), then diff the manifests."""
+    settings = host_settings()
     h = home_at(home)
     original, record = load_job(home, job)
     if attempt is not None:
@@ -187,6 +189,7 @@ def repro(
                 persistent=plan.persistent,
                 on_state=progress,
                 flows_from=plan.flows_from,
+                settings=settings,
             )
 
     result = run_async(go)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import os
 import secrets
 from collections.abc import Iterable, MutableMapping
 
@@ -30,9 +29,10 @@ def token_matches(secret: str, job_id: str, presented_sha256: str) -> bool:
     return hmac.compare_digest(expected, presented_sha256)
 
 
-def secrets_from_files(names: Iterable[str], environ: MutableMapping[str, str] = os.environ) -> None:
+def secrets_from_files(names: Iterable[str], environ: MutableMapping[str, str]) -> None:
     """On a cluster a secret arrives as a file (env NAME_FILE=/run/secrets/NAME, an engine secret
-    no inspect shows): read it into this process's env, where the local engine puts it directly."""
+    no inspect shows): read it into `environ` (the gateway entry's copy of its environment),
+    where the local engine puts it directly."""
     for name in names:
         path = environ.get(f"{name}_FILE")
         if path and not environ.get(name):

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..envnames import unset_names
 from .hashing import json_hash
-from .modes import mode_label
+from .modes import DEFAULT_MODE, GatewayMode, missing_need, mode_label
 
 INPUTS_FORMAT = "flower-batch/inputs@1"
 # A Swarm placement constraint: node.labels.K / engine.labels.K / node.hostname|role|id|platform.*
@@ -28,19 +28,28 @@ gateway_label = mode_label  # how a gateway mode is named to people (one table: 
 class GatewaySpec:
     """How a job reaches the model. `scenario`/`recording` are absolute host paths."""
 
-    mode: str = "anthropic"
+    mode: GatewayMode = DEFAULT_MODE
     scenario: Path | None = None
     scenario_hash: str | None = None
     recording: Path | None = None
     recording_hash: str | None = None
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "mode", GatewayMode(self.mode))  # a name from a record: the enum, or ValueError
+
     @property
     def label(self) -> str:
-        return gateway_label(self.mode)
+        return self.mode.label
+
+    def missing(self) -> str | None:
+        """What the mode cannot run without and this spec lacks ("scripted mode needs a scenario
+        file"), or None: the one check of a mode's need (jobmodel/modes.py)."""
+        needs = self.mode.rules.needs
+        return missing_need(self.mode, getattr(self, needs) if needs else None)
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "mode": self.mode,
+            "mode": self.mode.value,
             "scenario": str(self.scenario) if self.scenario else None,
             "scenario_hash": self.scenario_hash,
             "recording": str(self.recording) if self.recording else None,
@@ -50,7 +59,7 @@ class GatewaySpec:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> GatewaySpec:
         return cls(
-            mode=data.get("mode", "anthropic"),
+            mode=GatewayMode(data.get("mode", DEFAULT_MODE)),
             scenario=Path(data["scenario"]) if data.get("scenario") else None,
             scenario_hash=data.get("scenario_hash"),
             recording=Path(data["recording"]) if data.get("recording") else None,
@@ -210,7 +219,7 @@ class JobsFile:
         raise KeyError(job_id)
 
     @property
-    def gateway_modes(self) -> tuple[str, ...]:
+    def gateway_modes(self) -> tuple[GatewayMode, ...]:
         return tuple(dict.fromkeys(job.gateway.mode for job in self.jobs))
 
     @property

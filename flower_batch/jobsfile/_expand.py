@@ -17,10 +17,11 @@ from typing import Any
 
 from flower_batch.errors import TemplateError
 from flower_batch.jobmodel.hashing import path_hash, tree_hash
+from flower_batch.jobmodel.modes import DEFAULT_MODE, missing_need, parse_mode, unknown_mode
 from flower_batch.jobmodel.spec import GatewaySpec, JobSpec
 
 from ._combos import Combination, combinations
-from ._fields import GATEWAY_MODES, Overlay, is_invalid, merge, show_value
+from ._fields import Overlay, is_invalid, merge, show_value
 from ._ids import job_id, slugify, variant_of
 from ._keypath import KeyPath
 from ._parse import Explicit, Parsed, Val, match
@@ -206,23 +207,21 @@ class Expander:
 
     def _gateway(self, fields: dict[str, Template], render: Callable[[Template | None], str | None], unit: Unit) -> GatewaySpec | None:
         mode_template = fields.get("mode")
-        mode = render(mode_template) or "anthropic"
+        text = render(mode_template) or DEFAULT_MODE
         where = mode_template.path if mode_template else ("tasks", unit.task)
-        if mode not in GATEWAY_MODES:
-            self.problems.add(where, f'unknown gateway mode "{mode}"; use one of {", ".join(GATEWAY_MODES)}')
+        mode = parse_mode(text)
+        if mode is None:
+            self.problems.add(where, unknown_mode(text))
             return None
-        spec = GatewaySpec(mode=mode)
-        if mode == "scripted":
-            found = self._file(fields.get("scenario"), render, where, 'scripted mode needs a scenario file: add scenario = "path/to/scenario" to the gateway table')
-            if found is None:
-                return None
-            spec = GatewaySpec(mode=mode, scenario=found[0], scenario_hash=found[1])
-        elif mode == "replay":
-            found = self._file(fields.get("recording"), render, where, 'replay mode needs the recorded job to replay: add recording = "path/to/job-folder"')
-            if found is None:
-                return None
-            spec = GatewaySpec(mode=mode, recording=found[0], recording_hash=found[1])
-        return spec
+        rules = mode.rules
+        if rules.needs is None:
+            return GatewaySpec(mode=mode)
+        missing = f'{missing_need(mode, None)}: add {rules.needs} = "{rules.needs_example}" to the gateway table'
+        found = self._file(fields.get(rules.needs), render, where, missing)
+        if found is None:
+            return None
+        files: dict[str, Any] = {rules.needs: found[0], f"{rules.needs}_hash": found[1]}
+        return GatewaySpec(mode=mode, **files)
 
     def _file(self, template: Template | None, render: Callable[[Template | None], str | None], where: KeyPath, missing: str) -> tuple[Path, str] | None:
         if template is None:

@@ -12,6 +12,7 @@ import difflib
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from flower_batch.jobmodel.modes import MODES, parse_mode
 from flower_batch.jobmodel.spec import MIN_PIDS, NETWORKS, PLACEMENT
 from flower_batch.jobmodel.units import DOCKER_MIN_MEMORY, parse_duration, parse_memory
 
@@ -41,7 +42,6 @@ JOB_FIELDS = (
     "pids",
     "network",
 )
-GATEWAY_MODES = ("anthropic", "scripted", "replay")
 GATEWAY_KEYS = ("mode", "scenario", "recording")
 _INVALID = object()
 _MERGED = ("env", "args", "gateway", "secrets")
@@ -253,8 +253,8 @@ def _gateway(value: Any, path: KeyPath, report: Report) -> Any:
         template = _template("a mode" if key == "mode" else "a path")(raw, where, report)
         if template is _INVALID:
             continue
-        if key == "mode" and "${{" not in raw and raw not in GATEWAY_MODES:
-            report(where, f"unknown gateway mode {_show(raw)}; use one of {', '.join(GATEWAY_MODES)}")
+        if key == "mode" and "${{" not in raw and parse_mode(raw) is None:
+            report(where, f"unknown gateway mode {_show(raw)}; use one of {', '.join(MODES)}")
             continue
         gateway[key] = template
     return gateway

@@ -54,10 +54,10 @@ class Preflight:
         """Host-side checks of these jobs. `flows_dir`: their workflow is that existing copy
         (wake, repro), not a file to find on the search path."""
         self._jobs += jobs
-        scenarios = [j.gateway.scenario for j in jobs if j.gateway.mode == "scripted" and j.gateway.scenario]
+        scenarios = [j.gateway.scenario for j in jobs if j.gateway.mode.rules.gateways_file and j.gateway.scenario]
         self.problems += scenario_problems(p for p in scenarios if p is not None)
         self.problems += recording_problems(j.gateway.recording for j in jobs
-                                            if j.gateway.mode == "replay" and j.gateway.recording)
+                                            if j.gateway.mode.rules.replays and j.gateway.recording)
         self._limits(jobs, None)
         for target, users in _grouped(jobs, lambda j: j.workflow).items():
             written = str(target)

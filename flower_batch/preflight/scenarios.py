@@ -9,6 +9,7 @@ from pathlib import Path
 from flower.scripted import ScenarioError
 from flower_batch.errors import GatewayConfigError, RecordingFormatError, RecordingMissing
 from flower_batch.gateway.server.responders import mode_responder
+from flower_batch.jobmodel.modes import GatewayMode
 
 from ..gateway.recording import read_recording, recording_source
 
@@ -21,7 +22,7 @@ def scenario_problems(paths: Iterable[Path]) -> list[str]:
             # What the gateway container runs at start (gateway/server/__main__.py); the batch folder is
             # only read by replay mode, so a scratch one keeps the home untouched.
             with tempfile.TemporaryDirectory(prefix="flower-batch-preflight-") as scratch:
-                mode_responder("scripted", batch_dir=Path(scratch), scenario=str(path))
+                mode_responder(GatewayMode.SCRIPTED, batch_dir=Path(scratch), scenario=str(path))
         except (ScenarioError, GatewayConfigError) as exc:
             out.append(" ".join(str(exc).split()))
     return out

@@ -12,9 +12,10 @@ from pathlib import Path
 from flower_batch.backend.base import Backend
 from flower_batch.envnames import secret_name_problem, unset_names
 from flower_batch.errors import FlowerBatchError, ImageMissing
-from flower_batch.gateway.host.sidecar import GatewaySidecar
+from flower_batch.gateway.host.sidecar import GatewaySettings, GatewaySidecar
 from flower_batch.gateway.host.supervisor import supervisors
 from flower_batch.jobmodel.hashing import file_hash, tree_hash
+from flower_batch.jobmodel.modes import GatewayMode
 from flower_batch.jobmodel.record import JobRecord
 from flower_batch.jobmodel.spec import MIN_PIDS, NETWORKS, PLACEMENT, GatewaySpec, JobSpec
 from flower_batch.jobmodel.units import parse_duration, parse_memory
@@ -92,8 +93,8 @@ def adhoc_spec(
     # Hashed as the matrix does, so inputs_hash covers the workspace and scenario contents and
     # `repro` can tell when the workspace source drifted.
     source = workspace.resolve()
-    gateway = (GatewaySpec(mode="scripted", scenario=scenario.resolve(), scenario_hash=file_hash(scenario.resolve()))
-               if scenario else GatewaySpec(mode="anthropic"))
+    gateway = (GatewaySpec(mode=GatewayMode.SCRIPTED, scenario=source_scenario, scenario_hash=file_hash(source_scenario))
+               if (source_scenario := scenario.resolve() if scenario else None) else GatewaySpec())
     return JobSpec(
         id=job_id, task=ADHOC_BATCH, variant="default", repeat=1, matrix={},
         prompt=(task or prompt or ""), workflow=workflow, workspace=source, workspace_hash=tree_hash(source),
@@ -118,8 +119,12 @@ async def start_job(
     on_state: Callable[[str, str], None] | None = None,
     search: list[Path] | None = None,
     flows_from: Path | None = None,
+    settings: GatewaySettings | None = None,
 ) -> JobRecord:
-    """Run one job in its own orchestrator lease with its own gateway."""
+    """Run one job in its own orchestrator lease with its own gateway. `settings`: the host's
+    environment (the secrets' values, the credential) and the gateway's limits, read where the
+    process started."""
+    settings = GatewaySettings() if settings is None else settings
     jd = home.job(batch, job.id)
     scenario = job.gateway.scenario
     if not waking:
@@ -134,11 +139,12 @@ async def start_job(
     with Lease(home.root) as lease:
         async with GatewaySidecar(
             backend, batch=batch, lease=lease.id, image_id=image_id, batch_dir=home.batch_dir(batch),
-            scenario=scenario, mode=job.gateway.mode,
+            gateway=job.gateway, settings=settings,
         ) as gateway, supervisors() as supervise:
             supervise(gateway)  # restarted if it dies (gateway/host/supervisor.py)
             ctx = JobContext(backend=backend, batch=batch, lease=lease.id, image_id=image_id, gateway=gateway,
-                             versions=versions, on_state=on_state, search=search or [], flows_from=flows_from)
+                             versions=versions, on_state=on_state, search=search or [], flows_from=flows_from,
+                             environ=settings.environ)
             return await run_job(ctx, job, jd, persistent=persistent, waking=waking, wake_words=wake_words,
                                  previous=previous)
 

@@ -27,6 +27,7 @@ from flower_batch.errors import ImageMissing, ReproError
 from flower_batch.gateway.recording import read_state, recording_source
 from flower_batch.jobfiles import MAX_ENTRIES, copy_tree, open_file, shown, walk
 from flower_batch.jobmodel.hashing import tree_hash
+from flower_batch.jobmodel.modes import GatewayMode
 from flower_batch.jobmodel.record import JobRecord
 from flower_batch.jobmodel.spec import GatewaySpec, JobSpec
 from flower_batch.layout import Home, JobDir, check_name
@@ -42,7 +43,7 @@ class ReproPlan:
     spec: JobSpec
     image_id: str
     versions: dict[str, str]
-    mode: str
+    mode: GatewayMode
     persistent: bool
     flows_from: Path | None
     drift: list[str] = field(default_factory=list)
@@ -100,7 +101,7 @@ def plan_repro(
         )
     if live:
         gateway = spec.gateway
-        if gateway.mode == "scripted":
+        if gateway.mode.rules.gateways_file:  # the job's copy of its scenario (running/jobs.py)
             copy = sorted(original.root.glob("scenario.*"))
             if not copy:
                 raise ReproError(
@@ -116,8 +117,8 @@ def plan_repro(
                 f"job {original.batch}/{original.job} has no recording of its model exchanges "
                 "(logs/recording.jsonl): reproduce it with --live"
             ) from None
-        gateway = GatewaySpec(mode="replay", recording=original.root)
-        mode = "replay"
+        gateway = GatewaySpec(mode=GatewayMode.REPLAY, recording=original.root)
+        mode = gateway.mode
     job_id = check_name("job", name) if name else new_job_id(home, record)
     if home.job(REPRO_BATCH, job_id).record_path.exists():
         raise ReproError(f"job {REPRO_BATCH}/{job_id} already exists: pick another --name")
@@ -286,7 +287,7 @@ def write_report(plan: ReproPlan, repro: JobDir, record: JobRecord, diff: ReproD
         "drift": plan.drift,
         "status": {"original": plan.record.status, "repro": record.status},
         "reason": {"original": plan.record.reason, "repro": record.reason},
-        "replay": read_state(repro.logs) if plan.mode == "replay" else None,
+        "replay": read_state(repro.logs) if plan.mode.rules.replays else None,
         **diff.to_dict(),
     }
     path = repro.root / REPORT

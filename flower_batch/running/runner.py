@@ -4,12 +4,11 @@ check, and write the record. Used by `run`, `wake` and `matrix` alike.
 
 from __future__ import annotations
 
-import os
 import shlex
 import shutil
 import signal
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -55,6 +54,9 @@ class JobContext:
     on_state: Callable[[str, str], None] | None = None  # (job id, state)
     search: list[Path] = field(default_factory=list)  # where workflow modules are looked up
     flows_from: Path | None = None  # repro: the original job's copy of its workflow code
+    environ: Mapping[str, str] = field(default_factory=dict, repr=False)
+    """The host's environment as the process started with it: where the jobs' secrets' values
+    are read (never os.environ here)."""
 
 
 def flower_command(job: JobSpec, *, persistent: bool, wake_words: str | None = None, waking: bool = False) -> list[str]:
@@ -90,7 +92,7 @@ def prepare(
         copy_tree(flows_from, jd.flows)
     elif fresh and job.workflow is not None:
         stage_workflow(job.workflow, jd.flows, search)
-    if fresh and job.gateway.mode == "replay" and job.gateway.recording is not None:
+    if fresh and job.gateway.mode.rules.replays and job.gateway.recording is not None:
         stage_recording(job.gateway.recording, jd.root)  # what the replay gateway serves this job
 
 
@@ -288,7 +290,7 @@ def job_container_spec(
 ) -> ContainerSpec:
     """The job's container: flower on its runs and its (read-only) workflow code, its model behind
     the gateway. The one place the job's env and spec are built."""
-    env = job.environment(os.environ)
+    env = job.environment(ctx.environ)
     # The job's secrets and its gateway token travel as secrets, never as plain env.
     secret_env = {**{name: env.pop(name) for name in job.secrets}, **ctx.gateway.job_secrets(job.id)}
     env = {

@@ -19,7 +19,7 @@ from flower.clock import now_iso
 from flower_batch.backend.base import Backend
 from flower_batch.errors import FlowerBatchError
 from flower_batch.gateway.budget import batch_spent
-from flower_batch.gateway.host.sidecar import GatewaySidecar
+from flower_batch.gateway.host.sidecar import GatewaySettings, GatewaySidecar
 from flower_batch.gateway.host.supervisor import supervisors
 from flower_batch.jobmodel.outcome import JobOutcome
 from flower_batch.jobmodel.record import JobRecord, new_record, read_record, write_record
@@ -46,12 +46,15 @@ async def run_jobs(
     on_state: StateHook | None = None,
     search: Sequence[Path] = (),
     budget_usd: float | None = None,
+    settings: GatewaySettings | None = None,
 ) -> dict[str, JobRecord]:
     """Run `jobs` (each with its previous record, if any); returns the new records by job id.
 
     `budget_usd` is the batch's: its gateways refuse requests once the batch's metered spend
     reaches it (running jobs end `budget`), and jobs not started by then end `skipped`.
+    `settings`: the host's environment and the gateways' limits, read where the process started.
     """
+    settings = GatewaySettings() if settings is None else settings
     done: dict[str, JobRecord] = {}
     limiter = anyio.CapacityLimiter(max(1, parallel))
     with Lease(home.root) as lease:
@@ -77,8 +80,8 @@ async def run_jobs(
                     if key not in gateways:
                         gw = GatewaySidecar(
                             backend, batch=batch, lease=lease.id, suffix=f"-g{len(gateways)}", image_id=image_id,
-                            batch_dir=home.batch_dir(batch), scenario=job.gateway.scenario, mode=job.gateway.mode,
-                            batch_budget_usd=budget_usd,
+                            batch_dir=home.batch_dir(batch), gateway=job.gateway, batch_budget_usd=budget_usd,
+                            settings=settings,
                         )
                         gateways[key] = await stack.enter_async_context(gw)
                         supervise(gw)
@@ -97,7 +100,8 @@ async def run_jobs(
                     try:
                         gw = await gateway_for(job)
                         ctx = JobContext(backend=backend, batch=batch, lease=lease.id, image_id=image_id,
-                                         gateway=gw, versions=versions, on_state=on_state, search=list(search))
+                                         gateway=gw, versions=versions, on_state=on_state, search=list(search),
+                                         environ=settings.environ)
                         done[job.id] = await run_job(ctx, job, home.job(batch, job.id), previous=previous)
                     except FlowerBatchError as exc:
                         # One job's setup failed (its gateway did not start, its folder could not be

@@ -16,12 +16,12 @@ modes themselves and their labels are the job model's (jobmodel/modes.py).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 
 from flower_batch.errors import GatewayModeError, UpstreamAuthError
 from flower_batch.gateway.upstream_auth import DEFAULT_UPSTREAM, UpstreamAuth, upstream_problem
-from flower_batch.jobmodel.modes import MODES
+from flower_batch.jobmodel.modes import MODES, GatewayMode, missing_need, parse_mode
 
 UPSTREAM_ENV = "FLOWER_BATCH_UPSTREAM"
 
@@ -35,6 +35,37 @@ class ModeSetup:
     egress: bool = False
 
 
+def _anthropic(setup: ModeSetup, scenario_path: str | None, environ: Mapping[str, str]) -> None:
+    try:
+        auth = UpstreamAuth.from_host(environ)
+    except UpstreamAuthError as exc:
+        raise GatewayModeError(str(exc)) from None
+    upstream = environ.get(UPSTREAM_ENV, "").strip() or DEFAULT_UPSTREAM
+    if problem := upstream_problem(upstream):
+        raise GatewayModeError(f"{UPSTREAM_ENV}: {problem}")
+    setup.args += ["--upstream", upstream]
+    setup.env.update(auth.gateway_env())
+    setup.egress = True
+
+
+def _scripted(setup: ModeSetup, scenario_path: str | None, environ: Mapping[str, str]) -> None:
+    if not scenario_path:
+        raise GatewayModeError(f"gateway {missing_need(GatewayMode.SCRIPTED, None)}")
+    setup.args += ["--scenario", scenario_path]
+
+
+def _replay(setup: ModeSetup, scenario_path: str | None, environ: Mapping[str, str]) -> None:
+    """Nothing: each replayed job's recording is staged in its own folder (running/runner.py)."""
+
+
+# What each mode needs of the host: one entry per mode (its label and file: jobmodel/modes.py).
+HOST_SETUP: dict[GatewayMode, Callable[[ModeSetup, str | None, Mapping[str, str]], None]] = {
+    GatewayMode.ANTHROPIC: _anthropic,
+    GatewayMode.SCRIPTED: _scripted,
+    GatewayMode.REPLAY: _replay,
+}
+
+
 def mode_setup(
     mode: str,
     *,
@@ -42,31 +73,21 @@ def mode_setup(
     batch_budget_usd: float | None,
     environ: Mapping[str, str],
 ) -> ModeSetup:
-    if mode not in MODES:
+    """`environ`: the host's (the credential, FLOWER_BATCH_UPSTREAM), handed down from where the
+    process started (GatewaySettings), never read here."""
+    known = parse_mode(mode)
+    if known is None:
         raise GatewayModeError(f"gateway mode {mode!r} is unknown: use one of {', '.join(MODES)}")
     setup = ModeSetup()
-    if mode == "scripted":
-        if not scenario_path:
-            raise GatewayModeError("gateway mode scripted needs a scenario file")
-        setup.args += ["--scenario", scenario_path]
-    elif mode == "anthropic":
-        try:
-            auth = UpstreamAuth.from_host(environ)
-        except UpstreamAuthError as exc:
-            raise GatewayModeError(str(exc)) from None
-        upstream = environ.get(UPSTREAM_ENV, "").strip() or DEFAULT_UPSTREAM
-        if problem := upstream_problem(upstream):
-            raise GatewayModeError(f"{UPSTREAM_ENV}: {problem}")
-        setup.args += ["--upstream", upstream]
-        setup.env.update(auth.gateway_env())
-        setup.egress = True
+    HOST_SETUP[known](setup, scenario_path, environ)
     if batch_budget_usd is not None:
         setup.args += ["--batch-budget-usd", repr(float(batch_budget_usd))]
     return setup
 
 
 def use_upstream(url: str | None, environ: MutableMapping[str, str]) -> str | None:
-    """`--upstream URL`: set it as FLOWER_BATCH_UPSTREAM for the gateways this process starts.
+    """`--upstream URL`: set it as FLOWER_BATCH_UPSTREAM in `environ`, the command's copy of the
+    host's environment that its gateways are given (GatewaySettings; never os.environ).
     Returns what is wrong with it (nothing set then), or None."""
     if url is None:
         return None

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import shutil
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
@@ -26,6 +26,8 @@ from flower_batch.gateway.host.setup import mode_setup
 from flower_batch.gateway.host.supervisor import READY_LINE, RestartPolicy
 from flower_batch.gateway.job_sockets import IN_JOB, SOCKET_IN_JOB, ask
 from flower_batch.gateway.tokens import SECRET_ENV, job_token, new_secret
+from flower_batch.jobmodel.modes import missing_need
+from flower_batch.jobmodel.spec import GatewaySpec
 from flower_batch.jobmodel.units import DOCKER_MIN_MEMORY, format_memory, parse_memory
 from flower_batch.labels import labels
 
@@ -40,9 +42,9 @@ MEMORY_ENV = "FLOWER_BATCH_GATEWAY_MEMORY"
 DEFAULT_MEMORY = "512m"
 
 
-def gateway_memory(environ: Mapping[str, str] | None = None) -> int:
+def gateway_memory(environ: Mapping[str, str]) -> int:
     """Bytes of the gateway container's memory limit: FLOWER_BATCH_GATEWAY_MEMORY, else 512m."""
-    raw = (os.environ if environ is None else environ).get(MEMORY_ENV, "").strip()
+    raw = environ.get(MEMORY_ENV, "").strip()
     size = parse_memory(raw or DEFAULT_MEMORY)
     if size is None or size < DOCKER_MIN_MEMORY:
         raise GatewayConfigError(
@@ -50,6 +52,23 @@ def gateway_memory(environ: Mapping[str, str] | None = None) -> int:
             f"least {format_memory(DOCKER_MIN_MEMORY)}, e.g. 512m or 2g"
         )
     return size
+
+
+@dataclass(frozen=True)
+class GatewaySettings:
+    """What the host's environment (and `--upstream`) says about the gateways a process starts,
+    read once where the process starts (the command line: `from_environ(os.environ)`) and handed
+    down to every sidecar; nothing below reads os.environ. The default: no host credential, a
+    512m gateway, the default restart policy."""
+
+    environ: Mapping[str, str] = field(default_factory=dict, repr=False)  # the credential, FLOWER_BATCH_UPSTREAM
+    memory: int = 512 * 1024 * 1024
+    restarts: RestartPolicy = field(default_factory=RestartPolicy)
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> GatewaySettings:
+        """Raises GatewayConfigError / FlowerBatchError on a bad memory size or restart count."""
+        return cls(environ=dict(environ), memory=gateway_memory(environ), restarts=RestartPolicy.from_env(environ))
 
 
 MAX_NAME = 63 - len("-gateway")  # the gateway container is `<name>-gateway`, the egress network `<name>-out`
@@ -80,17 +99,24 @@ class GatewaySidecar:
         lease: str,
         image_id: str,
         batch_dir: Path,
-        scenario: Path | None,
-        mode: str = "scripted",
+        gateway: GatewaySpec,
         suffix: str = "",
         batch_budget_usd: float | None = None,
+        settings: GatewaySettings | None = None,
     ) -> None:
-        if mode == "scripted" and (scenario is None or not Path(scenario).is_file()):
-            raise GatewayError(f"gateway mode scripted needs a scenario file; {scenario} does not exist")
-        self.scenario = Path(scenario) if scenario is not None and mode == "scripted" else None
+        """`gateway`: the job's gateway spec (its mode and the file the mode needs); `settings`:
+        the host's, from where the process started (default: no credential, 512m)."""
+        settings = GatewaySettings() if settings is None else settings
+        mode = gateway.mode
+        self.scenario: Path | None = None  # the mode's file when it is the gateway's: copied next to it
+        if mode.rules.gateways_file and mode.rules.needs:
+            given = getattr(gateway, mode.rules.needs)
+            if given is None or not Path(given).is_file():
+                raise GatewayError(f"gateway {missing_need(mode, None)}; {given} does not exist")
+            self.scenario = Path(given)
         try:  # mode-specific arguments, and for `anthropic` the host's key (gateway env only)
             self.setup = mode_setup(
-                mode, batch_budget_usd=batch_budget_usd, environ=os.environ,
+                mode, batch_budget_usd=batch_budget_usd, environ=settings.environ,
                 scenario_path=f"/gateway/scenario{self.scenario.suffix}" if self.scenario else None,
             )
         except GatewayModeError as exc:
@@ -111,8 +137,8 @@ class GatewaySidecar:
         self.dir = batch_dir / ".gateway" / self.name
         self.sockets = self.dir / "sockets"
         self.container: str | None = None
-        self.policy = RestartPolicy.from_env()  # how often supervisor.py may restart it
-        self.memory = gateway_memory()
+        self.policy = settings.restarts  # how often supervisor.py may restart it
+        self.memory = settings.memory
         self.health = GatewayHealth(name=f"{self.name}-gateway")
         self.gave_up = anyio.Event()  # set when the supervisor stops restarting it
         self.stopping = False

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from flower_batch.gateway.metering import MeterSummary, read_meter
 from flower_batch.gateway.recording import read_state
+from flower_batch.jobmodel.modes import parse_mode
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,7 @@ class GatewayOutcome:
 def gateway_outcome(logs_dir: Path, mode: str) -> GatewayOutcome:
     """Read the job's meter (and, for a replay, its replay state) from its logs folder."""
     divergence = None
-    if mode == "replay":
+    if (known := parse_mode(mode)) is not None and known.rules.replays:
         state = read_state(logs_dir) or {}
         found = state.get("divergence")
         served, recorded = state.get("served"), state.get("recorded")

@@ -32,18 +32,19 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--sockets", help="serve each job on a unix socket of its own under this folder "
                        "(job_sockets.py); the HTTP port is then on loopback only")
     args = parser.parse_args(argv)
+    environ = dict(os.environ)  # read here, where the process starts, and handed down
     try:
-        secrets_from_files([SECRET_ENV, GATEWAY_KEY_ENV])
+        secrets_from_files([SECRET_ENV, GATEWAY_KEY_ENV], environ)
     except OSError as err:
         print(f"gateway: cannot read a secret file: {err}", file=sys.stderr)
         return 2
-    secret = os.environ.get(SECRET_ENV, "")
+    secret = environ.get(SECRET_ENV, "")
     if not secret:
         print(f"gateway: {SECRET_ENV} is not set", file=sys.stderr)
         return 2
     try:
         responder = build_gateway(args.mode, batch_dir=args.batch_dir, scenario=args.scenario,
-                                  upstream=args.upstream, batch_budget_usd=args.batch_budget_usd)
+                                  upstream=args.upstream, batch_budget_usd=args.batch_budget_usd, environ=environ)
     except (ScenarioError, GatewayConfigError) as err:
         print(f"gateway: {err}", file=sys.stderr)
         return 2

@@ -7,7 +7,8 @@ replay     re-serves each job's staged recording (replay.py)
 
 from __future__ import annotations
 
-import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from flower.scripted import Responder, Scenario, ScriptedResponder
@@ -17,7 +18,46 @@ from flower_batch.gateway.server.proxy import ProxyResponder, Upstream
 from flower_batch.gateway.server.replay import ReplayResponder
 from flower_batch.gateway.server.tap import Tap
 from flower_batch.gateway.upstream_auth import DEFAULT_UPSTREAM, UpstreamAuth
-from flower_batch.jobmodel.modes import MODES, mode_label
+from flower_batch.jobmodel.modes import MODES, GatewayMode, missing_need, mode_label, parse_mode
+
+
+@dataclass(frozen=True)
+class Serve:
+    """What `serve` was given: each mode's responder takes what it needs of it."""
+
+    batch_dir: Path
+    scenario: str | None
+    upstream: str | None
+    environ: Mapping[str, str]  # the gateway process's: its credential (FB_UPSTREAM_KEY / _TOKEN)
+
+
+def _scripted(serve: Serve) -> Responder:
+    if not serve.scenario:
+        raise GatewayConfigError(f"{missing_need(GatewayMode.SCRIPTED, None)}: pass --scenario FILE")
+    return ScriptedResponder(Scenario.load(serve.scenario))
+
+
+def _anthropic(serve: Serve) -> Responder:
+    try:
+        return ProxyResponder(Upstream(serve.upstream or DEFAULT_UPSTREAM), UpstreamAuth.from_gateway(serve.environ))
+    except (UpstreamError, UpstreamAuthError) as err:
+        raise GatewayConfigError(str(err)) from err
+
+
+def _replay(serve: Serve) -> Responder:
+    return ReplayResponder(serve.batch_dir)
+
+
+def _via_proxy(upstream: str | None) -> str:
+    return f" via proxy {Upstream(upstream or DEFAULT_UPSTREAM).url}"
+
+
+# Each mode's responder, and what its ready line adds to the mode's label: one entry per mode.
+RESPONDERS: dict[GatewayMode, tuple[Callable[[Serve], Responder], Callable[[str | None], str]]] = {
+    GatewayMode.SCRIPTED: (_scripted, lambda upstream: ""),
+    GatewayMode.ANTHROPIC: (_anthropic, _via_proxy),
+    GatewayMode.REPLAY: (_replay, lambda upstream: ""),
+}
 
 
 def mode_responder(
@@ -26,22 +66,15 @@ def mode_responder(
     batch_dir: Path,
     scenario: str | None = None,
     upstream: str | None = None,
-    environ: dict[str, str] | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> Responder:
-    """The responder of one mode. Raises GatewayConfigError or ScenarioError."""
-    environ = dict(os.environ) if environ is None else environ
-    if mode == "scripted":
-        if not scenario:
-            raise GatewayConfigError("mode scripted needs --scenario FILE")
-        return ScriptedResponder(Scenario.load(scenario))
-    if mode == "anthropic":
-        try:
-            return ProxyResponder(Upstream(upstream or DEFAULT_UPSTREAM), UpstreamAuth.from_gateway(environ))
-        except (UpstreamError, UpstreamAuthError) as err:
-            raise GatewayConfigError(str(err)) from err
-    if mode == "replay":
-        return ReplayResponder(batch_dir)
-    raise GatewayConfigError(f"unknown mode {mode!r}: use one of {', '.join(MODES)}")
+    """The responder of one mode. Raises GatewayConfigError or ScenarioError. `environ`: the
+    gateway process's, handed down from its entry (__main__.py); none: no credential."""
+    known = parse_mode(mode)
+    if known is None:
+        raise GatewayConfigError(f"unknown mode {mode!r}: use one of {', '.join(MODES)}")
+    build, _ = RESPONDERS[known]
+    return build(Serve(Path(batch_dir), scenario, upstream, {} if environ is None else environ))
 
 
 def build_gateway(
@@ -51,14 +84,13 @@ def build_gateway(
     scenario: str | None = None,
     upstream: str | None = None,
     batch_budget_usd: float | None = None,
-    environ: dict[str, str] | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> Tap:
     """The mode's responder behind the tap. Budgets apply in every mode (replay spends nothing)."""
     inner = mode_responder(mode, batch_dir=batch_dir, scenario=scenario, upstream=upstream, environ=environ)
-    return Tap(inner, batch_dir=batch_dir, mode=mode, budgets=Budgets(batch_dir, batch_budget_usd))
+    return Tap(inner, batch_dir=batch_dir, mode=GatewayMode(mode), budgets=Budgets(batch_dir, batch_budget_usd))
 
 
 def describe(mode: str, upstream: str | None) -> str:
-    if mode == "anthropic":
-        return f"{mode_label(mode)} via proxy {Upstream(upstream or DEFAULT_UPSTREAM).url}"
-    return mode_label(mode)
+    known = parse_mode(mode)
+    return mode_label(mode) + (RESPONDERS[known][1](upstream) if known else "")

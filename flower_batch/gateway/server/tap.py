@@ -22,6 +22,7 @@ from flower_batch.gateway.budget import Budgets
 from flower_batch.gateway.metering import JobMeter, MeterSummary, usage_fields
 from flower_batch.gateway.recording import Recorder, request_summary
 from flower_batch.gateway.server.routing import job_of
+from flower_batch.jobmodel.modes import GatewayMode
 
 REFUSAL_STATUS = 402  # billing_error: the CLI does not retry it; flower's resilience calls it fatal
 
@@ -48,7 +49,7 @@ class Tap:
     """A Responder wrapping another; see the module docstring."""
 
     def __init__(
-        self, inner: Responder, *, batch_dir: Path, mode: str, budgets: Budgets | None = None
+        self, inner: Responder, *, batch_dir: Path, mode: GatewayMode, budgets: Budgets | None = None
     ) -> None:
         self.inner = inner
         self.batch_dir = Path(batch_dir)
@@ -62,7 +63,7 @@ class Tap:
         with self._lock:
             if job not in self._meters:
                 self._meters[job] = JobMeter(
-                    self.batch_dir / job / "logs", job, self.mode, free=self.mode == "replay"
+                    self.batch_dir / job / "logs", job, self.mode, free=self.mode.rules.replays
                 )
             return self._meters[job]
 

@@ -115,10 +115,11 @@ def test_report_shows_orphaned_and_never_started(tmp_path: Path) -> None:
 @pytest.mark.anyio
 async def test_a_stopped_matrix_marks_its_never_started_jobs(tmp_path: Path, monkeypatch) -> None:
     """Ctrl-C while the first job runs (-j 1): the others never began and say so; none stays queued."""
+    from flower_batch.gateway.host.sidecar import GatewaySettings
     from flower_batch.running.scheduler import run_jobs
     from tests.fake_backend import FakeBackend, Script
 
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")  # the anthropic gateway's needs (fake engine)
+    settings = GatewaySettings(environ={"ANTHROPIC_API_KEY": "sk-test"})  # the anthropic gateway's needs (fake engine)
     home = Home(tmp_path / "home")
     jobs = [(_spec(f"j{i}"), None) for i in range(3)]
     states: list[tuple[str, str]] = []
@@ -134,7 +135,8 @@ async def test_a_stopped_matrix_marks_its_never_started_jobs(tmp_path: Path, mon
         with anyio.CancelScope() as scope:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(lambda: run_jobs(backend, home, "b", jobs, image_id=FakeBackend.IMAGE, versions={},
-                                               parallel=1, on_state=lambda j, s: states.append((j, s))))
+                                               parallel=1, on_state=lambda j, s: states.append((j, s)),
+                                               settings=settings))
                 with anyio.fail_after(20):
                     await job_running.wait()
                 await anyio.sleep(0.05)

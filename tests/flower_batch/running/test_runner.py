@@ -19,12 +19,13 @@ def _spec(job_id: str, mode: str = "anthropic"):
 
 async def _run_one(tmp_path: Path, backend, job, on_state=None) -> object:  # type: ignore[no-untyped-def]
     from flower_batch.gateway.host.sidecar import GatewaySidecar
+    from flower_batch.jobmodel.spec import GatewaySpec
     from flower_batch.layout import Home
     from flower_batch.running.runner import JobContext, run_job
     from tests.fake_backend import FakeBackend
 
     gw = GatewaySidecar(backend, batch="b", lease="s1", image_id=FakeBackend.IMAGE, batch_dir=tmp_path / "b",
-                        scenario=None, mode="replay")
+                        gateway=GatewaySpec(mode="replay"))
     await backend.create_network(gw.network, {}, internal=True)
     ctx = JobContext(backend=backend, batch="b", lease="s1", image_id=FakeBackend.IMAGE, gateway=gw,
                      on_state=on_state)

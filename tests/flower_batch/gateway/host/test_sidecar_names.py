@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from flower_batch.jobmodel.spec import GatewaySpec
+
 
 def gateway_name(batch: str, session: str, suffix: str) -> str:
     from flower_batch.gateway.host.sidecar import GatewaySidecar
     from tests.fake_backend import FakeBackend
 
     gw = GatewaySidecar(FakeBackend(), batch=batch, lease=session, suffix=suffix, image_id="sha256:x",
-                        batch_dir=Path("/nonexistent"), scenario=None, mode="replay")
+                        batch_dir=Path("/nonexistent"), gateway=GatewaySpec(mode="replay"))
     return gw.name
 
 

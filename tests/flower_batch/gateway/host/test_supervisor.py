@@ -11,7 +11,7 @@ import anyio
 import pytest
 
 from flower_batch.gateway.host.health import GatewayDeath, describe_health
-from flower_batch.gateway.host.sidecar import ALIAS, MEMORY_ENV, READY_LINE, GatewaySidecar, gateway_memory
+from flower_batch.gateway.host.sidecar import ALIAS, MEMORY_ENV, READY_LINE, GatewaySettings, GatewaySidecar, gateway_memory
 from flower_batch.gateway.host.supervisor import RESTARTS_ENV, RestartPolicy, supervisors
 from flower_batch.gateway.tokens import SECRET_ENV
 from flower_batch.jobmodel.spec import GatewaySpec, JobSpec
@@ -20,11 +20,11 @@ from tests.fake_backend import FakeBackend, FakeProcess, Script
 FAST = RestartPolicy(max_restarts=2, window_s=600, backoff_s=0.01, backoff_max_s=0.02)
 
 
-def _sidecar(backend: FakeBackend, tmp_path: Path) -> GatewaySidecar:
+def _sidecar(backend: FakeBackend, tmp_path: Path, settings: GatewaySettings | None = None) -> GatewaySidecar:
     scenario = tmp_path / "s.toml"
     scenario.write_text('[[rules]]\nreply = "hi"\n')
     gw = GatewaySidecar(backend, batch="b", lease="s1", image_id=FakeBackend.IMAGE, batch_dir=tmp_path / "b",
-                        scenario=scenario, mode="scripted")
+                        gateway=GatewaySpec(mode="scripted", scenario=scenario), settings=settings)
     gw.policy = FAST
     return gw
 
@@ -159,9 +159,9 @@ def test_the_gateway_memory_limit_comes_from_the_environment() -> None:
 
 @pytest.mark.anyio
 async def test_the_gateway_container_gets_the_memory_limit_set(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(MEMORY_ENV, "96m")
+    settings = GatewaySettings.from_environ({MEMORY_ENV: "96m"})  # as a command reads its environment
     async with FakeBackend(programs={"python": serving}) as backend:
-        async with _sidecar(backend, tmp_path) as gw:
+        async with _sidecar(backend, tmp_path, settings) as gw:
             assert gw.container
             assert backend._containers[gw.container].spec.memory == 96 * 1024 * 1024
 

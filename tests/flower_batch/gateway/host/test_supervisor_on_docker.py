@@ -164,7 +164,7 @@ async def test_a_gateway_down_longer_than_the_cli_retries_is_ridden_out_by_flowe
     from flower_batch.running.jobs import adhoc_spec, start_job
 
     slow = supervisor.RestartPolicy(backoff_s=45.0, backoff_max_s=45.0)
-    monkeypatch.setattr(supervisor.RestartPolicy, "from_env", classmethod(lambda cls, environ=None: slow))
+    from flower_batch.gateway.host.sidecar import GatewaySettings
     turns = 12
     name = f"outage-{secrets.token_hex(2)}"
     files = soakjob.write_project(tmp_path / name, leg=turns, handoff_at=None)
@@ -178,7 +178,7 @@ async def test_a_gateway_down_longer_than_the_cli_retries_is_ridden_out_by_flowe
     async def run() -> None:
         async with DockerBackend() as backend:
             records.append(await start_job(backend, Home(home), "adhoc", spec, image_id=image_id, versions={},
-                                           persistent=True))
+                                           persistent=True, settings=GatewaySettings(restarts=slow)))
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(run)
