@@ -16,6 +16,7 @@ from rich.text import Text
 
 from flower.clock import now_iso
 from flower.fileio import write_atomic
+from flower_batch.backend.base import Backend
 from flower_batch.commands.common import (
     BACKEND_OPT,
     HOME_OPT,
@@ -32,10 +33,11 @@ from flower_batch.commands.plan_summary import plan_lines
 from flower_batch.commands.preflight import engine_for, finish_preflight, print_warnings
 from flower_batch.errors import FlowerBatchError, MatrixFileError
 from flower_batch.gateway.host.setup import mode_problem
+from flower_batch.gateway.host.sidecar import GatewaySettings
 from flower_batch.jobmodel.classes import exit_code_for
 from flower_batch.jobmodel.record import JobRecord, load_records
 from flower_batch.jobmodel.resume import plan_resume
-from flower_batch.jobmodel.spec import JobSpec
+from flower_batch.jobmodel.spec import JobsFile, JobSpec
 from flower_batch.jobsfile import MAX_JOBS, load_jobs_file
 from flower_batch.layout import Home
 from flower_batch.preflight import Describe, Preflight
@@ -48,10 +50,8 @@ from flower_batch.reports import (
     summary_line,
     write_reports,
 )
-from flower_batch.running.infra_retry import run_with_infra_retries
-from flower_batch.running.lease import find_leaks, remove_leaks
+from flower_batch.running.batch import BatchEvent, BatchPlan, InfraRetry, reap_batch, run_batch
 from flower_batch.running.liveness import Liveness
-from flower_batch.running.scheduler import run_jobs
 
 
 class MatrixProgress:
@@ -142,11 +142,53 @@ def matrix(
     Exit codes: 0 all passed (or --fail-under met), 1 below it, 2 bad usage, 3 infrastructure
     errors remained after --infra-retries.
     """
+    jf = _load(jobs_file, allow_large)
+    settings = _checked_options(jf, parallel=parallel, upstream=upstream, infra_retries=infra_retries,
+                                fail_under=fail_under)
+    h = Home(home)
+    # Read now: a missing baseline stops the run before anything is spent, and a baseline that
+    # is this same batch means its results as they were before this run.
+    baseline = baseline_or_exit(baseline_ref, h, alpha, fail_on_regression)
+    engine = backend_for(home, backend_choice, jf.backend)  # a bad choice is refused before anything is written
+    image_id, versions = runtime_image(image or jf.image or "flower-batch-runtime:latest")
+    records = load_records(h.batch_dir(jf.name), [j.id for j in jf.jobs])
+    plan = plan_resume(jf.jobs, image_id, records, retry_failed=retry_failed, fresh=fresh)
+    # Pre-flight of the jobs that would run, before any folder, record or batch.json is written.
+    by_id = {j.id: j for j in jf.jobs}  # jf.job() is a scan: quadratic over 200,000 jobs
+    pf = Preflight(_describe(jf.path.name), batch=jf.name)
+    pf.add_jobs([by_id[d.job_id] for d in plan.to_run], search=[jf.path.parent])
+    finish_preflight(pf, image_id, engine_for(h.root, backend_choice, jf.backend))
+    modes = ", ".join(jf.gateway_modes)
+    err.print(f"batch {jf.name}: {len(jf.jobs):,} jobs · image {image_id[:19]} · model: {modes} · {plan.summary()}",
+              markup=False)
+    if dry_run:
+        for line in plan_lines(plan, jf.jobs):
+            out.print(line, markup=False, highlight=False)
+        raise typer.Exit(0)
+    write_batch_file(h.batch_dir(jf.name), jf.path, image_id, versions, modes)
+    batch = BatchPlan(home=h, batch=jf.name, jobs=[(by_id[d.job_id], d.previous) for d in plan.to_run],
+                      image_id=image_id, versions=versions, parallel=parallel, infra_retries=infra_retries,
+                      search=[jf.path.parent], budget_usd=budget_usd if budget_usd is not None else jf.budget_usd,
+                      settings=settings)
+    kept = {d.job_id: d.previous.status for d in plan.to_keep if d.previous}
+    _run(engine, batch, MatrixProgress([j.id for j in jf.jobs], kept, err))
+    results = _report(h, jf.name, jobs=list(jf.jobs), image_id=image_id, baseline=baseline)
+    regressed = fail_on_regression and baseline is not None and baseline.regressed
+    raise typer.Exit(exit_code_for(results.class_counts(), threshold_met=results.ci_passed(fail_under),
+                                   regression=bool(regressed)))
+
+
+def _load(jobs_file: Path, allow_large: bool) -> JobsFile:
     try:
-        jf = load_jobs_file(jobs_file, max_jobs=None if allow_large else MAX_JOBS)
+        return load_jobs_file(jobs_file, max_jobs=None if allow_large else MAX_JOBS)
     except MatrixFileError as exc:  # one line per problem, each naming its file and field
         err.print(str(exc), markup=False)
         raise typer.Exit(2) from None
+
+
+def _checked_options(jf: JobsFile, *, parallel: int, upstream: str | None, infra_retries: int,
+                     fail_under: float | None) -> GatewaySettings:
+    """The options and the host checked before anything is read or written; the host's settings."""
     if parallel < 1:
         fail(f"-j/--parallel {parallel}: give at least 1 (the number of jobs run at once)")
     settings = host_settings(upstream)
@@ -163,72 +205,27 @@ def matrix(
     if fail_under is not None and not 0 <= fail_under <= 1:
         fail("--fail-under: give a pass rate between 0 and 1, e.g. 0.8")
     print_warnings(include_warnings(jf.path, jf.axes))
-    h = Home(home)
-    # Read now: a missing baseline stops the run before anything is spent, and a baseline that
-    # is this same batch means its results as they were before this run.
-    baseline = baseline_or_exit(baseline_ref, h, alpha, fail_on_regression)
-    engine = backend_for(home, backend_choice, jf.backend)  # a bad choice is refused before anything is written
-    batch_dir = h.batch_dir(jf.name)
-    image_id, versions = runtime_image(image or jf.image or "flower-batch-runtime:latest")
-    records = load_records(batch_dir, [j.id for j in jf.jobs])
-    plan = plan_resume(jf.jobs, image_id, records, retry_failed=retry_failed, fresh=fresh)
-    # Pre-flight of the jobs that would run, before any folder, record or batch.json is written.
-    by_id = {j.id: j for j in jf.jobs}  # jf.job() is a scan: quadratic over 200,000 jobs
-    pf = Preflight(_describe(jf.path.name), batch=jf.name)
-    pf.add_jobs([by_id[d.job_id] for d in plan.to_run], search=[jf.path.parent])
-    finish_preflight(pf, image_id, engine_for(h.root, backend_choice, jf.backend))
-    modes = ", ".join(jf.gateway_modes)
-    err.print(f"batch {jf.name}: {len(jf.jobs):,} jobs · image {image_id[:19]} · model: {modes} · {plan.summary()}",
-              markup=False)
-    if dry_run:
-        for line in plan_lines(plan, jf.jobs):
-            out.print(line, markup=False, highlight=False)
-        raise typer.Exit(0)
-    write_batch_file(batch_dir, jf.path, image_id, versions, modes)
-    to_run = [(by_id[d.job_id], d.previous) for d in plan.to_run]
-    kept = {d.job_id: d.previous.status for d in plan.to_keep if d.previous}
-    progress = MatrixProgress([j.id for j in jf.jobs], kept, err)
+    return settings
 
-    def on_state(job_id: str, state: str) -> None:
-        progress.on_state(job_id, state)
-        if state not in ("queued", "running", "checking"):
-            try:
-                progress.record_cost(job_id, h.job(jf.name, job_id).record().cost_usd)
-            except (OSError, FlowerBatchError):
-                pass
 
-    async def reap() -> int:
-        # A killed earlier run of this batch may have left containers still writing into the job
-        # folders this run is about to reset, and a gateway nobody stops: remove them first.
-        async with engine as backend:
-            leaks, _ = await find_leaks(backend, h.root, batch=jf.name)
-            await remove_leaks(backend, h.root, leaks)
-            return len(leaks)
-
-    def on_retry(n: int, job_ids: list[str]) -> None:
-        err.print(f"infrastructure errors: running {len(job_ids)} job(s) again (retry {n}/{infra_retries}): "
-                  + ", ".join(job_ids), markup=False)
-
-    async def go() -> None:
-        async with engine as backend:
-            async def one_round(jobs: Sequence[tuple[JobSpec, JobRecord | None]]) -> dict[str, JobRecord]:
-                return await run_jobs(backend, h, jf.name, jobs, image_id=image_id, versions=versions,
-                                      parallel=parallel, on_state=on_state, search=[jf.path.parent],
-                                      budget_usd=budget_usd if budget_usd is not None else jf.budget_usd,
-                                      settings=settings)
-
-            await run_with_infra_retries(one_round, to_run, retries=infra_retries, on_retry=on_retry)
-
-    reaped = run_async(reap)
+def _run(engine: Backend, batch: BatchPlan, progress: MatrixProgress) -> None:
+    """Reap what a killed earlier run left, then run the batch (running/batch.py), printing it."""
+    reaped = run_async(lambda: reap_batch(engine, batch.home, batch.batch))
     if reaped:
-        err.print(f"removed {reaped} container(s)/network(s) left by an earlier run of {jf.name} that was killed")
-    if to_run:
-        with progress:
-            run_async(go)
-    results = _report(h, jf.name, jobs=list(jf.jobs), image_id=image_id, baseline=baseline)
-    regressed = fail_on_regression and baseline is not None and baseline.regressed
-    raise typer.Exit(exit_code_for(results.class_counts(), threshold_met=results.ci_passed(fail_under),
-                                   regression=bool(regressed)))
+        err.print(f"removed {reaped} container(s)/network(s) left by an earlier run of {batch.batch} that was killed")
+    if not batch.jobs:
+        return
+
+    def on_event(event: BatchEvent) -> None:
+        if isinstance(event, InfraRetry):
+            err.print(f"infrastructure errors: running {len(event.job_ids)} job(s) again (retry {event.n}/"
+                      f"{batch.infra_retries}): " + ", ".join(event.job_ids), markup=False)
+            return
+        progress.on_state(event.job_id, event.state)
+        progress.record_cost(event.job_id, event.cost_usd)
+
+    with progress:
+        run_async(lambda: run_batch(engine, batch, on_event))
 
 
 def _describe(file: str) -> Describe:

@@ -11,7 +11,14 @@ import anyio
 import pytest
 
 from flower_batch.gateway.host.health import GatewayDeath, describe_health
-from flower_batch.gateway.host.sidecar import ALIAS, MEMORY_ENV, READY_LINE, GatewaySettings, GatewaySidecar, gateway_memory
+from flower_batch.gateway.host.sidecar import (
+    ALIAS,
+    MEMORY_ENV,
+    READY_LINE,
+    GatewaySettings,
+    GatewaySidecar,
+    gateway_memory,
+)
 from flower_batch.gateway.host.supervisor import RESTARTS_ENV, RestartPolicy, supervisors
 from flower_batch.gateway.tokens import SECRET_ENV
 from flower_batch.jobmodel.spec import GatewaySpec, JobSpec
