@@ -54,6 +54,7 @@ from flower.starter.roles import require_git
 from flower.starter.wake import display_path, wake_line
 
 
+# long: typer's option declarations take a third of it; the body is the command's one path
 def go(
     words: list[str] | None = typer.Argument(None, help=GO_WORDS_HELP, show_default=False),
     asks: int = typer.Option(-1, "--asks", help=GO_ASKS_HELP),

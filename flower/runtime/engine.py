@@ -232,6 +232,7 @@ class Runtime:
         return round(sum(r.cost_usd for r in self.results), 6)
 
     # -- the run --------------------------------------------------------------------------
+    # long: one step's session lifecycle (attempts, resume, handoff, the result) read top to bottom
     async def run(
         self,
         spec: AgentSpec,

@@ -114,6 +114,7 @@ async def _emit_async(ctx: dict[str, Any], event: Event) -> None:
 # -- 确认需求 --------------------------------------------------------------------------------------
 
 
+# long: a step builder: the nested closures it returns are the step
 def clarify_step(
     channel: HumanChannel | None,
     *,
@@ -278,6 +279,7 @@ def goal_step(
 # -- the judge loop ------------------------------------------------------------------------------
 
 
+# long: a step builder: the nested closures it returns are the goal and judge rounds
 def with_goal(
     step: Step,
     channel: HumanChannel | None,
@@ -399,6 +401,7 @@ def in_progress(
     return bool(state["waking"] or state["steps"])
 
 
+# long: the starter flow's whole shape in one reading: its steps, judge rounds and their wiring
 def starter_flow(
     ask: str = "",
     *,

@@ -110,6 +110,7 @@ class MatrixProgress:
         return table
 
 
+# long: typer's option declarations take 27 of its lines; the body loads, checks, plans and prints
 def matrix(
     jobs_file: Path = typer.Argument(..., help="the jobs.toml describing tasks, variants and repeats"),
     parallel: int = typer.Option(2, "-j", "--parallel", help="at most this many jobs at once"),

@@ -127,6 +127,7 @@ def _earlier_attempt(jd: JobDir, n: int) -> tuple[JobDir, JobRecord]:
         raise
 
 
+# long: typer's option declarations take a third of it; the body plans, runs and prints
 def repro(
     job: str = typer.Argument(..., help="the recorded job (id, or batch/job)"),
     live: bool = typer.Option(

@@ -122,6 +122,7 @@ def read_image(ref: str, docker_host: str | None = None) -> RuntimeImage:
         images.close()
 
 
+# long: not split yet (issue 19 item 4): context staging, the build stream and the labels in one pass
 def build_image(
     *,
     tag: str = DEFAULT_TAG,

@@ -32,6 +32,7 @@ def slug(text: str, limit: int = 32) -> str:
     return (s[:limit].rstrip("-") or "job")
 
 
+# long: one check per `run` option, each a one-line error; to become the shared field validators (issue 19 item 2)
 def adhoc_spec(
     *,
     workspace: Path,

@@ -73,6 +73,7 @@ def drift_between(record: JobRecord, image_id: str, versions: dict[str, str], sp
     return drift
 
 
+# long: one check after another, each a one-line ReproError, in the order a person fixes them
 def plan_repro(
     home: Home,
     original: JobDir,

@@ -34,6 +34,7 @@ from flower_batch.running.runner import JobContext, run_job
 StateHook = Callable[[str, str], None]
 
 
+# long: not split yet (issue 19 item 4): the lease, the gateways per key and each job's task share one exit stack
 async def run_jobs(
     backend: Backend,
     home: Home,

@@ -275,6 +275,7 @@ class SwarmBackend(Backend):
         return self._hostnames[node_id]
 
     # -- tasks ------------------------------------------------------------------------------
+    # long: a ContainerSpec mapped field by field onto a Swarm service spec
     async def create(self, spec: ContainerSpec) -> str:
         name = spec.name or f"fb-task-{secrets.token_hex(6)}"
         nano = int(spec.cpus * 1e9) if spec.cpus else None
