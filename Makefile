@@ -27,7 +27,8 @@ test-swarm: image  ## only the swarm tests: bring up (or reuse) the 3-node test 
 	$(PY) -m pytest -q -m swarm
 
 lint: setup
-	$(PY) -m ruff check flower flower_batch tests bench examples
+	$(PY) -m ruff check flower flower_batch tests bench examples scripts
+	$(PY) -m ruff format --check flower flower_batch tests bench examples scripts
 	$(PY) -m mypy --strict flower
 	$(PY) -m mypy --strict flower_batch
 

@@ -100,8 +100,16 @@ def run_matrix(kind: str, jobs: int, parallel: int, image_id: str, env: dict[str
         async def go() -> dict[str, str]:
             async with open_backend(kind, home.root) as backend:
                 instrument(backend, submitted, running)
-                records = await run_jobs(backend, home, jf.name, [(j, None) for j in jf.jobs], image_id=image_id,
-                                         versions={}, parallel=parallel, search=[project])
+                records = await run_jobs(
+                    backend,
+                    home,
+                    jf.name,
+                    [(j, None) for j in jf.jobs],
+                    image_id=image_id,
+                    versions={},
+                    parallel=parallel,
+                    search=[project],
+                )
                 return {k: r.status for k, r in records.items()}
 
         t0 = time.monotonic()
@@ -109,9 +117,13 @@ def run_matrix(kind: str, jobs: int, parallel: int, image_id: str, env: dict[str
         wall = time.monotonic() - t0
         passed = sum(s == "passed" for s in statuses.values())
         latencies = sorted(running[c] - submitted[c] for c in submitted if c in running)
-        return {"wall_s": wall, "passed": passed, "jobs": len(statuses),
-                "p50_s": statistics.median(latencies),
-                "p95_s": latencies[max(0, round(0.95 * len(latencies)) - 1)]}
+        return {
+            "wall_s": wall,
+            "passed": passed,
+            "jobs": len(statuses),
+            "p50_s": statistics.median(latencies),
+            "p95_s": latencies[max(0, round(0.95 * len(latencies)) - 1)],
+        }
     finally:
         for k, v in old.items():
             if v is None:
@@ -123,7 +135,9 @@ def run_matrix(kind: str, jobs: int, parallel: int, image_id: str, env: dict[str
 
 def cluster_env() -> dict[str, str]:
     if not ENV_FILE.exists():
-        sys.exit(f"bench/cluster.py: no test cluster ({ENV_FILE} is missing): run make cluster-up cluster-push")
+        sys.exit(
+            f"bench/cluster.py: no test cluster ({ENV_FILE} is missing): run make cluster-up cluster-push"
+        )
     env = {}
     for line in ENV_FILE.read_text().splitlines():
         key, _, value = line.removeprefix("export ").partition("=")
@@ -147,8 +161,11 @@ def main() -> None:
     for kind in ("docker", "swarm"):
         f = run_matrix(kind, args.jobs, args.parallel, image_id, env)
         figures[kind] = f
-        print(f"{kind:6}  wall {f['wall_s']:7.1f} s  passed {f['passed']:.0f}/{f['jobs']:.0f}  "
-              f"submit->running p50 {f['p50_s']:.2f} s  p95 {f['p95_s']:.2f} s", flush=True)
+        print(
+            f"{kind:6}  wall {f['wall_s']:7.1f} s  passed {f['passed']:.0f}/{f['jobs']:.0f}  "
+            f"submit->running p50 {f['p50_s']:.2f} s  p95 {f['p95_s']:.2f} s",
+            flush=True,
+        )
     print(f"wall-time ratio swarm/docker: {figures['swarm']['wall_s'] / figures['docker']['wall_s']:.2f}")
 
 

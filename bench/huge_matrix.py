@@ -40,8 +40,10 @@ def jobs_file(folder: Path, sizes: list[int]) -> Path:
     axes = "\n".join(f"{chr(ord('a') + i)} = [{', '.join(map(str, range(n)))}]" for i, n in enumerate(sizes))
     path = folder / "jobs.toml"
     (folder / "s.toml").write_text('[[rules]]\nreply = "done"\n')
-    path.write_text(f'[tasks.t]\nprompt = "do ${{{{ matrix.a }}}}"\nworkspace = "ws"\n'
-                    f'gateway = {{ mode = "scripted", scenario = "s.toml" }}\n[matrix]\n{axes}\n')
+    path.write_text(
+        f'[tasks.t]\nprompt = "do ${{{{ matrix.a }}}}"\nworkspace = "ws"\n'
+        f'gateway = {{ mode = "scripted", scenario = "s.toml" }}\n[matrix]\n{axes}\n'
+    )
     return path
 
 
@@ -49,8 +51,21 @@ def command(path: Path, image: str, *flags: str) -> tuple[float, int, int]:
     """(seconds, exit code, stdout lines) of one real `matrix --dry-run` on an empty home."""
     home = path.parent / "home"
     t0 = time.perf_counter()
-    proc = subprocess.run([str(ROOT / ".venv" / "bin" / "flower-batch"), "matrix", str(path), "--dry-run",
-                           "--image", image, "--home", str(home), *flags], capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            str(ROOT / ".venv" / "bin" / "flower-batch"),
+            "matrix",
+            str(path),
+            "--dry-run",
+            "--image",
+            image,
+            "--home",
+            str(home),
+            *flags,
+        ],
+        capture_output=True,
+        text=True,
+    )
     took = time.perf_counter() - t0
     assert not home.exists(), "a dry run wrote into the home"
     return round(took, 3), proc.returncode, len(proc.stdout.splitlines())

@@ -36,9 +36,20 @@ def transcript(n: int) -> list[dict]:
     def add(kind: str, message: dict, **extra) -> None:
         nonlocal parent
         uid = str(uuid.uuid4())
-        entries.append({"type": kind, "uuid": uid, "parentUuid": parent, "sessionId": SID, "isSidechain": False,
-                        "timestamp": "2026-11-30T10:00:00.000Z", "cwd": "/work/proj", "version": "2.1.327",
-                        "message": message, **extra})
+        entries.append(
+            {
+                "type": kind,
+                "uuid": uid,
+                "parentUuid": parent,
+                "sessionId": SID,
+                "isSidechain": False,
+                "timestamp": "2026-11-30T10:00:00.000Z",
+                "cwd": "/work/proj",
+                "version": "2.1.327",
+                "message": message,
+                **extra,
+            }
+        )
         parent = uid
 
     i = 0
@@ -47,25 +58,67 @@ def transcript(n: int) -> list[dict]:
         tool_id = f"toolu_{i:08d}"
         if i % 300 == 0:  # a failed turn: retry entries and a synthetic error message
             add("system", {"role": "system", "content": "retry"}, subtype="api_error", level="error")
-            add("assistant", {"role": "assistant", "model": "<synthetic>", "id": f"msg_e{i}",
-                              "content": [{"type": "text", "text": "API Error: Connection refused"}]},
-                isApiErrorMessage=True, error="server_error")
+            add(
+                "assistant",
+                {
+                    "role": "assistant",
+                    "model": "<synthetic>",
+                    "id": f"msg_e{i}",
+                    "content": [{"type": "text", "text": "API Error: Connection refused"}],
+                },
+                isApiErrorMessage=True,
+                error="server_error",
+            )
         add("user", {"role": "user", "content": f"step {i}: look at module {i % 97}"})
-        add("assistant", {"role": "assistant", "model": "claude", "id": f"msg_{i}",
-                          "usage": {"input_tokens": 1000 + i, "cache_read_input_tokens": 20_000},
-                          "content": [{"type": "text", "text": f"Reading module {i % 97} now."}]})
+        add(
+            "assistant",
+            {
+                "role": "assistant",
+                "model": "claude",
+                "id": f"msg_{i}",
+                "usage": {"input_tokens": 1000 + i, "cache_read_input_tokens": 20_000},
+                "content": [{"type": "text", "text": f"Reading module {i % 97} now."}],
+            },
+        )
         command = f"touch out{i}.txt" if i % 250 == 0 else f"cat src/module_{i % 97}.py"
-        add("assistant", {"role": "assistant", "model": "claude", "id": f"msg_{i}",
-                          "content": [{"type": "tool_use", "id": tool_id, "name": "Bash",
-                                       "input": {"command": command}}]})
+        add(
+            "assistant",
+            {
+                "role": "assistant",
+                "model": "claude",
+                "id": f"msg_{i}",
+                "content": [
+                    {"type": "tool_use", "id": tool_id, "name": "Bash", "input": {"command": command}}
+                ],
+            },
+        )
         if i % 250 == 0:  # a denied call
-            add("user", {"role": "user", "content": [{"type": "tool_result", "tool_use_id": tool_id,
-                                                      "is_error": True, "content": "touch needs approval"}]},
-                toolDenialKind="user-rejected", permissionDecision={"decision": "reject", "source": "config"})
+            add(
+                "user",
+                {
+                    "role": "user",
+                    "content": [
+                        {
+                            "type": "tool_result",
+                            "tool_use_id": tool_id,
+                            "is_error": True,
+                            "content": "touch needs approval",
+                        }
+                    ],
+                },
+                toolDenialKind="user-rejected",
+                permissionDecision={"decision": "reject", "source": "config"},
+            )
         else:
             body = f"# module {i % 97}\n" + "def f(x):\n    return x * 2\n" * 8
-            add("user", {"role": "user", "content": [{"type": "tool_result", "tool_use_id": tool_id,
-                                                      "content": body}]}, toolUseResult={"stdout": body})
+            add(
+                "user",
+                {
+                    "role": "user",
+                    "content": [{"type": "tool_result", "tool_use_id": tool_id, "content": body}],
+                },
+                toolUseResult={"stdout": body},
+            )
     return entries[:n]
 
 

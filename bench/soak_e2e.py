@@ -45,13 +45,21 @@ GATEWAY_ROLE = {ROLE: "gateway", BATCH: "adhoc"}
 
 
 def fb(home: Path, *args: str | Path, timeout: float) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(FLOWER_BATCH), *map(str, args), "--home", str(home)], capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [str(FLOWER_BATCH), *map(str, args), "--home", str(home)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def fb_start(home: Path, log: Path, *args: str | Path) -> subprocess.Popen[str]:
-    return subprocess.Popen([str(FLOWER_BATCH), *map(str, args), "--home", str(home)],
-                            stdout=log.open("w"), stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        [str(FLOWER_BATCH), *map(str, args), "--home", str(home)],
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 @dataclass
@@ -83,8 +91,11 @@ class JobFiles:
     def metered_after(self, t: float) -> float | None:
         """When the first usage after `t` was metered (a killed gateway writes none: this is the
         next life's first answer), or None yet."""
-        stamps = [float(line["t"]) for line in soakjob.read_jsonl(self.root / "logs" / "meter.jsonl")
-                  if line.get("kind") == "usage" and float(line.get("t") or 0) > t]
+        stamps = [
+            float(line["t"])
+            for line in soakjob.read_jsonl(self.root / "logs" / "meter.jsonl")
+            if line.get("kind") == "usage" and float(line.get("t") or 0) > t
+        ]
         return min(stamps, default=None)
 
     def meter(self) -> dict:
@@ -116,9 +127,11 @@ class Check:
     def line(self) -> str:
         e, m = self.expected, self.meter
         cut = f" + {e.cut} cut by the kill" if e.cut else ""
-        return (f"cost metered ${float(m.get('cost_usd') or 0):.6f} vs expected ${e.cost_usd:.6f}{cut} · "
-                f"exchanges metered {m.get('exchanges')} ({m.get('incomplete')} cut) vs answers sent "
-                f"{e.complete}{cut} · exact: {'yes' if self.exact else 'NO'}")
+        return (
+            f"cost metered ${float(m.get('cost_usd') or 0):.6f} vs expected ${e.cost_usd:.6f}{cut} · "
+            f"exchanges metered {m.get('exchanges')} ({m.get('incomplete')} cut) vs answers sent "
+            f"{e.complete}{cut} · exact: {'yes' if self.exact else 'NO'}"
+        )
 
 
 def check(job: JobFiles, scenario: Path, deaths: int = 0) -> Check:
@@ -188,29 +201,66 @@ class SoakResult:
 
     @property
     def ok(self) -> bool:
-        return (bool(self.legs) and all(leg.status == "passed" for leg in self.legs)
-                and bool(self.check and self.check.exact) and self.handoffs >= 1
-                and self.turns >= self.wanted_turns and all(k.recovered for k in self.kills))
+        return (
+            bool(self.legs)
+            and all(leg.status == "passed" for leg in self.legs)
+            and bool(self.check and self.check.exact)
+            and self.handoffs >= 1
+            and self.turns >= self.wanted_turns
+            and all(k.recovered for k in self.kills)
+        )
 
 
-def soak(home: Path, image: str, root: Path, *, legs: int, leg_turns: int, handoff_at: int,
-         window: int, kills: int = 0) -> SoakResult:
+def soak(
+    home: Path,
+    image: str,
+    root: Path,
+    *,
+    legs: int,
+    leg_turns: int,
+    handoff_at: int,
+    window: int,
+    kills: int = 0,
+) -> SoakResult:
     files = soakjob.write_project(root, leg=leg_turns, handoff_at=handoff_at, window=window)
     job = JobFiles(home, "soak")
     result = SoakResult(wanted_turns=legs * leg_turns)
     total = legs * leg_turns  # about: one answer per count, plus a few per leg and the handoff
     # The window reaches flower in the container through the job's env (kept for its wakes).
-    commands = [["run", files["workspace"], "-f", f"{files['flows']}:main", "--prompt", soakjob.PROMPT,
-                 "--scenario", files["scenario"], "--persistent", "--name", job.job, "--image", image,
-                 "--timeout", "4h", "--env", f"FLOWER_WINDOW={window}"]]
+    commands = [
+        [
+            "run",
+            files["workspace"],
+            "-f",
+            f"{files['flows']}:main",
+            "--prompt",
+            soakjob.PROMPT,
+            "--scenario",
+            files["scenario"],
+            "--persistent",
+            "--name",
+            job.job,
+            "--image",
+            image,
+            "--timeout",
+            "4h",
+            "--env",
+            f"FLOWER_WINDOW={window}",
+        ]
+    ]
     commands += [["wake", job.job, soakjob.WAKE_WORDS, "--timeout", "4h"] for _ in range(legs - 1)]
-    with MemorySampler(job) as memory, Killer(job, [int((i + 0.5) * total / kills) for i in range(kills)]) as killer:
+    with (
+        MemorySampler(job) as memory,
+        Killer(job, [int((i + 0.5) * total / kills) for i in range(kills)]) as killer,
+    ):
         for cmd in commands:
             t0 = time.monotonic()
             proc = fb(home, *cmd, timeout=4 * 3600)
             leg = Leg(str(cmd[0]), proc.returncode, time.monotonic() - t0, job.record().get("status", "?"))
             result.legs.append(leg)
-            print(f"  5b {leg.command}: {leg.status} (exit {leg.exit_code}) in {leg.seconds:.1f} s", flush=True)
+            print(
+                f"  5b {leg.command}: {leg.status} (exit {leg.exit_code}) in {leg.seconds:.1f} s", flush=True
+            )
             if proc.returncode != 0:
                 print("     " + (proc.stderr.strip().splitlines() or ["(no output)"])[-1], flush=True)
                 break
@@ -243,7 +293,9 @@ class Kill:
 
     def judge(self, log: list[dict]) -> None:
         """Same session: from the request log, the last request before the kill and the first after."""
-        messages = [r for r in log if r.get("endpoint") == "messages" and isinstance(r.get("time"), int | float)]
+        messages = [
+            r for r in log if r.get("endpoint") == "messages" and isinstance(r.get("time"), int | float)
+        ]
         before = [r for r in messages if r["time"] < self.at_time]
         after = [r for r in messages if r["time"] >= self.at_time]
         self.same_session = bool(before and after) and after[0].get("session") == before[-1].get("session")
@@ -305,14 +357,28 @@ def build_image(tag: str) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="3 legs of 20 turns, 2 kills")
-    parser.add_argument("--legs", type=int, default=3, help="the run plus this many minus one wakes (default 3)")
+    parser.add_argument(
+        "--legs", type=int, default=3, help="the run plus this many minus one wakes (default 3)"
+    )
     parser.add_argument("--leg-turns", type=int, help="model turns per leg (default 100; --quick 20)")
-    parser.add_argument("--handoff-at", type=int, help="the count whose answer fills the context (default 1.5 legs)")
-    parser.add_argument("--window", type=int, default=60_000,
-                        help="the 5b job's context window (FLOWER_WINDOW), small so a handoff comes (default 60000)")
-    parser.add_argument("--kills", type=int, help="5c: gateway kills during the job (default 5; --quick 2; 0: none)")
-    parser.add_argument("--image", help="runtime image (default: built from these sources as flower-batch-runtime:soak)")
-    parser.add_argument("--home", type=Path, help="where the jobs go (default: a temporary folder, removed after)")
+    parser.add_argument(
+        "--handoff-at", type=int, help="the count whose answer fills the context (default 1.5 legs)"
+    )
+    parser.add_argument(
+        "--window",
+        type=int,
+        default=60_000,
+        help="the 5b job's context window (FLOWER_WINDOW), small so a handoff comes (default 60000)",
+    )
+    parser.add_argument(
+        "--kills", type=int, help="5c: gateway kills during the job (default 5; --quick 2; 0: none)"
+    )
+    parser.add_argument(
+        "--image", help="runtime image (default: built from these sources as flower-batch-runtime:soak)"
+    )
+    parser.add_argument(
+        "--home", type=Path, help="where the jobs go (default: a temporary folder, removed after)"
+    )
     args = parser.parse_args(argv)
     quick = {"leg_turns": 20, "kills": 2}
     full = {"leg_turns": 100, "kills": 5}
@@ -327,23 +393,49 @@ def main(argv: Sequence[str] | None = None) -> int:
     image = args.image or build_image("flower-batch-runtime:soak")
     with tempfile.TemporaryDirectory(prefix="soak-") as scratch:
         home = args.home or Path(scratch) / "home"
-        print(f"5b: {args.legs} legs × {args.leg_turns} turns, window {args.window} (handoff at count "
-              f"{handoff_at}), image {image[:19]}; 5c: {args.kills} gateway kills during it", flush=True)
+        print(
+            f"5b: {args.legs} legs × {args.leg_turns} turns, window {args.window} (handoff at count "
+            f"{handoff_at}), image {image[:19]}; 5c: {args.kills} gateway kills during it",
+            flush=True,
+        )
         t0 = time.monotonic()
-        r = soak(home, image, Path(scratch) / "soak", legs=args.legs, leg_turns=args.leg_turns,
-                 handoff_at=handoff_at, window=args.window, kills=args.kills)
+        r = soak(
+            home,
+            image,
+            Path(scratch) / "soak",
+            legs=args.legs,
+            leg_turns=args.leg_turns,
+            handoff_at=handoff_at,
+            window=args.window,
+            kills=args.kills,
+        )
         wall = time.monotonic() - t0
         assert r.check is not None
-        print(f"5b  model turns {r.turns} (wanted ≥ {r.wanted_turns}) · handoffs {r.handoffs} · sessions "
-              f"{r.sessions} · wall {wall:.1f} s (" + ", ".join(f"{leg.command} {leg.seconds:.1f}" for leg in r.legs)
-              + ")" + f" · gateway memory peak {r.peak_memory / 2**20:.0f} MiB")
+        print(
+            f"5b  model turns {r.turns} (wanted ≥ {r.wanted_turns}) · handoffs {r.handoffs} · sessions "
+            f"{r.sessions} · wall {wall:.1f} s ("
+            + ", ".join(f"{leg.command} {leg.seconds:.1f}" for leg in r.legs)
+            + ")"
+            + f" · gateway memory peak {r.peak_memory / 2**20:.0f} MiB"
+        )
         for i, k in enumerate(r.kills, 1):
-            again = f"served again after {k.served_again_after:.1f} s" if k.served_again_after is not None else "never served again"
-            print(f"5c  kill {i} at {k.at_answers} answers: {again} · same session: {'yes' if k.same_session else 'no'}")
+            again = (
+                f"served again after {k.served_again_after:.1f} s"
+                if k.served_again_after is not None
+                else "never served again"
+            )
+            print(
+                f"5c  kill {i} at {k.at_answers} answers: {again} · same session: {'yes' if k.same_session else 'no'}"
+            )
         recovered = sum(k.recovered for k in r.kills)
-        print(f"5c  recovered {recovered}/{len(r.kills)} of {args.kills} kills · requests counted twice: "
-              f"{r.check.counted_twice or 'none'}")
-        print(f"5b/5c  {r.check.line()} · {'OK' if r.ok and len(r.kills) == args.kills else 'NOT MET'}", flush=True)
+        print(
+            f"5c  recovered {recovered}/{len(r.kills)} of {args.kills} kills · requests counted twice: "
+            f"{r.check.counted_twice or 'none'}"
+        )
+        print(
+            f"5b/5c  {r.check.line()} · {'OK' if r.ok and len(r.kills) == args.kills else 'NOT MET'}",
+            flush=True,
+        )
         ok = r.ok and len(r.kills) == args.kills and r.check.counted_twice == 0
     return 0 if ok else 1
 

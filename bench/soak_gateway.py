@@ -78,7 +78,12 @@ class Server:
 
     def __init__(self, argv: list[str], env: dict[str, str], ready: str, url: str | None = None) -> None:
         self.proc = subprocess.Popen(
-            argv, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT
+            argv,
+            env={**os.environ, **env},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
         )
         assert self.proc.stdout is not None
         deadline = time.monotonic() + 60
@@ -122,8 +127,20 @@ def scripted_server(scenario: Path) -> Server:
 
 def gateway(mode: str, batch: Path, scenario: Path, upstream: str | None) -> Server:
     port = free_port()
-    argv = [sys.executable, "-m", "flower_batch.gateway.server", "serve", "--mode", mode, "--host", "127.0.0.1",
-            "--port", str(port), "--batch-dir", str(batch)]
+    argv = [
+        sys.executable,
+        "-m",
+        "flower_batch.gateway.server",
+        "serve",
+        "--mode",
+        mode,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--batch-dir",
+        str(batch),
+    ]
     env = {SECRET_ENV: SECRET}
     if mode == "scripted":
         argv += ["--scenario", str(scenario)]
@@ -150,17 +167,30 @@ class Conversation:
     def __init__(self, session: str, start: int, growth: int) -> None:
         self.session = session
         self.growth = growth
-        system = [{"type": "text", "text": "You are the agent of a long-horizon workflow. " * 80,
-                   "cache_control": {"type": "ephemeral"}}]
-        tools = [{"name": f"Tool{i}", "description": "A tool the agent may call. " * 12,
-                  "input_schema": {"type": "object", "properties": {"arg": {"type": "string"}}}} for i in range(12)]
+        system = [
+            {
+                "type": "text",
+                "text": "You are the agent of a long-horizon workflow. " * 80,
+                "cache_control": {"type": "ephemeral"},
+            }
+        ]
+        tools = [
+            {
+                "name": f"Tool{i}",
+                "description": "A tool the agent may call. " * 12,
+                "input_schema": {"type": "object", "properties": {"arg": {"type": "string"}}},
+            }
+            for i in range(12)
+        ]
         self.head = (
             '{"model":"claude-sonnet-4-5","max_tokens":32000,"stream":true,'
             f'"metadata":{{"user_id":{_compact(json.dumps({"session_id": session}))}}},'
             f'"system":{_compact(system)},"tools":{_compact(tools)},"messages":['
         )
         pad = max(100, start - len(self.head) - 200)
-        self.messages: list[dict] = [{"role": "user", "content": [{"type": "text", "text": "Begin. " + "p" * pad}]}]
+        self.messages: list[dict] = [
+            {"role": "user", "content": [{"type": "text", "text": "Begin. " + "p" * pad}]}
+        ]
         self.parts = [_compact(self.messages[0])]
         self.n = 0
 
@@ -171,11 +201,23 @@ class Conversation:
             half = max(50, self.growth // 2 - 120)
             tool_id = f"toolu_{self.session[-6:]}_{self.n:05d}"
             new = [
-                {"role": "assistant", "content": [
-                    {"type": "text", "text": f"Step {self.n}: " + "a" * (half - 80)},
-                    {"type": "tool_use", "id": tool_id, "name": "Tool1", "input": {"arg": "go"}}]},
-                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": tool_id,
-                                              "content": f"output {self.n} " + "o" * half}]},
+                {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "text", "text": f"Step {self.n}: " + "a" * (half - 80)},
+                        {"type": "tool_use", "id": tool_id, "name": "Tool1", "input": {"arg": "go"}},
+                    ],
+                },
+                {
+                    "role": "user",
+                    "content": [
+                        {
+                            "type": "tool_result",
+                            "tool_use_id": tool_id,
+                            "content": f"output {self.n} " + "o" * half,
+                        }
+                    ],
+                },
             ]
             self.parts += [_compact(m) for m in new]
             self.messages += new
@@ -197,8 +239,13 @@ class Client:
 
     def send(self, body: bytes, session: str) -> float:
         """Seconds from sending the request to the end of the streamed answer."""
-        headers = {"content-type": "application/json", "x-api-key": self.key, "anthropic-version": "2023-06-01",
-                   "x-claude-code-session-id": session, "user-agent": "claude-cli/2.0.0 (external, soak)"}
+        headers = {
+            "content-type": "application/json",
+            "x-api-key": self.key,
+            "anthropic-version": "2023-06-01",
+            "x-claude-code-session-id": session,
+            "user-agent": "claude-cli/2.0.0 (external, soak)",
+        }
         t0 = time.perf_counter()
         self.conn.request("POST", self.path, body=body, headers=headers)
         resp = self.conn.getresponse()
@@ -220,8 +267,10 @@ class Results:
 
     def check(self, label: str, value: float, target: float, unit: str, extra: str = "") -> None:
         ok = value <= target
-        self.lines.append(f"  {label:<46} {value:>10.2f} {unit:<4} target <= {target:g} {unit:<4} "
-                          f"{'PASS' if ok else 'FAIL'}{'  ' + extra if extra else ''}")
+        self.lines.append(
+            f"  {label:<46} {value:>10.2f} {unit:<4} target <= {target:g} {unit:<4} "
+            f"{'PASS' if ok else 'FAIL'}{'  ' + extra if extra else ''}"
+        )
         if not ok:
             self.failed.append(label)
 
@@ -280,32 +329,57 @@ def run_long(gw: Server, batch: Path, args: argparse.Namespace, res: Results, mo
     took = time.monotonic() - t0
     client.close()
     gw.stop()  # the request log is complete once the gateway stopped
-    begun = f"prefilled (not sent) to {args.prefill / MIB:.1f} MiB" if args.prefill else f"{args.start // 1024} KB"
-    res.info(f"[{mode}] long: {args.requests} requests, one conversation, {begun} + "
-             f"{args.growth / 1024:g} KB a request -> {len(body) / MIB:.2f} MiB last body "
-             f"({len(convo.messages)} messages), {took:.0f} s")
+    begun = (
+        f"prefilled (not sent) to {args.prefill / MIB:.1f} MiB"
+        if args.prefill
+        else f"{args.start // 1024} KB"
+    )
+    res.info(
+        f"[{mode}] long: {args.requests} requests, one conversation, {begun} + "
+        f"{args.growth / 1024:g} KB a request -> {len(body) / MIB:.2f} MiB last body "
+        f"({len(convo.messages)} messages), {took:.0f} s"
+    )
     for n, size, rss, hwm in rss_seen:
-        res.check(f"gateway RSS after {n} requests ({size / MIB:.2f} MiB body)", rss, TARGET_RSS_MIB, "MiB",
-                  f"peak so far {hwm:.1f} MiB")
+        res.check(
+            f"gateway RSS after {n} requests ({size / MIB:.2f} MiB body)",
+            rss,
+            TARGET_RSS_MIB,
+            "MiB",
+            f"peak so far {hwm:.1f} MiB",
+        )
     res.check("gateway RSS peak (VmHWM) over the long run", rss_seen[-1][3], TARGET_RSS_MIB, "MiB")
     grown = per_request_bytes(logs, args.requests)
     overhead = [logged - new for logged, new in zip(grown["gateway.jsonl"], new_bytes, strict=True)]
     total_log = sum(grown["gateway.jsonl"])
-    res.check("request log: worst bytes/request beyond new msgs", max(overhead), TARGET_LOG_OVERHEAD, "B",
-              f"median {statistics.median(overhead):.0f} B; gateway.jsonl {total_log / MIB:.1f} MiB for "
-              f"{sent / MIB:.0f} MiB of request bodies")
+    res.check(
+        "request log: worst bytes/request beyond new msgs",
+        max(overhead),
+        TARGET_LOG_OVERHEAD,
+        "B",
+        f"median {statistics.median(overhead):.0f} B; gateway.jsonl {total_log / MIB:.1f} MiB for "
+        f"{sent / MIB:.0f} MiB of request bodies",
+    )
     for name in ("recording.jsonl", "meter.jsonl"):
         sizes = grown[name]
         tenth = max(1, len(sizes) // 10)
         first, last = statistics.mean(sizes[:tenth]), statistics.mean(sizes[-tenth:])
-        res.check(f"{name}: bytes/request, last tenth / first tenth", last / first, 1.5, "x",
-                  f"{first:.0f} -> {last:.0f} B/request")
+        res.check(
+            f"{name}: bytes/request, last tenth / first tenth",
+            last / first,
+            1.5,
+            "x",
+            f"{first:.0f} -> {last:.0f} B/request",
+        )
     # the first request holds everything so far: the per-request figure is of the rest
     grown = {name: sizes[1:] for name, sizes in grown.items()} if args.prefill else grown
-    per_request = sum(sum(sizes) for sizes in grown.values()) / max(1, args.requests - (1 if args.prefill else 0))
+    per_request = sum(sum(sizes) for sizes in grown.values()) / max(
+        1, args.requests - (1 if args.prefill else 0)
+    )
     new_mean = statistics.mean(new_bytes[1:] if args.prefill and len(new_bytes) > 1 else new_bytes)
-    res.info(f"[{mode}] on disk: {per_request:.0f} B a request in all (gateway.jsonl + recording.jsonl + "
-             f"meter.jsonl) beyond its new messages: {per_request - new_mean:.0f} B")
+    res.info(
+        f"[{mode}] on disk: {per_request:.0f} B a request in all (gateway.jsonl + recording.jsonl + "
+        f"meter.jsonl) beyond its new messages: {per_request - new_mean:.0f} B"
+    )
 
 
 def run_parallel(gw: Server, batch: Path, args: argparse.Namespace, res: Results, mode: str) -> None:
@@ -344,9 +418,13 @@ def run_parallel(gw: Server, batch: Path, args: argparse.Namespace, res: Results
     took = time.monotonic() - t0
     rss, hwm = gw.rss_mib()
     gw.stop()
-    logged = sum((batch / f"par-job-{i:02d}" / "logs" / "gateway.jsonl").stat().st_size for i in range(args.jobs))
-    res.info(f"[{mode}] parallel: {args.jobs} conversations x {args.parallel_requests} requests at once, {took:.0f} s, "
-             f"{logged / MIB:.1f} MiB of request logs")
+    logged = sum(
+        (batch / f"par-job-{i:02d}" / "logs" / "gateway.jsonl").stat().st_size for i in range(args.jobs)
+    )
+    res.info(
+        f"[{mode}] parallel: {args.jobs} conversations x {args.parallel_requests} requests at once, {took:.0f} s, "
+        f"{logged / MIB:.1f} MiB of request logs"
+    )
     res.check("gateway RSS, sampled max during the parallel run", peak[0], TARGET_RSS_MIB, "MiB")
     res.check("gateway RSS after the parallel run", rss, TARGET_RSS_MIB, "MiB", f"peak (VmHWM) {hwm:.1f} MiB")
 
@@ -381,19 +459,27 @@ def run_latency(gw: Server, direct: Server, args: argparse.Namespace, res: Resul
     p50 = (statistics.median(through) - statistics.median(plain)) * 1000
     p99 = (percentile(through, 0.99) - percentile(plain, 0.99)) * 1000
     paired = [(v - d) * 1000 for v, d in zip(through, plain, strict=True)]  # same body, back to back
-    res.info(f"[{mode}] latency: {args.latency_requests} requests each way, the same bodies both ways, "
-             f"interleaved (gateway, direct, direct, gateway, ...), {args.gap * 1000:.0f} ms apart; bodies "
-             f"{min(sizes) / 1e6:.3f}-{max(sizes) / 1e6:.3f} MB (median {statistics.median(sizes) / 1e6:.3f} MB, "
-             f"{len(convo.messages)} messages at the end); load average {load_before:.1f} before, "
-             f"{os.getloadavg()[0]:.1f} after, on {os.cpu_count()} cores")
-    res.info(f"[{mode}] latency: direct "
-             f"p50 {statistics.median(plain) * 1000:.1f} ms p99 {percentile(plain, 0.99) * 1000:.1f} ms, "
-             f"via the gateway p50 {statistics.median(through) * 1000:.1f} ms p99 {percentile(through, 0.99) * 1000:.1f} ms")
-    res.info(f"[{mode}] CPU per request: gateway {cpu_gw / args.latency_requests * 1000:.1f} ms (its log "
-             f"written after the answer included), scripted server {cpu_direct / served_direct * 1000:.1f} ms; "
-             f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-    res.info(f"[{mode}] latency: per pair (via - direct, same body) median {statistics.median(paired):.2f} ms, "
-             f"p99 {percentile(paired, 0.99):.2f} ms")
+    res.info(
+        f"[{mode}] latency: {args.latency_requests} requests each way, the same bodies both ways, "
+        f"interleaved (gateway, direct, direct, gateway, ...), {args.gap * 1000:.0f} ms apart; bodies "
+        f"{min(sizes) / 1e6:.3f}-{max(sizes) / 1e6:.3f} MB (median {statistics.median(sizes) / 1e6:.3f} MB, "
+        f"{len(convo.messages)} messages at the end); load average {load_before:.1f} before, "
+        f"{os.getloadavg()[0]:.1f} after, on {os.cpu_count()} cores"
+    )
+    res.info(
+        f"[{mode}] latency: direct "
+        f"p50 {statistics.median(plain) * 1000:.1f} ms p99 {percentile(plain, 0.99) * 1000:.1f} ms, "
+        f"via the gateway p50 {statistics.median(through) * 1000:.1f} ms p99 {percentile(through, 0.99) * 1000:.1f} ms"
+    )
+    res.info(
+        f"[{mode}] CPU per request: gateway {cpu_gw / args.latency_requests * 1000:.1f} ms (its log "
+        f"written after the answer included), scripted server {cpu_direct / served_direct * 1000:.1f} ms; "
+        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+    )
+    res.info(
+        f"[{mode}] latency: per pair (via - direct, same body) median {statistics.median(paired):.2f} ms, "
+        f"p99 {percentile(paired, 0.99):.2f} ms"
+    )
     res.check("latency added by the gateway, p50", p50, TARGET_P50_MS, "ms", "p50 via - p50 direct")
     res.check("latency added by the gateway, p99", p99, TARGET_P99_MS, "ms", "p99 via - p99 direct")
 
@@ -427,20 +513,44 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--only", default="long,parallel,latency", help="comma-separated workloads")
     p.add_argument("--requests", type=int, help="long: requests of the one conversation (2000)")
     p.add_argument("--start", type=int, help="bytes of the first body (20480)")
-    p.add_argument("--prefill", type=int, default=0,
-                   help="long: grow the conversation to this many bytes before the first request is sent")
+    p.add_argument(
+        "--prefill",
+        type=int,
+        default=0,
+        help="long: grow the conversation to this many bytes before the first request is sent",
+    )
     p.add_argument("--growth", type=int, help="bytes added a request (2048)")
     p.add_argument("--jobs", type=int, help="parallel: conversations at once (16)")
     p.add_argument("--parallel-requests", type=int, help="parallel: requests each (300)")
-    p.add_argument("--latency-body", type=int, help="latency: bytes the bodies are centred on (1 MB: 1,000,000)")
+    p.add_argument(
+        "--latency-body", type=int, help="latency: bytes the bodies are centred on (1 MB: 1,000,000)"
+    )
     p.add_argument("--latency-requests", type=int, help="latency: requests each way (200)")
-    p.add_argument("--gap", type=float, default=0.05,
-                   help="latency: seconds between an answer and the next request (the CLI's own time; 0.05)")
+    p.add_argument(
+        "--gap",
+        type=float,
+        default=0.05,
+        help="latency: seconds between an answer and the next request (the CLI's own time; 0.05)",
+    )
     args = p.parse_args(argv)
-    full = dict(requests=2000, start=20 * 1024, growth=2048, jobs=16, parallel_requests=300,
-                latency_body=MB, latency_requests=200)
-    quick = dict(requests=60, start=20 * 1024, growth=2048, jobs=4, parallel_requests=20,
-                 latency_body=MB, latency_requests=40)
+    full = dict(
+        requests=2000,
+        start=20 * 1024,
+        growth=2048,
+        jobs=16,
+        parallel_requests=300,
+        latency_body=MB,
+        latency_requests=200,
+    )
+    quick = dict(
+        requests=60,
+        start=20 * 1024,
+        growth=2048,
+        jobs=4,
+        parallel_requests=20,
+        latency_body=MB,
+        latency_requests=40,
+    )
     for name, value in (quick if args.quick else full).items():
         if getattr(args, name) is None:
             setattr(args, name, value)
@@ -461,8 +571,10 @@ def main(argv: list[str] | None = None) -> int:
             soak_mode(mode, tmp / mode, tmp / "soak.toml", args, res)
             print("\n".join(res.lines), flush=True)
             res.lines.clear()
-    print(f"soak: {time.monotonic() - t0:.0f} s in all; "
-          + ("all targets met" if not res.failed else f"{len(res.failed)} missed: {', '.join(res.failed)}"))
+    print(
+        f"soak: {time.monotonic() - t0:.0f} s in all; "
+        + ("all targets met" if not res.failed else f"{len(res.failed)} missed: {', '.join(res.failed)}")
+    )
     return 1 if res.failed else 0
 
 

@@ -50,8 +50,14 @@ def handoff_context(window: int | None) -> int:
     from flower.context.handoff import Handoff
 
     return Handoff(window=window or DEFAULT_WINDOW).at + 2000
-BUILTIN_USAGE = {"input_tokens": 10, "output_tokens": 5, "cache_read_input_tokens": 0,
-                 "cache_creation_input_tokens": 0}
+
+
+BUILTIN_USAGE = {
+    "input_tokens": 10,
+    "output_tokens": 5,
+    "cache_read_input_tokens": 0,
+    "cache_creation_input_tokens": 0,
+}
 TOKEN_KEYS = tuple(BUILTIN_USAGE)
 COUNT = {"tool_use": {"name": "Bash", "input": {"command": "sh count.sh", "description": "count once more"}}}
 HANDOFF_DOC = (
@@ -64,7 +70,7 @@ def count_script(leg: int, handoff_at: int | None) -> str:
     handoff = f'[ "$n" -eq {handoff_at} ] && echo "HANDOFF-NOW"\n' if handoff_at else ""
     return (
         "#!/bin/sh\n"
-        'n=$(( $(cat .count 2>/dev/null || echo 0) + 1 ))\n'
+        "n=$(( $(cat .count 2>/dev/null || echo 0) + 1 ))\n"
         'echo "$n" > .count\n'
         'echo "count=$n"\n'
         f'[ $((n % {leg})) -eq 0 ] && echo "LEG-DONE"\n'
@@ -77,23 +83,41 @@ def scenario(*, delay_s: float = 0.0, window: int | None = None) -> str:
     """The scenario TOML: first match wins, so the specific tool results come before `count`."""
     count = json.dumps(COUNT["tool_use"])
     rules = [
-        ("handoff: document", 'last_user_contains = "上下文快满了"',
-         f'reply = [{{ text = "{HANDOFF_DOC}" }}]', {"input_tokens": 2000, "output_tokens": 300}),
-        ("leg done", 'last_is_tool_result = true\ntool_result_contains = "LEG-DONE"',
-         'reply = [{ text = "LEG-DONE: the counter reached its mark." }]',
-         {"input_tokens": 1500, "output_tokens": 20}),
-        ("context full", 'last_is_tool_result = true\ntool_result_contains = "HANDOFF-NOW"',
-         f"reply = [{{ tool_use = {_toml_inline(count)} }}]",
-         {"input_tokens": handoff_context(window), "output_tokens": 40}),
-        ("count", 'last_is_tool_result = true\ntool_result_contains = "count="',
-         f"reply = [{{ tool_use = {_toml_inline(count)} }}]",
-         {"input_tokens": 1200, "output_tokens": 40, "cache_read_input_tokens": 800}),
-        ("start", "last_is_tool_result = false",
-         f'reply = [{{ text = "Counting." }}, {{ tool_use = {_toml_inline(count)} }}]',
-         {"input_tokens": 1000, "output_tokens": 60}),
+        (
+            "handoff: document",
+            'last_user_contains = "上下文快满了"',
+            f'reply = [{{ text = "{HANDOFF_DOC}" }}]',
+            {"input_tokens": 2000, "output_tokens": 300},
+        ),
+        (
+            "leg done",
+            'last_is_tool_result = true\ntool_result_contains = "LEG-DONE"',
+            'reply = [{ text = "LEG-DONE: the counter reached its mark." }]',
+            {"input_tokens": 1500, "output_tokens": 20},
+        ),
+        (
+            "context full",
+            'last_is_tool_result = true\ntool_result_contains = "HANDOFF-NOW"',
+            f"reply = [{{ tool_use = {_toml_inline(count)} }}]",
+            {"input_tokens": handoff_context(window), "output_tokens": 40},
+        ),
+        (
+            "count",
+            'last_is_tool_result = true\ntool_result_contains = "count="',
+            f"reply = [{{ tool_use = {_toml_inline(count)} }}]",
+            {"input_tokens": 1200, "output_tokens": 40, "cache_read_input_tokens": 800},
+        ),
+        (
+            "start",
+            "last_is_tool_result = false",
+            f'reply = [{{ text = "Counting." }}, {{ tool_use = {_toml_inline(count)} }}]',
+            {"input_tokens": 1000, "output_tokens": 60},
+        ),
     ]
-    parts = ['description = "soak: a long job that loops a Bash tool call (bench/soakjob.py)"\n',
-             f"[defaults]\ndelay_s = {delay_s}\n"]
+    parts = [
+        'description = "soak: a long job that loops a Bash tool call (bench/soakjob.py)"\n',
+        f"[defaults]\ndelay_s = {delay_s}\n",
+    ]
     for name, when, reply, usage in rules:
         usage_toml = ", ".join(f"{k} = {v}" for k, v in usage.items())
         parts.append(f'[[rules]]\nname = "{name}"\n{when}\n{reply}\nusage = {{ {usage_toml} }}\n')
@@ -112,8 +136,9 @@ def _toml_inline(json_text: str) -> str:
     return value(data)
 
 
-def write_project(root: Path, *, leg: int, handoff_at: int | None, delay_s: float = 0.0,
-                  window: int | None = None) -> dict[str, Path]:
+def write_project(
+    root: Path, *, leg: int, handoff_at: int | None, delay_s: float = 0.0, window: int | None = None
+) -> dict[str, Path]:
     """The soak project under `root`: workspace (count.sh), flows (soak_flows.py), scenario."""
     ws = root / "workspace"
     ws.mkdir(parents=True, exist_ok=True)
@@ -157,7 +182,9 @@ class Expected:
     def cut(self) -> int:
         return len(self.cut_starts)
 
-    def accepts(self, meter: Mapping[str, Any], *, client_timeout: bool = False, unlogged_starts: int = 0) -> bool:
+    def accepts(
+        self, meter: Mapping[str, Any], *, client_timeout: bool = False, unlogged_starts: int = 0
+    ) -> bool:
         """Whether a meter.json is exact: nothing lost, nothing counted twice. Each answer asked
         for again is counted not at all or at its start (one of the meter's `incomplete`); with
         `client_timeout` (the client had a request timeout of its own) also whole. With
@@ -171,17 +198,27 @@ class Expected:
         cost = float(meter.get("cost_usd") or 0.0)
         fulls = self.cut_fulls or [(u, c) for u, c in self.cut_starts]  # an Expected built by hand
         kinds = ("none", "start", "whole") if client_timeout else ("none", "start")
-        extras = [combo for n in range(unlogged_starts + 1)
-                  for combo in itertools.combinations_with_replacement(self.rule_starts, n)]
+        extras = [
+            combo
+            for n in range(unlogged_starts + 1)
+            for combo in itertools.combinations_with_replacement(self.rule_starts, n)
+        ]
         for ways in itertools.product(kinds, repeat=self.cut):
             for extra in extras:
-                if (ways.count("start") + len(extra) != incomplete
-                        or exchanges != self.complete + incomplete + ways.count("whole")):
+                if ways.count("start") + len(
+                    extra
+                ) != incomplete or exchanges != self.complete + incomplete + ways.count("whole"):
                     continue
-                counted = [self.cut_starts[i] if w == "start" else fulls[i] for i, w in enumerate(ways) if w != "none"]
+                counted = [
+                    self.cut_starts[i] if w == "start" else fulls[i]
+                    for i, w in enumerate(ways)
+                    if w != "none"
+                ]
                 counted += list(extra)
                 want = {k: self.tokens[k] + sum(u.get(k, 0) for u, _ in counted) for k in TOKEN_KEYS}
-                if want == tokens and math.isclose(cost, self.cost_usd + sum(c for _, c in counted), abs_tol=1e-6):
+                if want == tokens and math.isclose(
+                    cost, self.cost_usd + sum(c for _, c in counted), abs_tol=1e-6
+                ):
                     return True
         return False
 
@@ -191,8 +228,10 @@ def rule_usages(scenario_path: Path) -> dict[str, dict[str, int]]:
     data = tomllib.loads(Path(scenario_path).read_text(encoding="utf-8"))
     defaults = {**BUILTIN_USAGE, **((data.get("defaults") or {}).get("usage") or {})}
     rules = data.get("rules") or data.get("rule") or []
-    return {str(r.get("name") or f"rule #{i}"): {**defaults, **(r.get("usage") or {})}
-            for i, r in enumerate(rules, 1)}
+    return {
+        str(r.get("name") or f"rule #{i}"): {**defaults, **(r.get("usage") or {})}
+        for i, r in enumerate(rules, 1)
+    }
 
 
 def expected_usage(scenario_path: Path, log_records: Iterable[Mapping[str, Any]]) -> Expected:
@@ -218,7 +257,7 @@ def expected_usage(scenario_path: Path, log_records: Iterable[Mapping[str, Any]]
             continue
         usage = usages[str(rec["rule"])]
         model = str(rec.get("model") or "")
-        again = next((r for r in records[i + 1:] if r.get("session") == rec.get("session")), None)
+        again = next((r for r in records[i + 1 :] if r.get("session") == rec.get("session")), None)
         if again is not None and again.get("n_messages") == rec.get("n_messages"):
             start = {k: int(v) for k, v in {**usage, "output_tokens": 1}.items() if k in TOKEN_KEYS}
             out.cut_starts.append((start, cost_usd(model, start) or 0.0))
@@ -258,15 +297,23 @@ def unlogged_answers(scenario_path: Path, records: Iterable[Mapping[str, Any]]) 
         for m in range(before + 2, n, 2):
             if messages[m - 1].get("role") != "user" or messages[m].get("role") != "assistant":
                 break
-            req = ParsedRequest(method="POST", path="/v1/messages", prefix="", endpoint="messages", headers={},
-                                body={"model": rec.get("model"), "messages": messages[:m]})
+            req = ParsedRequest(
+                method="POST",
+                path="/v1/messages",
+                prefix="",
+                endpoint="messages",
+                headers={},
+                body={"model": rec.get("model"), "messages": messages[:m]},
+            )
             rule = next((r.label for r in scenario.rules if r.matcher.matches(req)), None)
             if rule is not None:
                 out.append((rule, str(rec.get("model") or "")))
     return out
 
 
-def expected_of_one_leg(scenario_path: Path, log_records: Iterable[Mapping[str, Any]], turns: int) -> Expected:
+def expected_of_one_leg(
+    scenario_path: Path, log_records: Iterable[Mapping[str, Any]], turns: int
+) -> Expected:
     """What a job of one leg of `turns` counts (no handoff) must be metered: its complete answers
     from the scenario and the workspace alone — the start answer, `turns` - 1 count answers and
     the leg-done answer, each once (the job's `.count` shows the tool ran `turns` times) — and the
@@ -301,4 +348,3 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
         if isinstance(item, dict):
             out.append(item)
     return out
-

@@ -37,8 +37,13 @@ def main() -> int:
     load_before = os.getloadavg()[0]
     t0 = time.monotonic()
     try:
-        run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-m", "swarm", "-p", "no:cacheprovider",
-                              "--durations=0"], cwd=ROOT, env=env, capture_output=True, text=True)
+        run = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-m", "swarm", "-p", "no:cacheprovider", "--durations=0"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
         wall = time.monotonic() - t0
     finally:
         subprocess.run([str(ROOT / "scripts" / "cluster" / "down.sh")], env=env, capture_output=True)
@@ -48,11 +53,15 @@ def main() -> int:
     bring_up = max((t for t, phase, _ in phases if phase == "setup"), default=0.0)
     summary = run.stdout.strip().splitlines()[-1] if run.stdout.strip() else run.stderr[-500:]
     print(f"pytest -m swarm   {summary}")
-    print(f"bring-up          {bring_up:6.0f} s  (the slowest setup: the first swarm test's, a cluster from "
-          f"{'cached' if args.reuse_images else 'no'} images)")
+    print(
+        f"bring-up          {bring_up:6.0f} s  (the slowest setup: the first swarm test's, a cluster from "
+        f"{'cached' if args.reuse_images else 'no'} images)"
+    )
     print(f"tests             {wall - bring_up:6.0f} s")
-    print(f"total             {wall:6.0f} s = {wall / 60:.1f} min   budget {BUDGET_MIN:.0f} min: "
-          f"{'within' if wall / 60 <= BUDGET_MIN else 'OVER'}")
+    print(
+        f"total             {wall:6.0f} s = {wall / 60:.1f} min   budget {BUDGET_MIN:.0f} min: "
+        f"{'within' if wall / 60 <= BUDGET_MIN else 'OVER'}"
+    )
     print(f"load average      {load_before:.1f} before, {os.getloadavg()[0]:.1f} after (2 shared cores)")
     return 0 if run.returncode == 0 else 1
 

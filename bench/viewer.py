@@ -57,7 +57,9 @@ def make_sources(root: Path, tasks: int, files: int) -> list[Path]:
         src = root / f"task-{t:02d}"
         (src / "src").mkdir(parents=True)
         for f in range(files):
-            (src / "src" / f"mod_{f}.py").write_text("".join(f"def f{i}():\n    return {i}\n" for i in range(40)))
+            (src / "src" / f"mod_{f}.py").write_text(
+                "".join(f"def f{i}():\n    return {i}\n" for i in range(40))
+            )
         (src / "README.md").write_text(f"# task {t}\n\nMake the tests pass.\n")
         out.append(src)
     return out
@@ -65,30 +67,56 @@ def make_sources(root: Path, tasks: int, files: int) -> list[Path]:
 
 def job_spec(job_id: str, task: int, variant: str, repeat: int, source: Path) -> JobSpec:
     return JobSpec(
-        id=job_id, task=f"task-{task:02d}", variant=variant, repeat=repeat,
+        id=job_id,
+        task=f"task-{task:02d}",
+        variant=variant,
+        repeat=repeat,
         matrix={"model": variant.split("-")[0], "style": variant.split("-")[-1]},
-        prompt=f"Fix the failing tests of task {task}; keep the public API.", workflow="examples.workflows:careful",
-        workspace=source, check="pytest -q", gateway=GatewaySpec(mode="scripted"), budget_usd=2.0,
+        prompt=f"Fix the failing tests of task {task}; keep the public API.",
+        workflow="examples.workflows:careful",
+        workspace=source,
+        check="pytest -q",
+        gateway=GatewaySpec(mode="scripted"),
+        budget_usd=2.0,
     )
 
 
 def outcome_for(job_id: str, variant: str, rng: random.Random) -> JobOutcome:
     roll = rng.random()
-    status = (Status.PASSED if roll < RATES[variant] else Status.FAILED if roll < 0.95
-              else rng.choice([Status.TIMEOUT, Status.ERROR, Status.BUDGET]))
+    status = (
+        Status.PASSED
+        if roll < RATES[variant]
+        else Status.FAILED
+        if roll < 0.95
+        else rng.choice([Status.TIMEOUT, Status.ERROR, Status.BUDGET])
+    )
     steps = tuple(
-        StepSummary(name, ok=True, cost_usd=round(rng.uniform(0.005, 0.08), 4), num_turns=rng.randint(1, 9),
-                    duration_s=round(rng.uniform(2, 90), 1),
-                    verdict=("achieved" if status is Status.PASSED else "not_yet") if "判定" in name else None)
+        StepSummary(
+            name,
+            ok=True,
+            cost_usd=round(rng.uniform(0.005, 0.08), 4),
+            num_turns=rng.randint(1, 9),
+            duration_s=round(rng.uniform(2, 90), 1),
+            verdict=("achieved" if status is Status.PASSED else "not_yet") if "判定" in name else None,
+        )
         for name in STEPS
     )
-    check = "".join(f"tests/test_mod.py::test_{i} {'PASSED' if status is Status.PASSED or i % 3 else 'FAILED'}\n"
-                    for i in range(30))
+    check = "".join(
+        f"tests/test_mod.py::test_{i} {'PASSED' if status is Status.PASSED or i % 3 else 'FAILED'}\n"
+        for i in range(30)
+    )
     return JobOutcome(
-        job_id, status, workflow_ok=status is not Status.ERROR, check_exit=0 if status is Status.PASSED else 1,
-        cost_usd=round(sum(s.cost_usd or 0 for s in steps), 4), num_turns=sum(s.num_turns or 0 for s in steps),
-        duration_s=round(sum(s.duration_s or 0 for s in steps), 1), steps=steps, gateway_mode="scripted",
-        reason=None if status is Status.PASSED else f"check exited 1 ({status.value})", check_output=check,
+        job_id,
+        status,
+        workflow_ok=status is not Status.ERROR,
+        check_exit=0 if status is Status.PASSED else 1,
+        cost_usd=round(sum(s.cost_usd or 0 for s in steps), 4),
+        num_turns=sum(s.num_turns or 0 for s in steps),
+        duration_s=round(sum(s.duration_s or 0 for s in steps), 1),
+        steps=steps,
+        gateway_mode="scripted",
+        reason=None if status is Status.PASSED else f"check exited 1 ({status.value})",
+        check_output=check,
     )
 
 
@@ -105,22 +133,64 @@ def transcript(n_turns: int, rng: random.Random) -> tuple[list[dict], list[dict]
     for i in range(n_turns):
         mid, tid = f"msg_{uuid.uuid4().hex[:12]}", f"toolu_{uuid.uuid4().hex[:12]}"
         usage = {"input_tokens": 1500 + 40 * i, "cache_read_input_tokens": 12_000, "output_tokens": 200}
-        add(main, "assistant", {"id": mid, "role": "assistant", "model": "claude", "usage": usage,
-                                "content": [{"type": "text", "text": f"Looking at module {i}."}]})
+        add(
+            main,
+            "assistant",
+            {
+                "id": mid,
+                "role": "assistant",
+                "model": "claude",
+                "usage": usage,
+                "content": [{"type": "text", "text": f"Looking at module {i}."}],
+            },
+        )
         name = "Agent" if i == 2 else rng.choice(["Read", "Bash", "Edit"])
-        tool_input = ({"description": "run the tests", "subagent_type": "coder", "prompt": "run pytest"}
-                      if name == "Agent" else {"file_path": f"/workspace/src/mod_{i}.py"})
-        add(main, "assistant", {"id": mid, "role": "assistant", "model": "claude", "usage": usage,
-                                "content": [{"type": "tool_use", "id": tid, "name": name, "input": tool_input}]})
+        tool_input = (
+            {"description": "run the tests", "subagent_type": "coder", "prompt": "run pytest"}
+            if name == "Agent"
+            else {"file_path": f"/workspace/src/mod_{i}.py"}
+        )
+        add(
+            main,
+            "assistant",
+            {
+                "id": mid,
+                "role": "assistant",
+                "model": "claude",
+                "usage": usage,
+                "content": [{"type": "tool_use", "id": tid, "name": name, "input": tool_input}],
+            },
+        )
         result = "\n".join(f"{n}\tdef f{n}(): return {n}" for n in range(rng.randint(5, 120)))
-        add(main, "user", {"role": "user", "content": [{"type": "tool_result", "tool_use_id": tid, "content": result}]})
+        add(
+            main,
+            "user",
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": tid, "content": result}]},
+        )
         if name == "Agent":
             agent_tool = tid
-    sub: list[dict] = [{"type": "agent_metadata", "agentType": "coder", "description": "run the tests",
-                        "toolUseId": agent_tool, "finished": True}]
+    sub: list[dict] = [
+        {
+            "type": "agent_metadata",
+            "agentType": "coder",
+            "description": "run the tests",
+            "toolUseId": agent_tool,
+            "finished": True,
+        }
+    ]
     add(sub, "user", {"role": "user", "content": "run pytest"}, isSidechain=True)
-    add(sub, "assistant", {"id": "msg_sub", "role": "assistant", "model": "claude", "usage": {"input_tokens": 900},
-                           "content": [{"type": "text", "text": "30 passed"}]}, isSidechain=True)
+    add(
+        sub,
+        "assistant",
+        {
+            "id": "msg_sub",
+            "role": "assistant",
+            "model": "claude",
+            "usage": {"input_tokens": 900},
+            "content": [{"type": "text", "text": "30 passed"}],
+        },
+        isSidechain=True,
+    )
     return main, sub
 
 
@@ -134,12 +204,31 @@ def write_sessions(root: Path, job: JobSpec, outcome: JobOutcome, rng: random.Ra
             sid = str(uuid.uuid4())
             main, sub = transcript(turns, rng)
             store._append_sync({"project_key": "-workspace", "session_id": sid}, main)  # type: ignore[arg-type,typeddict-item]  # noqa: SLF001
-            store._append_sync({"project_key": "-workspace", "session_id": sid,  # noqa: SLF001
-                                "subpath": "subagents/agent-a1"}, sub)  # type: ignore[arg-type,typeddict-item]
-            rows.append({"step": step.name, "session_id": sid, "ok": step.ok, "cost_usd": step.cost_usd,
-                         "num_turns": step.num_turns, "duration_s": step.duration_s, "retired": [],
-                         "started_at": "2023-11-14T22:13:20+00:00", "ended_at": "2023-11-14T22:20:00+00:00",
-                         "run": "20231114-221320-abcdef", "text": "done", "errors": [], "tool_calls": []})
+            store._append_sync(
+                {
+                    "project_key": "-workspace",
+                    "session_id": sid,  # noqa: SLF001
+                    "subpath": "subagents/agent-a1",
+                },
+                sub,
+            )  # type: ignore[arg-type,typeddict-item]
+            rows.append(
+                {
+                    "step": step.name,
+                    "session_id": sid,
+                    "ok": step.ok,
+                    "cost_usd": step.cost_usd,
+                    "num_turns": step.num_turns,
+                    "duration_s": step.duration_s,
+                    "retired": [],
+                    "started_at": "2023-11-14T22:13:20+00:00",
+                    "ended_at": "2023-11-14T22:20:00+00:00",
+                    "run": "20231114-221320-abcdef",
+                    "text": "done",
+                    "errors": [],
+                    "tool_calls": [],
+                }
+            )
     finally:
         store.close()
     (runs / "manifest.json").write_text(json.dumps(rows, ensure_ascii=False, indent=2))
@@ -155,11 +244,15 @@ def make_batch(home: Path, n_jobs: int, quick: bool, rng: random.Random) -> floa
         root = home / BATCH / job.id
         outcome = outcome_for(job.id, variant, rng)
         record = new_record(job, batch=BATCH, image_id=IMAGE, status="running")
-        record = replace(record.with_outcome(outcome, finished_at="2023-11-14T22:20:00+00:00", exit_code=0),
-                         started_at="2023-11-14T22:13:20+00:00")
+        record = replace(
+            record.with_outcome(outcome, finished_at="2023-11-14T22:20:00+00:00", exit_code=0),
+            started_at="2023-11-14T22:13:20+00:00",
+        )
         (root / "logs").mkdir(parents=True)
         write_record(root / "record.json", record)
-        (root / "logs" / "container.log").write_text("".join(f"22:13:{s:02d} step {s % 6} ok\n" for s in range(300)))
+        (root / "logs" / "container.log").write_text(
+            "".join(f"22:13:{s:02d} step {s % 6} ok\n" for s in range(300))
+        )
         shutil.copytree(sources[task], root / "workspace")
         edited = root / "workspace" / "src" / "mod_0.py"
         edited.write_text(edited.read_text().replace("return 3\n", "return 3  # fixed\n"))
@@ -195,7 +288,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="fewer sampled sessions, smaller workspaces")
     parser.add_argument("--repeat", type=int, default=3, help="timings are the best of this many runs")
     parser.add_argument("--keep", type=Path, help="build the batch here and keep it (default: a temp dir)")
-    parser.add_argument("--reuse", action="store_true", help="with --keep: measure the batch already built there")
+    parser.add_argument(
+        "--reuse", action="store_true", help="with --keep: measure the batch already built there"
+    )
     args = parser.parse_args(argv)
     rng = random.Random(14)
     tmp = Path(tempfile.mkdtemp(prefix="fb-bench-viewer-")) if args.keep is None else args.keep
@@ -222,12 +317,16 @@ def main(argv: list[str] | None = None) -> int:
         ok &= line("job list endpoint, cold (all records parsed)", spread(colds), "< 2 s", min(colds) < 2)
         warm = [fetch(server.port, f"/api/jobs?batch={BATCH}&limit=200")[0] for _ in range(args.repeat)]
         ok &= line("job list endpoint, warm (a 2-s poll)", spread(warm), "< 2 s", min(warm) < 2)
-        filt = [fetch(server.port, f"/api/jobs?batch={BATCH}&status=failed&q=haiku&limit=200")[0]
-                for _ in range(args.repeat)]
+        filt = [
+            fetch(server.port, f"/api/jobs?batch={BATCH}&status=failed&q=haiku&limit=200")[0]
+            for _ in range(args.repeat)
+        ]
         ok &= line("job list endpoint, filtered", spread(filt), "< 2 s", min(filt) < 2)
         line("batch list endpoint", spread([fetch(server.port, "/api/batches")[0]]), "", None)
         detail, status, body = fetch(server.port, f"/api/job?batch={BATCH}&job={sampled}")
-        msgs = sum(len(s["messages"]) for st in json.loads(body)["trajectory"]["steps"] for s in st["sessions"])
+        msgs = sum(
+            len(s["messages"]) for st in json.loads(body)["trajectory"]["steps"] for s in st["sessions"]
+        )
         line(f"one job's trajectory ({msgs} messages)", f"{detail:.3f} s", "", None)
         wsdiff = fetch(server.port, f"/api/diff?batch={BATCH}&job={sampled}")[0]
         line("one job's workspace diff", f"{wsdiff:.3f} s", "", None)
@@ -249,8 +348,13 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.monotonic()
         records = {k: v for k, v in load_records(home / BATCH).items() if not isinstance(v, Exception)}
         tails = {j: (home / BATCH / j / "logs" / "container.log").read_text()[-4000:] for j in records}
-        results = results_from_records(records, batch=BATCH, image_id=IMAGE, log_tails=tails,  # type: ignore[arg-type]
-                                       batch_dir=home / BATCH)
+        results = results_from_records(
+            records,
+            batch=BATCH,
+            image_id=IMAGE,
+            log_tails=tails,  # type: ignore[arg-type]
+            batch_dir=home / BATCH,
+        )
         paths = write_reports(results, tmp / "report")
         made = time.monotonic() - t0
         line("records -> results.json, junit.xml, report.html", f"{made:.1f} s", "", None)
@@ -261,9 +365,13 @@ def main(argv: list[str] | None = None) -> int:
             browser.goto("about:blank")
             t0 = time.monotonic()
             browser.goto(paths.html.as_uri())
-            browser.wait_for("document.getElementById('filter-info').textContent.indexOf('jobs') >= 0", timeout=120)
+            browser.wait_for(
+                "document.getElementById('filter-info').textContent.indexOf('jobs') >= 0", timeout=120
+            )
             opens.append(time.monotonic() - t0)
-        ok &= line("report.html opens in Chromium (loaded, script run)", spread(opens), "< 5 s", min(opens) < 5)
+        ok &= line(
+            "report.html opens in Chromium (loaded, script run)", spread(opens), "< 5 s", min(opens) < 5
+        )
         plots = browser.evaluate("document.querySelectorAll('svg.plot g.variant').length")
         line("plot points/bars rendered", str(plots), "", None)
     finally:

@@ -37,14 +37,21 @@ STEPS = [
 def main() -> int:
     project = Path(tempfile.mkdtemp(prefix="flower-go-demo-"))
     print(f"model: {SCRIPTED_LABEL}\nproject: {project}\n", flush=True)
-    with ScriptedServer(Scenario.load(HERE / "scenarios" / "starter.toml"), log_path=project.parent /
-                        f"{project.name}-model.jsonl") as srv:
+    with ScriptedServer(
+        Scenario.load(HERE / "scenarios" / "starter.toml"),
+        log_path=project.parent / f"{project.name}-model.jsonl",
+    ) as srv:
         env = {**os.environ, **srv.env(project.parent / f"{project.name}-claude-config")}
         for args, what in STEPS:
             shown = " ".join(f'"{a}"' if " " in a else a for a in args)
             print(f"\n$ flower {shown}      # {what}", flush=True)
-            done = subprocess.run([sys.executable, "-m", "flower", *args], cwd=project, env=env,
-                                  stdin=subprocess.DEVNULL, check=False)
+            done = subprocess.run(
+                [sys.executable, "-m", "flower", *args],
+                cwd=project,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                check=False,
+            )
             if done.returncode != 0:
                 return done.returncode
     notes = project / ".flower" / "notes"

@@ -16,9 +16,11 @@ terse = AgentSpec(
 
 
 def main() -> Workflow:
-    return Workflow([
-        # A new session: it knows only what its prompt says.
-        Step("取词", terse, "读 seed.txt,只回文件里那个词。"),
-        # Also a new session: the previous step's output is injected into the prompt.
-        Step("造句", terse, lambda ctx: f"用「{ctx['取词']}」造一个五字短句,只回短句。"),
-    ])
+    return Workflow(
+        [
+            # A new session: it knows only what its prompt says.
+            Step("取词", terse, "读 seed.txt,只回文件里那个词。"),
+            # Also a new session: the previous step's output is injected into the prompt.
+            Step("造句", terse, lambda ctx: f"用「{ctx['取词']}」造一个五字短句,只回短句。"),
+        ]
+    )

@@ -32,8 +32,13 @@ def careful() -> Workflow:
     return Workflow(
         [
             Step("do", spec, _prompt),
-            Step("verify", spec, "Verify the result against TASK.md once more. End with VERIFIED or FAILED.",
-                 resume_from="do", gate=lambda result, ctx: "VERIFIED" in result.text),
+            Step(
+                "verify",
+                spec,
+                "Verify the result against TASK.md once more. End with VERIFIED or FAILED.",
+                resume_from="do",
+                gate=lambda result, ctx: "VERIFIED" in result.text,
+            ),
         ],
         name="careful",
     )

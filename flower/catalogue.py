@@ -71,7 +71,9 @@ WORK_PROMPT = "照这份需求做:\n\n{brief}"
 # ("Do this requirement: ...")
 WORK_GOAL = "\n\n目标和判定清单(做完后由独立判定者逐条检查):\n\n{goal}"
 # ("The goal and checklist (an independent judge checks them when you are done): ...")
-WORK_RESUME = "接着上次的工作继续。先看看工作区和工作台里已经有什么,把没做完的做完;如果都做完了,简短说明现状。"
+WORK_RESUME = (
+    "接着上次的工作继续。先看看工作区和工作台里已经有什么,把没做完的做完;如果都做完了,简短说明现状。"
+)
 # ("Continue where you left off. Look at what the workspace and the workbench hold, finish what
 # is unfinished; if everything is done, say briefly where things stand.")
 WAKE_PROMPT = "用户补充了一句(已追加到 需求.md 的「唤醒时追加」,目标.md 已按它重新设定):\n\n{words}"
@@ -88,7 +90,9 @@ UNREACHABLE_QUESTION = (
 )
 # ("The judge finds the goal of <step> unreachable here: <reason>. 1 = accept as done; 2 + words =
 # change the goal; 3 = the judge is wrong, keep going. No answer stops the step.")
-OVERRULED = "用户认为判定者错了,目标在这个环境里可以达成。继续做,把判定清单上没通过的补齐。判定者的理由是: {reason}"
+OVERRULED = (
+    "用户认为判定者错了,目标在这个环境里可以达成。继续做,把判定清单上没通过的补齐。判定者的理由是: {reason}"
+)
 # ("The person says the judge was wrong and the goal is reachable here. Carry on and close the
 # failing checks. The judge's reasoning was: ...")
 GOAL_CHANGED = "用户修改了目标: {words}\n按修改后的目标继续做。"
@@ -163,10 +167,13 @@ WORKER_RULES = """\
 # Reply in at most 30 lines: conclusion / evidence / output / unverified.)
 WORKTREE_PATH_SLOT, WORKTREE_BRANCH_SLOT = "⟦path⟧", "⟦branch⟧"  # filled in per worker (roles._name_worktree)
 ISOLATE_HEADING = "## 隔离工作区"  # the heading that marks an isolated worker's prompt (roles.is_isolated)
-ISOLATE_RULES = ISOLATE_HEADING + """
+ISOLATE_RULES = (
+    ISOLATE_HEADING
+    + """
 - 你的所有改动只落在 git worktree `⟦path⟧`(分支 `⟦branch⟧`)里,不要改主工作区的文件。
 - 开始前确认它存在;不存在就在仓库根目录运行 `git worktree add -b ⟦branch⟧ ⟦path⟧`(分支已存在时用 `git worktree add ⟦path⟧ ⟦branch⟧`)。
 - 在 worktree 里提交你的改动(`git -C ⟦path⟧ commit`);合并不归你管,不要合并。"""
+)
 # (Isolation: all your changes land in git worktree <path> on branch <branch>, never in the main
 # checkout; create it if missing; commit there; merging is the workflow's job, not yours.)
 COORDINATOR_RULES = """\
@@ -305,12 +312,16 @@ BANNER_BRIEF = "需求已确认"  # the brief is settled
 BANNER_CHECKS = "目标 {checks} 条"  # the goal has N checks
 BANNER_CONTEXT = "{step}上下文 {tokens}"  # the step's context size
 BANNER_WOKE = "第 {woke} 次唤醒"  # the N-th wake
-NOTICE_HANDOFF_DUE = "  上下文 {context} 过了交接线 {at}: 停下来写交接文档"  # context past the line: writing the handoff
+NOTICE_HANDOFF_DUE = (
+    "  上下文 {context} 过了交接线 {at}: 停下来写交接文档"  # context past the line: writing the handoff
+)
 NOTICE_HANDED_OVER = "  交接: 新会话接手 (第 {generation} 代), 文档 {doc}"  # a fresh session took over
 NOTICE_DEGRADED = "  上下文装不下了: 运行时代写交接文档 (降级交接)"  # full: the runtime wrote the document
 NOTICE_CONTEXT = "  上下文 {context}, 交接线 {at}"  # context size, the handoff line
 NOTICE_OFFLINE = "  连不上 {host}:{port}: 等网络恢复后接着同一个会话做"  # unreachable: waiting, same session
-NOTICE_OFFLINE_VIA = "  连不上 {host}:{port} (经 {via}): 等网络恢复后接着同一个会话做"  # the same, through a socket
+NOTICE_OFFLINE_VIA = (
+    "  连不上 {host}:{port} (经 {via}): 等网络恢复后接着同一个会话做"  # the same, through a socket
+)
 FROZEN_LINE = "== {name}: 已定下, 跳过 ({path})"  # already settled: skipped (its content still flows on)
 GOAL_LINE = "  目标: {statement}  ·  判定清单 {count} 条  ->  {path}"
 JUDGE_LINE = "  -- {name}: 独立判定者 (全新会话) 对照 目标.md 检查"  # an independent judge, a fresh session
@@ -324,7 +335,7 @@ INBOX_DELIVERED = "  -> 放进收件箱 (agent 在阶段之间会读), 也记进
 # (into the inbox — the agent reads it between phases — and into 需求.md)
 ROUNDS_SPENT = "判定没通过, 轮数用完了"  # the judge did not pass it and the rounds ran out
 STOPPED_AT = "没做完: 停在「{step}」"  # not finished: stopped at <step>
-HOW_TO_CONTINUE = "  再运行 flower 接着做, 或 flower \"补充的话\" 加一句 (--rounds N 给更多轮)"
+HOW_TO_CONTINUE = '  再运行 flower 接着做, 或 flower "补充的话" 加一句 (--rounds N 给更多轮)'
 # (run flower again to continue, or add words; --rounds N for more rounds)
 CLARIFIED_ONLY = "需求已确认 (--clarify-only: 到此为止)"
 DONE_JUDGED = "做完了: 独立判定者确认目标已达成"  # done: the judge confirmed the goal
@@ -503,7 +514,17 @@ VERDICT_STATE_WORDS: dict[str, tuple[str, ...]] = {
     ),
     "achieved": ("achieved", "已达成", "达成", "全部通过", "通过"),
 }
-VERDICT_NONE_WORDS = {"无", "没有", "none", "n/a", "-", "(无)", "（无）", "无。", "nothing"}  # "no failed checks"
+VERDICT_NONE_WORDS = {
+    "无",
+    "没有",
+    "none",
+    "n/a",
+    "-",
+    "(无)",
+    "（无）",
+    "无。",
+    "nothing",
+}  # "no failed checks"
 VERDICT_ITEM_TRAILERS = "。. "  # stripped from a failed-check item before it is compared with those
 VERDICT_INLINE_LABEL = (  # "结论: achieved" / "**理由**：..." written as a labelled line, not a heading
     r"^\s*[*_]*\s*(结论|判定结论|理由|未通过|verdict|conclusion|reason|failed)\s*[*_]*\s*[:：]\s*[*_]*(.*)$"
@@ -534,7 +555,9 @@ GOAL_UNRECOGNISED = "格式无法识别"  # (the format was not recognised)
 PERSON_ADDED = "\n\n用户补充: {words}"  # appended to the clarify resume prompt: "the person adds: ..."
 BRIEF_INCOMPLETE = "{file} 缺 {missing}: 先照现有的做; 它没有冻结, 下次运行会接着确认"
 # (the brief lacks ...: working from what there is; it is not frozen, the next run clarifies again)
-NO_GOAL_TO_JUDGE = "没有完整的 {file}, 「{step}」这一轮不做判定"  # no complete 目标.md: this round is not judged
+NO_GOAL_TO_JUDGE = (
+    "没有完整的 {file}, 「{step}」这一轮不做判定"  # no complete 目标.md: this round is not judged
+)
 JUDGE_UNFINISHED = "判定者没能跑完: {error}"  # the judge did not finish
 JUDGE_NO_REASON = "(判定者没有说明)"  # (the judge gave no reason)
 UNREACHABLE_UNANSWERED = "判定者认为目标无法达成, 无人回答: {reason}"  # unreachable, and nobody answered

@@ -9,5 +9,5 @@ from typing import Literal
 
 
 def now_iso(timespec: Literal["seconds", "milliseconds"] = "seconds") -> str:
-    """"2026-12-01T12:36:31+00:00", or with "milliseconds" "2026-12-01T12:36:31.123+00:00"."""
+    """ "2026-12-01T12:36:31+00:00", or with "milliseconds" "2026-12-01T12:36:31.123+00:00"."""
     return datetime.now(UTC).isoformat(timespec=timespec)

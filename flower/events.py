@@ -183,13 +183,50 @@ class Answered(_Event):
     answer: str | None = None
 
 
-Event = (StepStarted | SessionKnown | AssistantText | ToolCalled | Retried | Offline | Interrupted
-         | ContextWarning | HandoffDue | HandedOver | HandoffDegraded | Frozen | GoalSet | Judging
-         | Judged | Warned | Asked | Answered)
+Event = (
+    StepStarted
+    | SessionKnown
+    | AssistantText
+    | ToolCalled
+    | Retried
+    | Offline
+    | Interrupted
+    | ContextWarning
+    | HandoffDue
+    | HandedOver
+    | HandoffDegraded
+    | Frozen
+    | GoalSet
+    | Judging
+    | Judged
+    | Warned
+    | Asked
+    | Answered
+)
 
-KINDS: dict[str, type[_Event]] = {cls.kind: cls for cls in (
-    StepStarted, SessionKnown, AssistantText, ToolCalled, Retried, Offline, Interrupted, ContextWarning,
-    HandoffDue, HandedOver, HandoffDegraded, Frozen, GoalSet, Judging, Judged, Warned, Asked, Answered)}
+KINDS: dict[str, type[_Event]] = {
+    cls.kind: cls
+    for cls in (
+        StepStarted,
+        SessionKnown,
+        AssistantText,
+        ToolCalled,
+        Retried,
+        Offline,
+        Interrupted,
+        ContextWarning,
+        HandoffDue,
+        HandedOver,
+        HandoffDegraded,
+        Frozen,
+        GoalSet,
+        Judging,
+        Judged,
+        Warned,
+        Asked,
+        Answered,
+    )
+}
 
 
 def parse(kind: str, payload: dict[str, Any]) -> Event | None:

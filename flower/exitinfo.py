@@ -52,7 +52,9 @@ def clear(run_dir: str | os.PathLike[str]) -> None:
         pass
 
 
-def leave(run_dir: str | os.PathLike[str], *, code: int, kind: str, reason: str, step: str | None = None) -> None:
+def leave(
+    run_dir: str | os.PathLike[str], *, code: int, kind: str, reason: str, step: str | None = None
+) -> None:
     """Write the cause of this exit atomically; silently nothing when run_dir does not exist."""
     if kind not in CLASSES:
         raise ValueError(f"exit class {kind!r} is not one of {', '.join(CLASSES)}")
@@ -90,8 +92,13 @@ def read(run_dir: str | os.PathLike[str], *, stamp: str | None = None) -> dict[s
     if stamp is not None and data.get("stamp") != stamp:
         return None
     step = data.get("step")
-    return {"code": data["code"], "class": data["class"], "reason": data["reason"],
-            "step": step if isinstance(step, str) else None, "stamp": data.get("stamp")}
+    return {
+        "code": data["code"],
+        "class": data["class"],
+        "reason": data["reason"],
+        "step": step if isinstance(step, str) else None,
+        "stamp": data.get("stamp"),
+    }
 
 
 def one_line(text: str) -> str:

@@ -42,8 +42,13 @@ class OneLineErrors(TyperGroup):
 
 def build_app() -> typer.Typer:
     """The `flower-batch` app: every command, and the `image` group."""
-    app = typer.Typer(cls=OneLineErrors, add_completion=False, no_args_is_help=True, rich_markup_mode=None,
-                      help="Run flower workflows in pinned containers: one job, a matrix, a reproduction.")
+    app = typer.Typer(
+        cls=OneLineErrors,
+        add_completion=False,
+        no_args_is_help=True,
+        rich_markup_mode=None,
+        help="Run flower workflows in pinned containers: one job, a matrix, a reproduction.",
+    )
     image_app = typer.Typer(no_args_is_help=True, help="The runtime image.")
     app.add_typer(image_app, name="image")
     for command in (run, wake, ls):

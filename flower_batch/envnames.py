@@ -17,7 +17,9 @@ from collections.abc import Iterable, Mapping
 GATEWAY_PREFIX = "ANTHROPIC_"
 GATEWAY_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_SECRET_WORDS = frozenset({"KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS", "APIKEY"})
+_SECRET_WORDS = frozenset(
+    {"KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS", "APIKEY"}
+)
 
 
 def valid_env_name(name: str) -> bool:
@@ -39,9 +41,11 @@ def env_name_problem(name: str) -> str | None:
     if not valid_env_name(name):
         return "not a valid environment variable name; use letters, digits and _"
     if gateway_owned(name):
-        return (f"{name} is set per job by the gateway (the real key never enters a container); remove it"
-                if name in GATEWAY_ENV else
-                f"{name}: ANTHROPIC_* variables are set for every job by flower-batch (use `model` for the model); remove it")
+        return (
+            f"{name} is set per job by the gateway (the real key never enters a container); remove it"
+            if name in GATEWAY_ENV
+            else f"{name}: ANTHROPIC_* variables are set for every job by flower-batch (use `model` for the model); remove it"
+        )
     return None
 
 

@@ -46,9 +46,14 @@ class FileChange:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "path": self.path, "kind": self.kind, "binary": self.binary,
-            "added_lines": self.added_lines, "removed_lines": self.removed_lines,
-            "diff": self.diff, "diff_truncated": self.diff_truncated, "note": self.note,
+            "path": self.path,
+            "kind": self.kind,
+            "binary": self.binary,
+            "added_lines": self.added_lines,
+            "removed_lines": self.removed_lines,
+            "diff": self.diff,
+            "diff_truncated": self.diff_truncated,
+            "note": self.note,
         }
 
 
@@ -79,11 +84,18 @@ class WorkspaceDiff:
     def summary(self) -> dict[str, Any]:
         """Counts only: what results.json and the report carry."""
         return {
-            "source": self.source, "available": self.available,
-            "source_missing": self.source_missing, "workspace_missing": self.workspace_missing,
-            "added": self.count("added"), "changed": self.count("changed"), "removed": self.count("removed"),
-            "lines_added": self.added_lines, "lines_removed": self.removed_lines, "truncated": self.truncated,
-            "skipped": self.skipped[:SKIPPED_SHOWN], "skipped_count": len(self.skipped),
+            "source": self.source,
+            "available": self.available,
+            "source_missing": self.source_missing,
+            "workspace_missing": self.workspace_missing,
+            "added": self.count("added"),
+            "changed": self.count("changed"),
+            "removed": self.count("removed"),
+            "lines_added": self.added_lines,
+            "lines_removed": self.removed_lines,
+            "truncated": self.truncated,
+            "skipped": self.skipped[:SKIPPED_SHOWN],
+            "skipped_count": len(self.skipped),
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -95,7 +107,11 @@ def summarize(source: Path | None, workspace: Path) -> WorkspaceDiff:
 
 
 def diff(
-    source: Path | None, workspace: Path, *, file_limit: int = FILE_DIFF_LIMIT, total_limit: int = TOTAL_DIFF_LIMIT
+    source: Path | None,
+    workspace: Path,
+    *,
+    file_limit: int = FILE_DIFF_LIMIT,
+    total_limit: int = TOTAL_DIFF_LIMIT,
 ) -> WorkspaceDiff:
     return _compare(source, workspace, with_text=True, file_limit=file_limit, total_limit=total_limit)
 
@@ -107,8 +123,12 @@ def source_of(spec: dict[str, Any]) -> Path | None:
 
 
 def _compare(
-    source: Path | None, workspace: Path, *, with_text: bool,
-    file_limit: int = FILE_DIFF_LIMIT, total_limit: int = TOTAL_DIFF_LIMIT,
+    source: Path | None,
+    workspace: Path,
+    *,
+    with_text: bool,
+    file_limit: int = FILE_DIFF_LIMIT,
+    total_limit: int = TOTAL_DIFF_LIMIT,
 ) -> WorkspaceDiff:
     out = WorkspaceDiff(source=str(source) if source else None)
     if source is not None and not source.is_dir():

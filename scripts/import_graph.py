@@ -32,8 +32,10 @@ def edges(package: str) -> dict[str, set[str]]:
     """node -> the other nodes of `package` it imports."""
     root = REPO / package
     graph: dict[str, set[str]] = {}
-    modules = {".".join([package, *p.relative_to(root).with_suffix("").parts]).removesuffix(".__init__")
-               for p in root.rglob("*.py")}
+    modules = {
+        ".".join([package, *p.relative_to(root).with_suffix("").parts]).removesuffix(".__init__")
+        for p in root.rglob("*.py")
+    }
     for path in sorted(root.rglob("*.py")):
         parts = [package, *path.relative_to(root).with_suffix("").parts]
         is_init = parts[-1] == "__init__"
@@ -51,7 +53,9 @@ def edges(package: str) -> dict[str, set[str]]:
                 else:
                     source = node.module or ""
                 # `from pkg import mod` imports the module pkg.mod; `from mod import name` imports mod.
-                targets = [f"{source}.{a.name}" if f"{source}.{a.name}" in modules else source for a in node.names]
+                targets = [
+                    f"{source}.{a.name}" if f"{source}.{a.name}" in modules else source for a in node.names
+                ]
             elif isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
             else:

@@ -63,7 +63,10 @@ def main(argv: list[str]) -> int:
         print(item)
     unexplained = [f for f in found if f.reason is None]
     if "--check" in argv and unexplained:
-        print(f"{len(unexplained)} function(s) over {LIMIT} lines without a `{MARK} <reason>` comment", file=sys.stderr)
+        print(
+            f"{len(unexplained)} function(s) over {LIMIT} lines without a `{MARK} <reason>` comment",
+            file=sys.stderr,
+        )
         return 1
     return 0
 

@@ -31,8 +31,10 @@ class WebSocket:
         self.sock = socket.create_connection((parts.hostname, parts.port or 80), timeout=timeout)
         key = base64.b64encode(os.urandom(16)).decode()
         path = parts.path + (f"?{parts.query}" if parts.query else "")
-        request = (f"GET {path} HTTP/1.1\r\nHost: {parts.hostname}:{parts.port}\r\nUpgrade: websocket\r\n"
-                   f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n")
+        request = (
+            f"GET {path} HTTP/1.1\r\nHost: {parts.hostname}:{parts.port}\r\nUpgrade: websocket\r\n"
+            f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        )
         self.sock.sendall(request.encode())
         head = b""
         while b"\r\n\r\n" not in head:
@@ -98,10 +100,22 @@ class Browser:
         assert CHROMIUM, "headless Chromium is needed (make prereqs installs it)"
         self.profile = tempfile.mkdtemp(prefix="fb-cdp-")
         self.proc = subprocess.Popen(
-            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-             "--proxy-server=127.0.0.1:9", "--no-first-run", "--remote-debugging-port=0",
-             f"--user-data-dir={self.profile}", "--window-size=1300,1600", "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            [
+                CHROMIUM,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-dev-shm-usage",
+                "--proxy-server=127.0.0.1:9",
+                "--no-first-run",
+                "--remote-debugging-port=0",
+                f"--user-data-dir={self.profile}",
+                "--window-size=1300,1600",
+                "about:blank",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         port = self._devtools_port()
         targets = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=30).read())

@@ -16,7 +16,9 @@ from flower_batch.reports import RESULTS_FORMAT
 Job = str | tuple[str, float | None, int | None, float | None]
 
 
-def results_document(batch: str, plan: Mapping[tuple[str, str], Sequence[Job]], **extra: Any) -> dict[str, Any]:
+def results_document(
+    batch: str, plan: Mapping[tuple[str, str], Sequence[Job]], **extra: Any
+) -> dict[str, Any]:
     jobs = []
     for (task, variant), entries in plan.items():
         for repeat, entry in enumerate(entries, start=1):
@@ -25,15 +27,36 @@ def results_document(batch: str, plan: Mapping[tuple[str, str], Sequence[Job]], 
             outcome = None
             if status != "pending":
                 outcome = JobOutcome(
-                    job_id, Status(status), workflow_ok=status != "failed" or repeat % 2 == 0,
-                    check_exit=1 if status == "failed" else 0, cost_usd=cost, num_turns=turns,
-                    duration_s=duration, gateway_mode="scripted",
+                    job_id,
+                    Status(status),
+                    workflow_ok=status != "failed" or repeat % 2 == 0,
+                    check_exit=1 if status == "failed" else 0,
+                    cost_usd=cost,
+                    num_turns=turns,
+                    duration_s=duration,
+                    gateway_mode="scripted",
                 ).to_dict()
-            jobs.append({"id": job_id, "task": task, "variant": variant, "repeat": repeat,
-                         "matrix": {"variant": variant}, "status": status, "outcome": outcome, "inputs": {}})
-    return {"format": RESULTS_FORMAT, "batch": batch, "image_id": "sha256:" + "b" * 64,
-            "generated_at": "2026-12-01T03:17:00Z", "gateway": {"modes": ["scripted"], "label": "scripted model"},
-            "jobs": jobs, **extra}
+            jobs.append(
+                {
+                    "id": job_id,
+                    "task": task,
+                    "variant": variant,
+                    "repeat": repeat,
+                    "matrix": {"variant": variant},
+                    "status": status,
+                    "outcome": outcome,
+                    "inputs": {},
+                }
+            )
+    return {
+        "format": RESULTS_FORMAT,
+        "batch": batch,
+        "image_id": "sha256:" + "b" * 64,
+        "generated_at": "2026-12-01T03:17:00Z",
+        "gateway": {"modes": ["scripted"], "label": "scripted model"},
+        "jobs": jobs,
+        **extra,
+    }
 
 
 def write_document(path: Path, document: Mapping[str, Any]) -> Path:

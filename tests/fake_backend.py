@@ -197,7 +197,12 @@ class _Container:
 
     def info(self) -> ContainerInfo:
         return ContainerInfo(
-            self.id, self.name, self.spec.image, self.state, self.exit_code, dict(self.spec.labels),
+            self.id,
+            self.name,
+            self.spec.image,
+            self.state,
+            self.exit_code,
+            dict(self.spec.labels),
             oom_killed=self.oom_killed,
         )
 

@@ -34,7 +34,13 @@ def hostile_workspace(ws: Path, secret: Path) -> dict[str, str]:
     (ws / "dir-link").symlink_to(secret.parent)
     os.close(os.open(os.fsencode(ws) + b"/" + NOT_UTF8, os.O_WRONLY | os.O_CREAT, 0o644))
     (ws / NEWLINE_NAME).write_text("x\n")
-    kinds = {"pipe": "fifo", "sock": "socket", "passwd-link": "symlink", "etc-link": "symlink", "dir-link": "symlink"}
+    kinds = {
+        "pipe": "fifo",
+        "sock": "socket",
+        "passwd-link": "symlink",
+        "etc-link": "symlink",
+        "dir-link": "symlink",
+    }
     try:  # /dev/zero's numbers: a reader that opened it would read forever
         os.mknod(ws / "zero", 0o600 | stat.S_IFCHR, os.makedev(1, 5))
         kinds["zero"] = "device"

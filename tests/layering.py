@@ -37,15 +37,22 @@ def imports(root: Path) -> list[Import]:
         package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom):
-                base = ".".join(package[: len(package) - node.level + 1] + ([node.module] if node.module else [])) \
-                    if node.level else (node.module or "")
+                base = (
+                    ".".join(
+                        package[: len(package) - node.level + 1] + ([node.module] if node.module else [])
+                    )
+                    if node.level
+                    else (node.module or "")
+                )
                 # `from pkg import mod` imports the module pkg.mod; `from mod import name` imports mod.
                 targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
             elif isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
             else:
                 continue
-            found += [Import(name, node.lineno, t) for t in dict.fromkeys(targets) if t in modules and t != name]
+            found += [
+                Import(name, node.lineno, t) for t in dict.fromkeys(targets) if t in modules and t != name
+            ]
     return found
 
 

@@ -13,7 +13,9 @@ from flower.scripted.request import content_text
 
 @contextlib.contextmanager
 def scripted(tmp_path: Path, scenario: dict) -> Iterator[ScriptedServer]:
-    with ScriptedServer(Scenario.from_dict(scenario), log_path=tmp_path / "model.jsonl", keep_requests=True) as srv:
+    with ScriptedServer(
+        Scenario.from_dict(scenario), log_path=tmp_path / "model.jsonl", keep_requests=True
+    ) as srv:
         yield srv
 
 
@@ -26,7 +28,9 @@ def runtime(tmp_path: Path, srv: ScriptedServer, **kw) -> Runtime:
 
 def texts_of(request: dict) -> str:
     """All text a logged request carried in its messages (user and assistant, tool results too)."""
-    return "\n".join(filter(None, (content_text(m.get("content")) for m in request["body"].get("messages", []))))
+    return "\n".join(
+        filter(None, (content_text(m.get("content")) for m in request["body"].get("messages", [])))
+    )
 
 
 def message_requests(srv: ScriptedServer) -> list[dict]:

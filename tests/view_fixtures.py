@@ -39,8 +39,13 @@ def run_starter(job_dir: Path, source: Path, prompt: str = "make hello.txt say h
     async def go() -> None:
         with ScriptedServer(Scenario.load(STARTER), log_path=job_dir / "model.jsonl") as srv:
             wf = starter_flow(prompt, workspace=ws, run_dir=runs, timeout_s=0)
-            rt = Runtime(workspace=ws, run_dir=runs, env=srv.env(job_dir / "cfg"), workbench=wf.workbench,
-                         resilience=False)
+            rt = Runtime(
+                workspace=ws,
+                run_dir=runs,
+                env=srv.env(job_dir / "cfg"),
+                workbench=wf.workbench,
+                resilience=False,
+            )
             try:
                 await wf.run(rt)
             finally:
@@ -53,10 +58,26 @@ def run_starter(job_dir: Path, source: Path, prompt: str = "make hello.txt say h
     (ws / "blob.bin").write_bytes(b"\x00\x01\x02binary, changed")
 
 
-def record(batch: str, job: str, status: str = "passed", *, task: str = "hello", variant: str = "base",
-           source: Path | None = None, **fields: Any) -> JobRecord:
-    spec = JobSpec(id=job, task=task, variant=variant, repeat=1, matrix={"model": variant},
-                   prompt="make hello.txt say hi", workspace=source, gateway=GatewaySpec(mode="scripted"))
+def record(
+    batch: str,
+    job: str,
+    status: str = "passed",
+    *,
+    task: str = "hello",
+    variant: str = "base",
+    source: Path | None = None,
+    **fields: Any,
+) -> JobRecord:
+    spec = JobSpec(
+        id=job,
+        task=task,
+        variant=variant,
+        repeat=1,
+        matrix={"model": variant},
+        prompt="make hello.txt say hi",
+        workspace=source,
+        gateway=GatewaySpec(mode="scripted"),
+    )
     return replace(new_record(spec, batch=batch, image_id="sha256:" + "f" * 64, status=status), **fields)
 
 
@@ -89,17 +110,38 @@ def handoff_rules() -> list[dict]:
     """One step that crosses the handoff line (tests/flower/context/test_handoff.py's numbers); its text, the
     file it reads and so its tool result all carry markup that must stay text."""
     return [
-        {"name": "successor", "when": {"last_user_contains": "你在接手一个进行中的任务"},
-         "usage": {"input_tokens": 900}, "reply": [{"text": "finished after handoff " + XSS}]},
-        {"name": "doc", "when": {"last_user_contains": "现在写交接文档"},
-         "usage": {"input_tokens": 12_400}, "reply": [{"text": HANDOFF_DOC}]},
-        {"name": "work", "when": {"last_user_contains": "build the thing", "last_is_tool_result": False},
-         "usage": {"input_tokens": 12_000},
-         "reply": [{"text": "Started. " + XSS}, {"tool_use": {"name": "Read", "input": {"file_path": "{cwd}/note.txt"}}}]},
-        {"name": "check", "when": {"last_user_contains": "check the note", "last_is_tool_result": False},
-         "reply": [{"tool_use": {"name": "Read", "input": {"file_path": "{cwd}/note.txt"}}}]},
-        {"name": "after-tool", "when": {"last_is_tool_result": True}, "delay_s": 2,
-         "reply": [{"text": "the note is read"}]},
+        {
+            "name": "successor",
+            "when": {"last_user_contains": "你在接手一个进行中的任务"},
+            "usage": {"input_tokens": 900},
+            "reply": [{"text": "finished after handoff " + XSS}],
+        },
+        {
+            "name": "doc",
+            "when": {"last_user_contains": "现在写交接文档"},
+            "usage": {"input_tokens": 12_400},
+            "reply": [{"text": HANDOFF_DOC}],
+        },
+        {
+            "name": "work",
+            "when": {"last_user_contains": "build the thing", "last_is_tool_result": False},
+            "usage": {"input_tokens": 12_000},
+            "reply": [
+                {"text": "Started. " + XSS},
+                {"tool_use": {"name": "Read", "input": {"file_path": "{cwd}/note.txt"}}},
+            ],
+        },
+        {
+            "name": "check",
+            "when": {"last_user_contains": "check the note", "last_is_tool_result": False},
+            "reply": [{"tool_use": {"name": "Read", "input": {"file_path": "{cwd}/note.txt"}}}],
+        },
+        {
+            "name": "after-tool",
+            "when": {"last_is_tool_result": True},
+            "delay_s": 2,
+            "reply": [{"text": "the note is read"}],
+        },
     ]
 
 
@@ -116,11 +158,18 @@ def run_handoff(job_dir: Path, source: Path) -> None:
     async def go() -> None:
         scenario = Scenario.from_dict({"rules": handoff_rules()})
         with ScriptedServer(scenario, log_path=job_dir / "model.jsonl") as srv:
-            rt = Runtime(workspace=ws, run_dir=runs, env=srv.env(job_dir / "cfg"), resilience=False,
-                         handoff=Handoff(window=60_000))
+            rt = Runtime(
+                workspace=ws,
+                run_dir=runs,
+                env=srv.env(job_dir / "cfg"),
+                resilience=False,
+                handoff=Handoff(window=60_000),
+            )
             try:
                 spec = AgentSpec("worker", instructions="ROLE=worker", allowed_tools=["Read"])
-                await Workflow([Step("干活", spec, "build the thing"), Step("检查", spec, "check the note")]).run(rt)
+                await Workflow(
+                    [Step("干活", spec, "build the thing"), Step("检查", spec, "check the note")]
+                ).run(rt)
             finally:
                 rt.close()
 
@@ -137,14 +186,40 @@ def real_home(base: Path) -> Path:
     if "home" in _BUILT:
         return _BUILT["home"]
     home, source = base / "home", write_source(base / "task-src")
-    root = write_job(home, "nightly", "hello-base-1", "passed", source=source, cost_usd=0.2178, num_turns=13,
-                     duration_s=4.5)
+    root = write_job(
+        home,
+        "nightly",
+        "hello-base-1",
+        "passed",
+        source=source,
+        cost_usd=0.2178,
+        num_turns=13,
+        duration_s=4.5,
+    )
     run_starter(root, source)
-    root = write_job(home, "nightly", "build-handoff-1", "passed", task="build", variant="handoff", source=source,
-                     cost_usd=0.05, num_turns=3, duration_s=6.0)
+    root = write_job(
+        home,
+        "nightly",
+        "build-handoff-1",
+        "passed",
+        task="build",
+        variant="handoff",
+        source=source,
+        cost_usd=0.05,
+        num_turns=3,
+        duration_s=6.0,
+    )
     run_handoff(root, source)
-    write_job(home, "nightly", "hello-fast-1", "failed", variant="fast", source=source, cost_usd=0.01,
-              reason="check exited 1 " + XSS)
+    write_job(
+        home,
+        "nightly",
+        "hello-fast-1",
+        "failed",
+        variant="fast",
+        source=source,
+        cost_usd=0.01,
+        reason="check exited 1 " + XSS,
+    )
     write_job(home, "nightly", "hello-fast-2", "queued", variant="fast", source=source)
     for job in ("hello-base-1", "build-handoff-1"):  # the runs' own scratch, not part of a batch job
         shutil.rmtree(home / "nightly" / job / "cfg", ignore_errors=True)

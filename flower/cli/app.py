@@ -55,7 +55,7 @@ class GoByDefault(TyperGroup):
         if args[0] in self.commands or args[0] in HELP:
             return super().resolve_command(ctx, args)
         argv: list[str] = ctx.meta.get(ARGV_KEY, [])
-        if "--" in argv and argv[argv.index("--") + 1:] == args:
+        if "--" in argv and argv[argv.index("--") + 1 :] == args:
             args = ["--", *args]  # `flower -- "-x task"`: go must not read the words as options
         return DEFAULT_COMMAND, self.commands[DEFAULT_COMMAND], args
 
@@ -70,9 +70,14 @@ class GoByDefault(TyperGroup):
 
 def build_app() -> typer.Typer:
     """The `flower` app: the three commands on the go-by-default group."""
-    app = typer.Typer(cls=GoByDefault, add_completion=False, no_args_is_help=False, rich_markup_mode=None,
-                      invoke_without_command=True,
-                      context_settings={"help_option_names": list(HELP), "ignore_unknown_options": True})
+    app = typer.Typer(
+        cls=GoByDefault,
+        add_completion=False,
+        no_args_is_help=False,
+        rich_markup_mode=None,
+        invoke_without_command=True,
+        context_settings={"help_option_names": list(HELP), "ignore_unknown_options": True},
+    )
     app.callback()(_group)
     for command in (once, run, go):
         app.command()(command)

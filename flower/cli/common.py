@@ -43,17 +43,34 @@ G = Globals()
 # The global options, declared once. The group takes them with their defaults; each command
 # takes them again with "not typed" defaults (None / False), so typing one after the
 # subcommand overrides, and not typing it leaves what was typed before the subcommand.
-WorkspaceOption = Annotated[Path | None, typer.Option("-w", "--workspace", show_default=False,
-                                                      help="the project directory the agent works in")]
-RunDirOption = Annotated[Path | None, typer.Option("-r", "--run-dir", show_default=False,
-                                                   help="where sessions.db, lineage.json and manifest.json live (relative to the current directory)")]
+WorkspaceOption = Annotated[
+    Path | None,
+    typer.Option("-w", "--workspace", show_default=False, help="the project directory the agent works in"),
+]
+RunDirOption = Annotated[
+    Path | None,
+    typer.Option(
+        "-r",
+        "--run-dir",
+        show_default=False,
+        help="where sessions.db, lineage.json and manifest.json live (relative to the current directory)",
+    ),
+]
 VerboseOption = Annotated[bool, typer.Option("-v", "--verbose", help="show every tool call and message")]
-WorkbenchOption = Annotated[bool, typer.Option("-W", "--workbench",
-                                               help="give the agent a workbench (.flower/) for scripts, artifacts and notes")]
-TrimOption = Annotated[bool, typer.Option("-T", "--trim", help="trim old large tool results on resume (content kept on disk)")]
+WorkbenchOption = Annotated[
+    bool,
+    typer.Option(
+        "-W", "--workbench", help="give the agent a workbench (.flower/) for scripts, artifacts and notes"
+    ),
+]
+TrimOption = Annotated[
+    bool, typer.Option("-T", "--trim", help="trim old large tool results on resume (content kept on disk)")
+]
 
 
-def set_globals(workspace: Path | None, run_dir: Path | None, verbose: bool, workbench: bool, trim: bool) -> None:
+def set_globals(
+    workspace: Path | None, run_dir: Path | None, verbose: bool, workbench: bool, trim: bool
+) -> None:
     """Record the global options typed here; an option not typed (None / False) changes nothing."""
     if workspace is not None:
         G.workspace = workspace
@@ -75,7 +92,9 @@ def fail(message: str, code: int = 2, kind: str = "usage") -> NoReturn:
 
 
 WINDOW_ENV = "FLOWER_WINDOW"
-WINDOW_HELP = f"the model's context window in tokens, for the handoff threshold (default ${WINDOW_ENV}, else 200000)"
+WINDOW_HELP = (
+    f"the model's context window in tokens, for the handoff threshold (default ${WINDOW_ENV}, else 200000)"
+)
 
 
 def window_or_env(window: int | None) -> int | None:
@@ -130,5 +149,6 @@ def new_runtime(**kw: Any) -> Runtime:
 
 
 def make_runtime(**kw: Any) -> Runtime:
-    return new_runtime(workspace=G.workspace, run_dir=G.run_dir, trim=kw.pop("trim", G.trim),
-                       workbench=G.workbench, **kw)
+    return new_runtime(
+        workspace=G.workspace, run_dir=G.run_dir, trim=kw.pop("trim", G.trim), workbench=G.workbench, **kw
+    )

@@ -49,7 +49,9 @@ class Display:
             case AssistantText(text=text) if self.verbose:
                 c.print(f"  [dim]{_short(text, 200)}[/dim]")
             case Retried(error_kind=error_kind, error=error):
-                c.print(f"  [yellow]retry after {escape(str(error_kind))} error:[/yellow] {_short(error, 160)}")
+                c.print(
+                    f"  [yellow]retry after {escape(str(error_kind))} error:[/yellow] {_short(error, 160)}"
+                )
             case SessionKnown(session_id=session_id) if self.verbose:
                 c.print(f"  [dim]session {escape(str(session_id))}[/dim]")
             case Interrupted(message=message):
@@ -74,13 +76,21 @@ class Display:
             for col in ("step", "ok", "cost $", "turns", "seconds", "session"):
                 table.add_column(col)
             for r in results:
-                table.add_row(escape(r.step), "yes" if r.ok else "no", f"{r.cost_usd:.4f}", str(r.num_turns),
-                              f"{r.duration_s:.1f}", r.session_id[:8])
+                table.add_row(
+                    escape(r.step),
+                    "yes" if r.ok else "no",
+                    f"{r.cost_usd:.4f}",
+                    str(r.num_turns),
+                    f"{r.duration_s:.1f}",
+                    r.session_id[:8],
+                )
             self.console.print(table)
         models = {r.model for r in results if r.model}
         if any(is_scripted(m) for m in models):
             self.console.print(f"[magenta]model: {SCRIPTED_LABEL}[/magenta]")
-        self.console.print(f"total cost ${runtime.total_cost():.4f}  manifest {escape(str(runtime.manifest_path))}")
+        self.console.print(
+            f"total cost ${runtime.total_cost():.4f}  manifest {escape(str(runtime.manifest_path))}"
+        )
 
 
 def _short(value: Any, limit: int = 100) -> str:

@@ -103,15 +103,28 @@ def go(
         err.print("\nflower: quit")
         raise typer.Exit(130) from None
     try:
-        wf = starter_flow(text, workspace=ws, run_dir=G.run_dir, new=new, isolate=isolate,
-                          clarify_only=clarify_only, goal=not no_goal, rounds=rounds,
-                          judge_can_run=judge_can_run, max_asks=asks, timeout_s=timeout,
-                          ask_fn=False, workbench=wb)
+        wf = starter_flow(
+            text,
+            workspace=ws,
+            run_dir=G.run_dir,
+            new=new,
+            isolate=isolate,
+            clarify_only=clarify_only,
+            goal=not no_goal,
+            rounds=rounds,
+            judge_can_run=judge_can_run,
+            max_asks=asks,
+            timeout_s=timeout,
+            ask_fn=False,
+            workbench=wb,
+        )
     except ValueError as exc:
         fail(str(exc))
         raise
     handoff: bool | Handoff = False if no_handoff else (Handoff(window=window) if window else True)
-    rt = new_runtime(workspace=ws, run_dir=G.run_dir, trim=not no_trim, workbench=wf.workbench, handoff=handoff)
+    rt = new_runtime(
+        workspace=ws, run_dir=G.run_dir, trim=not no_trim, workbench=wf.workbench, handoff=handoff
+    )
     display = Display(verbose=G.verbose)
     printer = GoPrinter(display, person=person)
     channel = wf.channel
@@ -151,7 +164,9 @@ def _what_to_do(ws: Path, wb: Workbench, text: str, *, new: bool, person: bool) 
                 text = got
     if not waking and not text:
         if not person:
-            fail(f"nothing to continue in {display_path(ws)}: give a task, e.g. flower \"make hello.txt say hi\"")
+            fail(
+                f'nothing to continue in {display_path(ws)}: give a task, e.g. flower "make hello.txt say hi"'
+            )
         got = terminal.ask_line(TASK_PROMPT)
         if not got or got == terminal.NEW:
             err.print("flower: no task; nothing done")

@@ -62,7 +62,9 @@ class GoPrinter:
     def show(self, event: Event | None) -> None:
         match event:
             case StepStarted():
-                self.say(step_header(event.name, event.index, event.total, resumed=event.resumed, woke=event.woke))
+                self.say(
+                    step_header(event.name, event.index, event.total, resumed=event.resumed, woke=event.woke)
+                )
             case Frozen():
                 self.say(FROZEN_LINE.format(name=event.name, path=display_path(event.path)), style="dim")
             case Asked():
@@ -72,8 +74,11 @@ class GoPrinter:
                 if line:
                     self.say(line, style="dim")
             case GoalSet():
-                self.say(GOAL_LINE.format(statement=event.statement, count=len(event.checks),
-                                          path=display_path(event.path)))
+                self.say(
+                    GOAL_LINE.format(
+                        statement=event.statement, count=len(event.checks), path=display_path(event.path)
+                    )
+                )
             case Judging():
                 self.say(JUDGE_LINE.format(name=event.name), style="cyan")
             case Judged():

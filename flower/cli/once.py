@@ -27,8 +27,15 @@ from flower.spec import AgentSpec
 
 def once(
     prompt: str = typer.Argument(..., help="what to ask"),
-    tools: str = typer.Option("Read,Glob,Grep", "-t", "--tools", help="comma-separated tools the agent may use"),
-    permission_mode: str = typer.Option("default", "-p", "--permission-mode", help="default | acceptEdits | plan | bypassPermissions | dontAsk"),
+    tools: str = typer.Option(
+        "Read,Glob,Grep", "-t", "--tools", help="comma-separated tools the agent may use"
+    ),
+    permission_mode: str = typer.Option(
+        "default",
+        "-p",
+        "--permission-mode",
+        help="default | acceptEdits | plan | bypassPermissions | dontAsk",
+    ),
     budget: float | None = typer.Option(None, "-b", "--budget", help="stop the run past this many USD"),
     resume: str | None = typer.Option(None, "--resume", help="continue this session id"),
     fork: bool = typer.Option(False, "--fork", help="with --resume: branch into a new session"),
@@ -47,8 +54,12 @@ def once(
         fail(f"-p {permission_mode!r}: use one of {', '.join(PERMISSION_MODES)}")
     if budget is not None and budget <= 0:
         fail(f"-b {budget}: a budget is a positive number of USD")
-    spec = AgentSpec("once", allowed_tools=[t.strip() for t in tools.split(",") if t.strip()],
-                     permission_mode=permission_mode, max_budget_usd=budget)
+    spec = AgentSpec(
+        "once",
+        allowed_tools=[t.strip() for t in tools.split(",") if t.strip()],
+        permission_mode=permission_mode,
+        max_budget_usd=budget,
+    )
     rt = make_runtime()
     display = Display(verbose=G.verbose)
     try:
@@ -61,4 +72,6 @@ def once(
         rt.close()
     display.final_text(result)
     display.summary(rt)
-    raise typer.Exit(ended({"_failed_at": None if result.ok else result.step, "_results": {result.step: result}}))
+    raise typer.Exit(
+        ended({"_failed_at": None if result.ok else result.step, "_results": {result.step: result}})
+    )

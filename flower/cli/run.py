@@ -33,7 +33,9 @@ from flower.starter.wake import notice, step_header, wake_line
 
 def run(
     target: str = typer.Argument(..., help="module:attr or path/to/file.py:attr naming a Workflow"),
-    prompt: str | None = typer.Option(None, "--prompt", help="put this text in ctx['prompt'] for the workflow's steps"),
+    prompt: str | None = typer.Option(
+        None, "--prompt", help="put this text in ctx['prompt'] for the workflow's steps"
+    ),
     values: list[str] = typer.Option([], "--set", help="KEY=VALUE into ctx['args'] (repeatable)"),
     fresh: bool = typer.Option(False, "--fresh", help="continuous=False: every step starts a new session"),
     window: int | None = typer.Option(None, "--window", help=WINDOW_HELP),
@@ -67,8 +69,10 @@ def run(
     def on_event(kind: str, payload: dict[str, Any]) -> Any:
         event = parse(kind, payload)
         if isinstance(event, StepStarted):
-            display.console.print(step_header(event.name, event.index, event.total,
-                                              resumed=event.resumed, woke=event.woke), markup=False)
+            display.console.print(
+                step_header(event.name, event.index, event.total, resumed=event.resumed, woke=event.woke),
+                markup=False,
+            )
             return None
         text = notice(event)
         if text:

@@ -155,12 +155,19 @@ def degraded_doc(
 ) -> str:
     """What the runtime can write itself when the session can no longer answer (overflow)."""
     recent = tool_calls[-15:]
-    calls = "\n".join(f"- {c.get('name')}: {_short(c.get('input'), 160)}" for c in recent) or DEGRADED_NO_CALLS
+    calls = (
+        "\n".join(f"- {c.get('name')}: {_short(c.get('input'), 160)}" for c in recent) or DEGRADED_NO_CALLS
+    )
     # The previous document, capped: degraded documents must not grow generation after generation.
     earlier = DEGRADED_PREVIOUS.format(doc=_short_block(previous, 4000)) if previous.strip() else ""
     return DEGRADED_DOC.format(
-        step=step, error=_short(error, 120), last_words=_quote(last_text) or DEGRADED_NOTHING_SAID,
-        task=_quote(task), calls=calls, earlier=earlier, written=datetime.now(),
+        step=step,
+        error=_short(error, 120),
+        last_words=_quote(last_text) or DEGRADED_NOTHING_SAID,
+        task=_quote(task),
+        calls=calls,
+        earlier=earlier,
+        written=datetime.now(),
     )
 
 

@@ -503,7 +503,9 @@ class PruningSessionStore(SessionStore):
         if not isinstance(keep_denials, int) or keep_denials < 0:
             raise ConfigError(f"keep_denials must be an integer >= 0, not {keep_denials!r}")
         if trim is True or not (trim is None or trim is False or callable(trim)):
-            raise TypeError("trim must be None/False or a callable over the entry list (flower.context.trim.Trimmer)")
+            raise TypeError(
+                "trim must be None/False or a callable over the entry list (flower.context.trim.Trimmer)"
+            )
         self.inner = inner
         self.ephemeral = ephemeral
         self.keep_denials = keep_denials

@@ -39,6 +39,7 @@ def decide(
     first_run: bool = False,
 ) -> dict[str, Any]:
     """The entry for one step: {"step", "continued", "session", "reason"}."""
+
     def entry(continued: bool, session: str | None, reason: str) -> dict[str, Any]:
         return {"step": step, "continued": continued, "session": session, "reason": reason}
 
@@ -76,14 +77,21 @@ class ContinuityLog:
 
     def add(self, entry: dict[str, Any]) -> None:
         self.steps = [e for e in self.steps if e.get("step") != entry.get("step")] + [entry]
-        data = {"format": CONTINUITY_FORMAT, "run": self.run_id, "stamp": current_stamp(), "steps": self.steps}
+        data = {
+            "format": CONTINUITY_FORMAT,
+            "run": self.run_id,
+            "stamp": current_stamp(),
+            "steps": self.steps,
+        }
         try:
             write_atomic(self.path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
         except OSError:
             pass
 
 
-def read_continuity(run_dir: str | os.PathLike[str], *, stamp: str | None = None) -> list[dict[str, Any]] | None:
+def read_continuity(
+    run_dir: str | os.PathLike[str], *, stamp: str | None = None
+) -> list[dict[str, Any]] | None:
     """The entries of the last run, or None: missing, unreadable, or (with `stamp`) another run's."""
     try:
         data = json.loads((Path(run_dir) / CONTINUITY_FILE).read_text(encoding="utf-8"))
@@ -97,10 +105,14 @@ def read_continuity(run_dir: str | os.PathLike[str], *, stamp: str | None = None
     if not isinstance(steps, list):
         return None
     return [
-        {"step": str(e.get("step")), "continued": bool(e.get("continued")),
-         "session": e.get("session") if isinstance(e.get("session"), str) else None,
-         "reason": str(e.get("reason") or "")}
-        for e in steps if isinstance(e, dict)
+        {
+            "step": str(e.get("step")),
+            "continued": bool(e.get("continued")),
+            "session": e.get("session") if isinstance(e.get("session"), str) else None,
+            "reason": str(e.get("reason") or ""),
+        }
+        for e in steps
+        if isinstance(e, dict)
     ]
 
 

@@ -30,14 +30,18 @@ def load_object(target: str) -> Any:
         try:
             spec.loader.exec_module(module)
         except Exception as exc:
-            raise TargetError(f"target {target!r}: importing {path.name} failed: {type(exc).__name__}: {exc}") from exc
+            raise TargetError(
+                f"target {target!r}: importing {path.name} failed: {type(exc).__name__}: {exc}"
+            ) from exc
     else:
         if "" not in sys.path and "." not in sys.path:
             sys.path.insert(0, "")
         try:
             module = importlib.import_module(where)
         except Exception as exc:
-            raise TargetError(f"target {target!r}: cannot import module {where!r}: {type(exc).__name__}: {exc}") from exc
+            raise TargetError(
+                f"target {target!r}: cannot import module {where!r}: {type(exc).__name__}: {exc}"
+            ) from exc
     try:
         return getattr(module, attr)
     except AttributeError:
@@ -51,7 +55,9 @@ def load_workflow(target: str) -> Workflow:
         try:
             obj = obj()
         except Exception as exc:
-            raise TargetError(f"target {target!r}: calling {target} failed: {type(exc).__name__}: {exc}") from exc
+            raise TargetError(
+                f"target {target!r}: calling {target} failed: {type(exc).__name__}: {exc}"
+            ) from exc
     if not isinstance(obj, Workflow):
         raise TargetError(f"target {target!r}: expected a flower.Workflow, got {type(obj).__name__}")
     return obj

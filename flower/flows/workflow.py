@@ -60,11 +60,15 @@ class Step:
         # ctx keys starting with '_' are flower's: Workflow.run writes _runtime, _on_event, _sessions,
         # _results, _lineage, _woke, _aborted and _failed_at; the starter flow _brief, _goal, _verdict.
         if self.name.startswith("_"):
-            raise WorkflowError(f"step {self.name!r}: names starting with '_' are reserved for ctx keys; rename it")
+            raise WorkflowError(
+                f"step {self.name!r}: names starting with '_' are reserved for ctx keys; rename it"
+            )
         if "#" in self.name or "·" in self.name:
             raise WorkflowError(f"step {self.name!r}: '#' and '·' mark attempts and judges; rename it")
         if self.on_fail not in ON_FAIL:
-            raise WorkflowError(f"step {self.name!r}: on_fail={self.on_fail!r} is not one of {', '.join(ON_FAIL)}")
+            raise WorkflowError(
+                f"step {self.name!r}: on_fail={self.on_fail!r} is not one of {', '.join(ON_FAIL)}"
+            )
         if self.reduce is not None and inspect.iscoroutinefunction(self.reduce):
             raise WorkflowError(f"step {self.name!r}: reduce must be a plain (sync) function")
         if not isinstance(self.retries, int) or self.retries < 0:
@@ -79,9 +83,13 @@ class Step:
         try:
             text = source(ctx)
         except Exception as exc:
-            raise WorkflowError(f"step {self.name!r}: its prompt function raised {type(exc).__name__}: {exc}") from exc
+            raise WorkflowError(
+                f"step {self.name!r}: its prompt function raised {type(exc).__name__}: {exc}"
+            ) from exc
         if not isinstance(text, str):
-            raise WorkflowError(f"step {self.name!r}: its prompt function returned {type(text).__name__}, not str")
+            raise WorkflowError(
+                f"step {self.name!r}: its prompt function returned {type(text).__name__}, not str"
+            )
         return text
 
 
@@ -119,7 +127,13 @@ class Workflow:
                 )
             seen.add(step.name)
 
-    async def run(self, runtime: StepRunner, *, on_event: EventSink | None = None, on_step: Callable[..., Any] | None = None) -> dict[str, Any]:
+    async def run(
+        self,
+        runtime: StepRunner,
+        *,
+        on_event: EventSink | None = None,
+        on_step: Callable[..., Any] | None = None,
+    ) -> dict[str, Any]:
         ctx = self.context
         ctx["_runtime"] = runtime
         ctx["_on_event"] = on_event
@@ -144,7 +158,9 @@ class Workflow:
             if on_step is not None:
                 await _maybe_await(on_step(step.name, result))
             if passed:
-                ctx[step.name] = await _call(step, "reduce", step.reduce, result, ctx) if step.reduce else result.text
+                ctx[step.name] = (
+                    await _call(step, "reduce", step.reduce, result, ctx) if step.reduce else result.text
+                )
                 continue
             if step.on_fail == "continue":
                 ctx[step.name] = result.text  # incomplete; reduce not applied
@@ -186,12 +202,24 @@ class Workflow:
         if lineage is not None and step.resume_from is None:
             continuing = lineage.steps.get(step.name)
         if self._continuity is not None:  # why this step continues or starts fresh, for the records
-            self._continuity.add(decide(
-                step.name, lineage, resume_from=step.resume_from, resumed_session=base_resume,
-                store_was_new=bool(getattr(runtime, "store_was_new", False)), first_run=self._first_run))
+            self._continuity.add(
+                decide(
+                    step.name,
+                    lineage,
+                    resume_from=step.resume_from,
+                    resumed_session=base_resume,
+                    store_was_new=bool(getattr(runtime, "store_was_new", False)),
+                    first_run=self._first_run,
+                )
+            )
         if on_event is not None:
-            started = StepStarted(name=step.name, index=index, total=total, resumed=bool(continuing),
-                                  woke=lineage.woke if lineage else 0)
+            started = StepStarted(
+                name=step.name,
+                index=index,
+                total=total,
+                resumed=bool(continuing),
+                woke=lineage.woke if lineage else 0,
+            )
             await _maybe_await(on_event(started.kind, started.payload()))
 
         resume = continuing or base_resume
@@ -209,7 +237,12 @@ class Workflow:
                 follow = await _call(step, "on_reject", step.on_reject, result, ctx) or ""
             if follow:
                 # Resume the rejected session with the feedback; never fork a round.
-                mode_name, prompt, resume, fork = f"{step.name}#round{attempt + 1}", follow, result.session_id, False
+                mode_name, prompt, resume, fork = (
+                    f"{step.name}#round{attempt + 1}",
+                    follow,
+                    result.session_id,
+                    False,
+                )
             else:
                 mode_name, prompt = f"{step.name}#retry{attempt}", step.render(ctx)
                 resume, fork = base_resume, step.fork
@@ -232,7 +265,12 @@ class Workflow:
             runtime.on_session = lambda _name, sid: lineage.record(step.name, sid)
         try:
             result: StepResult = await runtime.run(
-                step.spec, prompt, step_name=name, resume=resume, fork=fork and bool(resume), on_event=on_event
+                step.spec,
+                prompt,
+                step_name=name,
+                resume=resume,
+                fork=fork and bool(resume),
+                on_event=on_event,
             )
         finally:
             runtime.on_session = None

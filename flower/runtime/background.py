@@ -38,7 +38,9 @@ class Background:
                 self.launched.add(msg.tool_use_id)
         elif isinstance(msg, TaskNotificationMessage):
             self._finish(msg.task_id)
-        elif isinstance(msg, TaskUpdatedMessage) and (msg.patch or {}).get("status") in TERMINAL_TASK_STATUSES:
+        elif (
+            isinstance(msg, TaskUpdatedMessage) and (msg.patch or {}).get("status") in TERMINAL_TASK_STATUSES
+        ):
             self._finish(msg.task_id)
 
     def _finish(self, task_id: str) -> None:

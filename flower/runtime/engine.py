@@ -259,7 +259,13 @@ class Runtime:
                 got = await self._attempt(spec, send, result, session, forking, at, on_event, may_hand_off)
                 # A successor that overflows before its first answer would only hand over again.
                 progressed = generations == 0 or got.context > 0
-                if got.handoff_doc is None and not got.ok and may_hand_off and result.session_id and progressed:
+                if (
+                    got.handoff_doc is None
+                    and not got.ok
+                    and may_hand_off
+                    and result.session_id
+                    and progressed
+                ):
                     if is_overflow(got.error, got.terminal_reason):
                         # The session can no longer take any request: write the document for it.
                         got.handoff_doc = self._degraded_handoff(result, prompt, got)
@@ -267,16 +273,23 @@ class Runtime:
                 self._absorb(result, got)
                 if got.handoff_doc is not None:
                     generations += 1
-                    await self._emit(on_event, HandedOver(
-                        doc=str(got.handoff_doc), retiring=result.session_id, generation=generations))
+                    await self._emit(
+                        on_event,
+                        HandedOver(
+                            doc=str(got.handoff_doc), retiring=result.session_id, generation=generations
+                        ),
+                    )
                     doc = got.handoff_doc.read_text(encoding="utf-8")
                     session, send, forking, at = None, seed_prompt(got.handoff_doc, doc, prompt), False, None
                     continue
                 if got.ok:
                     break
                 result.errors.append(got.error or "unknown error")
-                kind = "fatal" if got.internal else classify_result(
-                    got.error or "", got.api_error_status, got.terminal_reason)
+                kind = (
+                    "fatal"
+                    if got.internal
+                    else classify_result(got.error or "", got.api_error_status, got.terminal_reason)
+                )
                 if not policy.should_retry(kind, attempt):
                     break
                 await self._emit(on_event, Retried(attempt=attempt, error_kind=kind, error=got.error))
@@ -348,8 +361,12 @@ class Runtime:
         except OSError:
             previous = ""
         text = degraded_doc(
-            step=result.step, task=task, last_text=got.text or result.text,
-            tool_calls=result.tool_calls + got.tool_calls, error=got.error or "", previous=previous,
+            step=result.step,
+            task=task,
+            last_text=got.text or result.text,
+            tool_calls=result.tool_calls + got.tool_calls,
+            error=got.error or "",
+            previous=previous,
         )
         return save_doc(path, text)
 
@@ -358,13 +375,20 @@ class Runtime:
         if reply.strip() and not missing_sections(reply):
             return save_doc(path, normalise(reply, step))
         try:  # a session with Write may have written the file itself and replied "done"
-            if path.stat().st_mtime >= asked_at - 1 and not missing_sections(path.read_text(encoding="utf-8")):
+            if path.stat().st_mtime >= asked_at - 1 and not missing_sections(
+                path.read_text(encoding="utf-8")
+            ):
                 return path
         except (OSError, UnicodeDecodeError):
             pass
         # The session answered, but not with a usable document: keep what it said under 现场.
-        text = degraded_doc(step=step, task=task, last_text=got.text, tool_calls=got.tool_calls,
-                            error=f"the session's handoff reply lacked {'/'.join(HANDOFF_REQUIRED)}")
+        text = degraded_doc(
+            step=step,
+            task=task,
+            last_text=got.text,
+            tool_calls=got.tool_calls,
+            error=f"the session's handoff reply lacked {'/'.join(HANDOFF_REQUIRED)}",
+        )
         return save_doc(path, text + HANDOFF_OWN_REPLY + reply.strip() + "\n")
 
     # -- one CLI process --------------------------------------------------------------------
@@ -453,7 +477,8 @@ class Runtime:
                     if isinstance(msg, AssistantMessage):
                         await self._on_assistant(msg, state, client, on_event, may_hand_off)
                     elif isinstance(msg, ResultMessage) and await self._on_result(
-                            msg, state, client, result, prompt, on_event):
+                        msg, state, client, result, prompt, on_event
+                    ):
                         break
         except ResultError as exc:
             state.got.error = _result_error_text(exc)
@@ -468,8 +493,14 @@ class Runtime:
             self._client = None
         return conclude(state)
 
-    async def _on_assistant(self, msg: AssistantMessage, state: AttemptState, client: ClaudeSDKClient,
-                            on_event: EventHook | None, may_hand_off: bool) -> None:
+    async def _on_assistant(
+        self,
+        msg: AssistantMessage,
+        state: AttemptState,
+        client: ClaudeSDKClient,
+        on_event: EventHook | None,
+        may_hand_off: bool,
+    ) -> None:
         """The model spoke: keep the main thread's text and tool calls; watch the context."""
         got = state.got
         if msg.model == SYNTHETIC_MODEL or msg.error:
@@ -489,8 +520,9 @@ class Runtime:
                 got.tool_calls.append({"name": block.name, "input": compact_input(block.input)})
                 await self._emit(on_event, ToolCalled(name=block.name, input=block.input))
 
-    async def _watch_context(self, state: AttemptState, client: ClaudeSDKClient,
-                             on_event: EventHook | None, may_hand_off: bool) -> None:
+    async def _watch_context(
+        self, state: AttemptState, client: ClaudeSDKClient, on_event: EventHook | None, may_hand_off: bool
+    ) -> None:
         """WORK -> DUE when the context is full (interrupt sent); a warning once before that."""
         context = state.got.context
         if state.phase is Phase.WORK and may_hand_off and self.handoff.due(context):
@@ -501,16 +533,24 @@ class Runtime:
             state.warned = True
             await self._emit(on_event, ContextWarning(context=context, at=self.handoff.at))
 
-    async def _on_result(self, msg: ResultMessage, state: AttemptState, client: ClaudeSDKClient,
-                         result: StepResult, prompt: str, on_event: EventHook | None) -> bool:
+    async def _on_result(
+        self,
+        msg: ResultMessage,
+        state: AttemptState,
+        client: ClaudeSDKClient,
+        result: StepResult,
+        prompt: str,
+        on_event: EventHook | None,
+    ) -> bool:
         """A turn ended. True when the attempt is done; False when the session goes on (a
         person's interrupt, our handoff interrupt, a background subagent still to come)."""
         got = state.got
         got.cost_usd += msg.total_cost_usd or 0.0
         got.num_turns += msg.num_turns or 0
         aborted = (msg.terminal_reason or "").startswith("aborted")
-        follow_up = await self._interrupts.take(usable=aborted or not msg.is_error,
-                                                default=self.resilience.resume_prompt)
+        follow_up = await self._interrupts.take(
+            usable=aborted or not msg.is_error, default=self.resilience.resume_prompt
+        )
         if follow_up is not None:
             # One Ctrl-C: same session, same process, not a failed attempt.
             await self._emit(on_event, Interrupted(message=follow_up))

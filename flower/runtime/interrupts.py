@@ -31,8 +31,9 @@ class Interrupts:
         """True from `request()` until the session has been sent its follow-up."""
         return self._interrupting
 
-    def request(self, message: Message, client: ClaudeSDKClient | None,
-                loop: asyncio.AbstractEventLoop | None) -> bool:
+    def request(
+        self, message: Message, client: ClaudeSDKClient | None, loop: asyncio.AbstractEventLoop | None
+    ) -> bool:
         """Record `message` and interrupt the running turn; False when no step is running."""
         if client is None or loop is None or loop.is_closed():
             return False

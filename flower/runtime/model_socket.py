@@ -138,8 +138,9 @@ class Relay:
                 client, _ = self.listener.accept()
             except OSError:
                 return  # closed
-            threading.Thread(target=serve_connection, args=(client, self.connect),
-                             name="model-relay-conn", daemon=True).start()
+            threading.Thread(
+                target=serve_connection, args=(client, self.connect), name="model-relay-conn", daemon=True
+            ).start()
 
 
 def start_from_env(environ: Mapping[str, str] | None = None) -> Relay | None:
@@ -152,6 +153,8 @@ def start_from_env(environ: Mapping[str, str] | None = None) -> Relay | None:
     parts = urlsplit(env.get("ANTHROPIC_BASE_URL", ""))
     host, port = parts.hostname or "", parts.port
     if host not in ("127.0.0.1", "localhost") or port is None:
-        raise ValueError(f"{SOCKET_ENV} needs ANTHROPIC_BASE_URL on http://127.0.0.1:<port>, not {parts.geturl()!r}")
+        raise ValueError(
+            f"{SOCKET_ENV} needs ANTHROPIC_BASE_URL on http://127.0.0.1:<port>, not {parts.geturl()!r}"
+        )
     listener = socket.create_server(("127.0.0.1", port))
     return Relay(listener, lambda: connect_unix(path)).start()

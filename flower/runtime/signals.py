@@ -89,9 +89,13 @@ class SignalGuard:
         with contextlib.suppress(Exception):  # the cause, for an orchestrator that sees only 143
             name = signal.Signals(signum).name
             during = f" during step {steps[0]}" if steps else " between steps"
-            exitinfo.leave(self.runtime.run_dir, code=128 + signum, kind="signal",
-                           reason=f"killed by {name}{during} (the step is recorded as killed-by-signal)",
-                           step=steps[0] if steps else None)
+            exitinfo.leave(
+                self.runtime.run_dir,
+                code=128 + signum,
+                kind="signal",
+                reason=f"killed by {name}{during} (the step is recorded as killed-by-signal)",
+                step=steps[0] if steps else None,
+            )
         # Restore the default action and deliver the signal again: the process dies of it,
         # so a supervisor sees the real cause (exit status 128 + signum).
         signal.signal(signum, signal.SIG_DFL)
@@ -100,7 +104,9 @@ class SignalGuard:
     # -- install / restore ------------------------------------------------------------------
     def install(self) -> SignalGuard:
         if threading.current_thread() is not threading.main_thread():
-            raise RuntimeError("signals.install() must run in the main thread (Python delivers signals there)")
+            raise RuntimeError(
+                "signals.install() must run in the main thread (Python delivers signals there)"
+            )
         self._previous[signal.SIGINT] = signal.signal(signal.SIGINT, self.on_sigint)
         for sig in self.terminate:
             self._previous[sig] = signal.signal(sig, self.on_terminate)

@@ -27,9 +27,12 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("scenario", help="scenario file (.toml or .json), see docs/scenario-format.md")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=0, help="port (default: a free one)")
-    serve.add_argument("--log", default=None,
-                       help="append every request to this file: JSON lines, of each body only its new messages "
-                            "(read it back whole with flower.scripted.read_request_log)")
+    serve.add_argument(
+        "--log",
+        default=None,
+        help="append every request to this file: JSON lines, of each body only its new messages "
+        "(read it back whole with flower.scripted.read_request_log)",
+    )
     check = sub.add_parser("check", help="validate a scenario file and exit")
     check.add_argument("scenario")
     return parser

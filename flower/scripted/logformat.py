@@ -88,7 +88,9 @@ def _marked(message: Any) -> bool:
 def strip_marks(index: int, message: Any, marks: list[list[Any]]) -> Any:
     """`message` without the cache_control of its content blocks (noted in `marks`)."""
     content = message.get("content") if isinstance(message, dict) else None
-    if not isinstance(content, list) or not any(isinstance(b, dict) and "cache_control" in b for b in content):
+    if not isinstance(content, list) or not any(
+        isinstance(b, dict) and "cache_control" in b for b in content
+    ):
         return message
     blocks = []
     for j, block in enumerate(content):
@@ -174,8 +176,16 @@ class Prepared:
         for cand in ordered:
             if cand.stable is None:
                 continue
-            found = continue_from(self.text, self.start, self.record["body"]["messages"], self.chunk,
-                                  self.first_marked, cand.stable, cand.count, cand.digest)
+            found = continue_from(
+                self.text,
+                self.start,
+                self.record["body"]["messages"],
+                self.chunk,
+                self.first_marked,
+                cand.stable,
+                cand.count,
+                cand.digest,
+            )
             if found is None:
                 continue
             if any(c is not cand and (c.count, c.digest) == (cand.count, cand.digest) for c in candidates):
@@ -195,8 +205,14 @@ class Prepared:
         if self.text is not None and self.start is not None:
             tail = sum(len(self.chunk(i)) for i in range(self.first_marked, len(stripped)))
             at = len(self.data) - 1 - tail
-            self.stable = stable_of(self.text, self.start, self.record["body"]["messages"], self.first_marked,
-                                    hashlib.sha256(self.data[:at]), at)
+            self.stable = stable_of(
+                self.text,
+                self.start,
+                self.record["body"]["messages"],
+                self.first_marked,
+                hashlib.sha256(self.data[:at]),
+                at,
+            )
 
     def hash(self, sizes: list[int]) -> None:
         """D at each of `sizes` (prefixes ending on a message boundary) and at the end, in one pass."""
@@ -220,7 +236,11 @@ def prepare(record: dict[str, Any], raw: bytes | None = None) -> Prepared:
     entry["format"] = LOG_FORMAT
     body = record.get("body")
     body = body if isinstance(body, dict) else {}
-    key = (str(record.get("prefix") or ""), str(record.get("endpoint") or ""), str(record.get("session") or ""))
+    key = (
+        str(record.get("prefix") or ""),
+        str(record.get("endpoint") or ""),
+        str(record.get("session") or ""),
+    )
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         return Prepared(record, entry, key, body)
@@ -260,7 +280,9 @@ class DeltaEncoder:
 
     def candidates(self, key: tuple[str, str, str]) -> list[_Candidate]:
         """The conversations a request of `key` may continue (for Prepared.try_fast)."""
-        return [_Candidate(b, b.version, b.count, b.digest, b.size, b.stable) for b in self._sessions.get(key, ())]
+        return [
+            _Candidate(b, b.version, b.count, b.digest, b.size, b.stable) for b in self._sessions.get(key, ())
+        ]
 
     def encode(self, record: dict[str, Any], raw: bytes | None = None) -> dict[str, Any]:
         prep = prepare(record, raw)
@@ -367,7 +389,11 @@ class _Rebuilder:
             record["headers"] = entry.get("headers") or {}
             record["body"] = entry.get("body") or {}
             return record
-        key = (str(entry.get("prefix") or ""), str(entry.get("endpoint") or ""), str(entry.get("session") or ""))
+        key = (
+            str(entry.get("prefix") or ""),
+            str(entry.get("endpoint") or ""),
+            str(entry.get("session") or ""),
+        )
         start = int(delta.get("from") or 0)
         if entry.get("full") == "first":  # the writer forgot this session (or never saw it): so do we
             self.sessions.pop(key, None)
@@ -375,7 +401,11 @@ class _Rebuilder:
         base: _Rebuilt | None = None
         if start:  # the conversation the writer continued: the latest of exactly `start` messages
             base = next(
-                (c for c in reversed(known) if len(c.messages) == start and _hex(c.hasher) == delta.get("base")),
+                (
+                    c
+                    for c in reversed(known)
+                    if len(c.messages) == start and _hex(c.hasher) == delta.get("base")
+                ),
                 None,
             )
             if base is None:
@@ -427,7 +457,9 @@ def check_format(entry: dict[str, Any], where: str) -> int:
     if fmt == LOG_FORMAT:
         return 2
     if isinstance(fmt, str) and fmt.startswith(_FORMAT_STEM):
-        raise LogFormatError(f"{where}: written as {fmt}, newer than this reader ({LOG_FORMAT}): upgrade flower")
+        raise LogFormatError(
+            f"{where}: written as {fmt}, newer than this reader ({LOG_FORMAT}): upgrade flower"
+        )
     raise LogFormatError(f"{where}: not a request log (format {fmt!r}, expected {LOG_FORMAT})")
 
 

@@ -152,7 +152,11 @@ def continue_from(
     assert at_marked is not None
     length = (ends[first_marked - 1 - j] if first_marked > j else end) - start
     raw.update(_encoded(text[end : start + length]))
-    return hasher.hexdigest()[:32], size, Stable(first_marked, length, raw.hexdigest(), at_marked[0], at_marked[1])
+    return (
+        hasher.hexdigest()[:32],
+        size,
+        Stable(first_marked, length, raw.hexdigest(), at_marked[0], at_marked[1]),
+    )
 
 
 def stable_of(
@@ -164,4 +168,6 @@ def stable_of(
     if ends is None:
         return None
     length = (ends[first_marked - 1] if first_marked else start) - start
-    return Stable(first_marked, length, hashlib.sha256(_encoded(text[start : start + length])).hexdigest(), hasher, size)
+    return Stable(
+        first_marked, length, hashlib.sha256(_encoded(text[start : start + length])).hexdigest(), hasher, size
+    )

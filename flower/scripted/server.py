@@ -155,8 +155,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _refuse_unread(self, req: ParsedRequest) -> None:
         """413, logged, the body never read (so the connection cannot be used again)."""
-        plan = ResponsePlan.error(413, f"request body over {MAX_BODY_BYTES} bytes (the Messages API's limit)",
-                                  rule="server:too-large")
+        plan = ResponsePlan.error(
+            413,
+            f"request body over {MAX_BODY_BYTES} bytes (the Messages API's limit)",
+            rule="server:too-large",
+        )
         self.close_connection = True
         answered = threading.Event()
         self.core._log_later(req, plan_facts(plan), answered, plan.after, None)
@@ -340,7 +343,9 @@ def _run_after(after: list[Callable[[], None]]) -> None:
 
 
 # A request for the log's writer: the request, its plan's facts, answered, after-work, its record.
-_LogItem = tuple[ParsedRequest, dict[str, Any], threading.Event, list[Callable[[], None]], dict[str, Any] | None]
+_LogItem = tuple[
+    ParsedRequest, dict[str, Any], threading.Event, list[Callable[[], None]], dict[str, Any] | None
+]
 
 
 class _Pending:
@@ -403,7 +408,9 @@ class MessagesServer:
                 raise RuntimeError("server already started")
             self._bind()
             self._started = True
-        self._log_thread = threading.Thread(target=self._write_log, name=f"scripted-log-{self.port}", daemon=True)
+        self._log_thread = threading.Thread(
+            target=self._write_log, name=f"scripted-log-{self.port}", daemon=True
+        )
         self._log_thread.start()
         return self
 
@@ -526,7 +533,11 @@ class MessagesServer:
         self._log_queue.put((req, facts, answered, after, record))
 
     def _write_one(
-        self, req: ParsedRequest, facts: dict[str, Any], after: list[Callable[[], None]], record: dict[str, Any] | None
+        self,
+        req: ParsedRequest,
+        facts: dict[str, Any],
+        after: list[Callable[[], None]],
+        record: dict[str, Any] | None,
     ) -> None:
         req.parse()  # if it waited for the answer (see _serve)
         _run_after(after)  # first: a recording or meter summary is smaller and read sooner
@@ -610,7 +621,11 @@ class ScriptedServer(MessagesServer):
     ):
         self.scenario = Scenario.coerce(scenario)
         super().__init__(
-            ScriptedResponder(self.scenario), host=host, port=port, log_path=log_path, keep_requests=keep_requests
+            ScriptedResponder(self.scenario),
+            host=host,
+            port=port,
+            log_path=log_path,
+            keep_requests=keep_requests,
         )
 
     def __enter__(self) -> ScriptedServer:

@@ -185,7 +185,9 @@ def render_brief(brief: Mapping[str, str]) -> str:
     return "\n".join(parts)
 
 
-def write_brief(path: str | os.PathLike[str], brief: Mapping[str, str], *, keep_appendix: bool = True) -> Path:
+def write_brief(
+    path: str | os.PathLike[str], brief: Mapping[str, str], *, keep_appendix: bool = True
+) -> Path:
     """Write 需求.md atomically (.tmp + replace).
 
     With `keep_appendix`, appendix sections already in the file (words the person added on wake or

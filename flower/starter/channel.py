@@ -269,8 +269,14 @@ class HumanChannel:
         return exchange
 
     async def _done(self, exchange: Exchange) -> Exchange:
-        await self._emit(Answered(question=exchange.question, index=exchange.index, status=exchange.status,
-                                  answer=exchange.answer))
+        await self._emit(
+            Answered(
+                question=exchange.question,
+                index=exchange.index,
+                status=exchange.status,
+                answer=exchange.answer,
+            )
+        )
         return exchange
 
     # -- the person's side (any thread) -------------------------------------------------------
@@ -390,7 +396,9 @@ def _terminal_asker(stop: threading.Event) -> Callable[[str, float], str | None]
         except OSError:
             return None
         try:
-            wait = WAIT_MINUTES.format(n=timeout_s / 60) if timeout_s >= 60 else WAIT_SECONDS.format(n=timeout_s)
+            wait = (
+                WAIT_MINUTES.format(n=timeout_s / 60) if timeout_s >= 60 else WAIT_SECONDS.format(n=timeout_s)
+            )
             os.write(fd, TTY_QUESTION.format(question=question, wait=wait).encode())
             return read_line(fd, time.monotonic() + timeout_s, stop)
         except OSError:

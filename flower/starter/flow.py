@@ -142,7 +142,9 @@ def clarify_step(
       is continued.
     """
     path = Path(brief_path)
-    role = spec or clarify(channel, name=name, model=model, max_turns=max_turns, max_budget_usd=max_budget_usd)
+    role = spec or clarify(
+        channel, name=name, model=model, max_turns=max_turns, max_budget_usd=max_budget_usd
+    )
     state: dict[str, Any] = {"n": 0, "missing": []}  # gate calls this run; what the last reply lacked
     prompt_text = prompt if callable(prompt) else CLARIFY_PROMPT.format(ask=prompt)
 
@@ -164,8 +166,10 @@ def clarify_step(
             write_brief(path, brief)
             ctx["_brief"] = read_brief(path) or brief  # with the appendix the file already had
             if not brief.complete:
-                await _emit_async(ctx, Warned(message=BRIEF_INCOMPLETE.format(
-                    file=path.name, missing=", ".join(brief.missing))))
+                await _emit_async(
+                    ctx,
+                    Warned(message=BRIEF_INCOMPLETE.format(file=path.name, missing=", ".join(brief.missing))),
+                )
             return True
         state["missing"] = brief.missing
         return False
@@ -177,10 +181,19 @@ def clarify_step(
         block: str = ctx["_brief"].prompt_block()
         return block
 
-    resume = CLARIFY_RESUME + (PERSON_ADDED.format(words=extra_resume.strip()) if extra_resume.strip() else "")
+    resume = CLARIFY_RESUME + (
+        PERSON_ADDED.format(words=extra_resume.strip()) if extra_resume.strip() else ""
+    )
     return Step(
-        name, role, prompt_text, when=when, gate=gate, on_reject=on_reject, reduce=reduce,
-        retries=repair_rounds, resume_prompt=resume,
+        name,
+        role,
+        prompt_text,
+        when=when,
+        gate=gate,
+        on_reject=on_reject,
+        reduce=reduce,
+        retries=repair_rounds,
+        resume_prompt=resume,
     )
 
 
@@ -258,7 +271,11 @@ def goal_step(
     async def gate(result: Any, ctx: dict[str, Any]) -> bool:
         goal = parse_goal(result.text)
         if not goal.complete:
-            missing[:] = [part for part, ok in ((f"# {GOAL_HEADING}", goal.statement), (f"# {CHECKS_HEADING}", goal.checks)) if not ok]
+            missing[:] = [
+                part
+                for part, ok in ((f"# {GOAL_HEADING}", goal.statement), (f"# {CHECKS_HEADING}", goal.checks))
+                if not ok
+            ]
             return False
         _write_text(path, render_goal(goal))
         ctx["_goal"] = goal
@@ -273,7 +290,9 @@ def goal_step(
     def reduce(result: Any, ctx: dict[str, Any]) -> str:
         return render_goal(ctx["_goal"])
 
-    return Step(name, role, source, when=when, gate=gate, on_reject=on_reject, reduce=reduce, retries=repair_rounds)
+    return Step(
+        name, role, source, when=when, gate=gate, on_reject=on_reject, reduce=reduce, retries=repair_rounds
+    )
 
 
 # -- the judge loop ------------------------------------------------------------------------------
@@ -334,10 +353,18 @@ def with_goal(
         else:
             verdict = Verdict(note=JUDGE_UNFINISHED.format(error=verdict_run.error))
         ctx["_verdict"] = verdict
-        await _emit_async(ctx, Judged(
-            name=run_name, state=verdict.state, reason=verdict.reason,
-            missing=verdict.missing, note=verdict.note, round=number, rounds=rounds,
-        ))
+        await _emit_async(
+            ctx,
+            Judged(
+                name=run_name,
+                state=verdict.state,
+                reason=verdict.reason,
+                missing=verdict.missing,
+                note=verdict.note,
+                round=number,
+                rounds=rounds,
+            ),
+        )
         if verdict.achieved:
             return True
         if verdict.state == "unreachable":
@@ -352,7 +379,12 @@ def with_goal(
 
 
 async def _unreachable(
-    step: str, verdict: Verdict, channel: HumanChannel | None, ctx: dict[str, Any], goal_path: Path, follow: dict[str, Any]
+    step: str,
+    verdict: Verdict,
+    channel: HumanChannel | None,
+    ctx: dict[str, Any],
+    goal_path: Path,
+    follow: dict[str, Any],
 ) -> bool:
     reason = verdict.reason or JUDGE_NO_REASON
     answer = None
@@ -392,7 +424,10 @@ def goal_path(workbench: Workbench) -> Path:
 
 
 def in_progress(
-    workspace: str | os.PathLike[str] = ".", *, run_dir: str | os.PathLike[str] = "runs", workbench: Workbench | None = None
+    workspace: str | os.PathLike[str] = ".",
+    *,
+    run_dir: str | os.PathLike[str] = "runs",
+    workbench: Workbench | None = None,
 ) -> bool:
     """Something to continue here: a complete 需求.md, or a live session recorded in lineage (a
     run that died before the brief was frozen still continues). Read-only."""
@@ -442,23 +477,38 @@ def starter_flow(
     wb = (workbench or Workbench(ws)).ensure()
     brief_file, goal_file = brief_path(wb), goal_path(wb)
     if new and any(p.exists() for p in (Path(run_dir) / LINEAGE_FILE, brief_file, goal_file)):
-        start_over(ws, run_dir=run_dir, brief_path=brief_file, goal_path=goal_file, into=wb.notes / ARCHIVE_DIR)
+        start_over(
+            ws, run_dir=run_dir, brief_path=brief_file, goal_path=goal_file, into=wb.notes / ARCHIVE_DIR
+        )
     words = (ask or "").strip()
     waking = in_progress(ws, run_dir=run_dir, workbench=wb)
     if not words and not waking:
-        raise ConfigError(f"nothing to do in {ws}: say what you want, e.g. flower \"make hello.txt say hi\"")
+        raise ConfigError(f'nothing to do in {ws}: say what you want, e.g. flower "make hello.txt say hi"')
     wake_words = words if waking else ""
     if wake_words:
         append_wake_words(brief_file, wake_words)  # lands in 需求.md before any step reads it
-    channel = HumanChannel(log_path=wb.notes / QA_FILE, timeout_s=timeout_s, max_asks=max_asks,
-                           amend_path=brief_file, on_event=on_event, ask_fn=ask_fn)
-    steps = [clarify_step(channel, brief_path=brief_file, prompt=words or WORK_RESUME, model=model,
-                          extra_resume=wake_words)]
+    channel = HumanChannel(
+        log_path=wb.notes / QA_FILE,
+        timeout_s=timeout_s,
+        max_asks=max_asks,
+        amend_path=brief_file,
+        on_event=on_event,
+        ask_fn=ask_fn,
+    )
+    steps = [
+        clarify_step(
+            channel, brief_path=brief_file, prompt=words or WORK_RESUME, model=model, extra_resume=wake_words
+        )
+    ]
     if not clarify_only:
         if goal:
             steps.append(goal_step(channel, goal_path=goal_file, always_set=bool(wake_words), model=model))
-        work = Step(WORK, _work_spec(channel, ws, wb, isolate, model), _work_prompt(goal),
-                    resume_prompt=WAKE_PROMPT.format(words=wake_words) if wake_words else WORK_RESUME)
+        work = Step(
+            WORK,
+            _work_spec(channel, ws, wb, isolate, model),
+            _work_prompt(goal),
+            resume_prompt=WAKE_PROMPT.format(words=wake_words) if wake_words else WORK_RESUME,
+        )
         if goal:
             work = with_goal(work, channel, goal_path=goal_file, rounds=rounds, can_run=judge_can_run)
         steps.append(work)
@@ -467,8 +517,15 @@ def starter_flow(
 
 def _work_spec(channel: HumanChannel, ws: Path, wb: Workbench, isolate: bool, model: str | None) -> AgentSpec:
     workers = {"coder": worker(CODER_DESCRIPTION, CODER_PROMPT, isolate=isolate)}
-    return coordinator(COORDINATOR, WORK_INSTRUCTIONS, workers, channel=channel, model=model,
-                       workspace=ws if isolate else None, workbench=wb)
+    return coordinator(
+        COORDINATOR,
+        WORK_INSTRUCTIONS,
+        workers,
+        channel=channel,
+        model=model,
+        workspace=ws if isolate else None,
+        workbench=wb,
+    )
 
 
 def _work_prompt(with_goal_block: bool) -> Callable[[dict[str, Any]], str]:

@@ -187,7 +187,11 @@ def parse_verdict(text: str) -> Verdict:
     reason = sections.get("reason", "").strip()
     missing = _items(sections.get("missing", ""))
     if len(states) != 1:
-        note = VERDICT_EMPTY_CONCLUSION if not states else VERDICT_VAGUE.format(conclusion=conclusion.strip()[:80])
+        note = (
+            VERDICT_EMPTY_CONCLUSION
+            if not states
+            else VERDICT_VAGUE.format(conclusion=conclusion.strip()[:80])
+        )
         return Verdict(NOT_YET, reason, missing, note=note)
     state = states.pop()
     if state == ACHIEVED and missing:
@@ -249,4 +253,8 @@ def _items(body: str) -> list[str]:
             items[-1] = f"{items[-1]} {line.strip()}"
         elif line.strip():
             items.append(line.strip())
-    return [i for i in items if i.lower().strip(VERDICT_ITEM_TRAILERS) not in _NONE_WORDS and i.lower() not in _NONE_WORDS]
+    return [
+        i
+        for i in items
+        if i.lower().strip(VERDICT_ITEM_TRAILERS) not in _NONE_WORDS and i.lower() not in _NONE_WORDS
+    ]

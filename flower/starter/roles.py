@@ -56,15 +56,6 @@ READ_TOOLS = ["Read", "Glob", "Grep"]
 EDIT_TOOLS = ("Write", "Edit", "NotebookEdit", "MultiEdit")
 
 
-
-
-
-
-
-
-
-
-
 # -- guards ------------------------------------------------------------------------------------
 
 
@@ -348,8 +339,13 @@ def _with_channel(tools: list[str], channel: PersonChannel | None) -> tuple[list
 
 
 def _guarded(
-    name: str, text: str, tools: list[str], servers: dict[str, Any],
-    model: str | None, max_turns: int | None, max_budget_usd: float | None,
+    name: str,
+    text: str,
+    tools: list[str],
+    servers: dict[str, Any],
+    model: str | None,
+    max_turns: int | None,
+    max_budget_usd: float | None,
 ) -> AgentSpec:
     """A role held to exactly its tools by a PreToolUse guard (the CLI's tool pool is shared)."""
     return AgentSpec(

@@ -150,7 +150,9 @@ def banner(
     return BANNER.format(where=display_path(workspace)) + " · ".join(parts)
 
 
-def step_header(name: str, index: int, total: int, *, resumed: bool = False, woke: int = 0, width: int = 40) -> str:
+def step_header(
+    name: str, index: int, total: int, *, resumed: bool = False, woke: int = 0, width: int = 40
+) -> str:
     """``== 干活 ==============================  3/3  <- 接上次 · 第 3 次唤醒``."""
     head = f"== {name} "
     rule = "=" * max(4, width - _columns(head))
@@ -169,8 +171,14 @@ def start_over(
     """``--new``: archive lineage.json, 需求.md and 目标.md into ``<notes>/archive/<stamp>/``
     and reset steps and woke. sessions.db is untouched. Returns the archive directory."""
     ws = Path(workspace).resolve()
-    extra = [p for p in (Path(brief_path) if brief_path else find_file(ws, BRIEF_FILE),
-                         Path(goal_path) if goal_path else find_file(ws, GOAL_FILE)) if p is not None]
+    extra = [
+        p
+        for p in (
+            Path(brief_path) if brief_path else find_file(ws, BRIEF_FILE),
+            Path(goal_path) if goal_path else find_file(ws, GOAL_FILE),
+        )
+        if p is not None
+    ]
     lineage = Lineage(Path(run_dir).resolve(), ws)
     return lineage.archive(Path(into) if into else notes_dir(ws) / "archive", extra=extra)
 

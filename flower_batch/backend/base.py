@@ -202,7 +202,9 @@ class Backend(abc.ABC):
         that they can pull the image and see the home as the same storage (what it starts for
         that carries `labels`). A local engine has nothing to check here."""
 
-    async def reservation_problem(self, cpus: float | None, memory: int | None, placement: list[str]) -> str | None:
+    async def reservation_problem(
+        self, cpus: float | None, memory: int | None, placement: list[str]
+    ) -> str | None:
         """Why no machine of this engine could ever hold a task of these cpus/memory (and
         placement), or None. A local engine's limits are judged against its host instead
         (pre-flight's limits: Docker accepts a limit above the host, so that is only a warning)."""
@@ -217,7 +219,7 @@ class Backend(abc.ABC):
 
     @property
     def name(self) -> str:
-        """"docker", "swarm", "fake": what records and messages call this engine."""
+        """ "docker", "swarm", "fake": what records and messages call this engine."""
         return type(self).__name__.removesuffix("Backend").lower()
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook, most backends hold nothing

@@ -17,7 +17,11 @@ SWARM_CONTROL = ".swarm"  # under the home: the tasks' signal files, on the shar
 
 
 def backend_name(flag: str | None = None, jobs_file: str | None = None) -> str:
-    for value, where in ((flag, "--backend"), (os.environ.get(BACKEND_ENV), BACKEND_ENV), (jobs_file, "[batch] backend")):
+    for value, where in (
+        (flag, "--backend"),
+        (os.environ.get(BACKEND_ENV), BACKEND_ENV),
+        (jobs_file, "[batch] backend"),
+    ):
         if value is not None and value.strip():
             name = value.strip().lower()
             if name not in BACKENDS:

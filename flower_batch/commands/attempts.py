@@ -19,7 +19,9 @@ def gc_attempts(home: Home, *, keep: int, batch: str | None, dry_run: bool) -> N
         for folder in prunable(jd, keep):
             if not dry_run:
                 remove_tree(folder)  # a job's tree: any depth
-            out.print(f"{verb} {jd.batch}/{jd.job} attempt {folder.name}  ({folder})", markup=False, highlight=False)
+            out.print(
+                f"{verb} {jd.batch}/{jd.job} attempt {folder.name}  ({folder})", markup=False, highlight=False
+            )
             count += 1
     kept = f", keeping each job's newest {keep}" if keep else ""
     err.print(f"{verb} {count} earlier attempt(s){kept}", markup=False, highlight=False)

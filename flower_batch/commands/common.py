@@ -39,8 +39,12 @@ def fail(message: str, code: int = 2) -> None:
 
 
 HOME_OPT = typer.Option(None, "--home", help="where batches live (default ./volumes or $FLOWER_BATCH_HOME)")
-BACKEND_OPT = typer.Option(None, "--backend", help="docker (this engine) or swarm (a cluster's manager via "
-                           "DOCKER_HOST); default $FLOWER_BATCH_BACKEND, else jobs.toml's, else docker")
+BACKEND_OPT = typer.Option(
+    None,
+    "--backend",
+    help="docker (this engine) or swarm (a cluster's manager via "
+    "DOCKER_HOST); default $FLOWER_BATCH_BACKEND, else jobs.toml's, else docker",
+)
 
 
 def host_settings(upstream: str | None = None) -> GatewaySettings:
@@ -76,8 +80,13 @@ def progress(job_id: str, state: str) -> None:
 
 
 def status_cell(status: str) -> str:
-    colour = {"passed": "green", "running": "cyan", "queued": "cyan", ORPHANED: "yellow",
-              NEVER_STARTED: "yellow"}.get(status, "red")
+    colour = {
+        "passed": "green",
+        "running": "cyan",
+        "queued": "cyan",
+        ORPHANED: "yellow",
+        NEVER_STARTED: "yellow",
+    }.get(status, "red")
     return f"[{colour}]{status}[/{colour}]"
 
 

@@ -23,7 +23,9 @@ from flower_batch.reports import BatchResults
 
 SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 ALPHA_OPT = typer.Option(0.05, "--alpha", help="significance level of the regression/improvement rule")
-FAIL_OPT = typer.Option(False, "--fail-on-regression", help="exit 1 when any cell, variant or the total regressed")
+FAIL_OPT = typer.Option(
+    False, "--fail-on-regression", help="exit 1 when any cell, variant or the total regressed"
+)
 
 
 def check_alpha(alpha: float) -> None:
@@ -104,7 +106,9 @@ def compare(
     as_json: bool = typer.Option(False, "--json", help="print the comparison as JSON"),
     markdown: bool = typer.Option(False, "--markdown", help="print the comparison as Markdown"),
     summary: bool = typer.Option(
-        False, "--summary", help=f"also append the Markdown to ${SUMMARY_ENV} (the GitHub Actions job summary)"
+        False,
+        "--summary",
+        help=f"also append the Markdown to ${SUMMARY_ENV} (the GitHub Actions job summary)",
     ),
     fail_on_regression: bool = FAIL_OPT,
     home: Path | None = HOME_OPT,
@@ -114,7 +118,9 @@ def compare(
     if as_json and markdown:
         fail("--json and --markdown: choose one")
     if summary and not os.environ.get(SUMMARY_ENV):
-        fail(f"--summary: {SUMMARY_ENV} is not set (GitHub Actions sets it); use --markdown to print the Markdown")
+        fail(
+            f"--summary: {SUMMARY_ENV} is not set (GitHub Actions sets it); use --markdown to print the Markdown"
+        )
     h = Home(home)
     diff = diff_sides(load_or_exit(base, h, "BASE"), load_or_exit(new, h, "NEW"), alpha=alpha)
     if as_json:

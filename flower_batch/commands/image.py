@@ -11,7 +11,9 @@ from flower_batch.commands.common import err, runtime_image
 
 def image_build(
     tag: str = typer.Option("flower-batch-runtime:latest", "--tag"),
-    base: str | None = typer.Option(None, "--base", help="base image (default: made locally with debootstrap)"),
+    base: str | None = typer.Option(
+        None, "--base", help="base image (default: made locally with debootstrap)"
+    ),
     network: bool = typer.Option(False, "--network", help="allow network during the build"),
     no_cache: bool = typer.Option(False, "--no-cache"),
 ) -> None:
@@ -19,8 +21,10 @@ def image_build(
     from flower_batch.running.image import build_image
 
     img = build_image(tag=tag, base_image=base, network=network, no_cache=no_cache)
-    err.print(f"flower-batch {img.flower_batch_version} · claude-agent-sdk {img.sdk_version} · "
-              f"CLI {img.cli_version} · {'reused' if img.reused else 'built'}")
+    err.print(
+        f"flower-batch {img.flower_batch_version} · claude-agent-sdk {img.sdk_version} · "
+        f"CLI {img.cli_version} · {'reused' if img.reused else 'built'}"
+    )
     print(img.id)
 
 

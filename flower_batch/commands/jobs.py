@@ -61,8 +61,10 @@ def parse_env(items: list[str]) -> dict[str, str]:
         if problem:
             fail(f"--env {key}: {problem}")
         if looks_secret(key) and value:
-            fail(f"--env {key}: looks like a secret; pass it with --secret {key} so its value is read from "
-                 "your environment at start and never stored")
+            fail(
+                f"--env {key}: looks like a secret; pass it with --secret {key} so its value is read from "
+                "your environment at start and never stored"
+            )
         env[key] = value
     return env
 
@@ -84,63 +86,122 @@ def _finish(record: JobRecord) -> None:
 def run(
     workspace: Path = typer.Argument(..., help="folder copied fresh into the job's /workspace"),
     task: str | None = typer.Argument(None, help="task text for flower's starter flow"),
-    workflow: str | None = typer.Option(None, "--workflow", "-f", help="module:attr or file.py:attr of a Workflow"),
-    prompt: str | None = typer.Option(None, "--prompt", help="with --workflow: text given to it as ctx['prompt']"),
-    image: str = typer.Option("flower-batch-runtime:latest", "--image", help="runtime image (tag or id); the id is pinned"),
-    timeout: str = typer.Option("30m", "--timeout", help="stop the job after this long (SIGTERM, grace, kill)"),
+    workflow: str | None = typer.Option(
+        None, "--workflow", "-f", help="module:attr or file.py:attr of a Workflow"
+    ),
+    prompt: str | None = typer.Option(
+        None, "--prompt", help="with --workflow: text given to it as ctx['prompt']"
+    ),
+    image: str = typer.Option(
+        "flower-batch-runtime:latest", "--image", help="runtime image (tag or id); the id is pinned"
+    ),
+    timeout: str = typer.Option(
+        "30m", "--timeout", help="stop the job after this long (SIGTERM, grace, kill)"
+    ),
     cpus: float | None = typer.Option(None, "--cpus"),
     memory: str | None = typer.Option(None, "--memory", help="e.g. 2g"),
-    pids: int | None = typer.Option(None, "--pids", help="processes and threads the job may hold (default 2048)"),
-    network: str = typer.Option("gateway", "--network", help="gateway: the model only; internet: also a route "
-                                "out, for jobs that install packages (shown in the record)"),
+    pids: int | None = typer.Option(
+        None, "--pids", help="processes and threads the job may hold (default 2048)"
+    ),
+    network: str = typer.Option(
+        "gateway",
+        "--network",
+        help="gateway: the model only; internet: also a route "
+        "out, for jobs that install packages (shown in the record)",
+    ),
     env: list[str] = typer.Option([], "--env", "-e", help="KEY=VALUE for the job (repeatable)"),
-    secret: list[str] = typer.Option([], "--secret", help="NAME of a host env var passed to the job, never stored"),
+    secret: list[str] = typer.Option(
+        [], "--secret", help="NAME of a host env var passed to the job, never stored"
+    ),
     name: str | None = typer.Option(None, "--name", help="job id (default: from the task)"),
-    persistent: bool = typer.Option(False, "--persistent", help="keep the conversation so `wake` can continue it"),
+    persistent: bool = typer.Option(
+        False, "--persistent", help="keep the conversation so `wake` can continue it"
+    ),
     scenario: Path | None = typer.Option(
-        None, "--scenario",
+        None,
+        "--scenario",
         help="scripted-model scenario for the gateway (without it: the Anthropic API via the gateway, "
-             "with your ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN, which stays on the host side)",
+        "with your ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN, which stays on the host side)",
     ),
-    budget_usd: float | None = typer.Option(None, "--budget-usd", help="the gateway stops the job at this spend"),
+    budget_usd: float | None = typer.Option(
+        None, "--budget-usd", help="the gateway stops the job at this spend"
+    ),
     upstream: str | None = typer.Option(
-        None, "--upstream", help="without --scenario: the Messages API to forward to (default "
-        "$FLOWER_BATCH_UPSTREAM, else https://api.anthropic.com)"
+        None,
+        "--upstream",
+        help="without --scenario: the Messages API to forward to (default "
+        "$FLOWER_BATCH_UPSTREAM, else https://api.anthropic.com)",
     ),
-    placement: list[str] = typer.Option([], "--placement", help="on a cluster: a constraint such as "
-                                        "node.labels.pool==big (repeatable)"),
+    placement: list[str] = typer.Option(
+        [], "--placement", help="on a cluster: a constraint such as node.labels.pool==big (repeatable)"
+    ),
     home: Path | None = HOME_OPT,
     backend_choice: str | None = BACKEND_OPT,
 ) -> None:
     """Run one job in a fresh container."""
     settings = host_settings(upstream)
     h = home_at(home)
-    spec = adhoc_spec(workspace=workspace, task=task, workflow=workflow, prompt=prompt, name=name,
-                      timeout=timeout, cpus=cpus, memory=memory, env=parse_env(env), secrets_=secret,
-                      scenario=scenario, budget_usd=budget_usd, placement=tuple(placement),
-                      pids=pids, network=network, environ=settings.environ)
+    spec = adhoc_spec(
+        workspace=workspace,
+        task=task,
+        workflow=workflow,
+        prompt=prompt,
+        name=name,
+        timeout=timeout,
+        cpus=cpus,
+        memory=memory,
+        env=parse_env(env),
+        secrets_=secret,
+        scenario=scenario,
+        budget_usd=budget_usd,
+        placement=tuple(placement),
+        pids=pids,
+        network=network,
+        environ=settings.environ,
+    )
     if h.job(ADHOC_BATCH, spec.id).record_path.exists():
         fail(f"job {spec.id} already exists: wake it (`flower-batch wake {spec.id}`) or pick another --name")
     image_id, versions = runtime_image(image)
-    preflight_job(spec, image_id, ADHOC_BATCH, describe=None, flows_dir=None,
-                  engine=engine_for(h.root, backend_choice, None))
-    err.print(f"job {ADHOC_BATCH}/{spec.id}  image {image_id[:19]}  model: {mode_label(spec.gateway.mode)}",
-              markup=False)
+    preflight_job(
+        spec,
+        image_id,
+        ADHOC_BATCH,
+        describe=None,
+        flows_dir=None,
+        engine=engine_for(h.root, backend_choice, None),
+    )
+    err.print(
+        f"job {ADHOC_BATCH}/{spec.id}  image {image_id[:19]}  model: {mode_label(spec.gateway.mode)}",
+        markup=False,
+    )
 
     engine = backend_for(home, backend_choice)
 
     async def go() -> JobRecord:
         async with engine as backend:
-            return await start_job(backend, h, ADHOC_BATCH, spec, image_id=image_id, versions=versions,
-                                   persistent=persistent, on_state=progress, settings=settings)
+            return await start_job(
+                backend,
+                h,
+                ADHOC_BATCH,
+                spec,
+                image_id=image_id,
+                versions=versions,
+                persistent=persistent,
+                on_state=progress,
+                settings=settings,
+            )
 
     _finish(run_async(go))
 
 
 def wake(
     job: str = typer.Argument(..., help="job id (or batch/job)"),
-    words: str | None = typer.Argument(None, help="more words for the work step (starter flow) or the workflow's prompt"),
-    scenario: Path | None = typer.Option(None, "--scenario", help="use this scenario instead of the job's copy"),
+    words: str | None = typer.Argument(
+        None, help="more words for the work step (starter flow) or the workflow's prompt"
+    ),
+    scenario: Path | None = typer.Option(
+        None, "--scenario", help="use this scenario instead of the job's copy"
+    ),
     timeout: str | None = typer.Option(None, "--timeout"),
     home: Path | None = HOME_OPT,
     backend_choice: str | None = BACKEND_OPT,
@@ -173,18 +234,34 @@ def wake(
             fail(f"--timeout {timeout!r}: expected a duration like 90s, 10m or 1h")
             return
         spec = replace(spec, timeout_s=seconds)
-    preflight_job(spec, record.image_id, jd.batch, describe=f"job {jd.batch}/{jd.job}",
-                  flows_dir=jd.flows if spec.workflow else None,
-                  engine=engine_for(h.root, backend_choice, record.backend))
+    preflight_job(
+        spec,
+        record.image_id,
+        jd.batch,
+        describe=f"job {jd.batch}/{jd.job}",
+        flows_dir=jd.flows if spec.workflow else None,
+        engine=engine_for(h.root, backend_choice, record.backend),
+    )
     err.print(f"waking {jd.batch}/{jd.job} (attempt {record.attempt + 1}) on image {record.image_id[:19]}")
 
     engine = backend_for(home, backend_choice, record.backend)
 
     async def go() -> JobRecord:
         async with engine as backend:
-            return await start_job(backend, h, jd.batch, spec, image_id=record.image_id, versions=record.versions,
-                                   persistent=True, waking=True, wake_words=words, previous=record,
-                                   on_state=progress, settings=settings)
+            return await start_job(
+                backend,
+                h,
+                jd.batch,
+                spec,
+                image_id=record.image_id,
+                versions=record.versions,
+                persistent=True,
+                waking=True,
+                wake_words=words,
+                previous=record,
+                on_state=progress,
+                settings=settings,
+            )
 
     result = run_async(go)
     _print_container_tail(h.job(jd.batch, jd.job))
@@ -225,13 +302,26 @@ def _rows(h: Home, batch: str | None) -> list[dict[str, Any]]:
             continue
         meter = read_summary(jd.logs)  # the gateway's meter: live while the job runs
         cost = rec.cost_usd if rec.finished or not meter else meter.get("cost_usd")
-        rows.append({
-            "batch": jd.batch, "job": jd.job, "status": live.status(rec), "recorded_status": rec.status,
-            "class": rec.failure_class, "reason": live.reason(rec), "gateway_restarts": _restarts(rec),
-            "cost_usd": cost, "metered": meter is not None, "num_turns": rec.num_turns, "duration_s": rec.duration_s,
-            "started_at": rec.started_at, "gateway_mode": rec.gateway_mode, "attempt": rec.attempt,
-            "persistent": bool(rec.spec.get("persistent")), "image_id": rec.image_id,
-        })
+        rows.append(
+            {
+                "batch": jd.batch,
+                "job": jd.job,
+                "status": live.status(rec),
+                "recorded_status": rec.status,
+                "class": rec.failure_class,
+                "reason": live.reason(rec),
+                "gateway_restarts": _restarts(rec),
+                "cost_usd": cost,
+                "metered": meter is not None,
+                "num_turns": rec.num_turns,
+                "duration_s": rec.duration_s,
+                "started_at": rec.started_at,
+                "gateway_mode": rec.gateway_mode,
+                "attempt": rec.attempt,
+                "persistent": bool(rec.spec.get("persistent")),
+                "image_id": rec.image_id,
+            }
+        )
     return rows
 
 
@@ -249,10 +339,21 @@ def ls(
     for col in ("batch", "job", "status", "cost (metered)", "turns", "time", "model", "wakes"):
         table.add_column(col)
     for r in rows:
-        cost = "" if r.get("cost_usd") is None else f"${r['cost_usd']:.4f}" + ("" if r.get("metered") else " (CLI)")
-        table.add_row(r["batch"], r["job"], status_cell(r["status"]), cost, str(r.get("num_turns") or ""),
-                      format_duration(r.get("duration_s") or 0), r.get("gateway_mode") or "",
-                      str(r.get("attempt", 1) - 1) if r.get("persistent") else "-")
+        cost = (
+            ""
+            if r.get("cost_usd") is None
+            else f"${r['cost_usd']:.4f}" + ("" if r.get("metered") else " (CLI)")
+        )
+        table.add_row(
+            r["batch"],
+            r["job"],
+            status_cell(r["status"]),
+            cost,
+            str(r.get("num_turns") or ""),
+            format_duration(r.get("duration_s") or 0),
+            r.get("gateway_mode") or "",
+            str(r.get("attempt", 1) - 1) if r.get("persistent") else "-",
+        )
     out.print(table)
 
 
@@ -274,24 +375,40 @@ def show(
     live = Liveness(home_at(home).root)
     attempts = list_attempts(jd)
     if as_json:
-        out.print_json(json.dumps({"record": record.to_dict(), "status": live.status(record),
-                                   "reason": live.reason(record), "manifest": rows,
-                                   "meter": meter.to_dict() if meter else None,
-                                   "attempts": [a.to_dict() for a in attempts]}))
+        out.print_json(
+            json.dumps(
+                {
+                    "record": record.to_dict(),
+                    "status": live.status(record),
+                    "reason": live.reason(record),
+                    "manifest": rows,
+                    "meter": meter.to_dict() if meter else None,
+                    "attempts": [a.to_dict() for a in attempts],
+                }
+            )
+        )
         return
     info = Table.grid(padding=(0, 2))
     for key, value in (
-        ("job", f"{jd.batch}/{jd.job}"), ("status", status_cell(live.status(record))),
-        ("reason", live.reason(record) or ""), ("gateway", describe_health(record.gateway_health)),
-        ("model", mode_label(record.gateway_mode)), ("image", record.image_id),
+        ("job", f"{jd.batch}/{jd.job}"),
+        ("status", status_cell(live.status(record))),
+        ("reason", live.reason(record) or ""),
+        ("gateway", describe_health(record.gateway_health)),
+        ("model", mode_label(record.gateway_mode)),
+        ("image", record.image_id),
         ("versions", ", ".join(f"{k} {v}" for k, v in record.versions.items())),
-        ("exit code", str(record.exit_code)), ("check exit", str(record.check_exit)),
+        ("exit code", str(record.exit_code)),
+        ("check exit", str(record.check_exit)),
         ("cost", "unknown" if record.cost_usd is None else f"${record.cost_usd:.4f}"),
         ("metered", meter.describe() if meter else "not metered by the gateway (cost from the CLI)"),
         ("budget", "none" if record.spec.get("budget_usd") is None else f"${record.spec['budget_usd']:.4f}"),
-        ("turns", str(record.num_turns)), ("started", record.started_at or ""), ("finished", record.finished_at or ""),
-        ("duration", format_duration(record.duration_s or 0)), ("attempt", str(record.attempt)),
-        ("persistent", "yes" if record.spec.get("persistent") else "no"), ("folder", str(jd.root)),
+        ("turns", str(record.num_turns)),
+        ("started", record.started_at or ""),
+        ("finished", record.finished_at or ""),
+        ("duration", format_duration(record.duration_s or 0)),
+        ("attempt", str(record.attempt)),
+        ("persistent", "yes" if record.spec.get("persistent") else "no"),
+        ("folder", str(jd.root)),
         *(("continuity", line) for line in continuity_lines(record.continuity)),
         *((("class", record.failure_class),) if record.failure_class else ()),
     ):
@@ -302,9 +419,16 @@ def show(
     for col in ("run", "step", "ok", "cost $", "turns", "seconds", "session", "error"):
         table.add_column(col)
     for r in rows:
-        table.add_row(str(r.get("run", ""))[-13:], Text(str(r.get("step"))), "yes" if r.get("ok") else "no",
-                      f"{r.get('cost_usd') or 0:.4f}", str(r.get("num_turns", "")), f"{r.get('duration_s') or 0:.1f}",
-                      str(r.get("session_id", ""))[:8], Text(str(r.get("error") or "")[:60]))
+        table.add_row(
+            str(r.get("run", ""))[-13:],
+            Text(str(r.get("step"))),
+            "yes" if r.get("ok") else "no",
+            f"{r.get('cost_usd') or 0:.4f}",
+            str(r.get("num_turns", "")),
+            f"{r.get('duration_s') or 0:.1f}",
+            str(r.get("session_id", ""))[:8],
+            Text(str(r.get("error") or "")[:60]),
+        )
     out.print(table)
     if attempts:
         _print_attempts(attempts)
@@ -320,8 +444,14 @@ def _print_attempts(attempts: list[Attempt]) -> None:
     for a in attempts:
         d = a.to_dict()
         cost = "" if d.get("cost_usd") is None else f"${d['cost_usd']:.4f}"
-        table.add_row(str(a.number), status_cell(d["status"]), escape(str(d.get("reason") or ""))[:60],
-                      d.get("finished_at") or "", cost, escape(str(a.folder)))
+        table.add_row(
+            str(a.number),
+            status_cell(d["status"]),
+            escape(str(d.get("reason") or ""))[:60],
+            d.get("finished_at") or "",
+            cost,
+            escape(str(a.folder)),
+        )
     out.print(table)
 
 
@@ -406,5 +536,7 @@ def gc(
         out.print(f"{verb} {leak.kind} {leak.name} {leak.role}".rstrip())
     err.print(f"{verb} {len(leaks)} leaked resource(s)")
     if foreign:
-        err.print(f"left {foreign} resource(s) of orchestrators this home ({h.root}) does not know: "
-                  "run gc with their --home")
+        err.print(
+            f"left {foreign} resource(s) of orchestrators this home ({h.root}) does not know: "
+            "run gc with their --home"
+        )

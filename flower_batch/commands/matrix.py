@@ -98,14 +98,20 @@ class MatrixProgress:
         return " ".join(f"{k} {v}" for k, v in sorted(tally.items()))
 
     def render(self) -> Table:
-        table = Table(title=f"matrix · {self.counts()} · {time.monotonic() - self.t0:.0f}s elapsed · "
-                            f"cost so far ${sum(self.costs.values()):.4f}")
+        table = Table(
+            title=f"matrix · {self.counts()} · {time.monotonic() - self.t0:.0f}s elapsed · "
+            f"cost so far ${sum(self.costs.values()):.4f}"
+        )
         table.add_column("job")
         table.add_column("state")
         table.add_column("elapsed")
         for job, state in self.states.items():
-            elapsed = f"{time.monotonic() - self.started[job]:.0f}s" if state in ("running", "checking") else ""
-            colour = {"passed": "green", "running": "cyan", "checking": "cyan", "queued": "dim"}.get(state, "red")
+            elapsed = (
+                f"{time.monotonic() - self.started[job]:.0f}s" if state in ("running", "checking") else ""
+            )
+            colour = {"passed": "green", "running": "cyan", "checking": "cyan", "queued": "dim"}.get(
+                state, "red"
+            )
             table.add_row(Text(job), f"[{colour}]{escape(state)}[/{colour}]", elapsed)
         return table
 
@@ -114,25 +120,35 @@ class MatrixProgress:
 def matrix(
     jobs_file: Path = typer.Argument(..., help="the jobs.toml describing tasks, variants and repeats"),
     parallel: int = typer.Option(2, "-j", "--parallel", help="at most this many jobs at once"),
-    image: str | None = typer.Option(None, "--image", help="runtime image (default: jobs.toml's, else flower-batch-runtime:latest)"),
+    image: str | None = typer.Option(
+        None, "--image", help="runtime image (default: jobs.toml's, else flower-batch-runtime:latest)"
+    ),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="also re-run failed/timed-out jobs"),
     fresh: bool = typer.Option(False, "--fresh", help="re-run every job, ignoring earlier results"),
-    fail_under: float | None = typer.Option(None, "--fail-under", help="exit 0 if the pass rate is at least this (0..1)"),
+    fail_under: float | None = typer.Option(
+        None, "--fail-under", help="exit 0 if the pass rate is at least this (0..1)"
+    ),
     dry_run: bool = typer.Option(False, "--dry-run", help="show the plan and exit"),
     budget_usd: float | None = typer.Option(
         None, "--budget-usd", help="spending limit for the whole batch (overrides [batch].budget_usd)"
     ),
     baseline_ref: str | None = typer.Option(
-        None, "--baseline", help="compare with this batch or results.json at the end (report.html, table, summary)"
+        None,
+        "--baseline",
+        help="compare with this batch or results.json at the end (report.html, table, summary)",
     ),
     alpha: float = ALPHA_OPT,
     fail_on_regression: bool = FAIL_OPT,
     upstream: str | None = typer.Option(
-        None, "--upstream", help="anthropic mode: the Messages API to forward to (default $FLOWER_BATCH_UPSTREAM, "
-        "else https://api.anthropic.com)"
+        None,
+        "--upstream",
+        help="anthropic mode: the Messages API to forward to (default $FLOWER_BATCH_UPSTREAM, "
+        "else https://api.anthropic.com)",
     ),
     infra_retries: int = typer.Option(
-        2, "--infra-retries", help="re-run jobs that ended in an infrastructure error, at most this many times"
+        2,
+        "--infra-retries",
+        help="re-run jobs that ended in an infrastructure error, at most this many times",
     ),
     allow_large: bool = typer.Option(False, "--allow-large", help=f"allow more than {MAX_JOBS:,} jobs"),
     home: Path | None = HOME_OPT,
@@ -144,13 +160,16 @@ def matrix(
     errors remained after --infra-retries.
     """
     jf = _load(jobs_file, allow_large)
-    settings = _checked_options(jf, parallel=parallel, upstream=upstream, infra_retries=infra_retries,
-                                fail_under=fail_under)
+    settings = _checked_options(
+        jf, parallel=parallel, upstream=upstream, infra_retries=infra_retries, fail_under=fail_under
+    )
     h = Home(home)
     # Read now: a missing baseline stops the run before anything is spent, and a baseline that
     # is this same batch means its results as they were before this run.
     baseline = baseline_or_exit(baseline_ref, h, alpha, fail_on_regression)
-    engine = backend_for(home, backend_choice, jf.backend)  # a bad choice is refused before anything is written
+    engine = backend_for(
+        home, backend_choice, jf.backend
+    )  # a bad choice is refused before anything is written
     image_id, versions = runtime_image(image or jf.image or "flower-batch-runtime:latest")
     records = load_records(h.batch_dir(jf.name), [j.id for j in jf.jobs])
     plan = plan_resume(jf.jobs, image_id, records, retry_failed=retry_failed, fresh=fresh)
@@ -160,23 +179,36 @@ def matrix(
     pf.add_jobs([by_id[d.job_id] for d in plan.to_run], search=[jf.path.parent])
     finish_preflight(pf, image_id, engine_for(h.root, backend_choice, jf.backend))
     modes = ", ".join(jf.gateway_modes)
-    err.print(f"batch {jf.name}: {len(jf.jobs):,} jobs · image {image_id[:19]} · model: {modes} · {plan.summary()}",
-              markup=False)
+    err.print(
+        f"batch {jf.name}: {len(jf.jobs):,} jobs · image {image_id[:19]} · model: {modes} · {plan.summary()}",
+        markup=False,
+    )
     if dry_run:
         for line in plan_lines(plan, jf.jobs):
             out.print(line, markup=False, highlight=False)
         raise typer.Exit(0)
     write_batch_file(h.batch_dir(jf.name), jf.path, image_id, versions, modes)
-    batch = BatchPlan(home=h, batch=jf.name, jobs=[(by_id[d.job_id], d.previous) for d in plan.to_run],
-                      image_id=image_id, versions=versions, parallel=parallel, infra_retries=infra_retries,
-                      search=[jf.path.parent], budget_usd=budget_usd if budget_usd is not None else jf.budget_usd,
-                      settings=settings)
+    batch = BatchPlan(
+        home=h,
+        batch=jf.name,
+        jobs=[(by_id[d.job_id], d.previous) for d in plan.to_run],
+        image_id=image_id,
+        versions=versions,
+        parallel=parallel,
+        infra_retries=infra_retries,
+        search=[jf.path.parent],
+        budget_usd=budget_usd if budget_usd is not None else jf.budget_usd,
+        settings=settings,
+    )
     kept = {d.job_id: d.previous.status for d in plan.to_keep if d.previous}
     _run(engine, batch, MatrixProgress([j.id for j in jf.jobs], kept, err))
     results = _report(h, jf.name, jobs=list(jf.jobs), image_id=image_id, baseline=baseline)
     regressed = fail_on_regression and baseline is not None and baseline.regressed
-    raise typer.Exit(exit_code_for(results.class_counts(), threshold_met=results.ci_passed(fail_under),
-                                   regression=bool(regressed)))
+    raise typer.Exit(
+        exit_code_for(
+            results.class_counts(), threshold_met=results.ci_passed(fail_under), regression=bool(regressed)
+        )
+    )
 
 
 def _load(jobs_file: Path, allow_large: bool) -> JobsFile:
@@ -187,8 +219,9 @@ def _load(jobs_file: Path, allow_large: bool) -> JobsFile:
         raise typer.Exit(2) from None
 
 
-def _checked_options(jf: JobsFile, *, parallel: int, upstream: str | None, infra_retries: int,
-                     fail_under: float | None) -> GatewaySettings:
+def _checked_options(
+    jf: JobsFile, *, parallel: int, upstream: str | None, infra_retries: int, fail_under: float | None
+) -> GatewaySettings:
     """The options and the host checked before anything is read or written; the host's settings."""
     if parallel < 1:
         fail(f"-j/--parallel {parallel}: give at least 1 (the number of jobs run at once)")
@@ -197,8 +230,11 @@ def _checked_options(jf: JobsFile, *, parallel: int, upstream: str | None, infra
         fail(f"--infra-retries {infra_retries}: give 0 (never) or more re-runs of infrastructure errors")
     missing = jf.missing_secrets(settings.environ)
     # Each gateway mode's needs (anthropic: the host's key), checked before any job is queued.
-    missing += [f"{jf.path.name}: {problem}" for mode in jf.gateway_modes
-                if (problem := mode_problem(mode, settings.environ))]
+    missing += [
+        f"{jf.path.name}: {problem}"
+        for mode in jf.gateway_modes
+        if (problem := mode_problem(mode, settings.environ))
+    ]
     if missing:
         for line in missing:
             err.print(f"[red]flower-batch:[/red] {escape(line)}")
@@ -213,14 +249,19 @@ def _run(engine: Backend, batch: BatchPlan, progress: MatrixProgress) -> None:
     """Reap what a killed earlier run left, then run the batch (running/batch.py), printing it."""
     reaped = run_async(lambda: reap_batch(engine, batch.home, batch.batch))
     if reaped:
-        err.print(f"removed {reaped} container(s)/network(s) left by an earlier run of {batch.batch} that was killed")
+        err.print(
+            f"removed {reaped} container(s)/network(s) left by an earlier run of {batch.batch} that was killed"
+        )
     if not batch.jobs:
         return
 
     def on_event(event: BatchEvent) -> None:
         if isinstance(event, InfraRetry):
-            err.print(f"infrastructure errors: running {len(event.job_ids)} job(s) again (retry {event.n}/"
-                      f"{batch.infra_retries}): " + ", ".join(event.job_ids), markup=False)
+            err.print(
+                f"infrastructure errors: running {len(event.job_ids)} job(s) again (retry {event.n}/"
+                f"{batch.infra_retries}): " + ", ".join(event.job_ids),
+                markup=False,
+            )
             return
         progress.on_state(event.job_id, event.state)
         progress.record_cost(event.job_id, event.cost_usd)
@@ -232,21 +273,33 @@ def _run(engine: Backend, batch: BatchPlan, progress: MatrixProgress) -> None:
 def _describe(file: str) -> Describe:
     def describe(field: str, value: str, jobs: Sequence[JobSpec]) -> str:
         tasks = list(dict.fromkeys(j.task for j in jobs))
-        who = f"task {tasks[0]}" if len(tasks) == 1 else f"tasks {', '.join(tasks[:3])}" + ("…" if len(tasks) > 3 else "")
+        who = (
+            f"task {tasks[0]}"
+            if len(tasks) == 1
+            else f"tasks {', '.join(tasks[:3])}" + ("…" if len(tasks) > 3 else "")
+        )
         return f'{file}: {field} "{value}" ({who}, {len(jobs)} job{"" if len(jobs) == 1 else "s"})'
 
     return describe
 
 
-def write_batch_file(batch_dir: Path, jobs_file: Path, image_id: str, versions: dict[str, str], modes: str) -> None:
+def write_batch_file(
+    batch_dir: Path, jobs_file: Path, image_id: str, versions: dict[str, str], modes: str
+) -> None:
     batch_dir.mkdir(parents=True, exist_ok=True)
-    data = {"jobs_file": str(jobs_file), "image_id": image_id, "versions": versions, "gateway_modes": modes,
-            "updated_at": now_iso()}
+    data = {
+        "jobs_file": str(jobs_file),
+        "image_id": image_id,
+        "versions": versions,
+        "gateway_modes": modes,
+        "updated_at": now_iso(),
+    }
     write_atomic(batch_dir / "batch.json", json.dumps(data, indent=2) + "\n")
 
 
-def _report(h: Home, batch: str, *, jobs: list[JobSpec] | None, image_id: str | None,
-            baseline: Baseline | None = None) -> BatchResults:
+def _report(
+    h: Home, batch: str, *, jobs: list[JobSpec] | None, image_id: str | None, baseline: Baseline | None = None
+) -> BatchResults:
     batch_dir = h.batch_dir(batch)
     loaded = load_records(batch_dir, [j.id for j in jobs] if jobs else None)
     records: dict[str, JobRecord] = {k: v for k, v in loaded.items() if isinstance(v, JobRecord)}
@@ -256,8 +309,15 @@ def _report(h: Home, batch: str, *, jobs: list[JobSpec] | None, image_id: str | 
     tails = log_tails(batch_dir, records)
     live = Liveness(h.root)  # records left running/queued by an orchestrator that is gone
     in_flight = {j: (live.status(r), live.reason(r)) for j, r in records.items() if not r.finished}
-    results = results_from_records(records, batch=batch, image_id=image_id, jobs=jobs, log_tails=tails,
-                                   batch_dir=batch_dir, in_flight=in_flight)
+    results = results_from_records(
+        records,
+        batch=batch,
+        image_id=image_id,
+        jobs=jobs,
+        log_tails=tails,
+        batch_dir=batch_dir,
+        in_flight=in_flight,
+    )
     out.print(comparison_table(results))
     paths = write_reports(results, batch_dir / "report", baseline.sections(results) if baseline else ())
     err.print(summary_line(results), markup=False)
@@ -291,8 +351,11 @@ def report(
             if not isinstance(data, dict):
                 raise ValueError("not a JSON object")
         except (OSError, UnicodeDecodeError, ValueError) as exc:
-            err.print(f"[yellow]warning:[/yellow] {escape(str(meta))} is unreadable ({escape(str(exc))}); "
-                      "reporting from the job records", markup=True)
+            err.print(
+                f"[yellow]warning:[/yellow] {escape(str(meta))} is unreadable ({escape(str(exc))}); "
+                "reporting from the job records",
+                markup=True,
+            )
             data = {}
         image_id = data.get("image_id")
         try:

@@ -38,10 +38,19 @@ def engine_for(home: Path, flag: str | None, recorded: str | None) -> Engine:
         return Engine("docker", home)  # a bad choice is refused, in one line, where the backend is opened
 
 
-def preflight_job(spec: JobSpec, image_id: str, batch: str, *, describe: str | None, flows_dir: Path | None,
-                  engine: Engine | None = None) -> None:
+def preflight_job(
+    spec: JobSpec,
+    image_id: str,
+    batch: str,
+    *,
+    describe: str | None,
+    flows_dir: Path | None,
+    engine: Engine | None = None,
+) -> None:
     """Pre-flight of one job (run, wake, repro): exit 2 with one line per problem, nothing written."""
-    pf = Preflight(flag_describe if describe is None else (lambda f, v, _: f"{describe}: {f} {v}"), batch=batch)
+    pf = Preflight(
+        flag_describe if describe is None else (lambda f, v, _: f"{describe}: {f} {v}"), batch=batch
+    )
     pf.add_jobs([spec], flows_dir=flows_dir)
     finish_preflight(pf, image_id, engine)
 

@@ -57,8 +57,12 @@ def _diff_table(diff: ReproDiff) -> Table:
         a = diff.original[i] if i < len(diff.original) else None
         b = diff.repro[i] if i < len(diff.repro) else None
 
-        def pair(key: str, fmt: Callable[[Any], str] = str, a: dict[str, Any] | None = a,
-                 b: dict[str, Any] | None = b) -> str:
+        def pair(
+            key: str,
+            fmt: Callable[[Any], str] = str,
+            a: dict[str, Any] | None = a,
+            b: dict[str, Any] | None = b,
+        ) -> str:
             left = fmt(a[key]) if a else "—"
             right = fmt(b[key]) if b else "—"
             return escape(left if left == right else f"{left} → {right}")  # step names, verdicts: text
@@ -82,7 +86,8 @@ def _diff_table(diff: ReproDiff) -> Table:
 def _print_plan(plan: ReproPlan) -> None:
     err.print(
         f"reproducing {plan.original.batch}/{plan.original.job} as {REPRO_BATCH}/{plan.spec.id} · "
-        f"image {plan.image_id[:19]} · model: {mode_label(plan.mode)}", markup=False
+        f"image {plan.image_id[:19]} · model: {mode_label(plan.mode)}",
+        markup=False,
     )
     for item in plan.drift:
         err.print(f"[yellow]drift (allowed):[/yellow] {escape(str(item))}")
@@ -108,7 +113,9 @@ def _print_result(plan: ReproPlan, record: JobRecord, diff: ReproDiff, report: P
         + f" · {format_duration(record.duration_s or 0)}"
     )
     verdict = (
-        "[green]identical[/green]" if diff.identical else f"[red]differs[/red]: {escape(str(diff.first_difference()))}"
+        "[green]identical[/green]"
+        if diff.identical
+        else f"[red]differs[/red]: {escape(str(diff.first_difference()))}"
     )
     out.print(f"reproduction {verdict} · report {escape(str(report))}")
 
@@ -117,8 +124,10 @@ def _earlier_attempt(jd: JobDir, n: int) -> tuple[JobDir, JobRecord]:
     kept = attempt_numbers(jd)
     if n not in kept:
         listing = ", ".join(map(str, kept)) if kept else "none kept"
-        fail(f"job {jd.batch}/{jd.job} has no earlier attempt {n} (attempts: {listing}; "
-             f"the current one is `repro {jd.batch}/{jd.job}` without --attempt)")
+        fail(
+            f"job {jd.batch}/{jd.job} has no earlier attempt {n} (attempts: {listing}; "
+            f"the current one is `repro {jd.batch}/{jd.job}` without --attempt)"
+        )
     folder = attempt_dir(jd, n)
     try:
         return folder, folder.record()
@@ -172,8 +181,14 @@ def repro(
         workflow=workflow,
         name=name,
     )
-    preflight_job(plan.spec, plan.image_id, REPRO_BATCH, describe=f"reproduction of {original.batch}/{original.job}",
-                  flows_dir=plan.flows_from, engine=engine_for(h.root, backend_choice, record.backend))
+    preflight_job(
+        plan.spec,
+        plan.image_id,
+        REPRO_BATCH,
+        describe=f"reproduction of {original.batch}/{original.job}",
+        flows_dir=plan.flows_from,
+        engine=engine_for(h.root, backend_choice, record.backend),
+    )
     _print_plan(plan)
 
     engine = backend_for(home, backend_choice, record.backend)

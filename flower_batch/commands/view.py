@@ -16,8 +16,11 @@ DEFAULT_PORT = 8765
 
 def view(
     batch: str | None = typer.Argument(None, help="batch to open first (default: the list of batches)"),
-    port: int | None = typer.Option(None, "--port", help=f"port on 127.0.0.1 (default {DEFAULT_PORT}, or a free "
-                                    "one if that is taken; 0 = any free port)"),
+    port: int | None = typer.Option(
+        None,
+        "--port",
+        help=f"port on 127.0.0.1 (default {DEFAULT_PORT}, or a free one if that is taken; 0 = any free port)",
+    ),
     open_browser: bool = typer.Option(False, "--open", help="open the page in the default browser"),
     home: Path | None = HOME_OPT,
 ) -> None:
@@ -31,7 +34,9 @@ def view(
         server = ViewServer(h, DEFAULT_PORT if port is None else port)
     except OSError as exc:
         if port is not None or exc.errno != errno.EADDRINUSE:
-            fail(f"cannot listen on 127.0.0.1:{port if port is not None else DEFAULT_PORT}: {exc.strerror or exc}")
+            fail(
+                f"cannot listen on 127.0.0.1:{port if port is not None else DEFAULT_PORT}: {exc.strerror or exc}"
+            )
         server = ViewServer(h, 0)  # the default port is busy: any free one will do
     server.warm_up()
     url = server.url + (f"#batch={batch}" if batch else "")

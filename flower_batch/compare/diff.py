@@ -30,8 +30,10 @@ REGRESSION, IMPROVEMENT, NO_CHANGE, NO_DATA = "regression", "improvement", "no c
 
 def rule_text(alpha: float) -> str:
     level = f"{1 - alpha:.0%}" if round((1 - alpha) * 100, 6).is_integer() else f"{1 - alpha:.1%}"
-    return (f"regression / improvement: Fisher exact p < {alpha:g} and the {level} Newcombe interval of the "
-            "difference excludes 0; otherwise no change (no data when a side has no counted job)")
+    return (
+        f"regression / improvement: Fisher exact p < {alpha:g} and the {level} Newcombe interval of the "
+        "difference excludes 0; otherwise no change (no data when a side has no counted job)"
+    )
 
 
 @dataclass(frozen=True)
@@ -51,10 +53,16 @@ class SideStats:
 
     def to_dict(self) -> dict[str, Any]:
         ci95 = wilson_interval(self.passed, self.n)  # the same interval the batch's own table shows
-        return {"n": self.n, "passed": self.passed, "pass_rate": self.pass_rate,
-                "ci95": list(ci95) if ci95 else None, "classes": self.classes,
-                "mean_cost_usd": self.mean_cost_usd, "mean_turns": self.mean_turns,
-                "mean_duration_s": self.mean_duration_s}
+        return {
+            "n": self.n,
+            "passed": self.passed,
+            "pass_rate": self.pass_rate,
+            "ci95": list(ci95) if ci95 else None,
+            "classes": self.classes,
+            "mean_cost_usd": self.mean_cost_usd,
+            "mean_turns": self.mean_turns,
+            "mean_duration_s": self.mean_duration_s,
+        }
 
 
 def side_stats(rows: Iterable[JobRow]) -> SideStats:
@@ -117,10 +125,17 @@ class RowDiff:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "task": self.task, "variant": self.variant, "base": self.base.to_dict(), "new": self.new.to_dict(),
-            "difference": self.difference, "interval": list(self.interval) if self.interval else None,
-            "p_value": self.p_value, "verdict": self.verdict, "mean_cost_delta_usd": self.cost_delta,
-            "mean_turns_delta": self.turns_delta, "mean_duration_delta_s": self.duration_delta,
+            "task": self.task,
+            "variant": self.variant,
+            "base": self.base.to_dict(),
+            "new": self.new.to_dict(),
+            "difference": self.difference,
+            "interval": list(self.interval) if self.interval else None,
+            "p_value": self.p_value,
+            "verdict": self.verdict,
+            "mean_cost_delta_usd": self.cost_delta,
+            "mean_turns_delta": self.turns_delta,
+            "mean_duration_delta_s": self.duration_delta,
         }
 
 
@@ -168,24 +183,35 @@ class BatchDiff:
 
     def headline(self) -> str:
         """e.g. `1 regression, 0 improvements, 3 no change (2 cells only in the baseline)`."""
-        counts = {v: sum(r.verdict == v for r in self.cells) for v in (REGRESSION, IMPROVEMENT, NO_CHANGE, NO_DATA)}
-        text = (f"{counts[REGRESSION]} regression{'s' * (counts[REGRESSION] != 1)}, "
-                f"{counts[IMPROVEMENT]} improvement{'s' * (counts[IMPROVEMENT] != 1)}, "
-                f"{counts[NO_CHANGE]} no change")
+        counts = {
+            v: sum(r.verdict == v for r in self.cells) for v in (REGRESSION, IMPROVEMENT, NO_CHANGE, NO_DATA)
+        }
+        text = (
+            f"{counts[REGRESSION]} regression{'s' * (counts[REGRESSION] != 1)}, "
+            f"{counts[IMPROVEMENT]} improvement{'s' * (counts[IMPROVEMENT] != 1)}, "
+            f"{counts[NO_CHANGE]} no change"
+        )
         if counts[NO_DATA]:
             text += f", {counts[NO_DATA]} no data"
         text += f" over {len(self.cells)} shared cell{'s' * (len(self.cells) != 1)}"
         pooled = [r for r in (*self.variants, self.overall) if r.verdict in (REGRESSION, IMPROVEMENT)]
         if pooled:
             text += "; pooled: " + ", ".join(f"{r.name} {r.verdict}" for r in pooled)
-        extra = [f"{len(self.only_base)} only in the baseline" if self.only_base else "",
-                 f"{len(self.only_new)} only in the new batch" if self.only_new else ""]
+        extra = [
+            f"{len(self.only_base)} only in the baseline" if self.only_base else "",
+            f"{len(self.only_new)} only in the new batch" if self.only_new else "",
+        ]
         extra = [e for e in extra if e]
         return text + (f" ({', '.join(extra)})" if extra else "")
 
     def to_document(self) -> dict[str, Any]:
         def side(s: Side) -> dict[str, Any]:
-            return {"label": s.label, "source": s.source, "gateway": s.gateway_label, "generated_at": s.generated_at}
+            return {
+                "label": s.label,
+                "source": s.source,
+                "gateway": s.gateway_label,
+                "generated_at": s.generated_at,
+            }
 
         return {
             "format": COMPARISON_FORMAT,
@@ -208,20 +234,36 @@ def diff_sides(base: Side, new: Side, *, alpha: float = 0.05) -> BatchDiff:
     base_cells = _by_cell(base.jobs)
     new_cells = _by_cell(new.jobs)
     shared = [key for key in new_cells if key in base_cells]  # the new batch's order
-    cells = tuple(row_diff(t, v, side_stats(base_cells[(t, v)]), side_stats(new_cells[(t, v)]), alpha)
-                  for t, v in shared)
+    cells = tuple(
+        row_diff(t, v, side_stats(base_cells[(t, v)]), side_stats(new_cells[(t, v)]), alpha)
+        for t, v in shared
+    )
     # Per-variant rows pool several tasks; with one task they would repeat the cells.
     variants = tuple(dict.fromkeys(v for _, v in shared)) if len({t for t, _ in shared}) > 1 else ()
     per_variant = tuple(
-        row_diff(None, variant,
-                 side_stats(r for key in shared if key[1] == variant for r in base_cells[key]),
-                 side_stats(r for key in shared if key[1] == variant for r in new_cells[key]), alpha)
+        row_diff(
+            None,
+            variant,
+            side_stats(r for key in shared if key[1] == variant for r in base_cells[key]),
+            side_stats(r for key in shared if key[1] == variant for r in new_cells[key]),
+            alpha,
+        )
         for variant in variants
     )
-    overall = row_diff(None, None, side_stats(r for key in shared for r in base_cells[key]),
-                       side_stats(r for key in shared for r in new_cells[key]), alpha)
+    overall = row_diff(
+        None,
+        None,
+        side_stats(r for key in shared for r in base_cells[key]),
+        side_stats(r for key in shared for r in new_cells[key]),
+        alpha,
+    )
     return BatchDiff(
-        base=base, new=new, alpha=alpha, cells=cells, variants=per_variant, overall=overall,
+        base=base,
+        new=new,
+        alpha=alpha,
+        cells=cells,
+        variants=per_variant,
+        overall=overall,
         only_base=tuple(key for key in base_cells if key not in new_cells),
         only_new=tuple(key for key in new_cells if key not in base_cells),
     )

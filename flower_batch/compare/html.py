@@ -28,13 +28,19 @@ def comparison_section(diff: BatchDiff) -> str:
         kind = row.verdict.replace(" ", "-")
         head, *rest = cells
         tds = "".join(
-            f'<td class="v-{kind}">{escape(c)}</td>' if i == 4 else f"<td>{escape(c)}</td>" for i, c in enumerate(rest)
+            f'<td class="v-{kind}">{escape(c)}</td>' if i == 4 else f"<td>{escape(c)}</td>"
+            for i, c in enumerate(rest)
         )
-        attrs = (f'class="{"pooled" if row.task is None else "cell-diff"}" data-verdict="{escape(row.verdict)}" '
-                 f'data-task="{escape(row.task or "")}" data-variant="{escape(row.variant or "")}"')
+        attrs = (
+            f'class="{"pooled" if row.task is None else "cell-diff"}" data-verdict="{escape(row.verdict)}" '
+            f'data-task="{escape(row.task or "")}" data-variant="{escape(row.variant or "")}"'
+        )
         rows.append(f"<tr {attrs}><th>{escape(head)}</th>{tds}</tr>")
-    verdict = (f'<span class="v-{REGRESSION}">Regression</span>' if diff.regressions
-               else f'<span class="v-{IMPROVEMENT}">No regression</span>')
+    verdict = (
+        f'<span class="v-{REGRESSION}">Regression</span>'
+        if diff.regressions
+        else f'<span class="v-{IMPROVEMENT}">No regression</span>'
+    )
     one_sided = "".join(f"<li>{escape(line)}</li>" for line in one_sided_lines(diff))
     data = json.dumps(diff.to_document(), ensure_ascii=False)
     data = data.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
@@ -44,9 +50,8 @@ def comparison_section(diff: BatchDiff) -> str:
         f"<h2>Against the baseline {escape(diff.base.label)}</h2>"
         f'<div class="verdict-line" id="baseline-verdict">{verdict} · {escape(diff.headline())}</div>'
         f'<p class="detail">Baseline: {escape(diff.base.source)} ({escape(diff.base.gateway_label)}'
-        f'{", " + escape(diff.base.generated_at) if diff.base.generated_at else ""}). {escape(diff.rule)}.</p>'
+        f"{', ' + escape(diff.base.generated_at) if diff.base.generated_at else ''}). {escape(diff.rule)}.</p>"
         f'<table id="baseline-table"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
-        f'{f"<ul id=baseline-one-sided>{one_sided}</ul>" if one_sided else ""}'
+        f"{f'<ul id=baseline-one-sided>{one_sided}</ul>' if one_sided else ''}"
         f'<script type="application/json" id="comparison-data">{data}</script></section>'
     )
-

@@ -55,13 +55,32 @@ def fmt_classes(s: SideStats) -> str:
 
 def row_cells(row: RowDiff) -> list[str]:
     """The strings of one row, in column order (see COLUMNS)."""
-    return [row.name, fmt_side(row.base), fmt_side(row.new), fmt_difference(row), fmt_p(row), row.verdict,
-            fmt_cost_delta(row), fmt_turns_delta(row), fmt_duration_delta(row),
-            f"{fmt_classes(row.base)} → {fmt_classes(row.new)}"]
+    return [
+        row.name,
+        fmt_side(row.base),
+        fmt_side(row.new),
+        fmt_difference(row),
+        fmt_p(row),
+        row.verdict,
+        fmt_cost_delta(row),
+        fmt_turns_delta(row),
+        fmt_duration_delta(row),
+        f"{fmt_classes(row.base)} → {fmt_classes(row.new)}",
+    ]
 
 
-COLUMNS = ["cell", "base", "new", "Δ pass rate [interval]", "Fisher p", "verdict", "Δ cost/job",
-           "Δ turns/job", "Δ duration/job", "classes (base → new)"]
+COLUMNS = [
+    "cell",
+    "base",
+    "new",
+    "Δ pass rate [interval]",
+    "Fisher p",
+    "verdict",
+    "Δ cost/job",
+    "Δ turns/job",
+    "Δ duration/job",
+    "classes (base → new)",
+]
 
 
 def _level(diff: BatchDiff) -> str:
@@ -71,12 +90,16 @@ def _level(diff: BatchDiff) -> str:
 def diff_table(diff: BatchDiff) -> Table:
     table = Table(  # Text, not str: a path or variant name is never taken for rich markup
         title=Text(f"{diff.new.label} vs baseline {diff.base.label} · model: {diff.new.gateway_label}"),
-        caption=Text(f"{diff.rule}. Δ in percentage points with its {_level(diff)} Newcombe interval; "
-                     "cost, turns and duration are means per job."),
+        caption=Text(
+            f"{diff.rule}. Δ in percentage points with its {_level(diff)} Newcombe interval; "
+            "cost, turns and duration are means per job."
+        ),
         show_lines=False,
     )
     for column in COLUMNS:
-        table.add_column(Text(column), no_wrap=column in ("cell", "verdict"))  # Text: "[interval]" is no style
+        table.add_column(
+            Text(column), no_wrap=column in ("cell", "verdict")
+        )  # Text: "[interval]" is no style
     groups = [g for g in (diff.cells, diff.variants, (diff.overall,)) if g]
     for i, group in enumerate(groups):
         for j, row in enumerate(group):
@@ -121,6 +144,8 @@ def diff_markdown(diff: BatchDiff) -> str:
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
     lines += [f"- {_md(line)}" for line in one_sided_lines(diff)]
-    lines.append(f"\n<sub>{_md(diff.rule)}. Δ in percentage points with its {_level(diff)} Newcombe interval; "
-                 "cost, turns and duration are means per job.</sub>\n")
+    lines.append(
+        f"\n<sub>{_md(diff.rule)}. Δ in percentage points with its {_level(diff)} Newcombe interval; "
+        "cost, turns and duration are means per job.</sub>\n"
+    )
     return "\n".join(lines)

@@ -59,7 +59,9 @@ def resolve(ref: str, home: Home) -> Path:
     if "/" not in ref and ref not in (".", "..") and batch_dir.is_dir():
         path = batch_dir / "report" / RESULTS_NAME
         if not path.is_file():
-            raise SideError(f"batch {ref} has no report/{RESULTS_NAME} yet: run `flower-batch report {ref}` first")
+            raise SideError(
+                f"batch {ref} has no report/{RESULTS_NAME} yet: run `flower-batch report {ref}` first"
+            )
         return path
     path = Path(ref)
     for candidate in (path, path / RESULTS_NAME, path / "report" / RESULTS_NAME):
@@ -87,8 +89,10 @@ def side_from_document(document: Any, *, source: str) -> Side:
     if not isinstance(document, Mapping):
         raise SideError(f"{source}: expected a results.json object, got {type(document).__name__}")
     if document.get("format") != RESULTS_FORMAT:
-        raise SideError(f"{source}: field format is {document.get('format')!r}, expected {RESULTS_FORMAT!r} "
-                        "(a results.json written by `flower-batch matrix` or `report`)")
+        raise SideError(
+            f"{source}: field format is {document.get('format')!r}, expected {RESULTS_FORMAT!r} "
+            "(a results.json written by `flower-batch matrix` or `report`)"
+        )
     jobs = document.get("jobs")
     if not isinstance(jobs, list):
         raise SideError(f"{source}: field jobs must be a list of job entries")

@@ -97,8 +97,12 @@ class JobSockets:
                 if key.data == "control":
                     self._command(conn)  # here, so only this thread changes the selector
                 else:
-                    threading.Thread(target=serve_connection, args=(conn, self._upstream),
-                                     name=f"job-{key.data}", daemon=True).start()
+                    threading.Thread(
+                        target=serve_connection,
+                        args=(conn, self._upstream),
+                        name=f"job-{key.data}",
+                        daemon=True,
+                    ).start()
 
     def _upstream(self) -> socket.socket:
         return socket.create_connection(("127.0.0.1", self.http_port), timeout=10)

@@ -147,7 +147,12 @@ class ExchangeTotals:
 
     def copy(self) -> ExchangeTotals:
         out = ExchangeTotals()
-        out.tokens, out.known, out.unpriced, out.models = dict(self.tokens), self.known, list(self.unpriced), list(self.models)
+        out.tokens, out.known, out.unpriced, out.models = (
+            dict(self.tokens),
+            self.known,
+            list(self.unpriced),
+            list(self.models),
+        )
         out.count, out.incomplete, out.free = self.count, self.incomplete, self.free
         return out
 
@@ -229,7 +234,9 @@ def append_line(path: Path, record: Mapping[str, Any], *, sync: bool = False) ->
     from flower.scripted.log import append_closing_torn
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    append_closing_torn(path, (json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n").encode(), sync=sync)
+    append_closing_torn(
+        path, (json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n").encode(), sync=sync
+    )
 
 
 def append_durably(path: Path, record: Mapping[str, Any]) -> None:

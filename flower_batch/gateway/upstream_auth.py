@@ -65,7 +65,9 @@ class UpstreamAuth:
         key = environ.get(GATEWAY_KEY_ENV, "").strip()
         if key:
             return cls("x-api-key", key)
-        raise UpstreamAuthError(f"proxy mode needs the upstream credential in {GATEWAY_KEY_ENV} or {GATEWAY_TOKEN_ENV}")
+        raise UpstreamAuthError(
+            f"proxy mode needs the upstream credential in {GATEWAY_KEY_ENV} or {GATEWAY_TOKEN_ENV}"
+        )
 
 
 def upstream_problem(url: str) -> str | None:
@@ -75,8 +77,10 @@ def upstream_problem(url: str) -> str | None:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return f"upstream {url!r}: expected a base URL like https://api.anthropic.com or http://litellm:4000"
     if parts.username or parts.password:
-        return (f"upstream {parts.scheme}://…@{parts.hostname}: put the credential in {HOST_TOKEN_ENV} or "
-                f"{HOST_KEY_ENV}, not in the URL (URLs are printed and logged)")
+        return (
+            f"upstream {parts.scheme}://…@{parts.hostname}: put the credential in {HOST_TOKEN_ENV} or "
+            f"{HOST_KEY_ENV}, not in the URL (URLs are printed and logged)"
+        )
     if parts.query or parts.fragment:
         return f"upstream {url!r}: give a base URL without ?query or #fragment"
     return None

@@ -41,11 +41,20 @@ class ModeRules:
 
 RULES: dict[GatewayMode, ModeRules] = {
     GatewayMode.ANTHROPIC: ModeRules(label="Anthropic API", needs=None),
-    GatewayMode.SCRIPTED: ModeRules(label="scripted model", needs="scenario", needs_what="a scenario file",
-                                    needs_example="path/to/scenario", gateways_file=True),
-    GatewayMode.REPLAY: ModeRules(label="replayed recording", needs="recording",
-                                  needs_what="the recorded job to replay", needs_example="path/to/job-folder",
-                                  replays=True),
+    GatewayMode.SCRIPTED: ModeRules(
+        label="scripted model",
+        needs="scenario",
+        needs_what="a scenario file",
+        needs_example="path/to/scenario",
+        gateways_file=True,
+    ),
+    GatewayMode.REPLAY: ModeRules(
+        label="replayed recording",
+        needs="recording",
+        needs_what="the recorded job to replay",
+        needs_example="path/to/job-folder",
+        replays=True,
+    ),
 }
 MODES = tuple(mode.value for mode in GatewayMode)
 MODE_LABELS = {mode.value: rules.label for mode, rules in RULES.items()}

@@ -178,7 +178,9 @@ class JobRecord:
                 failure_class=data.get("class") if isinstance(data.get("class"), str) else None,
                 continuity=tuple(dict(e) for e in data.get("continuity") or () if isinstance(e, Mapping)),
                 session=data.get("session") if isinstance(data.get("session"), str) else None,
-                gateway_health=dict(data["gateway_health"]) if isinstance(data.get("gateway_health"), dict) else None,
+                gateway_health=dict(data["gateway_health"])
+                if isinstance(data.get("gateway_health"), dict)
+                else None,
             )
         except (TypeError, ValueError, AttributeError) as exc:
             raise RecordError(f"malformed field: {exc}") from exc
@@ -191,7 +193,6 @@ def record_path(batch_dir: Path, job_id: str) -> Path:
 def write_record(path: Path, record: JobRecord) -> None:
     """Atomically replace `path` with `record` (temp file in the same folder, fsync, rename)."""
     write_atomic(path, json.dumps(record.to_dict(), indent=2, ensure_ascii=False) + "\n")
-
 
 
 def read_record(path: Path) -> JobRecord:
@@ -231,7 +232,9 @@ def load_records(batch_dir: Path, job_ids: Iterable[str] | None = None) -> dict[
     return found
 
 
-def new_record(job: JobSpec, *, batch: str, image_id: str, status: str = "queued", **fields: Any) -> JobRecord:
+def new_record(
+    job: JobSpec, *, batch: str, image_id: str, status: str = "queued", **fields: Any
+) -> JobRecord:
     """A record for `job` before it runs; `fields` sets any other JobRecord field."""
     return JobRecord(
         job_id=job.id,

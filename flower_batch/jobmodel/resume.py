@@ -85,11 +85,18 @@ def _decide(
     if fresh:
         return Decision(job.id, Action.RUN, "--fresh", record)
     if not record.finished:
-        return Decision(job.id, Action.RUN, f"unfinished (was {record.status} when the last run stopped)", record)
+        return Decision(
+            job.id, Action.RUN, f"unfinished (was {record.status} when the last run stopped)", record
+        )
     if record.inputs_hash != job.inputs_hash(image_id):
         return Decision(job.id, Action.RUN, _what_changed(job, image_id, record), record)
     if record.status not in VERDICTS:
-        return Decision(job.id, Action.RUN, f"was {record.status}" + (f": {record.reason}" if record.reason else ""), record)
+        return Decision(
+            job.id,
+            Action.RUN,
+            f"was {record.status}" + (f": {record.reason}" if record.reason else ""),
+            record,
+        )
     if retry_failed and record.status in RETRYABLE:
         return Decision(job.id, Action.RUN, f"--retry-failed (was {record.status})", record)
     return Decision(job.id, Action.KEEP, f"{record.status} with the same inputs", record)
@@ -102,7 +109,9 @@ def _what_changed(job: JobSpec, image_id: str, record: JobRecord) -> str:
     before = {**record.spec, "workspace": None}
     if "gateway" in before and isinstance(before["gateway"], dict):
         before["gateway"] = {**before["gateway"], "scenario": None, "recording": None}
-    changed = [key for key in current if key not in ("format", "image_id") and before.get(key) != current[key]]
+    changed = [
+        key for key in current if key not in ("format", "image_id") and before.get(key) != current[key]
+    ]
     names = ["workspace files" if k == "workspace_hash" else k for k in changed]
     return "inputs changed" + (f": {', '.join(names)}" if names else "")
 

@@ -35,7 +35,9 @@ class GatewaySpec:
     recording_hash: str | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "mode", GatewayMode(self.mode))  # a name from a record: the enum, or ValueError
+        object.__setattr__(
+            self, "mode", GatewayMode(self.mode)
+        )  # a name from a record: the enum, or ValueError
 
     @property
     def label(self) -> str:
@@ -118,7 +120,9 @@ class JobSpec:
         """
         missing = unset_names(self.secrets, host_env)
         if missing:
-            raise LookupError(f"job {self.id}: secret {', '.join(missing)} not set in the environment; export it before running")
+            raise LookupError(
+                f"job {self.id}: secret {', '.join(missing)} not set in the environment; export it before running"
+            )
         return {**self.env, **{name: host_env[name] for name in self.secrets}}
 
     def to_dict(self) -> dict[str, Any]:

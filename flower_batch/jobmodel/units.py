@@ -10,9 +10,9 @@ _MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE
 _MEMORY_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
 
 
-
 # Docker refuses a memory limit below 6 MiB ("Minimum memory limit allowed is 6MB").
 DOCKER_MIN_MEMORY = 6 * 1024 * 1024
+
 
 def parse_duration(value: object) -> float | None:
     """Seconds from a number or a string like "90s", "10m", "1h30m", "1.5h"; None if not one."""

@@ -18,5 +18,17 @@ from ._locate import KeyLines
 from ._size import MAX_JOBS
 from ._templating import RenderContext, Template
 
-__all__ = ["JOB_FIELDS", "MAX_JOBS", "KeyLines", "KeyPath", "RenderContext", "Template", "combinations",
-           "format_path", "load_jobs_file", "parse_jobs_text", "slugify", "value_label"]
+__all__ = [
+    "JOB_FIELDS",
+    "MAX_JOBS",
+    "KeyLines",
+    "KeyPath",
+    "RenderContext",
+    "Template",
+    "combinations",
+    "format_path",
+    "load_jobs_file",
+    "parse_jobs_text",
+    "slugify",
+    "value_label",
+]

@@ -37,7 +37,9 @@ def combinations(
     exclude: Sequence[Mapping[str, Any]] = (),
     match: Match = lambda a, b: a == b,
 ) -> list[Combination]:
-    product = [dict(zip(axes, values, strict=True)) for values in itertools.product(*axes.values())] if axes else []
+    product = (
+        [dict(zip(axes, values, strict=True)) for values in itertools.product(*axes.values())] if axes else []
+    )
     kept = [Combination(c) for c in product if not any(_matches(e, c, match) for e in exclude)]
     added: list[Combination] = []
     for index, entry in enumerate(include):

@@ -30,7 +30,9 @@ from ._templating import RenderContext, Template
 
 DEFAULT_TIMEOUT_S = 1800.0
 DEFAULT_CHECK_TIMEOUT_S = 300.0
-_TARGET = re.compile(r"^[^\s:]+:[A-Za-z_][A-Za-z0-9_]*$")  # as flower.flows.loader: module:attr or file.py:attr
+_TARGET = re.compile(
+    r"^[^\s:]+:[A-Za-z_][A-Za-z0-9_]*$"
+)  # as flower.flows.loader: module:attr or file.py:attr
 
 
 @dataclass
@@ -53,7 +55,9 @@ class Expander:
         self.problems = problems
         self._hashes: dict[Path, str] = {}
         self._workspaces: dict[str, Path | None] = {}
-        self._files: dict[str, tuple[Path, str]] = {}  # rendered text -> found file and its hash  # rendered text -> checked directory (hot in huge matrices)
+        self._files: dict[
+            str, tuple[Path, str]
+        ] = {}  # rendered text -> found file and its hash  # rendered text -> checked directory (hot in huge matrices)
 
     def expand(self) -> list[JobSpec]:
         units = [*self._matrix_units(), *self._explicit_units()]
@@ -76,7 +80,10 @@ class Expander:
                 if job is not None:
                     jobs.append(job)
         if not units and not self.problems:
-            self.problems.add(("matrix",), "expands to no jobs (every combination is excluded); remove an exclude entry or add [[jobs]]")
+            self.problems.add(
+                ("matrix",),
+                "expands to no jobs (every combination is excluded); remove an exclude entry or add [[jobs]]",
+            )
         return jobs
 
     # --- units -------------------------------------------------------------------------
@@ -99,7 +106,10 @@ class Expander:
                 if key in axes:  # "quick" in an include names the axis's full table value
                     values[key] = next((v for v in axes[key] if match(val, v)), val)
             if "task" not in values:
-                self.problems.add(source, "adds a new combination without `task`; add task = \"NAME\" (or make it match an existing combination)")
+                self.problems.add(
+                    source,
+                    'adds a new combination without `task`; add task = "NAME" (or make it match an existing combination)',
+                )
                 return None
             labels = [values[a].label for a in axes if a != "task" and a in values]
             labels = labels or [v.label for k, v in values.items() if k not in axes]
@@ -134,12 +144,21 @@ class Expander:
 
         workflow = render(fields.get("workflow"))
         if workflow is not None and not _TARGET.match(workflow):
-            self.problems.add(fields["workflow"].path, f'expected a workflow target "module:attr" like "examples.workflows:careful", got "{workflow}"')
+            self.problems.add(
+                fields["workflow"].path,
+                f'expected a workflow target "module:attr" like "examples.workflows:careful", got "{workflow}"',
+            )
         prompt = render(fields.get("prompt"))
-        if workflow is None and "workflow" not in merged and not (prompt or "").strip() and (
-            "prompt" not in merged or prompt is not None
+        if (
+            workflow is None
+            and "workflow" not in merged
+            and not (prompt or "").strip()
+            and ("prompt" not in merged or prompt is not None)
         ):
-            self.problems.add(("tasks", unit.task), "has no prompt; the starter flow (used when no `workflow` is set) needs prompt = \"...\"")
+            self.problems.add(
+                ("tasks", unit.task),
+                'has no prompt; the starter flow (used when no `workflow` is set) needs prompt = "..."',
+            )
         workspace, workspace_hash = self._workspace(fields.get("workspace"), render)
         gateway = self._gateway(fields.get("gateway", {}), render, unit)
         env = {name: render(t) or "" for name, t in fields.get("env", {}).items()}
@@ -186,7 +205,9 @@ class Expander:
 
         return render
 
-    def _workspace(self, template: Template | None, render: Callable[[Template | None], str | None]) -> tuple[Path | None, str | None]:
+    def _workspace(
+        self, template: Template | None, render: Callable[[Template | None], str | None]
+    ) -> tuple[Path | None, str | None]:
         text = render(template)
         if template is None or text is None:
             return None, None
@@ -199,13 +220,18 @@ class Expander:
             self._workspaces[text] = found if found.is_dir() else None
         path = self._workspaces[text] or (self.base_dir / text).resolve()
         if self._workspaces[text] is None:
-            self.problems.add(template.path, f'directory "{text}" not found (looked for {path}); paths are relative to the jobs file')
+            self.problems.add(
+                template.path,
+                f'directory "{text}" not found (looked for {path}); paths are relative to the jobs file',
+            )
             return None, None
         if path not in self._hashes:
             self._hashes[path] = tree_hash(path)
         return path, self._hashes[path]
 
-    def _gateway(self, fields: dict[str, Template], render: Callable[[Template | None], str | None], unit: Unit) -> GatewaySpec | None:
+    def _gateway(
+        self, fields: dict[str, Template], render: Callable[[Template | None], str | None], unit: Unit
+    ) -> GatewaySpec | None:
         mode_template = fields.get("mode")
         text = render(mode_template) or DEFAULT_MODE
         where = mode_template.path if mode_template else ("tasks", unit.task)
@@ -216,14 +242,22 @@ class Expander:
         rules = mode.rules
         if rules.needs is None:
             return GatewaySpec(mode=mode)
-        missing = f'{missing_need(mode, None)}: add {rules.needs} = "{rules.needs_example}" to the gateway table'
+        missing = (
+            f'{missing_need(mode, None)}: add {rules.needs} = "{rules.needs_example}" to the gateway table'
+        )
         found = self._file(fields.get(rules.needs), render, where, missing)
         if found is None:
             return None
         files: dict[str, Any] = {rules.needs: found[0], f"{rules.needs}_hash": found[1]}
         return GatewaySpec(mode=mode, **files)
 
-    def _file(self, template: Template | None, render: Callable[[Template | None], str | None], where: KeyPath, missing: str) -> tuple[Path, str] | None:
+    def _file(
+        self,
+        template: Template | None,
+        render: Callable[[Template | None], str | None],
+        where: KeyPath,
+        missing: str,
+    ) -> tuple[Path, str] | None:
         if template is None:
             self.problems.add(where, missing)
             return None
@@ -238,7 +272,9 @@ class Expander:
             return None
         path = (self.base_dir / text).resolve()
         if not path.exists():
-            self.problems.add(template.path, f'"{text}" not found (looked for {path}); paths are relative to the jobs file')
+            self.problems.add(
+                template.path, f'"{text}" not found (looked for {path}); paths are relative to the jobs file'
+            )
             return None
         if path not in self._hashes:
             self._hashes[path] = path_hash(path)
@@ -256,7 +292,9 @@ def _unusable_path(base_dir: Path, text: str) -> str | None:
         return None
     except OSError as exc:
         if exc.errno in (errno.ENAMETOOLONG, errno.EINVAL, errno.ELOOP):
-            return f"{show_value(text)[:80]} is not a usable path ({exc.strerror}); write a plain relative path"
+            return (
+                f"{show_value(text)[:80]} is not a usable path ({exc.strerror}); write a plain relative path"
+            )
     except ValueError as exc:
         return f"{show_value(text)[:80]} is not a usable path ({exc}); write a plain relative path"
     return None

@@ -132,22 +132,28 @@ def _memory(value: Any, path: KeyPath, report: Report) -> Any:
         report(path, f'expected a memory size like "512m" or "2g" (or bytes), got {_show(value)}')
         return _INVALID
     if size < DOCKER_MIN_MEMORY:
-        report(path, f"{_show(value)} is below Docker's minimum of 6m; give the job at least \"6m\"")
+        report(path, f'{_show(value)} is below Docker\'s minimum of 6m; give the job at least "6m"')
         return _INVALID
     return size
 
 
 def _pids(value: Any, path: KeyPath, report: Report) -> Any:
     if isinstance(value, bool) or not isinstance(value, int) or value < MIN_PIDS:
-        report(path, f"expected a whole number of processes of at least {MIN_PIDS}, like 4096, got {_show(value)}")
+        report(
+            path,
+            f"expected a whole number of processes of at least {MIN_PIDS}, like 4096, got {_show(value)}",
+        )
         return _INVALID
     return value
 
 
 def _network(value: Any, path: KeyPath, report: Report) -> Any:
     if value not in NETWORKS:
-        report(path, f'expected "gateway" (the model only: the default) or "internet" (also a route out), '
-                     f"got {_show(value)}")
+        report(
+            path,
+            f'expected "gateway" (the model only: the default) or "internet" (also a route out), '
+            f"got {_show(value)}",
+        )
         return _INVALID
     return value
 
@@ -169,8 +175,11 @@ def _placement(value: Any, path: KeyPath, report: Report) -> Any:
     constraints: list[str] = []
     for index, item in enumerate(value):
         if not isinstance(item, str) or not _CONSTRAINT.match(item.strip()):
-            report((*path, index), f'expected a constraint like "node.labels.pool==big" or "node.role!=manager", '
-                                   f"got {_show(item)}")
+            report(
+                (*path, index),
+                f'expected a constraint like "node.labels.pool==big" or "node.role!=manager", '
+                f"got {_show(item)}",
+            )
             return _INVALID
         constraints.append(item.strip())
     return tuple(constraints)
@@ -187,7 +196,9 @@ def _env(value: Any, path: KeyPath, report: Report) -> Any:
         if problem:
             report(where, problem)
         elif isinstance(raw, bool) or not isinstance(raw, str | int | float):
-            report(where, f'expected a string value (write it in quotes, e.g. "{_show(raw)}"), got {_show(raw)}')
+            report(
+                where, f'expected a string value (write it in quotes, e.g. "{_show(raw)}"), got {_show(raw)}'
+            )
         elif looks_secret(name) and isinstance(raw, str) and raw and "${{" not in raw:
             report(
                 where,
@@ -203,13 +214,17 @@ def _env(value: Any, path: KeyPath, report: Report) -> Any:
 
 def _secrets(value: Any, path: KeyPath, report: Report) -> Any:
     if not isinstance(value, list):
-        report(path, f'expected a list of environment variable names like ["GITHUB_TOKEN"], got {_show(value)}')
+        report(
+            path, f'expected a list of environment variable names like ["GITHUB_TOKEN"], got {_show(value)}'
+        )
         return _INVALID
     names: list[str] = []
     for index, name in enumerate(value):
         where = (*path, index)
         if not isinstance(name, str) or not valid_env_name(name):
-            report(where, f"expected the NAME of a host environment variable (not its value), got {_show(name)}")
+            report(
+                where, f"expected the NAME of a host environment variable (not its value), got {_show(name)}"
+            )
         elif problem := secret_name_problem(name):
             report(where, problem)
         else:
@@ -242,7 +257,9 @@ def _json_value(value: Any, path: KeyPath, report: Report) -> Any:
 
 def _gateway(value: Any, path: KeyPath, report: Report) -> Any:
     if not isinstance(value, Mapping):
-        report(path, f'expected a table like {{ mode = "scripted", scenario = "demo.json" }}, got {_show(value)}')
+        report(
+            path, f'expected a table like {{ mode = "scripted", scenario = "demo.json" }}, got {_show(value)}'
+        )
         return _INVALID
     gateway: dict[str, Template] = {}
     for key, raw in value.items():

@@ -25,5 +25,3 @@ def format_path(path: KeyPath) -> str:
 
 def _is_bare(key: str) -> bool:
     return bool(key) and all(c.isalnum() or c in "_-" for c in key) and key.isascii()
-
-

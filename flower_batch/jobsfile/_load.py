@@ -33,11 +33,15 @@ def load_jobs_file(path: str | Path, *, max_jobs: int | None = None) -> JobsFile
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise MatrixFileError([FieldError(str(path), None, "", f"cannot read the jobs file: {reason}")]) from exc
+        raise MatrixFileError(
+            [FieldError(str(path), None, "", f"cannot read the jobs file: {reason}")]
+        ) from exc
     return parse_jobs_text(text, path=path, max_jobs=max_jobs)
 
 
-def parse_jobs_text(text: str, *, path: Path, label: str | None = None, max_jobs: int | None = None) -> JobsFile:
+def parse_jobs_text(
+    text: str, *, path: Path, label: str | None = None, max_jobs: int | None = None
+) -> JobsFile:
     """Like `load_jobs_file` for text already read; relative paths resolve against `path`'s folder."""
     label = label or str(path)
     try:
@@ -51,8 +55,11 @@ def parse_jobs_text(text: str, *, path: Path, label: str | None = None, max_jobs
     problems = Problems(label, KeyLines(text))
     parsed = Parser(problems).parse(data)
     if max_jobs is not None and (count := count_jobs(parsed)) > max_jobs:
-        problems.add(("matrix",), f"makes {count:,} jobs ({breakdown(parsed)}), more than {max_jobs:,}; pass "
-                                  "--allow-large to run (or --dry-run) that many, or shrink an axis")
+        problems.add(
+            ("matrix",),
+            f"makes {count:,} jobs ({breakdown(parsed)}), more than {max_jobs:,}; pass "
+            "--allow-large to run (or --dry-run) that many, or shrink an axis",
+        )
         raise MatrixTooLarge(problems.errors())  # with the file's other problems: all before any expansion
     base_dir = path.resolve().parent
     jobs = Expander(parsed, base_dir, problems).expand()

@@ -158,7 +158,9 @@ class KeyLines:
         while text[end] != quote:
             end += 2 if quote == '"' and text[end] == "\\" else 1
         raw = text[pos + 1 : end]
-        return (raw.encode().decode("unicode_escape") if quote == '"' and "\\" in raw and raw.isascii() else raw), end + 1
+        return (
+            raw.encode().decode("unicode_escape") if quote == '"' and "\\" in raw and raw.isascii() else raw
+        ), end + 1
 
     def _skip_space(self, pos: int, newlines: bool = False) -> int:
         chars = " \t\r\n" if newlines else " \t"

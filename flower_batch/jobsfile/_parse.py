@@ -85,7 +85,12 @@ class Parser:
     def parse(self, data: Mapping[str, Any]) -> Parsed:
         for key in data:
             if key not in SECTIONS:
-                self.report((key,), _unknown("section", key, SECTIONS, "[batch], [defaults], [tasks.NAME], [matrix] or [[jobs]]"))
+                self.report(
+                    (key,),
+                    _unknown(
+                        "section", key, SECTIONS, "[batch], [defaults], [tasks.NAME], [matrix] or [[jobs]]"
+                    ),
+                )
         self._batch(self._table(data, "batch"))
         self._defaults(self._table(data, "defaults"))
         self._tasks(self._table(data, "tasks"))
@@ -109,7 +114,9 @@ class Parser:
                 if isinstance(value, str) and _BATCH_NAME.match(value):
                     self.out.batch_name = value
                 else:
-                    self.report(path, f"expected a folder-safe name (letters, digits, . _ -), got {show_value(value)}")
+                    self.report(
+                        path, f"expected a folder-safe name (letters, digits, . _ -), got {show_value(value)}"
+                    )
             elif key == "budget_usd":
                 budget = parse_field("budget_usd", value, path, self.report)
                 self.out.budget_usd = budget if isinstance(budget, float) else None
@@ -130,12 +137,17 @@ class Parser:
             if isinstance(image, str) and image.strip():
                 self.out.image = image.strip()
             else:
-                self.report(("defaults", "image"), f'expected an image tag or id like "flower-batch:latest", got {show_value(image)}')
+                self.report(
+                    ("defaults", "image"),
+                    f'expected an image tag or id like "flower-batch:latest", got {show_value(image)}',
+                )
         self.out.defaults = parse_overlay(table, ("defaults",), self.report)
 
     def _tasks(self, table: Mapping[str, Any]) -> None:
         if not table:
-            self.report(("tasks",), "no tasks defined; add a [tasks.NAME] table with a prompt and a workspace")
+            self.report(
+                ("tasks",), "no tasks defined; add a [tasks.NAME] table with a prompt and a workspace"
+            )
         for name, task in table.items():
             path: KeyPath = ("tasks", name)
             if not _TASK_NAME.match(name):
@@ -149,7 +161,9 @@ class Parser:
                 if isinstance(task["description"], str):
                     self.out.descriptions[name] = task["description"]
                 else:
-                    self.report((*path, "description"), f"expected a string, got {show_value(task['description'])}")
+                    self.report(
+                        (*path, "description"), f"expected a string, got {show_value(task['description'])}"
+                    )
             self.out.tasks[name] = parse_overlay(task, path, self.report)
 
     def _check_keys(self, table: Mapping[str, Any], path: KeyPath, allowed: tuple[str, ...]) -> None:
@@ -160,7 +174,10 @@ class Parser:
             if key == "image":
                 self.report(where, "the image is pinned once per batch; set it in [defaults] only")
             elif key == "task":
-                self.report(where, "the starter flow takes `prompt` as its task text; write prompt = \"...\" and leave out `workflow`")
+                self.report(
+                    where,
+                    'the starter flow takes `prompt` as its task text; write prompt = "..." and leave out `workflow`',
+                )
             elif key == "repeat":
                 self.report(where, "repeat is set once, in [matrix] (or per [[jobs]] entry)")
             else:
@@ -186,21 +203,27 @@ class Parser:
             return
         repeat = table["repeat"]
         if isinstance(repeat, bool) or not isinstance(repeat, int) or not 1 <= repeat <= MAX_REPEAT:
-            self.report(("matrix", "repeat"), f"expected a whole number of runs per combination from 1 to {MAX_REPEAT}, got {show_value(repeat)}")
+            self.report(
+                ("matrix", "repeat"),
+                f"expected a whole number of runs per combination from 1 to {MAX_REPEAT}, got {show_value(repeat)}",
+            )
         else:
             self.out.repeat = repeat
 
     def _axis(self, axis: str, values: Any) -> None:
         path: KeyPath = ("matrix", axis)
         if not _AXIS_NAME.match(axis):
-            self.report(path, "axis names may use letters, digits, - and _, starting with a letter (they are used as ${{ matrix.NAME }})")
+            self.report(
+                path,
+                "axis names may use letters, digits, - and _, starting with a letter (they are used as ${{ matrix.NAME }})",
+            )
             return
         if axis == "image":
             self.report(path, "the image is pinned once per batch and can't be an axis; set it in [defaults]")
             return
         if not isinstance(values, list) or not values:
             got = "an empty list" if values == [] else show_value(values)
-            self.report(path, f"an axis is a non-empty list of values, e.g. {axis} = [\"a\", \"b\"]; got {got}")
+            self.report(path, f'an axis is a non-empty list of values, e.g. {axis} = ["a", "b"]; got {got}')
             return
         vals: list[Val] = []
         for index, raw in enumerate(values):
@@ -210,7 +233,10 @@ class Parser:
             twin = next((v for v in vals if v.raw == raw or v.label == val.label), None)
             if twin is not None:
                 what = "the same value as" if twin.raw == raw else f'the same id label "{val.label}" as'
-                self.report(val.path, f"has {what} {axis}[{twin.path[-1]}]; make each value distinct (tables: give each a distinct `name`)")
+                self.report(
+                    val.path,
+                    f"has {what} {axis}[{twin.path[-1]}]; make each value distinct (tables: give each a distinct `name`)",
+                )
                 continue
             vals.append(val)
         self.out.axes[axis] = vals
@@ -220,7 +246,9 @@ class Parser:
         if key == "task":
             if not isinstance(raw, str) or raw not in self.out.tasks:  # a list or table is no task name
                 known = ", ".join(self.out.tasks) or "none defined"
-                self.report(path, f"unknown task {show_value(raw)}; define [tasks.{raw}] or use one of: {known}")
+                self.report(
+                    path, f"unknown task {show_value(raw)}; define [tasks.{raw}] or use one of: {known}"
+                )
                 return None
             return Val(raw, value_label("task", raw), path)
         if key in JOB_FIELDS:
@@ -229,13 +257,18 @@ class Parser:
                 return None
             return Val(raw, value_label(key, raw), path, {key: parsed})
         if key in ("repeat", "image"):
-            self.report(path, f"`{key}` can't vary per combination; set it once ({'[matrix]' if key == 'repeat' else '[defaults]'})")
+            self.report(
+                path,
+                f"`{key}` can't vary per combination; set it once ({'[matrix]' if key == 'repeat' else '[defaults]'})",
+            )
             return None
         if isinstance(raw, Mapping):
             return self._table_value(key, raw, path)
         if isinstance(raw, bool | int | float | str):
             return Val(raw, value_label(key, raw), path)
-        self.report(path, f"matrix values must be strings, numbers, booleans or tables, got {show_value(raw)}")
+        self.report(
+            path, f"matrix values must be strings, numbers, booleans or tables, got {show_value(raw)}"
+        )
         return None
 
     def _table_value(self, key: str, raw: Mapping[str, Any], path: KeyPath) -> Val:
@@ -244,13 +277,23 @@ class Parser:
             if inner in JOB_FIELDS:
                 continue
             if inner in ("task", "repeat", "image"):
-                self.report(where, f"`{inner}` can't be set inside a matrix value; use {'an include entry' if inner == 'task' else 'its own section'}")
+                self.report(
+                    where,
+                    f"`{inner}` can't be set inside a matrix value; use {'an include entry' if inner == 'task' else 'its own section'}",
+                )
             elif inner == "name" and not isinstance(value, str):
-                self.report(where, f"`name` labels the value in job ids and must be a string, got {show_value(value)}")
+                self.report(
+                    where, f"`name` labels the value in job ids and must be a string, got {show_value(value)}"
+                )
             elif close_field(inner):
-                self.report(where, f"not a job field (did you mean `{close_field(inner)}`?); fix the spelling, or rename it if it is a variable")
+                self.report(
+                    where,
+                    f"not a job field (did you mean `{close_field(inner)}`?); fix the spelling, or rename it if it is a variable",
+                )
             elif not _jsonable(value):
-                self.report(where, f"dates and times can't be matrix values; write {show_value(value)} as a string")
+                self.report(
+                    where, f"dates and times can't be matrix values; write {show_value(value)} as a string"
+                )
         # Kept even when a key was wrong (already reported) so duplicate checks still run.
         return Val(dict(raw), value_label(key, raw), path, parse_overlay(raw, path, self.report))
 
@@ -267,7 +310,10 @@ class Parser:
                     known = any(match(probe, v) for v in self.out.axes[key])
                     val = probe if known else self._value(key, raw, where)
                 elif close_field(key) and key not in JOB_FIELDS:
-                    self.report(where, f"not a job field or axis (did you mean `{close_field(key)}`?); fix the spelling, or rename it if it is a variable")
+                    self.report(
+                        where,
+                        f"not a job field or axis (did you mean `{close_field(key)}`?); fix the spelling, or rename it if it is a variable",
+                    )
                     val = None
                 else:
                     val = self._value(key, raw, where)
@@ -283,9 +329,14 @@ class Parser:
             parsed: dict[str, Val] = {}
             for key, raw in entry.items():
                 if key not in self.out.axes:
-                    self.report((*path, key), f"not an axis; exclude entries match axis values (axes: {axes})")
+                    self.report(
+                        (*path, key), f"not an axis; exclude entries match axis values (axes: {axes})"
+                    )
                 elif not any(match(Val(raw, "", path), v) for v in self.out.axes[key]):
-                    self.report((*path, key), f"{show_value(raw)} is not a value of axis `{key}`, so this entry excludes nothing; fix the value")
+                    self.report(
+                        (*path, key),
+                        f"{show_value(raw)} is not a value of axis `{key}`, so this entry excludes nothing; fix the value",
+                    )
                 else:
                     parsed[key] = Val(raw, "", (*path, key))
             if len(parsed) == len(entry):
@@ -293,12 +344,18 @@ class Parser:
 
     def _entries(self, entries: Any, what: str) -> list[tuple[int, Mapping[str, Any]]]:
         if not isinstance(entries, list):
-            self.report(("matrix", what), f"expected a list of tables like {what} = [{{ task = \"a\", variant = \"b\" }}], got {show_value(entries)}")
+            self.report(
+                ("matrix", what),
+                f'expected a list of tables like {what} = [{{ task = "a", variant = "b" }}], got {show_value(entries)}',
+            )
             return []
         good = []
         for index, entry in enumerate(entries):
             if not isinstance(entry, Mapping) or not entry:
-                self.report(("matrix", what, index), f"expected a non-empty table like {{ task = \"a\" }}, got {show_value(entry)}")
+                self.report(
+                    ("matrix", what, index),
+                    f'expected a non-empty table like {{ task = "a" }}, got {show_value(entry)}',
+                )
             else:
                 good.append((index, entry))
         return good
@@ -319,24 +376,37 @@ class Parser:
                 self.out.explicit.append(job)
 
     def _job(self, entry: Mapping[str, Any], path: KeyPath) -> Explicit | None:
-        self._check_keys({k: v for k, v in entry.items() if k not in ("task", "repeat")}, path, (*JOB_FIELDS, "name", "matrix"))
+        self._check_keys(
+            {k: v for k, v in entry.items() if k not in ("task", "repeat")},
+            path,
+            (*JOB_FIELDS, "name", "matrix"),
+        )
         name, task = entry.get("name"), entry.get("task")
         ok = True
         if not isinstance(name, str) or not _TASK_NAME.match(name):
-            self.report((*path, "name") if "name" in entry else path,
-                        "every [[jobs]] entry needs a `name` (letters, digits, - and _); it becomes part of the job id")
+            self.report(
+                (*path, "name") if "name" in entry else path,
+                "every [[jobs]] entry needs a `name` (letters, digits, - and _); it becomes part of the job id",
+            )
             ok = False
         if not isinstance(task, str) or task not in self.out.tasks:  # (a list or table would not even hash)
             known = ", ".join(self.out.tasks) or "none defined"
-            self.report((*path, "task") if "task" in entry else path, f"needs `task` naming one of the tasks ({known})")
+            self.report(
+                (*path, "task") if "task" in entry else path,
+                f"needs `task` naming one of the tasks ({known})",
+            )
             ok = False
         repeat = entry.get("repeat", self.out.repeat)
         if isinstance(repeat, bool) or not isinstance(repeat, int) or not 1 <= repeat <= MAX_REPEAT:
-            self.report((*path, "repeat"), f"expected a whole number from 1 to {MAX_REPEAT}, got {show_value(repeat)}")
+            self.report(
+                (*path, "repeat"), f"expected a whole number from 1 to {MAX_REPEAT}, got {show_value(repeat)}"
+            )
             ok = False
         variables = entry.get("matrix", {})
         if not isinstance(variables, Mapping) or not _jsonable(variables):
-            self.report((*path, "matrix"), "expected a table of template variables, e.g. matrix = { style = \"terse\" }")
+            self.report(
+                (*path, "matrix"), 'expected a table of template variables, e.g. matrix = { style = "terse" }'
+            )
             ok = False
         overlay = parse_overlay(entry, path, self.report)
         if not ok:

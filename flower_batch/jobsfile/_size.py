@@ -26,8 +26,11 @@ def count_jobs(parsed: Parsed) -> int:
     product = math.prod(len(v) for v in axes.values()) if axes else 0
     kept = product
     if parsed.exclude and product:
-        kept = sum(1 for combo in itertools.product(*axes.values())
-                   if not any(_matches(e, names, combo) for e in parsed.exclude))
+        kept = sum(
+            1
+            for combo in itertools.product(*axes.values())
+            if not any(_matches(e, names, combo) for e in parsed.exclude)
+        )
     added = 0
     for entry in parsed.include:
         axis_keys = {k: v for k, v in entry.items() if k in axes}

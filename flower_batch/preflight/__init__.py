@@ -50,14 +50,19 @@ class Preflight:
         self.targets: list[Target] = []
         self._jobs: list[JobSpec] = []
 
-    def add_jobs(self, jobs: Sequence[JobSpec], *, search: Sequence[Path] = (), flows_dir: Path | None = None) -> None:
+    def add_jobs(
+        self, jobs: Sequence[JobSpec], *, search: Sequence[Path] = (), flows_dir: Path | None = None
+    ) -> None:
         """Host-side checks of these jobs. `flows_dir`: their workflow is that existing copy
         (wake, repro), not a file to find on the search path."""
         self._jobs += jobs
-        scenarios = [j.gateway.scenario for j in jobs if j.gateway.mode.rules.gateways_file and j.gateway.scenario]
+        scenarios = [
+            j.gateway.scenario for j in jobs if j.gateway.mode.rules.gateways_file and j.gateway.scenario
+        ]
         self.problems += scenario_problems(p for p in scenarios if p is not None)
-        self.problems += recording_problems(j.gateway.recording for j in jobs
-                                            if j.gateway.mode.rules.replays and j.gateway.recording)
+        self.problems += recording_problems(
+            j.gateway.recording for j in jobs if j.gateway.mode.rules.replays and j.gateway.recording
+        )
         self._limits(jobs, None)
         for target, users in _grouped(jobs, lambda j: j.workflow).items():
             written = str(target)
@@ -88,8 +93,14 @@ class Preflight:
             if problem:
                 self.problems.append(f"{self.describe('cpus', f'{users[0].cpus:g}', users)}: {problem}")
 
-    async def check_engine(self, backend: Backend, image_id: str, *, facts: EngineFacts | None = None,
-                           scratch: Path | None = None) -> None:
+    async def check_engine(
+        self,
+        backend: Backend,
+        image_id: str,
+        *,
+        facts: EngineFacts | None = None,
+        scratch: Path | None = None,
+    ) -> None:
         """The checks that need the engine: limits against its host, imports in its image."""
         try:
             facts = facts or engine_facts()
@@ -102,7 +113,9 @@ class Preflight:
         self.warnings = list(dict.fromkeys(self.warnings))
         labels = {MANAGED: "1", BATCH: self.batch, ROLE: "preflight"}
         try:
-            self.problems += await import_problems(backend, image_id, self.targets, labels=labels, scratch=scratch)
+            self.problems += await import_problems(
+                backend, image_id, self.targets, labels=labels, scratch=scratch
+            )
         except FlowerBatchError as exc:
             self.problems.append(f"the workflow import check could not run: {' '.join(str(exc).split())}")
 
@@ -122,8 +135,11 @@ class Preflight:
                 self.problems.append(" ".join(str(exc).split()))
                 return
             if why:
-                where = (self.describe("memory", format_memory(job.memory_bytes), users) if job.memory_bytes
-                         else self.describe("cpus", f"{job.cpus:g}", users))
+                where = (
+                    self.describe("memory", format_memory(job.memory_bytes), users)
+                    if job.memory_bytes
+                    else self.describe("cpus", f"{job.cpus:g}", users)
+                )
                 self.problems.append(f"{where}: no node of the cluster can hold it: {why}")
 
     def raise_if_any(self) -> None:

@@ -83,8 +83,13 @@ def _strip_prefix(message: str) -> str:
 
 
 async def import_problems(
-    backend: Backend, image_id: str, targets: Sequence[Target], *, labels: dict[str, str],
-    timeout_s: float = IMPORT_TIMEOUT_S, scratch: Path | None = None,
+    backend: Backend,
+    image_id: str,
+    targets: Sequence[Target],
+    *,
+    labels: dict[str, str],
+    timeout_s: float = IMPORT_TIMEOUT_S,
+    scratch: Path | None = None,
 ) -> list[str]:
     """One line per target that does not load as a flower.Workflow in the image (none: []).
 
@@ -102,8 +107,12 @@ async def import_problems(
             folder = f"{FLOWS}/{i}"
             (staging / str(i)).mkdir()  # the mount point of a flows/ copy, or the staged module's folder
             if target.flows_dir is not None and scratch is not None:
-                shutil.copytree(target.flows_dir, staging / str(i), dirs_exist_ok=True,
-                                ignore=shutil.ignore_patterns("__pycache__"))
+                shutil.copytree(
+                    target.flows_dir,
+                    staging / str(i),
+                    dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns("__pycache__"),
+                )
             elif target.flows_dir is not None:
                 mounts.append(Mount(str(target.flows_dir.resolve()), folder, read_only=True))
             else:
@@ -115,8 +124,12 @@ async def import_problems(
         os.chmod(staging, 0o755)
         mounts.insert(0, Mount(str(staging), FLOWS, read_only=True))
         spec = ContainerSpec(
-            image=image_id, command=["python", "-c", _SCRIPT, *argv], env={"HOME": "/tmp"},
-            mounts=mounts, working_dir="/tmp", labels=labels,
+            image=image_id,
+            command=["python", "-c", _SCRIPT, *argv],
+            env={"HOME": "/tmp"},
+            mounts=mounts,
+            working_dir="/tmp",
+            labels=labels,
             network="none",
         )
         lines, code, timed_out = await _run(backend, spec, timeout_s)
@@ -145,7 +158,11 @@ async def _run(backend: Backend, spec: ContainerSpec, timeout_s: float) -> tuple
 
 
 def problems_from_output(
-    targets: Sequence[Target], argv: list[str], lines: list[str], code: int | None, timed_out: bool,
+    targets: Sequence[Target],
+    argv: list[str],
+    lines: list[str],
+    code: int | None,
+    timed_out: bool,
     timeout_s: float,
 ) -> list[str]:
     by_container = {argv[i + 1]: targets[i // 2] for i in range(0, len(argv), 2)}
@@ -167,8 +184,11 @@ def problems_from_output(
         item = results.get(container_target)
         if item is None:
             if container_target == last_started:
-                why = (f"importing it did not finish within {timeout_s:.0f}s" if timed_out
-                       else f"importing it ended the Python process (exit code {code})")
+                why = (
+                    f"importing it did not finish within {timeout_s:.0f}s"
+                    if timed_out
+                    else f"importing it ended the Python process (exit code {code})"
+                )
             else:
                 why = "not checked: an earlier workflow's import ended the check"
             out.append(f"{target.label}: {why}")
@@ -203,8 +223,13 @@ def _did_you_mean(written: str, search: Sequence[Path]) -> str:
     roots = [Path.cwd(), *search]
     if where.endswith(".py"):
         folder = Path(where).parent
-        names = sorted({str(folder / p.name) if str(folder) != "." else p.name
-                        for root in roots for p in (root / folder).glob("*.py")})
+        names = sorted(
+            {
+                str(folder / p.name) if str(folder) != "." else p.name
+                for root in roots
+                for p in (root / folder).glob("*.py")
+            }
+        )
     else:  # a module name: the .py files beside it, as module names
         parts = where.split(".")
         package = Path(*parts[:-1]) if len(parts) > 1 else Path()

@@ -23,7 +23,9 @@ def memory_problem(memory: int | None, facts: EngineFacts | None) -> str | None:
         return None
     minimum = facts.min_memory if facts else DOCKER_MIN_MEMORY
     if memory < minimum:
-        return f"{format_memory(memory)} is below Docker's minimum of {format_memory(minimum)}; give at least 6m"
+        return (
+            f"{format_memory(memory)} is below Docker's minimum of {format_memory(minimum)}; give at least 6m"
+        )
     return None
 
 
@@ -31,8 +33,10 @@ def memory_warning(memory: int | None, facts: EngineFacts | None) -> str | None:
     """A limit above the host's memory: Docker accepts it, but it never binds (a warning, not an error,
     so a jobs.toml written for a bigger machine still runs)."""
     if memory is not None and facts and facts.mem_total and memory > facts.mem_total:
-        return (f"{format_memory(memory)} is more than the Docker host has ({_size(facts.mem_total)}), "
-                "so it limits nothing there")
+        return (
+            f"{format_memory(memory)} is more than the Docker host has ({_size(facts.mem_total)}), "
+            "so it limits nothing there"
+        )
     return None
 
 

@@ -17,6 +17,24 @@ from ._results import RESULTS_FORMAT, BatchResults, log_tails, results_from_reco
 from ._stats import Cell, Comparison, compare, wilson_interval
 from ._table import comparison_table, summary_line
 
-__all__ = ["RESULTS_FORMAT", "BatchResults", "Cell", "Comparison", "ReportPaths", "compare", "comparison_table",
-           "cost_vs_pass_svg", "html_report", "junit_xml", "log_tails", "pass_rate_svg", "results_from_records",
-           "summary_line", "wilson_interval", "write_html", "write_junit", "write_reports", "write_results_json"]
+__all__ = [
+    "RESULTS_FORMAT",
+    "BatchResults",
+    "Cell",
+    "Comparison",
+    "ReportPaths",
+    "compare",
+    "comparison_table",
+    "cost_vs_pass_svg",
+    "html_report",
+    "junit_xml",
+    "log_tails",
+    "pass_rate_svg",
+    "results_from_records",
+    "summary_line",
+    "wilson_interval",
+    "write_html",
+    "write_junit",
+    "write_reports",
+    "write_results_json",
+]

@@ -21,12 +21,18 @@ def diff_summary_span(summary: Mapping[str, Any] | None) -> str:
     if not summary or summary.get("workspace_missing"):
         return ""
     if summary.get("source_missing"):
-        return (f'<span class="diffsum" data-diff="unavailable" title="{escape(str(summary.get("source")))}">'
-                "diff: source gone</span>")
-    files = (f'<span class="a">+{summary["added"]}</span> <span class="c">~{summary["changed"]}</span> '
-             f'<span class="r">-{summary["removed"]}</span> files')
+        return (
+            f'<span class="diffsum" data-diff="unavailable" title="{escape(str(summary.get("source")))}">'
+            "diff: source gone</span>"
+        )
+    files = (
+        f'<span class="a">+{summary["added"]}</span> <span class="c">~{summary["changed"]}</span> '
+        f'<span class="r">-{summary["removed"]}</span> files'
+    )
     lines = f'<span class="a">+{summary["lines_added"]}</span> <span class="r">-{summary["lines_removed"]}</span> lines'
     capped = " (capped)" if summary.get("truncated") else ""
-    attrs = " ".join(f'data-{k.replace("_", "-")}="{int(summary[k])}"'
-                     for k in ("added", "changed", "removed", "lines_added", "lines_removed"))
+    attrs = " ".join(
+        f'data-{k.replace("_", "-")}="{int(summary[k])}"'
+        for k in ("added", "changed", "removed", "lines_added", "lines_removed")
+    )
     return f'<span class="diffsum" data-diff="ok" {attrs}>{files} · {lines}{capped}</span>'

@@ -202,20 +202,36 @@ def _cell(cell: Cell | None, task: str, variant: str, clickable: bool = True) ->
         f'data-passed="{cell.passed}" data-n="{cell.n}" data-pending="{cell.pending}"'
     )
     return (
-        f"<td {attrs}><div class=\"rate\">{fmt_passed(cell)} · {fmt_rate(cell)}</div>"
+        f'<td {attrs}><div class="rate">{fmt_passed(cell)} · {fmt_rate(cell)}</div>'
         f'<div class="ci">{escape(fmt_ci(cell) and "95% CI " + fmt_ci(cell))}</div>'
         f'<div class="detail">{escape(fmt_cell_detail(cell))}</div></td>'
     )
 
 
 def _jobs(results: BatchResults) -> str:
-    statuses = ["passed", "failed", "error", "timeout", "budget", "skipped", "orphaned", "never-started",
-                "running", "queued", "pending"]
+    statuses = [
+        "passed",
+        "failed",
+        "error",
+        "timeout",
+        "budget",
+        "skipped",
+        "orphaned",
+        "never-started",
+        "running",
+        "queued",
+        "pending",
+    ]
     present = [s for s in statuses if any(results.status_of(j.id) == s for j in results.jobs)]
     buttons = "".join(f'<button data-status="{s}">{s}</button>' for s in present)
     entries = "".join(
-        _job(job, results.outcomes.get(job.id), results.diffs.get(job.id), results.status_of(job.id),
-             results.pending_reason(job.id))
+        _job(
+            job,
+            results.outcomes.get(job.id),
+            results.diffs.get(job.id),
+            results.status_of(job.id),
+            results.pending_reason(job.id),
+        )
         for job in results.ordered_jobs
     )
     return (
@@ -242,8 +258,11 @@ def _job(
     why = outcome.reason if outcome else pending_reason
     reason = f'<span class="reason">{escape(why)}</span>' if why else ""
     # A job that had a route out is not sandboxed like the rest: say so where it is listed.
-    net = ('<span class="badge net" title="network = internet: this job had a route out">internet</span>'
-           if job.network == "internet" else "")
+    net = (
+        '<span class="badge net" title="network = internet: this job had a route out">internet</span>'
+        if job.network == "internet"
+        else ""
+    )
     summary = (
         f'<span class="id">{escape(job.id)}</span><span class="badge s-{status}">{status}</span>{net}'
         f"<span>{escape(cost)}</span><span>{escape(turns)}</span><span>{escape(duration)}</span>"
@@ -255,4 +274,3 @@ def _job(
         # The body is filled from the embedded document when opened (_job_body_js.py).
         f'<summary>{summary}</summary><div class="job-body"></div></details>'
     )
-

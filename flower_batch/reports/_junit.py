@@ -56,7 +56,9 @@ def _suite(results: BatchResults, task: str, jobs: list[JobSpec]) -> ET.Element:
         "testsuite",
         name=task,
         tests=str(len(jobs)),
-        failures=str(sum(1 for o in outcomes if o and o.status is not Status.SKIPPED and o.klass in _FAILURES)),
+        failures=str(
+            sum(1 for o in outcomes if o and o.status is not Status.SKIPPED and o.klass in _FAILURES)
+        ),
         errors=str(sum(1 for o in outcomes if o and o.klass is FailureClass.INFRASTRUCTURE)),
         skipped=str(sum(1 for o in outcomes if o is None or o.status is Status.SKIPPED)),
         time=f"{sum(o.duration_s or 0.0 for o in outcomes if o):.3f}",
@@ -102,12 +104,17 @@ def _details(outcome: JobOutcome) -> str:
         lines.append(f"workflow ok: {outcome.workflow_ok}")
     if outcome.check_exit is not None:
         lines.append(f"check exit code: {outcome.check_exit}")
-    lines += [f"step {s.name}: {'ok' if s.ok else 'failed'}" + (f" ({s.error})" if s.error else "") for s in outcome.steps]
+    lines += [
+        f"step {s.name}: {'ok' if s.ok else 'failed'}" + (f" ({s.error})" if s.error else "")
+        for s in outcome.steps
+    ]
     return "\n".join(lines)
 
 
 def _system_out(job: JobSpec, outcome: JobOutcome) -> str:
-    parts = [f"cost_usd: {outcome.cost_usd if outcome.cost_usd is not None else 'unknown'}; turns: {outcome.num_turns}; model: {outcome.gateway_mode}"]
+    parts = [
+        f"cost_usd: {outcome.cost_usd if outcome.cost_usd is not None else 'unknown'}; turns: {outcome.num_turns}; model: {outcome.gateway_mode}"
+    ]
     if job.check:
         parts.append(f"$ {job.check}\n{outcome.check_output or ''}".rstrip())
     if outcome.log_tail:

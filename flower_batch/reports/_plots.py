@@ -65,10 +65,12 @@ def _error_bar(x: float, cell: Cell, cap: float = 6) -> str:
     if cell.ci95 is None:
         return ""
     lo, hi = _y(cell.ci95[0]), _y(cell.ci95[1])
-    return (f'<g class="ci" data-low="{cell.ci95[0]:.4f}" data-high="{cell.ci95[1]:.4f}">'
-            f'<line class="err" x1="{x:.1f}" y1="{hi:.1f}" x2="{x:.1f}" y2="{lo:.1f}"/>'
-            f'<line class="err" x1="{x - cap:.1f}" y1="{hi:.1f}" x2="{x + cap:.1f}" y2="{hi:.1f}"/>'
-            f'<line class="err" x1="{x - cap:.1f}" y1="{lo:.1f}" x2="{x + cap:.1f}" y2="{lo:.1f}"/></g>')
+    return (
+        f'<g class="ci" data-low="{cell.ci95[0]:.4f}" data-high="{cell.ci95[1]:.4f}">'
+        f'<line class="err" x1="{x:.1f}" y1="{hi:.1f}" x2="{x:.1f}" y2="{lo:.1f}"/>'
+        f'<line class="err" x1="{x - cap:.1f}" y1="{hi:.1f}" x2="{x + cap:.1f}" y2="{hi:.1f}"/>'
+        f'<line class="err" x1="{x - cap:.1f}" y1="{lo:.1f}" x2="{x + cap:.1f}" y2="{lo:.1f}"/></g>'
+    )
 
 
 def pass_rate_svg(totals: dict[str, Cell]) -> str:
@@ -92,9 +94,11 @@ def pass_rate_svg(totals: dict[str, Cell]) -> str:
             f'<text x="{x:.1f}" y="{_TOP + _H + 14}" text-anchor="end" transform="rotate(-35 {x:.1f} {_TOP + _H + 14})">'
             f"{escape(_label(variant))}</text></g>"
         )
-    return (f'<svg class="plot" id="plot-pass-rate" width="{width}" '
-            f'height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="pass rate per variant">'
-            f"{''.join(parts)}</svg>")
+    return (
+        f'<svg class="plot" id="plot-pass-rate" width="{width}" '
+        f'height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="pass rate per variant">'
+        f"{''.join(parts)}</svg>"
+    )
 
 
 def _nice_max(value: float) -> float:
@@ -115,8 +119,12 @@ def cost_vs_pass_svg(totals: dict[str, Cell]) -> str:
     for k in range(5):
         cost = top * k / 4
         x = _LEFT + plot_w * k / 4
-        parts.append(f'<text x="{x:.1f}" y="{_TOP + _H + 14}" text-anchor="middle">{escape(fmt_cost(cost))}</text>')
-    parts.append(f'<text x="{_LEFT + plot_w / 2:.1f}" y="{_TOP + _H + 32}" text-anchor="middle">mean cost per job</text>')
+        parts.append(
+            f'<text x="{x:.1f}" y="{_TOP + _H + 14}" text-anchor="middle">{escape(fmt_cost(cost))}</text>'
+        )
+    parts.append(
+        f'<text x="{_LEFT + plot_w / 2:.1f}" y="{_TOP + _H + 32}" text-anchor="middle">mean cost per job</text>'
+    )
     for variant, cell in known:
         x = _LEFT + plot_w * (cell.mean_cost_usd or 0.0) / top
         rate = cell.pass_rate or 0.0
@@ -130,6 +138,8 @@ def cost_vs_pass_svg(totals: dict[str, Cell]) -> str:
     if unknown:
         names = escape(", ".join(unknown))
         parts.append(f'<text class="unknown" x="{_LEFT}" y="{height - 10}">cost unknown: {names}</text>')
-    return (f'<svg class="plot" id="plot-cost-pass" width="{width}" '
-            f'height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="cost against pass rate">'
-            f"{''.join(parts)}</svg>")
+    return (
+        f'<svg class="plot" id="plot-cost-pass" width="{width}" '
+        f'height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="cost against pass rate">'
+        f"{''.join(parts)}</svg>"
+    )

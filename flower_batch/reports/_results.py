@@ -47,7 +47,9 @@ class BatchResults:
     def ordered_jobs(self) -> list[JobSpec]:
         """Jobs in table order: task, then variant, then repeat."""
         c = self.comparison
-        return sorted(self.jobs, key=lambda j: (c.tasks.index(j.task), c.variants.index(j.variant), j.repeat, j.id))
+        return sorted(
+            self.jobs, key=lambda j: (c.tasks.index(j.task), c.variants.index(j.variant), j.repeat, j.id)
+        )
 
     @property
     def gateway_modes(self) -> tuple[str, ...]:
@@ -115,7 +117,11 @@ class BatchResults:
             "network": job.network,  # "internet": this job had a route out (docs/security.md)
             "status": self.status_of(job.id),
             "class": outcome.klass.value if outcome else None,
-            **({"reason": self.pending_reason(job.id)} if outcome is None and job.id in self.in_flight else {}),
+            **(
+                {"reason": self.pending_reason(job.id)}
+                if outcome is None and job.id in self.in_flight
+                else {}
+            ),
             "outcome": outcome.to_dict() if outcome else None,
             "inputs": job.to_dict(),
             "workspace_diff": self.diffs.get(job.id),
@@ -151,8 +157,15 @@ def results_from_records(
     if image_id is None:
         image_id = next((r.image_id for r in records.values()), None)
     diffs = _diff_summaries(batch_dir, records) if batch_dir is not None else {}
-    return BatchResults(batch=batch, jobs=list(jobs), outcomes=outcomes, image_id=image_id, generated_at=generated_at,
-                        diffs=diffs, in_flight=dict(in_flight or {}))
+    return BatchResults(
+        batch=batch,
+        jobs=list(jobs),
+        outcomes=outcomes,
+        image_id=image_id,
+        generated_at=generated_at,
+        diffs=diffs,
+        in_flight=dict(in_flight or {}),
+    )
 
 
 LOG_TAIL_BYTES = 4000  # of each job's container.log, for the report's log tails
@@ -165,7 +178,8 @@ def log_tails(batch_dir: Path, job_ids: Iterable[str], limit: int = LOG_TAIL_BYT
     for job_id in job_ids:
         try:
             tails[job_id] = read_tail(Path(batch_dir), f"{job_id}/logs/container.log", limit).data.decode(
-                "utf-8", "replace")
+                "utf-8", "replace"
+            )
         except FileNotFoundError:
             continue
         except OSError as exc:
@@ -174,8 +188,11 @@ def log_tails(batch_dir: Path, job_ids: Iterable[str], limit: int = LOG_TAIL_BYT
 
 
 def _diff_summaries(batch_dir: Path, records: Mapping[str, JobRecord]) -> dict[str, dict[str, Any]]:
-    return {job_id: summarize(source_of(r.spec), Path(batch_dir) / job_id / "workspace").summary()
-            for job_id, r in records.items() if r.finished}
+    return {
+        job_id: summarize(source_of(r.spec), Path(batch_dir) / job_id / "workspace").summary()
+        for job_id, r in records.items()
+        if r.finished
+    }
 
 
 def write_results_json(results: BatchResults, path: Path) -> Path:

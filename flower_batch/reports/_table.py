@@ -28,7 +28,9 @@ def comparison_table(results: BatchResults) -> Table:
     for task in c.tasks:
         table.add_row(Text(task, style="bold"), *(_cell_text(c.cell(task, v)) for v in c.variants))
     if len(c.tasks) > 1:
-        table.add_row(Text("all tasks", style="italic"), *(_cell_text(c.variant_totals[v]) for v in c.variants))
+        table.add_row(
+            Text("all tasks", style="italic"), *(_cell_text(c.variant_totals[v]) for v in c.variants)
+        )
     return table
 
 
@@ -37,7 +39,11 @@ def summary_line(results: BatchResults) -> str:
     overall = results.comparison.overall
     text = f"{fmt_passed(overall)} passed ({fmt_rate(overall)}) · total {_total_cost(overall)} · model: {results.gateway_label}"
     classes = describe_counts(results.class_counts())
-    return text + (f" · {overall.pending} pending" if overall.pending else "") + (f" · {classes}" if classes else "")
+    return (
+        text
+        + (f" · {overall.pending} pending" if overall.pending else "")
+        + (f" · {classes}" if classes else "")
+    )
 
 
 def _total_cost(cell: Cell) -> str:

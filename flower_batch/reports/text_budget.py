@@ -29,7 +29,9 @@ def fit_texts(results: BatchResults) -> BatchResults:
     """`results` with every job's log tail and check output cut to its share of the budget."""
     log_limit, check_limit = per_job_limits(len(results.jobs))
     outcomes = {
-        job_id: replace(o, log_tail=_tail(o.log_tail, log_limit), check_output=_tail(o.check_output, check_limit))
+        job_id: replace(
+            o, log_tail=_tail(o.log_tail, log_limit), check_output=_tail(o.check_output, check_limit)
+        )
         for job_id, o in results.outcomes.items()
     }
     return replace(results, outcomes=outcomes)

@@ -75,7 +75,11 @@ def keep_previous_attempt(jd: JobDir, previous: JobRecord | None, attempt: int) 
     if not present and not record_on_disk:
         return None  # nothing of an earlier attempt is here (a first run, or one that never started)
     numbers = attempt_numbers(jd)
-    n = previous.attempt if previous is not None and previous.attempt not in numbers else max([0, *numbers]) + 1
+    n = (
+        previous.attempt
+        if previous is not None and previous.attempt not in numbers
+        else max([0, *numbers]) + 1
+    )
     dest = attempts_dir(jd) / str(n)
     try:
         dest.mkdir(parents=True)
@@ -89,7 +93,9 @@ def keep_previous_attempt(jd: JobDir, previous: JobRecord | None, attempt: int) 
         for copy in jd.root.glob("scenario.*"):
             copy_file(jd.root, copy.name, dest / copy.name)
     except OSError as exc:
-        raise FlowerBatchError(f"job {jd.batch}/{jd.job}: could not keep its previous attempt in {dest}: {exc}") from exc
+        raise FlowerBatchError(
+            f"job {jd.batch}/{jd.job}: could not keep its previous attempt in {dest}: {exc}"
+        ) from exc
     return dest
 
 
@@ -104,8 +110,15 @@ class Attempt:
         data: dict[str, Any] = {"attempt": self.number, "folder": str(self.folder)}
         if self.record is not None:
             r = self.record
-            data.update(status=r.status, reason=r.reason, started_at=r.started_at, finished_at=r.finished_at,
-                        cost_usd=r.cost_usd, duration_s=r.duration_s, image_id=r.image_id)
+            data.update(
+                status=r.status,
+                reason=r.reason,
+                started_at=r.started_at,
+                finished_at=r.finished_at,
+                cost_usd=r.cost_usd,
+                duration_s=r.duration_s,
+                image_id=r.image_id,
+            )
         else:
             data.update(status="unreadable", reason=self.problem)
         return data

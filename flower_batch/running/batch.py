@@ -66,7 +66,9 @@ async def reap_batch(engine: Backend, home: Home, batch: str) -> int:
         return len(leaks)
 
 
-async def run_batch(engine: Backend, plan: BatchPlan, on_event: Callable[[BatchEvent], None]) -> dict[str, JobRecord]:
+async def run_batch(
+    engine: Backend, plan: BatchPlan, on_event: Callable[[BatchEvent], None]
+) -> dict[str, JobRecord]:
     """Run the plan's jobs; every state change and retry is an event. Returns the last records."""
 
     def on_state(job_id: str, state: str) -> None:
@@ -79,10 +81,25 @@ async def run_batch(engine: Backend, plan: BatchPlan, on_event: Callable[[BatchE
         on_event(JobState(job_id, state, cost))
 
     async with engine as backend:
-        async def one_round(jobs: Sequence[tuple[JobSpec, JobRecord | None]]) -> dict[str, JobRecord]:
-            return await run_jobs(backend, plan.home, plan.batch, jobs, image_id=plan.image_id,
-                                  versions=plan.versions, parallel=plan.parallel, on_state=on_state,
-                                  search=plan.search, budget_usd=plan.budget_usd, settings=plan.settings)
 
-        return await run_with_infra_retries(one_round, plan.jobs, retries=plan.infra_retries,
-                                            on_retry=lambda n, ids: on_event(InfraRetry(n, ids)))
+        async def one_round(jobs: Sequence[tuple[JobSpec, JobRecord | None]]) -> dict[str, JobRecord]:
+            return await run_jobs(
+                backend,
+                plan.home,
+                plan.batch,
+                jobs,
+                image_id=plan.image_id,
+                versions=plan.versions,
+                parallel=plan.parallel,
+                on_state=on_state,
+                search=plan.search,
+                budget_usd=plan.budget_usd,
+                settings=plan.settings,
+            )
+
+        return await run_with_infra_retries(
+            one_round,
+            plan.jobs,
+            retries=plan.infra_retries,
+            on_retry=lambda n, ids: on_event(InfraRetry(n, ids)),
+        )

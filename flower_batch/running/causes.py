@@ -56,8 +56,13 @@ def continuity_of(runs: Path, stamp: str) -> tuple[dict[str, Any], ...]:
 
 
 def explain(
-    status: Status, reason: str | None, ending: Ending, cause: dict[str, Any] | None, *,
-    check_exit: int | None = None, fallback: str = "",
+    status: Status,
+    reason: str | None,
+    ending: Ending,
+    cause: dict[str, Any] | None,
+    *,
+    check_exit: int | None = None,
+    fallback: str = "",
 ) -> Verdict:
     """The status, reason and class of a job, given the runner's status and reason.
 
@@ -72,17 +77,26 @@ def explain(
     # The workflow failed: say why, as precisely as flower or Docker can.
     if ending.oom_killed:
         limit = f" {format_memory(ending.memory_bytes)}" if ending.memory_bytes else ""
-        return Verdict(Status.FAILED, f"killed: out of memory (the job's memory limit{limit} was reached; "
-                                      "Docker reports OOMKilled)", FailureClass.AGENT)
+        return Verdict(
+            Status.FAILED,
+            f"killed: out of memory (the job's memory limit{limit} was reached; Docker reports OOMKilled)",
+            FailureClass.AGENT,
+        )
     if cause is not None:
         return _from_flower(cause, fallback)
     code = ending.exit_code or 0
     if code == SIGKILL_EXIT:
-        return Verdict(Status.ERROR, "killed from outside: SIGKILL (exit 137), not by flower-batch's timeout "
-                                     "and not out of memory", FailureClass.INFRASTRUCTURE)
+        return Verdict(
+            Status.ERROR,
+            "killed from outside: SIGKILL (exit 137), not by flower-batch's timeout and not out of memory",
+            FailureClass.INFRASTRUCTURE,
+        )
     if code > 128:
-        return Verdict(Status.ERROR, f"killed from outside by signal {code - 128} (exit {code})",
-                       FailureClass.INFRASTRUCTURE)
+        return Verdict(
+            Status.ERROR,
+            f"killed from outside by signal {code - 128} (exit {code})",
+            FailureClass.INFRASTRUCTURE,
+        )
     return Verdict(Status.FAILED, fallback or reason, FailureClass.AGENT)
 
 
@@ -99,8 +113,12 @@ def _from_flower(cause: dict[str, Any], fallback: str) -> Verdict:
     if kind in ("database", "crash"):
         return Verdict(Status.ERROR, text, FailureClass.INFRASTRUCTURE)
     if kind in ("signal", "interrupted"):
-        return Verdict(Status.ERROR, f"{text}; not the job's timeout: sent from outside (flower-batch stop, "
-                                     "docker stop, a host shutdown)", FailureClass.INFRASTRUCTURE)
+        return Verdict(
+            Status.ERROR,
+            f"{text}; not the job's timeout: sent from outside (flower-batch stop, "
+            "docker stop, a host shutdown)",
+            FailureClass.INFRASTRUCTURE,
+        )
     if kind == "done":  # flower said all was well but the container did not exit 0
         return Verdict(Status.ERROR, fallback or text, FailureClass.INFRASTRUCTURE)
     return Verdict(Status.FAILED, text, FailureClass.AGENT)  # target, workflow, step, usage

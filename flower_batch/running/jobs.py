@@ -29,7 +29,7 @@ ADHOC_BATCH = "adhoc"
 
 def slug(text: str, limit: int = 32) -> str:
     s = re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()
-    return (s[:limit].rstrip("-") or "job")
+    return s[:limit].rstrip("-") or "job"
 
 
 # long: one check per `run` option, each a one-line error; to become the shared field validators (issue 19 item 2)
@@ -75,15 +75,21 @@ def adhoc_spec(
             raise FlowerBatchError(f"--secret {secret}: {problem}")
     missing = unset_names(secrets_, environ)
     if missing:
-        raise FlowerBatchError(f"--secret {', '.join(missing)}: not set in the environment; export it before running")
+        raise FlowerBatchError(
+            f"--secret {', '.join(missing)}: not set in the environment; export it before running"
+        )
     for constraint in placement:
         if not PLACEMENT.match(constraint.strip()):
-            raise FlowerBatchError(f'--placement {constraint!r}: expected a constraint like "node.labels.pool==big" '
-                                   'or "node.role==worker"')
+            raise FlowerBatchError(
+                f'--placement {constraint!r}: expected a constraint like "node.labels.pool==big" '
+                'or "node.role==worker"'
+            )
     if pids is not None and pids < MIN_PIDS:
         raise FlowerBatchError(f"--pids {pids}: give at least {MIN_PIDS} processes, e.g. 4096")
     if network not in NETWORKS:
-        raise FlowerBatchError(f"--network {network!r}: give gateway (the model only) or internet (also a route out)")
+        raise FlowerBatchError(
+            f"--network {network!r}: give gateway (the model only) or internet (also a route out)"
+        )
     job_id = name or f"{slug(task or workflow or 'job')}-{secrets.token_hex(2)}"
     timeout_s = parse_duration(timeout)
     if timeout_s is None or timeout_s <= 0:
@@ -94,14 +100,33 @@ def adhoc_spec(
     # Hashed as the matrix does, so inputs_hash covers the workspace and scenario contents and
     # `repro` can tell when the workspace source drifted.
     source = workspace.resolve()
-    gateway = (GatewaySpec(mode=GatewayMode.SCRIPTED, scenario=source_scenario, scenario_hash=file_hash(source_scenario))
-               if (source_scenario := scenario.resolve() if scenario else None) else GatewaySpec())
+    gateway = (
+        GatewaySpec(
+            mode=GatewayMode.SCRIPTED, scenario=source_scenario, scenario_hash=file_hash(source_scenario)
+        )
+        if (source_scenario := scenario.resolve() if scenario else None)
+        else GatewaySpec()
+    )
     return JobSpec(
-        id=job_id, task=ADHOC_BATCH, variant="default", repeat=1, matrix={},
-        prompt=(task or prompt or ""), workflow=workflow, workspace=source, workspace_hash=tree_hash(source),
-        timeout_s=timeout_s, cpus=cpus, memory_bytes=memory_bytes, env=env, secrets=tuple(dict.fromkeys(secrets_)),
-        gateway=gateway, budget_usd=budget_usd, placement=tuple(c.strip() for c in placement),
-        pids=pids, network=network,
+        id=job_id,
+        task=ADHOC_BATCH,
+        variant="default",
+        repeat=1,
+        matrix={},
+        prompt=(task or prompt or ""),
+        workflow=workflow,
+        workspace=source,
+        workspace_hash=tree_hash(source),
+        timeout_s=timeout_s,
+        cpus=cpus,
+        memory_bytes=memory_bytes,
+        env=env,
+        secrets=tuple(dict.fromkeys(secrets_)),
+        gateway=gateway,
+        budget_usd=budget_usd,
+        placement=tuple(c.strip() for c in placement),
+        pids=pids,
+        network=network,
     )
 
 
@@ -138,16 +163,34 @@ async def start_job(
     except ImageMissing as exc:
         raise FlowerBatchError(f"image {image_id[:19]} is not in the Docker engine: {exc}") from exc
     with Lease(home.root) as lease:
-        async with GatewaySidecar(
-            backend, batch=batch, lease=lease.id, image_id=image_id, batch_dir=home.batch_dir(batch),
-            gateway=job.gateway, settings=settings,
-        ) as gateway, supervisors() as supervise:
+        async with (
+            GatewaySidecar(
+                backend,
+                batch=batch,
+                lease=lease.id,
+                image_id=image_id,
+                batch_dir=home.batch_dir(batch),
+                gateway=job.gateway,
+                settings=settings,
+            ) as gateway,
+            supervisors() as supervise,
+        ):
             supervise(gateway)  # restarted if it dies (gateway/host/supervisor.py)
-            ctx = JobContext(backend=backend, batch=batch, lease=lease.id, image_id=image_id, gateway=gateway,
-                             versions=versions, on_state=on_state, search=search or [], flows_from=flows_from,
-                             environ=settings.environ)
-            return await run_job(ctx, job, jd, persistent=persistent, waking=waking, wake_words=wake_words,
-                                 previous=previous)
+            ctx = JobContext(
+                backend=backend,
+                batch=batch,
+                lease=lease.id,
+                image_id=image_id,
+                gateway=gateway,
+                versions=versions,
+                on_state=on_state,
+                search=search or [],
+                flows_from=flows_from,
+                environ=settings.environ,
+            )
+            return await run_job(
+                ctx, job, jd, persistent=persistent, waking=waking, wake_words=wake_words, previous=previous
+            )
 
 
 def job_scenario(jd: JobDir) -> Path | None:

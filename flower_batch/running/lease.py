@@ -128,5 +128,9 @@ async def remove_leaks(backend: Backend, home: Path, leaks: list[Leak]) -> None:
 async def _still_owns(backend: Backend, lease: str) -> bool:
     """Whether anything with this lease's label is still there."""
     want = {MANAGED: "1", LEASE: lease}
-    return bool(await backend.list_by_label(want) or await backend.list_networks_by_label(want)
-                or await backend.list_volumes_by_label(want) or await backend.list_secrets_by_label(want))
+    return bool(
+        await backend.list_by_label(want)
+        or await backend.list_networks_by_label(want)
+        or await backend.list_volumes_by_label(want)
+        or await backend.list_secrets_by_label(want)
+    )

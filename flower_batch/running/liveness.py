@@ -68,8 +68,12 @@ class Liveness:
             return record.reason
         who = f"its orchestrator (session {record.session})" if record.session else "its orchestrator"
         if shown == ORPHANED:
-            return (f"orphaned: {who} is gone while the job was running; its container may still run "
-                    "(`flower-batch stop` or `gc` ends it), then `flower-batch wake` (a persistent job) or "
-                    "the same matrix command again re-runs it")
-        return (f"{NEVER_STARTED_REASON}: {who} is gone before the job's turn; the same matrix command "
-                "again runs it")
+            return (
+                f"orphaned: {who} is gone while the job was running; its container may still run "
+                "(`flower-batch stop` or `gc` ends it), then `flower-batch wake` (a persistent job) or "
+                "the same matrix command again re-runs it"
+            )
+        return (
+            f"{NEVER_STARTED_REASON}: {who} is gone before the job's turn; the same matrix command "
+            "again runs it"
+        )

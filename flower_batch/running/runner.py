@@ -59,7 +59,9 @@ class JobContext:
     are read (never os.environ here)."""
 
 
-def flower_command(job: JobSpec, *, persistent: bool, wake_words: str | None = None, waking: bool = False) -> list[str]:
+def flower_command(
+    job: JobSpec, *, persistent: bool, wake_words: str | None = None, waking: bool = False
+) -> list[str]:
     """The `flower` command line the container runs."""
     base = ["flower", "-w", WORKSPACE, "-r", RUNS]
     if job.workflow is None:
@@ -156,17 +158,33 @@ def start_attempt(
 ) -> Attempt:
     """A new attempt's 'running' record, written before anything else happens."""
     record = JobRecord(
-        job_id=job.id, batch=ctx.batch, inputs_hash=job.inputs_hash(ctx.image_id), image_id=ctx.image_id,
-        status="running", spec={**job.to_dict(), "persistent": persistent}, gateway_mode=job.gateway.mode,
-        attempt=(previous.attempt + 1) if previous else 1, queued_at=now_iso(), started_at=now_iso(),
-        versions=ctx.versions, session=ctx.lease, backend=ctx.backend.name,
+        job_id=job.id,
+        batch=ctx.batch,
+        inputs_hash=job.inputs_hash(ctx.image_id),
+        image_id=ctx.image_id,
+        status="running",
+        spec={**job.to_dict(), "persistent": persistent},
+        gateway_mode=job.gateway.mode,
+        attempt=(previous.attempt + 1) if previous else 1,
+        queued_at=now_iso(),
+        started_at=now_iso(),
+        versions=ctx.versions,
+        session=ctx.lease,
+        backend=ctx.backend.name,
     )
     if not waking:  # the new attempt starts now: the previous one moves to attempts/<n>/, kept
         keep_previous_attempt(jd, previous, record.attempt)
     write_record(jd.record_path, record)
     _state(ctx, job.id, "running")
-    return Attempt(ctx, job, jd, record, stamp=new_stamp(job.id), gateway_mark=ctx.gateway.health.mark(),
-                   started=time.monotonic())
+    return Attempt(
+        ctx,
+        job,
+        jd,
+        record,
+        stamp=new_stamp(job.id),
+        gateway_mark=ctx.gateway.health.mark(),
+        started=time.monotonic(),
+    )
 
 
 async def run_container(attempt: Attempt, command: list[str], *, fresh: bool) -> Ran:
@@ -225,18 +243,31 @@ async def _record_interrupted(attempt: Attempt, container: str | None, *, ran: R
         await _stop_quietly(ctx.backend, container)
         await save_logs(ctx.backend, container, jd.logs / "container.log")
     first = attempt.record
-    write_record(jd.record_path, replace(
-        first, container=container, node=ran.node if ran else first.node,
-        exit_code=ran.exit_code if ran else first.exit_code, status=Status.ERROR.value,
-        reason="interrupted: the orchestrator was stopped", finished_at=now_iso(),
-        duration_s=attempt.duration_s(), cost_usd=gateway_outcome(jd.logs, job.gateway.mode).cost_usd,
-        gateway_health=ctx.gateway.health.for_job(attempt.gateway_mark),
-    ))
+    write_record(
+        jd.record_path,
+        replace(
+            first,
+            container=container,
+            node=ran.node if ran else first.node,
+            exit_code=ran.exit_code if ran else first.exit_code,
+            status=Status.ERROR.value,
+            reason="interrupted: the orchestrator was stopped",
+            finished_at=now_iso(),
+            duration_s=attempt.duration_s(),
+            cost_usd=gateway_outcome(jd.logs, job.gateway.mode).cost_usd,
+            gateway_health=ctx.gateway.health.for_job(attempt.gateway_mark),
+        ),
+    )
     _state(ctx, job.id, "interrupted")
 
 
 def _container_spec(
-    ctx: JobContext, job: JobSpec, jd: JobDir, role: str, command: list[str], env: dict[str, str],
+    ctx: JobContext,
+    job: JobSpec,
+    jd: JobDir,
+    role: str,
+    command: list[str],
+    env: dict[str, str],
     mounts: Sequence[Mount],
 ) -> ContainerSpec:
     """What the job's container and its check's share: the image, the host's user (the files
@@ -269,10 +300,14 @@ async def open_network(ctx: JobContext, job: JobSpec) -> None:
     if job.network != "internet":
         return
     if not ctx.gateway.by_socket:
-        raise FlowerBatchError('network = "internet" runs on the local engine only: on a cluster the job\'s '
-                               "network is the gateway's overlay, which has no route out")
+        raise FlowerBatchError(
+            'network = "internet" runs on the local engine only: on a cluster the job\'s '
+            "network is the gateway's overlay, which has no route out"
+        )
     try:
-        await ctx.backend.create_network(job_network(ctx, job), labels(ctx.batch, ctx.lease, "network", job.id))
+        await ctx.backend.create_network(
+            job_network(ctx, job), labels(ctx.batch, ctx.lease, "network", job.id)
+        )
     except NameConflict:
         pass  # its check, or the container of an earlier try of the same lease
 
@@ -345,11 +380,18 @@ def finish_record(attempt: Attempt, ran: Ran, checked: Checked, *, persistent: b
     verdict = _blame_the_gateway(health, decide(attempt, ran, checked, gateway, rows))
     costs: list[float] = [float(r["cost_usd"]) for r in rows if isinstance(r.get("cost_usd"), int | float)]
     outcome = JobOutcome(
-        job_id=job.id, status=verdict.status, workflow_ok=_workflow_ok(ran), check_exit=checked.exit_code,
+        job_id=job.id,
+        status=verdict.status,
+        workflow_ok=_workflow_ok(ran),
+        check_exit=checked.exit_code,
         cost_usd=gateway.cost_usd if gateway.metered else (round(sum(costs), 6) if rows else None),
         num_turns=sum(int(r.get("num_turns") or 0) for r in rows),
-        duration_s=attempt.duration_s(), steps=steps_from_manifest(rows), gateway_mode=job.gateway.mode,
-        reason=verdict.reason, check_output=checked.output, failure_class=verdict.failure_class.value,
+        duration_s=attempt.duration_s(),
+        steps=steps_from_manifest(rows),
+        gateway_mode=job.gateway.mode,
+        reason=verdict.reason,
+        check_output=checked.output,
+        failure_class=verdict.failure_class.value,
     )
     record = replace(attempt.record, container=ran.container, node=ran.node)
     record = record.with_outcome(outcome, finished_at=now_iso(), exit_code=ran.exit_code)
@@ -369,14 +411,25 @@ def decide(
     error = ran.error if ran.error is not None else checked.error
     if gateway.divergence and error is None:
         error = gateway.divergence
-    status, reason = decide_status(workflow_ok=_workflow_ok(ran), check_exit=checked.exit_code,
-                                   timed_out=ran.timed_out, over_budget=gateway.over_budget, error=error)
+    status, reason = decide_status(
+        workflow_ok=_workflow_ok(ran),
+        check_exit=checked.exit_code,
+        timed_out=ran.timed_out,
+        over_budget=gateway.over_budget,
+        error=error,
+    )
     if status is Status.BUDGET:
         reason = gateway.budget_reason or reason
     ending = Ending(ran.exit_code, ran.timed_out, ran.oom_killed, attempt.job.memory_bytes)
     fallback = f"the workflow exited {ran.exit_code}" + _last_error(rows)
-    verdict = explain(status, reason, ending, flower_exit(attempt.jd.runs, attempt.stamp),
-                      check_exit=checked.exit_code, fallback=fallback)
+    verdict = explain(
+        status,
+        reason,
+        ending,
+        flower_exit(attempt.jd.runs, attempt.stamp),
+        check_exit=checked.exit_code,
+        fallback=fallback,
+    )
     if error is not None and error == gateway.divergence:
         # The agent's requests left the recording: a verdict, not a fault.
         return replace(verdict, failure_class=FailureClass.AGENT)
@@ -414,6 +467,7 @@ async def _wait_unless_gateway_gone(ctx: JobContext, container: str, timeout_s: 
     """As `_wait`; and once the gateway's supervisor gives up, the job is stopped the way a
     timeout stops it (flower records the step): it would only wait out flower's offline wait."""
     async with anyio.create_task_group() as tg:
+
         async def stop_when_gateway_gone() -> None:
             await ctx.gateway.gave_up.wait()
             await _stop_quietly(ctx.backend, container)

@@ -80,8 +80,14 @@ async def run_jobs(
                 async with gateway_lock:
                     if key not in gateways:
                         gw = GatewaySidecar(
-                            backend, batch=batch, lease=lease.id, suffix=f"-g{len(gateways)}", image_id=image_id,
-                            batch_dir=home.batch_dir(batch), gateway=job.gateway, batch_budget_usd=budget_usd,
+                            backend,
+                            batch=batch,
+                            lease=lease.id,
+                            suffix=f"-g{len(gateways)}",
+                            image_id=image_id,
+                            batch_dir=home.batch_dir(batch),
+                            gateway=job.gateway,
+                            batch_budget_usd=budget_usd,
                             settings=settings,
                         )
                         gateways[key] = await stack.enter_async_context(gw)
@@ -100,9 +106,17 @@ async def run_jobs(
                         return
                     try:
                         gw = await gateway_for(job)
-                        ctx = JobContext(backend=backend, batch=batch, lease=lease.id, image_id=image_id,
-                                         gateway=gw, versions=versions, on_state=on_state, search=list(search),
-                                         environ=settings.environ)
+                        ctx = JobContext(
+                            backend=backend,
+                            batch=batch,
+                            lease=lease.id,
+                            image_id=image_id,
+                            gateway=gw,
+                            versions=versions,
+                            on_state=on_state,
+                            search=list(search),
+                            environ=settings.environ,
+                        )
                         done[job.id] = await run_job(ctx, job, home.job(batch, job.id), previous=previous)
                     except FlowerBatchError as exc:
                         # One job's setup failed (its gateway did not start, its folder could not be
@@ -119,15 +133,29 @@ async def run_jobs(
     return done
 
 
-def _queued(job: JobSpec, batch: str, image_id: str, versions: dict[str, str], previous: JobRecord | None,
-            lease: str) -> JobRecord:
+def _queued(
+    job: JobSpec, batch: str, image_id: str, versions: dict[str, str], previous: JobRecord | None, lease: str
+) -> JobRecord:
     attempt = previous.attempt + 1 if previous else 1
-    return new_record(job, batch=batch, image_id=image_id, attempt=attempt, queued_at=now_iso(), versions=versions,
-                      session=lease)
+    return new_record(
+        job,
+        batch=batch,
+        image_id=image_id,
+        attempt=attempt,
+        queued_at=now_iso(),
+        versions=versions,
+        session=lease,
+    )
 
 
-def _mark_never_started(home: Home, batch: str, jobs: Sequence[tuple[JobSpec, JobRecord | None]],
-                        started: set[str], done: dict[str, JobRecord], on_state: StateHook | None) -> None:
+def _mark_never_started(
+    home: Home,
+    batch: str,
+    jobs: Sequence[tuple[JobSpec, JobRecord | None]],
+    started: set[str],
+    done: dict[str, JobRecord],
+    on_state: StateHook | None,
+) -> None:
     """The orchestrator is stopping (Ctrl-C, an error): a job still queued never began. Its record
     says so (skipped, "never started: …"); a job that kept its earlier finished record keeps it."""
     for job, _previous in jobs:
@@ -141,14 +169,17 @@ def _mark_never_started(home: Home, batch: str, jobs: Sequence[tuple[JobSpec, Jo
         if record.status != "queued":
             continue
         reason = f"{NEVER_STARTED_REASON}: the orchestrator was stopped before the job's turn"
-        outcome = JobOutcome(job_id=job.id, status=Status.SKIPPED, gateway_mode=job.gateway.mode, reason=reason)
+        outcome = JobOutcome(
+            job_id=job.id, status=Status.SKIPPED, gateway_mode=job.gateway.mode, reason=reason
+        )
         write_record(path, record.with_outcome(outcome, finished_at=now_iso()))
         if on_state:
             on_state(job.id, "never-started")
 
 
-def _finish(path: Path, queued: JobRecord, job: JobSpec, status: Status, reason: str,
-            on_state: StateHook | None) -> JobRecord:
+def _finish(
+    path: Path, queued: JobRecord, job: JobSpec, status: Status, reason: str, on_state: StateHook | None
+) -> JobRecord:
     """The record of a job that ended without running: skipped (no budget left) or error (its
     setup failed)."""
     outcome = JobOutcome(job_id=job.id, status=status, gateway_mode=job.gateway.mode, reason=reason)

@@ -27,7 +27,9 @@ def locate(target: str, search: Sequence[Path] = ()) -> tuple[Path, str, str]:
             path = (root / where).resolve()
             if path.is_file():
                 return path, path.name, attr
-        raise TargetNotFound(f"workflow {target!r}: {where} not found (looked in {', '.join(map(str, roots))})")
+        raise TargetNotFound(
+            f"workflow {target!r}: {where} not found (looked in {', '.join(map(str, roots))})"
+        )
     rel = Path(*where.split("."))
     for root in roots:
         path = root / rel.with_suffix(".py")
@@ -37,7 +39,9 @@ def locate(target: str, search: Sequence[Path] = ()) -> tuple[Path, str, str]:
             raise TargetNotFound(
                 f"workflow {target!r}: {where} is a package; point at a single module file (module:attr)"
             )
-    raise TargetNotFound(f"workflow {target!r}: module {where} not found (looked in {', '.join(map(str, roots))})")
+    raise TargetNotFound(
+        f"workflow {target!r}: module {where} not found (looked in {', '.join(map(str, roots))})"
+    )
 
 
 def stage_workflow(target: str, flows_dir: Path, search: Sequence[Path] = ()) -> None:

@@ -22,7 +22,17 @@ from ..jobfiles import read_head
 from ..layout import check_name
 
 RECORD_BYTES = 32 * 1024 * 1024  # a bigger record.json is listed as unreadable, never parsed
-STATUS_ORDER = ("running", "queued", "failed", "error", "timeout", "budget", "passed", "skipped", "unreadable")
+STATUS_ORDER = (
+    "running",
+    "queued",
+    "failed",
+    "error",
+    "timeout",
+    "budget",
+    "passed",
+    "skipped",
+    "unreadable",
+)
 
 
 @dataclass(frozen=True)
@@ -51,10 +61,16 @@ class RecordIndex:
             for row in rows:
                 counts[row["status"]] = counts.get(row["status"], 0) + 1
             meta = _batch_meta(Path(entry.path) / "batch.json")
-            out.append({
-                "name": entry.name, "jobs": len(rows), "counts": counts, "version": version,
-                "gateway_modes": meta.get("gateway_modes"), "updated_at": meta.get("updated_at"),
-            })
+            out.append(
+                {
+                    "name": entry.name,
+                    "jobs": len(rows),
+                    "counts": counts,
+                    "version": version,
+                    "gateway_modes": meta.get("gateway_modes"),
+                    "updated_at": meta.get("updated_at"),
+                }
+            )
         return out
 
     def rows(self, batch: str) -> tuple[list[dict[str, Any]], str]:
@@ -94,19 +110,43 @@ def _row(job: str, path: Path) -> dict[str, Any]:
     except (OSError, ValueError) as exc:
         problem = f"{path}: {exc}"
     if problem:
-        return {"id": job, "status": "unreadable", "reason": problem, "task": "", "variant": "", "matrix": "",
-                "search": f"{job} unreadable {problem}".lower()}
+        return {
+            "id": job,
+            "status": "unreadable",
+            "reason": problem,
+            "task": "",
+            "variant": "",
+            "matrix": "",
+            "search": f"{job} unreadable {problem}".lower(),
+        }
     spec = data.get("spec") if isinstance(data.get("spec"), dict) else {}
     matrix = spec.get("matrix")
     axes = " ".join(f"{k}={_short(v)}" for k, v in matrix.items()) if isinstance(matrix, dict) else ""
     row = {
-        "id": data["job_id"], "status": data["status"], "task": str(spec.get("task") or ""),
-        "variant": str(spec.get("variant") or ""), "repeat": spec.get("repeat"), "matrix": axes,
-        **{k: data.get(k) for k in ("cost_usd", "num_turns", "duration_s", "reason", "attempt", "started_at",
-                                    "finished_at", "gateway_mode")},
+        "id": data["job_id"],
+        "status": data["status"],
+        "task": str(spec.get("task") or ""),
+        "variant": str(spec.get("variant") or ""),
+        "repeat": spec.get("repeat"),
+        "matrix": axes,
+        **{
+            k: data.get(k)
+            for k in (
+                "cost_usd",
+                "num_turns",
+                "duration_s",
+                "reason",
+                "attempt",
+                "started_at",
+                "finished_at",
+                "gateway_mode",
+            )
+        },
         "steps": len(data.get("steps") or ()),
     }
-    row["search"] = " ".join(str(row[k] or "") for k in ("id", "status", "task", "variant", "matrix", "reason")).lower()
+    row["search"] = " ".join(
+        str(row[k] or "") for k in ("id", "status", "task", "variant", "matrix", "reason")
+    ).lower()
     return row
 
 
@@ -134,8 +174,9 @@ def _batch_meta(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def select(rows: list[dict[str, Any]], *, status: str = "", text: str = "", offset: int = 0,
-           limit: int = 200) -> dict[str, Any]:
+def select(
+    rows: list[dict[str, Any]], *, status: str = "", text: str = "", offset: int = 0, limit: int = 200
+) -> dict[str, Any]:
     """One page of rows matching a status and a text (all words, any field), with counts."""
     counts: dict[str, int] = {}
     for row in rows:
@@ -145,5 +186,11 @@ def select(rows: list[dict[str, Any]], *, status: str = "", text: str = "", offs
     offset = max(0, min(offset, len(hits)))
     page = [{k: v for k, v in r.items() if k != "search"} for r in hits[offset : offset + max(1, limit)]]
     ordered = {s: counts[s] for s in STATUS_ORDER if s in counts}
-    return {"total": len(rows), "matched": len(hits), "offset": offset, "limit": limit, "counts": ordered,
-            "jobs": page}
+    return {
+        "total": len(rows),
+        "matched": len(hits),
+        "offset": offset,
+        "limit": limit,
+        "counts": ordered,
+        "jobs": page,
+    }

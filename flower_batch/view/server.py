@@ -41,8 +41,10 @@ from .trajectory import job_trajectory, read_in
 
 HOST = "127.0.0.1"
 LOG_TAIL = 4000
-CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; "
-       "base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; "
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
 
 
 class ViewServer(ThreadingHTTPServer):
@@ -87,13 +89,20 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(HTTPStatus.FORBIDDEN, b"wrong Host header\n", "text/plain; charset=utf-8")
         url = urlsplit(self.path)
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
-        static = {"/": (PAGE_HTML, "text/html"), "/app.js": (APP_JS, "text/javascript"),
-                  "/app.css": (APP_CSS, "text/css")}
+        static = {
+            "/": (PAGE_HTML, "text/html"),
+            "/app.js": (APP_JS, "text/javascript"),
+            "/app.css": (APP_CSS, "text/css"),
+        }
         if url.path in static:
             body, kind = static[url.path]
             return self._send(HTTPStatus.OK, body.encode("utf-8"), f"{kind}; charset=utf-8")
-        api = {"/api/batches": self._batches, "/api/jobs": self._jobs, "/api/job": self._job,
-               "/api/diff": self._diff}
+        api = {
+            "/api/batches": self._batches,
+            "/api/jobs": self._jobs,
+            "/api/job": self._job,
+            "/api/diff": self._diff,
+        }
         handler = api.get(url.path)
         if handler is None:
             return self._json(HTTPStatus.NOT_FOUND, {"error": f"no such page {url.path}"})
@@ -118,22 +127,40 @@ class _Handler(BaseHTTPRequestHandler):
         if not self.server.home.batch_dir(batch).is_dir():
             raise FileNotFoundError(f"no batch {batch} under {self.server.home.root}")
         rows, version = self.server.index.rows(batch)
-        page = select(rows, status=query.get("status", ""), text=query.get("q", ""),
-                      offset=_int(query, "offset", 0), limit=min(_int(query, "limit", 200), 1000))
+        page = select(
+            rows,
+            status=query.get("status", ""),
+            text=query.get("q", ""),
+            offset=_int(query, "offset", 0),
+            limit=min(_int(query, "limit", 200), 1000),
+        )
         return {"batch": batch, "version": version, **page}
 
     def _job(self, query: dict[str, str]) -> Any:
         jd = self.server.home.job(_required(query, "batch"), _required(query, "job"))
-        version = _stamp([jd.record_path, jd.manifest_path, jd.runs / SESSIONS_DB,
-                          jd.runs / f"{SESSIONS_DB}-wal", jd.logs / "container.log"])
+        version = _stamp(
+            [
+                jd.record_path,
+                jd.manifest_path,
+                jd.runs / SESSIONS_DB,
+                jd.runs / f"{SESSIONS_DB}-wal",
+                jd.logs / "container.log",
+            ]
+        )
         if query.get("since") == version:
             return {"version": version, "unchanged": True}
         try:
             record = _record(jd).to_dict()
         except RecordError as exc:
             record = {"job_id": jd.job, "status": "unreadable", "reason": str(exc), "spec": {}}
-        return {"version": version, "batch": jd.batch, "job": jd.job, "record": record,
-                "trajectory": job_trajectory(jd.runs, jd.workspace), "log_tail": _tail(jd)}
+        return {
+            "version": version,
+            "batch": jd.batch,
+            "job": jd.job,
+            "record": record,
+            "trajectory": job_trajectory(jd.runs, jd.workspace),
+            "log_tail": _tail(jd),
+        }
 
     def _diff(self, query: dict[str, str]) -> Any:
         jd = self.server.home.job(_required(query, "batch"), _required(query, "job"))
@@ -146,7 +173,9 @@ class _Handler(BaseHTTPRequestHandler):
     # -- plumbing ----------------------------------------------------------------------------
 
     def _json(self, status: HTTPStatus, data: Any) -> None:
-        self._send(status, json.dumps(data, ensure_ascii=False).encode("utf-8"), "application/json; charset=utf-8")
+        self._send(
+            status, json.dumps(data, ensure_ascii=False).encode("utf-8"), "application/json; charset=utf-8"
+        )
 
     def _send(self, status: HTTPStatus, body: bytes, kind: str) -> None:
         self.send_response(status)

@@ -91,7 +91,9 @@ def read_transcripts(db: Path, session_ids: set[str] | None = None) -> Transcrip
         conn.execute("BEGIN")  # one snapshot: a concurrent append cannot split a transcript
         rows = conn.execute(
             "SELECT store_key, CASE WHEN length(CAST(payload AS BLOB)) > ? THEN NULL ELSE payload END,"
-            " length(CAST(payload AS BLOB)) FROM entries ORDER BY store_key, seq", (ENTRY_BYTES,))
+            " length(CAST(payload AS BLOB)) FROM entries ORDER BY store_key, seq",
+            (ENTRY_BYTES,),
+        )
         for key, payload, size in rows:
             if session_ids is not None and session_of(str(key)) not in session_ids:
                 continue
@@ -100,7 +102,9 @@ def read_transcripts(db: Path, session_ids: set[str] | None = None) -> Transcrip
                 continue
             total += int(size or 0)
             if total > TOTAL_BYTES:
-                out.notes.append(f"transcripts cut: more than {TOTAL_BYTES} bytes in {db.name}, the rest not read")
+                out.notes.append(
+                    f"transcripts cut: more than {TOTAL_BYTES} bytes in {db.name}, the rest not read"
+                )
                 break
             try:
                 entry = json.loads(payload)

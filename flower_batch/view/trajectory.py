@@ -63,7 +63,11 @@ def job_trajectory(runs: Path, workspace: Path) -> dict[str, Any]:
     named = {sid for row in rows for sid in _sessions_of(row)}
     steps = [_step(i, row, rows, owners, by_session, workspace) for i, row in enumerate(rows)]
     running = [
-        {"session_id": sid, "messages": _messages(subs.get(None, []), subs), "tokens": _tokens(subs.get(None, []))}
+        {
+            "session_id": sid,
+            "messages": _messages(subs.get(None, []), subs),
+            "tokens": _tokens(subs.get(None, [])),
+        }
         for sid, subs in by_session.items()
         if sid not in named and subs.get(None)
     ]
@@ -128,9 +132,12 @@ def _belongs(entry: Mapping[str, Any], index: int, owners: list[tuple[datetime |
 
 
 def _step(
-    index: int, row: Mapping[str, Any], rows: Sequence[Mapping[str, Any]],
+    index: int,
+    row: Mapping[str, Any],
+    rows: Sequence[Mapping[str, Any]],
     owners: Mapping[str, list[tuple[datetime | None, int]]],
-    by_session: Mapping[str, Mapping[str | None, list[dict[str, Any]]]], workspace: Path,
+    by_session: Mapping[str, Mapping[str | None, list[dict[str, Any]]]],
+    workspace: Path,
 ) -> dict[str, Any]:
     name = str(row.get("step") or "?")
     sessions: list[dict[str, Any]] = []
@@ -139,14 +146,18 @@ def _step(
         subs = by_session.get(sid, {})
         main = [e for e in subs.get(None, []) if _belongs(e, index, owners.get(sid, []))]
         messages = _messages(main, subs)
-        sessions.append({
-            "session_id": sid,
-            "role": "retired" if sid in retired else "current",
-            "messages": messages,
-            "tokens": _tokens(main),
-            # Only the subagents this step's own calls launched: a shared session's other rounds keep theirs.
-            "subagent_tokens": _sum_tokens([m["subagent"]["tokens"] for m in messages if m.get("subagent")]),
-        })
+        sessions.append(
+            {
+                "session_id": sid,
+                "role": "retired" if sid in retired else "current",
+                "messages": messages,
+                "tokens": _tokens(main),
+                # Only the subagents this step's own calls launched: a shared session's other rounds keep theirs.
+                "subagent_tokens": _sum_tokens(
+                    [m["subagent"]["tokens"] for m in messages if m.get("subagent")]
+                ),
+            }
+        )
     handoff = None
     if retired:
         rel = f"{WORKBENCH_DIR}/{NOTES_DIR}/{doc_path('.', name).name}"
@@ -178,7 +189,9 @@ def _step(
     }
 
 
-def _earlier_with_session(index: int, row: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> str | None:
+def _earlier_with_session(
+    index: int, row: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]
+) -> str | None:
     sid = row.get("session_id")
     for earlier in reversed(rows[:index]):
         if sid and earlier.get("session_id") == sid:
@@ -198,13 +211,17 @@ def _read_text(folder: Path, rel: str, limit: int) -> tuple[str | None, str | No
 
 
 def _clip(text: str, limit: int = TEXT_LIMIT) -> str:
-    return text if len(text) <= limit else text[:limit] + f"\n… ({len(text) - limit} more characters not shown)"
+    return (
+        text if len(text) <= limit else text[:limit] + f"\n… ({len(text) - limit} more characters not shown)"
+    )
 
 
 # -- messages ----------------------------------------------------------------------------------
 
 
-def _messages(entries: Sequence[Mapping[str, Any]], subs: Mapping[str | None, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+def _messages(
+    entries: Sequence[Mapping[str, Any]], subs: Mapping[str | None, list[dict[str, Any]]]
+) -> list[dict[str, Any]]:
     """The readable messages of one transcript: user text, assistant text/thinking, tool calls with
     their results (paired by tool_use id), subagent transcripts under their Agent call."""
     agents = _subagents_by_tool_use(subs)
@@ -227,12 +244,17 @@ def _messages(entries: Sequence[Mapping[str, Any]], subs: Mapping[str | None, li
             if btype == "text" and str(block.get("text") or "").strip():
                 out.append({"kind": kind, "text": _clip(str(block["text"])), "at": entry.get("timestamp")})
             elif btype == "thinking" and block.get("thinking"):
-                out.append({"kind": "thinking", "text": _clip(str(block["thinking"])), "at": entry.get("timestamp")})
+                out.append(
+                    {"kind": "thinking", "text": _clip(str(block["thinking"])), "at": entry.get("timestamp")}
+                )
             elif btype == "tool_use":
                 call = {
-                    "kind": "tool_use", "id": block.get("id"), "name": str(block.get("name") or "?"),
+                    "kind": "tool_use",
+                    "id": block.get("id"),
+                    "name": str(block.get("name") or "?"),
                     "input": _clip(json.dumps(block.get("input"), ensure_ascii=False, indent=2)),
-                    "result": None, "at": entry.get("timestamp"),
+                    "result": None,
+                    "at": entry.get("timestamp"),
                 }
                 agent = agents.get(str(block.get("id")))
                 if agent is not None:
@@ -240,7 +262,10 @@ def _messages(entries: Sequence[Mapping[str, Any]], subs: Mapping[str | None, li
                 calls[str(block.get("id"))] = call
                 out.append(call)
             elif btype == "tool_result":
-                result = {"text": _clip(_result_text(block.get("content"))), "is_error": bool(block.get("is_error"))}
+                result = {
+                    "text": _clip(_result_text(block.get("content"))),
+                    "is_error": bool(block.get("is_error")),
+                }
                 call = calls.get(str(block.get("tool_use_id")))
                 if call is not None and call["result"] is None:
                     call["result"] = result

@@ -17,8 +17,11 @@ def job_spec(job_id: str = "j", **fields: Any) -> JobSpec:
 
 def finished_attempt(jd: JobDir, attempt: int, status: str = "passed") -> JobRecord:
     """Attempt `attempt` of the job at `jd`, ended with `status`, with a file in each folder."""
-    record = replace(new_record(job_spec(jd.job), batch=jd.batch, image_id="sha256:x", attempt=attempt),
-                     status=status, finished_at="2026-01-01T00:00:00+00:00")
+    record = replace(
+        new_record(job_spec(jd.job), batch=jd.batch, image_id="sha256:x", attempt=attempt),
+        status=status,
+        finished_at="2026-01-01T00:00:00+00:00",
+    )
     jd.make()
     write_record(jd.record_path, record)
     (jd.workspace / "answer.txt").write_text(f"attempt {attempt}\n")

@@ -7,12 +7,13 @@ import json
 from collections.abc import Sequence
 
 
-def jobs_text(axes: dict[str, list[int]], include: Sequence[dict] = (), exclude: Sequence[dict] = (),
-              repeat: int = 1) -> str:
+def jobs_text(
+    axes: dict[str, list[int]], include: Sequence[dict] = (), exclude: Sequence[dict] = (), repeat: int = 1
+) -> str:
     def inline(d: dict) -> str:
         return "{ " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in d.items()) + " }"
 
-    lines = ['[tasks.t]', 'prompt = "p"', "[matrix]", f"repeat = {repeat}"]
+    lines = ["[tasks.t]", 'prompt = "p"', "[matrix]", f"repeat = {repeat}"]
     lines += [f"{name} = {json.dumps(values)}" for name, values in axes.items()]
     if include:
         lines.append(f"include = [{', '.join(inline(e) for e in include)}]")

@@ -231,8 +231,11 @@ def labelled(batch: str, sessions: set[str] | None = None) -> Resources:
             # ignore_removed: docker-py inspects each container it listed, and one whose removal
             # was under way (its orchestrator's, or the engine finishing one a killed one asked
             # for) is gone by then: a 404 in CI
-            containers=[c for c in client.containers.list(all=True, filters=flt, ignore_removed=True)
-                        if mine(c.labels)],
+            containers=[
+                c
+                for c in client.containers.list(all=True, filters=flt, ignore_removed=True)
+                if mine(c.labels)
+            ],
             networks=[n for n in client.networks.list(filters=flt) if mine(n.attrs.get("Labels"))],
             volumes=[v for v in client.volumes.list(filters=flt) if mine(v.attrs.get("Labels"))],
         )

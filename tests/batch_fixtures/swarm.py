@@ -22,8 +22,12 @@ from tests.batch_fixtures.swarm_lock import ClusterLock
 # so two checkouts on one machine can each run the swarm tests without touching the other's.
 PREFIX = os.environ.get("FB_TEST_SWARM_PREFIX", "fbswarm")
 ENV_FILE = REPO / "images" / ".cache" / ("cluster.env" if PREFIX == "fbswarm" else f"cluster-{PREFIX}.env")
-SHARED = Path(os.environ.get("FB_TEST_SWARM_SHARED",
-                             "/var/tmp/fb-swarm-tests" if PREFIX == "fbswarm" else f"/var/tmp/{PREFIX}-tests"))
+SHARED = Path(
+    os.environ.get(
+        "FB_TEST_SWARM_SHARED",
+        "/var/tmp/fb-swarm-tests" if PREFIX == "fbswarm" else f"/var/tmp/{PREFIX}-tests",
+    )
+)
 BRING_UP_S = 900
 
 
@@ -39,8 +43,12 @@ class Cluster:
     snap: Snapshot
 
     def env(self) -> dict[str, str]:
-        return {**command_env(), "DOCKER_HOST": self.docker_host, "FLOWER_BATCH_REGISTRY": self.registry,
-                "FLOWER_BATCH_BACKEND": "swarm"}
+        return {
+            **command_env(),
+            "DOCKER_HOST": self.docker_host,
+            "FLOWER_BATCH_REGISTRY": self.registry,
+            "FLOWER_BATCH_BACKEND": "swarm",
+        }
 
     def home(self) -> Path:
         home = self.shared / f"home-{uuid.uuid4().hex[:8]}"
@@ -50,13 +58,25 @@ class Cluster:
     def node_exec(self, node: str, *cmd: str) -> str:
         """Run a command in a node container, on the HOST engine (the nodes are its containers)."""
         host_env = {k: v for k, v in os.environ.items() if k != "DOCKER_HOST"}
-        return subprocess.run(["docker", "exec", f"{PREFIX}-{node}", *cmd], capture_output=True, text=True,
-                              check=True, env=host_env, timeout=120).stdout
+        return subprocess.run(
+            ["docker", "exec", f"{PREFIX}-{node}", *cmd],
+            capture_output=True,
+            text=True,
+            check=True,
+            env=host_env,
+            timeout=120,
+        ).stdout
 
     def manager(self, *cmd: str) -> str:
         """`docker CMD` against the manager's engine."""
-        return subprocess.run(["docker", *cmd], capture_output=True, text=True, check=True, timeout=120,
-                              env={**os.environ, "DOCKER_HOST": self.docker_host}).stdout
+        return subprocess.run(
+            ["docker", *cmd],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=120,
+            env={**os.environ, "DOCKER_HOST": self.docker_host},
+        ).stdout
 
 
 def script_env() -> dict[str, str]:
@@ -98,8 +118,13 @@ def _up() -> Snapshot:
             env = {**script_env(), "CLUSTER_LOCK_HELD": "1"}
             subprocess.run([str(REPO / "scripts" / "cluster" / "down.sh")], check=True, timeout=300, env=env)
             SHARED.mkdir(parents=True, exist_ok=True)
-            subprocess.run([str(REPO / "scripts" / "cluster" / "up.sh")], check=True, timeout=BRING_UP_S,
-                           cwd=REPO, env={**env, "SHARED": shared_folders()})
+            subprocess.run(
+                [str(REPO / "scripts" / "cluster" / "up.sh")],
+                check=True,
+                timeout=BRING_UP_S,
+                cwd=REPO,
+                env={**env, "SHARED": shared_folders()},
+            )
             after = problem(PREFIX, needed_folders())
             assert after is None, f"the test cluster {PREFIX} is not usable after up.sh: {after.text}"
     finally:
@@ -109,8 +134,10 @@ def _up() -> Snapshot:
 
 def _refuse_if_whole(found: Problem) -> None:
     if found.whole:  # a working cluster someone made by hand: not ours to take down
-        raise AssertionError(f"the test cluster {PREFIX} cannot serve the swarm tests: {found.text}; take it "
-                             "down (make cluster-down) or name another with FB_TEST_SWARM_PREFIX")
+        raise AssertionError(
+            f"the test cluster {PREFIX} cannot serve the swarm tests: {found.text}; take it "
+            "down (make cluster-down) or name another with FB_TEST_SWARM_PREFIX"
+        )
 
 
 _made: list[Cluster] = []
@@ -138,18 +165,41 @@ def _bring_up() -> Cluster:
     host_env = {k: v for k, v in os.environ.items() if k != "DOCKER_HOST"}
     manager_env = {**host_env, "DOCKER_HOST": snap.docker_host}
     registry = f"{PREFIX}-registry:5000"
-    has = subprocess.run(["docker", "image", "inspect", "-f", "{{.Id}}", image_id], capture_output=True,
-                         text=True, env=manager_env)
+    has = subprocess.run(
+        ["docker", "image", "inspect", "-f", "{{.Id}}", image_id],
+        capture_output=True,
+        text=True,
+        env=manager_env,
+    )
     if has.returncode != 0:  # load it into the manager (only the layers it lacks are written)
         save = subprocess.Popen(["docker", "save", image_id], stdout=subprocess.PIPE, env=host_env)
-        subprocess.run(["docker", "load"], stdin=save.stdout, check=True, env=manager_env,
-                       capture_output=True, timeout=900)
+        subprocess.run(
+            ["docker", "load"],
+            stdin=save.stdout,
+            check=True,
+            env=manager_env,
+            capture_output=True,
+            timeout=900,
+        )
         assert save.wait() == 0
-    pushed = subprocess.run([str(FLOWER_BATCH), "image", "push", registry, "--image", image_id],
-                            capture_output=True, text=True, env=manager_env, timeout=900)
+    pushed = subprocess.run(
+        [str(FLOWER_BATCH), "image", "push", registry, "--image", image_id],
+        capture_output=True,
+        text=True,
+        env=manager_env,
+        timeout=900,
+    )
     assert pushed.returncode == 0, pushed.stderr
-    _made.append(Cluster(docker_host=snap.docker_host, registry=registry, shared=SHARED, image_id=image_id,
-                         reference=pushed.stdout.strip(), snap=snap))
+    _made.append(
+        Cluster(
+            docker_host=snap.docker_host,
+            registry=registry,
+            shared=SHARED,
+            image_id=image_id,
+            reference=pushed.stdout.strip(),
+            snap=snap,
+        )
+    )
     return _made[0]
 
 
@@ -159,17 +209,34 @@ def still_there() -> str | None:
     return gone(_made[0].snap) if _made else None
 
 
-def fb_swarm(c: Cluster, *args: str | Path, home: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+def fb_swarm(
+    c: Cluster, *args: str | Path, home: Path, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
     """`flower-batch ARGS --home HOME` against the cluster's manager (DOCKER_HOST), backend swarm."""
-    return subprocess.run([str(FLOWER_BATCH), *map(str, args), "--home", str(home)], capture_output=True,
-                          text=True, timeout=timeout, cwd=REPO, env=c.env())
+    return subprocess.run(
+        [str(FLOWER_BATCH), *map(str, args), "--home", str(home)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
+        env=c.env(),
+    )
 
 
-def fb_swarm_start(c: Cluster, *args: str | Path, home: Path, log: Path, cwd: Path = REPO) -> subprocess.Popen[str]:
+def fb_swarm_start(
+    c: Cluster, *args: str | Path, home: Path, log: Path, cwd: Path = REPO
+) -> subprocess.Popen[str]:
     from tests.batch_fixtures.rig import STARTED
 
     out = log.open("w")
-    proc = subprocess.Popen([str(FLOWER_BATCH), *map(str, args), "--home", str(home)], stdout=out,
-                            stderr=subprocess.STDOUT, text=True, cwd=cwd, env=c.env(), start_new_session=True)
+    proc = subprocess.Popen(
+        [str(FLOWER_BATCH), *map(str, args), "--home", str(home)],
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=cwd,
+        env=c.env(),
+        start_new_session=True,
+    )
     STARTED.append(proc)
     return proc

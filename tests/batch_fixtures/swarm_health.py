@@ -62,19 +62,25 @@ def problem(prefix: str, shared: list[Path]) -> Problem | None:
             return Problem(False, f"{name} does not exist")
         if not found[name]["State"]["Running"]:
             return Problem(False, ended(prefix, name, found[name]))
-    listed = host_docker("exec", f"{prefix}-manager", "docker", "node", "ls", "--format",
-                         "{{.Hostname}} {{.Status}}")
+    listed = host_docker(
+        "exec", f"{prefix}-manager", "docker", "node", "ls", "--format", "{{.Hostname}} {{.Status}}"
+    )
     if listed.returncode != 0:
         return Problem(False, f"the swarm manager does not answer: {' '.join(listed.stderr.split())[:300]}")
     ready = {line.split()[0] for line in listed.stdout.splitlines() if line.endswith(" Ready")}
     if not set(nodes(prefix)) <= ready:
-        return Problem(False, f"not every node is a Ready swarm node: {' / '.join(listed.stdout.splitlines())}")
+        return Problem(
+            False, f"not every node is a Ready swarm node: {' / '.join(listed.stdout.splitlines())}"
+        )
     for name in nodes(prefix):
         mounted = {m["Destination"] for m in found[name]["Mounts"] if m["Type"] == "bind"}
         missing = [str(d) for d in shared if str(d) not in mounted]
         if missing:
-            return Problem(True, f"{name} is up without {', '.join(missing)} shared into it (made by "
-                                 "`make cluster-up` with another SHARED?)")
+            return Problem(
+                True,
+                f"{name} is up without {', '.join(missing)} shared into it (made by "
+                "`make cluster-up` with another SHARED?)",
+            )
     return None
 
 
@@ -91,8 +97,9 @@ class Snapshot:
 def snapshot(prefix: str) -> Snapshot:
     found = containers([f"{prefix}-manager", f"{prefix}-registry"])
     manager = found[f"{prefix}-manager"]
-    return Snapshot(prefix, manager["Id"], found[f"{prefix}-registry"]["Id"],
-                    f"tcp://{manager_ip(prefix, manager)}:2375")
+    return Snapshot(
+        prefix, manager["Id"], found[f"{prefix}-registry"]["Id"], f"tcp://{manager_ip(prefix, manager)}:2375"
+    )
 
 
 def gone(snap: Snapshot) -> str | None:
@@ -125,8 +132,14 @@ def ended(prefix: str, name: str, container: dict[str, Any]) -> str:
 
 def dockerd_end(prefix: str) -> str:
     """The last words of the manager's dockerd (started by up.sh with `docker exec -d`)."""
-    tail = host_docker("exec", f"{prefix}-manager", "sh", "-c",
-                       "pgrep -a dockerd || echo 'no dockerd process'; tail -3 /var/log/dockerd.log", timeout=30)
+    tail = host_docker(
+        "exec",
+        f"{prefix}-manager",
+        "sh",
+        "-c",
+        "pgrep -a dockerd || echo 'no dockerd process'; tail -3 /var/log/dockerd.log",
+        timeout=30,
+    )
     return "; in the node: " + " / ".join(tail.stdout.split("\n")).strip(" /")[:600]
 
 

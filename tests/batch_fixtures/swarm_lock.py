@@ -44,8 +44,10 @@ class ClusterLock:
                 return
             except BlockingIOError:
                 if time.monotonic() >= deadline:
-                    raise AssertionError(f"waited {timeout:.0f}s for {what} ({self.path} is held; "
-                                         f"`fuser -v {self.path}` names them)") from None
+                    raise AssertionError(
+                        f"waited {timeout:.0f}s for {what} ({self.path} is held; "
+                        f"`fuser -v {self.path}` names them)"
+                    ) from None
                 time.sleep(1)
 
     def release(self) -> None:

@@ -24,8 +24,21 @@ def load():
 
 def test_the_soak_bench_runs_quick_in_both_modes(capsys: pytest.CaptureFixture[str]) -> None:
     soak = load()
-    code = soak.main(["--quick", "--requests", "12", "--parallel-requests", "4", "--latency-requests", "4",
-                      "--latency-body", "200000", "--gap", "0"])
+    code = soak.main(
+        [
+            "--quick",
+            "--requests",
+            "12",
+            "--parallel-requests",
+            "4",
+            "--latency-requests",
+            "4",
+            "--latency-body",
+            "200000",
+            "--gap",
+            "0",
+        ]
+    )
     out = capsys.readouterr().out
     assert code in (0, 1)  # 1: a target missed (latency on a loaded machine); the figures are printed
     for mode in ("[scripted]", "[anthropic]"):

@@ -13,8 +13,18 @@ MODEL = "claude-sonnet-4-5"
 
 
 def _log(*rows: tuple[str, int]) -> list[dict]:
-    return [{"endpoint": "messages", "status": 200, "outcome": "stream", "session": "s", "model": MODEL,
-             "rule": rule, "n_messages": n} for rule, n in rows]
+    return [
+        {
+            "endpoint": "messages",
+            "status": 200,
+            "outcome": "stream",
+            "session": "s",
+            "model": MODEL,
+            "rule": rule,
+            "n_messages": n,
+        }
+        for rule, n in rows
+    ]
 
 
 def _meter(tokens: dict[str, int], cost: float, exchanges: int, incomplete: int = 0) -> dict:
@@ -30,7 +40,9 @@ def test_the_scenario_loads_with_the_gateways_own_parser(tmp_path: Path) -> None
 def test_a_cut_answer_counts_at_its_first_event_or_not_at_all(tmp_path: Path) -> None:
     files = soakjob.write_project(tmp_path, leg=5, handoff_at=None)
     # the third answer (4 messages) was cut: the client sent the same 4 messages again
-    exp = soakjob.expected_usage(files["scenario"], _log(("start", 2), ("count", 4), ("count", 4), ("leg done", 6)))
+    exp = soakjob.expected_usage(
+        files["scenario"], _log(("start", 2), ("count", 4), ("count", 4), ("leg done", 6))
+    )
     assert exp.complete == 3 and exp.cut == 1
     count = soakjob.rule_usages(files["scenario"])["count"]
     start = {**count, "output_tokens": 1}
@@ -49,19 +61,27 @@ def test_a_cut_answer_counts_at_its_first_event_or_not_at_all(tmp_path: Path) ->
 
 def test_with_a_client_timeout_the_answer_asked_again_may_count_whole_but_once(tmp_path: Path) -> None:
     files = soakjob.write_project(tmp_path, leg=5, handoff_at=None)
-    exp = soakjob.expected_usage(files["scenario"], _log(("start", 2), ("count", 4), ("count", 4), ("leg done", 6)))
+    exp = soakjob.expected_usage(
+        files["scenario"], _log(("start", 2), ("count", 4), ("count", 4), ("leg done", 6))
+    )
     count = soakjob.rule_usages(files["scenario"])["count"]
     assert exp.cut_fulls[0][0] == {k: v for k, v in count.items() if k in exp.tokens}
     whole = {k: exp.tokens[k] + count[k] for k in exp.tokens}
     whole_cost = exp.cost_usd + (cost_usd(MODEL, count) or 0)
     assert not exp.accepts(_meter(whole, whole_cost, 4))  # without a client timeout: a double count
-    assert exp.accepts(_meter(whole, whole_cost, 4), client_timeout=True)  # the CLI gave up on a finished answer
+    assert exp.accepts(
+        _meter(whole, whole_cost, 4), client_timeout=True
+    )  # the CLI gave up on a finished answer
     thrice = {k: exp.tokens[k] + 2 * count[k] for k in exp.tokens}
-    assert not exp.accepts(_meter(thrice, exp.cost_usd + 2 * (cost_usd(MODEL, count) or 0), 5), client_timeout=True)
+    assert not exp.accepts(
+        _meter(thrice, exp.cost_usd + 2 * (cost_usd(MODEL, count) or 0), 5), client_timeout=True
+    )
     assert exp.accepts(_meter(exp.tokens, exp.cost_usd, 3), client_timeout=True)  # strict cases still hold
 
 
-def test_an_answer_begun_by_a_gateway_that_died_before_logging_it_counts_at_its_start_once(tmp_path: Path) -> None:
+def test_an_answer_begun_by_a_gateway_that_died_before_logging_it_counts_at_its_start_once(
+    tmp_path: Path,
+) -> None:
     files = soakjob.write_project(tmp_path, leg=5, handoff_at=None)
     exp = soakjob.expected_usage(files["scenario"], _log(("start", 2), ("count", 4), ("leg done", 6)))
     assert exp.complete == 3 and exp.cut == 0
@@ -70,13 +90,17 @@ def test_an_answer_begun_by_a_gateway_that_died_before_logging_it_counts_at_its_
     begun = {k: exp.tokens[k] + start[k] for k in exp.tokens}
     begun_cost = exp.cost_usd + (cost_usd(MODEL, start) or 0)
     assert not exp.accepts(_meter(begun, begun_cost, 4, incomplete=1))  # no death: not in the log, not billed
-    assert exp.accepts(_meter(begun, begun_cost, 4, incomplete=1), unlogged_starts=1)  # one death: one begun answer
+    assert exp.accepts(
+        _meter(begun, begun_cost, 4, incomplete=1), unlogged_starts=1
+    )  # one death: one begun answer
     two = {k: exp.tokens[k] + 2 * start[k] for k in exp.tokens}
-    assert not exp.accepts(_meter(two, exp.cost_usd + 2 * (cost_usd(MODEL, start) or 0), 5, incomplete=2),
-                           unlogged_starts=1)  # more than the deaths allow
+    assert not exp.accepts(
+        _meter(two, exp.cost_usd + 2 * (cost_usd(MODEL, start) or 0), 5, incomplete=2), unlogged_starts=1
+    )  # more than the deaths allow
     whole = {k: exp.tokens[k] + count[k] for k in exp.tokens}
-    assert not exp.accepts(_meter(whole, exp.cost_usd + (cost_usd(MODEL, count) or 0), 4),
-                           unlogged_starts=1)  # a whole answer the log never saw: counted twice or made up
+    assert not exp.accepts(
+        _meter(whole, exp.cost_usd + (cost_usd(MODEL, count) or 0), 4), unlogged_starts=1
+    )  # a whole answer the log never saw: counted twice or made up
 
 
 def test_one_legs_account_holds_the_answers_the_workspace_counted_not_the_logs(tmp_path: Path) -> None:
@@ -91,7 +115,9 @@ def test_one_legs_account_holds_the_answers_the_workspace_counted_not_the_logs(t
     cost = sum(n * (cost_usd(MODEL, usages[r]) or 0) for r, n in exp.by_rule.items())
     assert exp.tokens == tokens and abs(exp.cost_usd - cost) < 1e-9
     assert exp.accepts(_meter(tokens, cost, 5))
-    assert not soakjob.expected_usage(files["scenario"], log).accepts(_meter(tokens, cost, 5))  # the log's account
+    assert not soakjob.expected_usage(files["scenario"], log).accepts(
+        _meter(tokens, cost, 5)
+    )  # the log's account
     count = usages["count"]
     twice = {k: tokens[k] + count[k] for k in tokens}
     assert not exp.accepts(_meter(twice, cost + (cost_usd(MODEL, count) or 0), 6), unlogged_starts=1)
@@ -103,8 +129,11 @@ def test_one_legs_account_keeps_the_answers_asked_for_again_from_the_log(tmp_pat
     log = _log(("start", 2), ("count", 4), ("count", 4), ("count", 6), ("leg done", 8))
     exp = soakjob.expected_of_one_leg(files["scenario"], log, turns=3)
     assert exp.complete == 4 and exp.cut == 1
-    start = {k: v for k, v in {**soakjob.rule_usages(files["scenario"])["count"], "output_tokens": 1}.items()
-             if k in exp.tokens}
+    start = {
+        k: v
+        for k, v in {**soakjob.rule_usages(files["scenario"])["count"], "output_tokens": 1}.items()
+        if k in exp.tokens
+    }
     begun = {k: exp.tokens[k] + start[k] for k in exp.tokens}
     assert exp.accepts(_meter(begun, exp.cost_usd + (cost_usd(MODEL, start) or 0), 5, incomplete=1))
     assert exp.accepts(_meter(exp.tokens, exp.cost_usd, 4))
@@ -114,10 +143,17 @@ def _turns(results: list[str]) -> list[dict]:
     """A conversation's messages: the prompt, then for each tool result the answer and the result."""
     messages: list[dict] = [{"role": "user", "content": soakjob.PROMPT}]
     for i, result in enumerate(results):
-        messages.append({"role": "assistant", "content": [{"type": "tool_use", "id": f"t{i}", "name": "Bash",
-                                                           "input": {"command": "sh count.sh"}}]})
-        messages.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{i}",
-                                                      "content": result}]})
+        messages.append(
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "tool_use", "id": f"t{i}", "name": "Bash", "input": {"command": "sh count.sh"}}
+                ],
+            }
+        )
+        messages.append(
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{i}", "content": result}]}
+        )
     return messages
 
 
@@ -127,13 +163,17 @@ def test_a_request_the_log_lost_is_found_in_the_next_one_of_its_session(tmp_path
     files = soakjob.write_project(tmp_path, leg=4, handoff_at=None)
     results = ["count=1", "count=2", "count=3", "count=4\nLEG-DONE"]
     full = _turns(results)
-    log = [{**row, "body": {"messages": full[:row["n_messages"]]}}
-           for row in _log(("start", 1), ("count", 3), ("count", 7), ("leg done", 9))]
+    log = [
+        {**row, "body": {"messages": full[: row["n_messages"]]}}
+        for row in _log(("start", 1), ("count", 3), ("count", 7), ("leg done", 9))
+    ]
     assert soakjob.unlogged_answers(files["scenario"], log) == [("count", MODEL)]
     exp = soakjob.expected_usage(files["scenario"], log)
     assert exp.by_rule == {"count": 3, "start": 1, "leg done": 1} and exp.complete == 5
     assert exp.tokens == soakjob.expected_of_one_leg(files["scenario"], log, turns=4).tokens
     # a whole log has nothing in between; a re-asked request is no gap either
-    whole = [{**row, "body": {"messages": full[:row["n_messages"]]}}
-             for row in _log(("start", 1), ("count", 3), ("count", 5), ("count", 5), ("count", 7), ("leg done", 9))]
+    whole = [
+        {**row, "body": {"messages": full[: row["n_messages"]]}}
+        for row in _log(("start", 1), ("count", 3), ("count", 5), ("count", 5), ("count", 7), ("leg done", 9))
+    ]
     assert soakjob.unlogged_answers(files["scenario"], whole) == []

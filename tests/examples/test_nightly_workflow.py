@@ -27,9 +27,15 @@ def _load() -> dict[str, Any]:
     if SYSTEM_PYTHON is None:
         pytest.skip("no /usr/bin/python3")
     proc = subprocess.run(
-        [SYSTEM_PYTHON, "-c", "import json, sys, yaml; json.dump(yaml.safe_load(open(sys.argv[1])), sys.stdout, "
-         "default=str)", str(WORKFLOW)],
-        capture_output=True, text=True, timeout=60,
+        [
+            SYSTEM_PYTHON,
+            "-c",
+            "import json, sys, yaml; json.dump(yaml.safe_load(open(sys.argv[1])), sys.stdout, default=str)",
+            str(WORKFLOW),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     if proc.returncode != 0 and "No module named 'yaml'" in proc.stderr:
         pytest.skip("python3-yaml is not installed")
@@ -67,14 +73,20 @@ def test_the_baseline_is_the_artifact_the_last_successful_run_uploaded(workflow)
     assert "--status success" in find["run"] and find["id"] == "baseline"
     download = _step(workflow, "Download the baseline")
     upload = _step(workflow, "Upload results")
-    assert download["uses"].startswith("actions/download-artifact@") and upload["uses"].startswith("actions/upload-artifact@")
+    assert download["uses"].startswith("actions/download-artifact@") and upload["uses"].startswith(
+        "actions/upload-artifact@"
+    )
     assert download["with"]["name"] == upload["with"]["name"]
     assert download["with"]["run-id"] == "${{ steps.baseline.outputs.run_id }}"
     assert download["with"]["github-token"] == "${{ github.token }}"
     assert download["continue-on-error"] is True and download["if"] == "steps.baseline.outputs.run_id != ''"
     assert "volumes/*/report/results.json" in upload["with"]["path"] and upload["if"] == "always()"
     names = [s.get("name", s.get("uses")) for s in _steps(workflow)]
-    assert names.index(find["name"]) < names.index(download["name"]) < names.index(_step(workflow, "Run the matrix")["name"])
+    assert (
+        names.index(find["name"])
+        < names.index(download["name"])
+        < names.index(_step(workflow, "Run the matrix")["name"])
+    )
 
 
 def test_the_matrix_step_uses_the_api_secret_and_a_real_jobs_file(workflow) -> None:
@@ -89,8 +101,14 @@ def test_the_matrix_step_uses_the_api_secret_and_a_real_jobs_file(workflow) -> N
 
 
 def _bash(script: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", "-e", "-c", script], cwd=cwd, env={**os.environ, **env},
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        ["bash", "-e", "-c", script],
+        cwd=cwd,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def _stub(path: Path, body: str) -> None:
@@ -102,8 +120,13 @@ def _stub(path: Path, body: str) -> None:
 def test_the_find_step_picks_the_last_success_an_input_or_none(workflow, tmp_path: Path) -> None:
     script = _step(workflow, "Find the baseline")["run"]
     _stub(tmp_path / "bin" / "gh", 'echo "$@" > "$GH_ARGS"; echo 4242\n')
-    env = {"PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "GH_ARGS": str(tmp_path / "gh-args"),
-           "GITHUB_REPOSITORY": "me/repo", "GITHUB_WORKFLOW": "nightly-eval", "GITHUB_REF_NAME": "main"}
+    env = {
+        "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}",
+        "GH_ARGS": str(tmp_path / "gh-args"),
+        "GITHUB_REPOSITORY": "me/repo",
+        "GITHUB_WORKFLOW": "nightly-eval",
+        "GITHUB_REF_NAME": "main",
+    }
 
     def output(picked: str) -> str:
         out = tmp_path / f"output-{picked or 'empty'}"
@@ -112,7 +135,10 @@ def test_the_find_step_picks_the_last_success_an_input_or_none(workflow, tmp_pat
         return out.read_text()
 
     assert output("") == "run_id=4242\n"
-    assert "run list --repo me/repo --workflow nightly-eval --branch main --status success" in (tmp_path / "gh-args").read_text()
+    assert (
+        "run list --repo me/repo --workflow nightly-eval --branch main --status success"
+        in (tmp_path / "gh-args").read_text()
+    )
     (tmp_path / "gh-args").unlink()
     assert output("777") == "run_id=777\n" and not (tmp_path / "gh-args").exists()  # gh not asked
     assert output("none") == "run_id=\n"
@@ -125,12 +151,21 @@ def test_the_matrix_step_adds_the_baseline_only_when_one_was_downloaded(workflow
     env = {"GITHUB_STEP_SUMMARY": str(summary)}
     assert _bash(script, tmp_path, env).returncode == 0
     assert (tmp_path / "args").read_text().split() == [
-        "matrix", "examples/ci/nightly-jobs.toml", "-j", "4", "--fail-under", "0.8"]
+        "matrix",
+        "examples/ci/nightly-jobs.toml",
+        "-j",
+        "4",
+        "--fail-under",
+        "0.8",
+    ]
     assert "No baseline yet" in summary.read_text()
     (tmp_path / "baseline" / "nightly" / "report").mkdir(parents=True)
     (tmp_path / "baseline" / "nightly" / "report" / "results.json").write_text("{}")
     summary.unlink()
     assert _bash(script, tmp_path, env).returncode == 0
     assert (tmp_path / "args").read_text().split()[-3:] == [
-        "--baseline", "baseline/nightly/report/results.json", "--fail-on-regression"]
+        "--baseline",
+        "baseline/nightly/report/results.json",
+        "--fail-on-regression",
+    ]
     assert not summary.exists()  # the summary is then the comparison, written by flower-batch itself

@@ -23,7 +23,9 @@ def _documentation(tree: ast.AST) -> set[int]:
     return {
         id(node.value)
         for node in ast.walk(tree)
-        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+        if isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
     }
 
 
@@ -34,8 +36,10 @@ def cjk_literals(source: str, name: str = "<source>") -> list[str]:
     return [
         f"{name}:{node.lineno}: {node.value!r}"
         for node in ast.walk(tree)
-        if isinstance(node, ast.Constant) and isinstance(node.value, str)
-        and id(node) not in docs and CJK.search(node.value)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in docs
+        and CJK.search(node.value)
     ]
 
 
@@ -73,7 +77,9 @@ def test_flower_batch_uses_flowers_catalogue_instead_of_copying_its_words() -> N
 
 def test_the_brief_aliases_name_exactly_the_brief_sections() -> None:
     assert tuple(catalogue.BRIEF_ALIASES) == catalogue.BRIEF_SECTIONS
-    assert all(key in aliases for key, aliases in catalogue.BRIEF_ALIASES.items())  # a section is its own alias
+    assert all(
+        key in aliases for key, aliases in catalogue.BRIEF_ALIASES.items()
+    )  # a section is its own alias
 
 
 def test_the_isolation_rules_start_with_the_heading_that_marks_them() -> None:

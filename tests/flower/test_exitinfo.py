@@ -25,8 +25,13 @@ def test_leave_then_read_round_trips_and_is_one_line(tmp_path: Path, monkeypatch
     monkeypatch.setenv(exitinfo.STAMP_ENV, "run-1")
     exitinfo.leave(tmp_path, code=1, kind="target", reason="importing boom.py failed:\n  RuntimeError: x")
     got = exitinfo.read(tmp_path, stamp="run-1")
-    assert got == {"code": 1, "class": "target", "reason": "importing boom.py failed: RuntimeError: x",
-                   "step": None, "stamp": "run-1"}
+    assert got == {
+        "code": 1,
+        "class": "target",
+        "reason": "importing boom.py failed: RuntimeError: x",
+        "step": None,
+        "stamp": "run-1",
+    }
     assert list(tmp_path.iterdir()) == [tmp_path / ".exit.json"]  # no temp file left behind
 
 
@@ -39,8 +44,16 @@ def test_a_file_of_another_run_is_not_taken_for_this_one(tmp_path: Path, monkeyp
     assert exitinfo.read(tmp_path) is None
 
 
-@pytest.mark.parametrize("text", ["", "{", "[]", '{"format": "flower/exit@1", "class": "nope", "code": 1, "reason": "x"}',
-                                  '{"format": "flower/exit@1", "class": "step", "code": "1", "reason": "x"}'])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "{",
+        "[]",
+        '{"format": "flower/exit@1", "class": "nope", "code": 1, "reason": "x"}',
+        '{"format": "flower/exit@1", "class": "step", "code": "1", "reason": "x"}',
+    ],
+)
 def test_a_damaged_file_reads_as_absent(tmp_path: Path, text: str) -> None:
     (tmp_path / ".exit.json").write_text(text)
     assert exitinfo.read(tmp_path) is None
@@ -58,20 +71,33 @@ def _ctx(result: StepResult, **extra: object) -> dict:
 def test_step_failure_names_the_step_and_tells_api_errors_apart() -> None:
     assert exitinfo.step_failure({"_failed_at": None}) is None
     plain = StepResult(step="fix", ok=False, error="the CLI ended without a result")
-    assert exitinfo.step_failure(_ctx(plain)) == ("step", "step fix failed: the CLI ended without a result", "fix")
-    refused = StepResult(step="fix", ok=False, error="[scripted model] invalid x-api-key", api_error_status=401)
+    assert exitinfo.step_failure(_ctx(plain)) == (
+        "step",
+        "step fix failed: the CLI ended without a result",
+        "fix",
+    )
+    refused = StepResult(
+        step="fix", ok=False, error="[scripted model] invalid x-api-key", api_error_status=401
+    )
     assert exitinfo.step_failure(_ctx(refused)) == (
-        "api", "step fix: API error 401: [scripted model] invalid x-api-key", "fix")
+        "api",
+        "step fix: API error 401: [scripted model] invalid x-api-key",
+        "fix",
+    )
     billing = StepResult(step="fix", ok=False, error="credit balance is too low", api_error_status=402)
     assert exitinfo.step_failure(_ctx(billing))[0] == "api"
     overloaded = StepResult(step="fix", ok=False, error="overloaded", api_error_status=529)
     assert exitinfo.step_failure(_ctx(overloaded))[0] == "step"
-    broken = StepResult(step="fix", ok=False, error="internal error: DatabaseError: database disk image is malformed")
+    broken = StepResult(
+        step="fix", ok=False, error="internal error: DatabaseError: database disk image is malformed"
+    )
     kind, reason, _ = exitinfo.step_failure(_ctx(broken))  # type: ignore[misc]
     assert kind == "database" and "database disk image is malformed" in reason
     gated = StepResult(step="fix", ok=True)
     assert exitinfo.step_failure(_ctx(gated))[1] == "step fix: its gate did not pass the result"
-    assert exitinfo.step_failure(_ctx(gated, _aborted="tests red"))[1] == "step fix: its gate gave up: tests red"
+    assert (
+        exitinfo.step_failure(_ctx(gated, _aborted="tests red"))[1] == "step fix: its gate gave up: tests red"
+    )
 
 
 # -- continuity -------------------------------------------------------------------------------
@@ -91,21 +117,33 @@ def _good(tmp_path: Path, sid: str = "abcdef1234567890") -> str:
 def test_each_fresh_start_says_why(tmp_path: Path) -> None:
     sid = "abcdef1234567890"
     cont = decide("fix", _lineage(tmp_path, _good(tmp_path), {sid}))
-    assert cont == {"step": "fix", "continued": True, "session": sid, "reason": "continued session abcdef12… (lineage.json)"}
+    assert cont == {
+        "step": "fix",
+        "continued": True,
+        "session": sid,
+        "reason": "continued session abcdef12… (lineage.json)",
+    }
     assert decide("fix", _lineage(tmp_path, None))["reason"] == "lineage.json missing"
-    assert decide("fix", _lineage(tmp_path, None), first_run=True)["reason"] == "first run: nothing to continue"
+    assert (
+        decide("fix", _lineage(tmp_path, None), first_run=True)["reason"] == "first run: nothing to continue"
+    )
     truncated = _good(tmp_path)[:20]
     got = decide("fix", _lineage(tmp_path, truncated))
     assert not got["continued"] and got["reason"].startswith("lineage.json unreadable: ")
     unknown = decide("fix", _lineage(tmp_path, _good(tmp_path), set()))
-    assert unknown == {"step": "fix", "continued": False, "session": sid,
-                       "reason": "session abcdef12… is not in sessions.db"}
+    assert unknown == {
+        "step": "fix",
+        "continued": False,
+        "session": sid,
+        "reason": "session abcdef12… is not in sessions.db",
+    }
     gone = decide("fix", _lineage(tmp_path, _good(tmp_path), set()), store_was_new=True)
     assert gone["reason"].endswith("(sessions.db was missing: a new store was started)")
     moved = json.dumps({"workspace": "/elsewhere", "steps": {"fix": sid}})
     assert decide("fix", _lineage(tmp_path, moved, {sid}))["reason"].startswith("workspace guard: ")
     assert decide("other", _lineage(tmp_path, _good(tmp_path), {sid}))["reason"] == (
-        "no earlier session of this step in lineage.json")
+        "no earlier session of this step in lineage.json"
+    )
     assert decide("fix", None)["reason"].startswith("continuous=False")
     assert decide("review", None, resume_from="fix", resumed_session=sid)["continued"] is True
 
@@ -124,8 +162,14 @@ def test_the_log_keeps_one_entry_per_step_and_its_stamp(tmp_path: Path, monkeypa
 def _flower(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     (tmp_path / "ws").mkdir(exist_ok=True)
     env = {**os.environ, exitinfo.STAMP_ENV: "stamp-1"}
-    return subprocess.run([str(FLOWER), "-w", "ws", "-r", "runs", *args], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [str(FLOWER), "-w", "ws", "-r", "runs", *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_an_import_failure_and_a_missing_attribute_are_left_for_the_orchestrator(tmp_path: Path) -> None:
@@ -148,7 +192,8 @@ def test_an_unreadable_sessions_db_is_one_line_and_a_database_cause(tmp_path: Pa
     (runs / "sessions.db").write_bytes(b"SQLite format 3\x00" + b"garbage" * 300)
     (tmp_path / "flows.py").write_text(
         "from flower import AgentSpec, Step, Workflow\n"
-        "def main():\n    return Workflow([Step('a', AgentSpec('x'), 'hi')])\n")
+        "def main():\n    return Workflow([Step('a', AgentSpec('x'), 'hi')])\n"
+    )
     proc = _flower(tmp_path, "run", "flows.py:main")
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1

@@ -12,8 +12,20 @@ ROOT = Path(flower.__file__).parent
 # Bottom to top. scripted depends on nothing else in flower (flower_batch's gateway runs it).
 LAYERS = {
     "scripted": ["flower.scripted"],
-    "foundation": [f"flower.{m}" for m in ("catalogue", "clock", "errors", "events", "exitinfo", "fileio", "protocols",
-                                            "result", "spec")],
+    "foundation": [
+        f"flower.{m}"
+        for m in (
+            "catalogue",
+            "clock",
+            "errors",
+            "events",
+            "exitinfo",
+            "fileio",
+            "protocols",
+            "result",
+            "spec",
+        )
+    ],
     "context": ["flower.context"],
     "runtime": ["flower.runtime"],
     "flows": ["flower.flows"],
@@ -36,7 +48,11 @@ def test_every_foundation_module_is_in_the_table() -> None:
 
 
 def test_the_checks_see_an_upward_import() -> None:
-    edges = [Import("flower.flows.workflow", 1, "flower.runtime.engine"),
-             Import("flower.runtime.engine", 2, "flower.flows.workflow")]
+    edges = [
+        Import("flower.flows.workflow", 1, "flower.runtime.engine"),
+        Import("flower.runtime.engine", 2, "flower.flows.workflow"),
+    ]
     assert cycles(edges) == [["flower.flows.workflow", "flower.runtime.engine"]]
-    assert upward(edges, LAYERS) == ["flower.runtime.engine:2 (runtime) imports flower.flows.workflow (flows)"]
+    assert upward(edges, LAYERS) == [
+        "flower.runtime.engine:2 (runtime) imports flower.flows.workflow (flows)"
+    ]

@@ -24,16 +24,25 @@ def test_env_names_one_rule_for_cli_and_jobs_toml(tmp_path: Path) -> None:
     def toml_ok(name: str) -> bool:
         (tmp_path / "ws").mkdir(exist_ok=True)
         path = tmp_path / "jobs.toml"
-        path.write_text(f'[batch]\nname = "b"\n[defaults]\nenv = {{ {name} = "me" }}\n'
-                        '[tasks.t]\nworkspace = "ws"\nprompt = "hi"\n')
+        path.write_text(
+            f'[batch]\nname = "b"\n[defaults]\nenv = {{ {name} = "me" }}\n'
+            '[tasks.t]\nworkspace = "ws"\nprompt = "hi"\n'
+        )
         try:
             load_jobs_file(path)
             return True
         except MatrixFileError:
             return False
 
-    for name, allowed in (("AUTHOR", True), ("OAUTH_SCOPE", True), ("MONKEY_PATCH", True), ("GITHUB_TOKEN", False),
-                          ("OPENAI_API_KEY", False), ("ANTHROPIC_MODEL", False), ("ANTHROPIC_BASE_URL", False)):
+    for name, allowed in (
+        ("AUTHOR", True),
+        ("OAUTH_SCOPE", True),
+        ("MONKEY_PATCH", True),
+        ("GITHUB_TOKEN", False),
+        ("OPENAI_API_KEY", False),
+        ("ANTHROPIC_MODEL", False),
+        ("ANTHROPIC_BASE_URL", False),
+    ):
         assert cli_ok(name) is allowed, name
         assert toml_ok(name) is allowed, name
     with pytest.raises(typer.Exit):

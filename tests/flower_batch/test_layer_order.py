@@ -15,8 +15,11 @@ def _tops(layers: dict[str, list[str]]) -> list[str]:
 
 
 def test_every_module_and_subpackage_is_in_one_layer() -> None:
-    tops = {path.stem if path.is_file() else path.name for path in ROOT.iterdir()
-            if (path.suffix == ".py" and path.stem != "__init__") or (path / "__init__.py").is_file()}
+    tops = {
+        path.stem if path.is_file() else path.name
+        for path in ROOT.iterdir()
+        if (path.suffix == ".py" and path.stem != "__init__") or (path / "__init__.py").is_file()
+    }
     placed = _tops(LAYERS)
     assert len(placed) == len(set(placed))
     assert tops - set(placed) == set()
@@ -24,9 +27,11 @@ def test_every_module_and_subpackage_is_in_one_layer() -> None:
 
 
 def test_running_loads_without_reports_preflight_or_the_command_line() -> None:
-    code = ("import sys, flower_batch.running.scheduler, flower_batch.running.jobs, flower_batch.running.repro,"
-            " flower_batch.running.image\nprint(sorted({m.split('.')[1] for m in sys.modules if m.startswith("
-            "('flower_batch.reports', 'flower_batch.preflight', 'flower_batch.commands',"
-            " 'flower_batch.cli'))}))")
+    code = (
+        "import sys, flower_batch.running.scheduler, flower_batch.running.jobs, flower_batch.running.repro,"
+        " flower_batch.running.image\nprint(sorted({m.split('.')[1] for m in sys.modules if m.startswith("
+        "('flower_batch.reports', 'flower_batch.preflight', 'flower_batch.commands',"
+        " 'flower_batch.cli'))}))"
+    )
     shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert shown.strip() == "[]"

@@ -24,8 +24,15 @@ PRIVATE_ALLOWED = {
 }
 # docs/architecture.md, bottom to top. A module imports only from its own layer or those below.
 LAYERS = {
-    "foundation": ["flower_batch", "flower_batch.errors", "flower_batch.envnames", "flower_batch.workspace_diff",
-                   "flower_batch.jobfiles", "flower_batch.outputlines", "flower_batch.labels"],
+    "foundation": [
+        "flower_batch",
+        "flower_batch.errors",
+        "flower_batch.envnames",
+        "flower_batch.workspace_diff",
+        "flower_batch.jobfiles",
+        "flower_batch.outputlines",
+        "flower_batch.labels",
+    ],
     "job model": ["flower_batch.jobmodel"],
     "layout": ["flower_batch.layout"],
     "backend": ["flower_batch.backend"],
@@ -61,22 +68,31 @@ def test_no_module_imports_a_private_module_of_another_package() -> None:
 
 
 def test_the_job_model_layout_and_backend_load_without_the_reports_or_the_jobs_file() -> None:
-    code = ("import sys, flower_batch.jobmodel.record, flower_batch.jobmodel.classes, flower_batch.layout,"
-            " flower_batch.backend.base\nprint(sorted(m for m in sys.modules if m.startswith("
-            "('flower_batch.reports', 'flower_batch.jobsfile'))))")
+    code = (
+        "import sys, flower_batch.jobmodel.record, flower_batch.jobmodel.classes, flower_batch.layout,"
+        " flower_batch.backend.base\nprint(sorted(m for m in sys.modules if m.startswith("
+        "('flower_batch.reports', 'flower_batch.jobsfile'))))"
+    )
     shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert shown.strip() == "[]"
 
 
 def _loads(module: str, other: str) -> bool:
     code = f"import sys, {module}\nprint({other!r} in sys.modules)"
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "True"
+    return (
+        subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        == "True"
+    )
 
 
 def test_parsing_a_jobs_file_loads_no_reports_and_reports_load_no_parser() -> None:
     assert not _loads("flower_batch.jobsfile", "flower_batch.reports")
     assert not _loads("flower_batch.reports", "flower_batch.jobsfile")
-    assert _loads("flower_batch.commands.matrix", "flower_batch.reports")  # the check can see a loaded package
+    assert _loads(
+        "flower_batch.commands.matrix", "flower_batch.reports"
+    )  # the check can see a loaded package
 
 
 def test_no_module_re_exports_a_name_defined_elsewhere() -> None:
@@ -85,9 +101,14 @@ def test_no_module_re_exports_a_name_defined_elsewhere() -> None:
     stray = []
     for path in ROOT.rglob("*.py"):
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        exported = {elt.value for node in tree.body if isinstance(node, ast.Assign)
-                    and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
-                    for elt in getattr(node.value, "elts", []) if isinstance(elt, ast.Constant)}
+        exported = {
+            elt.value
+            for node in tree.body
+            if isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
+            for elt in getattr(node.value, "elts", [])
+            if isinstance(elt, ast.Constant)
+        }
         for node in ast.walk(tree):
             if not isinstance(node, ast.ImportFrom):
                 continue
@@ -105,12 +126,17 @@ def test_the_gateway_server_and_its_host_side_import_only_what_they_share() -> N
     """gateway/server/ runs in the container, gateway/host/ on the host: neither imports the other;
     both use the shared contract at gateway/'s top (tokens, sockets, the files, auth)."""
     sides = ("flower_batch.gateway.server", "flower_batch.gateway.host")
-    crossing = [f"{e.source}:{e.line} imports {e.target}" for e in imports(ROOT)
-                for own, other in (sides, sides[::-1])
-                if e.source.startswith(own + ".") or e.source == own
-                if e.target.startswith(other + ".") or e.target == other]
+    crossing = [
+        f"{e.source}:{e.line} imports {e.target}"
+        for e in imports(ROOT)
+        for own, other in (sides, sides[::-1])
+        if e.source.startswith(own + ".") or e.source == own
+        if e.target.startswith(other + ".") or e.target == other
+    ]
     assert crossing == []
-    assert any(e.source.startswith(sides[0]) and e.target == "flower_batch.gateway.tokens" for e in imports(ROOT))
+    assert any(
+        e.source.startswith(sides[0]) and e.target == "flower_batch.gateway.tokens" for e in imports(ROOT)
+    )
 
 
 def test_no_import_cycle() -> None:
@@ -124,20 +150,32 @@ def test_no_module_imports_a_layer_above_its_own() -> None:
 def test_the_checks_see_a_cycle_and_an_upward_import() -> None:
     # The type-only cycle there was (supervisor typed its argument with sidecar's class), and the
     # job model reading a mode's label from the gateway: both must fail the tests above.
-    edges = [Import("flower_batch.gateway.host.sidecar", 1, "flower_batch.gateway.host.supervisor"),
-             Import("flower_batch.gateway.host.supervisor", 2, "flower_batch.gateway.host.sidecar"),
-             Import("flower_batch.jobmodel.spec", 3, "flower_batch.gateway.host.setup")]
+    edges = [
+        Import("flower_batch.gateway.host.sidecar", 1, "flower_batch.gateway.host.supervisor"),
+        Import("flower_batch.gateway.host.supervisor", 2, "flower_batch.gateway.host.sidecar"),
+        Import("flower_batch.jobmodel.spec", 3, "flower_batch.gateway.host.setup"),
+    ]
     assert cycles(edges) == [["flower_batch.gateway.host.sidecar", "flower_batch.gateway.host.supervisor"]]
     assert upward(edges, LAYERS) == [
-        "flower_batch.jobmodel.spec:3 (job model) imports flower_batch.gateway.host.setup (gateway)"]
-    assert any(e.target == "flower_batch.jobmodel.modes" for e in imports(ROOT)
-               if e.source == "flower_batch.jobmodel.spec")  # imports() sees relative imports too
+        "flower_batch.jobmodel.spec:3 (job model) imports flower_batch.gateway.host.setup (gateway)"
+    ]
+    assert any(
+        e.target == "flower_batch.jobmodel.modes"
+        for e in imports(ROOT)
+        if e.source == "flower_batch.jobmodel.spec"
+    )  # imports() sees relative imports too
 
 
 def test_no_test_or_bench_uses_a_private_name_of_the_packages() -> None:
-    found = [use for top in ("tests", "bench") for path in sorted((REPO / top).rglob("*.py"))
-             for use in private_uses(path.relative_to(REPO), ("flower", "flower_batch", "tests"))]
-    stray = [use for use in found if use.split(":")[0] + " uses " + use.split(" uses ")[1] not in PRIVATE_ALLOWED]
+    found = [
+        use
+        for top in ("tests", "bench")
+        for path in sorted((REPO / top).rglob("*.py"))
+        for use in private_uses(path.relative_to(REPO), ("flower", "flower_batch", "tests"))
+    ]
+    stray = [
+        use for use in found if use.split(":")[0] + " uses " + use.split(" uses ")[1] not in PRIVATE_ALLOWED
+    ]
     assert stray == []
 
 
@@ -151,8 +189,16 @@ def test_the_private_name_check_sees_each_way_in(tmp_path: Path) -> None:
         "from tests.rig import _helper\n"  # not one of the packages asked about
         "server._LOG_QUEUE, server.MessagesServer._write_one, server.public, public._x\n"
         "def f(monkeypatch):\n    monkeypatch.setattr(server, '_LOG_QUEUE', 2)\n",  # a string: not seen
-        encoding="utf-8")
-    assert private_uses(probe, ("flower", "flower_batch")) == [f"{probe}:{line} uses {name}" for line, name in [
-        (1, "flower_batch.jobsfile._size"), (3, "flower_batch.reports._plots.pass_rate_svg"),
-        (4, "flower_batch.running.runner._save_logs"), (6, "flower.scripted.server.MessagesServer._write_one"),
-        (6, "flower.scripted.server._LOG_QUEUE"), (6, "flower_batch.running.runner.public._x")]]
+        encoding="utf-8",
+    )
+    assert private_uses(probe, ("flower", "flower_batch")) == [
+        f"{probe}:{line} uses {name}"
+        for line, name in [
+            (1, "flower_batch.jobsfile._size"),
+            (3, "flower_batch.reports._plots.pass_rate_svg"),
+            (4, "flower_batch.running.runner._save_logs"),
+            (6, "flower.scripted.server.MessagesServer._write_one"),
+            (6, "flower.scripted.server._LOG_QUEUE"),
+            (6, "flower_batch.running.runner.public._x"),
+        ]
+    ]

@@ -29,5 +29,9 @@ def test_one_table_each_for_modes_labels_memory_and_image_versions(monkeypatch) 
 
     fake = SimpleNamespace(id="sha256:abc", flower_batch_version="1", sdk_version="2", cli_version="3")
     monkeypatch.setattr(image, "read_image", lambda ref: fake)
-    assert cmd_common.runtime_image("x") == repro.image_versions("x") == image.image_versions("x") == (
-        "sha256:abc", {"flower_batch": "1", "sdk": "2", "cli": "3"})
+    assert (
+        cmd_common.runtime_image("x")
+        == repro.image_versions("x")
+        == image.image_versions("x")
+        == ("sha256:abc", {"flower_batch": "1", "sdk": "2", "cli": "3"})
+    )

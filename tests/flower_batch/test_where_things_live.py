@@ -17,12 +17,24 @@ from flower_batch import labels
 
 ROOT = Path(flower_batch.__file__).parent
 REPO = ROOT.parent
-SUBPACKAGES = [ROOT / "backend" / "docker", ROOT / "backend" / "swarm", ROOT / "gateway" / "server",
-               ROOT / "gateway" / "host", Path(flower.__file__).parent / "flows", Path(flower.__file__).parent / "starter"]
+SUBPACKAGES = [
+    ROOT / "backend" / "docker",
+    ROOT / "backend" / "swarm",
+    ROOT / "gateway" / "server",
+    ROOT / "gateway" / "host",
+    Path(flower.__file__).parent / "flows",
+    Path(flower.__file__).parent / "starter",
+]
 
 
-@pytest.mark.parametrize("module", ["flower_batch.gateway.server.__main__", "flower_batch.backend.swarm.task_signals",
-                                    "flower_batch.running.image"])
+@pytest.mark.parametrize(
+    "module",
+    [
+        "flower_batch.gateway.server.__main__",
+        "flower_batch.backend.swarm.task_signals",
+        "flower_batch.running.image",
+    ],
+)
 def test_the_modules_a_container_or_a_person_runs_with_python_m_exist(module: str) -> None:
     assert importlib.util.find_spec(module) is not None
 
@@ -42,8 +54,11 @@ def test_each_subpackage_docstring_names_its_modules(folder: Path) -> None:
 
 
 def test_no_label_string_is_spelled_outside_labels_py() -> None:
-    stray = [str(p.relative_to(ROOT)) for p in ROOT.rglob("*.py")
-             if p.name != "labels.py" and '"org.flower-batch.' in p.read_text(encoding="utf-8")]
+    stray = [
+        str(p.relative_to(ROOT))
+        for p in ROOT.rglob("*.py")
+        if p.name != "labels.py" and '"org.flower-batch.' in p.read_text(encoding="utf-8")
+    ]
     assert stray == []
     names = [v for k, v in vars(labels).items() if k.isupper() and isinstance(v, str)]
     assert len(names) == len(set(names)) and all(n.startswith("org.flower-batch.") for n in names)
@@ -53,14 +68,21 @@ def test_a_lease_keeps_its_on_disk_names(tmp_path: Path) -> None:
     from flower_batch.running.lease import Lease, leases_dir
 
     with Lease(tmp_path) as lease:
-        assert (tmp_path / ".sessions" / f"{lease.id}.lock").exists() and leases_dir(tmp_path) == tmp_path / ".sessions"
+        assert (tmp_path / ".sessions" / f"{lease.id}.lock").exists() and leases_dir(
+            tmp_path
+        ) == tmp_path / ".sessions"
         assert labels.labels("b", lease.id, "job")["org.flower-batch.session"] == lease.id
     assert not (tmp_path / ".sessions" / f"{lease.id}.lock").exists()
 
 
 def test_the_migration_layer_and_the_fake_in_the_package_are_gone() -> None:
-    for gone in ("flower_batch.matrix", "flower_batch.backend.fake", "flower_batch.gateway.host_modes",
-                 "flower_batch.running.session", "flower.flows.starter"):
+    for gone in (
+        "flower_batch.matrix",
+        "flower_batch.backend.fake",
+        "flower_batch.gateway.host_modes",
+        "flower_batch.running.session",
+        "flower.flows.starter",
+    ):
         with pytest.raises(ModuleNotFoundError):
             importlib.import_module(gone)
     assert not list((REPO / "scripts").glob("rewrite_*_moves.py"))

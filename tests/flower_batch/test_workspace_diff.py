@@ -34,16 +34,29 @@ def tree(root: Path, files: dict[str, str | bytes]) -> Path:
 
 
 def test_kinds_lines_and_binary(tmp_path):
-    src = tree(tmp_path / "src", {"same.txt": "x\n", "edit.py": "a\nb\nc\n", "gone.txt": "bye\n",
-                                  "sub/img.bin": b"\x00PNG1"})
-    ws = tree(tmp_path / "ws", {"same.txt": "x\n", "edit.py": "a\nB\nc\nd\n", "sub/img.bin": b"\x00PNG2",
-                                "sub/new.md": "one\ntwo"})
+    src = tree(
+        tmp_path / "src",
+        {"same.txt": "x\n", "edit.py": "a\nb\nc\n", "gone.txt": "bye\n", "sub/img.bin": b"\x00PNG1"},
+    )
+    ws = tree(
+        tmp_path / "ws",
+        {"same.txt": "x\n", "edit.py": "a\nB\nc\nd\n", "sub/img.bin": b"\x00PNG2", "sub/new.md": "one\ntwo"},
+    )
     d = diff(src, ws)
     kinds = {f.path: f.kind for f in d.files}
-    assert kinds == {"edit.py": "changed", "gone.txt": "removed", "sub/img.bin": "changed", "sub/new.md": "added"}
+    assert kinds == {
+        "edit.py": "changed",
+        "gone.txt": "removed",
+        "sub/img.bin": "changed",
+        "sub/new.md": "added",
+    }
     edit = next(f for f in d.files if f.path == "edit.py")
     assert (edit.added_lines, edit.removed_lines) == (2, 1)
-    assert edit.diff is not None and "-b\n+B\n" in edit.diff and edit.diff.startswith("--- a/edit.py\n+++ b/edit.py\n")
+    assert (
+        edit.diff is not None
+        and "-b\n+B\n" in edit.diff
+        and edit.diff.startswith("--- a/edit.py\n+++ b/edit.py\n")
+    )
     new = next(f for f in d.files if f.path == "sub/new.md")
     assert "\\ No newline at end of file" in (new.diff or "")
     img = next(f for f in d.files if f.path == "sub/img.bin")
@@ -74,7 +87,9 @@ def test_symlinks_are_compared_not_followed(tmp_path):
     (ws / "dirlink").symlink_to(outside)
     d = diff(src, ws)
     assert sorted(f.path for f in d.files) == ["dirlink", "link"]
-    assert all(f.kind == "added" and f.diff is None and (f.note or "").startswith("symlink -> ") for f in d.files)
+    assert all(
+        f.kind == "added" and f.diff is None and (f.note or "").startswith("symlink -> ") for f in d.files
+    )
     assert "do not read" not in repr(d.to_dict())
 
 
@@ -103,13 +118,19 @@ def test_report_carries_each_jobs_diff_summary(tmp_path):
     page = html_report(res)
     assert len(re.findall(r'<span class="diffsum"', page)) == 2
     first = re.search(r'id="job-t-v-1".*?<span class="diffsum"([^>]*)>', page, flags=re.S)
-    assert first and 'data-added="1" data-changed="1" data-removed="0" data-lines-added="2" data-lines-removed="1"' \
+    assert (
+        first
+        and 'data-added="1" data-changed="1" data-removed="0" data-lines-added="2" data-lines-removed="1"'
         in first.group(1)
+    )
     second = re.search(r'id="job-t-v-2".*?<span class="diffsum"([^>]*)>([^<]*)', page, flags=re.S)
     assert second and 'data-diff="unavailable"' in second.group(1) and second.group(2) == "diff: source gone"
     doc = res.to_document()
     assert {j["id"]: (j["workspace_diff"] or {}).get("added") for j in doc["jobs"]} == {
-        "t-v-1": 1, "t-v-2": 0, "t-v-3": None}
+        "t-v-1": 1,
+        "t-v-2": 0,
+        "t-v-3": None,
+    }
 
 
 def test_quick_check_and_a_same_size_edit(tmp_path):

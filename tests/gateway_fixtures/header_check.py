@@ -70,7 +70,9 @@ class HeaderCheckingUpstream:
                 if problem:
                     with outer._lock:
                         outer.refused += 1
-                    data = json.dumps({"type": "error", "error": {"type": "authentication_error", "message": problem}})
+                    data = json.dumps(
+                        {"type": "error", "error": {"type": "authentication_error", "message": problem}}
+                    )
                     self.send_response(401)
                     self.send_header("content-type", "application/json")
                     self.send_header("x-should-retry", "false")
@@ -78,7 +80,9 @@ class HeaderCheckingUpstream:
                     self.wfile.write(data.encode())
                     return
                 conn = http.client.HTTPConnection("127.0.0.1", outer.inner_port, timeout=60)
-                passed = {k: v for k, v in self.headers.items() if k.lower() not in (*CREDENTIAL_HEADERS, "host")}
+                passed = {
+                    k: v for k, v in self.headers.items() if k.lower() not in (*CREDENTIAL_HEADERS, "host")
+                }
                 conn.request("POST", self.path, body=body, headers={**passed, "x-api-key": "inner"})
                 resp = conn.getresponse()
                 self.send_response(resp.status)

@@ -34,10 +34,23 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 PROJECT = Path(__file__).resolve().parent / "project"
 MARKER = "victim-secret-4f1c"
 ATTACKS = {  # every attack the suite must see fail; the host's addresses are added per machine
-    "net-internet", "net-interfaces", "net-name-gateway", "unix-sockets-other-than-own", "engine-socket",
-    "uid-not-0", "capeff-0", "capbnd-0", "no-new-privs", "pids-limited", "mknod", "rootfs-write",
-    "read-victim-files", "gateway-victim-path-own-token", "gateway-victim-path-no-token-get",
-    "gateway-victim-path-no-token-bad-json", "gateway-made-up-job",
+    "net-internet",
+    "net-interfaces",
+    "net-name-gateway",
+    "unix-sockets-other-than-own",
+    "engine-socket",
+    "uid-not-0",
+    "capeff-0",
+    "capbnd-0",
+    "no-new-privs",
+    "pids-limited",
+    "mknod",
+    "rootfs-write",
+    "read-victim-files",
+    "gateway-victim-path-own-token",
+    "gateway-victim-path-no-token-get",
+    "gateway-victim-path-no-token-bad-json",
+    "gateway-made-up-job",
 }
 
 JOBS = """
@@ -69,7 +82,9 @@ def attacks_of(out: Path) -> dict[str, dict]:
 
 def host_addresses() -> list[str]:
     """Every IPv4 address of this machine's interfaces (docker0, each bridge, eth0, ...)."""
-    out = subprocess.run(["ip", "-o", "-4", "addr", "show"], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["ip", "-o", "-4", "addr", "show"], capture_output=True, text=True, check=True
+    ).stdout
     found = [line.split()[3].split("/")[0] for line in out.splitlines()]
     return [a for a in found if not a.startswith("127.")]
 
@@ -99,12 +114,29 @@ def neighbour() -> Iterator[tuple[str, int]]:
     """A container on Docker's default bridge, listening: another workload of this host."""
     image = runtime_image()
     name = f"fb-hostile-neighbour-{os.getpid()}"
-    subprocess.run(["docker", "run", "-d", "--rm", "--name", name, image, "python3", "-c",
-                    "import socket\ns=socket.create_server(('0.0.0.0',7777))\nwhile 1: s.accept()[0].close()"],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [
+            "docker",
+            "run",
+            "-d",
+            "--rm",
+            "--name",
+            name,
+            image,
+            "python3",
+            "-c",
+            "import socket\ns=socket.create_server(('0.0.0.0',7777))\nwhile 1: s.accept()[0].close()",
+        ],
+        check=True,
+        capture_output=True,
+    )
     try:
-        ip = subprocess.run(["docker", "inspect", "-f", "{{.NetworkSettings.IPAddress}}", name],
-                            capture_output=True, text=True, check=True).stdout.strip()
+        ip = subprocess.run(
+            ["docker", "inspect", "-f", "{{.NetworkSettings.IPAddress}}", name],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
         yield ip, 7777
     finally:
         subprocess.run(["docker", "rm", "-f", name], capture_output=True)
@@ -132,23 +164,31 @@ class Ran:
 
 
 @pytest.fixture(scope="module")
-def ran(tmp_path_factory: pytest.TempPathFactory, host_listener: int, neighbour: tuple[str, int]) -> Iterator[Ran]:
+def ran(
+    tmp_path_factory: pytest.TempPathFactory, host_listener: int, neighbour: tuple[str, int]
+) -> Iterator[Ran]:
     tmp = tmp_path_factory.mktemp("hostile")
     home = tmp / "home"
     outside = tmp / "outside-the-home.txt"
     outside.write_text("outside secret\n")
     targets = {
-        "host_addresses": host_addresses(), "host_port": host_listener,
-        "other_addresses": [list(neighbour)], "victim_marker": MARKER,
-        "victim_job": "victim.r1", "outside_file": str(outside), "many_files": 100_000, "depth": 2000,
+        "host_addresses": host_addresses(),
+        "host_port": host_listener,
+        "other_addresses": [list(neighbour)],
+        "victim_marker": MARKER,
+        "victim_job": "victim.r1",
+        "outside_file": str(outside),
+        "many_files": 100_000,
+        "depth": 2000,
     }
     other = make_batch(tmp / "b", "hostile-b", ["victim"], targets)
     second = fb_start("matrix", other, "-j", "1", "--image", runtime_image(), home=home, log=tmp / "b.log")
     try:
         jobs = make_batch(tmp / "a", "hostile-a", ["attacker", "victim"], targets)
         started = time.monotonic()
-        result = fb("matrix", jobs, "-j", "2", "--image", runtime_image(), "--fail-under", "0", home=home,
-                    timeout=900)
+        result = fb(
+            "matrix", jobs, "-j", "2", "--image", runtime_image(), "--fail-under", "0", home=home, timeout=900
+        )
         seconds = time.monotonic() - started
     finally:
         second.wait(timeout=300)

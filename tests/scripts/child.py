@@ -22,7 +22,9 @@ def wait_until(predicate: Callable[[], object], timeout: float = 60.0, interval:
         if value:
             return value
         time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout} s waiting for {getattr(predicate, '__name__', predicate)}")
+    raise AssertionError(
+        f"timed out after {timeout} s waiting for {getattr(predicate, '__name__', predicate)}"
+    )
 
 
 def descendants(pid: int) -> list[int]:
@@ -68,16 +70,27 @@ def manifest(runs: Path) -> list[dict]:
 class Child:
     """`python -m flower -w WS -r RUNS <args>` in its own session (like a terminal's foreground job)."""
 
-    def __init__(self, tmp_path: Path, env: dict[str, str], *args: str, stdin: int | None = None,
-                 extra_env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        tmp_path: Path,
+        env: dict[str, str],
+        *args: str,
+        stdin: int | None = None,
+        extra_env: dict[str, str] | None = None,
+    ) -> None:
         self.ws = tmp_path / "ws"
         self.runs = tmp_path / "runs"
         self.ws.mkdir(exist_ok=True)
         self.lines: list[str] = []
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "flower", "-w", str(self.ws), "-r", str(self.runs), *args],
-            cwd=tmp_path, env={**os.environ, **env, **(extra_env or {})}, stdin=stdin if stdin is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+            cwd=tmp_path,
+            env={**os.environ, **env, **(extra_env or {})},
+            stdin=stdin if stdin is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
         )
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()

@@ -16,9 +16,18 @@ def test_the_documented_import_graph_is_up_to_date() -> None:
 
 
 def test_the_graph_lists_each_node_after_what_it_imports() -> None:
-    done = subprocess.run([sys.executable, "-c", f"import runpy; g = runpy.run_path({str(SCRIPT)!r});"
-                           " e = g['edges']('flower_batch'); o = g['ordered'](e);"
-                           " print(all(o.index(d) < o.index(n) for n in e for d in e[n]));"
-                           " print('flower_batch.jobmodel' in e['flower_batch.running'])"],
-                          capture_output=True, text=True, check=True, cwd=REPO)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            f"import runpy; g = runpy.run_path({str(SCRIPT)!r});"
+            " e = g['edges']('flower_batch'); o = g['ordered'](e);"
+            " print(all(o.index(d) < o.index(n) for n in e for d in e[n]));"
+            " print('flower_batch.jobmodel' in e['flower_batch.running'])",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=REPO,
+    )
     assert done.stdout.split() == ["True", "True"]

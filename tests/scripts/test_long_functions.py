@@ -22,9 +22,12 @@ def test_a_long_function_is_found_and_its_reason_read(tmp_path: Path) -> None:
     body = "".join(f"    x{i} = {i}\n" for i in range(61))
     (tmp_path / "flower").mkdir()
     (tmp_path / "flower_batch").mkdir()
-    (tmp_path / "flower" / "a.py").write_text(f"def short():\n    pass\n\ndef bare():\n{body}\n"
-                                              f"# long: one table\ndef said():\n{body}\n")
-    (tmp_path / "flower_batch" / "b.py").write_text(f"@staticmethod\ndef inline():  # long: a state machine\n{body}")
+    (tmp_path / "flower" / "a.py").write_text(
+        f"def short():\n    pass\n\ndef bare():\n{body}\n# long: one table\ndef said():\n{body}\n"
+    )
+    (tmp_path / "flower_batch" / "b.py").write_text(
+        f"@staticmethod\ndef inline():  # long: a state machine\n{body}"
+    )
     found = {f.name: f for f in script["long_functions"](tmp_path)}
     assert set(found) == {"bare", "said", "inline"}
     assert found["bare"].reason is None and found["bare"].lines == 62

@@ -42,8 +42,9 @@ def test_down_sh_refuses_while_a_session_holds_the_cluster(prefix: str) -> None:
     session = ClusterLock(prefix)
     session.shared(timeout=5)
     try:
-        refused = subprocess.run([str(DOWN)], capture_output=True, text=True, timeout=60,
-                                 env={**os.environ, "PREFIX": prefix})
+        refused = subprocess.run(
+            [str(DOWN)], capture_output=True, text=True, timeout=60, env={**os.environ, "PREFIX": prefix}
+        )
         assert refused.returncode == 3, refused.stderr
         assert f"cluster: {prefix} is in use by a test session" in refused.stderr
         assert "refused, in use" in changes_log(prefix).read_text()
@@ -62,9 +63,12 @@ def test_down_sh_refuses_while_a_session_holds_the_cluster(prefix: str) -> None:
 def test_a_cluster_made_again_under_a_session_names_who_did_it(prefix: str, monkeypatch) -> None:
     changes_log(prefix).write_text(
         "2026-12-01T10:40:02Z down.sh by pid 4242 (python -m pytest) in /tmp/ci-clone: taking x down\n"
-        "2026-12-01T10:40:09Z up.sh by pid 4242 (python -m pytest) in /tmp/ci-clone: made x-manager\n")
-    now = {f"{prefix}-manager": {"Id": "new", "State": {"Running": True}},
-           f"{prefix}-registry": {"Id": "reg", "State": {"Running": True}}}
+        "2026-12-01T10:40:09Z up.sh by pid 4242 (python -m pytest) in /tmp/ci-clone: made x-manager\n"
+    )
+    now = {
+        f"{prefix}-manager": {"Id": "new", "State": {"Running": True}},
+        f"{prefix}-registry": {"Id": "reg", "State": {"Running": True}},
+    }
     monkeypatch.setattr("tests.batch_fixtures.swarm_health.containers", lambda names: now)
     why = gone(Snapshot(prefix, "old", "reg", "tcp://172.26.0.3:2375"))
     assert why is not None and why.startswith(f"{prefix}-manager was removed and made again")
@@ -73,11 +77,20 @@ def test_a_cluster_made_again_under_a_session_names_who_did_it(prefix: str, monk
 
 def test_a_node_that_stopped_says_when_and_whether_the_oom_killer_did_it(prefix: str, monkeypatch) -> None:
     running = {"Running": True}
-    now = {f"{prefix}-manager": {"Id": "m", "State": running},
-           f"{prefix}-registry": {"Id": "r", "State": running},
-           f"{prefix}-worker1": {"Id": "w1", "State": {"Running": False, "OOMKilled": True, "ExitCode": 137,
-                                                      "FinishedAt": "2026-12-01T10:41:00.123Z"}},
-           f"{prefix}-worker2": {"Id": "w2", "State": running}}
+    now = {
+        f"{prefix}-manager": {"Id": "m", "State": running},
+        f"{prefix}-registry": {"Id": "r", "State": running},
+        f"{prefix}-worker1": {
+            "Id": "w1",
+            "State": {
+                "Running": False,
+                "OOMKilled": True,
+                "ExitCode": 137,
+                "FinishedAt": "2026-12-01T10:41:00.123Z",
+            },
+        },
+        f"{prefix}-worker2": {"Id": "w2", "State": running},
+    }
     monkeypatch.setattr("tests.batch_fixtures.swarm_health.containers", lambda names: now)
     why = gone(Snapshot(prefix, "m", "r", "tcp://172.26.0.3:2375"))
     assert why is not None and why.startswith(f"{prefix}-worker1 stopped at 2026-12-01T10:41:00 (OOM-killed)")
@@ -93,8 +106,14 @@ def swarm() -> Cluster:
 def second_session(**env: str) -> subprocess.CompletedProcess[str]:
     """Another test process bringing the cluster up, as a second checkout's pytest would."""
     code = "from tests.batch_fixtures.swarm import _up; print(_up().manager_id)"
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=300,
-                          env={**os.environ, **env})
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+        env={**os.environ, **env},
+    )
 
 
 @pytest.mark.swarm
@@ -108,8 +127,10 @@ def test_make_cluster_down_is_refused_while_tests_use_the_cluster(swarm: Cluster
 def test_a_second_session_uses_the_live_cluster_whatever_its_env_file_says(swarm: Cluster) -> None:
     kept = ENV_FILE.read_bytes() if ENV_FILE.exists() else None
     # what made the old fixture take the cluster down: a file naming a dead manager, no test folder
-    ENV_FILE.write_text("export DOCKER_HOST=tcp://192.0.2.1:2375\nexport FLOWER_BATCH_REGISTRY=x:5000\n"
-                        'export FLOWER_BATCH_CLUSTER_SHARED="/nowhere"\n')
+    ENV_FILE.write_text(
+        "export DOCKER_HOST=tcp://192.0.2.1:2375\nexport FLOWER_BATCH_REGISTRY=x:5000\n"
+        'export FLOWER_BATCH_CLUSTER_SHARED="/nowhere"\n'
+    )
     try:
         other = second_session()
     finally:
@@ -123,8 +144,9 @@ def test_a_second_session_uses_the_live_cluster_whatever_its_env_file_says(swarm
 
 
 @pytest.mark.swarm
-def test_a_cluster_without_the_tests_folder_is_refused_in_one_line_not_remade(swarm: Cluster,
-                                                                              tmp_path: Path) -> None:
+def test_a_cluster_without_the_tests_folder_is_refused_in_one_line_not_remade(
+    swarm: Cluster, tmp_path: Path
+) -> None:
     other = second_session(FB_TEST_SWARM_SHARED=str(tmp_path / "elsewhere"), FB_TEST_SWARM_PREFIX=PREFIX)
     assert other.returncode != 0
     last = other.stderr.strip().splitlines()[-1]

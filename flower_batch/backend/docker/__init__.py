@@ -1,8 +1,8 @@
 """The Backend on the local Docker engine, and what else the engine does for us.
 
-    backend     DockerBackend: containers, networks, volumes, logs, through the docker SDK's low-level API
-    connection  connecting to the engine; the only place `docker` exceptions are translated
-    engine      what the engine accepts and its host has (the facts pre-flight checks limits against)
-    images      image build, inspect and remove for `flower_batch.running.image`
-    registry    `flower-batch image push REGISTRY`, and the repo digest a cluster pulls by
+backend     DockerBackend: containers, networks, volumes, logs, through the docker SDK's low-level API
+connection  connecting to the engine; the only place `docker` exceptions are translated
+engine      what the engine accepts and its host has (the facts pre-flight checks limits against)
+images      image build, inspect and remove for `flower_batch.running.image`
+registry    `flower-batch image push REGISTRY`, and the repo digest a cluster pulls by
 """

@@ -58,8 +58,10 @@ def push_image(
                 raise translate(exc, "image", target, address=conn.address) from None
             held = None
         if held is not None and held != image_id:
-            raise ImageDrift(f"{target} already names image {held[:19]}, not {image_id[:19]}: "
-                             "remove that tag from the engine and push again")
+            raise ImageDrift(
+                f"{target} already names image {held[:19]}, not {image_id[:19]}: "
+                "remove that tag from the engine and push again"
+            )
         try:
             api.tag(image_id, repo, tag)
             for event in api.push(repo, tag=tag, stream=True, decode=True):

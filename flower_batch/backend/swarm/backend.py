@@ -155,12 +155,17 @@ class SwarmBackend(Backend):
         if reference is None:
             data = await self._call("image", ref, lambda api: api.inspect_image(ref))
             digests = list(data.get("RepoDigests") or [])
-            reference = (repo_digest_for(digests, self.registry) if self.registry
-                         else next((d for d in digests if "/flower-batch-runtime@" in d), None))
+            reference = (
+                repo_digest_for(digests, self.registry)
+                if self.registry
+                else next((d for d in digests if "/flower-batch-runtime@" in d), None)
+            )
             if reference is None:
                 where = self.registry or "REGISTRY"
-                raise ImageMissing(f"image {data['Id'][:19]} has no copy in {where} the nodes can pull — "
-                                   f"push it with `flower-batch image push {where}` against the manager")
+                raise ImageMissing(
+                    f"image {data['Id'][:19]} has no copy in {where} the nodes can pull — "
+                    f"push it with `flower-batch image push {where}` against the manager"
+                )
         served = await self._call("image", reference, lambda api: api.inspect_distribution(reference))
         digest = reference.rsplit("@", 1)[1]
         if (served.get("Descriptor") or {}).get("digest") != digest:
@@ -180,7 +185,9 @@ class SwarmBackend(Backend):
 
     async def _check_ran(self, data: Mapping[str, Any], task: Mapping[str, Any]) -> None:
         """Raise ImageDrift when the node reported other bytes than the pinned image's."""
-        env = dict(e.partition("=")[::2] for e in data["Spec"]["TaskTemplate"]["ContainerSpec"].get("Env") or [])
+        env = dict(
+            e.partition("=")[::2] for e in data["Spec"]["TaskTemplate"]["ContainerSpec"].get("Env") or []
+        )
         expected = env.get(EXPECTED_KEY_ENV, "")
         if not expected:
             return
@@ -204,7 +211,9 @@ class SwarmBackend(Backend):
         the signal files) the same storage on every node: pre-flight's cluster check."""
         await self.ensure_shared([self.control_dir], await self.resolve_image(image), labels)
 
-    async def reservation_problem(self, cpus: float | None, memory: int | None, placement: list[str]) -> str | None:
+    async def reservation_problem(
+        self, cpus: float | None, memory: int | None, placement: list[str]
+    ) -> str | None:
         """Why no node of the swarm could ever hold this reservation, or None (swarm/fit.py)."""
         nano = int(cpus * 1e9) if cpus else None
         if not nano and not memory:
@@ -233,34 +242,51 @@ class SwarmBackend(Backend):
         mine.update({MANAGED: "1", ROLE: "probe"})
         spec = docker.types.TaskTemplate(
             docker.types.ContainerSpec(
-                image, probe.command(), env={"FB_NODE": "{{.Node.Hostname}}"},
-                mounts=[docker.types.Mount(str(root), str(root), type="bind")], labels=mine,
+                image,
+                probe.command(),
+                env={"FB_NODE": "{{.Node.Hostname}}"},
+                mounts=[docker.types.Mount(str(root), str(root), type="bind")],
+                labels=mine,
             ),
             restart_policy=docker.types.RestartPolicy("none"),
         )
         name = f"fb-probe-{probe.token}"
-        created = await self._call("container", name, lambda api: api.create_service(
-            spec, name=name, mode=docker.types.ServiceMode("global-job"), labels=mine))
+        created = await self._call(
+            "container",
+            name,
+            lambda api: api.create_service(
+                spec, name=name, mode=docker.types.ServiceMode("global-job"), labels=mine
+            ),
+        )
         service = created["ID"]
         try:
             deadline = time.monotonic() + PROBE_TIMEOUT_S
             while True:
                 nodes = await self._call("engine", "nodes", lambda api: api.nodes())
-                usable = {n["ID"] for n in nodes if n["Status"]["State"] == "ready"
-                          and n["Spec"].get("Availability") == "active"}
-                tasks = await self._call("container", name, lambda api: api.tasks(filters={"service": service}))
+                usable = {
+                    n["ID"]
+                    for n in nodes
+                    if n["Status"]["State"] == "ready" and n["Spec"].get("Availability") == "active"
+                }
+                tasks = await self._call(
+                    "container", name, lambda api: api.tasks(filters={"service": service})
+                )
                 ended = {t["NodeID"]: t for t in tasks if task_state(t)[0] in ("exited", "dead")}
                 if usable and usable <= set(ended):
                     break
                 if time.monotonic() > deadline:
-                    raise SharedStorageMissing(refusal(root, "?", f"the probe did not finish in {PROBE_TIMEOUT_S:.0f}s"))
+                    raise SharedStorageMissing(
+                        refusal(root, "?", f"the probe did not finish in {PROBE_TIMEOUT_S:.0f}s")
+                    )
                 await anyio.sleep(self.poll_s)
             for node_id in usable:
                 task = ended[node_id]
                 host = await self._hostname(node_id)
                 state, code = task_state(task)
                 if state == "dead" or code != 0:
-                    raise SharedStorageMissing(refusal(root, host, task_error(task) or f"the probe exited {code}"))
+                    raise SharedStorageMissing(
+                        refusal(root, host, task_error(task) or f"the probe exited {code}")
+                    )
                 if not await anyio.to_thread.run_sync(probe.answered, host):
                     raise SharedStorageMissing(refusal(root, host, "its marker did not arrive here"))
         finally:
@@ -299,27 +325,43 @@ class SwarmBackend(Backend):
                 env[EXPECTED_KEY_ENV] = key
             for key, value in spec.secrets.items():
                 tail = f"{key.lower().replace('_', '-')[:20]}-{secrets.token_hex(4)}"
-                secret_name = f"{name[:63 - len(tail)].rstrip('-_.')}-{tail}"  # Swarm allows 64 characters
+                secret_name = f"{name[: 63 - len(tail)].rstrip('-_.')}-{tail}"  # Swarm allows 64 characters
                 created_secret = await self._call(
-                    "engine", secret_name, lambda api, n=secret_name, v=value: api.create_secret(
-                        n, v.encode(), labels={**spec.labels, SERVICE: name}))
+                    "engine",
+                    secret_name,
+                    lambda api, n=secret_name, v=value: api.create_secret(
+                        n, v.encode(), labels={**spec.labels, SERVICE: name}
+                    ),
+                )
                 sid = str(created_secret["ID"])
                 made.append(sid)
-                refs.append(docker.types.SecretReference(sid, secret_name, filename=key, uid=uid, gid=gid or uid,
-                                                         mode=0o400))
+                refs.append(
+                    docker.types.SecretReference(
+                        sid, secret_name, filename=key, uid=uid, gid=gid or uid, mode=0o400
+                    )
+                )
                 env[f"{key}_FILE"] = f"{SECRETS_IN_TASK}/{key}"
             if spec.secrets:  # the names only: task_signals hands the command each value as env NAME
                 env[SECRET_NAMES_ENV] = ",".join(spec.secrets)
             container = docker.types.ContainerSpec(
                 image,
-                ["python", "-m", "flower_batch.backend.swarm.task_signals", f"{CONTROL_IN_TASK}/signal", "--",
-                 *spec.command],
+                [
+                    "python",
+                    "-m",
+                    "flower_batch.backend.swarm.task_signals",
+                    f"{CONTROL_IN_TASK}/signal",
+                    "--",
+                    *spec.command,
+                ],
                 env=env,
                 workdir=spec.working_dir,
                 user=spec.user,
                 labels=dict(spec.labels),
-                mounts=[docker.types.Mount(m.target, m.source, type=m.kind, read_only=m.read_only)
-                        for m in spec.mounts] + [docker.types.Mount(CONTROL_IN_TASK, str(control), type="bind")],
+                mounts=[
+                    docker.types.Mount(m.target, m.source, type=m.kind, read_only=m.read_only)
+                    for m in spec.mounts
+                ]
+                + [docker.types.Mount(CONTROL_IN_TASK, str(control), type="bind")],
                 secrets=refs or None,
                 init=spec.init or None,
                 # Confinement as on one machine (confinement.py), but no-new-privileges: a
@@ -327,9 +369,12 @@ class SwarmBackend(Backend):
                 cap_drop=["ALL"],
                 read_only=spec.confinement.read_only_root,
             )
-            container["Mounts"] += [_tmpfs(target, options) for target, options in spec.confinement.tmpfs.items()]
-            resources = docker.types.Resources(cpu_limit=nano, mem_limit=memory,
-                                               cpu_reservation=nano, mem_reservation=memory)
+            container["Mounts"] += [
+                _tmpfs(target, options) for target, options in spec.confinement.tmpfs.items()
+            ]
+            resources = docker.types.Resources(
+                cpu_limit=nano, mem_limit=memory, cpu_reservation=nano, mem_reservation=memory
+            )
             if spec.confinement.pids:
                 resources.setdefault("Limits", {})["Pids"] = spec.confinement.pids
             template = docker.types.TaskTemplate(
@@ -337,19 +382,33 @@ class SwarmBackend(Backend):
                 # Reserved as much as it may use: the scheduler places a task only where its share
                 # is free, so -j N never packs more onto a node than the node has.
                 resources=resources,
-                restart_policy=(docker.types.RestartPolicy("on-failure", delay=1_000_000_000, max_attempts=3,
-                                                             window=60_000_000_000) if spec.restart
-                                else docker.types.RestartPolicy("none")),
-                placement=docker.types.Placement(constraints=list(spec.placement)) if spec.placement else None,
-                networks=[docker.types.NetworkAttachmentConfig(spec.network, aliases=spec.network_aliases or None)]
-                if spec.network else None,
+                restart_policy=(
+                    docker.types.RestartPolicy(
+                        "on-failure", delay=1_000_000_000, max_attempts=3, window=60_000_000_000
+                    )
+                    if spec.restart
+                    else docker.types.RestartPolicy("none")
+                ),
+                placement=docker.types.Placement(constraints=list(spec.placement))
+                if spec.placement
+                else None,
+                networks=[
+                    docker.types.NetworkAttachmentConfig(spec.network, aliases=spec.network_aliases or None)
+                ]
+                if spec.network
+                else None,
             )
             mode = docker.types.ServiceMode("replicated", replicas=0)
             # DNS round robin, not a virtual IP: a service's alias resolves to its task itself,
             # with no IPVS balancer in between (which nested engines may lack).
             endpoint = docker.types.EndpointSpec(mode="dnsrr")
-            created = await self._call("container", name, lambda api: api.create_service(
-                template, name=name, labels=dict(spec.labels), mode=mode, endpoint_spec=endpoint))
+            created = await self._call(
+                "container",
+                name,
+                lambda api: api.create_service(
+                    template, name=name, labels=dict(spec.labels), mode=mode, endpoint_spec=endpoint
+                ),
+            )
             return str(created["ID"])
         except BaseException:
             with anyio.CancelScope(shield=True):
@@ -365,8 +424,11 @@ class SwarmBackend(Backend):
             spec = data["Spec"]
             if not change(spec):
                 return
-            resp = api._post_json(api._url("/services/{0}/update", service), data=spec,
-                                  params={"version": data["Version"]["Index"]})
+            resp = api._post_json(
+                api._url("/services/{0}/update", service),
+                data=spec,
+                params={"version": data["Version"]["Index"]},
+            )
             api._raise_for_status(resp)
 
         await self._call("container", service, update)
@@ -400,9 +462,13 @@ class SwarmBackend(Backend):
         state, code = task_state(task)
         node = await self._hostname(task["NodeID"]) if task and task.get("NodeID") else None
         return ContainerInfo(
-            id=data["ID"], name=data["Spec"]["Name"],
+            id=data["ID"],
+            name=data["Spec"]["Name"],
             image=data["Spec"]["TaskTemplate"]["ContainerSpec"]["Image"],
-            state=state, exit_code=code, labels=dict(data["Spec"].get("Labels") or {}), node=node,
+            state=state,
+            exit_code=code,
+            labels=dict(data["Spec"].get("Labels") or {}),
+            node=node,
         )
 
     async def wait(self, container_id: str, timeout: float | None = None) -> int:
@@ -424,8 +490,12 @@ class SwarmBackend(Backend):
                 assert code is not None and task is not None
                 await self._check_ran(data, task)
                 return code
-            if (state == "dead" and REJECTED_BY_ENFORCER in task_error(task) and not ever_ran(task)
-                    and resubmits < RESUBMITS):
+            if (
+                state == "dead"
+                and REJECTED_BY_ENFORCER in task_error(task)
+                and not ever_ran(task)
+                and resubmits < RESUBMITS
+            ):
                 resubmits += 1
                 await self._resubmit(container_id)
                 watched = None  # the resubmitted task is the one to wait for
@@ -435,11 +505,15 @@ class SwarmBackend(Backend):
                 await self._raise_not_run(data, task)
             if task and state == "running" and await self._node_down(task["NodeID"]):
                 host = await self._hostname(task["NodeID"])
-                raise NodeLost(f"node {host} was lost while {data['Spec']['Name']} ran on it "
-                               "(Swarm marks it down); run the job again to pick it up")
+                raise NodeLost(
+                    f"node {host} was lost while {data['Spec']['Name']} ran on it "
+                    "(Swarm marks it down); run the job again to pick it up"
+                )
             if deadline is not None and time.monotonic() >= deadline:
                 raise TimeoutError(f"task {data['Spec']['Name']} still running after {timeout:g}s")
-            await anyio.sleep(self.poll_s if deadline is None else max(0.0, min(self.poll_s, deadline - time.monotonic())))
+            await anyio.sleep(
+                self.poll_s if deadline is None else max(0.0, min(self.poll_s, deadline - time.monotonic()))
+            )
 
     async def _resubmit(self, service: str) -> None:
         """A new task for a job whose task never ran (a forced update fills its dead slot again)."""
@@ -515,18 +589,25 @@ class SwarmBackend(Backend):
                 return
             await anyio.sleep(self.poll_s)
 
-    async def _log_stream(self, service: str, after: LogStamp | None) -> AsyncIterator[tuple[LogStamp | None, str]]:
+    async def _log_stream(
+        self, service: str, after: LogStamp | None
+    ) -> AsyncIterator[tuple[LogStamp | None, str]]:
         """(timestamp, line) of the service's log lines after `after`, read in batches of chunks."""
         since = int(after.seconds) if after is not None else 0
 
         def open_stream(api: Any) -> Iterator[bytes]:
-            return iter(api.service_logs(service, stdout=True, stderr=True, follow=False, timestamps=True,
-                                         since=since))
+            return iter(
+                api.service_logs(
+                    service, stdout=True, stderr=True, follow=False, timestamps=True, since=since
+                )
+            )
 
         chunks = await self._call("container", service, open_stream)
         lines = LineSplitter()
         while True:  # each batch through _call: an engine error mid-stream is ours, not docker's
-            batch = await self._call("container", service, lambda api: list(itertools.islice(chunks, LOG_BATCH)))
+            batch = await self._call(
+                "container", service, lambda api: list(itertools.islice(chunks, LOG_BATCH))
+            )
             for raw in lines.feed(b"".join(batch)) if batch else lines.rest():
                 stamp, line = split_stamp(raw)
                 if after is None or stamp is None or stamp > after:
@@ -556,8 +637,9 @@ class SwarmBackend(Backend):
         infos = []
         for row in rows:
             try:
-                tasks = await self._call("container", row["ID"],
-                                         lambda api, sid=row["ID"]: api.tasks(filters={"service": sid}))
+                tasks = await self._call(
+                    "container", row["ID"], lambda api, sid=row["ID"]: api.tasks(filters={"service": sid})
+                )
             except FlowerBatchError:
                 continue  # removed between the two calls
             infos.append(await self._info(row, newest_task(tasks)))
@@ -565,12 +647,24 @@ class SwarmBackend(Backend):
 
     # -- networks ---------------------------------------------------------------------------
     async def create_network(self, name: str, labels: Mapping[str, str], internal: bool = False) -> str:
-        created = await self._call("network", name, lambda api: api.create_network(
-            name, driver="overlay", attachable=True, scope="swarm", labels=dict(labels), internal=internal,
-            check_duplicate=True))
+        created = await self._call(
+            "network",
+            name,
+            lambda api: api.create_network(
+                name,
+                driver="overlay",
+                attachable=True,
+                scope="swarm",
+                labels=dict(labels),
+                internal=internal,
+                check_duplicate=True,
+            ),
+        )
         return str(created["Id"])
 
-    async def connect_network(self, network: str, container_id: str, aliases: list[str] | None = None) -> None:
+    async def connect_network(
+        self, network: str, container_id: str, aliases: list[str] | None = None
+    ) -> None:
         def attach(spec: dict[str, Any]) -> bool:
             nets = spec["TaskTemplate"].setdefault("Networks", [])
             nets.append({"Target": network, **({"Aliases": list(aliases)} if aliases else {})})
@@ -586,7 +680,11 @@ class SwarmBackend(Backend):
                 await self._call("network", name_or_id, lambda api: api.remove_network(name_or_id))
                 return
             except BackendError as exc:
-                if "in use" not in str(exc) and "active endpoints" not in str(exc) or time.monotonic() > deadline:
+                if (
+                    "in use" not in str(exc)
+                    and "active endpoints" not in str(exc)
+                    or time.monotonic() > deadline
+                ):
                     raise
             await anyio.sleep(self.poll_s)
 
@@ -596,21 +694,27 @@ class SwarmBackend(Backend):
 
     # -- volumes: node-local on Swarm --------------------------------------------------------
     async def create_volume(self, name: str, labels: Mapping[str, str]) -> str:
-        raise BackendError(f"volume {name}: named volumes are node-local on Swarm — keep data in the job "
-                           "folder on shared storage instead")
+        raise BackendError(
+            f"volume {name}: named volumes are node-local on Swarm — keep data in the job "
+            "folder on shared storage instead"
+        )
 
     async def remove_volume(self, name: str, force: bool = False) -> None:
         await self._call("volume", name, lambda api: api.remove_volume(name, force=force))
 
     async def list_volumes_by_label(self, labels: LabelFilter) -> list[VolumeInfo]:
         found = await self._call("volume", "list", lambda api: api.volumes(filters=label_filters(labels)))
-        return [VolumeInfo(name=v["Name"], labels=dict(v.get("Labels") or {})) for v in found.get("Volumes") or []]
+        return [
+            VolumeInfo(name=v["Name"], labels=dict(v.get("Labels") or {})) for v in found.get("Volumes") or []
+        ]
 
     # -- secrets ----------------------------------------------------------------------------
     async def list_secrets_by_label(self, labels: LabelFilter) -> list[SecretInfo]:
         rows = await self._call("engine", "secrets", lambda api: api.secrets(filters=label_filters(labels)))
-        return [SecretInfo(id=r["ID"], name=r["Spec"]["Name"], labels=dict(r["Spec"].get("Labels") or {}))
-                for r in rows]
+        return [
+            SecretInfo(id=r["ID"], name=r["Spec"]["Name"], labels=dict(r["Spec"].get("Labels") or {}))
+            for r in rows
+        ]
 
     async def remove_secret(self, secret_id: str) -> None:
         await self._call("engine", secret_id, lambda api: api.remove_secret(secret_id))
@@ -623,9 +727,16 @@ class SwarmBackend(Backend):
     async def nodes(self) -> list[dict[str, Any]]:
         """The cluster's nodes as the manager reports them (hostname, state, availability, labels)."""
         rows = await self._call("engine", "nodes", lambda api: api.nodes())
-        return [{"id": n["ID"], "hostname": n["Description"]["Hostname"], "state": n["Status"]["State"],
-                 "availability": n["Spec"].get("Availability"), "labels": dict(n["Spec"].get("Labels") or {})}
-                for n in rows]
+        return [
+            {
+                "id": n["ID"],
+                "hostname": n["Description"]["Hostname"],
+                "state": n["Status"]["State"],
+                "availability": n["Spec"].get("Availability"),
+                "labels": dict(n["Spec"].get("Labels") or {}),
+            }
+            for n in rows
+        ]
 
     async def _quietly(self, awaitable: Any) -> None:
         try:
@@ -670,5 +781,7 @@ def _drop_control(control: Path) -> None:
 def _tmpfs(target: str, options: str) -> dict[str, Any]:
     """A tmpfs mount of a service from confinement's "rw,nosuid,nodev,size=1g" (its size only:
     a service's tmpfs takes no other options; it is nosuid and nodev as Docker makes them)."""
-    size = next((units.parse_memory(o.split("=", 1)[1]) for o in options.split(",") if o.startswith("size=")), None)
+    size = next(
+        (units.parse_memory(o.split("=", 1)[1]) for o in options.split(",") if o.startswith("size=")), None
+    )
     return {"Target": target, "Type": "tmpfs", **({"TmpfsOptions": {"SizeBytes": size}} if size else {})}

@@ -48,21 +48,30 @@ def capacity(node: Mapping[str, Any]) -> tuple[int, int]:
     return int(res.get("NanoCPUs") or 0), int(res.get("MemoryBytes") or 0)
 
 
-def unmet_reservation(nodes: Sequence[Mapping[str, Any]], nano_cpus: int | None, memory: int | None,
-                      constraints: Sequence[str]) -> str | None:
+def unmet_reservation(
+    nodes: Sequence[Mapping[str, Any]], nano_cpus: int | None, memory: int | None, constraints: Sequence[str]
+) -> str | None:
     """Why no node could ever hold the reservation, or None when one could."""
     if not nano_cpus and not memory:
         return None
     candidates = [n for n in nodes if matches(n, constraints)]
     if any(capacity(n)[0] >= (nano_cpus or 0) and capacity(n)[1] >= (memory or 0) for n in candidates):
         return None
-    want = " and ".join(part for part in (
-        f"{nano_cpus / 1e9:g} CPUs" if nano_cpus else "", f"{memory / GIB:.1f} GiB" if memory else "") if part)
+    want = " and ".join(
+        part
+        for part in (
+            f"{nano_cpus / 1e9:g} CPUs" if nano_cpus else "",
+            f"{memory / GIB:.1f} GiB" if memory else "",
+        )
+        if part
+    )
     if not candidates:
         where = "no node matches its placement" if constraints else "the swarm has no node"
         return f"it reserves {want} but {where}"
     biggest = max(candidates, key=capacity)
     cpus, mem = capacity(biggest)
-    return (f"it reserves {want} but no node has that much (the largest, "
-            f"{(biggest.get('Description') or {}).get('Hostname', '?')}, has {cpus / 1e9:g} CPUs and "
-            f"{mem / GIB:.1f} GiB): lower `cpus`/`memory` in jobs.toml or add a bigger node")
+    return (
+        f"it reserves {want} but no node has that much (the largest, "
+        f"{(biggest.get('Description') or {}).get('Hostname', '?')}, has {cpus / 1e9:g} CPUs and "
+        f"{mem / GIB:.1f} GiB): lower `cpus`/`memory` in jobs.toml or add a bigger node"
+    )

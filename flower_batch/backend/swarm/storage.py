@@ -30,7 +30,11 @@ class Probe:
     def command(self) -> list[str]:
         """What each node runs: read the host's marker, answer with the node's name."""
         d = str(self.dir)
-        return ["sh", "-c", f'test "$(cat {d}/host)" = {self.token} && echo {self.token} > "{d}/node-$FB_NODE"']
+        return [
+            "sh",
+            "-c",
+            f'test "$(cat {d}/host)" = {self.token} && echo {self.token} > "{d}/node-$FB_NODE"',
+        ]
 
     def answered(self, node: str) -> bool:
         try:
@@ -47,5 +51,7 @@ class Probe:
 
 
 def refusal(path: Path, node: str, why: str) -> str:
-    return (f"{path} is not shared storage seen by node {node} at the same path ({why}): job folders "
-            "must be on storage every node mounts there (NFS, CephFS) — use --home on such a mount")
+    return (
+        f"{path} is not shared storage seen by node {node} at the same path ({why}): job folders "
+        "must be on storage every node mounts there (NFS, CephFS) — use --home on such a mount"
+    )

@@ -60,8 +60,11 @@ def supervise(control: Path, command: list[str]) -> int:
     key = report_image(control)
     expected = os.environ.get(EXPECTED_KEY_ENV, "")
     if expected and key != expected:
-        print(f"flower-batch: this node runs image build {key or 'unknown'}, not the pinned {expected}: "
-              "not starting (drift)", file=sys.stderr)
+        print(
+            f"flower-batch: this node runs image build {key or 'unknown'}, not the pinned {expected}: "
+            "not starting (drift)",
+            file=sys.stderr,
+        )
         return DRIFT_EXIT
     child = subprocess.Popen(command, env=command_env(dict(os.environ)))
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):

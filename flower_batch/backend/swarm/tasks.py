@@ -24,7 +24,9 @@ _ON_ITS_NODE = {"assigned", "accepted", "preparing", "ready", "starting"}
 
 def newest_task(tasks: Sequence[T]) -> T | None:
     """The task that counts: the most recently created one."""
-    return max(tasks, key=lambda t: (t.get("CreatedAt") or "", t.get("Version", {}).get("Index", 0)), default=None)
+    return max(
+        tasks, key=lambda t: (t.get("CreatedAt") or "", t.get("Version", {}).get("Index", 0)), default=None
+    )
 
 
 def task_state(task: Mapping[str, Any] | None) -> tuple[ContainerState, int | None]:
@@ -64,8 +66,10 @@ def image_drift(what: str, host: str, expected: str, reported: str | None) -> st
     if not expected or reported == expected:
         return None
     found = f"image build {reported[:12]}" if reported else "an image that reports no build"
-    return (f"node {host} ran other bytes for {what}: {found}, not the pinned {expected[:12]} — remove the "
-            f"runtime image on {host} so it pulls the pinned one, then run the job again")
+    return (
+        f"node {host} ran other bytes for {what}: {found}, not the pinned {expected[:12]} — remove the "
+        f"runtime image on {host} so it pulls the pinned one, then run the job again"
+    )
 
 
 def on_its_node(task: Mapping[str, Any] | None) -> bool:

@@ -44,8 +44,13 @@ class GatewayDeath:
         return what + (f"; last log: {tail[-1][:200]}" if tail else "")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"at": self.at, "exit_code": self.exit_code, "oom_killed": self.oom_killed,
-                "log_tail": list(self.log_tail), "restarted": self.restarted}
+        return {
+            "at": self.at,
+            "exit_code": self.exit_code,
+            "oom_killed": self.oom_killed,
+            "log_tail": list(self.log_tail),
+            "restarted": self.restarted,
+        }
 
 
 @dataclass
@@ -66,8 +71,12 @@ class GatewayHealth:
         seen = self.deaths[mark:]
         if not seen and self.gave_up is None:
             return None
-        return {"gateway": self.name, "restarts": sum(d.restarted for d in seen),
-                "gave_up": self.gave_up, "deaths": [d.to_dict() for d in seen]}
+        return {
+            "gateway": self.name,
+            "restarts": sum(d.restarted for d in seen),
+            "gave_up": self.gave_up,
+            "deaths": [d.to_dict() for d in seen],
+        }
 
 
 def describe_health(health: Mapping[str, Any] | None) -> str:
@@ -79,6 +88,15 @@ def describe_health(health: Mapping[str, Any] | None) -> str:
     if health.get("gave_up"):
         return str(health["gave_up"])
     last = deaths[-1] if deaths else None
-    cause = GatewayDeath(at="", t=0.0, exit_code=last.get("exit_code"), oom_killed=bool(last.get("oom_killed")),
-                         log_tail=tuple(last.get("log_tail") or ())).cause() if last else "no cause recorded"
+    cause = (
+        GatewayDeath(
+            at="",
+            t=0.0,
+            exit_code=last.get("exit_code"),
+            oom_killed=bool(last.get("oom_killed")),
+            log_tail=tuple(last.get("log_tail") or ()),
+        ).cause()
+        if last
+        else "no cause recorded"
+    )
     return f"the gateway was restarted {restarts}× while this job ran (last: {cause})"

@@ -61,14 +61,18 @@ class GatewaySettings:
     down to every sidecar; nothing below reads os.environ. The default: no host credential, a
     512m gateway, the default restart policy."""
 
-    environ: Mapping[str, str] = field(default_factory=dict, repr=False)  # the credential, FLOWER_BATCH_UPSTREAM
+    environ: Mapping[str, str] = field(
+        default_factory=dict, repr=False
+    )  # the credential, FLOWER_BATCH_UPSTREAM
     memory: int = 512 * 1024 * 1024
     restarts: RestartPolicy = field(default_factory=RestartPolicy)
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> GatewaySettings:
         """Raises GatewayConfigError / FlowerBatchError on a bad memory size or restart count."""
-        return cls(environ=dict(environ), memory=gateway_memory(environ), restarts=RestartPolicy.from_env(environ))
+        return cls(
+            environ=dict(environ), memory=gateway_memory(environ), restarts=RestartPolicy.from_env(environ)
+        )
 
 
 MAX_NAME = 63 - len("-gateway")  # the gateway container is `<name>-gateway`, the egress network `<name>-out`
@@ -116,7 +120,9 @@ class GatewaySidecar:
             self.scenario = Path(given)
         try:  # mode-specific arguments, and for `anthropic` the host's key (gateway env only)
             self.setup = mode_setup(
-                mode, batch_budget_usd=batch_budget_usd, environ=settings.environ,
+                mode,
+                batch_budget_usd=batch_budget_usd,
+                environ=settings.environ,
                 scenario_path=f"/gateway/scenario{self.scenario.suffix}" if self.scenario else None,
             )
         except GatewayModeError as exc:
@@ -146,7 +152,10 @@ class GatewaySidecar:
 
     def job_env(self, job_id: str) -> dict[str, str]:
         if self.by_socket:  # flower relays this loopback port to the job's socket (model_socket.py)
-            return {"ANTHROPIC_BASE_URL": f"http://127.0.0.1:{PORT}/j/{job_id}", "FLOWER_MODEL_SOCKET": SOCKET_IN_JOB}
+            return {
+                "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{PORT}/j/{job_id}",
+                "FLOWER_MODEL_SOCKET": SOCKET_IN_JOB,
+            }
         return {"ANTHROPIC_BASE_URL": f"http://{ALIAS}:{PORT}/j/{job_id}"}
 
     async def open_job(self, job_id: str) -> list[Mount]:
@@ -197,18 +206,33 @@ class GatewaySidecar:
             await self.backend.create_network(self.egress, labels(self.batch, self.lease, "network"))
             network = self.egress if self.by_socket else network
         if not self.by_socket:
-            await self.backend.create_network(self.network, labels(self.batch, self.lease, "network"), internal=True)
+            await self.backend.create_network(
+                self.network, labels(self.batch, self.lease, "network"), internal=True
+            )
         where = ["--host", "127.0.0.1", "--sockets", SOCKETS_IN_GATEWAY] if self.by_socket else []
         spec = ContainerSpec(
             image=self.image_id,
             command=[
-                "python", "-m", "flower_batch.gateway.server", "serve", "--mode", self.mode,
-                "--port", str(PORT), "--batch-dir", "/batch", *where, *self.setup.args,
+                "python",
+                "-m",
+                "flower_batch.gateway.server",
+                "serve",
+                "--mode",
+                self.mode,
+                "--port",
+                str(PORT),
+                "--batch-dir",
+                "/batch",
+                *where,
+                *self.setup.args,
             ],
             env={"HOME": "/tmp"},
             secrets={SECRET_ENV: self.secret, **self.setup.env},  # engine secrets where there are any
-            mounts=[Mount(str(self.batch_dir), "/batch"), Mount(str(gdir), "/gateway", read_only=True),
-                    *([Mount(str(self.sockets), SOCKETS_IN_GATEWAY)] if self.by_socket else [])],
+            mounts=[
+                Mount(str(self.batch_dir), "/batch"),
+                Mount(str(gdir), "/gateway", read_only=True),
+                *([Mount(str(self.sockets), SOCKETS_IN_GATEWAY)] if self.by_socket else []),
+            ],
             labels=labels(self.batch, self.lease, "gateway"),
             network=network,
             network_aliases=[] if self.by_socket else [ALIAS],

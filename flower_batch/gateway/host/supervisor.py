@@ -77,8 +77,9 @@ class Supervised(Protocol):
     async def restart(self, lives: int | None = None) -> None: ...
 
 
-async def watch(gateway: Supervised, policy: RestartPolicy, *,
-                clock: Callable[[], float] = time.monotonic) -> None:
+async def watch(
+    gateway: Supervised, policy: RestartPolicy, *, clock: Callable[[], float] = time.monotonic
+) -> None:
     """Until the sidecar stops: wait for its container to end, note the death, restart it."""
     health = gateway.health
     while not gateway.stopping and gateway.container:
@@ -93,8 +94,10 @@ async def watch(gateway: Supervised, policy: RestartPolicy, *,
         recent = 1 + sum(1 for d in health.deaths if now - d.t <= policy.window_s)
         if recent > policy.max_restarts:
             health.deaths.append(death)
-            health.gave_up = (f"the batch's gateway kept dying ({recent} times in {policy.window_s:.0f} s, "
-                              f"restart limit {policy.max_restarts}): {death.cause()}")
+            health.gave_up = (
+                f"the batch's gateway kept dying ({recent} times in {policy.window_s:.0f} s, "
+                f"restart limit {policy.max_restarts}): {death.cause()}"
+            )
             gateway.gave_up.set()
             return
         await anyio.sleep(policy.delay(recent))
@@ -107,9 +110,16 @@ async def watch(gateway: Supervised, policy: RestartPolicy, *,
         except FlowerBatchError as exc:
             # Counted as this death not restarted; the next wait returns at once and counts again.
             restarted = False
-            death = GatewayDeath(death.at, death.t, death.exit_code, death.oom_killed,
-                                 (*death.log_tail, f"restart failed: {' '.join(str(exc).split())}"))
-        health.deaths.append(GatewayDeath(death.at, now, death.exit_code, death.oom_killed, death.log_tail, restarted))
+            death = GatewayDeath(
+                death.at,
+                death.t,
+                death.exit_code,
+                death.oom_killed,
+                (*death.log_tail, f"restart failed: {' '.join(str(exc).split())}"),
+            )
+        health.deaths.append(
+            GatewayDeath(death.at, now, death.exit_code, death.oom_killed, death.log_tail, restarted)
+        )
         if not restarted and gateway.container is None:
             health.gave_up = f"the batch's gateway died and could not be started again: {death.cause()}"
             gateway.gave_up.set()
@@ -131,8 +141,13 @@ async def observe(gateway: Supervised, exited: int | None = None) -> tuple[Gatew
     except FlowerBatchError:
         return GatewayDeath(at=at, t=time.monotonic(), exit_code=None), 0
     code = info.exit_code if info.exit_code is not None else exited
-    death = GatewayDeath(at=at, t=time.monotonic(), exit_code=code, oom_killed=info.oom_killed,
-                         log_tail=tuple(lines[-LOG_TAIL_LINES:]))
+    death = GatewayDeath(
+        at=at,
+        t=time.monotonic(),
+        exit_code=code,
+        oom_killed=info.oom_killed,
+        log_tail=tuple(lines[-LOG_TAIL_LINES:]),
+    )
     return death, sum(READY_LINE in line for line in lines)
 
 
@@ -141,6 +156,7 @@ async def supervisors() -> AsyncIterator[Callable[[Supervised], None]]:
     """A place for gateway watchers, entered and left by the orchestrator's own task: yields
     `supervise(gateway)`, callable from any task; the watchers end with the block."""
     async with anyio.create_task_group() as tg:
+
         def supervise(gateway: Supervised) -> None:
             tg.start_soon(watch, gateway, gateway.policy)
 
@@ -148,4 +164,3 @@ async def supervisors() -> AsyncIterator[Callable[[Supervised], None]]:
             yield supervise
         finally:
             tg.cancel_scope.cancel()
-

@@ -29,8 +29,11 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--host", default="0.0.0.0")
     serve.add_argument("--port", type=int, default=8080)
     serve.add_argument("--batch-dir", required=True, help="per-job logs go to <batch-dir>/<job>/logs/")
-    serve.add_argument("--sockets", help="serve each job on a unix socket of its own under this folder "
-                       "(job_sockets.py); the HTTP port is then on loopback only")
+    serve.add_argument(
+        "--sockets",
+        help="serve each job on a unix socket of its own under this folder "
+        "(job_sockets.py); the HTTP port is then on loopback only",
+    )
     args = parser.parse_args(argv)
     environ = dict(os.environ)  # read here, where the process starts, and handed down
     try:
@@ -43,8 +46,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gateway: {SECRET_ENV} is not set", file=sys.stderr)
         return 2
     try:
-        responder = build_gateway(args.mode, batch_dir=args.batch_dir, scenario=args.scenario,
-                                  upstream=args.upstream, batch_budget_usd=args.batch_budget_usd, environ=environ)
+        responder = build_gateway(
+            args.mode,
+            batch_dir=args.batch_dir,
+            scenario=args.scenario,
+            upstream=args.upstream,
+            batch_budget_usd=args.batch_budget_usd,
+            environ=environ,
+        )
     except (ScenarioError, GatewayConfigError) as err:
         print(f"gateway: {err}", file=sys.stderr)
         return 2
@@ -53,8 +62,10 @@ def main(argv: list[str] | None = None) -> int:
     server.start()
     if args.sockets:
         JobSockets(args.sockets, server.port).start()
-    print(f"gateway listening on {args.host}:{server.port} mode={args.mode} ({describe(args.mode, args.upstream)})",
-          flush=True)
+    print(
+        f"gateway listening on {args.host}:{server.port} mode={args.mode} ({describe(args.mode, args.upstream)})",
+        flush=True,
+    )
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: done.set())

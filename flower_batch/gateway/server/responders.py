@@ -39,7 +39,9 @@ def _scripted(serve: Serve) -> Responder:
 
 def _anthropic(serve: Serve) -> Responder:
     try:
-        return ProxyResponder(Upstream(serve.upstream or DEFAULT_UPSTREAM), UpstreamAuth.from_gateway(serve.environ))
+        return ProxyResponder(
+            Upstream(serve.upstream or DEFAULT_UPSTREAM), UpstreamAuth.from_gateway(serve.environ)
+        )
     except (UpstreamError, UpstreamAuthError) as err:
         raise GatewayConfigError(str(err)) from err
 
@@ -88,7 +90,9 @@ def build_gateway(
 ) -> Tap:
     """The mode's responder behind the tap. Budgets apply in every mode (replay spends nothing)."""
     inner = mode_responder(mode, batch_dir=batch_dir, scenario=scenario, upstream=upstream, environ=environ)
-    return Tap(inner, batch_dir=batch_dir, mode=GatewayMode(mode), budgets=Budgets(batch_dir, batch_budget_usd))
+    return Tap(
+        inner, batch_dir=batch_dir, mode=GatewayMode(mode), budgets=Budgets(batch_dir, batch_budget_usd)
+    )
 
 
 def describe(mode: str, upstream: str | None) -> str:

@@ -62,7 +62,8 @@ class JobRouter:
         job = job_of(request.prefix)
         if job is None:
             return ResponsePlan.error(
-                404, "flower-batch gateway: send requests to /j/<job>/v1/messages (set by flower-batch)",
+                404,
+                "flower-batch gateway: send requests to /j/<job>/v1/messages (set by flower-batch)",
                 rule=NO_JOB_RULE,
             )
         return ResponsePlan.error(
@@ -174,7 +175,9 @@ class PerJobLog(DeltaWriter):
         finally:
             os.close(logs_fd)
 
-    def _unrouted(self, record: dict[str, Any], why: str, credential_sha256: str, *, remembered: bool) -> None:
+    def _unrouted(
+        self, record: dict[str, Any], why: str, credential_sha256: str, *, remembered: bool
+    ) -> None:
         line = json.dumps(unrouted_entry(record, why, credential_sha256), separators=(",", ":")) + "\n"
         data = line.encode("ascii")  # ensure_ascii: bounded bytes per character
         path = self.path_for(None)

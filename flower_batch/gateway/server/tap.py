@@ -95,7 +95,11 @@ class Tap:
         if request.endpoint == "messages" and self.budgets is not None:
             early = request.begun.pop(_BUDGET_KEY, None)
             # begin() decided already (and forwarded the request if allowed): that decision stands
-            reason = early.reason if isinstance(early, _BudgetDecision) else self.budgets.refusal(job, self.summaries())
+            reason = (
+                early.reason
+                if isinstance(early, _BudgetDecision)
+                else self.budgets.refusal(job, self.summaries())
+            )
             if reason is not None:
                 meter.refused(reason)
                 plan = refusal_plan(reason)
@@ -184,7 +188,11 @@ class _Watch:
         ):
             model = str(body.get("model") or self.model)
             self.meter.update(
-                self.ex, model, usage_fields(body["usage"]), final=True, requested=self.requested,
+                self.ex,
+                model,
+                usage_fields(body["usage"]),
+                final=True,
+                requested=self.requested,
                 summary=False,
             )
         self._record(plan.outcome, events=None, json_body=body)
@@ -223,12 +231,20 @@ class _Watch:
             usage = message.get("usage")
             if isinstance(usage, dict):
                 self.meter.update(
-                    self.ex, self.model, usage_fields(usage), final=False, requested=self.requested,
+                    self.ex,
+                    self.model,
+                    usage_fields(usage),
+                    final=False,
+                    requested=self.requested,
                     summary=False,
                 )
         elif name == "message_delta" and isinstance(data.get("usage"), dict):
             self.meter.update(
-                self.ex, self.model, usage_fields(data["usage"]), final=True, requested=self.requested,
+                self.ex,
+                self.model,
+                usage_fields(data["usage"]),
+                final=True,
+                requested=self.requested,
                 summary=False,
             )
 

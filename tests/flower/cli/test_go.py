@@ -21,14 +21,21 @@ STARTER = EXAMPLES / "scenarios" / "starter.toml"
 ROLE_MARKS = {"clarify": "## 确认需求", "goal": "## 设定目标", "work": "## 协调规则", "judge": "## 独立判定"}
 
 
-def flower(srv: ScriptedServer | None, cwd: Path, *args: str, stdin: str | None = None,
-           timeout: float = 180) -> subprocess.CompletedProcess[str]:
+def flower(
+    srv: ScriptedServer | None, cwd: Path, *args: str, stdin: str | None = None, timeout: float = 180
+) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "200"}
     if srv is not None:
         env.update(srv.env(cwd / "cfg"))
     return subprocess.run(
-        [sys.executable, "-m", "flower", *args], cwd=cwd, env=env, text=True, capture_output=True,
-        input=stdin, stdin=None if stdin is not None else subprocess.DEVNULL, timeout=timeout,
+        [sys.executable, "-m", "flower", *args],
+        cwd=cwd,
+        env=env,
+        text=True,
+        capture_output=True,
+        input=stdin,
+        stdin=None if stdin is not None else subprocess.DEVNULL,
+        timeout=timeout,
     )
 
 
@@ -57,10 +64,25 @@ def test_orchestrator_commands_first_run_silent_wake_words_and_new(tmp_path):
         first = flower(srv, tmp_path, *base, "make hello.txt say hi")
         assert first.returncode == 0, first.stderr
         assert (ws / "hello.txt").read_text() == "hi\n"
-        assert rows_of_last_run(runs) == ["确认需求", "设定目标", "干活", "干活·判定#1", "干活#round2", "干活·判定#2"]
+        assert rows_of_last_run(runs) == [
+            "确认需求",
+            "设定目标",
+            "干活",
+            "干活·判定#1",
+            "干活#round2",
+            "干活·判定#2",
+        ]
         out = first.stdout + first.stderr
-        for text in ("❓ hello.txt 里只写 hi", "全自动", "干活·判定#1: not_yet", "干活·判定#2: achieved",
-                     "做完了", "offline scripted model", "total cost $", str(runs / "manifest.json")):
+        for text in (
+            "❓ hello.txt 里只写 hi",
+            "全自动",
+            "干活·判定#1: not_yet",
+            "干活·判定#2: achieved",
+            "做完了",
+            "offline scripted model",
+            "total cost $",
+            str(runs / "manifest.json"),
+        ):
             assert text in out, text
         assert "Traceback" not in out
 
@@ -69,7 +91,11 @@ def test_orchestrator_commands_first_run_silent_wake_words_and_new(tmp_path):
         seen = len(message_requests(srv))
         silent = flower(srv, tmp_path, *base)
         assert silent.returncode == 0, silent.stderr
-        assert "<- 在" in silent.stderr and "需求已确认 · 目标 2 条" in silent.stderr and "第 2 次唤醒" in silent.stderr
+        assert (
+            "<- 在" in silent.stderr
+            and "需求已确认 · 目标 2 条" in silent.stderr
+            and "第 2 次唤醒" in silent.stderr
+        )
         assert "确认需求: 已定下, 跳过" in silent.stderr and "<- 接上次 · 第 2 次唤醒" in silent.stderr
         assert ((notes / "需求.md").read_bytes(), (notes / "目标.md").read_bytes()) == (brief, goal)
         assert rows_of_last_run(runs) == ["干活", "干活·判定#1"]
@@ -79,7 +105,10 @@ def test_orchestrator_commands_first_run_silent_wake_words_and_new(tmp_path):
         seen = len(message_requests(srv))
         words = flower(srv, tmp_path, *base, "also add bye.txt")
         assert words.returncode == 0, words.stderr
-        assert "## 唤醒时追加" in (notes / "需求.md").read_text() and "also add bye.txt" in (notes / "需求.md").read_text()
+        assert (
+            "## 唤醒时追加" in (notes / "需求.md").read_text()
+            and "also add bye.txt" in (notes / "需求.md").read_text()
+        )
         assert "bye.txt 存在,内容是 bye" in (notes / "目标.md").read_text()
         assert (ws / "bye.txt").read_text() == "bye\n"
         assert rows_of_last_run(runs) == ["设定目标", "干活", "干活·判定#1"]
@@ -118,8 +147,14 @@ def test_piped_stdin_goes_to_the_inbox_and_nobody_is_waited_for(tmp_path):
     (tmp_path / "ws").mkdir()
     started = time.monotonic()
     with ScriptedServer(Scenario.load(STARTER), keep_requests=True) as srv:
-        out = flower(srv, tmp_path / "ws", "make hello.txt say hi", "--clarify-only",
-                     stdin="PIPED-NOTE keep it lowercase\n", timeout=120)
+        out = flower(
+            srv,
+            tmp_path / "ws",
+            "make hello.txt say hi",
+            "--clarify-only",
+            stdin="PIPED-NOTE keep it lowercase\n",
+            timeout=120,
+        )
     assert out.returncode == 0, out.stderr
     assert time.monotonic() - started < 60
     notes = tmp_path / "ws" / ".flower" / "notes"
@@ -170,7 +205,9 @@ def test_run_the_seed_workflow_file(tmp_path):
     ws = tmp_path / "repo"
     ws.mkdir()
     (ws / "seed.txt").write_text("春风\n", encoding="utf-8")
-    with ScriptedServer(Scenario.load(EXAMPLES / "scenarios" / "starter-flows.toml"), keep_requests=True) as srv:
+    with ScriptedServer(
+        Scenario.load(EXAMPLES / "scenarios" / "starter-flows.toml"), keep_requests=True
+    ) as srv:
         out = flower(srv, tmp_path, "run", str(EXAMPLES / "flows.py") + ":main", "-w", str(ws))
         assert not srv.unmatched
     assert out.returncode == 0, out.stderr

@@ -27,11 +27,21 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 # A slow continuation, so that Ctrl-C lands while the model is "thinking"; and the answer to the
 # word added after it.
 EXTRA_RULES = [
-    {"name": "work: slow continuation", "delay_s": 4.0,
-     "when": {"system_contains": "## 协调规则", "last_user_contains": "接着上次的工作继续", "last_is_tool_result": False},
-     "reply": "看过了。"},
-    {"name": "work: the added word", "when": {"system_contains": "## 协调规则", "last_user_contains": "WORD-AFTER-CTRL-C"},
-     "reply": "收到补充, 已经照做。"},
+    {
+        "name": "work: slow continuation",
+        "delay_s": 4.0,
+        "when": {
+            "system_contains": "## 协调规则",
+            "last_user_contains": "接着上次的工作继续",
+            "last_is_tool_result": False,
+        },
+        "reply": "看过了。",
+    },
+    {
+        "name": "work: the added word",
+        "when": {"system_contains": "## 协调规则", "last_user_contains": "WORD-AFTER-CTRL-C"},
+        "reply": "收到补充, 已经照做。",
+    },
 ]
 
 
@@ -42,8 +52,13 @@ class Terminal:
         master, slave = os.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 200, 0, 0))
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "flower", *args], cwd=cwd, env=env,
-            stdin=slave, stdout=slave, stderr=slave, start_new_session=True,
+            [sys.executable, "-m", "flower", *args],
+            cwd=cwd,
+            env=env,
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            start_new_session=True,
             preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0),  # the pty is its terminal
         )
         os.close(slave)
@@ -110,7 +125,9 @@ def test_a_person_at_the_terminal(tmp_path):
     ws = tmp_path / "ws"
     ws.mkdir()
     notes, runs = ws / ".flower" / "notes", ws / "runs"
-    with ScriptedServer(Scenario.from_dict(scenario), log_path=tmp_path / "model.jsonl", keep_requests=True) as srv:
+    with ScriptedServer(
+        Scenario.from_dict(scenario), log_path=tmp_path / "model.jsonl", keep_requests=True
+    ) as srv:
         env = {**os.environ, **srv.env(tmp_path / "cfg"), "NO_COLOR": "1", "TERM": "xterm"}
 
         def flower(*args: str) -> Terminal:
@@ -128,7 +145,9 @@ def test_a_person_at_the_terminal(tmp_path):
         t.expect("做完了")
         assert t.wait() == 0
         brief = (notes / "需求.md").read_text()
-        assert "用户回答了内容的问题" in brief and "TYPED-NOTE be polite" in brief and "## 运行中补充" in brief
+        assert (
+            "用户回答了内容的问题" in brief and "TYPED-NOTE be polite" in brief and "## 运行中补充" in brief
+        )
         assert "just hi" in (notes / "问答记录.md").read_text()
 
         # Wake prompt, Enter = continue; one Ctrl-C mid-step asks for a word and goes on.
@@ -164,7 +183,9 @@ def test_a_person_at_the_terminal(tmp_path):
         t.send("also add bye.txt\r")
         t.expect("做完了")
         assert t.wait() == 0
-        assert (ws / "bye.txt").read_text() == "bye\n" and "also add bye.txt" in (notes / "需求.md").read_text()
+        assert (ws / "bye.txt").read_text() == "bye\n" and "also add bye.txt" in (
+            notes / "需求.md"
+        ).read_text()
         assert last_run(runs) == ["设定目标", "干活", "干活·判定#1"]
 
         # /new archives and asks for the new task; an empty line declines the question.

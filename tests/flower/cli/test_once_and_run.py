@@ -11,8 +11,16 @@ from tests.rig import message_requests, scripted, texts_of
 
 SCENARIO = {
     "rules": [
-        {"name": "hello", "when": {"last_user_contains": "say hello"}, "reply": [{"text": "hello from the script"}]},
-        {"name": "again", "when": {"last_user_contains": "what did you say"}, "reply": [{"text": "I said hello"}]},
+        {
+            "name": "hello",
+            "when": {"last_user_contains": "say hello"},
+            "reply": [{"text": "hello from the script"}],
+        },
+        {
+            "name": "again",
+            "when": {"last_user_contains": "what did you say"},
+            "reply": [{"text": "I said hello"}],
+        },
         {"name": "boom", "when": {"last_user_contains": "explode"}, "error": 401},
     ]
 }
@@ -24,7 +32,11 @@ def flower(tmp_path, srv, *args, cwd=None):
     ws.mkdir(exist_ok=True)
     return subprocess.run(
         [sys.executable, "-m", "flower", "-w", str(ws), "-r", str(tmp_path / "runs"), *args],
-        capture_output=True, text=True, env=env, cwd=cwd or tmp_path, timeout=120,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd or tmp_path,
+        timeout=120,
     )
 
 
@@ -66,11 +78,19 @@ def test_bad_usage_is_one_line_exit_2(tmp_path):
 
 BRACKETS = {
     "rules": [
-        {"name": "glob", "when": {"last_user_contains": "brackets please", "last_is_tool_result": False},
-         "reply": [{"text": "looking in [/tmp] [bold]now"},
-                   {"tool_use": {"name": "Glob", "input": {"pattern": "[/a-z]*[/]"}}}]},
-        {"name": "done", "when": {"last_is_tool_result": True},
-         "reply": [{"text": "done [/tmp] ok [bold]x[/bold]"}]},
+        {
+            "name": "glob",
+            "when": {"last_user_contains": "brackets please", "last_is_tool_result": False},
+            "reply": [
+                {"text": "looking in [/tmp] [bold]now"},
+                {"tool_use": {"name": "Glob", "input": {"pattern": "[/a-z]*[/]"}}},
+            ],
+        },
+        {
+            "name": "done",
+            "when": {"last_is_tool_result": True},
+            "reply": [{"text": "done [/tmp] ok [bold]x[/bold]"}],
+        },
     ]
 }
 

@@ -10,8 +10,11 @@ from pathlib import Path
 import flower.cli
 from flower import errors
 
-OURS = {name for name, value in vars(errors).items()
-        if inspect.isclass(value) and issubclass(value, errors.FlowerError)}
+OURS = {
+    name
+    for name, value in vars(errors).items()
+    if inspect.isclass(value) and issubclass(value, errors.FlowerError)
+}
 
 
 def _rewraps(handler: ast.ExceptHandler) -> bool:
@@ -22,9 +25,14 @@ def _rewraps(handler: ast.ExceptHandler) -> bool:
     if not any(isinstance(n, ast.Name) and n.id in OURS for n in names):
         return False
     first = handler.body[0]
-    return (isinstance(first, ast.Expr) and isinstance(first.value, ast.Call)
-            and isinstance(first.value.func, ast.Name) and first.value.func.id == "fail"
-            and bool(first.value.args) and ast.unparse(first.value.args[0]) == f"str({handler.name})")
+    return (
+        isinstance(first, ast.Expr)
+        and isinstance(first.value, ast.Call)
+        and isinstance(first.value.func, ast.Name)
+        and first.value.func.id == "fail"
+        and bool(first.value.args)
+        and ast.unparse(first.value.args[0]) == f"str({handler.name})"
+    )
 
 
 def _handlers(source: str) -> list[ast.ExceptHandler]:
@@ -32,13 +40,20 @@ def _handlers(source: str) -> list[ast.ExceptHandler]:
 
 
 def test_the_check_sees_a_rewrap_and_leaves_other_handlers_alone() -> None:
-    source = ("try:\n    x()\nexcept WorkflowError as exc:\n    fail(str(exc), kind='workflow')\n"
-              "except ValueError as exc:\n    fail(str(exc))\n")
+    source = (
+        "try:\n    x()\nexcept WorkflowError as exc:\n    fail(str(exc), kind='workflow')\n"
+        "except ValueError as exc:\n    fail(str(exc))\n"
+    )
     assert [_rewraps(h) for h in _handlers(source)] == [True, False]
 
 
 def test_no_command_module_prints_a_flower_error_itself() -> None:
     root = Path(flower.cli.__file__).parent
-    found = [f"{path.name}:{h.lineno}" for path in sorted(root.glob("*.py")) if path.name != "app.py"
-             for h in _handlers(path.read_text(encoding="utf-8")) if _rewraps(h)]
+    found = [
+        f"{path.name}:{h.lineno}"
+        for path in sorted(root.glob("*.py"))
+        if path.name != "app.py"
+        for h in _handlers(path.read_text(encoding="utf-8"))
+        if _rewraps(h)
+    ]
     assert found == []

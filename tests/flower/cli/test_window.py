@@ -9,21 +9,28 @@ import sys
 
 from tests.rig import message_requests, scripted
 
-FLOW = '''
+FLOW = """
 from flower import AgentSpec, Step, Workflow
 
 def main():
     spec = AgentSpec("w", allowed_tools=["Bash"], permission_mode="bypassPermissions", max_turns=10)
     return Workflow([Step("fill", spec, "WINDOWTEST: run echo once.")], name="window")
-'''
+"""
 DOC = "## 现在在做什么\\n测试窗口。\\n\\n## 下一步\\n说 done。\\n"
 SCENARIO = {
     "rules": [
-        {"name": "doc", "when": {"last_user_contains": "上下文快满了"}, "reply": [{"text": DOC.replace("\\n", "\n")}]},
+        {
+            "name": "doc",
+            "when": {"last_user_contains": "上下文快满了"},
+            "reply": [{"text": DOC.replace("\\n", "\n")}],
+        },
         # 12,000 tokens of context: past the threshold of a 60K window (10K), far below 200K's (150K)
-        {"name": "fill", "when": {"last_user_contains": "WINDOWTEST", "last_is_tool_result": False},
-         "reply": [{"tool_use": {"name": "Bash", "input": {"command": "echo hi"}}}],
-         "usage": {"input_tokens": 12000, "output_tokens": 10}},
+        {
+            "name": "fill",
+            "when": {"last_user_contains": "WINDOWTEST", "last_is_tool_result": False},
+            "reply": [{"tool_use": {"name": "Bash", "input": {"command": "echo hi"}}}],
+            "usage": {"input_tokens": 12000, "output_tokens": 10},
+        },
         {"name": "done", "reply": [{"text": "done"}]},
     ]
 }
@@ -38,9 +45,23 @@ def flower_run(tmp_path, srv, *args, window_env=None):  # type: ignore[no-untype
     ws.mkdir(exist_ok=True)
     (tmp_path / "flow.py").write_text(FLOW)
     return subprocess.run(
-        [sys.executable, "-m", "flower", "-w", str(ws), "-r", str(tmp_path / "runs"), "run",
-         f"{tmp_path / 'flow.py'}:main", *args],
-        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=180,
+        [
+            sys.executable,
+            "-m",
+            "flower",
+            "-w",
+            str(ws),
+            "-r",
+            str(tmp_path / "runs"),
+            "run",
+            f"{tmp_path / 'flow.py'}:main",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=180,
     )
 
 

@@ -35,16 +35,38 @@ note.txt 在工作区根目录。
 
 def rules(work_usage: int, *, successor_reply: list[dict] | None = None) -> list[dict]:
     return [
-        {"name": "successor", "when": {"last_user_contains": "你在接手一个进行中的任务"},
-         "usage": {"input_tokens": 900}, "reply": successor_reply or [{"text": "finished after handoff"}]},
-        {"name": "doc", "when": {"last_user_contains": "现在写交接文档"},
-         "usage": {"input_tokens": 12_400}, "reply": [{"text": DOC}]},
-        {"name": "wake", "when": {"last_user_contains": "continue the build"}, "reply": [{"text": "woke up"}]},
-        {"name": "work", "when": {"last_user_contains": TASK, "last_is_tool_result": False},
-         "usage": {"input_tokens": work_usage},
-         "reply": [{"text": "Started."}, {"tool_use": {"name": "Read", "input": {"file_path": "{cwd}/note.txt"}}}]},
-        {"name": "after-tool", "when": {"last_is_tool_result": True}, "delay_s": 2,
-         "reply": [{"text": "the work went on without a handoff"}]},
+        {
+            "name": "successor",
+            "when": {"last_user_contains": "你在接手一个进行中的任务"},
+            "usage": {"input_tokens": 900},
+            "reply": successor_reply or [{"text": "finished after handoff"}],
+        },
+        {
+            "name": "doc",
+            "when": {"last_user_contains": "现在写交接文档"},
+            "usage": {"input_tokens": 12_400},
+            "reply": [{"text": DOC}],
+        },
+        {
+            "name": "wake",
+            "when": {"last_user_contains": "continue the build"},
+            "reply": [{"text": "woke up"}],
+        },
+        {
+            "name": "work",
+            "when": {"last_user_contains": TASK, "last_is_tool_result": False},
+            "usage": {"input_tokens": work_usage},
+            "reply": [
+                {"text": "Started."},
+                {"tool_use": {"name": "Read", "input": {"file_path": "{cwd}/note.txt"}}},
+            ],
+        },
+        {
+            "name": "after-tool",
+            "when": {"last_is_tool_result": True},
+            "delay_s": 2,
+            "reply": [{"text": "the work went on without a handoff"}],
+        },
     ]
 
 
@@ -52,19 +74,27 @@ def runtime(tmp_path, srv, handoff) -> Runtime:
     ws = tmp_path / "ws"
     ws.mkdir(exist_ok=True)
     (ws / "note.txt").write_text("the fruit is banana\n")
-    return Runtime(workspace=ws, run_dir=tmp_path / "runs", env=srv.env(tmp_path / "cfg"),
-                   resilience=False, handoff=handoff)
+    return Runtime(
+        workspace=ws,
+        run_dir=tmp_path / "runs",
+        env=srv.env(tmp_path / "cfg"),
+        resilience=False,
+        handoff=handoff,
+    )
 
 
 # -- the numbers (pure logic) -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("window", "room", "at", "warn"), [
-    (200_000, 50_000, 150_000, 130_000),
-    (1_000_000, 250_000, 750_000, 730_000),
-    (60_000, 50_000, 10_000, 1_000),
-    (20_000, 50_000, 10_000, 1_000),
-])
+@pytest.mark.parametrize(
+    ("window", "room", "at", "warn"),
+    [
+        (200_000, 50_000, 150_000, 130_000),
+        (1_000_000, 250_000, 750_000, 730_000),
+        (60_000, 50_000, 10_000, 1_000),
+        (20_000, 50_000, 10_000, 1_000),
+    ],
+)
 def test_threshold_numbers_are_upstreams(window, room, at, warn):
     h = Handoff(window=window)
     assert (h.room, h.at, h.warn_at) == (room, at, warn)
@@ -102,7 +132,9 @@ def test_auto_compact_is_forced_off_while_handoff_is_on(tmp_path):
     try:
         assert on._options(spec, None, False, None).env["DISABLE_AUTO_COMPACT"] == "1"
         assert "DISABLE_AUTO_COMPACT" not in off._options(AgentSpec("x"), None, False, None).env
-        assert off._options(AgentSpec("x", compact=False), None, False, None).env["DISABLE_AUTO_COMPACT"] == "1"
+        assert (
+            off._options(AgentSpec("x", compact=False), None, False, None).env["DISABLE_AUTO_COMPACT"] == "1"
+        )
     finally:
         on.close()
         off.close()
@@ -119,7 +151,8 @@ async def test_crossing_the_threshold_hands_over_to_a_successor_that_lineage_rec
         rt = runtime(tmp_path, srv, Handoff(window=60_000))  # at = 10_000 tokens
         try:
             ctx = await Workflow([Step("干活", SPEC, TASK, resume_prompt="continue the build")]).run(
-                rt, on_event=lambda k, p: events.append((k, p)))
+                rt, on_event=lambda k, p: events.append((k, p))
+            )
         finally:
             rt.close()
         reqs = message_requests(srv)
@@ -164,7 +197,9 @@ async def test_an_overflow_error_gives_a_degraded_handoff(tmp_path):
     terminal_reason blocking_limit) once the context is near a known model's window: the
     session cannot write anything, so the runtime writes the document itself."""
     spec = AgentSpec("worker", allowed_tools=["Read"], model="claude-sonnet-4-5")
-    scenario = {"rules": rules(work_usage=195_000, successor_reply=[{"text": "finished after degraded handoff"}])}
+    scenario = {
+        "rules": rules(work_usage=195_000, successor_reply=[{"text": "finished after degraded handoff"}])
+    }
     with scripted(tmp_path, scenario) as srv:
         rt = runtime(tmp_path, srv, Handoff(window=1_000_000))  # our threshold is never reached
         try:
@@ -204,12 +239,27 @@ async def test_a_session_that_writes_the_document_itself_is_taken_at_its_word(tm
     spec = AgentSpec("worker", allowed_tools=["Read", "Write"], permission_mode="acceptEdits")
     scenario = {"rules": rules(work_usage=12_000)}
     scenario["rules"][1] = {  # the document comes as a Write call, the reply is just "done"
-        "name": "doc", "when": {"last_user_contains": "现在写交接文档"}, "times": 1,
-        "reply": [{"tool_use": {"name": "Write", "input": {
-            "file_path": "{cwd}/.flower/notes/交接-干活.md", "content": DOC}}}]}
-    scenario["rules"].insert(1, {"name": "doc-written", "when": {"last_is_tool_result": True,
-                                                                 "tool_result_contains": "交接-干活.md"},
-                                 "usage": {"input_tokens": 12_600}, "reply": [{"text": "done"}]})
+        "name": "doc",
+        "when": {"last_user_contains": "现在写交接文档"},
+        "times": 1,
+        "reply": [
+            {
+                "tool_use": {
+                    "name": "Write",
+                    "input": {"file_path": "{cwd}/.flower/notes/交接-干活.md", "content": DOC},
+                }
+            }
+        ],
+    }
+    scenario["rules"].insert(
+        1,
+        {
+            "name": "doc-written",
+            "when": {"last_is_tool_result": True, "tool_result_contains": "交接-干活.md"},
+            "usage": {"input_tokens": 12_600},
+            "reply": [{"text": "done"}],
+        },
+    )
     with scripted(tmp_path, scenario) as srv:
         rt = runtime(tmp_path, srv, Handoff(window=60_000))
         try:

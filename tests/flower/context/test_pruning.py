@@ -693,7 +693,9 @@ async def test_trim_runs_last_and_false_disables_only_trim():
 
     untrimmed = await PruningSessionStore(inner, trim=False).load(KEY)
     assert untrimmed == prune(t.entries)
-    assert not any(e.get("isApiErrorMessage") for e in untrimmed)  # trim=False stops only the trimming: the other cleanups still run
+    assert not any(
+        e.get("isApiErrorMessage") for e in untrimmed
+    )  # trim=False stops only the trimming: the other cleanups still run
 
 
 def test_constructor_validates():

@@ -30,16 +30,28 @@ def tool_results(request: dict) -> list[str]:
 
 
 def make_runtime(tmp_path, srv, **kw) -> Runtime:
-    return Runtime(workspace=tmp_path / "ws", run_dir=tmp_path / "runs", env=srv.env(tmp_path / "cfg"),
-                   resilience=False, **kw)
+    return Runtime(
+        workspace=tmp_path / "ws",
+        run_dir=tmp_path / "runs",
+        env=srv.env(tmp_path / "cfg"),
+        resilience=False,
+        **kw,
+    )
 
 
-SPILL_SCENARIO = {"rules": [
-    {"name": "read", "when": {"last_user_contains": "read both", "last_is_tool_result": False},
-     "reply": [{"tool_use": {"name": "Read", "input": {"file_path": "{cwd}/big.txt"}}},
-               {"tool_use": {"name": "Read", "input": {"file_path": "{cwd}/small.txt"}}}]},
-    {"name": "done", "when": {"last_is_tool_result": True}, "reply": [{"text": "read both"}]},
-]}
+SPILL_SCENARIO = {
+    "rules": [
+        {
+            "name": "read",
+            "when": {"last_user_contains": "read both", "last_is_tool_result": False},
+            "reply": [
+                {"tool_use": {"name": "Read", "input": {"file_path": "{cwd}/big.txt"}}},
+                {"tool_use": {"name": "Read", "input": {"file_path": "{cwd}/small.txt"}}},
+            ],
+        },
+        {"name": "done", "when": {"last_is_tool_result": True}, "reply": [{"text": "read both"}]},
+    ]
+}
 
 
 @pytest.mark.parametrize("workbench", [True, False], ids=["workbench", "no-workbench"])
@@ -72,12 +84,20 @@ async def test_spill_moves_large_tool_results_to_a_file_and_leaves_a_pointer(tmp
     assert "[spilled: " in payloads
 
 
-TRIM_SCENARIO = {"rules": [
-    {"name": "next", "when": {"last_user_contains": "what next"}, "reply": [{"text": "next thing"}]},
-    {"name": "read-all", "when": {"last_user_contains": "read all", "last_is_tool_result": False},
-     "reply": [{"tool_use": {"name": "Read", "input": {"file_path": f"{{cwd}}/f{i:02d}.txt"}}} for i in range(21)]},
-    {"name": "done", "when": {"last_is_tool_result": True}, "reply": [{"text": "read all 21"}]},
-]}
+TRIM_SCENARIO = {
+    "rules": [
+        {"name": "next", "when": {"last_user_contains": "what next"}, "reply": [{"text": "next thing"}]},
+        {
+            "name": "read-all",
+            "when": {"last_user_contains": "read all", "last_is_tool_result": False},
+            "reply": [
+                {"tool_use": {"name": "Read", "input": {"file_path": f"{{cwd}}/f{i:02d}.txt"}}}
+                for i in range(21)
+            ],
+        },
+        {"name": "done", "when": {"last_is_tool_result": True}, "reply": [{"text": "read all 21"}]},
+    ]
+}
 
 
 async def test_trim_on_load_keeps_the_newest_20_large_results_and_moves_the_rest_to_files(tmp_path):

@@ -19,11 +19,26 @@ JUDGE = AgentSpec("judge", instructions="ROLE=judge", allowed_tools=["Read"])
 
 SCENARIO = {
     "rules": [
-        {"name": "judge", "when": {"system_contains": "ROLE=judge"}, "reply": [{"text": "verdict: achieved"}]},
-        {"name": "again", "when": {"last_user_contains": "continue the work"}, "reply": [{"text": "continued"}]},
-        {"name": "work", "when": {"last_user_contains": "do the work"},
-         "usage": {"input_tokens": 80_000, "cache_read_input_tokens": 200, "cache_creation_input_tokens": 13},
-         "reply": [{"text": "worked"}]},
+        {
+            "name": "judge",
+            "when": {"system_contains": "ROLE=judge"},
+            "reply": [{"text": "verdict: achieved"}],
+        },
+        {
+            "name": "again",
+            "when": {"last_user_contains": "continue the work"},
+            "reply": [{"text": "continued"}],
+        },
+        {
+            "name": "work",
+            "when": {"last_user_contains": "do the work"},
+            "usage": {
+                "input_tokens": 80_000,
+                "cache_read_input_tokens": 200,
+                "cache_creation_input_tokens": 13,
+            },
+            "reply": [{"text": "worked"}],
+        },
     ]
 }
 
@@ -104,13 +119,21 @@ async def test_second_process_continues_same_session_and_wake_reports_it(tmp_pat
         rt2 = runtime(tmp_path, srv)
         try:
             second = await work_flow().run(
-                rt2, on_event=lambda k, p: headers.append(step_header(p["name"], p["index"], p["total"],
-                                                                      resumed=p["resumed"], woke=p["woke"]))
-                if k == "step" else None)
+                rt2,
+                on_event=lambda k, p: (
+                    headers.append(
+                        step_header(p["name"], p["index"], p["total"], resumed=p["resumed"], woke=p["woke"])
+                    )
+                    if k == "step"
+                    else None
+                ),
+            )
         finally:
             rt2.close()
         assert second["_woke"] == 2 and second["_sessions"]["干活"] == sid
-        assert second["_results"]["干活"].text == "continued"  # Step.resume_prompt was sent, not the prompt: it is what continuing says
+        assert (
+            second["_results"]["干活"].text == "continued"
+        )  # Step.resume_prompt was sent, not the prompt: it is what continuing says
         assert headers == ["== 干活 " + "=" * 32 + "  1/1  <- 接上次 · 第 2 次唤醒"]
         last = message_requests(srv)[-1]
         assert last["session"] == sid and "do the work" in texts_of(last) and "worked" in texts_of(last)
@@ -162,7 +185,9 @@ async def test_whatever_does_not_match_starts_fresh_without_error(tmp_path, dama
         from flower.runtime.engine import Runtime
 
         ws = kw.get("workspace", tmp_path / "ws")
-        rt2 = Runtime(workspace=ws, run_dir=tmp_path / "runs", env=srv.env(tmp_path / "cfg"), resilience=False)
+        rt2 = Runtime(
+            workspace=ws, run_dir=tmp_path / "runs", env=srv.env(tmp_path / "cfg"), resilience=False
+        )
         try:
             ctx = await work_flow().run(rt2)
         finally:
@@ -220,9 +245,16 @@ def test_lineage_load_survives_every_bad_shape(tmp_path):
     ws.mkdir()
     path = tmp_path / "lineage.json"
     good = {"workspace": str(ws.resolve()), "woke": 3, "steps": {"a": "sid-a", "b": "sid-b"}}
-    for raw in ["", "{", "null", "[]", "42", json.dumps({**good, "workspace": "/elsewhere"}),
-                json.dumps({**good, "woke": -1, "steps": {"a": 7, "": "x"}}),
-                json.dumps({**good, "steps": "sid-a"})]:
+    for raw in [
+        "",
+        "{",
+        "null",
+        "[]",
+        "42",
+        json.dumps({**good, "workspace": "/elsewhere"}),
+        json.dumps({**good, "woke": -1, "steps": {"a": 7, "": "x"}}),
+        json.dumps({**good, "steps": "sid-a"}),
+    ]:
         path.write_text(raw)
         lin = Lineage.load(tmp_path, ws, lambda sid: True)
         assert lin.woke in (0, 3) and set(lin.steps) <= {""}, raw
@@ -254,12 +286,15 @@ def test_banner_parts_and_header():
     assert banner(state, workspace="/srv/proj") == "<- 在 /srv/proj 接上上次  第 1 次唤醒"
     state.update(waking=True, checks=15, woke=2)
     assert banner(state, workspace="/srv/proj", context=80_213) == (
-        "<- 在 /srv/proj 接上上次  需求已确认 · 目标 15 条 · 干活上下文 80.2K · 第 3 次唤醒")
+        "<- 在 /srv/proj 接上上次  需求已确认 · 目标 15 条 · 干活上下文 80.2K · 第 3 次唤醒"
+    )
     assert banner(state, workspace=Path.home() / "proj", context=950, context_step="查资料").startswith(
-        "<- 在 ~/proj 接上上次")
+        "<- 在 ~/proj 接上上次"
+    )
     assert [format_tokens(n) for n in (950, 80_213, 1_234_567)] == ["950", "80.2K", "1.23M"]
     assert step_header("干活", 3, 3, resumed=True, woke=3) == (
-        "== 干活 " + "=" * 32 + "  3/3  <- 接上次 · 第 3 次唤醒")  # 40 columns before the count
+        "== 干活 " + "=" * 32 + "  3/3  <- 接上次 · 第 3 次唤醒"
+    )  # 40 columns before the count
     assert step_header("write", 1, 2) == "== write " + "=" * 31 + "  1/2"
 
 

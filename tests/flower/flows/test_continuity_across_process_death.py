@@ -25,16 +25,36 @@ def scenario(first_answer_delay: float) -> dict:
     which holds the process in the middle of step 1 with two turns already in sessions.db."""
     return {
         "rules": [
-            {"name": "resumed", "when": {"last_user_contains": "continue the reading"},
-             "reply": [{"text": "resumed: the note says banana"}]},
-            {"name": "read", "when": {"last_user_contains": "read the note", "last_is_tool_result": False},
-             "reply": [{"text": "Reading."}, {"tool_use": {"name": "Read", "input": {"file_path": "{cwd}/note.txt"}}}]},
-            {"name": "slow-answer", "when": {"last_is_tool_result": True, "tool_result_contains": "banana"},
-             "times": 1, "delay_s": first_answer_delay, "reply": [{"text": "noted: banana"}]},
-            {"name": "answer", "when": {"last_is_tool_result": True, "tool_result_contains": "banana"},
-             "reply": [{"text": "noted: banana"}]},
-            {"name": "conclude", "when": {"last_user_contains": "write the conclusion"},
-             "reply": [{"text": "conclusion: banana"}]},
+            {
+                "name": "resumed",
+                "when": {"last_user_contains": "continue the reading"},
+                "reply": [{"text": "resumed: the note says banana"}],
+            },
+            {
+                "name": "read",
+                "when": {"last_user_contains": "read the note", "last_is_tool_result": False},
+                "reply": [
+                    {"text": "Reading."},
+                    {"tool_use": {"name": "Read", "input": {"file_path": "{cwd}/note.txt"}}},
+                ],
+            },
+            {
+                "name": "slow-answer",
+                "when": {"last_is_tool_result": True, "tool_result_contains": "banana"},
+                "times": 1,
+                "delay_s": first_answer_delay,
+                "reply": [{"text": "noted: banana"}],
+            },
+            {
+                "name": "answer",
+                "when": {"last_is_tool_result": True, "tool_result_contains": "banana"},
+                "reply": [{"text": "noted: banana"}],
+            },
+            {
+                "name": "conclude",
+                "when": {"last_user_contains": "write the conclusion"},
+                "reply": [{"text": "conclusion: banana"}],
+            },
         ]
     }
 
@@ -49,8 +69,10 @@ def stored(runs, sid: str, text: str) -> bool:
     """Whether sessions.db holds an entry of session `sid` containing `text`."""
     try:
         with sqlite3.connect(f"file:{runs / 'sessions.db'}?mode=ro", uri=True) as db:
-            row = db.execute("SELECT 1 FROM entries WHERE store_key LIKE ? AND payload LIKE ? LIMIT 1",
-                             (f"%/{sid}", f"%{text}%")).fetchone()
+            row = db.execute(
+                "SELECT 1 FROM entries WHERE store_key LIKE ? AND payload LIKE ? LIMIT 1",
+                (f"%/{sid}", f"%{text}%"),
+            ).fetchone()
     except sqlite3.Error:
         return False
     return row is not None
@@ -59,6 +81,7 @@ def stored(runs, sid: str, text: str) -> bool:
 def step1_session_known(child: Child, srv) -> str:
     """Wait until lineage.json names step 1's session, the delayed request is in flight and the
     tool result it answers is in sessions.db (the mirror trails the CLI by a few ms)."""
+
     def ready():
         sid = lineage(child.runs).get("steps", {}).get(STEP1)
         if not sid or not any(r["rule"] == "slow-answer" for r in srv.requests):

@@ -15,11 +15,24 @@ SPEC = AgentSpec("worker", instructions="ROLE=worker", allowed_tools=["Read"])
 
 SCENARIO = {
     "rules": [
-        {"name": "read", "when": {"last_user_contains": "read the note", "last_is_tool_result": False},
-         "reply": [{"text": "Reading it."}, {"tool_use": {"name": "Read", "input": {"file_path": "{cwd}/note.txt"}}}]},
-        {"name": "after-read", "when": {"last_is_tool_result": True, "tool_result_contains": "banana"},
-         "reply": [{"text": "The note says banana."}]},
-        {"name": "remember", "when": {"last_user_contains": "remember 42"}, "reply": [{"text": "ok, 42 noted"}]},
+        {
+            "name": "read",
+            "when": {"last_user_contains": "read the note", "last_is_tool_result": False},
+            "reply": [
+                {"text": "Reading it."},
+                {"tool_use": {"name": "Read", "input": {"file_path": "{cwd}/note.txt"}}},
+            ],
+        },
+        {
+            "name": "after-read",
+            "when": {"last_is_tool_result": True, "tool_result_contains": "banana"},
+            "reply": [{"text": "The note says banana."}],
+        },
+        {
+            "name": "remember",
+            "when": {"last_user_contains": "remember 42"},
+            "reply": [{"text": "ok, 42 noted"}],
+        },
         {"name": "recall", "when": {"last_user_contains": "which number"}, "reply": [{"text": "it was 42"}]},
         {"name": "boom", "when": {"last_user_contains": "please fail"}, "error": 500},
         {"name": "fix", "when": {"last_user_contains": "fix it"}, "reply": [{"text": "fixed version"}]},
@@ -122,7 +135,9 @@ async def test_ctx_table_stop_skip_continue_when(tmp_path):
         )
         ctx = await wf.run(rt)
     assert "skipper" not in ctx and not ctx["_results"]["skipper"].ok
-    assert gate_calls == []  # the gate is never called for a failed result: a failed result is retried or fails as it is
+    assert (
+        gate_calls == []
+    )  # the gate is never called for a failed result: a failed result is retried or fails as it is
     assert ctx["goer"] == ""  # continue: the (incomplete) text is written, reduce not applied
     assert ctx["fine"]["upper"].startswith("DONE")
     assert "never_when" not in ctx and "never_when" not in ctx["_results"]
@@ -244,7 +259,9 @@ def test_background_subagents_are_waited_for_until_a_terminal_report():
 
     from flower.runtime.background import Background
 
-    launched = UserMessage([ToolResultBlock("toolu_1", [{"type": "text", "text": "Async agent launched successfully."}])])
+    launched = UserMessage(
+        [ToolResultBlock("toolu_1", [{"type": "text", "text": "Async agent launched successfully."}])]
+    )
     started = TaskStartedMessage("task_started", {}, "t1", "coder", "u1", "s", tool_use_id="toolu_1")
     # The CLI may report the launch before TaskStarted: pending from the tool result alone.
     bg = Background()

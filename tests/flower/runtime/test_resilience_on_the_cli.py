@@ -25,10 +25,19 @@ FAST = dict(base_delay=0.05, max_delay=0.2, probe_interval=0.2, probe_timeout=0.
 def outage_scenario(seconds: float) -> dict:
     return {
         "rules": [
-            {"name": "resumed", "when": {"last_user_contains": RESUME_PROMPT[:12]},
-             "reply": [{"text": "back: the note says banana"}]},
-            {"name": "read", "when": {"last_user_contains": "read the note", "last_is_tool_result": False},
-             "reply": [{"text": "Reading."}, {"tool_use": {"name": "Read", "input": {"file_path": "{cwd}/note.txt"}}}]},
+            {
+                "name": "resumed",
+                "when": {"last_user_contains": RESUME_PROMPT[:12]},
+                "reply": [{"text": "back: the note says banana"}],
+            },
+            {
+                "name": "read",
+                "when": {"last_user_contains": "read the note", "last_is_tool_result": False},
+                "reply": [
+                    {"text": "Reading."},
+                    {"tool_use": {"name": "Read", "input": {"file_path": "{cwd}/note.txt"}}},
+                ],
+            },
             # The server goes away (listener closed, connections reset) for `seconds`.
             {"name": "outage", "when": {"last_is_tool_result": True}, "times": 1, "outage_s": seconds},
             {"name": "answer", "when": {"last_is_tool_result": True}, "reply": [{"text": "noted"}]},
@@ -42,7 +51,9 @@ def live_runtime(tmp_path, srv, **policy) -> Runtime:
     (ws / "note.txt").write_text("the fruit is banana\n")
     # max_retries=None: no test override, so the runtime's own CLI retry setting applies.
     env = srv.env(tmp_path / "cfg", max_retries=None)
-    return Runtime(workspace=ws, run_dir=tmp_path / "runs", env=env, resilience=Resilience(**{**FAST, **policy}))
+    return Runtime(
+        workspace=ws, run_dir=tmp_path / "runs", env=env, resilience=Resilience(**{**FAST, **policy})
+    )
 
 
 @pytest.mark.parametrize("seconds", [4.0, pytest.param(20.0, marks=pytest.mark.slow)], ids=["4s", "20s"])
@@ -53,7 +64,8 @@ async def test_an_outage_mid_step_is_waited_out_and_the_same_session_resumes(tmp
         started = time.monotonic()
         try:
             ctx = await Workflow([Step("work", SPEC, "read the note")]).run(
-                rt, on_event=lambda kind, payload: events.append((kind, payload)))
+                rt, on_event=lambda kind, payload: events.append((kind, payload))
+            )
         finally:
             rt.close()
         elapsed = time.monotonic() - started
@@ -73,7 +85,9 @@ async def test_an_outage_mid_step_is_waited_out_and_the_same_session_resumes(tmp
     assert "read the note" in seen and "the fruit is banana" in seen
     assert "API Error" not in seen and "Connection" not in seen
     recovery = back["time"] - outage["time"]
-    print(f"\noutage {seconds:.0f} s: resumed request {recovery:.1f} s after the outage began; step {elapsed:.1f} s")
+    print(
+        f"\noutage {seconds:.0f} s: resumed request {recovery:.1f} s after the outage began; step {elapsed:.1f} s"
+    )
     assert seconds <= recovery < seconds + 10
     row = json.loads(rt.manifest_path.read_text())[0]
     assert row["attempts"] == 2 and row["resumed"] is True and row["ok"] is True
@@ -101,8 +115,15 @@ async def test_a_401_stops_at_once_without_waiting(tmp_path):
 
 async def test_a_budget_stop_is_fatal_and_not_retried(tmp_path):
     spec = AgentSpec("worker", allowed_tools=["Read"], max_budget_usd=0.000001)
-    scenario = {"rules": [{"name": "costly", "usage": {"input_tokens": 50_000, "output_tokens": 5_000},
-                           "reply": [{"text": "expensive"}]}]}
+    scenario = {
+        "rules": [
+            {
+                "name": "costly",
+                "usage": {"input_tokens": 50_000, "output_tokens": 5_000},
+                "reply": [{"text": "expensive"}],
+            }
+        ]
+    }
     with scripted(tmp_path, scenario) as srv:
         rt = live_runtime(tmp_path, srv, base_delay=30.0)
         try:
@@ -115,12 +136,21 @@ async def test_a_budget_stop_is_fatal_and_not_retried(tmp_path):
 
 
 async def test_server_errors_are_retried_by_resuming_the_session(tmp_path):
-    scenario = {"rules": [
-        {"name": "resumed", "when": {"last_user_contains": RESUME_PROMPT[:12]}, "reply": [{"text": "fine now"}]},
-        {"name": "read", "when": {"last_user_contains": "read the note", "last_is_tool_result": False},
-         "reply": [{"tool_use": {"name": "Read", "input": {"file_path": "{cwd}/note.txt"}}}]},
-        {"name": "overloaded", "when": {"last_is_tool_result": True}, "error": 529},
-    ]}
+    scenario = {
+        "rules": [
+            {
+                "name": "resumed",
+                "when": {"last_user_contains": RESUME_PROMPT[:12]},
+                "reply": [{"text": "fine now"}],
+            },
+            {
+                "name": "read",
+                "when": {"last_user_contains": "read the note", "last_is_tool_result": False},
+                "reply": [{"tool_use": {"name": "Read", "input": {"file_path": "{cwd}/note.txt"}}}],
+            },
+            {"name": "overloaded", "when": {"last_is_tool_result": True}, "error": 529},
+        ]
+    }
     with scripted(tmp_path, scenario) as srv:
         rt = live_runtime(tmp_path, srv)
         try:

@@ -22,12 +22,29 @@ SPEC = AgentSpec("worker", allowed_tools=["Read", "Bash"])
 
 SCENARIO = {
     "rules": [
-        {"name": "kiwi", "when": {"last_user_contains": "also mention kiwi"}, "reply": [{"text": "kiwi mentioned"}]},
-        {"name": "after-sleep", "when": {"last_user_contains": "what happened"}, "reply": [{"text": "it was stopped"}]},
-        {"name": "slow", "when": {"last_user_contains": "tell me slowly"}, "delay_s": 30,
-         "reply": [{"text": "too late"}]},
-        {"name": "sleep", "when": {"last_user_contains": "sleep a while", "last_is_tool_result": False},
-         "reply": [{"tool_use": {"name": "Bash", "input": {"command": "sleep 20", "description": "wait"}}}]},
+        {
+            "name": "kiwi",
+            "when": {"last_user_contains": "also mention kiwi"},
+            "reply": [{"text": "kiwi mentioned"}],
+        },
+        {
+            "name": "after-sleep",
+            "when": {"last_user_contains": "what happened"},
+            "reply": [{"text": "it was stopped"}],
+        },
+        {
+            "name": "slow",
+            "when": {"last_user_contains": "tell me slowly"},
+            "delay_s": 30,
+            "reply": [{"text": "too late"}],
+        },
+        {
+            "name": "sleep",
+            "when": {"last_user_contains": "sleep a while", "last_is_tool_result": False},
+            "reply": [
+                {"tool_use": {"name": "Bash", "input": {"command": "sleep 20", "description": "wait"}}}
+            ],
+        },
     ]
 }
 

@@ -21,15 +21,37 @@ ASKED = "补充一句?"
 
 SCENARIO = {
     "rules": [
-        {"name": "kiwi", "when": {"last_user_contains": "also mention kiwi"}, "reply": [{"text": "kiwi mentioned"}]},
-        {"name": "resumed", "when": {"last_user_contains": "continue the reading"}, "reply": [{"text": "resumed"}]},
-        {"name": "read", "when": {"last_user_contains": "read the note", "last_is_tool_result": False},
-         "reply": [{"text": "Reading."}, {"tool_use": {"name": "Read", "input": {"file_path": "{cwd}/note.txt"}}}]},
+        {
+            "name": "kiwi",
+            "when": {"last_user_contains": "also mention kiwi"},
+            "reply": [{"text": "kiwi mentioned"}],
+        },
+        {
+            "name": "resumed",
+            "when": {"last_user_contains": "continue the reading"},
+            "reply": [{"text": "resumed"}],
+        },
+        {
+            "name": "read",
+            "when": {"last_user_contains": "read the note", "last_is_tool_result": False},
+            "reply": [
+                {"text": "Reading."},
+                {"tool_use": {"name": "Read", "input": {"file_path": "{cwd}/note.txt"}}},
+            ],
+        },
         # The answer to the tool result streams slowly: a long turn to interrupt.
-        {"name": "slow-answer", "when": {"last_is_tool_result": True, "tool_result_contains": "banana"},
-         "times": 1, "delay_s": 60, "reply": [{"text": "noted: banana"}]},
-        {"name": "conclude", "when": {"last_user_contains": "write the conclusion"},
-         "reply": [{"text": "conclusion: banana"}]},
+        {
+            "name": "slow-answer",
+            "when": {"last_is_tool_result": True, "tool_result_contains": "banana"},
+            "times": 1,
+            "delay_s": 60,
+            "reply": [{"text": "noted: banana"}],
+        },
+        {
+            "name": "conclude",
+            "when": {"last_user_contains": "write the conclusion"},
+            "reply": [{"text": "conclusion: banana"}],
+        },
     ]
 }
 
@@ -79,8 +101,16 @@ def test_one_ctrl_c_interrupts_takes_a_word_and_the_same_session_goes_on(tmp_pat
 
 
 def test_ctrl_c_with_no_word_continues_with_the_neutral_resume_prompt(tmp_path):
-    scenario = {"rules": [{"name": "go-on", "when": {"last_user_contains": "上一轮在中途被中断"},
-                           "reply": [{"text": "went on"}]}, *SCENARIO["rules"]]}
+    scenario = {
+        "rules": [
+            {
+                "name": "go-on",
+                "when": {"last_user_contains": "上一轮在中途被中断"},
+                "reply": [{"text": "went on"}],
+            },
+            *SCENARIO["rules"],
+        ]
+    }
     with scripted(tmp_path, scenario) as srv:
         child, master = start(tmp_path, srv)
         try:
@@ -93,7 +123,9 @@ def test_ctrl_c_with_no_word_continues_with_the_neutral_resume_prompt(tmp_path):
             child.cleanup()
             os.close(master)
     first = manifest(tmp_path / "runs")[0]
-    assert first["ok"] and first["attempts"] == 1 and first["session_id"] == sid and first["text"] == "went on"
+    assert (
+        first["ok"] and first["attempts"] == 1 and first["session_id"] == sid and first["text"] == "went on"
+    )
 
 
 def test_two_ctrl_c_quit_with_130_and_the_next_run_continues(tmp_path):
@@ -112,7 +144,9 @@ def test_two_ctrl_c_quit_with_130_and_the_next_run_continues(tmp_path):
             os.close(master)
         out = child.output
         assert "Traceback" not in out and "interrupted" in out
-        assert manifest(tmp_path / "runs") == []  # the in-flight step is not in the manifest: two Ctrl-C quit without a row
+        assert (
+            manifest(tmp_path / "runs") == []
+        )  # the in-flight step is not in the manifest: two Ctrl-C quit without a row
         assert lineage(tmp_path / "runs")["steps"][STEP1] == sid  # but lineage has its session
         again = Child(tmp_path, srv.env(tmp_path / "cfg"), "run", FLOW)
         try:

@@ -16,10 +16,18 @@ from flower.scripted.log import RequestLog
 from flower.scripted.logformat import MAX_BRANCHES, DeltaEncoder
 from flower_batch.gateway.server.routing import PerJobLog
 
-TOOLS = [{"name": f"Tool{i}", "description": "does things " * 20, "input_schema": {"type": "object"}} for i in range(8)]
+TOOLS = [
+    {"name": f"Tool{i}", "description": "does things " * 20, "input_schema": {"type": "object"}}
+    for i in range(8)
+]
 SYSTEM = [{"type": "text", "text": "You are the agent. " * 40, "cache_control": {"type": "ephemeral"}}]
-HEADERS = {"x-claude-code-session-id": "s-1", "user-agent": "claude-cli/2.0 (external, sdk-py)", "x-api-key": "[redacted]",
-           "anthropic-version": "2023-06-01", "anthropic-beta": "claude-code-20250219,interleaved-thinking-2025-05-14"}
+HEADERS = {
+    "x-claude-code-session-id": "s-1",
+    "user-agent": "claude-cli/2.0 (external, sdk-py)",
+    "x-api-key": "[redacted]",
+    "anthropic-version": "2023-06-01",
+    "anthropic-beta": "claude-code-20250219,interleaved-thinking-2025-05-14",
+}
 
 
 def message(role: str, text: str) -> dict[str, Any]:
@@ -33,15 +41,43 @@ def with_cache_mark(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def record(messages: list[dict[str, Any]], *, session: str = "s-1", nth: int = 1, prefix: str = "/j/job-1",
-           system: Any = SYSTEM, headers: dict[str, str] | None = None) -> dict[str, Any]:
-    body = {"model": "claude-test", "messages": with_cache_mark(messages), "system": system, "tools": TOOLS,
-            "max_tokens": 32000, "stream": True}
-    return {"time": 1.0 + nth, "method": "POST", "path": prefix + "/v1/messages?beta=true", "prefix": prefix,
-            "endpoint": "messages", "session": session, "nth": nth, "model": "claude-test", "stream": True,
-            "n_messages": len(messages), "body_bytes": len(json.dumps(body)), "rule": "r", "step": None,
-            "status": 200, "outcome": "stream", "usage": {"input_tokens": 10, "output_tokens": 2},
-            "headers": {**HEADERS, "x-claude-code-session-id": session, **(headers or {})}, "body": body}
+def record(
+    messages: list[dict[str, Any]],
+    *,
+    session: str = "s-1",
+    nth: int = 1,
+    prefix: str = "/j/job-1",
+    system: Any = SYSTEM,
+    headers: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    body = {
+        "model": "claude-test",
+        "messages": with_cache_mark(messages),
+        "system": system,
+        "tools": TOOLS,
+        "max_tokens": 32000,
+        "stream": True,
+    }
+    return {
+        "time": 1.0 + nth,
+        "method": "POST",
+        "path": prefix + "/v1/messages?beta=true",
+        "prefix": prefix,
+        "endpoint": "messages",
+        "session": session,
+        "nth": nth,
+        "model": "claude-test",
+        "stream": True,
+        "n_messages": len(messages),
+        "body_bytes": len(json.dumps(body)),
+        "rule": "r",
+        "step": None,
+        "status": 200,
+        "outcome": "stream",
+        "usage": {"input_tokens": 10, "output_tokens": 2},
+        "headers": {**HEADERS, "x-claude-code-session-id": session, **(headers or {})},
+        "body": body,
+    }
 
 
 def lines(path: Path) -> list[dict[str, Any]]:
@@ -53,7 +89,10 @@ def conversation(turns: int, size: int = 3000) -> list[list[dict[str, Any]]]:
     history: list[dict[str, Any]] = [message("user", "start " + "x" * size)]
     out = [list(history)]
     for i in range(1, turns):
-        history += [message("assistant", f"answer {i} " + "a" * size), message("user", f"result {i} " + "r" * size)]
+        history += [
+            message("assistant", f"answer {i} " + "a" * size),
+            message("user", f"result {i} " + "r" * size),
+        ]
         out.append(list(history))
     return out
 
@@ -72,7 +111,10 @@ def test_growing_conversation_logs_only_new_messages_and_rebuilds_every_request(
         assert "full" not in entry and delta["from"] == prev["n_messages"] and len(delta["new"]) == 2
         assert set(entry["same"]) == {"headers", "system", "tools"} and "headers" not in entry
         # the shape of the request stays whole
-        assert entry["n_messages"] == delta["from"] + 2 and entry["usage"] == {"input_tokens": 10, "output_tokens": 2}
+        assert entry["n_messages"] == delta["from"] + 2 and entry["usage"] == {
+            "input_tokens": 10,
+            "output_tokens": 2,
+        }
     for entry, line in zip(entries[1:], path.read_text().splitlines()[1:], strict=True):
         new_bytes = len(json.dumps(entry["messages"]["new"], ensure_ascii=False, separators=(",", ":")))
         assert len(line.encode()) <= 2048 + new_bytes
@@ -111,7 +153,10 @@ def test_interleaved_conversations_of_one_session_each_stay_deltas(tmp_path):
     """A subagent shares its parent's session id: both conversations are followed."""
     path = tmp_path / "log.jsonl"
     log = RequestLog(path)
-    parent, child = conversation(5), [[message("user", "subtask " + "q" * 800)] + m[1:] for m in conversation(5)]
+    parent, child = (
+        conversation(5),
+        [[message("user", "subtask " + "q" * 800)] + m[1:] for m in conversation(5)],
+    )
     originals = []
     for n in range(5):
         originals += [record(parent[n], nth=2 * n + 1), record(child[n], nth=2 * n + 2, system="sub " * 50)]
@@ -174,7 +219,7 @@ def test_a_missing_line_is_detected_not_rebuilt_wrong(tmp_path):
     for n, msgs in enumerate(conversation(4), 1):
         log.add(record(msgs, nth=n))
     kept = path.read_text().splitlines()
-    path.write_text("\n".join(kept[:1] + kept[2:]) + "\n{\"torn")  # line 2 lost, a torn last line
+    path.write_text("\n".join(kept[:1] + kept[2:]) + '\n{"torn')  # line 2 lost, a torn last line
     got = list(read_request_log(path))
     assert got[0]["body"] is not None and got[1]["body"] is None and "line 2" in got[1]["body_problem"]
     assert len(got) == 3
@@ -259,7 +304,9 @@ def test_raw_text_that_is_not_the_parsed_body_falls_back_to_the_slow_path(tmp_pa
     assert list(read_request_log(path, strict=True)) == originals
 
 
-OPS = st.lists(st.sampled_from(["grow", "grow", "grow", "shrink", "edit", "switch", "system"]), min_size=1, max_size=25)
+OPS = st.lists(
+    st.sampled_from(["grow", "grow", "grow", "shrink", "edit", "switch", "system"]), min_size=1, max_size=25
+)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -141,8 +141,10 @@ def test_a_body_over_the_apis_limit_is_refused_unread():
     with ScriptedServer(HELLO, keep_requests=True) as srv:
         with socket.create_connection(("127.0.0.1", srv.port), timeout=5) as sock:
             # Says 1 GB, sends 1 KB: the answer comes at once, nothing waits for (or holds) the rest.
-            sock.sendall(b"POST /v1/messages HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\n"
-                         b"Content-Length: 1000000000\r\n\r\n" + b"x" * 1024)
+            sock.sendall(
+                b"POST /v1/messages HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\n"
+                b"Content-Length: 1000000000\r\n\r\n" + b"x" * 1024
+            )
             answer = b""
             while b"request_too_large" not in answer and (piece := sock.recv(65536)):
                 answer += piece

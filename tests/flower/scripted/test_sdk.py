@@ -159,4 +159,3 @@ async def test_an_outage_is_ridden_out_by_the_cli_retries(tmp_path):
     entries = [json.loads(line) for line in transcript.read_text().splitlines()]
     codes = [e["error"]["connection"]["code"] for e in entries if e.get("subtype") == "api_error"]
     assert codes == ["ECONNRESET", "ECONNREFUSED"]
-

@@ -89,8 +89,23 @@ def test_starter_flow_refusals_are_one_line(tmp_path):
 
 def test_isolate_in_a_git_repository_prepares_the_worker_worktree(tmp_path):
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
-    subprocess.run(["git", "-C", str(tmp_path), "-c", "user.email=a@b", "-c", "user.name=a",
-                    "commit", "-q", "--allow-empty", "-m", "init"], check=True)
+    subprocess.run(
+        [
+            "git",
+            "-C",
+            str(tmp_path),
+            "-c",
+            "user.email=a@b",
+            "-c",
+            "user.name=a",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "init",
+        ],
+        check=True,
+    )
     wf = starter_flow("x", workspace=tmp_path, run_dir=tmp_path / "runs", isolate=True)
     coder = wf.steps[-1].spec.agents["coder"]
     assert "## 隔离工作区" in coder.prompt and (tmp_path / ".flower" / "worktrees" / "coder").is_dir()
@@ -145,7 +160,9 @@ def test_new_archives_the_three_files_together(tmp_path):
 
 def test_with_goal_rounds_and_user_gate(tmp_path):
     spec = AgentSpec("w")
-    step = with_goal(Step("w", spec, "p", gate=lambda r, ctx: True), None, goal_path=tmp_path / "g.md", rounds=5)
+    step = with_goal(
+        Step("w", spec, "p", gate=lambda r, ctx: True), None, goal_path=tmp_path / "g.md", rounds=5
+    )
     assert step.retries == 4 and step.name == "w"
     with pytest.raises(ValueError, match="rounds must be >= 1"):
         with_goal(Step("w", spec, "p"), None, goal_path=tmp_path / "g.md", rounds=0)
@@ -155,8 +172,13 @@ def test_with_goal_rounds_and_user_gate(tmp_path):
 
 
 def starter_runtime(tmp_path: Path, srv: ScriptedServer, wf: Workflow) -> Runtime:
-    return Runtime(workspace=tmp_path / "ws", run_dir=tmp_path / "runs", env=srv.env(tmp_path / "cfg"),
-                   workbench=wf.workbench, resilience=False)
+    return Runtime(
+        workspace=tmp_path / "ws",
+        run_dir=tmp_path / "runs",
+        env=srv.env(tmp_path / "cfg"),
+        workbench=wf.workbench,
+        resilience=False,
+    )
 
 
 @pytest.mark.anyio
@@ -177,7 +199,14 @@ async def test_starter_flow_end_to_end(tmp_path):
     assert not ctx.get("_failed_at"), ctx.get("_results")
     assert (ws / "hello.txt").read_text() == "hi\n"
     rows = json.loads(rt.manifest_path.read_text())
-    assert [r["step"] for r in rows] == ["确认需求", "设定目标", "干活", "干活·判定#1", "干活#round2", "干活·判定#2"]
+    assert [r["step"] for r in rows] == [
+        "确认需求",
+        "设定目标",
+        "干活",
+        "干活·判定#1",
+        "干活#round2",
+        "干活·判定#2",
+    ]
     sid = {r["step"]: r["session_id"] for r in rows}
     assert sid["干活"] == sid["干活#round2"]  # not_yet resumed the work session
     judges = {sid["干活·判定#1"], sid["干活·判定#2"]}
@@ -209,14 +238,22 @@ async def test_starter_flow_end_to_end(tmp_path):
 
 JUDGE_RULES = [
     {"name": "work", "when": {"system_contains": "ROLE=work"}, "reply": "worked"},
-    {"name": "judge ambiguous once", "times": 1,
-     "when": {"system_contains": "## 独立判定", "last_user_contains": "MODE=ambiguous"},
-     "reply": "I think it is probably fine, mostly."},
-    {"name": "judge unreachable",
-     "when": {"system_contains": "## 独立判定", "last_user_contains": "MODE=unreachable"},
-     "reply": "## 结论\nunreachable\n\n## 理由\nNEEDS-A-GPU: 这台机器没有 GPU。\n\n## 未通过\n- 训练完成"},
-    {"name": "judge achieved", "when": {"system_contains": "## 独立判定"},
-     "reply": "## 结论\nachieved\n\n## 理由\n都对。\n\n## 未通过\n无"},
+    {
+        "name": "judge ambiguous once",
+        "times": 1,
+        "when": {"system_contains": "## 独立判定", "last_user_contains": "MODE=ambiguous"},
+        "reply": "I think it is probably fine, mostly.",
+    },
+    {
+        "name": "judge unreachable",
+        "when": {"system_contains": "## 独立判定", "last_user_contains": "MODE=unreachable"},
+        "reply": "## 结论\nunreachable\n\n## 理由\nNEEDS-A-GPU: 这台机器没有 GPU。\n\n## 未通过\n- 训练完成",
+    },
+    {
+        "name": "judge achieved",
+        "when": {"system_contains": "## 独立判定"},
+        "reply": "## 结论\nachieved\n\n## 理由\n都对。\n\n## 未通过\n无",
+    },
 ]
 
 
@@ -224,7 +261,9 @@ def judged_flow(tmp_path: Path, mode: str, answer: str | None) -> tuple[Workflow
     goal = tmp_path / "目标.md"
     goal.write_text(f"# 目标\n\nMODE={mode}\n\n# 判定清单\n\n- 训练完成\n", encoding="utf-8")
     ch = HumanChannel(log_path=tmp_path / "qa.md", timeout_s=5, ask_fn=lambda q, t: answer)
-    step = with_goal(Step("w", AgentSpec("w", instructions="ROLE=work"), "work please"), ch, goal_path=goal, rounds=3)
+    step = with_goal(
+        Step("w", AgentSpec("w", instructions="ROLE=work"), "work please"), ch, goal_path=goal, rounds=3
+    )
     return Workflow([step], channel=ch), ch
 
 
@@ -260,14 +299,25 @@ async def test_verdict_paths(tmp_path, mode, answer, steps, failed):
 
 
 CLARIFY_RULES = [
-    {"name": "resume: complete", "when": {"system_contains": "## 确认需求", "last_user_contains": "需求确认还没有做完",
-                                          "any_text_contains": "REQ-X"},
-     "reply": BRIEF},
-    {"name": "repair: still no assumptions", "when": {"system_contains": "## 确认需求",
-                                                      "last_user_contains": "需求确认书还缺这几节"},
-     "reply": BRIEF.replace("无\n", "")},
-    {"name": "first: two sections only", "when": {"system_contains": "## 确认需求", "last_user_contains": "REQ-X"},
-     "reply": "# 需求确认书\n\n## 目标\n\n让 hello.txt 说 hi。\n\n## 验收标准\n\n- 内容是 hi\n"},
+    {
+        "name": "resume: complete",
+        "when": {
+            "system_contains": "## 确认需求",
+            "last_user_contains": "需求确认还没有做完",
+            "any_text_contains": "REQ-X",
+        },
+        "reply": BRIEF,
+    },
+    {
+        "name": "repair: still no assumptions",
+        "when": {"system_contains": "## 确认需求", "last_user_contains": "需求确认书还缺这几节"},
+        "reply": BRIEF.replace("无\n", ""),
+    },
+    {
+        "name": "first: two sections only",
+        "when": {"system_contains": "## 确认需求", "last_user_contains": "REQ-X"},
+        "reply": "# 需求确认书\n\n## 目标\n\n让 hello.txt 说 hi。\n\n## 验收标准\n\n- 内容是 hi\n",
+    },
 ]
 
 
@@ -290,7 +340,9 @@ async def test_clarify_repairs_then_continues_its_session_next_process(tmp_path)
             # The next process continues the same session with CLARIFY_RESUME, not the request.
             second = await flow().run(rt)
             resumed = message_requests(srv)[-1]
-            assert resumed["rule"] == "resume: complete" and resumed["session"] == first["_sessions"]["确认需求"]
+            assert (
+                resumed["rule"] == "resume: complete" and resumed["session"] == first["_sessions"]["确认需求"]
+            )
             assert read_brief(brief_file).complete and second["_brief"].complete
             count = len(message_requests(srv))
             third = await flow().run(rt)  # frozen: skipped, no model call, ctx still fed
@@ -305,8 +357,12 @@ async def test_clarify_repairs_then_continues_its_session_next_process(tmp_path)
 async def test_judge_gets_bash_only_with_can_run(tmp_path, can_run):
     goal = tmp_path / "目标.md"
     goal.write_text("# 目标\n\nMODE=plain\n\n# 判定清单\n\n- 训练完成\n", encoding="utf-8")
-    step = with_goal(Step("w", AgentSpec("w", instructions="ROLE=work"), "work please"), None, goal_path=goal,
-                     can_run=can_run)
+    step = with_goal(
+        Step("w", AgentSpec("w", instructions="ROLE=work"), "work please"),
+        None,
+        goal_path=goal,
+        can_run=can_run,
+    )
     with scripted(tmp_path, {"rules": JUDGE_RULES}) as srv:
         rt = runtime(tmp_path, srv)
         try:

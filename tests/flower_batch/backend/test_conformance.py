@@ -127,8 +127,13 @@ class Rig:
         return cid, await self.backend.wait(cid, timeout=timeout)
 
 
-@pytest.fixture(params=["fake", pytest.param("docker", marks=pytest.mark.docker),
-                        pytest.param("swarm", marks=pytest.mark.swarm)])
+@pytest.fixture(
+    params=[
+        "fake",
+        pytest.param("docker", marks=pytest.mark.docker),
+        pytest.param("swarm", marks=pytest.mark.swarm),
+    ]
+)
 async def rig(request) -> AsyncIterator[Rig]:
     labels = {"org.flower-batch.test": uuid.uuid4().hex[:12]}
     if request.param == "fake":
@@ -166,10 +171,17 @@ async def _swarm_rig(labels: dict[str, str]) -> AsyncIterator[Rig]:
     c = await anyio.to_thread.run_sync(cluster)
     root = c.shared / f"conformance-{uuid.uuid4().hex[:8]}"
     root.mkdir(parents=True)
-    backend = SwarmBackend(control_dir=root / ".swarm", base_url=c.docker_host, registry=c.registry,
-                           shared_root=c.shared, poll_s=0.2)
+    backend = SwarmBackend(
+        control_dir=root / ".swarm",
+        base_url=c.docker_host,
+        registry=c.registry,
+        shared_root=c.shared,
+        poll_s=0.2,
+    )
     try:
-        yield Rig(backend, push_reference(c.registry, c.image_id), "swarm", labels, tmp_root=root, seen_s=30.0)
+        yield Rig(
+            backend, push_reference(c.registry, c.image_id), "swarm", labels, tmp_root=root, seen_s=30.0
+        )
     finally:
         for t in await backend.list_by_label(labels):
             await backend.remove(t.id, force=True)
@@ -324,6 +336,7 @@ async def test_stop_returns_as_soon_as_the_process_exits(rig: Rig, shared_dir: P
     """stop's contract: SIGTERM, then return once the process has ended, not when the grace is
     over. So when it returns the process is gone (ended by the SIGTERM, not a kill), and it
     returned within the time the engine takes to see an exit, which the grace is twice of."""
+
     async def fake(p: FakeProcess) -> int:
         p.write_text("/data/ready", "")
         await anyio.sleep(600)
@@ -337,7 +350,10 @@ async def test_stop_returns_as_soon_as_the_process_exits(rig: Rig, shared_dir: P
     await rig.backend.stop(cid, grace_s=2 * rig.seen_s)
     took = time.monotonic() - t0
     ended = await rig.backend.inspect(cid)
-    assert (ended.state, ended.exit_code) == ("exited", 143)  # by SIGTERM's default action, before stop returned
+    assert (ended.state, ended.exit_code) == (
+        "exited",
+        143,
+    )  # by SIGTERM's default action, before stop returned
     assert took < rig.seen_s  # not the grace: fake and docker, 5 s of a 10 s grace, as always
 
 
@@ -480,8 +496,11 @@ async def test_secrets_reach_the_process_as_env_and_a_cluster_removes_its_engine
         p.write_text("/data/secret.txt", p.env["FB_TEST_SECRET"] + "\n")
         return 0
 
-    spec = rig.spec(rig.command('echo "$FB_TEST_SECRET" > /data/secret.txt', fake),
-                    secrets={"FB_TEST_SECRET": value}, mounts=[Mount(str(shared_dir), "/data")])
+    spec = rig.spec(
+        rig.command('echo "$FB_TEST_SECRET" > /data/secret.txt', fake),
+        secrets={"FB_TEST_SECRET": value},
+        mounts=[Mount(str(shared_dir), "/data")],
+    )
     cid, code = await rig.run(spec)
     assert code == 0 and (shared_dir / "secret.txt").read_text() == value + "\n"
     made = await rig.backend.list_secrets_by_label(rig.labels)
@@ -511,4 +530,6 @@ async def test_check_ready_accepts_the_image_on_shared_storage(rig: Rig) -> None
     # pre-flight's cluster check (the refusal of a home the nodes do not share: test_swarm_cluster.py)
     await rig.backend.check_ready(rig.image, {"org.flower-batch.batch": rig.labels["org.flower-batch.test"]})
     # its probe (on a cluster: a task on every node) left nothing
-    assert await rig.backend.list_by_label({"org.flower-batch.batch": rig.labels["org.flower-batch.test"]}) == []
+    assert (
+        await rig.backend.list_by_label({"org.flower-batch.batch": rig.labels["org.flower-batch.test"]}) == []
+    )

@@ -9,15 +9,31 @@ from pathlib import Path
 
 import typer.main
 
-COMMANDS = {"run", "wake", "ls", "status", "show", "logs", "stop", "gc", "image", "matrix", "report",
-            "compare", "repro", "view"}
+COMMANDS = {
+    "run",
+    "wake",
+    "ls",
+    "status",
+    "show",
+    "logs",
+    "stop",
+    "gc",
+    "image",
+    "matrix",
+    "report",
+    "compare",
+    "repro",
+    "view",
+}
 
 
 def test_the_app_has_every_command_without_importing_a_command_module_first() -> None:
-    code = ("import typer.main\nfrom flower_batch.cli import app\n"
-            "group = typer.main.get_command(app)\n"
-            "print(' '.join(sorted(group.commands)))\n"
-            "print(' '.join(sorted(group.commands['image'].commands)))")
+    code = (
+        "import typer.main\nfrom flower_batch.cli import app\n"
+        "group = typer.main.get_command(app)\n"
+        "print(' '.join(sorted(group.commands)))\n"
+        "print(' '.join(sorted(group.commands['image'].commands)))"
+    )
     shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     commands, image = shown.splitlines()
     assert set(commands.split()) == COMMANDS
@@ -26,8 +42,10 @@ def test_the_app_has_every_command_without_importing_a_command_module_first() ->
 
 def test_a_command_module_imports_without_the_app() -> None:
     # The cycle cli -> matrix_cmd -> cli is gone: a command module loads on its own and leaves the app unloaded.
-    code = ("import sys\nimport flower_batch.commands.matrix, flower_batch.commands.repro, flower_batch.commands.jobs\n"
-            "print('flower_batch.cli' in sys.modules)")
+    code = (
+        "import sys\nimport flower_batch.commands.matrix, flower_batch.commands.repro, flower_batch.commands.jobs\n"
+        "print('flower_batch.cli' in sys.modules)"
+    )
     shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert shown.strip() == "False"
 
@@ -84,16 +102,27 @@ def test_every_error_class_of_the_package_lives_in_errors_py() -> None:
 
     import flower_batch
 
-    internal = {"Interrupted", "BadRequest", "SessionsUnreadable", "_Killed"}  # never reach a user (errors.py)
+    internal = {
+        "Interrupted",
+        "BadRequest",
+        "SessionsUnreadable",
+        "_Killed",
+    }  # never reach a user (errors.py)
     root = Path(flower_batch.__file__).parent
     stray = []
     for path in root.rglob("*.py"):
         if path.name == "errors.py" and path.parent == root:
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ClassDef) and node.name not in internal and any(
-                    isinstance(b, ast.Name) and (b.id.endswith(("Error", "Exception")) or b.id in {"FlowerBatchError"})
-                    for b in node.bases):
+            if (
+                isinstance(node, ast.ClassDef)
+                and node.name not in internal
+                and any(
+                    isinstance(b, ast.Name)
+                    and (b.id.endswith(("Error", "Exception")) or b.id in {"FlowerBatchError"})
+                    for b in node.bases
+                )
+            ):
                 stray.append(f"{path.relative_to(root)}:{node.name}")
     assert stray == []
 
@@ -104,9 +133,13 @@ def _rewraps_as_one_line(handler: ast.ExceptHandler) -> bool:
     if not any(isinstance(n, ast.Name) and n.id == "FlowerBatchError" for n in names):
         return False
     first = handler.body[0]
-    return (isinstance(first, ast.Expr) and isinstance(first.value, ast.Call)
-            and isinstance(first.value.func, ast.Name) and first.value.func.id == "fail"
-            and ast.unparse(first.value.args[0]) == f"str({handler.name})")
+    return (
+        isinstance(first, ast.Expr)
+        and isinstance(first.value, ast.Call)
+        and isinstance(first.value.func, ast.Name)
+        and first.value.func.id == "fail"
+        and ast.unparse(first.value.args[0]) == f"str({handler.name})"
+    )
 
 
 def test_no_command_module_turns_our_errors_into_one_line_itself() -> None:
@@ -114,10 +147,12 @@ def test_no_command_module_turns_our_errors_into_one_line_itself() -> None:
 
     modules = sorted((Path(flower_batch.__file__).parent / "commands").glob("*.py"))
     assert {"jobs.py", "matrix.py", "common.py"} <= {path.name for path in modules}
-    found = [f"{path.name}:{node.lineno}"
-             for path in modules
-             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
-             if isinstance(node, ast.ExceptHandler) and node.type is not None and _rewraps_as_one_line(node)]
+    found = [
+        f"{path.name}:{node.lineno}"
+        for path in modules
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ExceptHandler) and node.type is not None and _rewraps_as_one_line(node)
+    ]
     assert found == []
     sample = ast.parse("try:\n    x()\nexcept FlowerBatchError as exc:\n    fail(str(exc))\n    raise\n")
     assert [_rewraps_as_one_line(n) for n in ast.walk(sample) if isinstance(n, ast.ExceptHandler)] == [True]

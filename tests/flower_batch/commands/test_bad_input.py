@@ -58,8 +58,22 @@ def seed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Seed]:
     image = runtime_image()
     ran = fb("matrix", "jobs.toml", "--image", image, home=home, cwd=project, timeout=240)
     assert ran.returncode == 0, ran.stderr
-    alone = fb("run", "tasks/alpha", "-f", "flows.py:solo", "--scenario", "scenarios/quick.toml",
-               "--persistent", "--name", PERSISTENT, "--image", image, home=home, cwd=project, timeout=240)
+    alone = fb(
+        "run",
+        "tasks/alpha",
+        "-f",
+        "flows.py:solo",
+        "--scenario",
+        "scenarios/quick.toml",
+        "--persistent",
+        "--name",
+        PERSISTENT,
+        "--image",
+        image,
+        home=home,
+        cwd=project,
+        timeout=240,
+    )
     assert alone.returncode == 0, alone.stderr
     shutil.rmtree(home / ".sessions", ignore_errors=True)  # clean exits leave an empty folder
     adhoc_sessions = sessions_of(home, "adhoc")  # only our own `run`'s leftovers, never another test's
@@ -100,18 +114,27 @@ class Case:
 
 def _retarget(task: str, target: str) -> Callable[[Copy], None]:
     def edit(c: Copy) -> None:
-        c.edit_jobs(lambda t: t.replace(f'[tasks.{task}]\n', f'[tasks.{task}]\nworkflow = "{target}"\n'))
+        c.edit_jobs(lambda t: t.replace(f"[tasks.{task}]\n", f'[tasks.{task}]\nworkflow = "{target}"\n'))
 
     return edit
 
 
 def _many_bad_targets(c: Copy) -> None:
     """One container for four cases: import raising, missing attribute, not a Workflow, os._exit."""
-    c.edit_jobs(lambda t: t + "".join(
-        f'\n[tasks.{name}]\nworkspace = "tasks/alpha"\nworkflow = "{target}"\n'
-        for name, target in (("boom", "boom.py:main"), ("noattr", "flows.py:nope"),
-                             ("notwf", "notwf.py:main"), ("exits", "exits.py:main"))
-    ))
+    c.edit_jobs(
+        lambda t: (
+            t
+            + "".join(
+                f'\n[tasks.{name}]\nworkspace = "tasks/alpha"\nworkflow = "{target}"\n'
+                for name, target in (
+                    ("boom", "boom.py:main"),
+                    ("noattr", "flows.py:nope"),
+                    ("notwf", "notwf.py:main"),
+                    ("exits", "exits.py:main"),
+                )
+            )
+        )
+    )
 
 
 def _scenario(name: str) -> Callable[[Copy], None]:
@@ -123,7 +146,9 @@ def _limits(field_line: str) -> Callable[[Copy], None]:
 
 
 def _misspelt_include(c: Copy) -> None:
-    c.edit_jobs(lambda t: t + '\n[matrix]\nvariant = ["solo"]\ninclude = [{ varient = "solo", timeout = "90s" }]\n')
+    c.edit_jobs(
+        lambda t: t + '\n[matrix]\nvariant = ["solo"]\ninclude = [{ varient = "solo", timeout = "90s" }]\n'
+    )
 
 
 def _huge(sizes: tuple[int, ...]) -> Callable[[Copy], None]:
@@ -131,70 +156,170 @@ def _huge(sizes: tuple[int, ...]) -> Callable[[Copy], None]:
 
 
 def _wake_target_removed(c: Copy) -> None:
-    (c.home / "adhoc" / PERSISTENT / "flows" / "flows.py").write_text('raise ImportError("flows copy broken")\n')
+    (c.home / "adhoc" / PERSISTENT / "flows" / "flows.py").write_text(
+        'raise ImportError("flows copy broken")\n'
+    )
 
 
 CASES = [
     # -- matrix: the typo that wiped finished results (Why 1) ---------------------------------
-    Case("matrix-typo-target", ["matrix", "jobs.toml", "--image", "{image}"],
-         [['workflow "flow.py:solo"', "task alpha", "flow.py not found", "did you mean flows.py?"]],
-         edit=_retarget("alpha", "flow.py:solo")),
-    Case("matrix-import-failures-one-container", ["matrix", "jobs.toml", "--image", "{image}"],
-         [['"boom.py:main"', "importing boom.py failed: RuntimeError: boom at import"],
-          ['"flows.py:nope"', "has no attribute 'nope'"],
-          ['"notwf.py:main"', "expected a flower.Workflow, got int"],
-          ['"exits.py:main"', "ended the Python process (exit code 3)"]],
-         edit=_many_bad_targets),
-    Case("matrix-unknown-rule-field", ["matrix", "jobs.toml", "--image", "{image}"],
-         [["typo.toml", "rule #1 'hello'", "'repyl'", "unknown rule field", "did you mean 'reply'?"]],
-         edit=_scenario("scenarios/typo.toml")),
-    Case("matrix-scenario-markup-kept", ["matrix", "jobs.toml", "--image", "{image}"],
-         [["norules.toml", "'rules'", "[[rules]] reply"]],
-         edit=_scenario("scenarios/norules.toml")),
+    Case(
+        "matrix-typo-target",
+        ["matrix", "jobs.toml", "--image", "{image}"],
+        [['workflow "flow.py:solo"', "task alpha", "flow.py not found", "did you mean flows.py?"]],
+        edit=_retarget("alpha", "flow.py:solo"),
+    ),
+    Case(
+        "matrix-import-failures-one-container",
+        ["matrix", "jobs.toml", "--image", "{image}"],
+        [
+            ['"boom.py:main"', "importing boom.py failed: RuntimeError: boom at import"],
+            ['"flows.py:nope"', "has no attribute 'nope'"],
+            ['"notwf.py:main"', "expected a flower.Workflow, got int"],
+            ['"exits.py:main"', "ended the Python process (exit code 3)"],
+        ],
+        edit=_many_bad_targets,
+    ),
+    Case(
+        "matrix-unknown-rule-field",
+        ["matrix", "jobs.toml", "--image", "{image}"],
+        [["typo.toml", "rule #1 'hello'", "'repyl'", "unknown rule field", "did you mean 'reply'?"]],
+        edit=_scenario("scenarios/typo.toml"),
+    ),
+    Case(
+        "matrix-scenario-markup-kept",
+        ["matrix", "jobs.toml", "--image", "{image}"],
+        [["norules.toml", "'rules'", "[[rules]] reply"]],
+        edit=_scenario("scenarios/norules.toml"),
+    ),
     # -- limits (Why 5) ------------------------------------------------------------------------
-    Case("matrix-cpus-over-host", ["matrix", "jobs.toml", "--image", "{image}"],
-         [['cpus "1000"', "task alpha", "CPU(s) the Docker host has"]], edit=_limits("cpus = 1000")),
-    Case("matrix-memory-over-host-warns", ["matrix", "jobs.toml", "--image", "{image}", "--dry-run"],
-         [["warning:", 'memory "', "more than the Docker host has", "limits nothing"], ["batch i11-campaign:"]],
-         edit=_limits('memory = "64t"'), code=0),
-    Case("matrix-memory-below-docker", ["matrix", "jobs.toml", "--image", "{image}"],
-         [["tasks.alpha.memory", "below Docker's minimum of 6m"]], edit=_limits('memory = "1m"')),
-    Case("run-memory-1m", ["run", "tasks/alpha", "hi", "--memory", "1m", "--scenario", "scenarios/quick.toml",
-                           "--image", "{image}"],
-         [["--memory 1m", "below Docker's minimum of 6m"]]),
-    Case("run-cpus-1000", ["run", "tasks/alpha", "hi", "--cpus", "1000", "--scenario", "scenarios/quick.toml",
-                           "--image", "{image}"],
-         [["--cpus 1000", "CPU(s) the Docker host has"]]),
+    Case(
+        "matrix-cpus-over-host",
+        ["matrix", "jobs.toml", "--image", "{image}"],
+        [['cpus "1000"', "task alpha", "CPU(s) the Docker host has"]],
+        edit=_limits("cpus = 1000"),
+    ),
+    Case(
+        "matrix-memory-over-host-warns",
+        ["matrix", "jobs.toml", "--image", "{image}", "--dry-run"],
+        [
+            ["warning:", 'memory "', "more than the Docker host has", "limits nothing"],
+            ["batch i11-campaign:"],
+        ],
+        edit=_limits('memory = "64t"'),
+        code=0,
+    ),
+    Case(
+        "matrix-memory-below-docker",
+        ["matrix", "jobs.toml", "--image", "{image}"],
+        [["tasks.alpha.memory", "below Docker's minimum of 6m"]],
+        edit=_limits('memory = "1m"'),
+    ),
+    Case(
+        "run-memory-1m",
+        [
+            "run",
+            "tasks/alpha",
+            "hi",
+            "--memory",
+            "1m",
+            "--scenario",
+            "scenarios/quick.toml",
+            "--image",
+            "{image}",
+        ],
+        [["--memory 1m", "below Docker's minimum of 6m"]],
+    ),
+    Case(
+        "run-cpus-1000",
+        [
+            "run",
+            "tasks/alpha",
+            "hi",
+            "--cpus",
+            "1000",
+            "--scenario",
+            "scenarios/quick.toml",
+            "--image",
+            "{image}",
+        ],
+        [["--cpus 1000", "CPU(s) the Docker host has"]],
+    ),
     # -- run: the checks it had to have up front ------------------------------------------------
-    Case("run-import-raising", ["run", "tasks/alpha", "-f", "boom.py:main", "--scenario", "scenarios/quick.toml",
-                                "--image", "{image}"],
-         [["--workflow boom.py:main", "importing boom.py failed: RuntimeError: boom at import"]]),
-    Case("run-unknown-rule-field", ["run", "tasks/alpha", "hi", "--scenario", "scenarios/typo.toml",
-                                    "--image", "{image}"],
-         [["typo.toml", "unknown rule field", "did you mean 'reply'?"]]),
-    Case("run-missing-file", ["run", "tasks/alpha", "-f", "nope.py:main", "--image", "{image}"],
-         [["nope.py", "not found"]]),
+    Case(
+        "run-import-raising",
+        [
+            "run",
+            "tasks/alpha",
+            "-f",
+            "boom.py:main",
+            "--scenario",
+            "scenarios/quick.toml",
+            "--image",
+            "{image}",
+        ],
+        [["--workflow boom.py:main", "importing boom.py failed: RuntimeError: boom at import"]],
+    ),
+    Case(
+        "run-unknown-rule-field",
+        ["run", "tasks/alpha", "hi", "--scenario", "scenarios/typo.toml", "--image", "{image}"],
+        [["typo.toml", "unknown rule field", "did you mean 'reply'?"]],
+    ),
+    Case(
+        "run-missing-file",
+        ["run", "tasks/alpha", "-f", "nope.py:main", "--image", "{image}"],
+        [["nope.py", "not found"]],
+    ),
     # -- wake and repro ---------------------------------------------------------------------------
-    Case("wake-bad-scenario", ["wake", PERSISTENT, "more", "--scenario", "scenarios/typo.toml"],
-         [["typo.toml", "unknown rule field"]]),
-    Case("wake-broken-flows-copy", ["wake", PERSISTENT, "more"],
-         [[f"job adhoc/{PERSISTENT}", "workflow flows.py:solo", "ImportError: flows copy broken"]],
-         edit=_wake_target_removed),
-    Case("repro-typo-workflow", ["repro", f"{BATCH}/alpha.r1", "-f", "flow.py:solo"],
-         [["reproduction of i11-campaign/alpha.r1", "flow.py not found", "did you mean flows.py?"]]),
+    Case(
+        "wake-bad-scenario",
+        ["wake", PERSISTENT, "more", "--scenario", "scenarios/typo.toml"],
+        [["typo.toml", "unknown rule field"]],
+    ),
+    Case(
+        "wake-broken-flows-copy",
+        ["wake", PERSISTENT, "more"],
+        [[f"job adhoc/{PERSISTENT}", "workflow flows.py:solo", "ImportError: flows copy broken"]],
+        edit=_wake_target_removed,
+    ),
+    Case(
+        "repro-typo-workflow",
+        ["repro", f"{BATCH}/alpha.r1", "-f", "flow.py:solo"],
+        [["reproduction of i11-campaign/alpha.r1", "flow.py not found", "did you mean flows.py?"]],
+    ),
     # -- the matrix itself -------------------------------------------------------------------------
-    Case("matrix-misspelt-include-key", ["matrix", "jobs.toml", "--image", "{image}", "--dry-run"],
-         [["warning:", "matrix.include[0].varient", "did you mean `variant`?"],
-          ["batch i11-campaign:", "jobs"]],
-         edit=_misspelt_include, code=0),
-    Case("matrix-huge", ["matrix", "jobs.toml", "--image", "{image}"],
-         [["makes 200,000 jobs", "a 100 × b 100 × c 20", "--allow-large"]], edit=_huge((100, 100, 20))),
-    Case("matrix-huge-dry-run", ["matrix", "jobs.toml", "--image", "{image}", "--dry-run"],
-         [["makes 200,000 jobs", "--allow-large"]], edit=_huge((100, 100, 20))),
-    Case("matrix-large-dry-run-summarised", ["matrix", "jobs.toml", "--image", "{image}", "--dry-run",
-                                             "--allow-large"],
-         [["batch i11-campaign:", "12,000 jobs"]], edit=_huge((100, 120)), code=0,
-         stdout=lambda out: len(out.splitlines()) <= 40 and "12,000 jobs" in out and "axis a: 100 values" in out),
+    Case(
+        "matrix-misspelt-include-key",
+        ["matrix", "jobs.toml", "--image", "{image}", "--dry-run"],
+        [
+            ["warning:", "matrix.include[0].varient", "did you mean `variant`?"],
+            ["batch i11-campaign:", "jobs"],
+        ],
+        edit=_misspelt_include,
+        code=0,
+    ),
+    Case(
+        "matrix-huge",
+        ["matrix", "jobs.toml", "--image", "{image}"],
+        [["makes 200,000 jobs", "a 100 × b 100 × c 20", "--allow-large"]],
+        edit=_huge((100, 100, 20)),
+    ),
+    Case(
+        "matrix-huge-dry-run",
+        ["matrix", "jobs.toml", "--image", "{image}", "--dry-run"],
+        [["makes 200,000 jobs", "--allow-large"]],
+        edit=_huge((100, 100, 20)),
+    ),
+    Case(
+        "matrix-large-dry-run-summarised",
+        ["matrix", "jobs.toml", "--image", "{image}", "--dry-run", "--allow-large"],
+        [["batch i11-campaign:", "12,000 jobs"]],
+        edit=_huge((100, 120)),
+        code=0,
+        stdout=lambda out: (
+            len(out.splitlines()) <= 40 and "12,000 jobs" in out and "axis a: 100 values" in out
+        ),
+    ),
 ]
 
 
@@ -228,7 +353,9 @@ def _assert_kept(before: dict[str, str], home: Path, job: str, n: int) -> None:
     assert kept == before, f"attempt {n} of {job} differs from the folder it was: {changed(before, kept)}"
 
 
-@pytest.mark.parametrize("flags", [["--fresh"], ["--retry-failed"], []], ids=["fresh", "retry-failed", "default"])
+@pytest.mark.parametrize(
+    "flags", [["--fresh"], ["--retry-failed"], []], ids=["fresh", "retry-failed", "default"]
+)
 def test_a_rerun_keeps_the_previous_attempt_byte_for_byte(flags: list[str], copy: Copy) -> None:
     # beta's verdict becomes `failed` (for --retry-failed) or `error` (the default re-runs it).
     record_path = copy.home / BATCH / "beta.r1" / "record.json"
@@ -242,7 +369,9 @@ def test_a_rerun_keeps_the_previous_attempt_byte_for_byte(flags: list[str], copy
     old = {job: _job_tree(copy.home, job) for job in ("alpha.r1", "beta.r1")}
     whole = fingerprint(copy.home)
 
-    proc = fb("matrix", "jobs.toml", "--image", copy.image, *flags, home=copy.home, cwd=copy.project, timeout=240)
+    proc = fb(
+        "matrix", "jobs.toml", "--image", copy.image, *flags, home=copy.home, cwd=copy.project, timeout=240
+    )
     assert proc.returncode == 0, proc.stderr
     for job in ("alpha.r1", "beta.r1"):
         if job in rerun:
@@ -253,11 +382,16 @@ def test_a_rerun_keeps_the_previous_attempt_byte_for_byte(flags: list[str], copy
             assert not (copy.home / BATCH / job / "attempts").exists()
     # Everything else changed only where a batch run writes: its jobs, report, batch.json, gateways.
     allowed = "|".join(re.escape(j) for j in [*rerun, "report", ".gateway"])
-    outside = [p for p in changed(whole, fingerprint(copy.home))
-               if not re.match(rf"({BATCH}/({allowed})/|{BATCH}/batch\.json$|\.sessions/)", p)]
+    outside = [
+        p
+        for p in changed(whole, fingerprint(copy.home))
+        if not re.match(rf"({BATCH}/({allowed})/|{BATCH}/batch\.json$|\.sessions/)", p)
+    ]
     assert outside == []
     # Results come from the latest attempt.
-    results = {j["id"]: j for j in json.loads((copy.home / BATCH / "report" / "results.json").read_text())["jobs"]}
+    results = {
+        j["id"]: j for j in json.loads((copy.home / BATCH / "report" / "results.json").read_text())["jobs"]
+    }
     for job in rerun:
         latest = json.loads((copy.home / BATCH / job / "record.json").read_text())
         assert results[job]["status"] == latest["status"] == "passed"
@@ -265,7 +399,8 @@ def test_a_rerun_keeps_the_previous_attempt_byte_for_byte(flags: list[str], copy
     shown = json.loads(fb("show", f"{BATCH}/beta.r1", "--json", home=copy.home).stdout)
     assert [a["attempt"] for a in shown["attempts"]] == [1]
     assert shown["attempts"][0]["status"] == {"--fresh": "passed", "--retry-failed": "failed"}.get(
-        flags[0] if flags else "", "error")
+        flags[0] if flags else "", "error"
+    )
     assert shown["record"]["attempt"] == 2
 
 
@@ -279,7 +414,9 @@ def test_a_failed_preflight_on_rerun_keeps_the_old_attempt_in_place(copy: Copy) 
 
 
 def test_repro_of_an_earlier_attempt_and_gc_attempts(copy: Copy) -> None:
-    proc = fb("matrix", "jobs.toml", "--image", copy.image, "--fresh", home=copy.home, cwd=copy.project, timeout=240)
+    proc = fb(
+        "matrix", "jobs.toml", "--image", copy.image, "--fresh", home=copy.home, cwd=copy.project, timeout=240
+    )
     assert proc.returncode == 0, proc.stderr
     repro = fb("repro", f"{BATCH}/alpha.r1", "--attempt", "1", home=copy.home, cwd=copy.project, timeout=240)
     assert repro.returncode == 0, repro.stdout + repro.stderr

@@ -49,8 +49,16 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for job in load_jobs_file(tmp_path / "jobs.toml").jobs:
         status = Status.PASSED if job.variant == "a" else Status.FAILED
         record = new_record(job, batch="nightly", image_id=IMAGE_ID).with_outcome(
-            JobOutcome(job.id, status, workflow_ok=status is Status.PASSED, check_exit=0, cost_usd=0.02,
-                       num_turns=4, duration_s=12.0, gateway_mode="scripted"),
+            JobOutcome(
+                job.id,
+                status,
+                workflow_ok=status is Status.PASSED,
+                check_exit=0,
+                cost_usd=0.02,
+                num_turns=4,
+                duration_s=12.0,
+                gateway_mode="scripted",
+            ),
             finished_at="2026-12-01T03:30:00+00:00",
         )
         write_record(home.job("nightly", job.id).record_path, record)
@@ -82,7 +90,10 @@ def test_matrix_baseline_reports_the_regression_and_fail_on_regression_exits_1(p
     assert "t × b" in shown.output and "regression" in shown.output
     report = project / "home" / "nightly" / "report"
     comparison = json.loads((report / "comparison.json").read_text())
-    assert [(c["variant"], c["verdict"]) for c in comparison["cells"]] == [("a", "no change"), ("b", "regression")]
+    assert [(c["variant"], c["verdict"]) for c in comparison["cells"]] == [
+        ("a", "no change"),
+        ("b", "regression"),
+    ]
     assert comparison["cells"][1]["p_value"] == pytest.approx(2 / 924)  # 6/6 -> 0/6
     html = (report / "report.html").read_text()
     assert 'id="baseline"' in html and 'data-verdict="regression" data-task="t" data-variant="b"' in html

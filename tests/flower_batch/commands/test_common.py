@@ -12,7 +12,9 @@ def test_run_async_says_an_exception_group_of_our_errors_in_one_line(capsys) -> 
     from flower_batch.errors import GatewayError
 
     async def boom() -> None:
-        raise ExceptionGroup("task group", [GatewayError("the gateway\ndid not start"), GatewayError("again")])
+        raise ExceptionGroup(
+            "task group", [GatewayError("the gateway\ndid not start"), GatewayError("again")]
+        )
 
     with pytest.raises(typer.Exit) as exit_info:
         run_async(boom)

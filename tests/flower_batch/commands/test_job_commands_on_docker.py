@@ -476,7 +476,9 @@ def test_gc_removes_what_a_killed_orchestrator_leaked_and_spares_a_live_one(
 ) -> None:
     # With a route out (network = internet): the one network a scripted job on one machine has,
     # which gc must find too.
-    dead, dead_job = start_slow(home, "orphan", tmp_path, "--image", image_id, "--persistent", "--network", "internet")
+    dead, dead_job = start_slow(
+        home, "orphan", tmp_path, "--image", image_id, "--persistent", "--network", "internet"
+    )
     sigkill_group(dead)
     dead_session = docker_client().containers.get(dead_job.record()["container"]).labels[LEASE]
     leaked = labelled("adhoc", {dead_session})

@@ -12,14 +12,17 @@ import pytest
 def _spec(job_id: str, mode: str = "anthropic"):
     from flower_batch.jobmodel.spec import GatewaySpec, JobSpec
 
-    return JobSpec(id=job_id, task="t", variant="v", repeat=1, matrix={}, prompt="hi", gateway=GatewaySpec(mode=mode))
+    return JobSpec(
+        id=job_id, task="t", variant="v", repeat=1, matrix={}, prompt="hi", gateway=GatewaySpec(mode=mode)
+    )
 
 
 def _jobs_file(tmp_path: Path, gateway: str) -> Path:
     (tmp_path / "ws").mkdir(exist_ok=True)
     path = tmp_path / "jobs.toml"
-    path.write_text(f'[batch]\nname = "b"\n[defaults]\ngateway = {gateway}\n'
-                    '[tasks.t]\nworkspace = "ws"\nprompt = "hi"\n')
+    path.write_text(
+        f'[batch]\nname = "b"\n[defaults]\ngateway = {gateway}\n[tasks.t]\nworkspace = "ws"\nprompt = "hi"\n'
+    )
     return path
 
 
@@ -44,8 +47,9 @@ def test_matrix_checks_gateway_mode_needs_before_anything_runs(tmp_path: Path, m
 @pytest.mark.parametrize("parallel", ["0", "-3"])
 def test_matrix_refuses_parallel_below_one(tmp_path: Path, parallel: str) -> None:
     jobs = _jobs_file(tmp_path, '{ mode = "anthropic" }')
-    result = _matrix(tmp_path, "matrix", str(jobs), "-j", parallel, "--dry-run",
-                     env={"ANTHROPIC_API_KEY": "sk-test"})
+    result = _matrix(
+        tmp_path, "matrix", str(jobs), "-j", parallel, "--dry-run", env={"ANTHROPIC_API_KEY": "sk-test"}
+    )
     assert result.exit_code == 2
     assert "--parallel" in result.output and len(result.output.strip().splitlines()) == 1
 
@@ -59,7 +63,9 @@ def test_report_on_a_damaged_batch_json_warns_once_and_reports_from_records(tmp_
     home = Home(tmp_path / "home")
     job = _spec("t.v.r1")
     record = new_record(job, batch="b", image_id="sha256:img", attempt=1).with_outcome(
-        JobOutcome(job_id=job.id, status=Status.PASSED, gateway_mode="anthropic"), finished_at="2026-01-01T00:00:00+00:00")
+        JobOutcome(job_id=job.id, status=Status.PASSED, gateway_mode="anthropic"),
+        finished_at="2026-01-01T00:00:00+00:00",
+    )
     write_record(home.job("b", job.id).record_path, record)
     (home.batch_dir("b") / "batch.json").write_text('{"jobs_file": "/x/jobs.toml", "image_')  # cut short
     result = _matrix(tmp_path, "report", "b")

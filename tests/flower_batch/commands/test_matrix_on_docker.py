@@ -317,7 +317,9 @@ def test_sigkill_mid_matrix_then_the_same_command_runs_only_unfinished_jobs(
     stamps = {j: batch.job(j).record()["finished_at"] for j in finished}
     assert labelled(batch.name), "the killed orchestrator should have left its containers behind"
     # its unfinished jobs are not shown as running/queued forever: their orchestrator is gone
-    shown = {r["job"]: r["status"] for r in json.loads(fb("ls", "--json", "-b", batch.name, home=home).stdout)}
+    shown = {
+        r["job"]: r["status"] for r in json.loads(fb("ls", "--json", "-b", batch.name, home=home).stdout)
+    }
     derived = {"running": "orphaned", "queued": "never-started"}
     assert {j: shown[j] for j in unfinished} == {j: derived[str(at_kill[j])] for j in unfinished}, shown
 
@@ -333,7 +335,9 @@ def test_sigkill_mid_matrix_then_the_same_command_runs_only_unfinished_jobs(
         assert records[job_id]["status"] in ("passed", "failed") and records[job_id]["attempt"] == 2
     expected_status = {j: "passed" if j.startswith("alpha") else "failed" for j in EXPECTED}
     assert {j: r["status"] for j, r in records.items()} == expected_status
-    repaired = {r["job"]: r["status"] for r in json.loads(fb("ls", "--json", "-b", batch.name, home=home).stdout)}
+    repaired = {
+        r["job"]: r["status"] for r in json.loads(fb("ls", "--json", "-b", batch.name, home=home).stdout)
+    }
     assert repaired == expected_status  # the re-run repaired the orphaned records
     # no duplicates: one run per job in its manifest and its log, one entry per job in the results
     for job_id in EXPECTED:

@@ -30,12 +30,28 @@ def test_task_job_runs_the_starter_flow_and_wakes(home: Path, tmp_path: Path) ->
     runtime_image()
     ws = tmp_path / "src"
     ws.mkdir()
-    first = fb("run", ws, "make hello.txt say hi", "--scenario", SCENARIO, "--name", "hello-go", "--persistent",
-               home=home)
+    first = fb(
+        "run",
+        ws,
+        "make hello.txt say hi",
+        "--scenario",
+        SCENARIO,
+        "--name",
+        "hello-go",
+        "--persistent",
+        home=home,
+    )
     assert first.returncode == 0, first.stderr
     job = home / "adhoc" / "hello-go"
     assert (job / "workspace" / "hello.txt").read_text().strip() == "hi"
-    assert [s for s, _ in _steps(home)] == ["确认需求", "设定目标", "干活", "干活·判定#1", "干活#round2", "干活·判定#2"]
+    assert [s for s, _ in _steps(home)] == [
+        "确认需求",
+        "设定目标",
+        "干活",
+        "干活·判定#1",
+        "干活#round2",
+        "干活·判定#2",
+    ]
     brief = next(job.joinpath("workspace").rglob("需求.md")).read_text()
 
     silent = fb("wake", "hello-go", home=home)

@@ -31,15 +31,33 @@ def test_a_scenario_error_keeps_its_brackets(capsys) -> None:
 
 
 def _job_with_reason(home: Path, reason: str, persistent: bool = True) -> None:
-    job = JobSpec(id="j1", task="t", variant="v", repeat=1, matrix={}, prompt="hi", gateway=GatewaySpec(mode="scripted"))
+    job = JobSpec(
+        id="j1", task="t", variant="v", repeat=1, matrix={}, prompt="hi", gateway=GatewaySpec(mode="scripted")
+    )
     record = new_record(job, batch="b", image_id="sha256:img").with_outcome(
-        JobOutcome(job_id="j1", status=Status.FAILED, reason=reason, check_output="[dim]out[/dim]",
-                   failure_class="agent"), finished_at="2026-01-01T00:00:00+00:00")
+        JobOutcome(
+            job_id="j1",
+            status=Status.FAILED,
+            reason=reason,
+            check_output="[dim]out[/dim]",
+            failure_class="agent",
+        ),
+        finished_at="2026-01-01T00:00:00+00:00",
+    )
     from dataclasses import replace
 
-    record = replace(record, continuity=({"step": "[b]fix[/b]", "continued": False, "session": None,
-                                          "reason": "lineage.json unreadable: [x]"},),
-                     spec={**record.spec, "persistent": persistent})
+    record = replace(
+        record,
+        continuity=(
+            {
+                "step": "[b]fix[/b]",
+                "continued": False,
+                "session": None,
+                "reason": "lineage.json unreadable: [x]",
+            },
+        ),
+        spec={**record.spec, "persistent": persistent},
+    )
     write_record(home.job("b", "j1").record_path, record)
 
 
@@ -47,26 +65,39 @@ def test_show_prints_a_reason_check_output_and_continuity_as_they_are(tmp_path: 
     home = tmp_path / "home"
     _job_with_reason(Home(home), REASON)
     (home / "b" / "j1" / "runs").mkdir(parents=True)
-    (home / "b" / "j1" / "runs" / "manifest.json").write_text(json.dumps(
-        [{"run": "r", "step": "[bold]fix", "ok": False, "error": "[red]boom[/red]"}]))
+    (home / "b" / "j1" / "runs" / "manifest.json").write_text(
+        json.dumps([{"run": "r", "step": "[bold]fix", "ok": False, "error": "[red]boom[/red]"}])
+    )
     result = CliRunner().invoke(app, ["show", "b/j1", "--home", str(home)], env={"COLUMNS": "300"})
     assert result.exit_code == 0, result.output
-    for text in (REASON, "[dim]out[/dim]", "step [b]fix[/b]: started fresh: lineage.json unreadable: [x]",
-                 "[bold]fix", "[red]boom[/red]"):
+    for text in (
+        REASON,
+        "[dim]out[/dim]",
+        "step [b]fix[/b]: started fresh: lineage.json unreadable: [x]",
+        "[bold]fix",
+        "[red]boom[/red]",
+    ):
         assert text in result.output, text
     assert "agent" in result.output  # the failure class is shown too
     listed = CliRunner().invoke(app, ["ls", "--json", "--home", str(home)])
-    assert [(r["job"], r["class"], r["reason"]) for r in json.loads(listed.output)] == [("j1", "agent", REASON)]
+    assert [(r["job"], r["class"], r["reason"]) for r in json.loads(listed.output)] == [
+        ("j1", "agent", REASON)
+    ]
 
 
 def test_a_bracketed_job_or_task_name_is_quoted_as_typed(tmp_path: Path) -> None:
     (tmp_path / "ws").mkdir()
     env = {"COLUMNS": "300"}
-    ran = CliRunner().invoke(app, ["run", str(tmp_path / "ws"), "do it", "--name", "[bold]j",
-                                   "--home", str(tmp_path / "home")], env=env)
+    ran = CliRunner().invoke(
+        app,
+        ["run", str(tmp_path / "ws"), "do it", "--name", "[bold]j", "--home", str(tmp_path / "home")],
+        env=env,
+    )
     assert ran.exit_code == 2 and "job name '[bold]j' is not usable" in ran.output, ran.output
     (tmp_path / "jobs.toml").write_text('[tasks."[red]x"]\nworkspace = "ws"\nprompt = "hi"\n')
-    matrix = CliRunner().invoke(app, ["matrix", str(tmp_path / "jobs.toml"), "--home", str(tmp_path / "home")], env=env)
+    matrix = CliRunner().invoke(
+        app, ["matrix", str(tmp_path / "jobs.toml"), "--home", str(tmp_path / "home")], env=env
+    )
     assert matrix.exit_code == 2 and 'tasks."[red]x": task names may use' in matrix.output, matrix.output
     assert not (tmp_path / "home").exists()
 

@@ -18,7 +18,11 @@ from tests.flower_batch.reports.test_render_in_chromium import headless_chromium
 from tests.flower_batch.reports.test_results import results  # noqa: F401 — the shared results fixture
 
 # Yesterday against the shared fixture (today): fizz×careful 20/20 -> 1/3 is a regression.
-YESTERDAY = {("hello", "careful"): ["passed"] * 3, ("fizz", "careful"): ["passed"] * 20, ("fizz", "quick"): ["passed"]}
+YESTERDAY = {
+    ("hello", "careful"): ["passed"] * 3,
+    ("fizz", "careful"): ["passed"] * 20,
+    ("fizz", "quick"): ["passed"],
+}
 
 
 def _diff(results):  # noqa: F811

@@ -49,7 +49,11 @@ def test_cells_are_marked_regression_improvement_and_no_change() -> None:
 def test_one_sided_cells_are_listed_and_kept_out_of_the_totals() -> None:
     diff = _diff()
     assert diff.only_base == (("fizz", "quick"),) and diff.only_new == (("bye", "careful"),)
-    assert {(r.task, r.variant) for r in diff.cells} == {("hello", "careful"), ("hello", "quick"), ("fizz", "careful")}
+    assert {(r.task, r.variant) for r in diff.cells} == {
+        ("hello", "careful"),
+        ("hello", "quick"),
+        ("fizz", "careful"),
+    }
     careful = _row(diff, None, "careful")  # hello + fizz only: bye is new, its jobs are not pooled
     assert (careful.base.passed, careful.base.n, careful.new.passed, careful.new.n) == (11, 20, 11, 20)
     assert careful.verdict == NO_CHANGE  # a regression and an improvement cancel out when pooled
@@ -122,11 +126,16 @@ def test_the_sides_of_a_real_results_document_count_as_its_own_table(results) ->
     for cell in document["cells"]:
         row = _row(diff, cell["task"], cell["variant"])
         assert (row.new.n, row.new.passed) == (cell["n"], cell["passed"])
-        assert row.new.mean_cost_usd == pytest.approx(cell["mean_cost_usd"]) if cell["mean_cost_usd"] else True
+        assert (
+            row.new.mean_cost_usd == pytest.approx(cell["mean_cost_usd"]) if cell["mean_cost_usd"] else True
+        )
     for total in document["variant_totals"]:
         row = _row(diff, None, total["variant"])
         assert (row.new.n, row.new.passed) == (total["n"], total["passed"])
-    assert (diff.overall.new.n, diff.overall.new.passed) == (document["summary"]["n"], document["summary"]["passed"])
+    assert (diff.overall.new.n, diff.overall.new.passed) == (
+        document["summary"]["n"],
+        document["summary"]["passed"],
+    )
 
 
 @pytest.mark.parametrize(
@@ -149,7 +158,9 @@ def test_a_side_is_a_batch_name_or_a_path(tmp_path: Path) -> None:
     home = Home(tmp_path / "home")
     write_document(home.root / "nightly" / "report" / "results.json", results_document("nightly", BASE_PLAN))
     assert load_side("nightly", home).label == "nightly"
-    artifact = write_document(tmp_path / "baseline" / "results.json", results_document("nightly-old", BASE_PLAN))
+    artifact = write_document(
+        tmp_path / "baseline" / "results.json", results_document("nightly-old", BASE_PLAN)
+    )
     assert load_side(str(artifact), home).label == "nightly-old"
     assert load_side(str(artifact.parent), home).source == str(artifact)  # its folder works too
     (home.root / "fresh").mkdir()
@@ -167,15 +178,25 @@ def test_the_table_and_markdown_show_every_row(tmp_path: Path) -> None:
     console = Console(width=250, record=True)
     console.print(diff_table(diff))
     text = console.export_text()
-    for needle in ("hello × careful", "careful (all tasks)", "overall", "regression", "improvement", "no change",
-                   "-80 pts", "+$0.0360", "+5.2", "Fisher exact p < 0.05"):
+    for needle in (
+        "hello × careful",
+        "careful (all tasks)",
+        "overall",
+        "regression",
+        "improvement",
+        "no change",
+        "-80 pts",
+        "+$0.0360",
+        "+5.2",
+        "Fisher exact p < 0.05",
+    ):
         assert needle in text, needle
     md = diff_markdown(diff)
     lines = md.splitlines()
     assert lines[0].startswith("### flower-batch: nightly-2 vs baseline nightly-1 — ❌ regression")
     header = next(i for i, line in enumerate(lines) if line.startswith("| cell |"))
     assert set(lines[header + 1]) <= set("|-")
-    table = [line for line in lines[header + 2:] if line.startswith("|")]
+    table = [line for line in lines[header + 2 :] if line.startswith("|")]
     assert len(table) == len(diff.rows) == 3 + 2 + 1
     assert all(line.count(" | ") == len(lines[header].split(" | ")) - 1 for line in table)
     assert "- only in the baseline: fizz × quick" in md and "- only in the new batch: bye × careful" in md
@@ -187,7 +208,9 @@ def test_the_table_and_markdown_show_every_row(tmp_path: Path) -> None:
 @pytest.fixture
 def sides(tmp_path: Path) -> tuple[Path, Path, Path]:
     home = tmp_path / "home"
-    base = write_document(home / "nightly-1" / "report" / "results.json", results_document("nightly-1", BASE_PLAN))
+    base = write_document(
+        home / "nightly-1" / "report" / "results.json", results_document("nightly-1", BASE_PLAN)
+    )
     new = write_document(tmp_path / "artifact" / "results.json", results_document("nightly-2", NEW_PLAN))
     return home, base, new
 
@@ -216,8 +239,11 @@ def test_compare_json_and_markdown(sides) -> None:
     assert document["format"] == "flower-batch/comparison@1" and document["regressions"] == 1
     assert document["base"]["label"] == "nightly-1" and document["new"]["label"] == "nightly-2"
     verdicts = {(c["task"], c["variant"]): c["verdict"] for c in document["cells"]}
-    assert verdicts == {("hello", "careful"): "regression", ("hello", "quick"): "no change",
-                        ("fizz", "careful"): "improvement"}
+    assert verdicts == {
+        ("hello", "careful"): "regression",
+        ("hello", "quick"): "no change",
+        ("fizz", "careful"): "improvement",
+    }
     assert document["only_in_base"] == [{"task": "fizz", "variant": "quick"}]
     assert document["cells"][0]["mean_turns_delta"] == pytest.approx(5.2)
     assert document["cells"][0]["new"]["ci95"] == pytest.approx(list(wilson_interval(2, 10)))
@@ -230,12 +256,21 @@ def test_compare_appends_to_the_github_step_summary(sides, tmp_path: Path) -> No
     home, base, new = sides
     summary = tmp_path / "step_summary.md"
     summary.write_text("earlier step\n")
-    done = _cli("compare", str(base), str(new), "--summary", "--home", str(home),
-                env={"GITHUB_STEP_SUMMARY": str(summary)})
+    done = _cli(
+        "compare",
+        str(base),
+        str(new),
+        "--summary",
+        "--home",
+        str(home),
+        env={"GITHUB_STEP_SUMMARY": str(summary)},
+    )
     assert done.exit_code == 0
     text = summary.read_text()
     assert text.startswith("earlier step\n### flower-batch: nightly-2 vs baseline nightly-1")
-    refused = _cli("compare", str(base), str(new), "--summary", "--home", str(home), env={"GITHUB_STEP_SUMMARY": ""})
+    refused = _cli(
+        "compare", str(base), str(new), "--summary", "--home", str(home), env={"GITHUB_STEP_SUMMARY": ""}
+    )
     assert refused.exit_code == 2 and "GITHUB_STEP_SUMMARY is not set" in refused.output
 
 

@@ -42,7 +42,9 @@ def test_fisher_matches_known_values(table: tuple[int, int, int, int], expected:
 
 def test_fisher_matches_exact_enumeration_on_every_small_table() -> None:
     for a, b, c, d in itertools.product(range(6), repeat=4):
-        assert fisher_exact(a, b, c, d) == pytest.approx(float(_fisher_by_enumeration(a, b, c, d)), rel=1e-9, abs=1e-12)
+        assert fisher_exact(a, b, c, d) == pytest.approx(
+            float(_fisher_by_enumeration(a, b, c, d)), rel=1e-9, abs=1e-12
+        )
 
 
 def test_fisher_is_symmetric_and_degenerate_tables_give_one() -> None:
@@ -76,7 +78,9 @@ def test_fisher_stays_exact_for_large_cells() -> None:
         ((10, 10, 0, 20), (0.6791, 1.0000)),
     ],
 )
-def test_newcombe_matches_the_published_table(counts: tuple[int, int, int, int], expected: tuple[float, float]) -> None:
+def test_newcombe_matches_the_published_table(
+    counts: tuple[int, int, int, int], expected: tuple[float, float]
+) -> None:
     low, high = newcombe_interval(*counts)  # type: ignore[misc]
     assert (round(low, 4), round(high, 4)) == expected
 

@@ -62,7 +62,10 @@ def test_a_request_goes_through_the_jobs_own_socket_and_survives_a_restarted_gat
     key = ask(root, "open job-a")
     assert key == socket_key("job-a") and sorted(os.listdir(root / key)) == ["gateway.sock", "job"]
     port = free_port()
-    env = {model_socket.SOCKET_ENV: str(root / key / SOCKET), "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{port}/j/job-a"}
+    env = {
+        model_socket.SOCKET_ENV: str(root / key / SOCKET),
+        "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{port}/j/job-a",
+    }
     relay = model_socket.start_from_env(env)
     assert relay is not None
     body = b"x" * 300_000  # more than one chunk each way
@@ -97,4 +100,6 @@ def test_a_jobs_folder_holds_its_own_socket_only(tmp_path: Path, http_port: int)
 def test_no_socket_no_relay_and_a_relay_only_on_loopback() -> None:
     assert model_socket.start_from_env({}) is None
     with pytest.raises(ValueError, match="127.0.0.1"):
-        model_socket.start_from_env({model_socket.SOCKET_ENV: "/x.sock", "ANTHROPIC_BASE_URL": "http://gateway:8080/j/a"})
+        model_socket.start_from_env(
+            {model_socket.SOCKET_ENV: "/x.sock", "ANTHROPIC_BASE_URL": "http://gateway:8080/j/a"}
+        )

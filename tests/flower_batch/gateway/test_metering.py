@@ -80,7 +80,9 @@ def test_a_streamed_update_is_written_at_once_and_synced_after_the_answer(
     monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd))[1])
     meter = JobMeter(tmp_path, "j", "anthropic")
     ex = meter.new_exchange()
-    meter.update(ex, "claude-sonnet-4-5", {"input_tokens": 1000, "output_tokens": 1}, final=False, summary=False)
+    meter.update(
+        ex, "claude-sonnet-4-5", {"input_tokens": 1000, "output_tokens": 1}, final=False, summary=False
+    )
     meter.update(ex, "claude-sonnet-4-5", {"output_tokens": 200}, final=True, summary=False)
     assert synced == []  # nothing synced on the job's wait
     got = read_meter(tmp_path)  # yet both lines are there for whoever reads next (a restarted gateway)

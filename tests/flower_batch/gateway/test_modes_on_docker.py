@@ -215,9 +215,14 @@ def test_docker_kill_mid_stream_keeps_the_metered_cost(world: World, tmp_path: P
             "r = c.getresponse()\n"
             "print(r.status, json.loads(r.read())['error']['type'])\n"
         )
-        out = client.containers.run(world.image, ["python3", "-c", probe], network_mode="none", remove=True,
-                                    volumes={own: {"bind": "/run/flower-gateway", "mode": "rw"}},
-                                    user=sandbox_user())
+        out = client.containers.run(
+            world.image,
+            ["python3", "-c", probe],
+            network_mode="none",
+            remove=True,
+            volumes={own: {"bind": "/run/flower-gateway", "mode": "rw"}},
+            user=sandbox_user(),
+        )
         assert out.decode().split() == ["401", "authentication_error"]
         container.kill()
     finally:

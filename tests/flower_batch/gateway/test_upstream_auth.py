@@ -32,8 +32,16 @@ REPO = Path(__file__).resolve().parents[3]
 FLOWER = REPO / ".venv" / "bin" / "flower"
 API_KEY = "sk-ant-test-APIKEY-" + "4" * 24
 BEARER = "sk-litellm-test-TOKEN-" + "9" * 24
-HI = {"rules": [{"name": "hi", "reply": [{"text": "hello from upstream"}], "reply_model": "{model}",
-                 "usage": {"input_tokens": 12, "output_tokens": 3}}]}
+HI = {
+    "rules": [
+        {
+            "name": "hi",
+            "reply": [{"text": "hello from upstream"}],
+            "reply_model": "{model}",
+            "usage": {"input_tokens": 12, "output_tokens": 3},
+        }
+    ]
+}
 MODEL = "claude-sonnet-4-5"
 
 
@@ -46,25 +54,42 @@ def test_the_host_credential_is_a_bearer_token_or_an_api_key() -> None:
     assert bearer.headers() == {"authorization": f"Bearer {BEARER}"}  # the deliberate choice wins
     assert bearer.gateway_env() == {"FB_UPSTREAM_TOKEN": BEARER}  # one credential, never both
     assert BEARER not in repr(bearer)
-    with pytest.raises(UpstreamAuthError, match="ANTHROPIC_API_KEY .* or a bearer token in ANTHROPIC_AUTH_TOKEN"):
+    with pytest.raises(
+        UpstreamAuthError, match="ANTHROPIC_API_KEY .* or a bearer token in ANTHROPIC_AUTH_TOKEN"
+    ):
         UpstreamAuth.from_host({"ANTHROPIC_API_KEY": "  "})
     assert UpstreamAuth.from_gateway({"FB_UPSTREAM_TOKEN": BEARER}).scheme == "bearer"
     assert UpstreamAuth.from_gateway({"FB_UPSTREAM_KEY": API_KEY}).scheme == "x-api-key"
 
 
 def test_mode_setup_hands_the_gateway_exactly_the_chosen_credential() -> None:
-    setup = mode_setup("anthropic", scenario_path=None, batch_budget_usd=None,
-                       environ={"ANTHROPIC_AUTH_TOKEN": BEARER, "ANTHROPIC_API_KEY": API_KEY,
-                                "FLOWER_BATCH_UPSTREAM": "http://litellm:4000/anthropic"})
+    setup = mode_setup(
+        "anthropic",
+        scenario_path=None,
+        batch_budget_usd=None,
+        environ={
+            "ANTHROPIC_AUTH_TOKEN": BEARER,
+            "ANTHROPIC_API_KEY": API_KEY,
+            "FLOWER_BATCH_UPSTREAM": "http://litellm:4000/anthropic",
+        },
+    )
     assert setup.env == {"FB_UPSTREAM_TOKEN": BEARER} and setup.egress
     assert setup.args == ["--upstream", "http://litellm:4000/anthropic"]
     assert BEARER not in repr(setup) and API_KEY not in repr(setup)
     with pytest.raises(GatewayModeError, match="not in the URL"):
-        mode_setup("anthropic", scenario_path=None, batch_budget_usd=None,
-                   environ={"ANTHROPIC_AUTH_TOKEN": BEARER, "FLOWER_BATCH_UPSTREAM": "https://me:pw@litellm"})
+        mode_setup(
+            "anthropic",
+            scenario_path=None,
+            batch_budget_usd=None,
+            environ={"ANTHROPIC_AUTH_TOKEN": BEARER, "FLOWER_BATCH_UPSTREAM": "https://me:pw@litellm"},
+        )
     with pytest.raises(GatewayModeError, match="FLOWER_BATCH_UPSTREAM: upstream 'litellm:4000'"):
-        mode_setup("anthropic", scenario_path=None, batch_budget_usd=None,
-                   environ={"ANTHROPIC_API_KEY": API_KEY, "FLOWER_BATCH_UPSTREAM": "litellm:4000"})
+        mode_setup(
+            "anthropic",
+            scenario_path=None,
+            batch_budget_usd=None,
+            environ={"ANTHROPIC_API_KEY": API_KEY, "FLOWER_BATCH_UPSTREAM": "litellm:4000"},
+        )
 
 
 def test_the_upstream_option_sets_the_variable_only_when_usable() -> None:
@@ -95,11 +120,24 @@ def _gateway(batch: Path, upstream: str, environ: dict[str, str], secret: str) -
 
 def _ask(gateway: MessagesServer, secret: str, job: str, *, stream: bool) -> tuple[int, bytes]:
     conn = http.client.HTTPConnection("127.0.0.1", gateway.port, timeout=30)
-    body = json.dumps({"model": MODEL, "max_tokens": 20, "stream": stream,
-                       "messages": [{"role": "user", "content": "say hi"}]})
-    conn.request("POST", f"/j/{job}/v1/messages", body,
-                 {"x-api-key": job_token(secret, job), "anthropic-version": "2023-06-01",
-                  "content-type": "application/json"})
+    body = json.dumps(
+        {
+            "model": MODEL,
+            "max_tokens": 20,
+            "stream": stream,
+            "messages": [{"role": "user", "content": "say hi"}],
+        }
+    )
+    conn.request(
+        "POST",
+        f"/j/{job}/v1/messages",
+        body,
+        {
+            "x-api-key": job_token(secret, job),
+            "anthropic-version": "2023-06-01",
+            "content-type": "application/json",
+        },
+    )
     resp = conn.getresponse()
     data = resp.read()
     conn.close()
@@ -113,16 +151,23 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_each_credential_reaches_the_upstream_in_its_header_and_nothing_else(case: str, tmp_path: Path) -> None:
+def test_each_credential_reaches_the_upstream_in_its_header_and_nothing_else(
+    case: str, tmp_path: Path
+) -> None:
     gateway_env, expected = CASES[case]
     secret = new_secret()
     counting = Counting(HI)
-    with MessagesServer(counting) as inner, HeaderCheckingUpstream(inner.port, expected) as upstream, \
-            _gateway(tmp_path, upstream.base_url, gateway_env, secret) as gateway:
+    with (
+        MessagesServer(counting) as inner,
+        HeaderCheckingUpstream(inner.port, expected) as upstream,
+        _gateway(tmp_path, upstream.base_url, gateway_env, secret) as gateway,
+    ):
         plain = _ask(gateway, secret, "job-a", stream=False)
         streamed = _ask(gateway, secret, "job-a", stream=True)
     assert plain[0] == 200 and json.loads(plain[1])["content"][0]["text"] == "hello from upstream", plain
-    assert streamed[0] == 200 and b"event: message_stop" in streamed[1] and b"hello from upstream" in streamed[1]
+    assert (
+        streamed[0] == 200 and b"event: message_stop" in streamed[1] and b"hello from upstream" in streamed[1]
+    )
     assert upstream.seen == [expected, expected] and upstream.refused == 0
     assert len(counting.credentials) == 2  # both went on to the model
     logs = "".join(p.read_text() for p in (tmp_path / "job-a" / "logs").iterdir() if p.is_file())
@@ -134,8 +179,11 @@ def test_the_wrong_kind_of_credential_is_refused_by_the_upstream(tmp_path: Path)
     secret = new_secret()
     counting = Counting(HI)
     expected = {"authorization": f"Bearer {BEARER}"}
-    with MessagesServer(counting) as inner, HeaderCheckingUpstream(inner.port, expected) as upstream, \
-            _gateway(tmp_path, upstream.base_url, {"FB_UPSTREAM_KEY": BEARER}, secret) as gateway:
+    with (
+        MessagesServer(counting) as inner,
+        HeaderCheckingUpstream(inner.port, expected) as upstream,
+        _gateway(tmp_path, upstream.base_url, {"FB_UPSTREAM_KEY": BEARER}, secret) as gateway,
+    ):
         status, body = _ask(gateway, secret, "job-b", stream=False)
     assert status == 401 and json.loads(body)["error"]["type"] == "authentication_error"
     assert upstream.seen == [{"x-api-key": BEARER}] and counting.credentials == []
@@ -150,10 +198,17 @@ def test_a_real_flower_run_through_a_bearer_upstream(tmp_path: Path) -> None:
     expected = {"authorization": f"Bearer {BEARER}"}
     ws, runs = tmp_path / "workspace", tmp_path / "runs"
     shutil.copytree(REPO / "examples" / "tasks" / "fizzbuzz", ws)
-    with MessagesServer(counting) as inner, HeaderCheckingUpstream(inner.port, expected) as upstream, \
-            _gateway(tmp_path / "batch", upstream.base_url, {"FB_UPSTREAM_TOKEN": BEARER}, secret) as gateway:
-        env: dict[str, Any] = {**os.environ, **gateway.env(runs / ".claude", prefix="/j/job-c"),
-                               "ANTHROPIC_API_KEY": job_token(secret, "job-c"), "ANTHROPIC_MODEL": MODEL}
+    with (
+        MessagesServer(counting) as inner,
+        HeaderCheckingUpstream(inner.port, expected) as upstream,
+        _gateway(tmp_path / "batch", upstream.base_url, {"FB_UPSTREAM_TOKEN": BEARER}, secret) as gateway,
+    ):
+        env: dict[str, Any] = {
+            **os.environ,
+            **gateway.env(runs / ".claude", prefix="/j/job-c"),
+            "ANTHROPIC_API_KEY": job_token(secret, "job-c"),
+            "ANTHROPIC_MODEL": MODEL,
+        }
         env.pop("ANTHROPIC_AUTH_TOKEN", None)
         proc = subprocess.run(
             [str(FLOWER), "-w", str(ws), "-r", str(runs), "run", "examples/workflows.py:careful", "--fresh",

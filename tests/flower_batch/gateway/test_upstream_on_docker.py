@@ -31,7 +31,10 @@ def test_run_with_a_bearer_token_and_upstream_option(tmp_path: Path, monkeypatch
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     monkeypatch.delenv("FLOWER_BATCH_UPSTREAM", raising=False)
     monkeypatch.setenv("ANTHROPIC_AUTH_TOKEN", BEARER)
-    with MessagesServer(counting) as inner, HeaderCheckingUpstream(inner.port, expected, host="0.0.0.0") as upstream:
+    with (
+        MessagesServer(counting) as inner,
+        HeaderCheckingUpstream(inner.port, expected, host="0.0.0.0") as upstream,
+    ):
         try:
             proc = fb("run", "tasks/hello", "--workflow", "flows.py:quick", "--prompt", "Read TASK.md and do what it asks.",
                       "--image", image, "--name", "bearer-1",

@@ -33,10 +33,20 @@ reply = [{ text = "done" }]
 
 def _post(port: int, secret: str, text: str, stream: bool) -> bytes:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    body = json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 20, "stream": stream,
-                       "messages": [{"role": "user", "content": text}]})
-    conn.request("POST", "/j/job-a/v1/messages", body, {"x-api-key": job_token(secret, "job-a"),
-                                                         "content-type": "application/json"})
+    body = json.dumps(
+        {
+            "model": "claude-sonnet-4-5",
+            "max_tokens": 20,
+            "stream": stream,
+            "messages": [{"role": "user", "content": text}],
+        }
+    )
+    conn.request(
+        "POST",
+        "/j/job-a/v1/messages",
+        body,
+        {"x-api-key": job_token(secret, "job-a"), "content-type": "application/json"},
+    )
     resp = conn.getresponse()
     data = resp.read()
     conn.close()

@@ -107,8 +107,16 @@ def test_image_id_and_limits_are_part_of_the_hash(tmp_path):
 def test_record_round_trip_and_atomic_write(tmp_path):
     job = load_jobs_file(make_project(tmp_path)).jobs[0]
     outcome = JobOutcome(
-        job.id, Status.FAILED, workflow_ok=True, check_exit=1, cost_usd=0.25, num_turns=7, duration_s=31.5,
-        steps=(StepSummary("work", True, 0.25, 7, 30.0),), gateway_mode="scripted", reason="check exited 1",
+        job.id,
+        Status.FAILED,
+        workflow_ok=True,
+        check_exit=1,
+        cost_usd=0.25,
+        num_turns=7,
+        duration_s=31.5,
+        steps=(StepSummary("work", True, 0.25, 7, 30.0),),
+        gateway_mode="scripted",
+        reason="check exited 1",
         check_output="x" * 20000,
     )
     record = finished(job, "running", started_at="2026-01-01T00:00:00Z").with_outcome(
@@ -139,7 +147,9 @@ def test_bad_records_are_reported_not_raised(tmp_path):
     (tmp_path / "truncated").mkdir()
     (tmp_path / "truncated" / "record.json").write_text('{"job_id": "trunc')
     (tmp_path / "weird").mkdir()
-    (tmp_path / "weird" / "record.json").write_text('{"job_id": "weird", "batch": "b", "inputs_hash": "h", "image_id": "i", "status": "done"}')
+    (tmp_path / "weird" / "record.json").write_text(
+        '{"job_id": "weird", "batch": "b", "inputs_hash": "h", "image_id": "i", "status": "done"}'
+    )
     records = load_records(tmp_path)
     assert set(records) == {"truncated", "weird"}
     assert all(isinstance(r, RecordError) for r in records.values())
@@ -186,8 +196,17 @@ def test_default_resume_keeps_verdicts_and_reruns_the_rest(jobs):
     assert plan.to_run[0].attempt == 2
 
 
-@pytest.mark.parametrize("status, action", [("passed", "keep"), ("failed", "run"), ("timeout", "run"),
-                                            ("budget", "run"), ("error", "run"), ("skipped", "run")])
+@pytest.mark.parametrize(
+    "status, action",
+    [
+        ("passed", "keep"),
+        ("failed", "run"),
+        ("timeout", "run"),
+        ("budget", "run"),
+        ("error", "run"),
+        ("skipped", "run"),
+    ],
+)
 def test_retry_failed(jobs, status, action):
     plan = plan_resume(jobs[:1], IMAGE, {jobs[0].id: finished(jobs[0], status)}, retry_failed=True)
     assert plan.decisions[0].action.value == action
@@ -195,7 +214,10 @@ def test_retry_failed(jobs, status, action):
 
 @pytest.mark.parametrize("status", ["passed", "failed", "timeout", "budget"])
 def test_verdicts_are_kept_by_default(jobs, status):
-    assert plan_resume(jobs[:1], IMAGE, {jobs[0].id: finished(jobs[0], status)}).decisions[0].action is Action.KEEP
+    assert (
+        plan_resume(jobs[:1], IMAGE, {jobs[0].id: finished(jobs[0], status)}).decisions[0].action
+        is Action.KEEP
+    )
 
 
 def test_fresh_runs_everything_even_passed(jobs):

@@ -32,7 +32,11 @@ from tests.batch_fixtures.rig import fb, project_copy, runtime_image
 JOBS: dict[str, Any] = {
     "batch": {"name": "fuzz", "budget_usd": 1.5},
     "defaults": {
-        "workflow": "flows.py:solo", "prompt": "Read TASK.md", "timeout": "2m", "memory": "512m", "cpus": 1,
+        "workflow": "flows.py:solo",
+        "prompt": "Read TASK.md",
+        "timeout": "2m",
+        "memory": "512m",
+        "cpus": 1,
         "gateway": {"mode": "scripted", "scenario": "scenarios/quick.toml"},
     },
     "tasks": {
@@ -40,7 +44,10 @@ JOBS: dict[str, Any] = {
         "beta": {"workspace": "tasks/beta", "env": {"STYLE": "terse"}, "args": {"n": 2}},
     },
     "matrix": {
-        "variant": [{"name": "solo", "workflow": "flows.py:solo"}, {"name": "duo", "workflow": "flows.py:duo"}],
+        "variant": [
+            {"name": "solo", "workflow": "flows.py:solo"},
+            {"name": "duo", "workflow": "flows.py:duo"},
+        ],
         "repeat": 2,
         "exclude": [{"task": "beta", "variant": "duo"}],
         "include": [{"variant": "solo", "timeout": "90s"}],
@@ -52,16 +59,54 @@ SCENARIO: dict[str, Any] = {
     "description": "fuzz",
     "defaults": {"usage": {"input_tokens": 1000, "output_tokens": 100}},
     "rules": [
-        {"name": "read", "last_is_tool_result": False, "last_user_contains": "TASK.md",
-         "reply": [{"text": "Reading."}, {"tool_use": {"name": "Read", "input": {"file_path": "{cwd}/TASK.md"}}}]},
-        {"name": "done", "last_is_tool_result": True, "tool_result_contains": "answer", "reply": "Done.", "times": 2},
+        {
+            "name": "read",
+            "last_is_tool_result": False,
+            "last_user_contains": "TASK.md",
+            "reply": [
+                {"text": "Reading."},
+                {"tool_use": {"name": "Read", "input": {"file_path": "{cwd}/TASK.md"}}},
+            ],
+        },
+        {
+            "name": "done",
+            "last_is_tool_result": True,
+            "tool_result_contains": "answer",
+            "reply": "Done.",
+            "times": 2,
+        },
     ],
 }
 
 BAD_VALUES = st.one_of(
-    st.integers(-3, 3), st.sampled_from([0, -1, 10**12, 1.5, -0.5, True, False, "", " ", "1m", "ten", "0",
-                                         "flow.py:main", "a:b:c", "${{ matrix.nope }}", "../../etc", "[[rules]]",
-                                         "[red]x[/red]", "\u00e9\u4e2d", [], [1, "a"], {}, {"x": 1}]),
+    st.integers(-3, 3),
+    st.sampled_from(
+        [
+            0,
+            -1,
+            10**12,
+            1.5,
+            -0.5,
+            True,
+            False,
+            "",
+            " ",
+            "1m",
+            "ten",
+            "0",
+            "flow.py:main",
+            "a:b:c",
+            "${{ matrix.nope }}",
+            "../../etc",
+            "[[rules]]",
+            "[red]x[/red]",
+            "\u00e9\u4e2d",
+            [],
+            [1, "a"],
+            {},
+            {"x": 1},
+        ]
+    ),
     st.text(max_size=8),
 )
 
@@ -83,11 +128,11 @@ def _typo(key: str, draw: st.DrawFn) -> str:
     i = draw(st.integers(0, len(key) - 1))
     how = draw(st.sampled_from(["drop", "double", "swap", "other"]))
     if how == "drop":
-        return key[:i] + key[i + 1:] or "k"
+        return key[:i] + key[i + 1 :] or "k"
     if how == "double":
         return key[:i] + key[i] + key[i:]
     if how == "swap" and i + 1 < len(key):
-        return key[:i] + key[i + 1] + key[i] + key[i + 2:]
+        return key[:i] + key[i + 1] + key[i] + key[i + 2 :]
     return draw(st.sampled_from(["varient", "workfow", "timout", "repyl", "rule", "nmae", "when", "Prompt"]))
 
 
@@ -110,10 +155,21 @@ def mutated(draw: st.DrawFn, base: dict[str, Any]) -> dict[str, Any]:
             parent[_typo(last, draw)] = parent.pop(last)
         elif op == "retype":
             value = parent[last]
-            parent[last] = draw(st.sampled_from(
-                [str(value), [value], {"v": value}, 1 if not isinstance(value, int) else "1", value is None]))
+            parent[last] = draw(
+                st.sampled_from(
+                    [
+                        str(value),
+                        [value],
+                        {"v": value},
+                        1 if not isinstance(value, int) else "1",
+                        value is None,
+                    ]
+                )
+            )
         else:
-            parent[last] = copy.deepcopy(draw(BAD_VALUES))  # sampled lists/tables are shared: never mutate them
+            parent[last] = copy.deepcopy(
+                draw(BAD_VALUES)
+            )  # sampled lists/tables are shared: never mutate them
     return doc
 
 
@@ -142,8 +198,11 @@ def _value(v: Any) -> str:
 
 def to_toml(doc: dict[str, Any]) -> str:
     plain = [f"{_key(k)} = {_value(v)}" for k, v in doc.items() if not isinstance(v, dict)]
-    tables = [f"[{_key(k)}]\n" + "".join(f"{_key(kk)} = {_value(vv)}\n" for kk, vv in v.items())
-              for k, v in doc.items() if isinstance(v, dict)]
+    tables = [
+        f"[{_key(k)}]\n" + "".join(f"{_key(kk)} = {_value(vv)}\n" for kk, vv in v.items())
+        for k, v in doc.items()
+        if isinstance(v, dict)
+    ]
     return "\n".join(plain) + "\n" + "\n".join(tables)
 
 
@@ -193,7 +252,9 @@ def test_a_mutated_scenario_loads_or_says_one_line(doc: dict[str, Any]) -> None:
 
 def test_the_preflight_reads_scenarios_as_the_gateway_does(tmp_path: Path) -> None:
     """The same verdict as Scenario.load for a handful of mutations, through the files pre-flight reads."""
-    for i, doc in enumerate([SCENARIO, {**SCENARIO, "rulez": []}, {"rules": [{"repyl": "x"}]}, {"rules": []}]):
+    for i, doc in enumerate(
+        [SCENARIO, {**SCENARIO, "rulez": []}, {"rules": [{"repyl": "x"}]}, {"rules": []}]
+    ):
         path = tmp_path / f"s{i}.toml"
         path.write_text(to_toml(doc))
         try:
@@ -208,20 +269,31 @@ def test_the_preflight_reads_scenarios_as_the_gateway_does(tmp_path: Path) -> No
 @pytest.mark.docker
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(doc=mutated(JOBS))
-def test_mutated_jobs_files_through_the_real_command(project: Path, tmp_path_factory: pytest.TempPathFactory,
-                                                      doc: dict[str, Any]) -> None:
+def test_mutated_jobs_files_through_the_real_command(
+    project: Path, tmp_path_factory: pytest.TempPathFactory, doc: dict[str, Any]
+) -> None:
     where = tmp_path_factory.mktemp("cmd")
     shutil.copytree(project, where / "project")
     (where / "project" / "jobs.toml").write_text(to_toml(doc))
     home = where / "home"
     home.mkdir()
-    proc = fb("matrix", "jobs.toml", "--dry-run", "--image", runtime_image(), home=home, cwd=where / "project",
-              timeout=120)
+    proc = fb(
+        "matrix",
+        "jobs.toml",
+        "--dry-run",
+        "--image",
+        runtime_image(),
+        home=home,
+        cwd=where / "project",
+        timeout=120,
+    )
     text = proc.stdout + proc.stderr
     assert "Traceback" not in text, text
     assert proc.returncode in (0, 2), text
     lines = problem_lines(proc.stderr)
     assert_one_line_each(lines)
     if proc.returncode == 2:
-        assert lines and all(re.match(r"^(flower-batch: |jobs\.toml|warning: )", line) for line in lines), lines
+        assert lines and all(re.match(r"^(flower-batch: |jobs\.toml|warning: )", line) for line in lines), (
+            lines
+        )
     assert fingerprint(home) == {"./": "dir"}  # not even the batch folder

@@ -164,7 +164,9 @@ def test_invalid_toml_names_the_line(tmp_path):
 
 
 def test_all_errors_are_collected_in_file_order(tmp_path):
-    errors = errors_of(tmp_path, """\
+    errors = errors_of(
+        tmp_path,
+        """\
         [defaults]
         timeout = "soon"
         cpus = 0
@@ -177,7 +179,8 @@ def test_all_errors_are_collected_in_file_order(tmp_path):
         [matrix]
         v = ["x", "x"]
         repeat = 0
-    """)
+    """,
+    )
     assert [e.split(": ")[0:2] for e in errors] == [
         ["jobs.toml:2", "defaults.timeout"],
         ["jobs.toml:3", "defaults.cpus"],
@@ -189,7 +192,9 @@ def test_all_errors_are_collected_in_file_order(tmp_path):
 
 
 def test_same_problem_in_many_jobs_is_reported_once(tmp_path):
-    errors = errors_of(tmp_path, """\
+    errors = errors_of(
+        tmp_path,
+        """\
         [defaults]
         workflow = "nope"
         [tasks.a]
@@ -198,22 +203,29 @@ def test_same_problem_in_many_jobs_is_reported_once(tmp_path):
         [matrix]
         v = ["x", "y", "z"]
         repeat = 5
-    """)
+    """,
+    )
     assert len(errors) == 1 and errors[0].startswith("jobs.toml:2: defaults.workflow:")
 
 
 def test_unreadable_file_is_one_line(tmp_path):
     with pytest.raises(MatrixFileError) as info:
         load_jobs_file(tmp_path / "missing.toml")
-    assert str(info.value) == f"{tmp_path / 'missing.toml'}: cannot read the jobs file: No such file or directory"
+    assert (
+        str(info.value)
+        == f"{tmp_path / 'missing.toml'}: cannot read the jobs file: No such file or directory"
+    )
 
 
-@pytest.mark.parametrize("text", [
-    '[tasks.alpha]\nprompt = "p"\n[[jobs]]\nname = "x"\ntask = ["alpha"]\n',
-    '[tasks.alpha]\nprompt = "p"\n[[jobs]]\nname = "x"\ntask = { a = 1 }\n',
-    '[tasks.alpha]\nprompt = "p"\n[matrix]\ntask = [["alpha"]]\n',
-    '[tasks.alpha]\nprompt = "p"\n[matrix]\ntask = [{ name = "alpha" }]\n',
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        '[tasks.alpha]\nprompt = "p"\n[[jobs]]\nname = "x"\ntask = ["alpha"]\n',
+        '[tasks.alpha]\nprompt = "p"\n[[jobs]]\nname = "x"\ntask = { a = 1 }\n',
+        '[tasks.alpha]\nprompt = "p"\n[matrix]\ntask = [["alpha"]]\n',
+        '[tasks.alpha]\nprompt = "p"\n[matrix]\ntask = [{ name = "alpha" }]\n',
+    ],
+)
 def test_a_task_given_as_a_list_or_table_is_one_line_not_a_type_error(tmp_path: Path, text: str) -> None:
     """Found by the fuzz: `task = ["alpha"]` raised TypeError (unhashable) out of the parser."""
     with pytest.raises(MatrixFileError) as caught:
@@ -228,7 +240,9 @@ def test_an_unusable_path_is_one_line_not_an_os_error(tmp_path: Path, path: str)
     with pytest.raises(MatrixFileError) as caught:
         parse_jobs_text(text, path=tmp_path / "jobs.toml")
     lines = [str(e) for e in caught.value.errors]
-    assert len(lines) == 2 and all("\n" not in line and "write a plain relative path" in line for line in lines)
+    assert len(lines) == 2 and all(
+        "\n" not in line and "write a plain relative path" in line for line in lines
+    )
 
 
 def test_a_newline_inside_a_value_or_key_stays_inside_its_one_line(tmp_path: Path) -> None:
@@ -243,8 +257,9 @@ def test_a_newline_inside_a_value_or_key_stays_inside_its_one_line(tmp_path: Pat
 
 def test_pids_and_network_reach_the_job(tmp_path: Path) -> None:
     (tmp_path / "tasks/a").mkdir(parents=True)
-    jobs = parse_jobs_text(HEAD + 'pids = 4096\nnetwork = "internet"\n', path=tmp_path / "jobs.toml",
-                           label="jobs.toml").jobs
+    jobs = parse_jobs_text(
+        HEAD + 'pids = 4096\nnetwork = "internet"\n', path=tmp_path / "jobs.toml", label="jobs.toml"
+    ).jobs
     assert (jobs[0].pids, jobs[0].network) == (4096, "internet")
     assert jobs[0].to_dict()["network"] == "internet"
     plain = parse_jobs_text(HEAD, path=tmp_path / "jobs.toml", label="jobs.toml").jobs[0]

@@ -43,11 +43,14 @@ prompt = "do b"
 
 
 def test_minimal_file_gives_one_job_per_task_with_defaults(tmp_path):
-    jobs = load(tmp_path, """
+    jobs = load(
+        tmp_path,
+        """
         [tasks.a]
         workspace = "tasks/a"
         prompt = "hello"
-    """)
+    """,
+    )
     (job,) = jobs.jobs
     assert job.id == "a.r1"
     assert job.variant == "default"
@@ -60,14 +63,24 @@ def test_minimal_file_gives_one_job_per_task_with_defaults(tmp_path):
 
 
 def test_two_variants_two_tasks_two_repeats(tmp_path):
-    jobs = load(tmp_path, TWO_TASKS + """
+    jobs = load(
+        tmp_path,
+        TWO_TASKS
+        + """
         [matrix]
         variant = ["careful", "quick"]
         repeat = 2
-    """)
+    """,
+    )
     assert [j.id for j in jobs.jobs] == [
-        "a.careful.r1", "a.quick.r1", "b.careful.r1", "b.quick.r1",
-        "a.careful.r2", "a.quick.r2", "b.careful.r2", "b.quick.r2",
+        "a.careful.r1",
+        "a.quick.r1",
+        "b.careful.r1",
+        "b.quick.r1",
+        "a.careful.r2",
+        "a.quick.r2",
+        "b.careful.r2",
+        "b.quick.r2",
     ]
     assert jobs.tasks == ("a", "b") and jobs.variants == ("careful", "quick")
     assert jobs.axes == ("task", "variant")
@@ -79,7 +92,10 @@ def test_two_variants_two_tasks_two_repeats(tmp_path):
 
 
 def test_precedence_defaults_task_axis_include(tmp_path):
-    jobs = load(tmp_path, TWO_TASKS + """
+    jobs = load(
+        tmp_path,
+        TWO_TASKS
+        + """
         [tasks.a.env]
         LEVEL = "task"
         [matrix]
@@ -88,7 +104,8 @@ def test_precedence_defaults_task_axis_include(tmp_path):
           { name = "quick" },
         ]
         include = [{ task = "b", variant = "quick", timeout = "1m", cpus = 2 }]
-    """)
+    """,
+    )
     assert jobs.job("a.careful.r1").timeout_s == 1200  # axis beats defaults
     assert jobs.job("a.careful.r1").env == {"LEVEL": "axis"}  # axis beats task
     assert jobs.job("a.quick.r1").env == {"LEVEL": "task"}
@@ -98,7 +115,9 @@ def test_precedence_defaults_task_axis_include(tmp_path):
 
 
 def test_env_and_args_merge_and_secrets_accumulate(tmp_path):
-    jobs = load(tmp_path, """
+    jobs = load(
+        tmp_path,
+        """
         [defaults]
         env = { A = "1", B = "2" }
         args = { rounds = 2, style = "plain" }
@@ -111,14 +130,19 @@ def test_env_and_args_merge_and_secrets_accumulate(tmp_path):
         secrets = ["NPM_TOKEN", "GITHUB_TOKEN"]
         [matrix]
         tone = ["terse"]
-    """)
+    """,
+    )
     (job,) = jobs.jobs
     assert job.env == {"A": "1", "B": "task", "C": "3"}
     assert job.args == {"rounds": 2, "style": "terse"}
     assert job.secrets == ("GITHUB_TOKEN", "NPM_TOKEN")
     assert jobs.secret_names == ("GITHUB_TOKEN", "NPM_TOKEN")
     assert job.environment({"GITHUB_TOKEN": "g", "NPM_TOKEN": "n", "OTHER": "o"}) == {
-        "A": "1", "B": "task", "C": "3", "GITHUB_TOKEN": "g", "NPM_TOKEN": "n",
+        "A": "1",
+        "B": "task",
+        "C": "3",
+        "GITHUB_TOKEN": "g",
+        "NPM_TOKEN": "n",
     }
     with pytest.raises(LookupError, match="job a.terse.r1: secret NPM_TOKEN not set in the environment"):
         job.environment({"GITHUB_TOKEN": "g"})
@@ -128,7 +152,9 @@ def test_env_and_args_merge_and_secrets_accumulate(tmp_path):
 
 
 def test_templating_references(tmp_path):
-    jobs = load(tmp_path, """
+    jobs = load(
+        tmp_path,
+        """
         [tasks.a]
         workspace = "tasks/a"
         prompt = "task ${{ task.name }} as ${{ matrix.persona.name }} (${{matrix.persona.tone}}) run ${{ job.repeat }} id ${{ job.id }} t=${{ matrix.temperature }} v=${{ matrix.verbose }}"
@@ -137,7 +163,8 @@ def test_templating_references(tmp_path):
         persona = [{ name = "Ann", tone = "warm" }]
         temperature = [0.5]
         verbose = [false]
-    """)
+    """,
+    )
     (job,) = jobs.jobs
     assert job.id == "a.ann.temperature-0-5.no-verbose.r1"
     assert job.prompt == f"task a as Ann (warm) run 1 id {job.id} t=0.5 v=false"
@@ -145,22 +172,30 @@ def test_templating_references(tmp_path):
 
 
 def test_task_axis_can_be_declared_anywhere_and_restricts_tasks(tmp_path):
-    jobs = load(tmp_path, TWO_TASKS + """
+    jobs = load(
+        tmp_path,
+        TWO_TASKS
+        + """
         [matrix]
         variant = ["careful", "quick"]
         task = ["b"]
-    """)
+    """,
+    )
     assert [j.id for j in jobs.jobs] == ["b.careful.r1", "b.quick.r1"]
     assert jobs.tasks == ("b",)
 
 
 def test_exclude_then_include_new_combination_with_named_table(tmp_path):
-    jobs = load(tmp_path, TWO_TASKS + """
+    jobs = load(
+        tmp_path,
+        TWO_TASKS
+        + """
         [matrix]
         variant = [{ name = "careful", timeout = "20m" }, { name = "quick" }]
         exclude = [{ task = "a", variant = "careful" }]
         include = [{ task = "a", variant = "careful", prompt = "special" }]
-    """)
+    """,
+    )
     # the excluded pair comes back through include, as a new combination that still gets
     # the full "careful" table (named by its `name`) and the include's own prompt
     readded = jobs.job("a.careful.r1")
@@ -170,20 +205,30 @@ def test_exclude_then_include_new_combination_with_named_table(tmp_path):
 
 
 def test_include_without_axis_keys_extends_every_combination(tmp_path):
-    jobs = load(tmp_path, TWO_TASKS + """
+    jobs = load(
+        tmp_path,
+        TWO_TASKS
+        + """
         [matrix]
         variant = ["careful", "quick"]
         include = [{ note = "all" }, { variant = "quick", note = "fast" }]
         [defaults.env]
         NOTE = "${{ matrix.note }}"
-    """)
+    """,
+    )
     assert {j.id: j.env["NOTE"] for j in jobs.jobs} == {
-        "a.careful.r1": "all", "a.quick.r1": "fast", "b.careful.r1": "all", "b.quick.r1": "fast",
+        "a.careful.r1": "all",
+        "a.quick.r1": "fast",
+        "b.careful.r1": "all",
+        "b.quick.r1": "fast",
     }
 
 
 def test_include_new_combination_labels_and_explicit_jobs(tmp_path):
-    jobs = load(tmp_path, TWO_TASKS + """
+    jobs = load(
+        tmp_path,
+        TWO_TASKS
+        + """
         [matrix]
         variant = ["careful", "quick"]
         include = [{ task = "a", variant = "experimental" }]
@@ -196,12 +241,17 @@ def test_include_new_combination_labels_and_explicit_jobs(tmp_path):
         prompt = "tuned ${{ matrix.level }}"
         matrix = { level = "high" }
         repeat = 1
-    """)
+    """,
+    )
     ids = [j.id for j in jobs.jobs]
     assert "a.experimental.r1" in ids and "a.experimental.r2" in ids
     assert jobs.job("a.experimental.r2").workflow == "examples.workflows:experimental"
     tuned = jobs.job("b.hand-tuned.r1")
-    assert tuned.variant == "hand-tuned" and tuned.prompt == "tuned high" and tuned.workflow == "examples.workflows:tuned"
+    assert (
+        tuned.variant == "hand-tuned"
+        and tuned.prompt == "tuned high"
+        and tuned.workflow == "examples.workflows:tuned"
+    )
     assert "b.hand-tuned.r2" not in ids
     assert jobs.variants == ("careful", "quick", "experimental", "hand-tuned")
 
@@ -209,21 +259,29 @@ def test_include_new_combination_labels_and_explicit_jobs(tmp_path):
 def test_ids_are_stable_when_repeat_grows_and_values_are_reordered(tmp_path):
     base = TWO_TASKS + '[matrix]\nvariant = ["careful", "quick"]\n'
     one = {j.id: j.inputs_hash("img") for j in load(tmp_path, base).jobs}
-    more = {j.id: j.inputs_hash("img") for j in load(tmp_path, base.replace('["careful", "quick"]', '["quick", "careful"]') + "repeat = 3\n").jobs}
+    more = {
+        j.id: j.inputs_hash("img")
+        for j in load(
+            tmp_path, base.replace('["careful", "quick"]', '["quick", "careful"]') + "repeat = 3\n"
+        ).jobs
+    }
     assert set(one) <= set(more)
     assert all(more[i] == h for i, h in one.items())  # same job, same inputs -> resume keeps it
 
 
 def test_field_named_axis_sets_the_field_and_labels_long_values(tmp_path):
     long_prompt = "Please do the task very carefully, step by step, and explain everything."
-    jobs = load(tmp_path, f"""
+    jobs = load(
+        tmp_path,
+        f"""
         [tasks.a]
         workspace = "tasks/a"
         prompt = "p"
         [matrix]
         model = ["claude-sonnet-4-5", "claude-haiku-4-5"]
         prompt = ["{long_prompt}"]
-    """)
+    """,
+    )
     ids = [j.id for j in jobs.jobs]
     assert all(len(label) <= 40 for i in ids for label in i.split("."))
     assert ids[0].startswith("a.claude-sonnet-4-5.please-do-the-task")
@@ -233,13 +291,16 @@ def test_field_named_axis_sets_the_field_and_labels_long_values(tmp_path):
 def test_gateway_paths_resolve_and_are_content_hashed(tmp_path):
     (tmp_path / "scen").mkdir()
     (tmp_path / "scen" / "demo.json").write_text("{}")
-    jobs = load(tmp_path, """
+    jobs = load(
+        tmp_path,
+        """
         [defaults]
         gateway = { mode = "scripted", scenario = "scen/demo.json" }
         [tasks.a]
         workspace = "tasks/a"
         prompt = "p"
-    """)
+    """,
+    )
     gateway = jobs.jobs[0].gateway
     assert gateway.mode == "scripted" and gateway.label == "scripted model"
     assert gateway.scenario == (tmp_path / "scen/demo.json").resolve()
@@ -248,7 +309,9 @@ def test_gateway_paths_resolve_and_are_content_hashed(tmp_path):
 
 
 def test_to_dict_round_trip(tmp_path):
-    jobs = load(tmp_path, TWO_TASKS + '[matrix]\nvariant = [{ name = "careful", cpus = 1.5, memory = "1g" }]\n')
+    jobs = load(
+        tmp_path, TWO_TASKS + '[matrix]\nvariant = [{ name = "careful", cpus = 1.5, memory = "1g" }]\n'
+    )
     from flower_batch.jobmodel.spec import JobSpec
 
     for job in jobs.jobs:
@@ -281,7 +344,10 @@ def test_github_docs_include_example():
 def test_github_docs_exclude_example():
     rows = combinations(
         {"os": ["macos", "windows"], "version": [12, 14, 16], "environment": ["staging", "production"]},
-        exclude=[{"os": "macos", "version": 12, "environment": "production"}, {"os": "windows", "version": 16}],
+        exclude=[
+            {"os": "macos", "version": 12, "environment": "production"},
+            {"os": "windows", "version": 16},
+        ],
     )
     assert len(rows) == 9
     assert {"os": "macos", "version": 12, "environment": "production"} not in [r.values for r in rows]

@@ -9,8 +9,13 @@ from flower_batch.jobsfile import RenderContext, Template
 
 
 def test_template_rendering_and_errors():
-    context = RenderContext({"task": "a", "v": {"name": "Careful", "t": 3}, "flag": True}, "a", "a.careful.r2", 2)
-    assert Template("${{matrix.v}}/${{ matrix.v.t }}/${{ matrix.flag }}/${{ job.repeat }}", ()).render(context) == "Careful/3/true/2"
+    context = RenderContext(
+        {"task": "a", "v": {"name": "Careful", "t": 3}, "flag": True}, "a", "a.careful.r2", 2
+    )
+    assert (
+        Template("${{matrix.v}}/${{ matrix.v.t }}/${{ matrix.flag }}/${{ job.repeat }}", ()).render(context)
+        == "Careful/3/true/2"
+    )
     assert Template("x ${{ matrix.v }", ()).syntax_problem() == "unclosed `${{`; close it with `}}`"
     assert Template("${{ env.HOME }}", ()).syntax_problem().startswith("unknown reference `${{ env.HOME }}`")
     with pytest.raises(TemplateError) as info:

@@ -31,15 +31,29 @@ def matrices(draw: st.DrawFn) -> tuple[dict, list, list, int]:
     axes = {n: draw(st.lists(st.integers(0, 4), min_size=1, max_size=4, unique=True)) for n in names}
     entry = st.dictionaries(st.sampled_from([*names, "x"]), st.integers(0, 5), min_size=1, max_size=2)
     include = draw(st.lists(entry, max_size=3))
-    exclude = [e for e in draw(st.lists(st.dictionaries(st.sampled_from(names), st.sampled_from(
-        sorted({v for vs in axes.values() for v in vs})), min_size=1, max_size=2), max_size=2))
-        if all(v in axes[k] for k, v in e.items())]
+    exclude = [
+        e
+        for e in draw(
+            st.lists(
+                st.dictionaries(
+                    st.sampled_from(names),
+                    st.sampled_from(sorted({v for vs in axes.values() for v in vs})),
+                    min_size=1,
+                    max_size=2,
+                ),
+                max_size=2,
+            )
+        )
+        if all(v in axes[k] for k, v in e.items())
+    ]
     return axes, [{"task": "t", **e} for e in include], exclude, draw(st.integers(1, 3))
 
 
 @settings(max_examples=60, deadline=None)
 @given(matrices())
-def test_the_size_limit_counts_what_the_expansion_makes(tmp_path_factory: pytest.TempPathFactory, m: tuple) -> None:
+def test_the_size_limit_counts_what_the_expansion_makes(
+    tmp_path_factory: pytest.TempPathFactory, m: tuple
+) -> None:
     axes, include, exclude, repeat = m
     path = tmp_path_factory.mktemp("size") / "jobs.toml"
     text = jobs_text(axes, include, exclude, repeat)
@@ -71,7 +85,9 @@ def test_a_misspelt_include_key_warns_with_the_axis_and_still_adds_a_combination
     jf = parse_jobs_text(text, path=path)
     assert len(jf.jobs) == 2  # GitHub Actions: both entries match every combination (no axis keys)
     (warning,) = include_warnings(path, jf.axes)
-    assert warning.startswith("jobs.toml:5: matrix.include[0].varient: names no axis (did you mean `variant`?)")
+    assert warning.startswith(
+        "jobs.toml:5: matrix.include[0].varient: names no axis (did you mean `variant`?)"
+    )
 
 
 # -- scenarios -----------------------------------------------------------------------------------
@@ -100,11 +116,17 @@ def test_a_recording_to_replay_is_read_before_anything_starts(tmp_path: Path) ->
         return folder
 
     good = job_folder("good", {"format": FORMAT, "seq": 1}, {"format": FORMAT, "seq": 2})
-    newer = job_folder("newer", {"format": FORMAT, "seq": 1}, {"format": "flower-batch/recording@2", "seq": 2})
+    newer = job_folder(
+        "newer", {"format": FORMAT, "seq": 1}, {"format": "flower-batch/recording@2", "seq": 2}
+    )
     other = job_folder("other", {"format": "flower-scripted/requests@2", "nth": 1})
     pf = Preflight(lambda f, v, jobs: f"{f} {v}")
-    pf.add_jobs([_job(str(i), gateway=GatewaySpec(mode="replay", recording=folder))
-                 for i, folder in enumerate([good, newer, other, tmp_path / "none", newer])])
+    pf.add_jobs(
+        [
+            _job(str(i), gateway=GatewaySpec(mode="replay", recording=folder))
+            for i, folder in enumerate([good, newer, other, tmp_path / "none", newer])
+        ]
+    )
     assert pf.problems == [
         f"{newer / 'logs' / RECORDING}: exchange 2 was written as flower-batch/recording@2, newer than this "
         f"flower-batch reads ({FORMAT}): upgrade flower-batch",
@@ -115,20 +137,29 @@ def test_a_recording_to_replay_is_read_before_anything_starts(tmp_path: Path) ->
 
 
 # -- limits --------------------------------------------------------------------------------------
-@pytest.mark.parametrize(("memory", "words"), [
-    (1024**2, "below Docker's minimum of 6m"), (6 * 1024**2, None), (9 * 1024**3, None),
-])
+@pytest.mark.parametrize(
+    ("memory", "words"),
+    [
+        (1024**2, "below Docker's minimum of 6m"),
+        (6 * 1024**2, None),
+        (9 * 1024**3, None),
+    ],
+)
 def test_memory_limits(memory: int, words: str | None) -> None:
     problem = memory_problem(memory, FACTS)
     assert (problem is None) if words is None else (words in (problem or ""))
 
 
 def test_memory_over_the_host_is_a_warning_since_docker_accepts_it() -> None:
-    assert "more than the Docker host has (8g), so it limits nothing" in (memory_warning(9 * 1024**3, FACTS) or "")
+    assert "more than the Docker host has (8g), so it limits nothing" in (
+        memory_warning(9 * 1024**3, FACTS) or ""
+    )
     assert memory_warning(8 * 1024**3, FACTS) is None
 
 
-@pytest.mark.parametrize(("cpus", "words"), [(0.5, None), (4, None), (4.5, "more than the 4 CPU(s)"), (0, "positive")])
+@pytest.mark.parametrize(
+    ("cpus", "words"), [(0.5, None), (4, None), (4.5, "more than the 4 CPU(s)"), (0, "positive")]
+)
 def test_cpu_limits(cpus: float, words: str | None) -> None:
     problem = cpus_problem(cpus, FACTS)
     assert (problem is None) if words is None else (words in (problem or ""))
@@ -141,8 +172,14 @@ def _job(job_id: str = "j", **fields: object) -> JobSpec:
 def test_preflight_names_each_problem_once_with_its_origin(tmp_path: Path) -> None:
     (tmp_path / "flows.py").write_text("x = 1\n")
     pf = Preflight(lambda f, v, jobs: f"{f} {v} ({len(jobs)} jobs)")
-    pf.add_jobs([_job("a", workflow="flow.py:main", memory_bytes=1024), _job("b", workflow="flow.py:main"),
-                 _job("c", workflow="flows.py:main", cpus=64.0)], search=[tmp_path])
+    pf.add_jobs(
+        [
+            _job("a", workflow="flow.py:main", memory_bytes=1024),
+            _job("b", workflow="flow.py:main"),
+            _job("c", workflow="flows.py:main", cpus=64.0),
+        ],
+        search=[tmp_path],
+    )
     assert pf.problems[0] == "memory 1k (1 jobs): 1k is below Docker's minimum of 6m; give at least 6m"
     assert pf.problems[1].startswith("workflow flow.py:main (2 jobs): flow.py not found")
     assert pf.problems[1].endswith("(did you mean flows.py?)")
@@ -153,21 +190,41 @@ def test_preflight_names_each_problem_once_with_its_origin(tmp_path: Path) -> No
 def test_a_missing_flows_copy_is_a_problem_not_a_docker_error(tmp_path: Path) -> None:
     pf = Preflight(lambda f, v, jobs: f"job x: {f} {v}")
     pf.add_jobs([_job(workflow="flows.py:main")], flows_dir=tmp_path / "gone")
-    assert pf.problems == [f"job x: workflow flows.py:main: the job's copy of its workflow code ({tmp_path / 'gone'}) is missing"]
+    assert pf.problems == [
+        f"job x: workflow flows.py:main: the job's copy of its workflow code ({tmp_path / 'gone'}) is missing"
+    ]
 
 
 def test_the_import_report_names_a_process_killer_and_what_it_left_unchecked() -> None:
     targets = [Target("a.py:main", "A"), Target("b.py:main", "B"), Target("c.py:main", "C")]
-    argv = ["/flows/0", "/flows/0/a.py:main", "/flows/1", "/flows/1/b.py:main", "/flows/2", "/flows/2/c.py:main"]
-    lines = ['{"start": "/flows/0/a.py:main"}', "noise the module printed",
-             json.dumps({"target": "/flows/0/a.py:main", "error": "target '/flows/0/a.py:main': /flows/0/a.py has no attribute 'main'"}),
-             '{"start": "/flows/1/b.py:main"}']
+    argv = [
+        "/flows/0",
+        "/flows/0/a.py:main",
+        "/flows/1",
+        "/flows/1/b.py:main",
+        "/flows/2",
+        "/flows/2/c.py:main",
+    ]
+    lines = [
+        '{"start": "/flows/0/a.py:main"}',
+        "noise the module printed",
+        json.dumps(
+            {
+                "target": "/flows/0/a.py:main",
+                "error": "target '/flows/0/a.py:main': /flows/0/a.py has no attribute 'main'",
+            }
+        ),
+        '{"start": "/flows/1/b.py:main"}',
+    ]
     assert problems_from_output(targets, argv, lines, 3, False, 120) == [
         "A: a.py has no attribute 'main'",
         "B: importing it ended the Python process (exit code 3)",
         "C: not checked: an earlier workflow's import ended the check",
     ]
-    assert problems_from_output(targets[:2], argv[:4], lines, None, True, 120)[1] == "B: importing it did not finish within 120s"
+    assert (
+        problems_from_output(targets[:2], argv[:4], lines, None, True, 120)[1]
+        == "B: importing it did not finish within 120s"
+    )
 
 
 def test_a_misspelt_module_target_gets_a_did_you_mean(tmp_path: Path) -> None:
@@ -175,10 +232,14 @@ def test_a_misspelt_module_target_gets_a_did_you_mean(tmp_path: Path) -> None:
     pf = Preflight(lambda f, v, jobs: f"{f} {v}")
     pf.add_jobs([_job(workflow="flow:main")], search=[tmp_path])
     (line,) = pf.problems
-    assert line.startswith("workflow flow:main: module flow not found") and line.endswith("(did you mean flows?)")
+    assert line.startswith("workflow flow:main: module flow not found") and line.endswith(
+        "(did you mean flows?)"
+    )
 
 
-@pytest.mark.parametrize("target", ["a\x00b.py:main", ("z" * 300) + ".py:main", "pkg." + ("z" * 300) + ":main"])
+@pytest.mark.parametrize(
+    "target", ["a\x00b.py:main", ("z" * 300) + ".py:main", "pkg." + ("z" * 300) + ":main"]
+)
 def test_an_unusable_target_path_is_one_line(tmp_path: Path, target: str) -> None:
     pf = Preflight(lambda f, v, jobs: f"{f} X")
     pf.add_jobs([_job(workflow=target)], search=[tmp_path])
@@ -192,16 +253,22 @@ def test_a_cluster_that_cannot_hold_a_reservation_is_one_line_per_size() -> None
     from tests.fake_backend import FakeBackend
 
     class Small(FakeBackend):
-        async def reservation_problem(self, cpus: float | None, memory: int | None, placement: list[str]) -> str | None:
+        async def reservation_problem(
+            self, cpus: float | None, memory: int | None, placement: list[str]
+        ) -> str | None:
             return f"it reserves {memory} bytes but no node has that much" if (memory or 0) > 2**30 else None
 
     pf = Preflight(lambda f, v, jobs: f"{f} {v} ({len(jobs)} jobs)")
-    pf.add_jobs([_job("a", memory_bytes=2**31), _job("b", memory_bytes=2**31), _job("c", memory_bytes=2**20 * 64)])
+    pf.add_jobs(
+        [_job("a", memory_bytes=2**31), _job("b", memory_bytes=2**31), _job("c", memory_bytes=2**20 * 64)]
+    )
 
     async def go() -> None:
         async with Small() as backend:
             await pf.check_cluster(backend, FakeBackend.IMAGE)
 
     anyio.run(go)
-    assert pf.problems == [f"memory 2g (2 jobs): no node of the cluster can hold it: it reserves {2**31} bytes but "
-                           "no node has that much"]
+    assert pf.problems == [
+        f"memory 2g (2 jobs): no node of the cluster can hold it: it reserves {2**31} bytes but "
+        "no node has that much"
+    ]

@@ -39,4 +39,3 @@ def test_a_report_over_hostile_job_folders(tmp_path: Path) -> None:
     assert time.monotonic() - started < 10
     assert SECRET not in doc and SECRET not in page
     assert res.diffs["t-v-1"]["added"] == len(kinds) + 3  # plain.txt and the two odd names too
-

@@ -25,16 +25,29 @@ def test_junit_validates_against_the_schema(results) -> None:  # noqa: F811
     cases = doc.findall(".//testcase")
     assert len(cases) == len(results.jobs)
     # A broken file is refused: the schema is not a rubber stamp.
-    broken = etree.fromstring(b'<testsuites><testsuite name="x" tests="one" failures="0" errors="0"/></testsuites>')
+    broken = etree.fromstring(
+        b'<testsuites><testsuite name="x" tests="one" failures="0" errors="0"/></testsuites>'
+    )
     assert not schema.validate(broken)
 
 
 def headless_chromium(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     assert CHROMIUM, "headless Chromium is needed (make prereqs installs it)"
     return subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-         "--proxy-server=127.0.0.1:9", "--window-size=1300,1600", *args],  # any network use would fail
-        capture_output=True, text=True, timeout=120, cwd=cwd,
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--proxy-server=127.0.0.1:9",
+            "--window-size=1300,1600",
+            *args,
+        ],  # any network use would fail
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
     )
 
 

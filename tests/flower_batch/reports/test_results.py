@@ -71,13 +71,31 @@ def results(tmp_path) -> BatchResults:
     outcomes = {}
     for job_id, (status, cost, turns, duration) in PLAN.items():
         outcomes[job_id] = JobOutcome(
-            job_id, status, workflow_ok=status is not Status.ERROR, check_exit=1 if status is Status.FAILED else 0,
-            cost_usd=cost, num_turns=turns, duration_s=duration,
-            steps=(StepSummary("work", status is Status.PASSED, cost, turns, duration, verdict="pass" if status is Status.PASSED else None),),
-            gateway_mode="scripted", reason=None if status is Status.PASSED else f"{status.value} <&> \x1b[31mbecause\x1b[0m\x00",
-            check_output="hello.txt: hi" if job_id.startswith("hello") else None, log_tail="last line of the log",
+            job_id,
+            status,
+            workflow_ok=status is not Status.ERROR,
+            check_exit=1 if status is Status.FAILED else 0,
+            cost_usd=cost,
+            num_turns=turns,
+            duration_s=duration,
+            steps=(
+                StepSummary(
+                    "work",
+                    status is Status.PASSED,
+                    cost,
+                    turns,
+                    duration,
+                    verdict="pass" if status is Status.PASSED else None,
+                ),
+            ),
+            gateway_mode="scripted",
+            reason=None if status is Status.PASSED else f"{status.value} <&> \x1b[31mbecause\x1b[0m\x00",
+            check_output="hello.txt: hi" if job_id.startswith("hello") else None,
+            log_tail="last line of the log",
         )
-    return BatchResults("demo", jobs, outcomes, image_id="sha256:" + "a" * 64, generated_at="2026-01-02T03:04:05Z")
+    return BatchResults(
+        "demo", jobs, outcomes, image_id="sha256:" + "a" * 64, generated_at="2026-01-02T03:04:05Z"
+    )
 
 
 def test_wilson_interval():
@@ -98,7 +116,10 @@ def test_decide_status():
     assert decide_status(workflow_ok=None, check_exit=None)[0] is Status.ERROR
     assert decide_status(workflow_ok=True, check_exit=0, timed_out=True)[0] is Status.TIMEOUT
     assert decide_status(workflow_ok=None, check_exit=None, over_budget=True)[0] is Status.BUDGET
-    assert decide_status(workflow_ok=True, check_exit=0, error="image missing") == (Status.ERROR, "image missing")
+    assert decide_status(workflow_ok=True, check_exit=0, error="image missing") == (
+        Status.ERROR,
+        "image missing",
+    )
 
 
 def test_comparison_cells(results):
@@ -168,7 +189,9 @@ def test_the_four_outputs_agree(results, tmp_path):
     json_cells = {(x["task"], x["variant"]): (x["passed"], x["n"], x["pending"]) for x in document["cells"]}
     assert json_cells == {key: (cell.passed, cell.n, cell.pending) for key, cell in c.cells.items()}
     statuses = {j["id"]: j["status"] for j in document["jobs"]}
-    assert statuses == {job.id: (PLAN[job.id][0].value if job.id in PLAN else "pending") for job in results.jobs}
+    assert statuses == {
+        job.id: (PLAN[job.id][0].value if job.id in PLAN else "pending") for job in results.jobs
+    }
     assert document["gateway"] == {"modes": ["scripted"], "label": "scripted model"}
     assert document["summary"]["passed"] == 3 and document["summary"]["n"] == 7
 
@@ -187,8 +210,15 @@ def test_the_four_outputs_agree(results, tmp_path):
     assert set(cases) == {job.id for job in results.jobs}
     for job_id, case in cases.items():
         kinds = [child.tag for child in case if child.tag in ("failure", "error", "skipped")]
-        expected = {"passed": [], "failed": ["failure"], "timeout": ["failure"], "budget": ["failure"],
-                    "error": ["error"], "skipped": ["skipped"], "pending": ["skipped"]}[statuses[job_id]]
+        expected = {
+            "passed": [],
+            "failed": ["failure"],
+            "timeout": ["failure"],
+            "budget": ["failure"],
+            "error": ["error"],
+            "skipped": ["skipped"],
+            "pending": ["skipped"],
+        }[statuses[job_id]]
         assert kinds == expected, job_id
         assert case.get("classname") == job_id.split(".")[0]
         if kinds and kinds[0] in ("failure", "error"):
@@ -198,12 +228,17 @@ def test_the_four_outputs_agree(results, tmp_path):
     assert root.get("tests") == str(len(results.jobs))
     assert int(root.get("failures")) == sum(s in ("failed", "timeout", "budget") for s in statuses.values())
     assert int(root.get("errors")) == sum(s == "error" for s in statuses.values())
-    assert sum(int(s.get("skipped")) for s in root.iter("testsuite")) == sum(s in ("skipped", "pending") for s in statuses.values())
+    assert sum(int(s.get("skipped")) for s in root.iter("testsuite")) == sum(
+        s in ("skipped", "pending") for s in statuses.values()
+    )
 
     # HTML: same cells, same statuses, the same document embedded
     parser = _ReportParser()
     parser.feed(paths.html.read_text())
-    html_cells = {(a["data-task"], a["data-variant"]): (int(a["data-passed"]), int(a["data-n"]), int(a["data-pending"])) for a in parser.cells}
+    html_cells = {
+        (a["data-task"], a["data-variant"]): (int(a["data-passed"]), int(a["data-n"]), int(a["data-pending"]))
+        for a in parser.cells
+    }
     assert html_cells == json_cells
     assert parser.jobs == statuses
     assert parser.data_json == document
@@ -212,9 +247,13 @@ def test_the_four_outputs_agree(results, tmp_path):
 
 def test_junit_text_is_clean_xml(results):
     root = ET.fromstring(junit_xml(results))
-    failure = next(case.find("failure") for case in root.iter("testcase") if case.get("name") == "hello.careful.r3")
+    failure = next(
+        case.find("failure") for case in root.iter("testcase") if case.get("name") == "hello.careful.r3"
+    )
     assert failure.get("message") == "failed <&> because\ufffd"
-    out = next(case.find("system-out") for case in root.iter("testcase") if case.get("name") == "hello.careful.r1")
+    out = next(
+        case.find("system-out") for case in root.iter("testcase") if case.get("name") == "hello.careful.r1"
+    )
     assert "$ grep -q hi hello.txt\nhello.txt: hi" in out.text and "last line of the log" in out.text
     properties = {p.get("name"): p.get("value") for p in root.find("testsuite").iter("property")}
     assert properties["gateway_mode"] == "scripted" and properties["image_id"].startswith("sha256:")
@@ -232,8 +271,10 @@ def test_html_is_self_contained_and_escaped(results):
 
 
 def test_summary_line(results):
-    assert summary_line(results) == ("3/7 passed (43%) · total $0.6700 (5/7 known) · model: scripted model · 1 pending"
-                                     " · not passed: verifier 1 · infrastructure 1 · timeout 1 · budget 2")
+    assert summary_line(results) == (
+        "3/7 passed (43%) · total $0.6700 (5/7 known) · model: scripted model · 1 pending"
+        " · not passed: verifier 1 · infrastructure 1 · timeout 1 · budget 2"
+    )
 
 
 def test_results_rebuilt_from_records_match(results, tmp_path):
@@ -295,7 +336,10 @@ def test_plots_are_well_formed_svg_with_the_tables_numbers(results):
                 assert float(g.get("data-rate")) == round(cell.pass_rate or 0, 4)
                 ci = g.find("g[@class='ci']")
                 low, high = wilson_interval(cell.passed, cell.n)  # type: ignore[misc]
-                assert (float(ci.get("data-low")), float(ci.get("data-high"))) == (round(low, 4), round(high, 4))
+                assert (float(ci.get("data-low")), float(ci.get("data-high"))) == (
+                    round(low, 4),
+                    round(high, 4),
+                )
     bars = etree.fromstring(svgs[0].encode()).findall(".//g[@class='variant']")
     assert [g.get("data-variant") for g in bars] == [v for v, c in totals.items() if c.n]
 
@@ -321,8 +365,12 @@ def test_text_budget_keeps_small_reports_whole_and_cuts_large_ones(results, tmp_
     log_limit, check_limit = per_job_limits(5000)
     assert log_limit < 4000 and check_limit < 8000 and per_job_limits(10) == (100_000, 150_000)
     long_log = "".join(f"log line {i}\n" for i in range(2000))
-    big = replace(results, outcomes={
-        k: replace(o, log_tail=long_log, check_output=long_log) for k, o in results.outcomes.items()})
+    big = replace(
+        results,
+        outcomes={
+            k: replace(o, log_tail=long_log, check_output=long_log) for k, o in results.outcomes.items()
+        },
+    )
     import flower_batch.reports.text_budget as budget
 
     saved = budget.TEXT_BUDGET
@@ -343,4 +391,7 @@ def test_a_job_with_a_route_out_says_so_in_the_report(results) -> None:
     page = html_report(results)
     assert page.count('class="badge net"') == sum(j.network == "internet" for j in results.jobs) == 3
     entries = {j["id"]: j for j in results.to_document()["jobs"]}
-    assert entries["fizz.careful.r1"]["network"] == "internet" and entries["hello.careful.r1"]["network"] == "gateway"
+    assert (
+        entries["fizz.careful.r1"]["network"] == "internet"
+        and entries["hello.careful.r1"]["network"] == "gateway"
+    )

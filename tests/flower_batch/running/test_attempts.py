@@ -58,7 +58,9 @@ def test_an_unfinished_attempt_is_kept_with_the_record_the_planner_read(tmp_path
 
 
 @pytest.mark.anyio
-async def test_a_rerun_whose_setup_fails_keeps_the_previous_verdict_as_an_attempt(tmp_path: Path, monkeypatch) -> None:
+async def test_a_rerun_whose_setup_fails_keeps_the_previous_verdict_as_an_attempt(
+    tmp_path: Path, monkeypatch
+) -> None:
     """No ANTHROPIC_API_KEY: the gateway cannot start, the job ends `error` — its earlier passed
     attempt (record, workspace, runs) is in attempts/1, not overwritten."""
     from flower_batch.jobmodel.record import read_record
@@ -70,7 +72,9 @@ async def test_a_rerun_whose_setup_fails_keeps_the_previous_verdict_as_an_attemp
     jd = home.job("b", "j")
     old = finished_attempt(jd, 1)
     async with FakeBackend() as backend:
-        done = await run_jobs(backend, home, "b", [(job_spec("j"), old)], image_id="sha256:x", versions={}, parallel=1)
+        done = await run_jobs(
+            backend, home, "b", [(job_spec("j"), old)], image_id="sha256:x", versions={}, parallel=1
+        )
     assert done["j"].status == "error" and done["j"].attempt == 2
     kept = jd.root / "attempts" / "1"
     assert read_record(kept / "record.json").status == "passed"
@@ -94,9 +98,14 @@ async def test_ctrl_c_before_a_job_starts_leaves_its_old_attempt_where_it_was(tm
     home = Home(tmp_path / "home")
     gateway = GatewaySpec(mode="scripted", scenario=scenario)
     first, second = job_spec("first", gateway=gateway), job_spec("second", gateway=gateway)
-    old_first, old_second = finished_attempt(home.job("b", "first"), 1), finished_attempt(home.job("b", "second"), 1)
-    programs = {"python": Script(duration_s=60, log_lines=[READY_LINE], term_exit_code=143),
-                "flower": Script(duration_s=60, term_exit_code=143)}  # end at SIGTERM: no grace to wait out
+    old_first, old_second = (
+        finished_attempt(home.job("b", "first"), 1),
+        finished_attempt(home.job("b", "second"), 1),
+    )
+    programs = {
+        "python": Script(duration_s=60, log_lines=[READY_LINE], term_exit_code=143),
+        "flower": Script(duration_s=60, term_exit_code=143),
+    }  # end at SIGTERM: no grace to wait out
 
     first_runs = anyio.Event()
 
@@ -104,9 +113,22 @@ async def test_ctrl_c_before_a_job_starts_leaves_its_old_attempt_where_it_was(tm
         if (job_id, state) == ("first", "running"):
             first_runs.set()
 
-    async with FakeBackend(programs=programs, images={"sha256:x": {}}) as backend, anyio.create_task_group() as tg:
-        tg.start_soon(lambda: run_jobs(backend, home, "b", [(first, old_first), (second, old_second)],
-                                       image_id="sha256:x", versions={}, parallel=1, on_state=on_state))
+    async with (
+        FakeBackend(programs=programs, images={"sha256:x": {}}) as backend,
+        anyio.create_task_group() as tg,
+    ):
+        tg.start_soon(
+            lambda: run_jobs(
+                backend,
+                home,
+                "b",
+                [(first, old_first), (second, old_second)],
+                image_id="sha256:x",
+                versions={},
+                parallel=1,
+                on_state=on_state,
+            )
+        )
         await first_runs.wait()
         await anyio.sleep(0.5)  # its container is up: this is Ctrl-C mid-job, the second still waiting
         tg.cancel_scope.cancel()

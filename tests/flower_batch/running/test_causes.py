@@ -41,8 +41,16 @@ def _job(tmp_path: Path, job_id: str = "t.v.r1", **kw: object) -> JobSpec:
     ws = tmp_path / "ws"
     ws.mkdir(exist_ok=True)
     scenario = _scenario(tmp_path)
-    fields: dict = dict(id=job_id, task="t", variant="v", repeat=1, matrix={}, prompt="hi", workspace=ws,
-                        gateway=GatewaySpec(mode="scripted", scenario=scenario))
+    fields: dict = dict(
+        id=job_id,
+        task="t",
+        variant="v",
+        repeat=1,
+        matrix={},
+        prompt="hi",
+        workspace=ws,
+        gateway=GatewaySpec(mode="scripted", scenario=scenario),
+    )
     fields.update(kw)
     return JobSpec(**fields)
 
@@ -52,9 +60,19 @@ def leaves(kind: str, reason: str, code: int = 1, step: str | None = "fix") -> S
 
     class Leaves(Script):
         async def __call__(self, proc: FakeProcess) -> int:
-            proc.write_text("/runs/.exit.json", json.dumps({
-                "format": exitinfo.EXIT_FORMAT, "code": code, "class": kind, "reason": reason, "step": step,
-                "stamp": proc.env["FLOWER_RUN_STAMP"]}))
+            proc.write_text(
+                "/runs/.exit.json",
+                json.dumps(
+                    {
+                        "format": exitinfo.EXIT_FORMAT,
+                        "code": code,
+                        "class": kind,
+                        "reason": reason,
+                        "step": step,
+                        "stamp": proc.env["FLOWER_RUN_STAMP"],
+                    }
+                ),
+            )
             return code
 
     return Leaves()
@@ -76,14 +94,23 @@ async def test_flowers_own_line_replaces_the_exit_code(tmp_path: Path) -> None:
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize(("kind", "reason", "status", "klass"), [
-    ("api", "step fix: API error 401: [scripted model] invalid x-api-key", "error", "infrastructure"),
-    ("api", "step fix: API error 402: credit balance too low", "budget", "budget"),
-    ("database", "/runs/sessions.db cannot be opened: database disk image is malformed", "error", "infrastructure"),
-    ("step", "step fix failed: the CLI ended without a result", "failed", "agent"),
-])
-async def test_each_cause_of_flower_has_its_status_and_class(tmp_path: Path, kind: str, reason: str, status: str,
-                                                            klass: str) -> None:
+@pytest.mark.parametrize(
+    ("kind", "reason", "status", "klass"),
+    [
+        ("api", "step fix: API error 401: [scripted model] invalid x-api-key", "error", "infrastructure"),
+        ("api", "step fix: API error 402: credit balance too low", "budget", "budget"),
+        (
+            "database",
+            "/runs/sessions.db cannot be opened: database disk image is malformed",
+            "error",
+            "infrastructure",
+        ),
+        ("step", "step fix failed: the CLI ended without a result", "failed", "agent"),
+    ],
+)
+async def test_each_cause_of_flower_has_its_status_and_class(
+    tmp_path: Path, kind: str, reason: str, status: str, klass: str
+) -> None:
     record = await _start(tmp_path, leaves(kind, reason))
     assert (record.status, record.reason, record.failure_class) == (status, reason, klass)
 
@@ -92,9 +119,19 @@ async def test_each_cause_of_flower_has_its_status_and_class(tmp_path: Path, kin
 async def test_a_stale_exit_file_of_an_earlier_run_is_not_this_runs_cause(tmp_path: Path) -> None:
     class Stale(Script):
         async def __call__(self, proc: FakeProcess) -> int:
-            proc.write_text("/runs/.exit.json", json.dumps({
-                "format": exitinfo.EXIT_FORMAT, "code": 1, "class": "target", "reason": "an old import error",
-                "step": None, "stamp": "an-earlier-container"}))
+            proc.write_text(
+                "/runs/.exit.json",
+                json.dumps(
+                    {
+                        "format": exitinfo.EXIT_FORMAT,
+                        "code": 1,
+                        "class": "target",
+                        "reason": "an old import error",
+                        "step": None,
+                        "stamp": "an-earlier-container",
+                    }
+                ),
+            )
             return 1
 
     record = await _start(tmp_path, Stale())
@@ -110,8 +147,9 @@ async def test_oom_killed_says_out_of_memory_and_is_the_agents(tmp_path: Path) -
 
     record = await _start(tmp_path, Hog(), job=_job(tmp_path, memory_bytes=64 * 1024 * 1024))
     assert record.exit_code == 137 and record.status == "failed" and record.failure_class == "agent"
-    assert record.reason == ("killed: out of memory (the job's memory limit 64m was reached; "
-                             "Docker reports OOMKilled)")
+    assert record.reason == (
+        "killed: out of memory (the job's memory limit 64m was reached; Docker reports OOMKilled)"
+    )
 
 
 @pytest.mark.anyio
@@ -127,9 +165,17 @@ async def test_a_persistent_jobs_record_carries_flowers_continuity(tmp_path: Pat
 
     class Writes(Script):
         async def __call__(self, proc: FakeProcess) -> int:
-            proc.write_text("/runs/continuity.json", json.dumps({
-                "format": "flower/continuity@1", "run": "r", "stamp": proc.env["FLOWER_RUN_STAMP"],
-                "steps": [entry]}))
+            proc.write_text(
+                "/runs/continuity.json",
+                json.dumps(
+                    {
+                        "format": "flower/continuity@1",
+                        "run": "r",
+                        "stamp": proc.env["FLOWER_RUN_STAMP"],
+                        "steps": [entry],
+                    }
+                ),
+            )
             return 0
 
     record = await _start(tmp_path, Writes(), persistent=True)
@@ -140,7 +186,10 @@ async def test_a_persistent_jobs_record_carries_flowers_continuity(tmp_path: Pat
 def test_explain_keeps_verdicts_and_names_the_step_a_timeout_hit() -> None:
     cause = {"class": "signal", "reason": "killed by SIGTERM during step fix", "step": "fix"}
     got = explain(Status.TIMEOUT, "stopped at the job's timeout", Ending(143, timed_out=True), cause)
-    assert got.reason == "stopped at the job's timeout (during step fix)" and got.failure_class is FailureClass.TIMEOUT
+    assert (
+        got.reason == "stopped at the job's timeout (during step fix)"
+        and got.failure_class is FailureClass.TIMEOUT
+    )
     checked = explain(Status.FAILED, "check exited 1", Ending(0), None, check_exit=1)
     assert checked.failure_class is FailureClass.VERIFIER and checked.reason == "check exited 1"
     outside = explain(Status.FAILED, None, Ending(143), cause)
@@ -160,7 +209,9 @@ class FlakyStart(FakeBackend):
         if self._get(container_id).spec.command[:1] == ["flower"]:
             self.job_starts += 1
             if self.job_starts <= self.failures:
-                raise BackendError(f"Docker refused to start container {container_id[:12]}: OCI runtime error")
+                raise BackendError(
+                    f"Docker refused to start container {container_id[:12]}: OCI runtime error"
+                )
         await super().start(container_id)
 
 
@@ -169,11 +220,13 @@ async def _retrying(tmp_path: Path, failures: int, retries: int) -> tuple[dict, 
     job = _job(tmp_path)
     retried: list[tuple[int, list[str]]] = []
     async with FlakyStart(failures, programs={"python": GATEWAY, "flower": Script(exit_code=0)}) as backend:
+
         async def one_round(jobs):  # type: ignore[no-untyped-def]
             return await run_jobs(backend, home, "b", jobs, image_id=IMAGE_ID, versions={}, parallel=1)
 
-        done = await run_with_infra_retries(one_round, [(job, None)], retries=retries,
-                                            on_retry=lambda n, ids: retried.append((n, ids)))
+        done = await run_with_infra_retries(
+            one_round, [(job, None)], retries=retries, on_retry=lambda n, ids: retried.append((n, ids))
+        )
     assert retried == [(n, [job.id]) for n in range(1, min(failures, retries) + 1)]
     return done, backend
 
@@ -199,6 +252,7 @@ async def test_verdicts_are_never_retried(tmp_path: Path) -> None:
     home = Home(tmp_path / "home")
     calls = []
     async with FakeBackend(programs={"python": GATEWAY, "flower": Script(exit_code=1)}) as backend:
+
         async def one_round(jobs):  # type: ignore[no-untyped-def]
             calls.append([j.id for j, _ in jobs])
             return await run_jobs(backend, home, "b", jobs, image_id=IMAGE_ID, versions={}, parallel=1)
@@ -222,9 +276,11 @@ def _matrix_project(tmp_path: Path, name: str = "infra") -> Path:
     (tmp_path / "ws").mkdir(exist_ok=True)
     _scenario(tmp_path)
     path = tmp_path / "jobs.toml"
-    path.write_text(f'[batch]\nname = "{name}"\n[defaults]\ngateway = {{ mode = "scripted", scenario = "scenario.toml" }}\n'
-                    '[tasks.t]\nworkspace = "ws"\nprompt = "hi"\n[tasks.u]\nworkspace = "ws"\nprompt = "hi"\n'
-                    'check = "false"\n')
+    path.write_text(
+        f'[batch]\nname = "{name}"\n[defaults]\ngateway = {{ mode = "scripted", scenario = "scenario.toml" }}\n'
+        '[tasks.t]\nworkspace = "ws"\nprompt = "hi"\n[tasks.u]\nworkspace = "ws"\nprompt = "hi"\n'
+        'check = "false"\n'
+    )
     return path
 
 
@@ -245,17 +301,26 @@ def _programs(flower: Script) -> dict:
 
 
 def test_matrix_exits_3_when_infrastructure_errors_remain(tmp_path: Path, monkeypatch) -> None:
-    result = _matrix(tmp_path, monkeypatch, lambda: FlakyStart(99, programs=_programs(Script(exit_code=0))),
-                     "--infra-retries", "1")
+    result = _matrix(
+        tmp_path,
+        monkeypatch,
+        lambda: FlakyStart(99, programs=_programs(Script(exit_code=0))),
+        "--infra-retries",
+        "1",
+    )
     assert result.exit_code == 3, result.output
     assert result.output.count("infrastructure errors: running 2 job(s) again (retry 1/1)") == 1
     report = tmp_path / "home" / "infra" / "report"
     document = json.loads((report / "results.json").read_text())
-    assert document["classes"]["infrastructure"] == 2 and all(j["class"] == "infrastructure" for j in document["jobs"])
+    assert document["classes"]["infrastructure"] == 2 and all(
+        j["class"] == "infrastructure" for j in document["jobs"]
+    )
     root = ET.parse(report / "junit.xml").getroot()
     assert root.get("errors") == "2" and root.get("failures") == "0"
     assert etree.XMLSchema(etree.parse(str(XSD))).validate(etree.parse(str(report / "junit.xml")))
-    attempts = {j: read_record(tmp_path / "home" / "infra" / j / "record.json").attempt for j in ("t.r1", "u.r1")}
+    attempts = {
+        j: read_record(tmp_path / "home" / "infra" / j / "record.json").attempt for j in ("t.r1", "u.r1")
+    }
     assert set(attempts.values()) == {2}
 
 
@@ -268,8 +333,13 @@ def test_matrix_counts_agent_verifier_and_infrastructure_apart(tmp_path: Path, m
                 raise BackendError("Docker refused to start the container: no space left on device")
             await super().start(container_id)
 
-    result = _matrix(tmp_path, monkeypatch, lambda: OnlyUStarts(programs=_programs(Script(exit_code=0))),
-                     "--infra-retries", "0")
+    result = _matrix(
+        tmp_path,
+        monkeypatch,
+        lambda: OnlyUStarts(programs=_programs(Script(exit_code=0))),
+        "--infra-retries",
+        "0",
+    )
     assert result.exit_code == 3, result.output
     assert "not passed: verifier 1 · infrastructure 1" in result.output
     root = ET.parse(tmp_path / "home" / "infra" / "report" / "junit.xml").getroot()
@@ -277,7 +347,8 @@ def test_matrix_counts_agent_verifier_and_infrastructure_apart(tmp_path: Path, m
     assert cases["t.r1"].find("error").get("type") == "infrastructure"
     assert cases["u.r1"].find("failure").get("type") == "verifier"
     assert etree.XMLSchema(etree.parse(str(XSD))).validate(
-        etree.parse(str(tmp_path / "home" / "infra" / "report" / "junit.xml")))
+        etree.parse(str(tmp_path / "home" / "infra" / "report" / "junit.xml"))
+    )
 
 
 def test_matrix_refuses_negative_infra_retries(tmp_path: Path, monkeypatch) -> None:

@@ -67,24 +67,42 @@ gateway = {{ mode = "scripted", scenario = "scenarios/refuse.toml" }}
 
 # These modules import fine in the pre-flight (which passes no job env) and break only in the job:
 # what a record must explain is a failure that got past every check.
-ONE_STEP = ("import os\nfrom flower import AgentSpec, Step, Workflow\n"
-            'FLOW = Workflow([Step("do", AgentSpec("w", instructions="Do it."), "hi")])\n')
+ONE_STEP = (
+    "import os\nfrom flower import AgentSpec, Step, Workflow\n"
+    'FLOW = Workflow([Step("do", AgentSpec("w", instructions="Do it."), "hi")])\n'
+)
 
 
 @pytest.fixture(scope="module")
-def causes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path, subprocess.CompletedProcess[str]]]:
+def causes(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[Path, Path, subprocess.CompletedProcess[str]]]:
     tmp = tmp_path_factory.mktemp("causes")
     project = project_copy(tmp / "project")
-    (project / "boom.py").write_text(ONE_STEP + 'if os.environ.get("CZ_IN_JOB"):\n'
-                                     '    raise RuntimeError("no flows today")\nmain = FLOW\n')
+    (project / "boom.py").write_text(
+        ONE_STEP + 'if os.environ.get("CZ_IN_JOB"):\n    raise RuntimeError("no flows today")\nmain = FLOW\n'
+    )
     (project / "late.py").write_text(ONE_STEP + 'if not os.environ.get("CZ_IN_JOB"):\n    nope = FLOW\n')
-    (project / "hog.py").write_text(ONE_STEP + 'if os.environ.get("CZ_IN_JOB"):\n'
-                                    "    HOARD = bytearray(1 << 30)  # far past the job's 96m\nmain = FLOW\n")
+    (project / "hog.py").write_text(
+        ONE_STEP + 'if os.environ.get("CZ_IN_JOB"):\n'
+        "    HOARD = bytearray(1 << 30)  # far past the job's 96m\nmain = FLOW\n"
+    )
     (project / "scenarios" / "refuse.toml").write_text('[[rules]]\nname = "refuse"\nerror = 401\n')
     (project / "jobs.toml").write_text(JOBS_TOML.format(name="cz-matrix"))
     home = tmp / "home"
-    proc = fb("matrix", project / "jobs.toml", "-j", "2", "--image", runtime_image(), "--infra-retries", "0",
-              home=home, cwd=project, timeout=300)
+    proc = fb(
+        "matrix",
+        project / "jobs.toml",
+        "-j",
+        "2",
+        "--image",
+        runtime_image(),
+        "--infra-retries",
+        "0",
+        home=home,
+        cwd=project,
+        timeout=300,
+    )
     yield project, home, proc
     remove_resources(labelled("cz-matrix"))
 
@@ -109,8 +127,9 @@ def test_a_missing_attribute_is_the_records_reason(causes) -> None:
 def test_out_of_memory_says_so(causes) -> None:
     rec = _record(causes[1], "hog.r1")
     assert rec["exit_code"] == 137 and rec["status"] == "failed" and rec["class"] == "agent", rec
-    assert rec["reason"] == ("killed: out of memory (the job's memory limit 96m was reached; "
-                             "Docker reports OOMKilled)")
+    assert rec["reason"] == (
+        "killed: out of memory (the job's memory limit 96m was reached; Docker reports OOMKilled)"
+    )
 
 
 def test_a_refused_key_is_an_infrastructure_error_with_the_apis_line(causes) -> None:
@@ -125,14 +144,23 @@ def test_classes_are_counted_apart_and_infrastructure_exits_3(causes) -> None:
     assert "not passed: agent 3 · infrastructure 1" in proc.stderr
     report = home / "cz-matrix" / "report"
     doc = json.loads((report / "results.json").read_text())
-    assert doc["classes"] == {"passed": 0, "agent": 3, "verifier": 0, "infrastructure": 1, "timeout": 0,
-                              "budget": 0, "pending": 0}
+    assert doc["classes"] == {
+        "passed": 0,
+        "agent": 3,
+        "verifier": 0,
+        "infrastructure": 1,
+        "timeout": 0,
+        "budget": 0,
+        "pending": 0,
+    }
     root = ET.parse(report / "junit.xml").getroot()
     assert (root.get("failures"), root.get("errors")) == ("3", "1")
     cases = {c.get("name"): c for c in root.iter("testcase")}
     assert cases["refused.r1"].find("error").get("type") == "infrastructure"
     assert "no flows today" in cases["boom.r1"].find("failure").get("message")
-    schema = etree.XMLSchema(etree.parse(str(Path(__file__).resolve().parents[3] / "tests" / "schemas" / "junit.xsd")))
+    schema = etree.XMLSchema(
+        etree.parse(str(Path(__file__).resolve().parents[3] / "tests" / "schemas" / "junit.xsd"))
+    )
     assert schema.validate(etree.parse(str(report / "junit.xml"))), schema.error_log
 
 
@@ -184,19 +212,37 @@ CASES = [
     ("lost", _damage_lineage_missing, "step do: started fresh: lineage.json missing"),
     ("cut", _damage_lineage_truncated, "step do: started fresh: lineage.json unreadable: "),
     ("stranger", _damage_unknown_session, "step do: started fresh: session 00000000… is not in sessions.db"),
-    ("nostore", _damage_store_gone,
-     "is not in sessions.db (sessions.db was missing: a new store was started)"),
+    (
+        "nostore",
+        _damage_store_gone,
+        "is not in sessions.db (sessions.db was missing: a new store was started)",
+    ),
 ]
 
 
 def test_every_way_continuity_breaks_is_in_the_record_and_the_wake_output(home: Path, tmp_path: Path) -> None:
-    first = fb("run", PROJECT / "tasks" / "alpha", "-f", f"{PROJECT}/flows.py:solo", "--prompt", PROMPT,
-               "--scenario", PROJECT / "scenarios" / "quick.toml", "--name", "origin", "--persistent",
-               "--image", runtime_image(), home=home, timeout=180)
+    first = fb(
+        "run",
+        PROJECT / "tasks" / "alpha",
+        "-f",
+        f"{PROJECT}/flows.py:solo",
+        "--prompt",
+        PROMPT,
+        "--scenario",
+        PROJECT / "scenarios" / "quick.toml",
+        "--name",
+        "origin",
+        "--persistent",
+        "--image",
+        runtime_image(),
+        home=home,
+        timeout=180,
+    )
     assert first.returncode == 0, first.stderr
     origin = Job(home, "adhoc", "origin").record()
-    assert origin["continuity"] == [{"step": "do", "continued": False, "session": None,
-                                     "reason": "first run: nothing to continue"}]
+    assert origin["continuity"] == [
+        {"step": "do", "continued": False, "session": None, "reason": "first run: nothing to continue"}
+    ]
     for name, damage, _ in CASES:
         damage(_copy_job(home, "origin", name))
     for name, _, expected in CASES:
@@ -212,15 +258,31 @@ def test_every_way_continuity_breaks_is_in_the_record_and_the_wake_output(home: 
 
 
 def test_a_malformed_sessions_db_is_the_records_reason(home: Path) -> None:
-    first = fb("run", PROJECT / "tasks" / "alpha", "-f", f"{PROJECT}/flows.py:solo", "--prompt", PROMPT,
-               "--scenario", PROJECT / "scenarios" / "quick.toml", "--name", "broken", "--persistent",
-               "--image", runtime_image(), home=home, timeout=180)
+    first = fb(
+        "run",
+        PROJECT / "tasks" / "alpha",
+        "-f",
+        f"{PROJECT}/flows.py:solo",
+        "--prompt",
+        PROMPT,
+        "--scenario",
+        PROJECT / "scenarios" / "quick.toml",
+        "--name",
+        "broken",
+        "--persistent",
+        "--image",
+        runtime_image(),
+        home=home,
+        timeout=180,
+    )
     assert first.returncode == 0, first.stderr
     _damage_store_malformed(home / "adhoc" / "broken" / "runs")
     woken = fb("wake", "broken", home=home, timeout=180)
     rec = Job(home, "adhoc", "broken").record()
     assert rec["status"] == "error" and rec["class"] == "infrastructure", rec
     assert "sessions.db cannot be opened: " in rec["reason"], rec["reason"]
-    assert any(text in rec["reason"] for text in ("database disk image is malformed", "file is not a database"))
+    assert any(
+        text in rec["reason"] for text in ("database disk image is malformed", "file is not a database")
+    )
     assert woken.returncode == 1 and rec["reason"] in woken.stderr.replace("\n", " ")
     assert "continuity unknown: flower did not get as far as its first step" in woken.stderr

@@ -55,7 +55,10 @@ def test_each_run_is_capped_apart_and_a_wake_adds_a_section(tmp_path: Path) -> N
             for line in lines(500):
                 log.write_line(line)
     got = path.read_text().splitlines()
-    assert [line for line in got if line.startswith("--- container run")] == ["--- container run0 ---", "--- container run1 ---"]
+    assert [line for line in got if line.startswith("--- container run")] == [
+        "--- container run0 ---",
+        "--- container run1 ---",
+    ]
     assert sum(line.startswith(ELIDED_MARK) for line in got) == 2
     assert got[-1] == lines(500)[-1]
 

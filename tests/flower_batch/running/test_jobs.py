@@ -14,8 +14,20 @@ def _adhoc(tmp_path: Path, **kw):
     if not ws.exists():
         ws.mkdir()
         (ws / "a.txt").write_text("one\n")
-    args = dict(workspace=ws, task="say hi", workflow=None, prompt=None, name="j1", timeout="10m", cpus=None,
-                memory=None, env={}, secrets_=[], scenario=None, environ={})
+    args = dict(
+        workspace=ws,
+        task="say hi",
+        workflow=None,
+        prompt=None,
+        name="j1",
+        timeout="10m",
+        cpus=None,
+        memory=None,
+        env={},
+        secrets_=[],
+        scenario=None,
+        environ={},
+    )
     args.update(kw)
     return adhoc_spec(**args)
 

@@ -22,13 +22,22 @@ from flower_batch.running.liveness import NEVER_STARTED, ORPHANED, Liveness
 
 
 def _spec(job_id: str) -> JobSpec:
-    return JobSpec(id=job_id, task="t", variant="v", repeat=1, matrix={}, prompt="hi",
-                   gateway=GatewaySpec(mode="anthropic"))
+    return JobSpec(
+        id=job_id,
+        task="t",
+        variant="v",
+        repeat=1,
+        matrix={},
+        prompt="hi",
+        gateway=GatewaySpec(mode="anthropic"),
+    )
 
 
 def _write(home: Home, job_id: str, status: str, session: str | None) -> None:
-    write_record(home.job("b", job_id).record_path,
-                 new_record(_spec(job_id), batch="b", image_id="sha256:img", status=status, session=session))
+    write_record(
+        home.job("b", job_id).record_path,
+        new_record(_spec(job_id), batch="b", image_id="sha256:img", status=status, session=session),
+    )
 
 
 def _dead_session(home: Home) -> str:
@@ -47,7 +56,9 @@ def _cli(home: Home, *args: str):
     return CliRunner().invoke(app, [*args, "--home", str(home.root)])
 
 
-def test_running_and_queued_records_of_a_dead_orchestrator_are_orphaned_and_never_started(tmp_path: Path) -> None:
+def test_running_and_queued_records_of_a_dead_orchestrator_are_orphaned_and_never_started(
+    tmp_path: Path,
+) -> None:
     home = Home(tmp_path / "home")
     dead = _dead_session(home)
     _write(home, "was-running", "running", dead)
@@ -57,14 +68,22 @@ def test_running_and_queued_records_of_a_dead_orchestrator_are_orphaned_and_neve
         _write(home, "live-queued", "queued", alive.id)
         live = Liveness(home.root)
         shown = {jd.job: live.status(rec) for jd, rec in home.records("b")}  # type: ignore[arg-type]
-        assert shown == {"was-running": ORPHANED, "was-queued": NEVER_STARTED,
-                         "live-running": "running", "live-queued": "queued"}
+        assert shown == {
+            "was-running": ORPHANED,
+            "was-queued": NEVER_STARTED,
+            "live-running": "running",
+            "live-queued": "queued",
+        }
         rec = read_record(home.job("b", "was-running").record_path)
         assert dead in (live.reason(rec) or "") and "orphaned" in (live.reason(rec) or "")
         # ls --json: the shown state, the recorded one, and the reason
         rows = {r["job"]: r for r in json.loads(_cli(home, "ls", "--json").output)}
-        assert rows["was-running"]["status"] == ORPHANED and rows["was-running"]["recorded_status"] == "running"
-        assert rows["was-queued"]["status"] == NEVER_STARTED and "never started" in rows["was-queued"]["reason"]
+        assert (
+            rows["was-running"]["status"] == ORPHANED and rows["was-running"]["recorded_status"] == "running"
+        )
+        assert (
+            rows["was-queued"]["status"] == NEVER_STARTED and "never started" in rows["was-queued"]["reason"]
+        )
         assert rows["live-running"]["status"] == "running"
         table = _cli(home, "ls").output
         assert ORPHANED in table and NEVER_STARTED in table
@@ -98,7 +117,9 @@ def test_report_shows_orphaned_and_never_started(tmp_path: Path) -> None:
     _write(home, "a", "running", dead)
     _write(home, "b2", "queued", dead)
     finished = new_record(_spec("c"), batch="b", image_id="sha256:img").with_outcome(
-        JobOutcome(job_id="c", status=Status.PASSED, gateway_mode="anthropic"), finished_at="2026-01-01T00:00:00+00:00")
+        JobOutcome(job_id="c", status=Status.PASSED, gateway_mode="anthropic"),
+        finished_at="2026-01-01T00:00:00+00:00",
+    )
     write_record(home.job("b", "c").record_path, finished)
     result = _cli(home, "report", "b")
     assert result.exit_code == 0, result.output
@@ -119,7 +140,9 @@ async def test_a_stopped_matrix_marks_its_never_started_jobs(tmp_path: Path, mon
     from flower_batch.running.scheduler import run_jobs
     from tests.fake_backend import FakeBackend, Script
 
-    settings = GatewaySettings(environ={"ANTHROPIC_API_KEY": "sk-test"})  # the anthropic gateway's needs (fake engine)
+    settings = GatewaySettings(
+        environ={"ANTHROPIC_API_KEY": "sk-test"}
+    )  # the anthropic gateway's needs (fake engine)
     home = Home(tmp_path / "home")
     jobs = [(_spec(f"j{i}"), None) for i in range(3)]
     states: list[tuple[str, str]] = []
@@ -134,9 +157,19 @@ async def test_a_stopped_matrix_marks_its_never_started_jobs(tmp_path: Path, mon
     async with FakeBackend(programs={"flower": job_program, "python": gateway}) as backend:
         with anyio.CancelScope() as scope:
             async with anyio.create_task_group() as tg:
-                tg.start_soon(lambda: run_jobs(backend, home, "b", jobs, image_id=FakeBackend.IMAGE, versions={},
-                                               parallel=1, on_state=lambda j, s: states.append((j, s)),
-                                               settings=settings))
+                tg.start_soon(
+                    lambda: run_jobs(
+                        backend,
+                        home,
+                        "b",
+                        jobs,
+                        image_id=FakeBackend.IMAGE,
+                        versions={},
+                        parallel=1,
+                        on_state=lambda j, s: states.append((j, s)),
+                        settings=settings,
+                    )
+                )
                 with anyio.fail_after(20):
                     await job_running.wait()
                 await anyio.sleep(0.05)

@@ -37,13 +37,29 @@ def _status(home: Path, job: str) -> dict:
 
 def test_wake_repairs_a_job_orphaned_by_a_killed_orchestrator(home: Path, tmp_path: Path) -> None:
     name = f"orphaned-{secrets.token_hex(3)}"  # `wake` looks for live containers by job label
-    proc = fb_start("run", PROJECT / "tasks" / "slow", "-f", f"{PROJECT}/flows.py:solo", "--prompt",
-                    "Read TASK.md and do what it asks.", "--scenario", PROJECT / "scenarios" / "slow.toml",
-                    "--name", name, "--persistent", "--image", runtime_image(), home=home,
-                    log=tmp_path / "orphan.out")
+    proc = fb_start(
+        "run",
+        PROJECT / "tasks" / "slow",
+        "-f",
+        f"{PROJECT}/flows.py:solo",
+        "--prompt",
+        "Read TASK.md and do what it asks.",
+        "--scenario",
+        PROJECT / "scenarios" / "slow.toml",
+        "--name",
+        name,
+        "--persistent",
+        "--image",
+        runtime_image(),
+        home=home,
+        log=tmp_path / "orphan.out",
+    )
     job = Job(home, "adhoc", name)
-    wait_for("the step to stall at the model", lambda: any(r["rule"] == "stall" for r in job.gateway_log())
-             or proc.poll() is not None, timeout=180)
+    wait_for(
+        "the step to stall at the model",
+        lambda: any(r["rule"] == "stall" for r in job.gateway_log()) or proc.poll() is not None,
+        timeout=180,
+    )
     assert proc.poll() is None, (tmp_path / "orphan.out").read_text()
     assert _status(home, name)["status"] == "running"  # its orchestrator is alive
     sigkill_group(proc)

@@ -14,7 +14,9 @@ import pytest
 def _spec(job_id: str, mode: str = "anthropic"):
     from flower_batch.jobmodel.spec import GatewaySpec, JobSpec
 
-    return JobSpec(id=job_id, task="t", variant="v", repeat=1, matrix={}, prompt="hi", gateway=GatewaySpec(mode=mode))
+    return JobSpec(
+        id=job_id, task="t", variant="v", repeat=1, matrix={}, prompt="hi", gateway=GatewaySpec(mode=mode)
+    )
 
 
 async def _run_one(tmp_path: Path, backend, job, on_state=None) -> object:  # type: ignore[no-untyped-def]
@@ -24,11 +26,18 @@ async def _run_one(tmp_path: Path, backend, job, on_state=None) -> object:  # ty
     from flower_batch.running.runner import JobContext, run_job
     from tests.fake_backend import FakeBackend
 
-    gw = GatewaySidecar(backend, batch="b", lease="s1", image_id=FakeBackend.IMAGE, batch_dir=tmp_path / "b",
-                        gateway=GatewaySpec(mode="replay"))
+    gw = GatewaySidecar(
+        backend,
+        batch="b",
+        lease="s1",
+        image_id=FakeBackend.IMAGE,
+        batch_dir=tmp_path / "b",
+        gateway=GatewaySpec(mode="replay"),
+    )
     await backend.create_network(gw.network, {}, internal=True)
-    ctx = JobContext(backend=backend, batch="b", lease="s1", image_id=FakeBackend.IMAGE, gateway=gw,
-                     on_state=on_state)
+    ctx = JobContext(
+        backend=backend, batch="b", lease="s1", image_id=FakeBackend.IMAGE, gateway=gw, on_state=on_state
+    )
     return await run_job(ctx, job, Home(tmp_path / "home").job("b", job.id))
 
 
@@ -93,8 +102,13 @@ async def test_ctrl_c_stops_the_container_saves_its_log_and_records_interrupted(
     states: list[tuple[str, str]] = []
     async with FakeBackend(programs={"flower": flower}) as backend:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(_run_one, tmp_path, backend, _spec("c", mode="replay"),
-                          lambda job, state: states.append((job, state)))
+            tg.start_soon(
+                _run_one,
+                tmp_path,
+                backend,
+                _spec("c", mode="replay"),
+                lambda job, state: states.append((job, state)),
+            )
             await working.wait()
             tg.cancel_scope.cancel()
         jd = Home(tmp_path / "home").job("b", "c")
@@ -138,14 +152,23 @@ async def test_the_record_is_written_before_create_after_create_and_at_the_end(t
             seen.append(("start", on_disk.status, on_disk.container, container_id))
             await super().start(container_id)
 
-    job = replace(_spec("w", mode="replay"), check="test -d /workspace", cpus=1.5, memory_bytes=256 * 2**20,
-                  placement=("node.labels.pool==big",))
+    job = replace(
+        _spec("w", mode="replay"),
+        check="test -d /workspace",
+        cpus=1.5,
+        memory_bytes=256 * 2**20,
+        placement=("node.labels.pool==big",),
+    )
     async with Watching() as backend:
         record = await _run_one(tmp_path, backend, job)
     job_cid, check_cid = seen[0][3], seen[2][3]
-    assert seen == [("create", "running", None, job_cid), ("start", "running", job_cid, job_cid),
-                    # the check's container: the record is not written again until the end
-                    ("create", "running", job_cid, check_cid), ("start", "running", job_cid, check_cid)]
+    assert seen == [
+        ("create", "running", None, job_cid),
+        ("start", "running", job_cid, job_cid),
+        # the check's container: the record is not written again until the end
+        ("create", "running", job_cid, check_cid),
+        ("start", "running", job_cid, check_cid),
+    ]
     assert read_record(path) == record and record.status == "passed"  # type: ignore[attr-defined]
     assert record.container == job_cid and record.finished_at  # type: ignore[attr-defined]
     for stamp in (record.queued_at, record.started_at, record.finished_at):  # type: ignore[attr-defined]
@@ -177,6 +200,7 @@ async def test_ctrl_c_during_the_check_records_interrupted_and_keeps_what_the_jo
     from tests.fake_backend import FakeBackend, FakeProcess, Script
 
     checking = anyio.Event()
+
     async def check(proc: FakeProcess) -> int:  # a verifier that takes its time
         checking.set()
         await anyio.sleep(600)
@@ -193,6 +217,8 @@ async def test_ctrl_c_during_the_check_records_interrupted_and_keeps_what_the_jo
         jd = Home(tmp_path / "home").job("b", "v")
         record = read_record(jd.record_path)
     assert record.status == "error" and record.reason == "interrupted: the orchestrator was stopped"
-    assert record.finished_at and record.exit_code == 0 and record.container is not None  # the job's, which ended
+    assert (
+        record.finished_at and record.exit_code == 0 and record.container is not None
+    )  # the job's, which ended
     assert (jd.logs / "container.log").exists()  # the job's log, not overwritten by a stop
     assert states == [("v", "running"), ("v", "checking"), ("v", "interrupted")]

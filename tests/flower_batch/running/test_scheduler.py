@@ -11,7 +11,9 @@ import pytest
 def _spec(job_id: str, mode: str = "anthropic"):
     from flower_batch.jobmodel.spec import GatewaySpec, JobSpec
 
-    return JobSpec(id=job_id, task="t", variant="v", repeat=1, matrix={}, prompt="hi", gateway=GatewaySpec(mode=mode))
+    return JobSpec(
+        id=job_id, task="t", variant="v", repeat=1, matrix={}, prompt="hi", gateway=GatewaySpec(mode=mode)
+    )
 
 
 @pytest.mark.anyio
@@ -32,7 +34,9 @@ async def test_a_job_whose_gateway_cannot_start_ends_error_and_earlier_verdicts_
     home = Home(tmp_path / "home")
     first, second = _spec("first"), _spec("second")
     old = new_record(second, batch="b", image_id="sha256:img", attempt=1).with_outcome(
-        JobOutcome(job_id="second", status=Status.PASSED, gateway_mode="anthropic"), finished_at="2026-01-01T00:00:00+00:00")
+        JobOutcome(job_id="second", status=Status.PASSED, gateway_mode="anthropic"),
+        finished_at="2026-01-01T00:00:00+00:00",
+    )
     write_record(home.job("b", "second").record_path, old)
     seen: dict[str, str] = {}
 
@@ -41,8 +45,16 @@ async def test_a_job_whose_gateway_cannot_start_ends_error_and_earlier_verdicts_
             seen["second"] = read_record(home.job("b", "second").record_path).status
 
     async with FakeBackend() as backend:
-        done = await run_jobs(backend, home, "b", [(first, None), (second, old)], image_id="sha256:img",
-                              versions={}, parallel=1, on_state=on_state)
+        done = await run_jobs(
+            backend,
+            home,
+            "b",
+            [(first, None), (second, old)],
+            image_id="sha256:img",
+            versions={},
+            parallel=1,
+            on_state=on_state,
+        )
     assert seen == {"second": "passed"}  # not overwritten by `queued` before it started
     for job_id in ("first", "second"):
         record = read_record(home.job("b", job_id).record_path)

@@ -91,7 +91,9 @@ def test_handoff_shows_retired_session_document_and_successor(home):
     assert retired["session_id"] != current["session_id"]
     assert any("现在写交接文档" in (m.get("text") or "") for m in retired["messages"])
     assert current["messages"][0]["text"].startswith("你在接手一个进行中的任务")
-    assert step["handoff"]["doc"] == ".flower/notes/交接-干活.md" and "FINAL-BANANA" in step["handoff"]["text"]
+    assert (
+        step["handoff"]["doc"] == ".flower/notes/交接-干活.md" and "FINAL-BANANA" in step["handoff"]["text"]
+    )
     read = next(m for m in t["steps"][1]["sessions"][0]["messages"] if m["kind"] == "tool_use")
     assert XSS in read["result"]["text"]  # kept verbatim as data; the page escapes it
 
@@ -107,7 +109,8 @@ def test_the_viewer_never_writes_in_the_home(home):
     server.start_in_thread()
     try:
         for path in ["/", "/app.js", "/api/batches", "/api/jobs?batch=nightly"] + [
-            f"/api/{kind}?batch=nightly&job={job}" for job in ("hello-base-1", "build-handoff-1", "hello-fast-1")
+            f"/api/{kind}?batch=nightly&job={job}"
+            for job in ("hello-base-1", "build-handoff-1", "hello-fast-1")
             for kind in ("job", "diff")
         ]:
             status, _ = get(server, path)
@@ -124,15 +127,21 @@ def test_reads_while_a_writer_holds_the_database(home, tmp_path):
     shutil.copytree(home / "nightly" / "hello-base-1" / "runs", runs)
     writer = sqlite3.connect(runs / "sessions.db", isolation_level=None, timeout=5)
     writer.execute("PRAGMA journal_mode = WAL")
-    key, payload = writer.execute("SELECT store_key, payload FROM entries WHERE store_key NOT LIKE '%/subagents/%' "
-                                  "ORDER BY seq DESC LIMIT 1").fetchone()
+    key, payload = writer.execute(
+        "SELECT store_key, payload FROM entries WHERE store_key NOT LIKE '%/subagents/%' "
+        "ORDER BY seq DESC LIMIT 1"
+    ).fetchone()
     entry = json.loads(payload)
-    entry["uuid"], entry["message"] = "new-entry", {**entry["message"], "id": "msg-new",
-                                                    "content": [{"type": "text", "text": "WRITTEN-LATER"}]}
+    entry["uuid"], entry["message"] = (
+        "new-entry",
+        {**entry["message"], "id": "msg-new", "content": [{"type": "text", "text": "WRITTEN-LATER"}]},
+    )
     writer.execute("BEGIN IMMEDIATE")
     seq = writer.execute("SELECT max(seq) + 1 FROM entries WHERE store_key = ?", (key,)).fetchone()[0]
-    writer.execute("INSERT INTO entries (store_key, seq, uid, payload) VALUES (?, ?, ?, ?)",
-                   (key, seq, "new-entry", json.dumps(entry)))
+    writer.execute(
+        "INSERT INTO entries (store_key, seq, uid, payload) VALUES (?, ?, ?, ?)",
+        (key, seq, "new-entry", json.dumps(entry)),
+    )
     started = time.monotonic()
     during = job_trajectory(runs, tmp_path)
     assert time.monotonic() - started < 5
@@ -155,7 +164,11 @@ def test_a_session_not_in_the_manifest_yet_is_the_running_step(home, tmp_path):
 
 
 def test_no_run_yet_and_a_corrupt_database(tmp_path):
-    assert job_trajectory(tmp_path / "runs", tmp_path) == {"steps": [], "unlisted_sessions": [], "problem": None}
+    assert job_trajectory(tmp_path / "runs", tmp_path) == {
+        "steps": [],
+        "unlisted_sessions": [],
+        "problem": None,
+    }
     (tmp_path / "runs").mkdir()
     (tmp_path / "runs" / "sessions.db").write_bytes(b"not sqlite at all" * 100)
     t = job_trajectory(tmp_path / "runs", tmp_path)
@@ -164,17 +177,26 @@ def test_no_run_yet_and_a_corrupt_database(tmp_path):
 
 def test_index_filters_pages_and_notices_changes(tmp_path):
     for i in range(30):
-        write_job(tmp_path, "b", f"t-{'fast' if i % 3 else 'slow'}-{i}", "failed" if i % 5 == 0 else "passed",
-                  variant="fast" if i % 3 else "slow")
+        write_job(
+            tmp_path,
+            "b",
+            f"t-{'fast' if i % 3 else 'slow'}-{i}",
+            "failed" if i % 5 == 0 else "passed",
+            variant="fast" if i % 3 else "slow",
+        )
     (tmp_path / "b" / "broken").mkdir()
     (tmp_path / "b" / "broken" / "record.json").write_text("{not json")
     index = RecordIndex(tmp_path)
     rows, version = index.rows("b")
     assert len(rows) == 31
     page = select(rows, status="failed", text="", limit=4)
-    assert page["matched"] == 6 and len(page["jobs"]) == 4 and all(j["status"] == "failed" for j in page["jobs"])
+    assert (
+        page["matched"] == 6 and len(page["jobs"]) == 4 and all(j["status"] == "failed" for j in page["jobs"])
+    )
     assert page["counts"] == {"failed": 6, "passed": 24, "unreadable": 1}
-    assert select(rows, text="slow failed")["matched"] == sum(1 for i in range(30) if i % 3 == 0 and i % 5 == 0)
+    assert select(rows, text="slow failed")["matched"] == sum(
+        1 for i in range(30) if i % 3 == 0 and i % 5 == 0
+    )
     assert select(rows, offset=28, limit=10)["jobs"][-1]["id"] == rows[-1]["id"]
     assert "search" not in page["jobs"][0]
     assert next(r for r in rows if r["id"] == "broken")["status"] == "unreadable"
@@ -210,7 +232,10 @@ def test_api_refuses_other_hosts_and_bad_names(tmp_path):
         status, detail = get(server, "/api/job?batch=b&job=j1")
         assert status == 200 and detail["record"]["status"] == "running"  # type: ignore[index]
         version = detail["version"]  # type: ignore[index]
-        assert get(server, f"/api/job?batch=b&job=j1&since={version}")[1] == {"version": version, "unchanged": True}
+        assert get(server, f"/api/job?batch=b&job=j1&since={version}")[1] == {
+            "version": version,
+            "unchanged": True,
+        }
         time.sleep(0.01)
         write_job(tmp_path, "b", "j1", "passed")
         changed = get(server, f"/api/job?batch=b&job=j1&since={version}")[1]
@@ -221,22 +246,37 @@ def test_api_refuses_other_hosts_and_bad_names(tmp_path):
 
 
 def test_view_command_rejects_an_unknown_batch(tmp_path):
-    proc = subprocess.run([str(FLOWER_BATCH), "view", "nosuch", "--home", str(tmp_path)],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [str(FLOWER_BATCH), "view", "nosuch", "--home", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines() == [f"flower-batch: no batch nosuch under {tmp_path} (see `flower-batch ls`)"]
+    assert proc.stderr.strip().splitlines() == [
+        f"flower-batch: no batch nosuch under {tmp_path} (see `flower-batch ls`)"
+    ]
     assert list(tmp_path.iterdir()) == []
-    proc = subprocess.run([str(FLOWER_BATCH), "view", "--home", str(tmp_path), "--port", "70000"],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [str(FLOWER_BATCH), "view", "--home", str(tmp_path), "--port", "70000"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2 and proc.stderr.strip() == (
-        "flower-batch: --port 70000: give a port between 1 and 65535, or 0 for any free port")
+        "flower-batch: --port 70000: give a port between 1 and 65535, or 0 for any free port"
+    )
 
 
 @pytest.mark.slow
 def test_view_command_serves_on_loopback(tmp_path):
     write_job(tmp_path, "b", "j1", "passed")
-    proc = subprocess.Popen([str(FLOWER_BATCH), "view", "b", "--home", str(tmp_path), "--port", "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [str(FLOWER_BATCH), "view", "b", "--home", str(tmp_path), "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
@@ -258,8 +298,10 @@ def _evil_job(home: Path, job: str, secret: Path) -> Path:
     runs.mkdir()
     notes.mkdir(parents=True)
     (root / "logs").mkdir()
-    rows = [{"step": "work", "session_id": "s2", "retired": ["s1"], "ok": False},
-            {"step": "other", "session_id": "s4", "retired": ["s3"], "ok": False}]
+    rows = [
+        {"step": "work", "session_id": "s2", "retired": ["s1"], "ok": False},
+        {"step": "other", "session_id": "s4", "retired": ["s3"], "ok": False},
+    ]
     (runs / "manifest.json").write_text(json.dumps(rows))
     doc_path(notes, "work").symlink_to(secret)
     doc_path(notes, "other").symlink_to("/etc/passwd")

@@ -42,8 +42,12 @@ def home(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def url(home) -> Iterator[str]:
     """The real command, as a user starts it."""
-    proc = subprocess.Popen([str(FLOWER_BATCH), "view", "--home", str(home), "--port", "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [str(FLOWER_BATCH), "view", "--home", str(home), "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
@@ -77,9 +81,13 @@ def open_job(b: Browser, url: str, job: str, batch: str = "nightly") -> None:
 
 def test_page_lists_batches_and_jobs(browser, url):
     browser.goto(url)
-    names = browser.wait_for("Array.from(document.querySelectorAll('#batches li[data-batch]')).map(li => li.dataset.batch)")
+    names = browser.wait_for(
+        "Array.from(document.querySelectorAll('#batches li[data-batch]')).map(li => li.dataset.batch)"
+    )
     assert names == ["diffs", "nightly"]
-    assert "4 jobs" in browser.evaluate("document.querySelector('#batches li[data-batch=\"nightly\"]').textContent")
+    assert "4 jobs" in browser.evaluate(
+        "document.querySelector('#batches li[data-batch=\"nightly\"]').textContent"
+    )
     browser.evaluate("document.querySelector('#batches li[data-batch=\"nightly\"]').click()")
     browser.wait_for("document.querySelectorAll('tr.job').length === 4")
     assert sorted(rows(browser)) == ["build-handoff-1", "hello-base-1", "hello-fast-1", "hello-fast-2"]
@@ -97,7 +105,12 @@ def test_trajectory_expands_to_tool_calls_results_and_subagents(browser, url):
     assert browser.evaluate(f"{judge}.open") is False
     browser.evaluate(f"{judge}.open = true; {judge}.querySelector('details.tool').open = true")
     tool = browser.evaluate(f"{judge}.querySelector('details.tool[data-tool=\"Read\"]').innerText")
-    assert "tool call Read" in tool and "hello.txt" in tool and "result" in tool and "hello" in tool.split("result", 1)[1]
+    assert (
+        "tool call Read" in tool
+        and "hello.txt" in tool
+        and "result" in tool
+        and "hello" in tool.split("result", 1)[1]
+    )
     assert "judge round 1" in browser.evaluate(f"{judge}.querySelector('summary').innerText")
     # The work step: the Agent call with its subagent's own Write.
     work = "document.querySelector('details.step[data-step=\"干活\"]')"
@@ -127,7 +140,9 @@ def test_an_open_job_has_a_link_that_opens_it(browser, url):
 
 def test_model_markup_is_shown_as_text_never_run(browser, url):
     open_job(browser, url, "build-handoff-1")
-    browser.evaluate("document.querySelectorAll('details').forEach(d => { if (d.dataset.key !== 'diff') d.open = true; })")
+    browser.evaluate(
+        "document.querySelectorAll('details').forEach(d => { if (d.dataset.key !== 'diff') d.open = true; })"
+    )
     text = browser.evaluate("document.querySelector('td.trajectory').innerText")
     assert text.count("<script>window.__pwned = 1</script>") >= 3  # two replies and the tool result
     browser.goto(f"{url}#batch=nightly")
@@ -135,7 +150,9 @@ def test_model_markup_is_shown_as_text_never_run(browser, url):
     reason = browser.evaluate("document.querySelector('tr.job[data-job=\"hello-fast-1\"]').innerText")
     assert "<script>window.__pwned = 1</script>" in reason
     open_job(browser, url, "build-handoff-1")
-    browser.evaluate("document.querySelectorAll('details').forEach(d => { if (d.dataset.key !== 'diff') d.open = true; })")
+    browser.evaluate(
+        "document.querySelectorAll('details').forEach(d => { if (d.dataset.key !== 'diff') d.open = true; })"
+    )
     time.sleep(0.5)
     assert browser.evaluate("window.__pwned === undefined")
     assert browser.evaluate("document.querySelectorAll('script').length") == 1  # only /app.js
@@ -145,16 +162,19 @@ def test_model_markup_is_shown_as_text_never_run(browser, url):
 def test_filter_hides_jobs_that_do_not_match(browser, url):
     browser.goto(f"{url}#batch=nightly")
     browser.wait_for("document.querySelectorAll('tr.job').length === 4")
-    browser.evaluate("var f = document.getElementById('filter'); f.value = 'fast'; "
-                     "f.dispatchEvent(new Event('input'))")
+    browser.evaluate(
+        "var f = document.getElementById('filter'); f.value = 'fast'; f.dispatchEvent(new Event('input'))"
+    )
     browser.wait_for("document.querySelectorAll('tr.job').length === 2")
     assert sorted(rows(browser)) == ["hello-fast-1", "hello-fast-2"]
     assert "2 of 2 matching (4 jobs)" in browser.evaluate("document.getElementById('count').textContent")
     browser.evaluate("document.querySelector('#status-buttons button[data-status=\"failed\"]').click()")
     browser.wait_for("document.querySelectorAll('tr.job').length === 1")
     assert rows(browser) == ["hello-fast-1"]
-    browser.evaluate("var f = document.getElementById('filter'); f.value = ''; f.dispatchEvent(new Event('input'));"
-                     "document.querySelector('#status-buttons button[data-status=\"\"]').click()")
+    browser.evaluate(
+        "var f = document.getElementById('filter'); f.value = ''; f.dispatchEvent(new Event('input'));"
+        "document.querySelector('#status-buttons button[data-status=\"\"]').click()"
+    )
     browser.wait_for("document.querySelectorAll('tr.job').length === 4")
 
 
@@ -163,7 +183,8 @@ def test_diff_view_lists_added_changed_removed_and_caps(browser, url):
     browser.evaluate("document.querySelector('details.diff').open = true")
     browser.wait_for("document.querySelector('details.diff .diff-summary')")
     files = browser.evaluate(
-        "Object.fromEntries(Array.from(document.querySelectorAll('details.file')).map(f => [f.dataset.path, f.dataset.kind]))")
+        "Object.fromEntries(Array.from(document.querySelectorAll('details.file')).map(f => [f.dataset.path, f.dataset.kind]))"
+    )
     assert files["hello.txt"] == "added" and files["notes.md"] == "changed" and files["old.txt"] == "removed"
     assert files["blob.bin"] == "changed" and "keep.txt" not in files
     blob = browser.evaluate("document.querySelector('details.file[data-path=\"blob.bin\"]').innerText")
@@ -180,7 +201,9 @@ def test_diff_view_lists_added_changed_removed_and_caps(browser, url):
     browser.evaluate("document.querySelector('details.file[data-path=\"big.txt\"]').open = true")
     big = browser.evaluate("document.querySelector('details.file[data-path=\"big.txt\"]').innerText")
     assert "+8000 -8000" in big and "diff capped here" in big
-    shown = browser.evaluate("document.querySelector('details.file[data-path=\"big.txt\"] pre.diff').textContent.length")
+    shown = browser.evaluate(
+        "document.querySelector('details.file[data-path=\"big.txt\"] pre.diff').textContent.length"
+    )
     assert 60_000 < shown <= 64 * 1024 + 8000  # the per-file cap (+ one newline per line split back)
 
 
@@ -197,18 +220,38 @@ def test_live_update_without_reload(browser, tmp_path):
         assert browser.evaluate("document.querySelector('tr.job').dataset.status") == "running"
         browser.evaluate("document.querySelector('tr.job').click()")
         browser.wait_for("document.querySelector('td.trajectory .detail')")
-        assert "no steps recorded yet" in browser.evaluate("document.querySelector('td.trajectory').innerText")
+        assert "no steps recorded yet" in browser.evaluate(
+            "document.querySelector('td.trajectory').innerText"
+        )
         # The runtime writes a transcript line (through the real store, which stays open as a job's would).
         store = SQLiteSessionStore(root / "runs" / "sessions.db")
         key = {"project_key": "-workspace", "session_id": "sess-live"}
-        store._append_sync(key, [  # noqa: SLF001 — the store's own synchronous append
-            {"type": "user", "uuid": "u1", "timestamp": "2026-01-01T00:00:00Z",
-             "message": {"role": "user", "content": "LIVE-PROMPT"}},
-            {"type": "assistant", "uuid": "a1", "timestamp": "2026-01-01T00:00:01Z",
-             "message": {"id": "m1", "role": "assistant", "model": "scripted-model",
-                         "content": [{"type": "text", "text": "LIVE-REPLY"}], "usage": {"input_tokens": 7}}},
-        ])
-        browser.wait_for("document.querySelector('td.trajectory').innerText.indexOf('in progress') >= 0", timeout=30)
+        store._append_sync(
+            key,
+            [  # noqa: SLF001 — the store's own synchronous append
+                {
+                    "type": "user",
+                    "uuid": "u1",
+                    "timestamp": "2026-01-01T00:00:00Z",
+                    "message": {"role": "user", "content": "LIVE-PROMPT"},
+                },
+                {
+                    "type": "assistant",
+                    "uuid": "a1",
+                    "timestamp": "2026-01-01T00:00:01Z",
+                    "message": {
+                        "id": "m1",
+                        "role": "assistant",
+                        "model": "scripted-model",
+                        "content": [{"type": "text", "text": "LIVE-REPLY"}],
+                        "usage": {"input_tokens": 7},
+                    },
+                },
+            ],
+        )
+        browser.wait_for(
+            "document.querySelector('td.trajectory').innerText.indexOf('in progress') >= 0", timeout=30
+        )
         browser.evaluate("document.querySelector('details.step.running').open = true")
         assert "LIVE-REPLY" in browser.evaluate("document.querySelector('details.step.running').innerText")
         store.close()
@@ -216,7 +259,9 @@ def test_live_update_without_reload(browser, tmp_path):
         write_job(home, "live", "job-1", "passed", source=tmp_path / "src", cost_usd=0.5)
         browser.wait_for("document.querySelector('tr.job').dataset.status === 'passed'", timeout=30)
         assert "$0.5000" in browser.evaluate("document.querySelector('tr.job').innerText")
-        browser.wait_for("document.querySelector('td.trajectory').innerText.indexOf('passed') >= 0", timeout=30)
+        browser.wait_for(
+            "document.querySelector('td.trajectory').innerText.indexOf('passed') >= 0", timeout=30
+        )
         # Still open and still the same document: updated in place, not reloaded.
         assert browser.evaluate("window.__sameDocument") == "yes"
         assert browser.evaluate("document.querySelector('details.step.running').open") is True
@@ -241,7 +286,9 @@ def test_report_plots_render_in_chromium(browser, results, tmp_path):  # noqa: F
     assert set(plots) == {"plot-pass-rate", "plot-cost-pass"}
     assert all(p["w"] > 200 and p["h"] > 200 for p in plots.values())
     variants = [v for v, c in results.comparison.variant_totals.items() if c.n]
-    assert plots["plot-pass-rate"]["variants"] == variants and plots["plot-pass-rate"]["errs"] == len(variants)
+    assert plots["plot-pass-rate"]["variants"] == variants and plots["plot-pass-rate"]["errs"] == len(
+        variants
+    )
     rates = [results.comparison.variant_totals[v].pass_rate for v in variants]
     for height, rate in zip(plots["plot-pass-rate"]["bars"], rates, strict=True):
         assert abs(height - 220 * rate) < 0.5  # the bar is the pass rate on the 220-px axis
@@ -253,7 +300,9 @@ def test_report_job_body_is_built_on_open_and_stays_text(browser, results, tmp_p
     page.write_text(html_report(results), encoding="utf-8")
     browser.goto(page.as_uri())
     job = "document.getElementById('job-hello.careful.r1')"
-    assert browser.evaluate(f"{job}.querySelector('.job-body').childNodes.length") == 0  # not built until opened
+    assert (
+        browser.evaluate(f"{job}.querySelector('.job-body').childNodes.length") == 0
+    )  # not built until opened
     browser.evaluate(f"{job}.open = true")
     browser.wait_for(f"{job}.querySelector('.job-body table.kv')")
     text = browser.evaluate(f"{job}.querySelector('.job-body').innerText")
@@ -266,6 +315,10 @@ def test_report_job_body_is_built_on_open_and_stays_text(browser, results, tmp_p
     assert "\x1b" not in failed_text and "check exit 1" in failed_text
     assert browser.evaluate("document.querySelectorAll('script').length") == 2
     # The text filter searches what the bodies hold (the prompt), not only the summary line.
-    browser.evaluate("var s = document.getElementById('search'); s.value = 'fizzbuzz'; s.dispatchEvent(new Event('input'))")
-    shown = browser.evaluate("Array.from(document.querySelectorAll('details.job:not(.hidden)')).map(d => d.id)")
+    browser.evaluate(
+        "var s = document.getElementById('search'); s.value = 'fizzbuzz'; s.dispatchEvent(new Event('input'))"
+    )
+    shown = browser.evaluate(
+        "Array.from(document.querySelectorAll('details.job:not(.hidden)')).map(d => d.id)"
+    )
     assert shown and all(s.startswith("job-fizz.") for s in shown)

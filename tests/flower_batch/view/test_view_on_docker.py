@@ -52,10 +52,17 @@ def get(server: ViewServer, path: str) -> dict:
 def test_the_job_list_is_the_records(api):
     batch, server = api
     listed = get(server, f"/api/jobs?batch={batch.name}")
-    assert {j["id"]: j["status"] for j in listed["jobs"]} == {j: r["status"] for j, r in batch.records().items()}
+    assert {j["id"]: j["status"] for j in listed["jobs"]} == {
+        j: r["status"] for j, r in batch.records().items()
+    }
     assert set(listed["counts"]) == {"passed", "failed"}
     duo = next(j for j in listed["jobs"] if j["id"] == "alpha.duo.r1")
-    assert duo["variant"] == "duo" and duo["matrix"] == "task=alpha variant=duo" and duo["cost_usd"] and duo["num_turns"]
+    assert (
+        duo["variant"] == "duo"
+        and duo["matrix"] == "task=alpha variant=duo"
+        and duo["cost_usd"]
+        and duo["num_turns"]
+    )
 
 
 def test_a_resumed_step_shows_only_its_own_messages(api):

@@ -5,8 +5,13 @@ from __future__ import annotations
 
 from flower import AgentSpec, Step, Workflow
 
-AGENT = AgentSpec("hostile", instructions="Run what the task says.", allowed_tools=["Bash"],
-                  permission_mode="bypassPermissions", max_turns=4)
+AGENT = AgentSpec(
+    "hostile",
+    instructions="Run what the task says.",
+    allowed_tools=["Bash"],
+    permission_mode="bypassPermissions",
+    max_turns=4,
+)
 
 
 def attacker() -> Workflow:

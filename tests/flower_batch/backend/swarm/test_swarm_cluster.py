@@ -76,13 +76,30 @@ repeat = {repeat}
 """
 
 
-def jobs_file(project: Path, name: str, *, variants: str = '["solo", "duo"]', repeat: int = 4,
-              scenario: str = "quick.toml", timeout: str = "4m", placement: str = "",
-              workspace: str = "alpha") -> Path:
+def jobs_file(
+    project: Path,
+    name: str,
+    *,
+    variants: str = '["solo", "duo"]',
+    repeat: int = 4,
+    scenario: str = "quick.toml",
+    timeout: str = "4m",
+    placement: str = "",
+    workspace: str = "alpha",
+) -> Path:
     batch = f"{name}-{project.name.split('-')[1]}"  # unique per test home: no debris of another run counts
     path = project / f"{batch}.toml"
-    path.write_text(MATRIX.format(name=batch, variants=variants, repeat=repeat, scenario=scenario,
-                                  timeout=timeout, placement=placement, workspace=workspace))
+    path.write_text(
+        MATRIX.format(
+            name=batch,
+            variants=variants,
+            repeat=repeat,
+            scenario=scenario,
+            timeout=timeout,
+            placement=placement,
+            workspace=workspace,
+        )
+    )
     return path
 
 
@@ -105,16 +122,22 @@ def records(home: Path, batch: str) -> dict[str, dict[str, Any]]:
 def on_swarm(c: Cluster, batch: str) -> dict[str, list[str]]:
     """Services, networks and secrets carrying our labels for `batch`, as the manager sees them."""
     flt = f"label={BATCH}={batch}"
-    return {kind: c.manager(kind, "ls", "-q", "--filter", flt, "--filter", f"label={MANAGED}=1").split()
-            for kind in ("service", "network", "secret")}
+    return {
+        kind: c.manager(kind, "ls", "-q", "--filter", flt, "--filter", f"label={MANAGED}=1").split()
+        for kind in ("service", "network", "secret")
+    }
 
 
 def nothing_left(c: Cluster, batch: str) -> bool:
     """Nothing of `batch` on the swarm (an overlay network the manager removed can be listed for a
     few seconds more, while the nodes let go of it)."""
     try:
-        wait_for(f"nothing of {batch} on the swarm", lambda: not any(on_swarm(c, batch).values()), timeout=30,
-                 every=1)
+        wait_for(
+            f"nothing of {batch} on the swarm",
+            lambda: not any(on_swarm(c, batch).values()),
+            timeout=30,
+            every=1,
+        )
     except AssertionError:
         return False
     return True
@@ -130,11 +153,15 @@ def held_reservations(c: Cluster) -> list[str]:
         tasks = api.tasks()
     finally:
         api.close()
-    return [t["ID"] for t in tasks
-            if MANAGED in (t["Spec"]["ContainerSpec"].get("Labels") or {})
-            and t["DesiredState"] in ("assigned", "accepted", "preparing", "ready", "starting", "running", "complete")
-            and t["Status"]["State"] in ("complete", "failed", "shutdown", "rejected")
-            and (t["Spec"].get("Resources") or {}).get("Reservations")]
+    return [
+        t["ID"]
+        for t in tasks
+        if MANAGED in (t["Spec"]["ContainerSpec"].get("Labels") or {})
+        and t["DesiredState"]
+        in ("assigned", "accepted", "preparing", "ready", "starting", "running", "complete")
+        and t["Status"]["State"] in ("complete", "failed", "shutdown", "rejected")
+        and (t["Spec"].get("Resources") or {}).get("Reservations")
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -199,14 +226,33 @@ def test_a_reservation_no_node_can_hold_is_refused_in_preflight(swarm: Cluster, 
 
 
 def test_wake_lands_on_another_node_and_continues_the_session(swarm: Cluster, home: Path) -> None:
-    proc = fb_swarm_start(swarm, "run", PROJECT / "tasks" / "slow", "-f", "flows:solo", "--prompt",
-                          "Read TASK.md and do what it asks.", "--scenario", PROJECT / "scenarios" / "slow.toml",
-                          "--name", "sleeper", "--persistent", "--image", swarm.image_id,
-                          "--placement", "node.role==worker", home=home, cwd=PROJECT,
-                          log=home / "run.out")
+    proc = fb_swarm_start(
+        swarm,
+        "run",
+        PROJECT / "tasks" / "slow",
+        "-f",
+        "flows:solo",
+        "--prompt",
+        "Read TASK.md and do what it asks.",
+        "--scenario",
+        PROJECT / "scenarios" / "slow.toml",
+        "--name",
+        "sleeper",
+        "--persistent",
+        "--image",
+        swarm.image_id,
+        "--placement",
+        "node.role==worker",
+        home=home,
+        cwd=PROJECT,
+        log=home / "run.out",
+    )
     job = Job(home, "adhoc", "sleeper")
-    wait_for("the job to stall at the model", lambda: any(r["rule"] == "stall" for r in job.gateway_log())
-             or proc.poll() is not None, timeout=240)
+    wait_for(
+        "the job to stall at the model",
+        lambda: any(r["rule"] == "stall" for r in job.gateway_log()) or proc.poll() is not None,
+        timeout=240,
+    )
     assert proc.poll() is None, (home / "run.out").read_text()
     session = job.lineage()["steps"]["do"]
     stopped = fb_swarm(swarm, "stop", "sleeper", "--grace", "5", home=home)
@@ -231,28 +277,60 @@ def test_wake_lands_on_another_node_and_continues_the_session(swarm: Cluster, ho
 
 def test_a_worker_stopped_mid_job_then_a_rerun_picks_it_up(swarm: Cluster, home: Path) -> None:
     project = project_copy(home.with_name(home.name + "-project"))  # not under pytest's rotated tmp
-    path = jobs_file(project, "lost", variants='["solo"]', repeat=1, scenario="steady.toml",
-                     placement=f'placement = ["node.hostname=={PREFIX}-worker2"]')
+    path = jobs_file(
+        project,
+        "lost",
+        variants='["solo"]',
+        repeat=1,
+        scenario="steady.toml",
+        placement=f'placement = ["node.hostname=={PREFIX}-worker2"]',
+    )
     # --infra-retries 0: the default would run the job again at once, pinned to the node that is
     # down, and wait for it there; here the re-run comes once the worker is back.
-    proc = fb_swarm_start(swarm, "matrix", path, "-j", "1", "--infra-retries", "0", "--image", swarm.image_id, home=home,
-                          log=home / "lost.out")
+    proc = fb_swarm_start(
+        swarm,
+        "matrix",
+        path,
+        "-j",
+        "1",
+        "--infra-retries",
+        "0",
+        "--image",
+        swarm.image_id,
+        home=home,
+        log=home / "lost.out",
+    )
     batch = path.stem
     job = Job(home, batch, "alpha.solo.r1")
-    wait_for("the job to talk to the model", lambda: job.gateway_log() or proc.poll() is not None, timeout=240)
+    wait_for(
+        "the job to talk to the model", lambda: job.gateway_log() or proc.poll() is not None, timeout=240
+    )
     host_env = script_env()
-    subprocess.run(["docker", "stop", "-t", "1", f"{PREFIX}-worker2"], check=True, capture_output=True, env=host_env)
+    subprocess.run(
+        ["docker", "stop", "-t", "1", f"{PREFIX}-worker2"], check=True, capture_output=True, env=host_env
+    )
     try:
         proc.wait(timeout=180)
         rec = job.record()
         assert rec["status"] == "error" and rec["node"] == f"{PREFIX}-worker2", rec
         assert f"node {PREFIX}-worker2 was lost" in rec["reason"], rec["reason"]
     finally:  # the worker comes back (same engine data: it rejoins as itself)
-        subprocess.run([str(Path(__file__).resolve().parents[4] / "scripts" / "cluster" / "up.sh")], check=True,
-                       capture_output=True, timeout=600,
-                       env={**host_env, "SHARED": shared_folders()})
-    wait_for("worker2 to be ready", lambda: "Ready" in swarm.manager(
-        "node", "ls", "--filter", f"name={PREFIX}-worker2", "--format", "{{.Status}}"), timeout=120, every=1)
+        subprocess.run(
+            [str(Path(__file__).resolve().parents[4] / "scripts" / "cluster" / "up.sh")],
+            check=True,
+            capture_output=True,
+            timeout=600,
+            env={**host_env, "SHARED": shared_folders()},
+        )
+    wait_for(
+        "worker2 to be ready",
+        lambda: (
+            "Ready"
+            in swarm.manager("node", "ls", "--filter", f"name={PREFIX}-worker2", "--format", "{{.Status}}")
+        ),
+        timeout=120,
+        every=1,
+    )
     again = fb_swarm(swarm, "matrix", path, "-j", "1", "--image", swarm.image_id, home=home)
     assert again.returncode == 0, again.stderr[-3000:]
     rec = job.record()
@@ -260,25 +338,40 @@ def test_a_worker_stopped_mid_job_then_a_rerun_picks_it_up(swarm: Cluster, home:
     assert nothing_left(swarm, batch), on_swarm(swarm, batch)
 
 
-def test_gc_removes_what_a_killed_orchestrator_left_across_the_swarm(
-    swarm: Cluster, home: Path
-) -> None:
+def test_gc_removes_what_a_killed_orchestrator_left_across_the_swarm(swarm: Cluster, home: Path) -> None:
     """Also: every job's gateway token, the batch secret and a job's own secret are Swarm
     secrets, so no `docker service inspect` nor any node's `docker inspect` holds a value while
     the job's process has each; gc removes those secrets too."""
     project = project_copy(home.with_name(home.name + "-project"))  # not under pytest's rotated tmp
-    path = jobs_file(project, "orphans", variants='["solo"]', repeat=2, scenario="slow.toml", workspace="slow")
+    path = jobs_file(
+        project, "orphans", variants='["solo"]', repeat=2, scenario="slow.toml", workspace="slow"
+    )
     own = "fb-swarm-test-secret-" + uuid.uuid4().hex
-    path.write_text(path.read_text().replace('check_timeout = "60s"', 'check_timeout = "60s"\nsecrets = ["FB_TEST_SECRET"]'))
+    path.write_text(
+        path.read_text().replace(
+            'check_timeout = "60s"', 'check_timeout = "60s"\nsecrets = ["FB_TEST_SECRET"]'
+        )
+    )
     log = home / "orphans.out"
-    proc = subprocess.Popen([str(FLOWER_BATCH), "matrix", str(path), "-j", "2", "--image", swarm.image_id,
-                             "--home", str(home)], stdout=log.open("w"), stderr=subprocess.STDOUT, text=True,
-                            cwd=REPO, env={**swarm.env(), "FB_TEST_SECRET": own}, start_new_session=True)
+    proc = subprocess.Popen(
+        [str(FLOWER_BATCH), "matrix", str(path), "-j", "2", "--image", swarm.image_id, "--home", str(home)],
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=REPO,
+        env={**swarm.env(), "FB_TEST_SECRET": own},
+        start_new_session=True,
+    )
     STARTED.append(proc)
     batch = path.stem
     jobs = [Job(home, batch, f"alpha.solo.r{i}") for i in (1, 2)]
-    wait_for("both jobs to stall", lambda: all(any(r["rule"] == "stall" for r in j.gateway_log()) for j in jobs)
-             or proc.poll() is not None, timeout=240)
+    wait_for(
+        "both jobs to stall",
+        lambda: (
+            all(any(r["rule"] == "stall" for r in j.gateway_log()) for j in jobs) or proc.poll() is not None
+        ),
+        timeout=240,
+    )
     assert proc.poll() is None, log.read_text()
     tokens = secret_in_task(swarm, "job", batch, "ANTHROPIC_API_KEY")
     mine = secret_in_task(swarm, "job", batch, "FB_TEST_SECRET")
@@ -294,8 +387,10 @@ def test_gc_removes_what_a_killed_orchestrator_left_across_the_swarm(
     left = on_swarm(swarm, batch)
     # 3 services, 1 network; secrets: the batch secret, and each job's token and its own secret
     assert len(left["service"]) == 3 and len(left["network"]) == 1 and len(left["secret"]) == 5, left
-    sessions = {json.loads(swarm.manager("service", "inspect", s))[0]["Spec"]["Labels"][LEASE]
-                for s in left["service"]}
+    sessions = {
+        json.loads(swarm.manager("service", "inspect", s))[0]["Spec"]["Labels"][LEASE]
+        for s in left["service"]
+    }
     assert len(sessions) == 1
     dry = fb_swarm(swarm, "gc", "--dry-run", home=home)
     assert dry.returncode == 0 and "would remove 9 leaked" in dry.stderr, dry.stderr
@@ -322,8 +417,16 @@ def secret_in_task(c: Cluster, role: str, batch: str, name: str) -> list[str]:
     """The value of /run/secrets/NAME in each running task of `role` in `batch`, read inside it."""
     values = []
     for node in ("manager", "worker1", "worker2"):
-        for cid in c.node_exec(node, "docker", "ps", "-q", "--filter", f"label={ROLE}={role}",
-                               "--filter", f"label={BATCH}={batch}").split():
+        for cid in c.node_exec(
+            node,
+            "docker",
+            "ps",
+            "-q",
+            "--filter",
+            f"label={ROLE}={role}",
+            "--filter",
+            f"label={BATCH}={batch}",
+        ).split():
             values.append(c.node_exec(node, "docker", "exec", cid, "cat", f"/run/secrets/{name}"))
     return values
 
@@ -365,25 +468,37 @@ print("upstream:", reach(sys.argv[1], int(sys.argv[2])))
 """
 
 
-def test_anthropic_mode_the_gateway_reaches_the_upstream_and_jobs_do_not(
-    swarm: Cluster, home: Path
-) -> None:
+def test_anthropic_mode_the_gateway_reaches_the_upstream_and_jobs_do_not(swarm: Cluster, home: Path) -> None:
     project = home.with_name(home.name + "-project")
     shutil.copytree(GATEWAY_PROJECT, project)
     (project / "tasks" / "hello" / "egress.py").write_text(EGRESS_PROBE)
     # the host as the nodes reach it: the gateway of the cluster's network
-    host_ip = subprocess.run(["docker", "network", "inspect", f"{PREFIX}-net", "-f",
-                              "{{(index .IPAM.Config 0).Gateway}}"], capture_output=True, text=True, check=True,
-                             env=script_env()).stdout.strip()
+    host_ip = subprocess.run(
+        ["docker", "network", "inspect", f"{PREFIX}-net", "-f", "{{(index .IPAM.Config 0).Gateway}}"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=script_env(),
+    ).stdout.strip()
     key = "sk-ant-swarm-test-" + uuid.uuid4().hex
     counting = Counting()
     with MessagesServer(counting, host="0.0.0.0") as upstream:
         path = project / "egress.toml"
         batch = f"egress-{home.name.split('-')[1]}"
         path.write_text(EGRESS_JOBS.format(name=batch, host=host_ip, port=upstream.port))
-        env = {**swarm.env(), "ANTHROPIC_API_KEY": key, "FLOWER_BATCH_UPSTREAM": f"http://{host_ip}:{upstream.port}"}
-        done = subprocess.run([str(FLOWER_BATCH), "matrix", str(path), "--image", swarm.image_id, "--home", str(home)],
-                              capture_output=True, text=True, timeout=600, cwd=project, env=env)
+        env = {
+            **swarm.env(),
+            "ANTHROPIC_API_KEY": key,
+            "FLOWER_BATCH_UPSTREAM": f"http://{host_ip}:{upstream.port}",
+        }
+        done = subprocess.run(
+            [str(FLOWER_BATCH), "matrix", str(path), "--image", swarm.image_id, "--home", str(home)],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            cwd=project,
+            env=env,
+        )
     assert done.returncode == 0, done.stderr[-3000:]
     rec = records(home, batch)["hello.r1"]
     assert rec["status"] == "passed" and rec["gateway_mode"] == "anthropic" and rec["backend"] == "swarm", rec
@@ -401,34 +516,61 @@ def test_anthropic_mode_the_gateway_reaches_the_upstream_and_jobs_do_not(
 def test_a_node_holding_other_bytes_under_the_pinned_digest_is_refused(swarm: Cluster, home: Path) -> None:
     node = f"{PREFIX}-worker2"
     host_env = script_env()
-    subprocess.run(["docker", "cp", str(REPO / "tests" / "batch_fixtures" / "node_drift.sh"), f"{node}:/tmp/"],
-                   check=True, capture_output=True, env=host_env)
+    subprocess.run(
+        ["docker", "cp", str(REPO / "tests" / "batch_fixtures" / "node_drift.sh"), f"{node}:/tmp/"],
+        check=True,
+        capture_output=True,
+        env=host_env,
+    )
     swarm.node_exec("worker2", "/tmp/node_drift.sh", "make", swarm.reference)
     try:
-        wait_for("worker2 to be ready", lambda: "Ready" in swarm.manager(
-            "node", "ls", "--filter", f"name={node}", "--format", "{{.Status}}"), timeout=120, every=1)
+        wait_for(
+            "worker2 to be ready",
+            lambda: (
+                "Ready" in swarm.manager("node", "ls", "--filter", f"name={node}", "--format", "{{.Status}}")
+            ),
+            timeout=120,
+            every=1,
+        )
         project = project_copy(home.with_name(home.name + "-project"))
-        path = jobs_file(project, "drift", variants='["solo"]', repeat=1,
-                         placement=f'placement = ["node.hostname=={node}"]')
+        path = jobs_file(
+            project,
+            "drift",
+            variants='["solo"]',
+            repeat=1,
+            placement=f'placement = ["node.hostname=={node}"]',
+        )
         done = fb_swarm(swarm, "matrix", path, "--image", swarm.image_id, home=home, timeout=400)
     finally:
         swarm.node_exec("worker2", "/tmp/node_drift.sh", "undo", swarm.reference)
         # its engine restarted: Swarm has it down for a while, and later tests need it back
-        wait_for("worker2 to be ready again", lambda: "Ready" in swarm.manager(
-            "node", "ls", "--filter", f"name={node}", "--format", "{{.Status}}"), timeout=300, every=1)
+        wait_for(
+            "worker2 to be ready again",
+            lambda: (
+                "Ready" in swarm.manager("node", "ls", "--filter", f"name={node}", "--format", "{{.Status}}")
+            ),
+            timeout=300,
+            every=1,
+        )
     assert done.returncode != 0
     job = Job(home, path.stem, "alpha.solo.r1")
     rec = job.record()
     key = json.loads(swarm.manager("image", "inspect", swarm.image_id))[0]["Config"]["Labels"][
-        "org.flower-batch.build-key"]
+        "org.flower-batch.build-key"
+    ]
     assert rec["status"] == "error" and rec["node"] == node, rec
     assert rec["reason"].startswith(f"node {node} ran other bytes for job alpha.solo.r1: "), rec["reason"]
-    assert f": image build other-bytes, not the pinned {key[:12]} — remove the runtime image on {node}" in rec["reason"]
+    assert (
+        f": image build other-bytes, not the pinned {key[:12]} — remove the runtime image on {node}"
+        in rec["reason"]
+    )
     assert job.gateway_log() == []  # refused before the agent started: not one model call
     assert nothing_left(swarm, path.stem), on_swarm(swarm, path.stem)
 
 
-def test_a_home_the_nodes_do_not_share_is_refused_before_anything_is_written(swarm: Cluster, home: Path) -> None:
+def test_a_home_the_nodes_do_not_share_is_refused_before_anything_is_written(
+    swarm: Cluster, home: Path
+) -> None:
     """Pre-flight checks the storage from every node (a probe task on each): a home outside the
     cluster's shared folders is refused in one line naming it, before a folder of the batch is
     made or anything is scheduled, and the probe leaves nothing behind."""
@@ -440,8 +582,9 @@ def test_a_home_the_nodes_do_not_share_is_refused_before_anything_is_written(swa
         done = fb_swarm(swarm, "matrix", path, "--image", swarm.image_id, home=unshared, timeout=400)
         assert done.returncode == 2, done.stderr
         lines = [line for line in done.stderr.splitlines() if "is not shared storage seen by node" in line]
-        assert len(lines) == 1 and lines[0].startswith(f"flower-batch: {unshared.resolve()} is not shared storage"), \
-            done.stderr
+        assert len(lines) == 1 and lines[0].startswith(
+            f"flower-batch: {unshared.resolve()} is not shared storage"
+        ), done.stderr
         assert "use --home on such a mount" in lines[0]
         assert "Traceback" not in done.stderr
         assert not (unshared / path.stem).exists()  # no batch folder, no record
@@ -479,9 +622,26 @@ def test_a_gateway_killed_on_its_node_is_seen_restarted_and_the_job_finishes_exa
 
     turns = 12
     files = soakjob.write_project(home.with_name(home.name + "-soak"), leg=turns, handoff_at=None)
-    proc = fb_swarm_start(swarm, "run", files["workspace"], "-f", f"{files['flows']}:main", "--prompt",
-                          soakjob.PROMPT, "--scenario", files["scenario"], "--persistent", "--name", "gwkill",
-                          "--image", swarm.image_id, "--timeout", "10m", home=home, log=home / "gwkill.out")
+    proc = fb_swarm_start(
+        swarm,
+        "run",
+        files["workspace"],
+        "-f",
+        f"{files['flows']}:main",
+        "--prompt",
+        soakjob.PROMPT,
+        "--scenario",
+        files["scenario"],
+        "--persistent",
+        "--name",
+        "gwkill",
+        "--image",
+        swarm.image_id,
+        "--timeout",
+        "10m",
+        home=home,
+        log=home / "gwkill.out",
+    )
     job = Job(home, "adhoc", "gwkill")
 
     def served() -> int:

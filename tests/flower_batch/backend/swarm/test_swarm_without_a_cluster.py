@@ -20,7 +20,9 @@ from flower_batch.gateway.tokens import secrets_from_files
 from flower_batch.jobsfile import load_jobs_file
 
 
-def task(state: str, exit_code: int | None = None, container: bool = True, err: str = "", at: str = "1") -> dict:
+def task(
+    state: str, exit_code: int | None = None, container: bool = True, err: str = "", at: str = "1"
+) -> dict:
     status: dict = {"State": state, "Err": err}
     if exit_code is not None or container:
         status["ContainerStatus"] = {"ContainerID": "c1" if container else "", "ExitCode": exit_code or 0}
@@ -39,8 +41,12 @@ def test_task_states_read_like_container_states() -> None:
     rejected = task("rejected", container=False, err="assigned node no longer meets constraints")
     assert task_state(rejected) == ("dead", None) and not ever_ran(rejected) and ever_ran(task("running"))
     assert task_error(rejected) == "assigned node no longer meets constraints"
-    assert newest_task([task("failed", 1, at="2026-01-01T00:00:01"), task("running", at="2026-01-01T00:00:02")]) \
-        ["Status"]["State"] == "running"
+    assert (
+        newest_task([task("failed", 1, at="2026-01-01T00:00:01"), task("running", at="2026-01-01T00:00:02")])[
+            "Status"
+        ]["State"]
+        == "running"
+    )
 
 
 def test_backend_choice_flag_then_env_then_jobs_file(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -51,14 +57,17 @@ def test_backend_choice_flag_then_env_then_jobs_file(monkeypatch: pytest.MonkeyP
     assert backend_name(None, "swarm") == "docker"
     assert backend_name("swarm", None) == "swarm"
     monkeypatch.setenv("FLOWER_BATCH_BACKEND", "kubernetes")
-    with pytest.raises(BackendChoiceError, match="FLOWER_BATCH_BACKEND 'kubernetes': use one of docker, swarm"):
+    with pytest.raises(
+        BackendChoiceError, match="FLOWER_BATCH_BACKEND 'kubernetes': use one of docker, swarm"
+    ):
         backend_name()
 
 
 def write_jobs(tmp_path: Path, extra: str) -> Path:
     (tmp_path / "ws").mkdir(exist_ok=True)
     path = tmp_path / "jobs.toml"
-    path.write_text(textwrap.dedent(f"""
+    path.write_text(
+        textwrap.dedent(f"""
         [batch]
         name = "p"
         {extra}
@@ -66,12 +75,16 @@ def write_jobs(tmp_path: Path, extra: str) -> Path:
         [tasks.a]
         prompt = "hi"
         workspace = "ws"
-    """))
+    """)
+    )
     return path
 
 
 def test_placement_and_backend_in_jobs_toml(tmp_path: Path) -> None:
-    path = write_jobs(tmp_path, 'backend = "swarm"\n[defaults]\nplacement = ["node.labels.pool==big", "node.role != manager"]')
+    path = write_jobs(
+        tmp_path,
+        'backend = "swarm"\n[defaults]\nplacement = ["node.labels.pool==big", "node.role != manager"]',
+    )
     jf = load_jobs_file(path)
     job = jf.jobs[0]
     assert jf.backend == "swarm" and job.placement == ("node.labels.pool==big", "node.role != manager")
@@ -82,11 +95,14 @@ def test_placement_and_backend_in_jobs_toml(tmp_path: Path) -> None:
     assert type(job).from_dict(job.to_dict()) == job
 
 
-@pytest.mark.parametrize(("extra", "words"), [
-    ('backend = "k8s"', ["batch.backend", 'expected "docker" or "swarm"']),
-    ('[defaults]\nplacement = "node.role==worker"', ["placement", "expected a list of constraints"]),
-    ('[defaults]\nplacement = ["pool=big"]', ["placement[0]", 'like "node.labels.pool==big"']),
-])
+@pytest.mark.parametrize(
+    ("extra", "words"),
+    [
+        ('backend = "k8s"', ["batch.backend", 'expected "docker" or "swarm"']),
+        ('[defaults]\nplacement = "node.role==worker"', ["placement", "expected a list of constraints"]),
+        ('[defaults]\nplacement = ["pool=big"]', ["placement[0]", 'like "node.labels.pool==big"']),
+    ],
+)
 def test_bad_backend_or_placement_is_one_line(tmp_path: Path, extra: str, words: list[str]) -> None:
     with pytest.raises(MatrixFileError) as caught:
         load_jobs_file(write_jobs(tmp_path, extra))
@@ -138,25 +154,46 @@ def test_a_signal_written_before_the_task_starts_is_delivered_as_it_starts(tmp_p
     control = tmp_path / "signal"
     control.write_text("15\n")  # `stop` on a task its node has not started yet
     t0 = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "flower_batch.backend.swarm.task_signals", str(control), "--",
-                             "sleep", "600"])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "flower_batch.backend.swarm.task_signals", str(control), "--", "sleep", "600"]
+    )
     assert proc.wait(timeout=30) == 143 and time.monotonic() - t0 < 30
 
 
 def test_task_signals_forwards_control_file_signals(tmp_path: Path) -> None:
     control = tmp_path / "signal"
     control.write_text("")
-    proc = subprocess.Popen([sys.executable, "-m", "flower_batch.backend.swarm.task_signals", str(control), "--",
-                             "sh", "-c", f"trap 'echo term > {tmp_path}/got; exit 7' TERM; touch {tmp_path}/ready; "
-                             "while true; do sleep 0.05; done"])
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "flower_batch.backend.swarm.task_signals",
+            str(control),
+            "--",
+            "sh",
+            "-c",
+            f"trap 'echo term > {tmp_path}/got; exit 7' TERM; touch {tmp_path}/ready; "
+            "while true; do sleep 0.05; done",
+        ]
+    )
     deadline = time.monotonic() + 10
     while not (tmp_path / "ready").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     control.write_text("15\n")
     assert proc.wait(timeout=10) == 7 and (tmp_path / "got").read_text() == "term\n"
     control.write_text("")  # a fresh task's control file (the backend makes one per task)
-    proc = subprocess.Popen([sys.executable, "-m", "flower_batch.backend.swarm.task_signals", str(control), "--",
-                             "sh", "-c", "trap '' TERM; while true; do sleep 0.05; done"])
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "flower_batch.backend.swarm.task_signals",
+            str(control),
+            "--",
+            "sh",
+            "-c",
+            "trap '' TERM; while true; do sleep 0.05; done",
+        ]
+    )
     time.sleep(0.5)
     with control.open("a") as f:
         f.write("15\n")  # ignored by the command
@@ -174,13 +211,23 @@ def test_a_bad_backend_is_refused_in_one_line_before_anything_is_written(tmp_pat
 
     project = tmp_path / "project"
     shutil.copytree(PROJECT, project)
-    (project / "j.toml").write_text('[defaults]\ngateway = { mode = "scripted", scenario = "scenarios/quick.toml" }\n'
-                                    '[tasks.a]\nprompt = "x"\nworkspace = "tasks/alpha"\n')
+    (project / "j.toml").write_text(
+        '[defaults]\ngateway = { mode = "scripted", scenario = "scenarios/quick.toml" }\n'
+        '[tasks.a]\nprompt = "x"\nworkspace = "tasks/alpha"\n'
+    )
     home = tmp_path / "home"
     env = {k: v for k, v in command_env().items() if k != "DOCKER_HOST"}
-    done = subprocess.run([str(FLOWER_BATCH), "matrix", str(project / "j.toml"), "--backend", "k8s", "--home", str(home)],
-                          capture_output=True, text=True, env=env, timeout=60)
-    assert done.returncode == 2 and done.stderr.strip() == "flower-batch: --backend 'k8s': use one of docker, swarm"
+    done = subprocess.run(
+        [str(FLOWER_BATCH), "matrix", str(project / "j.toml"), "--backend", "k8s", "--home", str(home)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert (
+        done.returncode == 2
+        and done.stderr.strip() == "flower-batch: --backend 'k8s': use one of docker, swarm"
+    )
     assert not home.exists()
 
 
@@ -190,11 +237,18 @@ DIGEST = "sha256:" + "cd" * 32
 PINNED = f"reg:5000/flower-batch-runtime@{DIGEST}"
 
 
-def node(host: str, cpus: float, gib: float, role: str = "worker", state: str = "ready",
-         labels: dict | None = None) -> dict:
-    return {"ID": f"id-{host}", "Description": {"Hostname": host, "Resources": {
-        "NanoCPUs": int(cpus * 1e9), "MemoryBytes": int(gib * GIB)}},
-        "Spec": {"Role": role, "Availability": "active", "Labels": labels or {}}, "Status": {"State": state}}
+def node(
+    host: str, cpus: float, gib: float, role: str = "worker", state: str = "ready", labels: dict | None = None
+) -> dict:
+    return {
+        "ID": f"id-{host}",
+        "Description": {
+            "Hostname": host,
+            "Resources": {"NanoCPUs": int(cpus * 1e9), "MemoryBytes": int(gib * GIB)},
+        },
+        "Spec": {"Role": role, "Availability": "active", "Labels": labels or {}},
+        "Status": {"State": state},
+    }
 
 
 class EngineAPI:
@@ -212,8 +266,12 @@ class EngineAPI:
         return {"Descriptor": {"digest": ref.rsplit("@", 1)[1]}}
 
     def inspect_image(self, ref: str) -> dict:
-        return {"Id": "sha256:" + "ee" * 32, "RepoTags": [], "Size": 1,
-                "Config": {"Labels": {"org.flower-batch.build-key": "key-of-the-pinned-build"}}}
+        return {
+            "Id": "sha256:" + "ee" * 32,
+            "RepoTags": [],
+            "Size": 1,
+            "Config": {"Labels": {"org.flower-batch.build-key": "key-of-the-pinned-build"}},
+        }
 
     def create_secret(self, name: str, data: bytes, labels: dict) -> dict:
         self.secrets[name] = data
@@ -236,9 +294,16 @@ def swarm_backend(tmp_path: Path, api: EngineAPI):  # type: ignore[no-untyped-de
 def job_spec(tmp_path: Path, **kw: object):  # type: ignore[no-untyped-def]
     from flower_batch.backend.base import ContainerSpec, Mount
 
-    return ContainerSpec(image=PINNED, command=["flower", "run"], env={"HOME": "/tmp"},
-                         mounts=[Mount(str(tmp_path / "ws"), "/workspace")], user="1000:1000",
-                         labels={"org.flower-batch.managed": "1"}, name="fb-j1", **kw)  # type: ignore[arg-type]
+    return ContainerSpec(
+        image=PINNED,
+        command=["flower", "run"],
+        env={"HOME": "/tmp"},
+        mounts=[Mount(str(tmp_path / "ws"), "/workspace")],
+        user="1000:1000",
+        labels={"org.flower-batch.managed": "1"},
+        name="fb-j1",
+        **kw,
+    )  # type: ignore[arg-type]
 
 
 def test_a_job_reserves_what_it_may_use_and_runs_once(tmp_path: Path) -> None:
@@ -262,7 +327,9 @@ def test_a_job_reserves_what_it_may_use_and_runs_once(tmp_path: Path) -> None:
     assert svc["TaskTemplate"]["ContainerSpec"]["Image"] == PINNED
 
 
-def test_a_reservation_no_node_can_hold_is_refused_in_one_line_before_anything_is_made(tmp_path: Path) -> None:
+def test_a_reservation_no_node_can_hold_is_refused_in_one_line_before_anything_is_made(
+    tmp_path: Path,
+) -> None:
     import anyio
 
     from flower_batch.errors import ReservationUnmet
@@ -272,9 +339,11 @@ def test_a_reservation_no_node_can_hold_is_refused_in_one_line_before_anything_i
     with pytest.raises(ReservationUnmet) as caught:
         anyio.run(backend.create, job_spec(tmp_path, cpus=8, memory="600g"))
     text = str(caught.value)
-    assert text == ("no node of the swarm can run fb-j1: it reserves 8 CPUs and 600.0 GiB but no node has that much "
-                    "(the largest, w2, has 8 CPUs and 512.0 GiB): lower `cpus`/`memory` in jobs.toml or add a "
-                    "bigger node")
+    assert text == (
+        "no node of the swarm can run fb-j1: it reserves 8 CPUs and 600.0 GiB but no node has that much "
+        "(the largest, w2, has 8 CPUs and 512.0 GiB): lower `cpus`/`memory` in jobs.toml or add a "
+        "bigger node"
+    )
     assert api.services == [] and api.secrets == {}
     # placement narrows the nodes that count
     with pytest.raises(ReservationUnmet, match="the largest, m, has 2 CPUs"):
@@ -322,9 +391,14 @@ def test_secrets_and_tokens_are_engine_secrets_no_inspect_shows(tmp_path: Path) 
     (files / "GITHUB_TOKEN").write_text(gh)
     from flower_batch.backend.swarm.task_signals import command_env
 
-    got = command_env({"FB_SECRET_NAMES": "ANTHROPIC_API_KEY,GITHUB_TOKEN", "HOME": "/tmp",
-                       "ANTHROPIC_API_KEY_FILE": str(files / "ANTHROPIC_API_KEY"),
-                       "GITHUB_TOKEN_FILE": str(files / "GITHUB_TOKEN")})
+    got = command_env(
+        {
+            "FB_SECRET_NAMES": "ANTHROPIC_API_KEY,GITHUB_TOKEN",
+            "HOME": "/tmp",
+            "ANTHROPIC_API_KEY_FILE": str(files / "ANTHROPIC_API_KEY"),
+            "GITHUB_TOKEN_FILE": str(files / "GITHUB_TOKEN"),
+        }
+    )
     assert got["ANTHROPIC_API_KEY"] == token and got["GITHUB_TOKEN"] == gh and "FB_SECRET_NAMES" not in got
 
 
@@ -349,7 +423,8 @@ def test_the_pinned_build_is_checked_against_what_the_node_ran(tmp_path: Path) -
     assert image_drift("fb-j1", "w1", "", None) is None  # no key to pin (an image without the label)
     assert image_drift("fb-j1", "w2", "aaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbb") == (
         "node w2 ran other bytes for fb-j1: image build bbbbbbbbbbbb, not the pinned aaaaaaaaaaaa — remove the "
-        "runtime image on w2 so it pulls the pinned one, then run the job again")
+        "runtime image on w2 so it pulls the pinned one, then run the job again"
+    )
     assert "an image that reports no build" in (image_drift("fb-j1", "w2", "aaaa", None) or "")
 
 
@@ -357,8 +432,20 @@ def test_task_signals_refuses_to_run_other_bytes(tmp_path: Path) -> None:
     control = tmp_path / "signal"
     control.write_text("")
     env = {"PATH": "/usr/bin:/bin", "FB_IMAGE_KEY": "the-pinned-key"}
-    done = subprocess.run([sys.executable, "-m", "flower_batch.backend.swarm.task_signals", str(control), "--",
-                           "touch", str(tmp_path / "ran")], env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "flower_batch.backend.swarm.task_signals",
+            str(control),
+            "--",
+            "touch",
+            str(tmp_path / "ran"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     # this machine has no /opt/flower/build-key: not the pinned build, so the command never ran
     assert done.returncode == 125 and "not starting (drift)" in done.stderr
     assert not (tmp_path / "ran").exists() and (tmp_path / "image").read_text() == "\n"
@@ -370,9 +457,18 @@ def test_a_swarm_log_is_split_into_lines_and_stamps_as_it_streams() -> None:
     lines = LineSplitter()
     text = "2026-12-01T16:58:50.1Z first\n2026-12-01T16:58:50.12Z sé".encode()
     got = [*lines.feed(text[:-1]), *lines.feed(text[-1:] + b"cond\r\nno stamp here\nlast"), *lines.rest()]
-    assert got == ["2026-12-01T16:58:50.1Z first", "2026-12-01T16:58:50.12Z s\u00e9cond", "no stamp here", "last"]
+    assert got == [
+        "2026-12-01T16:58:50.1Z first",
+        "2026-12-01T16:58:50.12Z s\u00e9cond",
+        "no stamp here",
+        "last",
+    ]
     first, second = split_stamp(got[0]), split_stamp(got[1])
     # Swarm trims trailing zeros: .1 is 100 ms, before .12, though "50.1Z" sorts after "50.12Z" as text
-    assert first == (LogStamp(1796144330, 100_000_000), "first") and first[0] < second[0] and second[1] == "s\u00e9cond"
+    assert (
+        first == (LogStamp(1796144330, 100_000_000), "first")
+        and first[0] < second[0]
+        and second[1] == "s\u00e9cond"
+    )
     assert split_stamp("no stamp here") == (None, "no stamp here")
     assert split_stamp("2026-13-01T00:00:00Z bad month") == (None, "2026-13-01T00:00:00Z bad month")

@@ -11,8 +11,15 @@ def gateway_name(batch: str, session: str, suffix: str) -> str:
     from flower_batch.gateway.host.sidecar import GatewaySidecar
     from tests.fake_backend import FakeBackend
 
-    gw = GatewaySidecar(FakeBackend(), batch=batch, lease=session, suffix=suffix, image_id="sha256:x",
-                        batch_dir=Path("/nonexistent"), gateway=GatewaySpec(mode="replay"))
+    gw = GatewaySidecar(
+        FakeBackend(),
+        batch=batch,
+        lease=session,
+        suffix=suffix,
+        image_id="sha256:x",
+        batch_dir=Path("/nonexistent"),
+        gateway=GatewaySpec(mode="replay"),
+    )
     return gw.name
 
 

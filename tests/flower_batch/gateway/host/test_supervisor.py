@@ -30,8 +30,15 @@ FAST = RestartPolicy(max_restarts=2, window_s=600, backoff_s=0.01, backoff_max_s
 def _sidecar(backend: FakeBackend, tmp_path: Path, settings: GatewaySettings | None = None) -> GatewaySidecar:
     scenario = tmp_path / "s.toml"
     scenario.write_text('[[rules]]\nreply = "hi"\n')
-    gw = GatewaySidecar(backend, batch="b", lease="s1", image_id=FakeBackend.IMAGE, batch_dir=tmp_path / "b",
-                        gateway=GatewaySpec(mode="scripted", scenario=scenario), settings=settings)
+    gw = GatewaySidecar(
+        backend,
+        batch="b",
+        lease="s1",
+        image_id=FakeBackend.IMAGE,
+        batch_dir=tmp_path / "b",
+        gateway=GatewaySpec(mode="scripted", scenario=scenario),
+        settings=settings,
+    )
     gw.policy = FAST
     return gw
 
@@ -77,8 +84,12 @@ async def test_a_removed_gateway_is_created_again_with_the_same_alias_and_secret
             assert first
             secret = backend.process(first).env[SECRET_ENV]
             await backend.remove(first, force=True)  # `docker rm -f`
-            await _until("a new gateway", lambda: gw.container not in (None, first)
-                         and gw.health.deaths and gw.health.deaths[-1].restarted)
+            await _until(
+                "a new gateway",
+                lambda: (
+                    gw.container not in (None, first) and gw.health.deaths and gw.health.deaths[-1].restarted
+                ),
+            )
             assert gw.container
             proc = backend.process(gw.container)
             assert proc.env[SECRET_ENV] == secret and proc.spec.network_aliases == [ALIAS]
@@ -125,8 +136,15 @@ async def test_the_job_of_a_gateway_given_up_is_stopped_and_its_record_says_why(
     async with FakeBackend(programs={"python": crashing, "flower": job_program}) as backend:
         async with _sidecar(backend, tmp_path) as gw, supervisors() as supervise:
             supervise(gw)
-            spec = JobSpec(id="j1", task="t", variant="v", repeat=1, matrix={}, prompt="hi",
-                           gateway=GatewaySpec(mode="scripted", scenario=gw.scenario))
+            spec = JobSpec(
+                id="j1",
+                task="t",
+                variant="v",
+                repeat=1,
+                matrix={},
+                prompt="hi",
+                gateway=GatewaySpec(mode="scripted", scenario=gw.scenario),
+            )
             ctx = JobContext(backend=backend, batch="b", lease="s1", image_id=FakeBackend.IMAGE, gateway=gw)
             with anyio.fail_after(20):
                 record = await run_job(ctx, spec, Home(tmp_path / "home").job("b", "j1"))
@@ -140,7 +158,8 @@ async def test_the_job_of_a_gateway_given_up_is_stopped_and_its_record_says_why(
 def test_death_causes_read_as_people_expect() -> None:
     assert GatewayDeath("t", 0, 137, oom_killed=True).cause() == "the gateway was OOM-killed (exit 137)"
     assert GatewayDeath("t", 0, 2, log_tail=("x", "gateway: bad scenario", "")).cause() == (
-        "the gateway exited 2; last log: gateway: bad scenario")
+        "the gateway exited 2; last log: gateway: bad scenario"
+    )
     assert describe_health(None) == "no gateway restarts"
 
 
@@ -165,7 +184,9 @@ def test_the_gateway_memory_limit_comes_from_the_environment() -> None:
 
 
 @pytest.mark.anyio
-async def test_the_gateway_container_gets_the_memory_limit_set(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_the_gateway_container_gets_the_memory_limit_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     settings = GatewaySettings.from_environ({MEMORY_ENV: "96m"})  # as a command reads its environment
     async with FakeBackend(programs={"python": serving}) as backend:
         async with _sidecar(backend, tmp_path, settings) as gw:
@@ -185,7 +206,9 @@ def test_a_restarted_gateway_continues_the_meter_and_the_batch_budget(tmp_path: 
     ex = first.new_exchange()
     first.update(ex, "claude-sonnet-4-5", usage, final=True)
     cut = first.new_exchange()
-    first.update(cut, "claude-sonnet-4-5", {"input_tokens": 1000, "output_tokens": 1}, final=False)  # killed here
+    first.update(
+        cut, "claude-sonnet-4-5", {"input_tokens": 1000, "output_tokens": 1}, final=False
+    )  # killed here
     one = first.summary().cost_known_usd
 
     again = JobMeter(logs, "j1", "scripted")  # the restarted gateway's meter of the same job

@@ -56,8 +56,11 @@ def _gateway(job: Job):  # type: ignore[no-untyped-def]
     session = job.record().get("session")
     client = docker_client()
     try:
-        found = client.containers.list(all=True, ignore_removed=True, filters={"label": [
-            f"{MANAGED}=1", f"{BATCH}=adhoc", f"{ROLE}=gateway", f"{LEASE}={session}"]})
+        found = client.containers.list(
+            all=True,
+            ignore_removed=True,
+            filters={"label": [f"{MANAGED}=1", f"{BATCH}=adhoc", f"{ROLE}=gateway", f"{LEASE}={session}"]},
+        )
     finally:
         client.close()
     return found[0] if found else None
@@ -65,9 +68,25 @@ def _gateway(job: Job):  # type: ignore[no-untyped-def]
 
 def _start(home: Path, tmp_path: Path, name: str, image_id: str, *, turns: int, delay_s: float = 0.0):  # type: ignore[no-untyped-def]
     files = soakjob.write_project(tmp_path / name, leg=turns, handoff_at=None, delay_s=delay_s)
-    proc = fb_start("run", files["workspace"], "-f", f"{files['flows']}:main", "--prompt", soakjob.PROMPT,
-                    "--scenario", files["scenario"], "--persistent", "--name", name, "--image", image_id,
-                    "--timeout", "10m", home=home, log=tmp_path / f"{name}.out")
+    proc = fb_start(
+        "run",
+        files["workspace"],
+        "-f",
+        f"{files['flows']}:main",
+        "--prompt",
+        soakjob.PROMPT,
+        "--scenario",
+        files["scenario"],
+        "--persistent",
+        "--name",
+        name,
+        "--image",
+        image_id,
+        "--timeout",
+        "10m",
+        home=home,
+        log=tmp_path / f"{name}.out",
+    )
     return proc, Job(home, "adhoc", name), files
 
 
@@ -113,15 +132,19 @@ def test_a_gateway_that_keeps_dying_ends_its_job_with_the_reason(
     image_id: str, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("FLOWER_BATCH_GATEWAY_RESTARTS", "1")  # one restart, then give up
-    proc, job, _ = _start(home, tmp_path, f"dying-gw-{secrets.token_hex(2)}", image_id, turns=1000, delay_s=0.2)
+    proc, job, _ = _start(
+        home, tmp_path, f"dying-gw-{secrets.token_hex(2)}", image_id, turns=1000, delay_s=0.2
+    )
     wait_for("the job to be served", lambda: _served(job) >= 2 or proc.poll() is not None, timeout=300)
     kills = 0
     deadline = time.monotonic() + 300
     while proc.poll() is None and time.monotonic() < deadline:
         gateway = _gateway(job)
         # kill each life of the gateway once it is serving (its ready line printed once more)
-        if gateway is not None and gateway.status == "running" and (
-            gateway.logs().decode().count(READY_LINE) > kills
+        if (
+            gateway is not None
+            and gateway.status == "running"
+            and (gateway.logs().decode().count(READY_LINE) > kills)
         ):
             gateway.kill()
             kills += 1
@@ -165,20 +188,40 @@ async def test_a_gateway_down_longer_than_the_cli_retries_is_ridden_out_by_flowe
 
     slow = supervisor.RestartPolicy(backoff_s=45.0, backoff_max_s=45.0)
     from flower_batch.gateway.host.sidecar import GatewaySettings
+
     turns = 12
     name = f"outage-{secrets.token_hex(2)}"
     files = soakjob.write_project(tmp_path / name, leg=turns, handoff_at=None)
-    spec = adhoc_spec(workspace=files["workspace"], task=None, workflow=f"{files['flows']}:main",
-                      prompt=soakjob.PROMPT, name=name, timeout="10m", cpus=None, memory=None,
-                      env={"API_TIMEOUT_MS": "10000"},
-                      secrets_=[], scenario=files["scenario"])
+    spec = adhoc_spec(
+        workspace=files["workspace"],
+        task=None,
+        workflow=f"{files['flows']}:main",
+        prompt=soakjob.PROMPT,
+        name=name,
+        timeout="10m",
+        cpus=None,
+        memory=None,
+        env={"API_TIMEOUT_MS": "10000"},
+        secrets_=[],
+        scenario=files["scenario"],
+    )
     job = Job(home, "adhoc", name)
     records: list = []
 
     async def run() -> None:
         async with DockerBackend() as backend:
-            records.append(await start_job(backend, Home(home), "adhoc", spec, image_id=image_id, versions={},
-                                           persistent=True, settings=GatewaySettings(restarts=slow)))
+            records.append(
+                await start_job(
+                    backend,
+                    Home(home),
+                    "adhoc",
+                    spec,
+                    image_id=image_id,
+                    versions={},
+                    persistent=True,
+                    settings=GatewaySettings(restarts=slow),
+                )
+            )
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(run)
@@ -214,11 +257,15 @@ async def test_a_gateway_down_longer_than_the_cli_retries_is_ridden_out_by_flowe
     # ...after probing the gateway and finding it down (flower's offline notice, in the job's log)...
     shown = job.container_log()
     # (the CLI's loopback port, relayed to the job's own socket: flower names both)
-    assert NOTICE_OFFLINE_VIA.format(host="127.0.0.1", port=8080, via="/run/flower-gateway/gateway.sock") in shown, (
-        shown[-3000:])
+    assert (
+        NOTICE_OFFLINE_VIA.format(host="127.0.0.1", port=8080, via="/run/flower-gateway/gateway.sock")
+        in shown
+    ), shown[-3000:]
     assert "retry after transient error" in shown, shown[-3000:]
     # ...and the first request after the outage is flower's resume prompt, not a retry of the CLI's
-    gap = next(i for i, (a, b) in enumerate(zip(messages, messages[1:], strict=False)) if b["time"] - a["time"] >= 44)
+    gap = next(
+        i for i, (a, b) in enumerate(zip(messages, messages[1:], strict=False)) if b["time"] - a["time"] >= 44
+    )
     before, after = messages[gap], messages[gap + 1]
     assert RESUME_PROMPT not in message_texts(before)
     assert RESUME_PROMPT in message_texts(after), message_texts(after)[-500:]
@@ -230,7 +277,9 @@ async def test_a_gateway_down_longer_than_the_cli_retries_is_ridden_out_by_flowe
 # FLOWER_BATCH_GATEWAY_MEMORY: 96m; the gateway idles at about 15 MiB and a 10 MB body, parsed
 # whole, takes it past that), each once the gateway answers again, then runs the soak step.
 # The floods are sent when the step makes its prompt (at run time: pre-flight only builds it).
-FLOODING_FLOW = soakjob.FLOW + '''
+FLOODING_FLOW = (
+    soakjob.FLOW
+    + """
 
 import http.client, json, os, time
 from urllib.parse import urlsplit
@@ -272,15 +321,34 @@ def flooded_prompt(ctx):
 
 def main():
     return Workflow([Step("count", COUNTER, flooded_prompt)], name="soak")
-'''
+"""
+)
 
 
 def _start_flooding(home: Path, tmp_path: Path, name: str, image_id: str, *, floods: int, turns: int):  # type: ignore[no-untyped-def]
     files = soakjob.write_project(tmp_path / name, leg=turns, handoff_at=None)
     files["flows"].write_text(FLOODING_FLOW)
-    proc = fb_start("run", files["workspace"], "-f", f"{files['flows']}:main", "--prompt", soakjob.PROMPT,
-                    "--scenario", files["scenario"], "--persistent", "--name", name, "--image", image_id,
-                    "--env", f"FLOODS={floods}", "--timeout", "10m", home=home, log=tmp_path / f"{name}.out")
+    proc = fb_start(
+        "run",
+        files["workspace"],
+        "-f",
+        f"{files['flows']}:main",
+        "--prompt",
+        soakjob.PROMPT,
+        "--scenario",
+        files["scenario"],
+        "--persistent",
+        "--name",
+        name,
+        "--image",
+        image_id,
+        "--env",
+        f"FLOODS={floods}",
+        "--timeout",
+        "10m",
+        home=home,
+        log=tmp_path / f"{name}.out",
+    )
     return proc, Job(home, "adhoc", name), files
 
 
@@ -289,8 +357,9 @@ def test_a_gateway_oom_killed_is_restarted_and_the_record_names_the_oom(
 ) -> None:
     monkeypatch.setenv("FLOWER_BATCH_GATEWAY_MEMORY", "96m")
     turns = 4
-    proc, job, files = _start_flooding(home, tmp_path, f"oom-gw-{secrets.token_hex(2)}", image_id,
-                                       floods=1, turns=turns)
+    proc, job, files = _start_flooding(
+        home, tmp_path, f"oom-gw-{secrets.token_hex(2)}", image_id, floods=1, turns=turns
+    )
     out = tmp_path / f"{job.job}.out"
     assert proc.wait(timeout=400) == 0, out.read_text()
     record = job.record()
@@ -315,8 +384,9 @@ def test_a_gateway_oom_killed_again_and_again_ends_its_job_with_that_cause(
 ) -> None:
     monkeypatch.setenv("FLOWER_BATCH_GATEWAY_MEMORY", "96m")
     monkeypatch.setenv("FLOWER_BATCH_GATEWAY_RESTARTS", "1")  # one restart, then give up
-    proc, job, _ = _start_flooding(home, tmp_path, f"oom-dying-{secrets.token_hex(2)}", image_id,
-                                   floods=3, turns=4)
+    proc, job, _ = _start_flooding(
+        home, tmp_path, f"oom-dying-{secrets.token_hex(2)}", image_id, floods=3, turns=4
+    )
     out = tmp_path / f"{job.job}.out"
     assert proc.wait(timeout=400) == 1, out.read_text()
     record = job.record()

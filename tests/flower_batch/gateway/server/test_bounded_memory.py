@@ -28,8 +28,15 @@ def body(session: str, n: int) -> bytes:
             {"role": "user", "content": [{"type": "text", "text": f"result {i} " + "r" * 300}]},
         ]
     messages[-1]["content"][-1]["cache_control"] = {"type": "ephemeral"}
-    return json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 100, "stream": True,
-                       "system": "agent " * 100, "messages": messages}).encode()
+    return json.dumps(
+        {
+            "model": "claude-sonnet-4-5",
+            "max_tokens": 100,
+            "stream": True,
+            "system": "agent " * 100,
+            "messages": messages,
+        }
+    ).encode()
 
 
 def live_requests() -> tuple[int, int]:
@@ -39,8 +46,10 @@ def live_requests() -> tuple[int, int]:
     objects = gc.get_objects()
     prefixes = {f"/j/{job}" for job in JOBS}
     parsed = sum(isinstance(o, ParsedRequest) and o.prefix in prefixes for o in objects)
-    records = sum(isinstance(o, dict) and "body_bytes" in o and "outcome" in o and o.get("prefix") in prefixes
-                  for o in objects)
+    records = sum(
+        isinstance(o, dict) and "body_bytes" in o and "outcome" in o and o.get("prefix") in prefixes
+        for o in objects
+    )
     return parsed, records
 
 
@@ -62,9 +71,16 @@ def test_after_many_requests_nothing_per_request_is_retained(tmp_path: Path) -> 
                 for session in SESSIONS:
                     data = body(session, n)
                     sent.setdefault((job, session), []).append(data)
-                    conns[job].request("POST", f"/j/{job}/v1/messages?beta=true", body=data, headers={
-                        "x-api-key": job_token(secret, job), "x-claude-code-session-id": session,
-                        "content-type": "application/json"})
+                    conns[job].request(
+                        "POST",
+                        f"/j/{job}/v1/messages?beta=true",
+                        body=data,
+                        headers={
+                            "x-api-key": job_token(secret, job),
+                            "x-claude-code-session-id": session,
+                            "content-type": "application/json",
+                        },
+                    )
                     resp = conns[job].getresponse()
                     assert resp.status == 200 and b"message_stop" in resp.read()
         for conn in conns.values():
@@ -107,9 +123,11 @@ def test_a_meter_settles_old_exchanges_and_a_restart_counts_the_same(tmp_path: P
     assert len(meter._exchanges) <= SETTLE_AFTER <= 64
     expected = fold(read_lines(tmp_path / "meter.jsonl"), job="job")
     got = meter.summary()
-    assert (got.exchanges, got.tokens, got.incomplete, got.refused) == (
-        expected.exchanges, expected.tokens, expected.incomplete, expected.refused) == (
-        301, got.tokens, 1, 1)
+    assert (
+        (got.exchanges, got.tokens, got.incomplete, got.refused)
+        == (expected.exchanges, expected.tokens, expected.incomplete, expected.refused)
+        == (301, got.tokens, 1, 1)
+    )
     assert got.tokens["input_tokens"] == 300 * 100 + 7
     assert got.cost_usd == __import__("pytest").approx(expected.cost_usd)
     again = JobMeter(tmp_path, "job", "scripted")  # a gateway restarted on the same files

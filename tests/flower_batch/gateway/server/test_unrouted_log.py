@@ -79,7 +79,9 @@ def gw(tmp_path: Path) -> Iterator[Gateway]:
 
 
 def tree(root: Path) -> dict[str, int]:
-    return {str(p.relative_to(root)): (p.stat().st_size if p.is_file() else -1) for p in sorted(root.rglob("*"))}
+    return {
+        str(p.relative_to(root)): (p.stat().st_size if p.is_file() else -1) for p in sorted(root.rglob("*"))
+    }
 
 
 def test_requests_without_the_jobs_token_write_nothing_in_any_job_folder(gw: Gateway) -> None:
@@ -110,10 +112,15 @@ def test_requests_without_the_jobs_token_write_nothing_in_any_job_folder(gw: Gat
     ]
     # no body, no credential: only its size and the credential's sha256
     assert all("body" not in e and "headers" not in e for e in entries)
-    assert entries[2]["body_bytes"] == len(b"not json " + SECRET_TEXT) and entries[0]["credential_sha256"] is None
+    assert (
+        entries[2]["body_bytes"] == len(b"not json " + SECRET_TEXT)
+        and entries[0]["credential_sha256"] is None
+    )
     assert entries[3]["credential_sha256"] == hashlib.sha256(b"fbj-wrong").hexdigest()
     written = (gw.batch / UNROUTED).read_bytes()
-    assert SECRET_TEXT not in written and b"fbj-wrong" not in written and gw.token("B").encode() not in written
+    assert (
+        SECRET_TEXT not in written and b"fbj-wrong" not in written and gw.token("B").encode() not in written
+    )
 
 
 def test_a_valid_token_still_lands_in_its_jobs_log_as_before(gw: Gateway) -> None:
@@ -123,7 +130,9 @@ def test_a_valid_token_still_lands_in_its_jobs_log_as_before(gw: Gateway) -> Non
     assert gw.server.flush_log()
     logged = list(read_request_log(gw.batch / "B" / "logs" / "gateway.jsonl", strict=True))
     assert [(r["method"], r["status"], r["rule"]) for r in logged] == [
-        ("POST", 200, "hi"), ("GET", 404, "unknown-endpoint"), ("POST", 400, "bad-request")
+        ("POST", 200, "hi"),
+        ("GET", 404, "unknown-endpoint"),
+        ("POST", 400, "bad-request"),
     ]
     assert logged[0]["body"]["messages"] == [{"role": "user", "content": "hi"}]  # the full request, as before
     assert not (gw.batch / UNROUTED).exists()
@@ -175,9 +184,18 @@ def test_a_flood_of_refused_requests_keeps_the_unrouted_log_bounded(gw: Gateway)
 def test_ten_thousand_refusals_stay_under_the_default_bound(tmp_path: Path) -> None:
     log = PerJobLog(tmp_path)
     (tmp_path / "B").mkdir()
-    record = {"time": 1.0, "method": "POST", "path": "/j/B/v1/messages?" + "z" * 100_000, "prefix": "/j/B",
-              "endpoint": "messages", "rule": "gateway:bad-token", "status": 401, "body_bytes": 1 << 30,
-              "body": {"messages": [{"role": "user", "content": "x" * 100_000}]}, "headers": {"h": "v" * 10_000}}
+    record = {
+        "time": 1.0,
+        "method": "POST",
+        "path": "/j/B/v1/messages?" + "z" * 100_000,
+        "prefix": "/j/B",
+        "endpoint": "messages",
+        "rule": "gateway:bad-token",
+        "status": 401,
+        "body_bytes": 1 << 30,
+        "body": {"messages": [{"role": "user", "content": "x" * 100_000}]},
+        "headers": {"h": "v" * 10_000},
+    }
     for _ in range(10_000):
         log.add(record, raw=b"x" * 1000, credential_sha256="ab" * 32)
     files = sorted(tmp_path.glob(UNROUTED + "*"))

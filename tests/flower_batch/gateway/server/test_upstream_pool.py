@@ -17,15 +17,35 @@ from flower_batch.gateway.tokens import job_token, new_secret
 from flower_batch.gateway.upstream_auth import UpstreamAuth
 
 SCENARIO = {"rules": [{"name": "hi", "reply": [{"text": "hi"}]}]}
-PRICED = {"rules": [{"name": "hi", "reply": [{"text": "hi"}], "reply_model": "{model}",
-                     "usage": {"input_tokens": 1000, "output_tokens": 100}}]}
+PRICED = {
+    "rules": [
+        {
+            "name": "hi",
+            "reply": [{"text": "hi"}],
+            "reply_model": "{model}",
+            "usage": {"input_tokens": 1000, "output_tokens": 100},
+        }
+    ]
+}
 
 
 def _request(stream: bool) -> ParsedRequest:
-    body = json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 5, "stream": stream,
-                       "messages": [{"role": "user", "content": "say hi"}]}).encode()
-    return ParsedRequest(method="POST", path="/j/a/v1/messages", prefix="/j/a", endpoint="messages",
-                         headers={"content-type": "application/json"}, raw_body=body)
+    body = json.dumps(
+        {
+            "model": "claude-sonnet-4-5",
+            "max_tokens": 5,
+            "stream": stream,
+            "messages": [{"role": "user", "content": "say hi"}],
+        }
+    ).encode()
+    return ParsedRequest(
+        method="POST",
+        path="/j/a/v1/messages",
+        prefix="/j/a",
+        endpoint="messages",
+        headers={"content-type": "application/json"},
+        raw_body=body,
+    )
 
 
 def _proxy(up: ScriptedServer) -> ProxyResponder:
@@ -102,8 +122,13 @@ def test_begin_forwards_the_raw_request_before_its_body_is_parsed() -> None:
 
 
 def _gateway_server(batch: Path, upstream: str, secret: str, budget: float | None) -> MessagesServer:
-    tap = build_gateway("anthropic", batch_dir=batch, upstream=upstream, batch_budget_usd=budget,
-                        environ={"FB_UPSTREAM_KEY": "sk-test"})
+    tap = build_gateway(
+        "anthropic",
+        batch_dir=batch,
+        upstream=upstream,
+        batch_budget_usd=budget,
+        environ={"FB_UPSTREAM_KEY": "sk-test"},
+    )
     server = MessagesServer(JobRouter(tap, secret))
     server.log = PerJobLog(batch)  # type: ignore[assignment]
     return server
@@ -111,8 +136,12 @@ def _gateway_server(batch: Path, upstream: str, secret: str, budget: float | Non
 
 def _post(port: int, secret: str, body: bytes) -> tuple[int, bytes]:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    conn.request("POST", "/j/job-a/v1/messages", body=body,
-                 headers={"x-api-key": job_token(secret, "job-a"), "content-type": "application/json"})
+    conn.request(
+        "POST",
+        "/j/job-a/v1/messages",
+        body=body,
+        headers={"x-api-key": job_token(secret, "job-a"), "content-type": "application/json"},
+    )
     resp = conn.getresponse()
     data = resp.read()
     conn.close()
@@ -121,8 +150,10 @@ def _post(port: int, secret: str, body: bytes) -> tuple[int, bytes]:
 
 def test_a_job_over_budget_is_refused_before_anything_goes_upstream(tmp_path: Path) -> None:
     secret = new_secret()
-    with ScriptedServer(PRICED, keep_requests=True) as up, \
-            _gateway_server(tmp_path, up.base_url, secret, budget=1e-9) as gw:
+    with (
+        ScriptedServer(PRICED, keep_requests=True) as up,
+        _gateway_server(tmp_path, up.base_url, secret, budget=1e-9) as gw,
+    ):
         assert _post(gw.port, secret, _request(True).raw_body)[0] == 200  # spends more than the budget
         status, data = _post(gw.port, secret, _request(True).raw_body)
         assert status == 402 and b"billing_error" in data
@@ -146,9 +177,16 @@ def test_a_bad_body_is_refused_and_the_begun_upstream_request_closed(tmp_path: P
 
 def _post_in_session(port: int, secret: str, body: bytes) -> tuple[int, bytes]:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    conn.request("POST", "/j/job-a/v1/messages", body=body,
-                 headers={"x-api-key": job_token(secret, "job-a"), "content-type": "application/json",
-                          "x-claude-code-session-id": "sess-1"})
+    conn.request(
+        "POST",
+        "/j/job-a/v1/messages",
+        body=body,
+        headers={
+            "x-api-key": job_token(secret, "job-a"),
+            "content-type": "application/json",
+            "x-claude-code-session-id": "sess-1",
+        },
+    )
     resp = conn.getresponse()
     data = resp.read()
     conn.close()
@@ -178,11 +216,15 @@ def test_a_forwarded_body_is_parsed_after_the_answer_and_logged_whole(tmp_path: 
     logs = tmp_path / "job-a" / "logs"
     logged = list(read_request_log(logs / "gateway.jsonl"))
     assert [(r["session"], r["nth"], r["model"], r["n_messages"]) for r in logged] == [
-        ("sess-1", 1, "claude-sonnet-4-5", 1), ("sess-1", 2, "claude-sonnet-4-5", 1)]
+        ("sess-1", 1, "claude-sonnet-4-5", 1),
+        ("sess-1", 2, "claude-sonnet-4-5", 1),
+    ]
     assert logged[1]["body"] == json.loads(_request(True).raw_body)
     recorded = [e["request"] for e in read_recording(logs / "recording.jsonl")]
     assert [(r["nth"], r["model"], r["n_messages"], r["prompt_head"]) for r in recorded] == [
-        (1, "claude-sonnet-4-5", 1, "say hi"), (2, "claude-sonnet-4-5", 1, "say hi")]
+        (1, "claude-sonnet-4-5", 1, "say hi"),
+        (2, "claude-sonnet-4-5", 1, "say hi"),
+    ]
     meter = read_meter(logs)
     assert meter is not None and meter.exchanges == 2 and meter.tokens["input_tokens"] == 2000
 
@@ -206,9 +248,16 @@ def test_the_model_is_read_off_the_head_of_a_body_only_when_it_is_the_first_key(
     assert leading_model(b' {\n "model" : "m-1", "x": 1}') == "m-1"
     assert leading_model(b'{"messages":[{"model":"inner"}],"model":"outer"}') is None
     assert leading_model(b'{"model":"with\\"escape"}') is None  # not a plain string: parse instead
-    assert leading_model(b'[]') is None
-    req = ParsedRequest(method="POST", path="/v1/messages", prefix="", endpoint="messages", headers={},
-                        raw_body=b'{"messages":[],"model":"outer"}', unparsed=True)
+    assert leading_model(b"[]") is None
+    req = ParsedRequest(
+        method="POST",
+        path="/v1/messages",
+        prefix="",
+        endpoint="messages",
+        headers={},
+        raw_body=b'{"messages":[],"model":"outer"}',
+        unparsed=True,
+    )
     assert req.model == "outer" and not req.unparsed  # parsed for it
 
 
@@ -248,8 +297,10 @@ class _Listener:
                 if b"".join(self.received).endswith(b'"}]}'):
                     self.answer.wait(10)
             body = b'{"type":"message","role":"assistant","content":[],"usage":{"input_tokens":1,"output_tokens":1}}'
-            conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s"
-                         % (len(body), body))
+            conn.sendall(
+                b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s"
+                % (len(body), body)
+            )
 
     def body_bytes(self) -> int:
         return len(b"".join(self.received).partition(b"\r\n\r\n")[2])
@@ -259,17 +310,24 @@ def _half_sent(port: int, secret: str, body: bytes):  # type: ignore[no-untyped-
     import socket
 
     client = socket.create_connection(("127.0.0.1", port))
-    head = (f"POST /j/job-a/v1/messages HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
-            f"x-api-key: {job_token(secret, 'job-a')}\r\nx-claude-code-session-id: s\r\n"
-            f"content-length: {len(body)}\r\n\r\n").encode()
+    head = (
+        f"POST /j/job-a/v1/messages HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+        f"x-api-key: {job_token(secret, 'job-a')}\r\nx-claude-code-session-id: s\r\n"
+        f"content-length: {len(body)}\r\n\r\n"
+    ).encode()
     client.sendall(head + body[: len(body) // 2])
     return client
 
 
 def test_the_body_goes_upstream_as_it_arrives(tmp_path: Path) -> None:
     secret = new_secret()
-    body = json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 5,
-                       "messages": [{"role": "user", "content": "x" * 400_000}]}).encode()
+    body = json.dumps(
+        {
+            "model": "claude-sonnet-4-5",
+            "max_tokens": 5,
+            "messages": [{"role": "user", "content": "x" * 400_000}],
+        }
+    ).encode()
     up = _Listener()
     with _gateway_server(tmp_path, up.url, secret, budget=None) as gw:
         client = _half_sent(gw.port, secret, body)
@@ -281,8 +339,11 @@ def test_the_body_goes_upstream_as_it_arrives(tmp_path: Path) -> None:
         client.settimeout(10)
         assert client.recv(100).startswith(b"HTTP/1.1 200")
         client.close()
-    logged = list(__import__("flower.scripted", fromlist=["read_request_log"]).read_request_log(
-        tmp_path / "job-a" / "logs" / "gateway.jsonl"))
+    logged = list(
+        __import__("flower.scripted", fromlist=["read_request_log"]).read_request_log(
+            tmp_path / "job-a" / "logs" / "gateway.jsonl"
+        )
+    )
     assert [r["body_bytes"] for r in logged] == [len(body)] and logged[0]["body"] == json.loads(body)
 
 

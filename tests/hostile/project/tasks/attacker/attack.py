@@ -55,8 +55,11 @@ for root, dirs, files in os.walk("/", followlinks=False):
         p = os.path.join(root, f)
         try:
             # /tmp is the job's own tmpfs (the CLI keeps sockets there)
-            if (stat.S_ISSOCK(os.lstat(p).st_mode) and os.path.realpath(p) != os.path.realpath(own)
-                    and not p.startswith("/tmp/")):
+            if (
+                stat.S_ISSOCK(os.lstat(p).st_mode)
+                and os.path.realpath(p) != os.path.realpath(own)
+                and not p.startswith("/tmp/")
+            ):
                 found.append(p)
         except OSError:
             pass
@@ -69,8 +72,14 @@ say("uid-not-0", os.getuid() != 0 and os.geteuid() != 0, f"uid={os.getuid()}")
 say("capeff-0", int(status["CapEff"].strip(), 16) == 0, status["CapEff"].strip())
 say("capbnd-0", int(status["CapBnd"].strip(), 16) == 0, status["CapBnd"].strip())
 say("no-new-privs", status.get("NoNewPrivs", "").strip() == "1", status.get("NoNewPrivs"))
-pids = next((open(p).read().strip() for p in ("/sys/fs/cgroup/pids/pids.max", "/sys/fs/cgroup/pids.max")
-             if os.path.exists(p)), "absent")
+pids = next(
+    (
+        open(p).read().strip()
+        for p in ("/sys/fs/cgroup/pids/pids.max", "/sys/fs/cgroup/pids.max")
+        if os.path.exists(p)
+    ),
+    "absent",
+)
 say("pids-limited", pids.isdigit(), pids)
 try:
     os.mknod("/workspace/null-dev", stat.S_IFCHR | 0o666, os.makedev(1, 3))
@@ -104,21 +113,29 @@ say("read-victim-files", not hits, hits)
 base = os.environ["ANTHROPIC_BASE_URL"].rsplit("/j/", 1)[0]
 body = json.dumps({"model": "x", "max_tokens": 1, "messages": [{"role": "user", "content": "hi"}]}).encode()
 for label, headers, method, data in [
-    ("own-token", {"x-api-key": os.environ.get("ANTHROPIC_API_KEY", ""), "content-type": "application/json"}, "POST", body),
+    (
+        "own-token",
+        {"x-api-key": os.environ.get("ANTHROPIC_API_KEY", ""), "content-type": "application/json"},
+        "POST",
+        body,
+    ),
     ("no-token-get", {}, "GET", None),
     ("no-token-bad-json", {"content-type": "application/json"}, "POST", b"{not json"),
 ]:
     url = f"{base}/j/{T['victim_job']}/v1/messages"
     try:
-        with urllib.request.urlopen(urllib.request.Request(url, data=data, headers=headers, method=method), timeout=10) as r:
+        with urllib.request.urlopen(
+            urllib.request.Request(url, data=data, headers=headers, method=method), timeout=10
+        ) as r:
             say(f"gateway-victim-path-{label}", False, r.status)
     except urllib.error.HTTPError as exc:
         say(f"gateway-victim-path-{label}", 400 <= exc.code < 500, exc.code)
     except OSError as exc:
         say(f"gateway-victim-path-{label}", True, exc)
 try:
-    urllib.request.urlopen(urllib.request.Request(f"{base}/j/made-up-folder/v1/messages", data=body, method="POST"),
-                           timeout=10)
+    urllib.request.urlopen(
+        urllib.request.Request(f"{base}/j/made-up-folder/v1/messages", data=body, method="POST"), timeout=10
+    )
     say("gateway-made-up-job", False, "answered")
 except urllib.error.HTTPError as exc:
     say("gateway-made-up-job", 400 <= exc.code < 500, exc.code)
