@@ -36,6 +36,7 @@ from flower_batch.envnames import env_name_problem, looks_secret
 from flower_batch.errors import RecordError
 from flower_batch.gateway.host.health import describe_health
 from flower_batch.gateway.metering import read_meter, read_summary
+from flower_batch.jobmodel import fields
 from flower_batch.jobmodel.modes import mode_label
 from flower_batch.jobmodel.record import JobRecord
 from flower_batch.jobmodel.spec import JobSpec
@@ -43,7 +44,7 @@ from flower_batch.jobmodel.units import format_duration
 from flower_batch.labels import BATCH, JOB, MANAGED
 from flower_batch.layout import Home, JobDir
 from flower_batch.running.causes import continuity_lines
-from flower_batch.running.jobs import ADHOC_BATCH, adhoc_spec, job_scenario, start_job
+from flower_batch.running.jobs import ADHOC_BATCH, adhoc_spec, job_scenario, option_value, start_job
 from flower_batch.running.lease import Leak, find_leaks, remove_leaks
 from flower_batch.running.liveness import Liveness
 
@@ -227,13 +228,7 @@ def wake(
 
     spec = replace(spec, gateway=replace(gw, scenario=chosen))
     if timeout:
-        from flower_batch.jobmodel.units import parse_duration
-
-        seconds = parse_duration(timeout)
-        if not seconds:
-            fail(f"--timeout {timeout!r}: expected a duration like 90s, 10m or 1h")
-            return
-        spec = replace(spec, timeout_s=seconds)
+        spec = replace(spec, timeout_s=option_value("--timeout", repr(timeout), fields.duration(timeout)))
     preflight_job(
         spec,
         record.image_id,

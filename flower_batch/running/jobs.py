@@ -8,23 +8,25 @@ import secrets
 import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TypeVar
 
 from flower_batch.backend.base import Backend
 from flower_batch.envnames import secret_name_problem, unset_names
 from flower_batch.errors import FlowerBatchError, ImageMissing
 from flower_batch.gateway.host.sidecar import GatewaySettings, GatewaySidecar
 from flower_batch.gateway.host.supervisor import supervisors
+from flower_batch.jobmodel import fields
 from flower_batch.jobmodel.hashing import file_hash, tree_hash
 from flower_batch.jobmodel.modes import GatewayMode
 from flower_batch.jobmodel.record import JobRecord
-from flower_batch.jobmodel.spec import MIN_PIDS, NETWORKS, PLACEMENT, GatewaySpec, JobSpec
-from flower_batch.jobmodel.units import parse_duration, parse_memory
+from flower_batch.jobmodel.spec import GatewaySpec, JobSpec
 from flower_batch.layout import Home, JobDir
 from flower_batch.running.lease import Lease
 from flower_batch.running.runner import JobContext, run_job
 from flower_batch.running.targets import locate
 
 ADHOC_BATCH = "adhoc"
+T = TypeVar("T")
 
 
 def slug(text: str, limit: int = 32) -> str:
@@ -32,7 +34,14 @@ def slug(text: str, limit: int = 32) -> str:
     return s[:limit].rstrip("-") or "job"
 
 
-# long: one check per `run` option, each a one-line error; to become the shared field validators (issue 19 item 2)
+def option_value(option: str, given: str, parsed: T | fields.Problem) -> T:
+    """An option's value checked by its field's validator (jobmodel/fields.py): a problem is one
+    line naming the option as given (`--memory 1m: ...`)."""
+    if isinstance(parsed, fields.Problem):
+        raise FlowerBatchError(f"{option} {given}: {parsed.text}")
+    return parsed
+
+
 def adhoc_spec(
     *,
     workspace: Path,
@@ -65,10 +74,10 @@ def adhoc_spec(
         locate(workflow)  # a bad target is refused before any folder, gateway or container exists
     if scenario is not None and not scenario.is_file():
         raise FlowerBatchError(f"--scenario {scenario}: no such file")
-    if budget_usd is not None and budget_usd <= 0:
-        raise FlowerBatchError(f"--budget-usd {budget_usd}: give a positive amount in dollars, e.g. 0.50")
-    if cpus is not None and not cpus > 0:
-        raise FlowerBatchError(f"--cpus {cpus:g}: give a positive number of CPUs, e.g. 2 or 0.5")
+    if budget_usd is not None:
+        budget_usd = option_value("--budget-usd", f"{budget_usd:g}", fields.budget_usd(budget_usd))
+    if cpus is not None:
+        cpus = option_value("--cpus", f"{cpus:g}", fields.cpus(cpus))
     for secret in secrets_:
         problem = secret_name_problem(secret)
         if problem:
@@ -78,25 +87,13 @@ def adhoc_spec(
         raise FlowerBatchError(
             f"--secret {', '.join(missing)}: not set in the environment; export it before running"
         )
-    for constraint in placement:
-        if not PLACEMENT.match(constraint.strip()):
-            raise FlowerBatchError(
-                f'--placement {constraint!r}: expected a constraint like "node.labels.pool==big" '
-                'or "node.role==worker"'
-            )
-    if pids is not None and pids < MIN_PIDS:
-        raise FlowerBatchError(f"--pids {pids}: give at least {MIN_PIDS} processes, e.g. 4096")
-    if network not in NETWORKS:
-        raise FlowerBatchError(
-            f"--network {network!r}: give gateway (the model only) or internet (also a route out)"
-        )
+    constraints = tuple(option_value("--placement", repr(c), fields.placement(c)) for c in placement)
+    if pids is not None:
+        pids = option_value("--pids", str(pids), fields.pids(pids))
+    network = option_value("--network", repr(network), fields.network(network))
     job_id = name or f"{slug(task or workflow or 'job')}-{secrets.token_hex(2)}"
-    timeout_s = parse_duration(timeout)
-    if timeout_s is None or timeout_s <= 0:
-        raise FlowerBatchError(f"--timeout {timeout!r}: expected a duration like 90s, 10m or 1h")
-    memory_bytes = parse_memory(memory) if memory else None
-    if memory and memory_bytes is None:
-        raise FlowerBatchError(f"--memory {memory!r}: expected a size like 512m or 2g")
+    timeout_s = option_value("--timeout", repr(timeout), fields.duration(timeout))
+    memory_bytes = option_value("--memory", memory, fields.memory(memory)) if memory else None
     # Hashed as the matrix does, so inputs_hash covers the workspace and scenario contents and
     # `repro` can tell when the workspace source drifted.
     source = workspace.resolve()
@@ -124,7 +121,7 @@ def adhoc_spec(
         secrets=tuple(dict.fromkeys(secrets_)),
         gateway=gateway,
         budget_usd=budget_usd,
-        placement=tuple(c.strip() for c in placement),
+        placement=constraints,
         pids=pids,
         network=network,
     )
