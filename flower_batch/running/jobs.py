@@ -65,47 +65,24 @@ def adhoc_spec(
 
     `environ` (default: this process's) is where the secrets' values will be read at start.
     """
-    environ = os.environ if environ is None else environ
-    if not workspace.is_dir():
-        raise FlowerBatchError(f"workspace {workspace} is not a directory: pass an existing folder to copy")
-    if bool(task) == bool(workflow):
-        raise FlowerBatchError("give either a task text or --workflow module:attr (not both, not neither)")
-    if workflow:
-        locate(workflow)  # a bad target is refused before any folder, gateway or container exists
-    if scenario is not None and not scenario.is_file():
-        raise FlowerBatchError(f"--scenario {scenario}: no such file")
-    if budget_usd is not None:
-        budget_usd = option_value("--budget-usd", f"{budget_usd:g}", fields.budget_usd(budget_usd))
-    if cpus is not None:
-        cpus = option_value("--cpus", f"{cpus:g}", fields.cpus(cpus))
-    for secret in secrets_:
-        problem = secret_name_problem(secret)
-        if problem:
-            raise FlowerBatchError(f"--secret {secret}: {problem}")
-    missing = unset_names(secrets_, environ)
-    if missing:
-        raise FlowerBatchError(
-            f"--secret {', '.join(missing)}: not set in the environment; export it before running"
-        )
+    _refuse_bad_inputs(
+        workspace, task, workflow, scenario, secrets_, os.environ if environ is None else environ
+    )
+    budget_usd = (
+        None
+        if budget_usd is None
+        else option_value("--budget-usd", f"{budget_usd:g}", fields.budget_usd(budget_usd))
+    )
+    cpus = None if cpus is None else option_value("--cpus", f"{cpus:g}", fields.cpus(cpus))
     constraints = tuple(option_value("--placement", repr(c), fields.placement(c)) for c in placement)
-    if pids is not None:
-        pids = option_value("--pids", str(pids), fields.pids(pids))
+    pids = None if pids is None else option_value("--pids", str(pids), fields.pids(pids))
     network = option_value("--network", repr(network), fields.network(network))
-    job_id = name or f"{slug(task or workflow or 'job')}-{secrets.token_hex(2)}"
     timeout_s = option_value("--timeout", repr(timeout), fields.duration(timeout))
     memory_bytes = option_value("--memory", memory, fields.memory(memory)) if memory else None
-    # Hashed as the matrix does, so inputs_hash covers the workspace and scenario contents and
-    # `repro` can tell when the workspace source drifted.
+    # Hashed as the matrix does: inputs_hash covers the contents, and `repro` sees a drifted source.
     source = workspace.resolve()
-    gateway = (
-        GatewaySpec(
-            mode=GatewayMode.SCRIPTED, scenario=source_scenario, scenario_hash=file_hash(source_scenario)
-        )
-        if (source_scenario := scenario.resolve() if scenario else None)
-        else GatewaySpec()
-    )
     return JobSpec(
-        id=job_id,
+        id=name or f"{slug(task or workflow or 'job')}-{secrets.token_hex(2)}",
         task=ADHOC_BATCH,
         variant="default",
         repeat=1,
@@ -119,12 +96,49 @@ def adhoc_spec(
         memory_bytes=memory_bytes,
         env=env,
         secrets=tuple(dict.fromkeys(secrets_)),
-        gateway=gateway,
+        gateway=_adhoc_gateway(scenario),
         budget_usd=budget_usd,
         placement=constraints,
         pids=pids,
         network=network,
     )
+
+
+def _adhoc_gateway(scenario: Path | None) -> GatewaySpec:
+    """`--scenario FILE`: the scripted model, its file hashed into the job's inputs; else the API."""
+    if scenario is None:
+        return GatewaySpec()
+    source = scenario.resolve()
+    return GatewaySpec(mode=GatewayMode.SCRIPTED, scenario=source, scenario_hash=file_hash(source))
+
+
+def _refuse_bad_inputs(
+    workspace: Path,
+    task: str | None,
+    workflow: str | None,
+    scenario: Path | None,
+    secrets_: list[str],
+    environ: Mapping[str, str],
+) -> None:
+    """A `run` job's inputs that are not job fields: the folders and files it names, its
+    workflow target, and the secrets it passes (named well, and set in `environ`)."""
+    if not workspace.is_dir():
+        raise FlowerBatchError(f"workspace {workspace} is not a directory: pass an existing folder to copy")
+    if bool(task) == bool(workflow):
+        raise FlowerBatchError("give either a task text or --workflow module:attr (not both, not neither)")
+    if workflow:
+        locate(workflow)  # a bad target is refused before any folder, gateway or container exists
+    if scenario is not None and not scenario.is_file():
+        raise FlowerBatchError(f"--scenario {scenario}: no such file")
+    for secret in secrets_:
+        problem = secret_name_problem(secret)
+        if problem:
+            raise FlowerBatchError(f"--secret {secret}: {problem}")
+    missing = unset_names(secrets_, environ)
+    if missing:
+        raise FlowerBatchError(
+            f"--secret {', '.join(missing)}: not set in the environment; export it before running"
+        )
 
 
 async def start_job(
@@ -149,12 +163,8 @@ async def start_job(
     process started."""
     settings = GatewaySettings() if settings is None else settings
     jd = home.job(batch, job.id)
-    scenario = job.gateway.scenario
     if not waking:
-        jd.root.mkdir(parents=True, exist_ok=True)
-        if scenario is not None:
-            # Keep the scenario with the job: a later wake or repro uses this copy.
-            shutil.copyfile(scenario, jd.root / f"scenario{scenario.suffix}")
+        _make_job_folder(jd, job.gateway.scenario)
     try:
         await backend.image_info(image_id)
     except ImageMissing as exc:
@@ -188,6 +198,13 @@ async def start_job(
             return await run_job(
                 ctx, job, jd, persistent=persistent, waking=waking, wake_words=wake_words, previous=previous
             )
+
+
+def _make_job_folder(jd: JobDir, scenario: Path | None) -> None:
+    jd.root.mkdir(parents=True, exist_ok=True)
+    if scenario is not None:
+        # Keep the scenario with the job: a later wake or repro uses this copy.
+        shutil.copyfile(scenario, jd.root / f"scenario{scenario.suffix}")
 
 
 def job_scenario(jd: JobDir) -> Path | None:
