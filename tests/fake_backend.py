@@ -40,7 +40,6 @@ from flower_batch.backend.base import (
     NetworkInfo,
     VolumeInfo,
     labels_match,
-    memory_limit_bytes,
     signal_number,
 )
 from flower_batch.errors import (
@@ -303,8 +302,8 @@ class FakeBackend(Backend):
                 f"image {spec.image} is not in the local Docker engine — build it with "
                 "`flower-batch image build` (flower-batch never pulls images)"
             )
-        if spec.memory is not None:
-            memory_limit_bytes(spec.memory)
+        if spec.memory is not None and not isinstance(spec.memory, int):
+            raise TypeError(f"ContainerSpec.memory is bytes, not {spec.memory!r}")
         if spec.name and any(c.name == spec.name for c in self._containers.values()):
             raise NameConflict(
                 f"container name {spec.name} is already in use — pick another name or remove the old container"

@@ -188,30 +188,11 @@ class Workflow:
     ) -> tuple[StepResult, bool]:
         # Where the first attempt starts: an earlier step's session, or this step's own
         # session from a previous process, or a fresh one.
-        base_resume: str | None = None
-        fork = False
-        if step.resume_from is not None:
-            base_resume = ctx["_sessions"].get(step.resume_from)
-            if not base_resume:
-                raise WorkflowError(
-                    f"step {step.name!r}: resume_from={step.resume_from!r} but that step produced no session "
-                    "(skipped by `when` or never ran)"
-                )
-            fork = step.fork
+        base_resume, fork = _resumed_from(step, ctx)
         continuing = None
         if lineage is not None and step.resume_from is None:
             continuing = lineage.steps.get(step.name)
-        if self._continuity is not None:  # why this step continues or starts fresh, for the records
-            self._continuity.add(
-                decide(
-                    step.name,
-                    lineage,
-                    resume_from=step.resume_from,
-                    resumed_session=base_resume,
-                    store_was_new=bool(getattr(runtime, "store_was_new", False)),
-                    first_run=self._first_run,
-                )
-            )
+        self._record_continuity(runtime, step, lineage, base_resume)
         if on_event is not None:
             started = StepStarted(
                 name=step.name,
@@ -248,6 +229,22 @@ class Workflow:
                 resume, fork = base_resume, step.fork
         assert result is not None
         return result, verdict
+
+    def _record_continuity(
+        self, runtime: StepRunner, step: Step, lineage: Lineage | None, base_resume: str | None
+    ) -> None:
+        """Why this step continues or starts fresh, for the records (continuity.json)."""
+        if self._continuity is not None:
+            self._continuity.add(
+                decide(
+                    step.name,
+                    lineage,
+                    resume_from=step.resume_from,
+                    resumed_session=base_resume,
+                    store_was_new=bool(getattr(runtime, "store_was_new", False)),
+                    first_run=self._first_run,
+                )
+            )
 
     async def _attempt(
         self,
@@ -288,3 +285,17 @@ class Workflow:
         except StepAbort as abort:
             ctx["_aborted"] = abort.reason
             return False, True
+
+
+def _resumed_from(step: Step, ctx: dict[str, Any]) -> tuple[str | None, bool]:
+    """(the earlier step's session this step resumes, whether it forks it); (None, False) without
+    `resume_from`."""
+    if step.resume_from is None:
+        return None, False
+    session = ctx["_sessions"].get(step.resume_from)
+    if not session:
+        raise WorkflowError(
+            f"step {step.name!r}: resume_from={step.resume_from!r} but that step produced no session "
+            "(skipped by `when` or never ran)"
+        )
+    return session, step.fork

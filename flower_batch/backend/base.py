@@ -24,7 +24,6 @@ from types import TracebackType
 from typing import Literal, Self
 
 from flower_batch.backend.confinement import Confinement, sandbox_user
-from flower_batch.jobmodel import units
 
 LabelFilter = Mapping[str, str | None]
 """Labels to match: `{"k": "v"}` requires k=v, `{"k": None}` only requires k to be present."""
@@ -50,8 +49,8 @@ class ContainerSpec:
     user: str = field(default_factory=sandbox_user)
     """"uid:gid": never 0 (confinement.py), whoever runs the orchestrator."""
     cpus: float | None = None
-    memory: int | str | None = None
-    """Bytes, or a size string such as "512m" / "2g"."""
+    memory: int | None = None
+    """Bytes (parsed where the size was given: jobs.toml, `--memory`, the gateway's setting)."""
     labels: dict[str, str] = field(default_factory=dict)
     network: str | None = None
     """A network to join; "none": no network at all (loopback only)."""
@@ -239,16 +238,6 @@ class Backend(abc.ABC):
 
 def labels_match(have: Mapping[str, str], want: LabelFilter) -> bool:
     return all(k in have and (v is None or have[k] == v) for k, v in want.items())
-
-
-def memory_limit_bytes(value: int | str) -> int:
-    """A ContainerSpec's memory in bytes, from an int or a size string ("512m", "2g", "1.5G").
-    Strict, unlike jobs.toml's lenient `parse_memory` (None on nonsense, for a one-line error
-    naming the field), whose parser it shares: a spec is the program's, so nonsense is ValueError."""
-    size = units.parse_memory(value)
-    if size is None:
-        raise ValueError(f"memory limit {value!r} is not a size (use bytes or e.g. 512m, 2g)")
-    return size
 
 
 SIGNALS = {"SIGHUP": 1, "SIGINT": 2, "SIGQUIT": 3, "SIGKILL": 9, "SIGUSR1": 10, "SIGUSR2": 12, "SIGTERM": 15}

@@ -6,6 +6,8 @@
     outcome   Status, JobOutcome, StepSummary: how a run ended, decided from flower's manifest
     classes   FailureClass: agent / verifier / infrastructure, and the matrix exit codes
     units     durations and memory sizes (`90s`, `2g`), parsed and shown
+    fields    one validator per job field (memory, cpus, pids, network, durations, budget,
+              placement), shared by jobs.toml, the command line and the environment
     hashing   the stable hashes of files, folders and JSON that decide what a resume re-runs
 
 Everything above may import these modules (backend, layout, running, reports, the command line);

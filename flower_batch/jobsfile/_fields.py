@@ -12,9 +12,8 @@ import difflib
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from flower_batch.jobmodel import fields
 from flower_batch.jobmodel.modes import MODES, parse_mode
-from flower_batch.jobmodel.spec import MIN_PIDS, NETWORKS, PLACEMENT
-from flower_batch.jobmodel.units import DOCKER_MIN_MEMORY, parse_duration, parse_memory
 
 from ..envnames import env_name_problem, looks_secret, secret_name_problem, valid_env_name
 from ._keypath import KeyPath
@@ -111,61 +110,17 @@ def _template(what: str, allow_empty: bool = False) -> Callable[[Any, KeyPath, R
     return parse
 
 
-def _duration(value: Any, path: KeyPath, report: Report) -> Any:
-    seconds = parse_duration(value)
-    if seconds is None:
-        report(path, f'expected a duration like "10m", "1h30m" or seconds, got {_show(value)}')
-        return _INVALID
-    return seconds
+def _checked(validate: Callable[[Any, fields.Show], Any]) -> Callable[[Any, KeyPath, Report], Any]:
+    """A field checked by its one validator (jobmodel/fields.py), its problem reported at `path`."""
 
+    def parse(value: Any, path: KeyPath, report: Report) -> Any:
+        parsed = validate(value, _show)
+        if isinstance(parsed, fields.Problem):
+            report(path, parsed.text)
+            return _INVALID
+        return parsed
 
-def _cpus(value: Any, path: KeyPath, report: Report) -> Any:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        report(path, f"expected a positive number of CPUs like 1 or 0.5, got {_show(value)}")
-        return _INVALID
-    return float(value)
-
-
-def _memory(value: Any, path: KeyPath, report: Report) -> Any:
-    size = parse_memory(value)
-    if size is None:
-        report(path, f'expected a memory size like "512m" or "2g" (or bytes), got {_show(value)}')
-        return _INVALID
-    if size < DOCKER_MIN_MEMORY:
-        report(path, f'{_show(value)} is below Docker\'s minimum of 6m; give the job at least "6m"')
-        return _INVALID
-    return size
-
-
-def _pids(value: Any, path: KeyPath, report: Report) -> Any:
-    if isinstance(value, bool) or not isinstance(value, int) or value < MIN_PIDS:
-        report(
-            path,
-            f"expected a whole number of processes of at least {MIN_PIDS}, like 4096, got {_show(value)}",
-        )
-        return _INVALID
-    return value
-
-
-def _network(value: Any, path: KeyPath, report: Report) -> Any:
-    if value not in NETWORKS:
-        report(
-            path,
-            f'expected "gateway" (the model only: the default) or "internet" (also a route out), '
-            f"got {_show(value)}",
-        )
-        return _INVALID
-    return value
-
-
-def _budget(value: Any, path: KeyPath, report: Report) -> Any:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        report(path, f"expected a positive amount of US dollars like 0.50, got {_show(value)}")
-        return _INVALID
-    return float(value)
-
-
-_CONSTRAINT = PLACEMENT  # a Swarm placement constraint (jobmodel/spec.py)
+    return parse
 
 
 def _placement(value: Any, path: KeyPath, report: Report) -> Any:
@@ -174,14 +129,10 @@ def _placement(value: Any, path: KeyPath, report: Report) -> Any:
         return _INVALID
     constraints: list[str] = []
     for index, item in enumerate(value):
-        if not isinstance(item, str) or not _CONSTRAINT.match(item.strip()):
-            report(
-                (*path, index),
-                f'expected a constraint like "node.labels.pool==big" or "node.role!=manager", '
-                f"got {_show(item)}",
-            )
+        constraint = _checked(fields.placement)(item, (*path, index), report)
+        if constraint is _INVALID:
             return _INVALID
-        constraints.append(item.strip())
+        constraints.append(constraint)
     return tuple(constraints)
 
 
@@ -298,15 +249,15 @@ _PARSERS: dict[str, Callable[[Any, KeyPath, Report], Any]] = {
     "model": _template('a model name like "claude-sonnet-4-5"'),
     "workspace": _template("a directory path relative to the jobs file"),
     "check": _template('a shell command like "test -f out.txt"'),
-    "check_timeout": _duration,
-    "timeout": _duration,
-    "cpus": _cpus,
-    "memory": _memory,
+    "check_timeout": _checked(fields.duration),
+    "timeout": _checked(fields.duration),
+    "cpus": _checked(fields.cpus),
+    "memory": _checked(fields.memory),
     "env": _env,
     "secrets": _secrets,
     "gateway": _gateway,
-    "budget_usd": _budget,
+    "budget_usd": _checked(fields.budget_usd),
     "placement": _placement,
-    "pids": _pids,
-    "network": _network,
+    "pids": _checked(fields.pids),
+    "network": _checked(fields.network),
 }

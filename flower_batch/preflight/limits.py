@@ -7,6 +7,7 @@ container is created: too late, the job's folder and record already exist. Check
 from __future__ import annotations
 
 from flower_batch.backend.docker.engine import EngineFacts
+from flower_batch.jobmodel import fields
 from flower_batch.jobmodel.units import DOCKER_MIN_MEMORY, format_memory
 
 
@@ -18,14 +19,12 @@ def _size(n: int) -> str:
 
 
 def memory_problem(memory: int | None, facts: EngineFacts | None) -> str | None:
-    """Why this memory limit cannot be used (None: it can). Without `facts`: Docker's minimum only."""
+    """Why this memory limit cannot be used (None: it can): Docker's minimum (jobmodel/fields.py)."""
     if memory is None:
         return None
-    minimum = facts.min_memory if facts else DOCKER_MIN_MEMORY
-    if memory < minimum:
-        return (
-            f"{format_memory(memory)} is below Docker's minimum of {format_memory(minimum)}; give at least 6m"
-        )
+    if floor := fields.memory_floor(memory):
+        least = format_memory(DOCKER_MIN_MEMORY)
+        return f"{format_memory(memory)} is {floor}; give at least {least}"
     return None
 
 
@@ -44,8 +43,9 @@ def cpus_problem(cpus: float | None, facts: EngineFacts | None) -> str | None:
     """Why this CPU limit cannot be used (None: it can). Without `facts`: only that it is positive."""
     if cpus is None:
         return None
-    if not cpus > 0:
-        return f"{cpus:g} is not a positive number of CPUs; give e.g. 2 or 0.5"
+    checked = fields.cpus(cpus, lambda value: f"{value:g}")
+    if isinstance(checked, fields.Problem):
+        return checked.text
     if facts and facts.ncpu and cpus > facts.ncpu:
         return f"{cpus:g} is more than the {facts.ncpu} CPU(s) the Docker host has; give at most {facts.ncpu}"
     return None

@@ -122,7 +122,6 @@ def read_image(ref: str, docker_host: str | None = None) -> RuntimeImage:
         images.close()
 
 
-# long: not split yet (issue 19 item 4): context staging, the build stream and the labels in one pass
 def build_image(
     *,
     tag: str = DEFAULT_TAG,
@@ -141,6 +140,9 @@ def build_image(
     no_cache: rebuild every layer, even when an image with the same inputs exists.
     log: receives progress lines; default prints them to stderr.
     Raises ImageBuildError / DaemonUnavailable / OutOfDisk with a one-line message.
+
+    In phases: the base (`_base`), the inputs and their build key (`_inputs`), an image that
+    already carries that key (`_reuse`), else `docker build` (`_build`).
     """
     log = log or _stderr_log()
     cache = cache_dir or project_root / "images" / ".cache"
@@ -148,60 +150,104 @@ def build_image(
     started = time.monotonic()
     images = DockerImages(docker_host)
     try:
-        with _step(log, "base image"):
-            base_ref = base_image or BASE_TAG
-            base = images.find(base_ref)
-            if base is None and base_image is None:
-                make_base_image(images, project_root / "images" / "base" / "mkrootfs.sh", cache, log)
-                base = images.find(base_ref)
-            base_id = base.id if base else base_ref  # an unknown registry base is pulled by the build
-            log(f"  base {base_ref} = {base_id[:19]}")
-
-        with _step(log, "wheelhouse"):
-            requirements = export_requirements(project_root)
-            wheels = prepare_wheelhouse(requirements, cache / "wheels", log)
-        with _step(log, "project wheel"):
-            project_wheel = build_project_wheel(project_root, cache / "project", log)
-
-        versions = {
-            VERSION: _wheel_version(project_wheel),
-            SDK_VERSION: pinned_version(requirements, "claude-agent-sdk"),
-            CLI_VERSION: bundled_cli_version(wheels),
-        }
-        dockerfile = project_root / "images" / "runtime" / "Dockerfile"
-        key = build_key(
-            base_id, dockerfile.read_bytes(), requirements, wheels, project_wheel, versions, network
-        )
-        labels = {**versions, BASE_IMAGE: base_id, BUILD_KEY: key}
-
-        if not no_cache:
-            # Prefer what `tag` already names, so a rebuild never flips between equal images.
-            current = images.find(tag)
-            same = [current] if current and current.labels.get(BUILD_KEY) == key else []
-            for found in same or images.find_by_label(BUILD_KEY, key)[:1]:
-                if tag not in found.tags:
-                    images.tag(found.id, tag)
-                log(f"✓ unchanged: reusing {found.id} ({time.monotonic() - started:.1f}s)")
-                return RuntimeImage.from_info(found, tag=tag, reused=True)
-
-        with _step(log, "docker build (network: " + ("allowed" if network else "none") + ")"):
-            context = assemble_context(cache / "context", dockerfile, wheels, requirements, project_wheel)
-            image_id = images.build(
-                context,
-                tag,
-                {"BASE_IMAGE": base_ref, **{_BUILD_ARG[k]: v for k, v in labels.items()}},
-                {},
-                network_mode=None if network else "none",
-                on_line=lambda line: log("  " + line),
-                nocache=no_cache,
-            )
-        info = images.find(image_id)
-        if info is None:
-            raise ImageBuildError(f"the build reported {image_id} but the engine does not have it")
+        base_ref, base_id = _base(images, base_image, project_root, cache, log)
+        inputs = _inputs(base_id, project_root, cache, network, log)
+        reused = None if no_cache else _reuse(images, tag, inputs.labels[BUILD_KEY])
+        if reused is not None:
+            log(f"✓ unchanged: reusing {reused.id} ({time.monotonic() - started:.1f}s)")
+            return RuntimeImage.from_info(reused, tag=tag, reused=True)
+        info = _build(images, tag, base_ref, inputs, cache, network, no_cache, log)
         log(f"✓ built {info.id} as {tag} ({time.monotonic() - started:.1f}s, {info.size_bytes / 1e6:.0f} MB)")
         return RuntimeImage.from_info(info, tag=tag)
     finally:
         images.close()
+
+
+@dataclass(frozen=True)
+class _BuildInputs:
+    """What goes into the image: the Dockerfile, the locked requirements and their wheels, the
+    project's wheel, and the labels (versions, base, build key over all of it)."""
+
+    dockerfile: Path
+    requirements: str
+    wheels: list[Path]
+    project_wheel: Path
+    labels: dict[str, str]
+
+
+def _base(
+    images: DockerImages, base_image: str | None, project_root: Path, cache: Path, log: Log
+) -> tuple[str, str]:
+    """(the base's reference, its id): made with debootstrap when the default base is missing."""
+    with _step(log, "base image"):
+        base_ref = base_image or BASE_TAG
+        base = images.find(base_ref)
+        if base is None and base_image is None:
+            make_base_image(images, project_root / "images" / "base" / "mkrootfs.sh", cache, log)
+            base = images.find(base_ref)
+        base_id = base.id if base else base_ref  # an unknown registry base is pulled by the build
+        log(f"  base {base_ref} = {base_id[:19]}")
+    return base_ref, base_id
+
+
+def _inputs(base_id: str, project_root: Path, cache: Path, network: bool, log: Log) -> _BuildInputs:
+    """The wheelhouse and the project wheel (each cached), the versions and the build key."""
+    with _step(log, "wheelhouse"):
+        requirements = export_requirements(project_root)
+        wheels = prepare_wheelhouse(requirements, cache / "wheels", log)
+    with _step(log, "project wheel"):
+        project_wheel = build_project_wheel(project_root, cache / "project", log)
+    versions = {
+        VERSION: _wheel_version(project_wheel),
+        SDK_VERSION: pinned_version(requirements, "claude-agent-sdk"),
+        CLI_VERSION: bundled_cli_version(wheels),
+    }
+    dockerfile = project_root / "images" / "runtime" / "Dockerfile"
+    key = build_key(base_id, dockerfile.read_bytes(), requirements, wheels, project_wheel, versions, network)
+    labels = {**versions, BASE_IMAGE: base_id, BUILD_KEY: key}
+    return _BuildInputs(dockerfile, requirements, wheels, project_wheel, labels)
+
+
+def _reuse(images: DockerImages, tag: str, key: str) -> ImageInfo | None:
+    """An image already built from these inputs, tagged `tag`. Prefers what `tag` already names,
+    so a rebuild never flips between equal images."""
+    current = images.find(tag)
+    same = [current] if current and current.labels.get(BUILD_KEY) == key else []
+    for found in same or images.find_by_label(BUILD_KEY, key)[:1]:
+        if tag not in found.tags:
+            images.tag(found.id, tag)
+        return found
+    return None
+
+
+def _build(
+    images: DockerImages,
+    tag: str,
+    base_ref: str,
+    inputs: _BuildInputs,
+    cache: Path,
+    network: bool,
+    no_cache: bool,
+    log: Log,
+) -> ImageInfo:
+    """`docker build` of the staged context, with no network unless `network`."""
+    with _step(log, "docker build (network: " + ("allowed" if network else "none") + ")"):
+        context = assemble_context(
+            cache / "context", inputs.dockerfile, inputs.wheels, inputs.requirements, inputs.project_wheel
+        )
+        image_id = images.build(
+            context,
+            tag,
+            {"BASE_IMAGE": base_ref, **{_BUILD_ARG[k]: v for k, v in inputs.labels.items()}},
+            {},
+            network_mode=None if network else "none",
+            on_line=lambda line: log("  " + line),
+            nocache=no_cache,
+        )
+    info = images.find(image_id)
+    if info is None:
+        raise ImageBuildError(f"the build reported {image_id} but the engine does not have it")
+    return info
 
 
 # -- base ------------------------------------------------------------------------------------

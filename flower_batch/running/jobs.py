@@ -8,23 +8,25 @@ import secrets
 import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TypeVar
 
 from flower_batch.backend.base import Backend
 from flower_batch.envnames import secret_name_problem, unset_names
 from flower_batch.errors import FlowerBatchError, ImageMissing
 from flower_batch.gateway.host.sidecar import GatewaySettings, GatewaySidecar
 from flower_batch.gateway.host.supervisor import supervisors
+from flower_batch.jobmodel import fields
 from flower_batch.jobmodel.hashing import file_hash, tree_hash
 from flower_batch.jobmodel.modes import GatewayMode
 from flower_batch.jobmodel.record import JobRecord
-from flower_batch.jobmodel.spec import MIN_PIDS, NETWORKS, PLACEMENT, GatewaySpec, JobSpec
-from flower_batch.jobmodel.units import parse_duration, parse_memory
+from flower_batch.jobmodel.spec import GatewaySpec, JobSpec
 from flower_batch.layout import Home, JobDir
 from flower_batch.running.lease import Lease
 from flower_batch.running.runner import JobContext, run_job
 from flower_batch.running.targets import locate
 
 ADHOC_BATCH = "adhoc"
+T = TypeVar("T")
 
 
 def slug(text: str, limit: int = 32) -> str:
@@ -32,7 +34,14 @@ def slug(text: str, limit: int = 32) -> str:
     return s[:limit].rstrip("-") or "job"
 
 
-# long: one check per `run` option, each a one-line error; to become the shared field validators (issue 19 item 2)
+def option_value(option: str, given: str, parsed: T | fields.Problem) -> T:
+    """An option's value checked by its field's validator (jobmodel/fields.py): a problem is one
+    line naming the option as given (`--memory 1m: ...`)."""
+    if isinstance(parsed, fields.Problem):
+        raise FlowerBatchError(f"{option} {given}: {parsed.text}")
+    return parsed
+
+
 def adhoc_spec(
     *,
     workspace: Path,
@@ -56,59 +65,24 @@ def adhoc_spec(
 
     `environ` (default: this process's) is where the secrets' values will be read at start.
     """
-    environ = os.environ if environ is None else environ
-    if not workspace.is_dir():
-        raise FlowerBatchError(f"workspace {workspace} is not a directory: pass an existing folder to copy")
-    if bool(task) == bool(workflow):
-        raise FlowerBatchError("give either a task text or --workflow module:attr (not both, not neither)")
-    if workflow:
-        locate(workflow)  # a bad target is refused before any folder, gateway or container exists
-    if scenario is not None and not scenario.is_file():
-        raise FlowerBatchError(f"--scenario {scenario}: no such file")
-    if budget_usd is not None and budget_usd <= 0:
-        raise FlowerBatchError(f"--budget-usd {budget_usd}: give a positive amount in dollars, e.g. 0.50")
-    if cpus is not None and not cpus > 0:
-        raise FlowerBatchError(f"--cpus {cpus:g}: give a positive number of CPUs, e.g. 2 or 0.5")
-    for secret in secrets_:
-        problem = secret_name_problem(secret)
-        if problem:
-            raise FlowerBatchError(f"--secret {secret}: {problem}")
-    missing = unset_names(secrets_, environ)
-    if missing:
-        raise FlowerBatchError(
-            f"--secret {', '.join(missing)}: not set in the environment; export it before running"
-        )
-    for constraint in placement:
-        if not PLACEMENT.match(constraint.strip()):
-            raise FlowerBatchError(
-                f'--placement {constraint!r}: expected a constraint like "node.labels.pool==big" '
-                'or "node.role==worker"'
-            )
-    if pids is not None and pids < MIN_PIDS:
-        raise FlowerBatchError(f"--pids {pids}: give at least {MIN_PIDS} processes, e.g. 4096")
-    if network not in NETWORKS:
-        raise FlowerBatchError(
-            f"--network {network!r}: give gateway (the model only) or internet (also a route out)"
-        )
-    job_id = name or f"{slug(task or workflow or 'job')}-{secrets.token_hex(2)}"
-    timeout_s = parse_duration(timeout)
-    if timeout_s is None or timeout_s <= 0:
-        raise FlowerBatchError(f"--timeout {timeout!r}: expected a duration like 90s, 10m or 1h")
-    memory_bytes = parse_memory(memory) if memory else None
-    if memory and memory_bytes is None:
-        raise FlowerBatchError(f"--memory {memory!r}: expected a size like 512m or 2g")
-    # Hashed as the matrix does, so inputs_hash covers the workspace and scenario contents and
-    # `repro` can tell when the workspace source drifted.
-    source = workspace.resolve()
-    gateway = (
-        GatewaySpec(
-            mode=GatewayMode.SCRIPTED, scenario=source_scenario, scenario_hash=file_hash(source_scenario)
-        )
-        if (source_scenario := scenario.resolve() if scenario else None)
-        else GatewaySpec()
+    _refuse_bad_inputs(
+        workspace, task, workflow, scenario, secrets_, os.environ if environ is None else environ
     )
+    budget_usd = (
+        None
+        if budget_usd is None
+        else option_value("--budget-usd", f"{budget_usd:g}", fields.budget_usd(budget_usd))
+    )
+    cpus = None if cpus is None else option_value("--cpus", f"{cpus:g}", fields.cpus(cpus))
+    constraints = tuple(option_value("--placement", repr(c), fields.placement(c)) for c in placement)
+    pids = None if pids is None else option_value("--pids", str(pids), fields.pids(pids))
+    network = option_value("--network", repr(network), fields.network(network))
+    timeout_s = option_value("--timeout", repr(timeout), fields.duration(timeout))
+    memory_bytes = option_value("--memory", memory, fields.memory(memory)) if memory else None
+    # Hashed as the matrix does: inputs_hash covers the contents, and `repro` sees a drifted source.
+    source = workspace.resolve()
     return JobSpec(
-        id=job_id,
+        id=name or f"{slug(task or workflow or 'job')}-{secrets.token_hex(2)}",
         task=ADHOC_BATCH,
         variant="default",
         repeat=1,
@@ -122,12 +96,49 @@ def adhoc_spec(
         memory_bytes=memory_bytes,
         env=env,
         secrets=tuple(dict.fromkeys(secrets_)),
-        gateway=gateway,
+        gateway=_adhoc_gateway(scenario),
         budget_usd=budget_usd,
-        placement=tuple(c.strip() for c in placement),
+        placement=constraints,
         pids=pids,
         network=network,
     )
+
+
+def _adhoc_gateway(scenario: Path | None) -> GatewaySpec:
+    """`--scenario FILE`: the scripted model, its file hashed into the job's inputs; else the API."""
+    if scenario is None:
+        return GatewaySpec()
+    source = scenario.resolve()
+    return GatewaySpec(mode=GatewayMode.SCRIPTED, scenario=source, scenario_hash=file_hash(source))
+
+
+def _refuse_bad_inputs(
+    workspace: Path,
+    task: str | None,
+    workflow: str | None,
+    scenario: Path | None,
+    secrets_: list[str],
+    environ: Mapping[str, str],
+) -> None:
+    """A `run` job's inputs that are not job fields: the folders and files it names, its
+    workflow target, and the secrets it passes (named well, and set in `environ`)."""
+    if not workspace.is_dir():
+        raise FlowerBatchError(f"workspace {workspace} is not a directory: pass an existing folder to copy")
+    if bool(task) == bool(workflow):
+        raise FlowerBatchError("give either a task text or --workflow module:attr (not both, not neither)")
+    if workflow:
+        locate(workflow)  # a bad target is refused before any folder, gateway or container exists
+    if scenario is not None and not scenario.is_file():
+        raise FlowerBatchError(f"--scenario {scenario}: no such file")
+    for secret in secrets_:
+        problem = secret_name_problem(secret)
+        if problem:
+            raise FlowerBatchError(f"--secret {secret}: {problem}")
+    missing = unset_names(secrets_, environ)
+    if missing:
+        raise FlowerBatchError(
+            f"--secret {', '.join(missing)}: not set in the environment; export it before running"
+        )
 
 
 async def start_job(
@@ -152,12 +163,8 @@ async def start_job(
     process started."""
     settings = GatewaySettings() if settings is None else settings
     jd = home.job(batch, job.id)
-    scenario = job.gateway.scenario
     if not waking:
-        jd.root.mkdir(parents=True, exist_ok=True)
-        if scenario is not None:
-            # Keep the scenario with the job: a later wake or repro uses this copy.
-            shutil.copyfile(scenario, jd.root / f"scenario{scenario.suffix}")
+        _make_job_folder(jd, job.gateway.scenario)
     try:
         await backend.image_info(image_id)
     except ImageMissing as exc:
@@ -191,6 +198,13 @@ async def start_job(
             return await run_job(
                 ctx, job, jd, persistent=persistent, waking=waking, wake_words=wake_words, previous=previous
             )
+
+
+def _make_job_folder(jd: JobDir, scenario: Path | None) -> None:
+    jd.root.mkdir(parents=True, exist_ok=True)
+    if scenario is not None:
+        # Keep the scenario with the job: a later wake or repro uses this copy.
+        shutil.copyfile(scenario, jd.root / f"scenario{scenario.suffix}")
 
 
 def job_scenario(jd: JobDir) -> Path | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
@@ -34,7 +35,6 @@ from flower_batch.running.runner import JobContext, run_job
 StateHook = Callable[[str, str], None]
 
 
-# long: not split yet (issue 19 item 4): the lease, the gateways per key and each job's task share one exit stack
 async def run_jobs(
     backend: Backend,
     home: Home,
@@ -54,83 +54,140 @@ async def run_jobs(
     `budget_usd` is the batch's: its gateways refuse requests once the batch's metered spend
     reaches it (running jobs end `budget`), and jobs not started by then end `skipped`.
     `settings`: the host's environment and the gateways' limits, read where the process started.
+
+    In phases, under the orchestrator's lease: every job's record says 'queued'
+    (`_BatchRun.queue`); then, in one exit stack that stops the gateways and marks the jobs that
+    never began, each job runs as its own task (`_BatchRun.one`) on its gateway (`_Gateways`).
     """
-    settings = GatewaySettings() if settings is None else settings
-    done: dict[str, JobRecord] = {}
-    limiter = anyio.CapacityLimiter(max(1, parallel))
     with Lease(home.root) as lease:
-        # Queued records name this lease: once it is gone, readers see them as never-started.
-        for job, previous in jobs:
-            jd = home.job(batch, job.id)
-            jd.root.mkdir(parents=True, exist_ok=True)
-            if previous is None or not previous.finished:
-                write_record(jd.record_path, _queued(job, batch, image_id, versions, previous, lease.id))
-            if on_state:
-                on_state(job.id, "queued")
-        started: set[str] = set()
+        run = _BatchRun(
+            backend=backend,
+            home=home,
+            batch=batch,
+            lease=lease.id,
+            image_id=image_id,
+            versions=versions,
+            on_state=on_state,
+            search=list(search),
+            budget_usd=budget_usd,
+            settings=GatewaySettings() if settings is None else settings,
+            limiter=anyio.CapacityLimiter(max(1, parallel)),
+        )
+        run.queue(jobs)
         async with contextlib.AsyncExitStack() as stack:
             # However this ends (Ctrl-C included), a job that never began says so.
-            stack.callback(_mark_never_started, home, batch, jobs, started, done, on_state)
+            stack.callback(_mark_never_started, home, batch, jobs, run.started, run.done, on_state)
             supervise = await stack.enter_async_context(supervisors())  # restarts a gateway that dies
-            gateways: dict[tuple[str, str], GatewaySidecar] = {}
-            gateway_lock = anyio.Lock()
-
-            async def gateway_for(job: JobSpec) -> GatewaySidecar:
-                key = (job.gateway.mode, str(job.gateway.scenario))
-                async with gateway_lock:
-                    if key not in gateways:
-                        gw = GatewaySidecar(
-                            backend,
-                            batch=batch,
-                            lease=lease.id,
-                            suffix=f"-g{len(gateways)}",
-                            image_id=image_id,
-                            batch_dir=home.batch_dir(batch),
-                            gateway=job.gateway,
-                            batch_budget_usd=budget_usd,
-                            settings=settings,
-                        )
-                        gateways[key] = await stack.enter_async_context(gw)
-                        supervise(gw)
-                    return gateways[key]
-
-            async def one(job: JobSpec, previous: JobRecord | None) -> None:
-                async with limiter:
-                    started.add(job.id)
-                    path = home.job(batch, job.id).record_path
-                    queued = _queued(job, batch, image_id, versions, previous, lease.id)
-                    if budget_usd is not None and batch_spent(home.batch_dir(batch)) >= budget_usd:
-                        reason = f"not started: the batch budget (${budget_usd:.4f}) was spent"
-                        keep_previous_attempt(home.job(batch, job.id), previous, queued.attempt)
-                        done[job.id] = _finish(path, queued, job, Status.SKIPPED, reason, on_state)
-                        return
-                    try:
-                        gw = await gateway_for(job)
-                        ctx = JobContext(
-                            backend=backend,
-                            batch=batch,
-                            lease=lease.id,
-                            image_id=image_id,
-                            gateway=gw,
-                            versions=versions,
-                            on_state=on_state,
-                            search=list(search),
-                            environ=settings.environ,
-                        )
-                        done[job.id] = await run_job(ctx, job, home.job(batch, job.id), previous=previous)
-                    except FlowerBatchError as exc:
-                        # One job's setup failed (its gateway did not start, its folder could not be
-                        # made): that job ends `error` with the reason; the others go on.
-                        reason = " ".join(str(exc).split()) or type(exc).__name__
-                        # Its record replaces the previous attempt's: that one is kept first.
-                        with contextlib.suppress(FlowerBatchError):
-                            keep_previous_attempt(home.job(batch, job.id), previous, queued.attempt)
-                        done[job.id] = _finish(path, queued, job, Status.ERROR, reason, on_state)
-
+            gateways = _Gateways(run, stack, supervise)
             async with anyio.create_task_group() as tg:
                 for job, previous in jobs:
-                    tg.start_soon(one, job, previous)
-    return done
+                    tg.start_soon(run.one, gateways, job, previous)
+    return run.done
+
+
+@dataclass
+class _BatchRun:
+    """What every job of one `run_jobs` call shares, and what became of them (`done`, `started`)."""
+
+    backend: Backend
+    home: Home
+    batch: str
+    lease: str
+    image_id: str
+    versions: dict[str, str]
+    on_state: StateHook | None
+    search: list[Path]
+    budget_usd: float | None
+    settings: GatewaySettings
+    limiter: anyio.CapacityLimiter
+    done: dict[str, JobRecord] = field(default_factory=dict)
+    started: set[str] = field(default_factory=set)
+
+    def queued(self, job: JobSpec, previous: JobRecord | None) -> JobRecord:
+        return _queued(job, self.batch, self.image_id, self.versions, previous, self.lease)
+
+    def queue(self, jobs: Sequence[tuple[JobSpec, JobRecord | None]]) -> None:
+        """Queued records name this lease: once it is gone, readers see them as never-started."""
+        for job, previous in jobs:
+            jd = self.home.job(self.batch, job.id)
+            jd.root.mkdir(parents=True, exist_ok=True)
+            if previous is None or not previous.finished:
+                write_record(jd.record_path, self.queued(job, previous))
+            if self.on_state:
+                self.on_state(job.id, "queued")
+
+    async def one(self, gateways: _Gateways, job: JobSpec, previous: JobRecord | None) -> None:
+        """One job, once a slot is free: skipped when the batch's budget is spent, else run on its
+        gateway; a setup that fails ends that job `error` and the others go on."""
+        async with self.limiter:
+            self.started.add(job.id)
+            jd = self.home.job(self.batch, job.id)
+            queued = self.queued(job, previous)
+            if (
+                self.budget_usd is not None
+                and batch_spent(self.home.batch_dir(self.batch)) >= self.budget_usd
+            ):
+                reason = f"not started: the batch budget (${self.budget_usd:.4f}) was spent"
+                keep_previous_attempt(jd, previous, queued.attempt)
+                self.done[job.id] = _finish(
+                    jd.record_path, queued, job, Status.SKIPPED, reason, self.on_state
+                )
+                return
+            try:
+                ctx = JobContext(
+                    backend=self.backend,
+                    batch=self.batch,
+                    lease=self.lease,
+                    image_id=self.image_id,
+                    gateway=await gateways.for_job(job),
+                    versions=self.versions,
+                    on_state=self.on_state,
+                    search=list(self.search),
+                    environ=self.settings.environ,
+                )
+                self.done[job.id] = await run_job(ctx, job, jd, previous=previous)
+            except FlowerBatchError as exc:
+                # One job's setup failed (its gateway did not start, its folder could not be
+                # made): that job ends `error` with the reason; the others go on.
+                reason = " ".join(str(exc).split()) or type(exc).__name__
+                # Its record replaces the previous attempt's: that one is kept first.
+                with contextlib.suppress(FlowerBatchError):
+                    keep_previous_attempt(jd, previous, queued.attempt)
+                self.done[job.id] = _finish(jd.record_path, queued, job, Status.ERROR, reason, self.on_state)
+
+
+class _Gateways:
+    """One gateway per (mode, scenario), started when its first job needs it, stopped with the
+    exit stack, and watched by the supervisor."""
+
+    def __init__(
+        self, run: _BatchRun, stack: contextlib.AsyncExitStack, supervise: Callable[[GatewaySidecar], None]
+    ) -> None:
+        self._run = run
+        self._stack = stack
+        self._supervise = supervise
+        self._gateways: dict[tuple[str, str], GatewaySidecar] = {}
+        self._lock = anyio.Lock()
+
+    async def for_job(self, job: JobSpec) -> GatewaySidecar:
+        key = (job.gateway.mode, str(job.gateway.scenario))
+        run = self._run
+        async with self._lock:
+            if key not in self._gateways:
+                gw = GatewaySidecar(
+                    run.backend,
+                    batch=run.batch,
+                    lease=run.lease,
+                    suffix=f"-g{len(self._gateways)}",
+                    image_id=run.image_id,
+                    batch_dir=run.home.batch_dir(run.batch),
+                    gateway=job.gateway,
+                    batch_budget_usd=run.budget_usd,
+                    settings=run.settings,
+                )
+                self._gateways[key] = await self._stack.enter_async_context(gw)
+                self._supervise(gw)
+            return self._gateways[key]
 
 
 def _queued(

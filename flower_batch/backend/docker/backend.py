@@ -24,7 +24,6 @@ from flower_batch.backend.base import (
     LabelFilter,
     NetworkInfo,
     VolumeInfo,
-    memory_limit_bytes,
     signal_number,
 )
 from flower_batch.backend.docker.connection import Connection, Kind, is_read_timeout, translate
@@ -77,7 +76,7 @@ class DockerBackend(Backend):
                 read_only=jail.read_only_root,
                 tmpfs=dict(jail.tmpfs) or None,
                 nano_cpus=int(spec.cpus * 1e9) if spec.cpus else None,
-                mem_limit=memory_limit_bytes(spec.memory) if spec.memory is not None else None,
+                mem_limit=spec.memory,
                 init=spec.init or None,
                 network_mode=spec.network,
                 # A local engine has no secret store: secrets travel in the process's env only.

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from flower_batch.backend.docker.connection import Connection, translate
-from flower_batch.jobmodel.units import DOCKER_MIN_MEMORY
 
 __all__ = ["EngineFacts", "engine_facts"]
 
@@ -16,7 +15,6 @@ class EngineFacts:
     """CPUs the engine's host has (`docker info` NCPU): --cpus above it is refused by Docker."""
     mem_total: int
     """Bytes of memory the engine's host has (`docker info` MemTotal)."""
-    min_memory: int = DOCKER_MIN_MEMORY
 
 
 def engine_facts(base_url: str | None = None) -> EngineFacts:

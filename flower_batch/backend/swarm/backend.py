@@ -47,7 +47,6 @@ from flower_batch.backend.base import (
     NetworkInfo,
     SecretInfo,
     VolumeInfo,
-    memory_limit_bytes,
     signal_number,
 )
 from flower_batch.backend.docker.backend import image_info_from_inspect, label_filters
@@ -305,7 +304,7 @@ class SwarmBackend(Backend):
     async def create(self, spec: ContainerSpec) -> str:
         name = spec.name or f"fb-task-{secrets.token_hex(6)}"
         nano = int(spec.cpus * 1e9) if spec.cpus else None
-        memory = memory_limit_bytes(spec.memory) if spec.memory is not None else None
+        memory = spec.memory
         if nano or memory:  # pre-flight asked already; the nodes may have changed since
             why = await self.reservation_problem(spec.cpus, memory, spec.placement)
             if why:

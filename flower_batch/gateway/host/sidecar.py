@@ -26,9 +26,10 @@ from flower_batch.gateway.host.setup import mode_setup
 from flower_batch.gateway.host.supervisor import READY_LINE, RestartPolicy
 from flower_batch.gateway.job_sockets import IN_JOB, SOCKET_IN_JOB, ask
 from flower_batch.gateway.tokens import SECRET_ENV, job_token, new_secret
+from flower_batch.jobmodel import fields
 from flower_batch.jobmodel.modes import missing_need
 from flower_batch.jobmodel.spec import GatewaySpec
-from flower_batch.jobmodel.units import DOCKER_MIN_MEMORY, format_memory, parse_memory
+from flower_batch.jobmodel.units import DOCKER_MIN_MEMORY, format_memory
 from flower_batch.labels import labels
 
 PORT = 8080
@@ -45,8 +46,8 @@ DEFAULT_MEMORY = "512m"
 def gateway_memory(environ: Mapping[str, str]) -> int:
     """Bytes of the gateway container's memory limit: FLOWER_BATCH_GATEWAY_MEMORY, else 512m."""
     raw = environ.get(MEMORY_ENV, "").strip()
-    size = parse_memory(raw or DEFAULT_MEMORY)
-    if size is None or size < DOCKER_MIN_MEMORY:
+    size = fields.memory(raw or DEFAULT_MEMORY)
+    if isinstance(size, fields.Problem):
         raise GatewayConfigError(
             f"{MEMORY_ENV}={raw!r}: give the gateway container's memory limit as a size of at "
             f"least {format_memory(DOCKER_MIN_MEMORY)}, e.g. 512m or 2g"

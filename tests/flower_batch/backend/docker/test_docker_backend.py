@@ -64,7 +64,7 @@ async def test_cpu_and_memory_limits_reach_the_cgroup(docker_rig) -> None:
         "/sys/fs/cgroup/cpu/cpu.cfs_period_us 2>/dev/null || cat /sys/fs/cgroup/memory.max /sys/fs/cgroup/cpu.max"
     )
     code, out = await _output(
-        backend, ContainerSpec(image, ["sh", "-c", sh], labels=labels, cpus=0.5, memory="64m")
+        backend, ContainerSpec(image, ["sh", "-c", sh], labels=labels, cpus=0.5, memory=64 * 1024 * 1024)
     )
     assert code == 0
     if len(out) == 3:  # cgroup v1

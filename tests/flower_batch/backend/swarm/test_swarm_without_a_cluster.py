@@ -311,7 +311,7 @@ def test_a_job_reserves_what_it_may_use_and_runs_once(tmp_path: Path) -> None:
 
     api = EngineAPI([node("m", 2, 8, role="manager"), node("w1", 2, 8)])
     backend = swarm_backend(tmp_path, api)
-    anyio.run(backend.create, job_spec(tmp_path, cpus=0.5, memory="1g"))
+    anyio.run(backend.create, job_spec(tmp_path, cpus=0.5, memory=GIB))
     (svc,) = api.services
     resources = svc["TaskTemplate"]["Resources"]
     assert resources["Limits"] == {"NanoCPUs": 500_000_000, "MemoryBytes": GIB, "Pids": 2048}
@@ -337,7 +337,7 @@ def test_a_reservation_no_node_can_hold_is_refused_in_one_line_before_anything_i
     api = EngineAPI([node("m", 2, 8, role="manager"), node("w1", 4, 16), node("w2", 8, 512, state="down")])
     backend = swarm_backend(tmp_path, api)
     with pytest.raises(ReservationUnmet) as caught:
-        anyio.run(backend.create, job_spec(tmp_path, cpus=8, memory="600g"))
+        anyio.run(backend.create, job_spec(tmp_path, cpus=8, memory=600 * GIB))
     text = str(caught.value)
     assert text == (
         "no node of the swarm can run fb-j1: it reserves 8 CPUs and 600.0 GiB but no node has that much "
@@ -350,9 +350,9 @@ def test_a_reservation_no_node_can_hold_is_refused_in_one_line_before_anything_i
         anyio.run(backend.create, job_spec(tmp_path, cpus=3, placement=["node.role==manager"]))
     with pytest.raises(ReservationUnmet, match="no node matches its placement"):
         anyio.run(backend.create, job_spec(tmp_path, cpus=1, placement=["node.labels.pool==big"]))
-    anyio.run(backend.create, job_spec(tmp_path, cpus=3, memory="16g", placement=["node.hostname!=m"]))
+    anyio.run(backend.create, job_spec(tmp_path, cpus=3, memory=16 * GIB, placement=["node.hostname!=m"]))
     # a node that is down now may come back: its task waits (pending), as Swarm keeps it
-    anyio.run(backend.create, job_spec(tmp_path, cpus=6, memory="100g"))
+    anyio.run(backend.create, job_spec(tmp_path, cpus=6, memory=100 * GIB))
     assert len(api.services) == 2
 
 

@@ -1,0 +1,97 @@
+"""One validator per job field, shared by jobs.toml, the `run`/`wake` options and the environment.
+
+Each takes a value as the person gave it (a TOML value, an option, an environment variable's
+text) and returns the parsed value or a `Problem`: what is wrong with it, naming the value as
+that place writes it (`show`: jobs.toml quotes strings as TOML does, the command line shows them
+as typed). The caller frames the problem in its one line: jobs.toml `file:line: key.path:
+<problem>`, the command line `--memory 1m: <problem>`.
+
+`memory_floor` is the one place Docker's minimum memory limit is checked (by the `memory`
+validator, by pre-flight for a recorded spec, and for the gateway's own limit).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .spec import MIN_PIDS, NETWORKS, PLACEMENT
+from .units import DOCKER_MIN_MEMORY, format_memory, parse_duration, parse_memory
+
+Show = Callable[[object], str]
+"""A value as the place it was written shows it: `str` for an option, TOML quoting for jobs.toml."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Why a value is refused, and what to give instead: the text after the caller's framing."""
+
+    text: str
+
+
+def memory_floor(size: int) -> str | None:
+    """Docker refuses a memory limit below 6 MiB: "below Docker's minimum of 6m", or None."""
+    if size < DOCKER_MIN_MEMORY:
+        return f"below Docker's minimum of {format_memory(DOCKER_MIN_MEMORY)}"
+    return None
+
+
+def duration(value: object, show: Show = str) -> float | Problem:
+    """Seconds (above 0) from "10m", "1h30m", "90s" or a number of seconds."""
+    seconds = parse_duration(value)
+    if seconds is None:
+        return Problem(f'expected a duration like "10m", "1h30m" or seconds, got {show(value)}')
+    return seconds
+
+
+def memory(value: object, show: Show = str) -> int | Problem:
+    """Bytes from "512m", "2g", "1.5GiB" or a number of bytes, at least Docker's minimum."""
+    size = parse_memory(value)
+    if size is None:
+        return Problem(f'expected a memory size like "512m" or "2g" (or bytes), got {show(value)}')
+    if floor := memory_floor(size):
+        least = show(format_memory(DOCKER_MIN_MEMORY))
+        return Problem(f"{show(value)} is {floor}; give the job at least {least}")
+    return size
+
+
+def cpus(value: object, show: Show = str) -> float | Problem:
+    """A positive number of CPUs."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        return Problem(f"expected a positive number of CPUs like 1 or 0.5, got {show(value)}")
+    return float(value)
+
+
+def pids(value: object, show: Show = str) -> int | Problem:
+    """The processes and threads a job may hold: a whole number of at least MIN_PIDS."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < MIN_PIDS:
+        return Problem(
+            f"expected a whole number of processes of at least {MIN_PIDS}, like 4096, got {show(value)}"
+        )
+    return value
+
+
+def network(value: object, show: Show = str) -> str | Problem:
+    """One of NETWORKS."""
+    if not isinstance(value, str) or value not in NETWORKS:
+        return Problem(
+            f'expected "gateway" (the model only: the default) or "internet" (also a route out), '
+            f"got {show(value)}"
+        )
+    return value
+
+
+def budget_usd(value: object, show: Show = str) -> float | Problem:
+    """A positive amount of US dollars."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        return Problem(f"expected a positive amount of US dollars like 0.50, got {show(value)}")
+    return float(value)
+
+
+def placement(value: object, show: Show = str) -> str | Problem:
+    """One Swarm placement constraint (PLACEMENT), stripped."""
+    if not isinstance(value, str) or not PLACEMENT.match(value.strip()):
+        return Problem(
+            f'expected a constraint like "node.labels.pool==big" or "node.role!=manager", got {show(value)}'
+        )
+    return value.strip()
