@@ -5,9 +5,9 @@ migration layer is gone."""
 from __future__ import annotations
 
 import ast
-import re
 import importlib
 import importlib.util
+import re
 from pathlib import Path
 
 import pytest
