@@ -53,23 +53,39 @@ class Confinement:
 
 def hand_over(path: Path, *, recursive: bool = True) -> None:
     """Make `path` (and, recursively, what it holds) the sandbox user's, when the orchestrator is
-    root and the container therefore runs as SANDBOX_UID. Symlinks are changed themselves, never
-    followed. A non-root orchestrator's containers run as its own uid: nothing to do."""
+    root and the container therefore runs as SANDBOX_UID. A non-root orchestrator's containers
+    run as its own uid: nothing to do.
+
+    Only folders that were not the sandbox user's already are entered: one that is was handed
+    over before or made by the job, and so is everything in it. So a woken job's own tree (any
+    depth, any size: hostile) is not walked; what is walked is what the host just copied in.
+    Iterative, symlinks changed themselves and never followed."""
     if os.getuid() != 0:
         return
-    uid, gid = sandbox_ids()
-    _lchown(path, uid, gid)
-    if not recursive or not path.is_dir() or path.is_symlink():
-        return
-    for root, dirs, files in os.walk(path, followlinks=False):
-        for name in (*dirs, *files):
-            _lchown(Path(root) / name, uid, gid)
+    ids = sandbox_ids()
+    pending = [path]
+    while pending:
+        here = pending.pop()
+        if not _lchown(here, ids) or not recursive:
+            continue
+        try:
+            with os.scandir(here) as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        pending.append(Path(entry.path))
+                    else:
+                        _lchown(Path(entry.path), ids)
+        except (NotADirectoryError, FileNotFoundError):
+            pass
 
 
-def _lchown(path: Path, uid: int, gid: int) -> None:
+def _lchown(path: Path, ids: tuple[int, int]) -> bool:
+    """Change `path`'s owner to `ids`; True when it had another (so a folder's content may too)."""
     try:
         st = os.lstat(path)
-        if (st.st_uid, st.st_gid) != (uid, gid):
-            os.lchown(path, uid, gid)
+        if (st.st_uid, st.st_gid) == ids:
+            return False
+        os.lchown(path, *ids)
+        return True
     except FileNotFoundError:
-        pass  # gone meanwhile (a job's own file): nothing to hand over
+        return False  # gone meanwhile (a job's own file): nothing to hand over

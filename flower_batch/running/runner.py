@@ -223,7 +223,7 @@ async def _run_in_container(attempt: Attempt, command: list[str], ran: Ran, *, f
         raise FlowerBatchError(f"not started: {ctx.gateway.health.gave_up}")
     prepare(jd, job, fresh=fresh, search=ctx.search, flows_from=ctx.flows_from)
     for folder in (jd.workspace, jd.runs, jd.logs):  # the job's and the gateway's to write
-        hand_over(folder)
+        await anyio.to_thread.run_sync(hand_over, folder)
     reach = await ctx.gateway.open_job(job.id)
     await open_network(ctx, job)
     ran.container = await ctx.backend.create(job_container_spec(ctx, job, jd, command, attempt.stamp, reach))
