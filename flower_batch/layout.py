@@ -14,8 +14,8 @@ valid on every machine: `wake` works wherever the folder is.
 from __future__ import annotations
 
 import json
-import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,8 +42,9 @@ def check_name(kind: str, name: str) -> str:
     return name
 
 
-def default_home() -> Path:
-    return Path(os.environ.get(HOME_ENV, "volumes")).resolve()
+def home_root(flag: str | Path | None, environ: Mapping[str, str]) -> Path:
+    """--home, else $FLOWER_BATCH_HOME (from the command's environment), else ./volumes."""
+    return Path(flag if flag else environ.get(HOME_ENV, "") or "volumes").resolve()
 
 
 @dataclass(frozen=True)
@@ -95,10 +96,10 @@ class JobDir:
 
 
 class Home:
-    """The root of all batches (default ./volumes, or $FLOWER_BATCH_HOME)."""
+    """The root of all batches (the command line chooses it: `home_root`)."""
 
-    def __init__(self, root: str | Path | None = None) -> None:
-        self.root = Path(root).resolve() if root else default_home()
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root).resolve()
 
     def batch_dir(self, batch: str) -> Path:
         return self.root / check_name("batch", batch)

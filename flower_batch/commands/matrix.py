@@ -23,6 +23,7 @@ from flower_batch.commands.common import (
     backend_for,
     err,
     fail,
+    home_at,
     host_settings,
     out,
     run_async,
@@ -163,7 +164,7 @@ def matrix(
     settings = _checked_options(
         jf, parallel=parallel, upstream=upstream, infra_retries=infra_retries, fail_under=fail_under
     )
-    h = Home(home)
+    h = home_at(home)
     # Read now: a missing baseline stops the run before anything is spent, and a baseline that
     # is this same batch means its results as they were before this run.
     baseline = baseline_or_exit(baseline_ref, h, alpha, fail_on_regression)
@@ -337,7 +338,7 @@ def report(
     home: Path | None = HOME_OPT,
 ) -> None:
     """Regenerate the table, results.json, junit.xml and report.html of a batch from its records."""
-    h = Home(home)
+    h = home_at(home)
     bdir = h.batch_dir(batch)
     if not bdir.is_dir():
         fail(f"no batch {batch} under {h.root} (see `flower-batch ls`)")
