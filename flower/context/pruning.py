@@ -62,6 +62,7 @@ from typing import Any
 from claude_agent_sdk import SessionKey, SessionStore, SessionStoreEntry
 
 from flower.catalogue import CUT_OFF_NOTE, INTERRUPTED_NOTE
+from flower.context.rows import gc_paused
 from flower.errors import ConfigError
 
 Entry = dict[str, Any]
@@ -234,6 +235,87 @@ def chain_problems(entries: list[Entry]) -> list[str]:
 # --- prune ------------------------------------------------------------------------------------
 
 
+class _Scan:
+    """What prune needs to know of a transcript, gathered in one pass over it.
+
+    The later steps visit only the entries named here (tool calls, tool results, synthetic
+    errors) instead of walking the whole transcript again each: on a long session most entries
+    need nothing, and the per-entry checks were most of prune's time.
+    """
+
+    __slots__ = ("leaf", "synthetic", "uses", "results", "glances")
+
+    def __init__(self, entries: list[Entry]) -> None:
+        # One tight loop with local names: it visits every entry, so it is most of prune's time.
+        leaf = -1  # the last user/assistant entry
+        synthetic: list[int] = []  # entries is_synthetic_error() holds for
+        uses: list[tuple[int, dict[str, Any]]] = []  # (entry index, tool_use block)
+        results: list[_Results] = []  # user entries with tool_result blocks
+        glance_candidates: list[dict[str, Any]] = []  # Bash calls (is_glance checks only those)
+        for i, e in enumerate(entries):
+            kind = e.get("type")
+            if kind == "assistant":
+                leaf = i
+                message = e.get("message")
+                if isinstance(message, dict):
+                    content = message.get("content")
+                    if e.get("isApiErrorMessage") or message.get("model") == SYNTHETIC_MODEL:
+                        synthetic.append(i)
+                    if isinstance(content, list):
+                        for b in content:
+                            if isinstance(b, dict) and b.get("type") == "tool_use":
+                                uses.append((i, b))
+                                if b.get("name") == "Bash":
+                                    glance_candidates.append(b)
+                elif e.get("isApiErrorMessage"):
+                    synthetic.append(i)
+            elif kind == "user":
+                leaf = i
+                message = e.get("message")
+                content = message.get("content") if isinstance(message, dict) else None
+                if isinstance(content, list):
+                    blocks = [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
+                    if blocks:
+                        results.append(_Results(i, e, blocks))
+            elif kind == "system" and e.get("subtype") == "api_error":
+                synthetic.append(i)
+        self.leaf = leaf
+        self.synthetic = synthetic
+        self.uses = uses
+        self.results = results
+        self.glances = any(is_glance(b) for b in glance_candidates)
+
+
+class _Results:
+    """A user entry's tool_result blocks, which of them were interrupted, and whether the entry is
+    a denial (`is_denial`), computed once for the entry as loaded."""
+
+    __slots__ = ("index", "entry", "blocks", "interrupted", "denial")
+
+    def __init__(self, index: int, entry: Entry, blocks: list[dict[str, Any]]) -> None:
+        self.index = index
+        self.entry = entry
+        self.blocks = blocks
+        self.interrupted = [is_interrupted(entry, b) for b in blocks]
+        self.denial = (
+            bool(blocks)
+            and not any(self.interrupted)
+            and bool(
+                entry.get("toolDenialKind")
+                or (_permission_rejected(entry) and any(b.get("is_error") for b in blocks))
+            )
+        )
+
+    def of(self, entries: list[Entry], out: list[Entry | None]) -> _Results | None:
+        """These facts for the entry as it is in `out` now: None if dropped, recomputed if changed."""
+        entry = out[self.index]
+        if entry is None:
+            return None
+        if entry is entries[self.index]:
+            return self
+        return _Results(self.index, entry, tool_results(entry))
+
+
 def prune(
     entries: list[Entry],
     *,
@@ -243,6 +325,7 @@ def prune(
     glance_ttl: int = GLANCE_TTL,
 ) -> list[Entry]:
     """The cleaned copy described in the module docstring. `entries` is not modified."""
+    scan = _Scan(entries)
     out: list[Entry | None] = list(entries)
     dropped: set[str] = set()
 
@@ -252,25 +335,19 @@ def prune(
             dropped.add(entry["uuid"])
         out[i] = None
 
-    leaf = _last_message_index(entries)
-    for i, e in enumerate(entries):
-        if i == leaf and e.get("isApiErrorMessage"):
-            out[i] = _neutral_placeholder(e)
-        elif is_synthetic_error(e):
+    leaf = scan.leaf
+    cut_off = leaf >= 0 and bool(entries[leaf].get("isApiErrorMessage"))
+    if cut_off:
+        out[leaf] = _neutral_placeholder(entries[leaf])
+    for i in scan.synthetic:
+        if not (cut_off and i == leaf):
             drop(i)
 
-    _drop_old_denials(out, drop, keep_denials)
-    _neutralise_results(out, ephemeral, glance_ttl)
+    _drop_old_denials(entries, out, scan, drop, keep_denials)
+    _neutralise_results(entries, out, scan, ephemeral, glance_ttl)
     relinked = _relink(out, entries, dropped)
-    filled = _fill_missing_results(relinked)
+    filled = _fill_missing_results(relinked) if _has_orphan(entries, out, scan) else relinked
     return trim(filled) if trim else filled
-
-
-def _last_message_index(entries: list[Entry]) -> int:
-    for i in range(len(entries) - 1, -1, -1):
-        if entries[i].get("type") in ("user", "assistant"):
-            return i
-    return -1
 
 
 def _neutral_placeholder(entry: Entry) -> Entry:
@@ -279,15 +356,22 @@ def _neutral_placeholder(entry: Entry) -> Entry:
     return {**entry, "message": {**message, "content": [{"type": "text", "text": CUT_OFF_NOTE}]}}
 
 
-def _drop_old_denials(out: list[Entry | None], drop: Callable[[int], None], keep: int) -> None:
+def _drop_old_denials(
+    entries: list[Entry], out: list[Entry | None], scan: _Scan, drop: Callable[[int], None], keep: int
+) -> None:
     denied: list[str] = []  # tool_use ids, oldest first
-    for e in out:
-        if e is not None and is_denial(e):
-            denied.extend(b.get("tool_use_id", "") for b in tool_results(e))
+    for r in scan.results:
+        now = r.of(entries, out)
+        if now is not None and now.denial:
+            denied.extend(b.get("tool_use_id", "") for b in now.blocks)
     old = set(denied[: max(len(denied) - keep, 0)])
     if not old:
         return
-    for i, e in enumerate(out):
+    # Only entries holding a call or result of an old id change.
+    holders = {i for i, b in scan.uses if b.get("id") in old}
+    holders.update(r.index for r in scan.results if any(b.get("tool_use_id") in old for b in r.blocks))
+    for i in sorted(holders):
+        e = out[i]
         if e is None:
             continue
         kind = (
@@ -302,8 +386,9 @@ def _drop_old_denials(out: list[Entry | None], drop: Callable[[int], None], keep
             out[i] = kept
 
 
-def _neutralise_results(out: list[Entry | None], ephemeral: bool, ttl: int) -> None:
-    glance_turn: dict[str, int] = {}  # glance tool_use id -> turn it was called in
+def _glance_turns(out: list[Entry | None]) -> tuple[dict[str, int], int]:
+    """(glance tool_use id -> the model turn it was called in, the number of turns)."""
+    glance_turn: dict[str, int] = {}
     turn, last_message_id = 0, None
     for e in out:
         if e is None or e.get("type") != "assistant":
@@ -315,30 +400,36 @@ def _neutralise_results(out: list[Entry | None], ephemeral: bool, ttl: int) -> N
         for block in tool_uses(e):
             if is_glance(block):
                 glance_turn[block.get("id", "")] = turn
+    return glance_turn, turn
 
-    for i, e in enumerate(out):
-        if e is None:
-            continue
-        if is_denial(e):
+
+def _neutralise_results(
+    entries: list[Entry], out: list[Entry | None], scan: _Scan, ephemeral: bool, ttl: int
+) -> None:
+    glance_turn, turn = _glance_turns(out) if ephemeral and scan.glances else ({}, 0)
+    for r in scan.results:
+        now = r.of(entries, out)
+        if now is None or now.denial:
             continue
         replace: dict[str, str] = {}
-        for block in tool_results(e):
+        for block, interrupted in zip(now.blocks, now.interrupted, strict=True):
             tool_use_id = block.get("tool_use_id", "")
-            if is_interrupted(e, block):
+            if interrupted:
                 replace[tool_use_id] = INTERRUPTED_NOTE
-            elif ephemeral and tool_use_id in glance_turn and turn - glance_turn[tool_use_id] >= ttl:
+            elif tool_use_id in glance_turn and turn - glance_turn[tool_use_id] >= ttl:
                 replace[tool_use_id] = EXPIRED_NOTE.format(turns=turn - glance_turn[tool_use_id])
         if replace:
-            changed = with_result_contents(e, replace)
+            changed = with_result_contents(now.entry, replace)
             if isinstance(changed.get("toolUseResult"), str):
                 changed["toolUseResult"] = next(iter(replace.values()))
-            out[i] = changed
+            out[r.index] = changed
 
 
 def _relink(out: list[Entry | None], original: list[Entry], dropped: set[str]) -> list[Entry]:
     if not dropped:
         return [e for e in out if e is not None]
-    parent_of = {e["uuid"]: e.get("parentUuid") for e in original if e.get("uuid")}
+    # Only dropped entries are walked through; the last entry of a uuid wins, as in a dict of all.
+    parent_of = {e["uuid"]: e.get("parentUuid") for e in original if e.get("uuid") in dropped}
 
     @functools.cache
     def survivor(uid: str | None) -> str | None:
@@ -357,6 +448,33 @@ def _relink(out: list[Entry | None], original: list[Entry], dropped: set[str]) -
             e = {**e, "parentUuid": survivor(parent)}
         relinked.append(e)
     return relinked
+
+
+def _has_orphan(entries: list[Entry], out: list[Entry | None], scan: _Scan) -> bool:
+    """Whether a surviving tool_use has no result after it (then `_fill_missing_results` has work).
+
+    Indices into `entries` compare like positions in the relinked list: relinking keeps the order.
+    """
+    last_result_at: dict[str, int] = {}
+    for r in scan.results:
+        now = r.of(entries, out)
+        if now is not None:
+            for b in now.blocks:
+                last_result_at[b.get("tool_use_id", "")] = r.index
+    changed: set[int] = set()
+    for i, block in scan.uses:
+        e = out[i]
+        if e is None:
+            continue
+        if e is not entries[i]:
+            changed.add(i)
+        elif last_result_at.get(block.get("id", ""), -1) <= i:
+            return True
+    return any(
+        last_result_at.get(block.get("id", ""), -1) <= i
+        for i in changed
+        for block in tool_uses(out[i])  # type: ignore[arg-type]
+    )
 
 
 _SHARED_FIELDS = (
@@ -521,14 +639,17 @@ class PruningSessionStore(SessionStore):
         await self.inner.append(key, entries)
 
     async def load(self, key: SessionKey) -> list[SessionStoreEntry] | None:
-        rows = await self.inner.load(key)
-        if rows is None:
-            return None
-        cleaned = prune(
-            rows,  # type: ignore[arg-type]
-            ephemeral=self.ephemeral,
-            keep_denials=self.keep_denials,
-            trim=self.trim,
-            glance_ttl=self.glance_ttl,
-        )
+        # One pause of the cyclic GC over parse and prune: collecting in between would traverse
+        # every freshly parsed entry again (see flower.context.rows).
+        with gc_paused():
+            rows = await self.inner.load(key)
+            if rows is None:
+                return None
+            cleaned = prune(
+                rows,  # type: ignore[arg-type]
+                ephemeral=self.ephemeral,
+                keep_denials=self.keep_denials,
+                trim=self.trim,
+                glance_ttl=self.glance_ttl,
+            )
         return cleaned  # type: ignore[return-value]

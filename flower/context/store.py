@@ -27,6 +27,7 @@ from claude_agent_sdk import (
     fold_session_summary,
 )
 
+from flower.context.rows import parse_rows
 from flower.errors import ConfigError
 
 T = TypeVar("T")
@@ -249,7 +250,7 @@ class SQLiteSessionStore(SessionStore):
             if c.execute("SELECT 1 FROM meta WHERE store_key = ?", (k,)).fetchone() is None:
                 return None
             rows = c.execute("SELECT payload FROM entries WHERE store_key = ? ORDER BY seq", (k,))
-            return [json.loads(p) for (p,) in rows]
+            return parse_rows(p for (p,) in rows)
 
         return self._read(query)
 
