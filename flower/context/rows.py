@@ -6,8 +6,9 @@ again over the growing heap of freshly parsed dicts; most of the rest was the pa
 So `parse_rows` parses with orjson (about twice as fast as the stdlib) while the collector is
 paused. Parsed JSON holds no reference cycles, so reference counting still frees all of it.
 
-A row orjson rejects but the stdlib accepts (NaN, integers past 64 bits, a lone surrogate
-escape, nesting past 1,024 levels) is parsed by the stdlib, so every row reads back exactly as
+A row orjson rejects but the stdlib accepts (NaN, 1e400, a lone surrogate escape) is parsed
+by the stdlib, and so is a row with a run of 19 or more digits: orjson reads
+an integer outside 64 bits as a float, silently. So every row reads back exactly as
 ``json.loads`` would read it.
 """
 
@@ -15,12 +16,18 @@ from __future__ import annotations
 
 import gc
 import json
+import re
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import orjson
+
+# An integer literal that may not fit 64 bits (19 digits reach past int64). A digit run inside a
+# string matches too: that row only takes the slower exact path.
+_LONG_DIGITS = re.compile(r"\d{19}")
+_LONG_DIGITS_BYTES = re.compile(rb"\d{19}")
 
 _lock = threading.Lock()
 _pausers = 0
@@ -48,6 +55,9 @@ def gc_paused() -> Iterator[None]:
 
 def parse_row(payload: str | bytes) -> Any:
     """One JSON document, as ``json.loads`` reads it."""
+    long_digits = _LONG_DIGITS_BYTES if isinstance(payload, bytes) else _LONG_DIGITS
+    if long_digits.search(payload):  # type: ignore[arg-type]
+        return json.loads(payload)
     try:
         return orjson.loads(payload)
     except orjson.JSONDecodeError:

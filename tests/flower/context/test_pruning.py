@@ -783,6 +783,74 @@ def test_large_session_prunes_in_one_pass():
     assert sum(1 for e in out if e.get("toolDenialKind")) == 1
 
 
+def test_a_call_left_without_result_beside_an_old_denied_call_in_one_entry_is_filled():
+    # One assistant entry holding two calls: dropping the denied one changes the entry, and the
+    # other, never answered, must still be found and filled.
+    t = Transcript()
+    t.prompt("go")
+    a = t.bash("touch x", msg_id="msg_two")
+    orphan = "toolu_never_answered"
+    t.entries[-1]["message"]["content"].append(
+        {"type": "tool_use", "id": orphan, "name": "Read", "input": {"file_path": "/work/ws/y"}}
+    )
+    t.denial(a)
+    t.denial(t.bash("touch z"))
+    t.say("done")
+    out = prune(t.entries)
+    uses, results = ids_in(out)
+    assert a not in uses | results
+    assert orphan in uses and orphan in results
+    fill = next(e for e in out if any(r["tool_use_id"] == orphan for r in tool_results(e)))
+    assert tool_results(fill)[0]["content"] == INTERRUPTED_NOTE
+    assert_chain_ok(out)
+
+
+def test_untouched_entries_come_back_as_the_same_objects():
+    # Copy on write, on a long session: only entries prune changes are new dicts.
+    t = Transcript()
+    t.prompt("long run")
+    for n in range(600):
+        tool_id = t.bash(f"touch f{n}") if n % 40 == 0 else t.call("Read", {"file_path": f"/f{n}"})
+        if n % 40 == 0:
+            t.denial(tool_id)
+        elif n % 55 == 0:
+            t.result(tool_id, "[Request interrupted by user]")
+        else:
+            t.result(tool_id, f"content {n}")
+        if n % 100 == 0:
+            t.synthetic_error()
+            t.prompt("继续")
+    by_uuid = {e["uuid"]: e for e in t.entries if e.get("uuid")}
+    out = prune(t.entries)
+    same = [e for e in out if e.get("uuid") and e is by_uuid[e["uuid"]]]
+    copies = [e for e in out if e.get("uuid") and e is not by_uuid[e["uuid"]]]
+    assert all(e != by_uuid[e["uuid"]] for e in copies)  # a copy only where something changed
+    assert len(copies) >= 9  # at least the nine interrupted results neutralised
+    assert len(same) > 0.9 * len(out)
+
+
+@pytest.mark.anyio
+async def test_load_leaves_the_garbage_collector_as_it_was(tmp_path):
+    import gc
+
+    from flower.context.store import SQLiteSessionStore
+
+    inner = SQLiteSessionStore(tmp_path / "sessions.db")
+    store = PruningSessionStore(inner)
+    t = messy_session()
+    await store.append(KEY, t.entries)
+    assert gc.isenabled()
+    assert await store.load(KEY) == prune(t.entries)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        await store.load(KEY)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    inner.close()
+
+
 # --- on the real CLI ---
 
 
