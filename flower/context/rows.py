@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import gc
 import json
-import re
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -24,10 +23,18 @@ from typing import Any
 
 import orjson
 
-# An integer literal that may not fit 64 bits (19 digits reach past int64). A digit run inside a
-# string matches too: that row only takes the slower exact path.
-_LONG_DIGITS = re.compile(r"\d{19}")
-_LONG_DIGITS_BYTES = re.compile(rb"\d{19}")
+# An integer literal that may not fit 64 bits has 19 digits or more (int64 ends at 19). Every byte
+# but a digit is mapped to a space and every digit to "0", so a run is one substring search, in C:
+# a tenth of the cost of a regular expression. A run inside a string matches too: that row only
+# takes the slower exact path.
+_DIGITS_AS_ZERO = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
+_LONG_RUN = b"0" * 19
+
+
+def _has_long_digit_run(payload: str | bytes) -> bool:
+    data = payload.encode("utf-8", "surrogatepass") if isinstance(payload, str) else payload
+    return _LONG_RUN in data.translate(_DIGITS_AS_ZERO)
+
 
 _lock = threading.Lock()
 _pausers = 0
@@ -55,8 +62,7 @@ def gc_paused() -> Iterator[None]:
 
 def parse_row(payload: str | bytes) -> Any:
     """One JSON document, as ``json.loads`` reads it."""
-    long_digits = _LONG_DIGITS_BYTES if isinstance(payload, bytes) else _LONG_DIGITS
-    if long_digits.search(payload):  # type: ignore[arg-type]
+    if _has_long_digit_run(payload):
         return json.loads(payload)
     try:
         return orjson.loads(payload)

@@ -15,6 +15,7 @@ from flower.context.rows import gc_paused, parse_row, parse_rows
 ODD_ROWS = [
     '{"usage": {"input_tokens": NaN, "x": Infinity, "y": -Infinity}}',
     '{"big": 123456789012345678901234567890, "neg": -98765432109876543210}',
+    '{"below int64": -9223372036854775809, "id": "toolu_12345678901234567890"}',
     '{"text": "lone \\ud800 surrogate"}',
     '{"a": 1, "a": 2}',
     '{"f": 0.1, "g": 1e308, "h": -0.0, "i": 5e-324, "j": 1e400}',
