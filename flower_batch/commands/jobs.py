@@ -37,6 +37,7 @@ from flower_batch.errors import RecordError
 from flower_batch.gateway.host.health import describe_health
 from flower_batch.gateway.metering import read_meter, read_summary
 from flower_batch.jobmodel import fields
+from flower_batch.jobmodel.classes import exit_code_for_job
 from flower_batch.jobmodel.modes import mode_label
 from flower_batch.jobmodel.record import JobRecord
 from flower_batch.jobmodel.spec import JobSpec
@@ -81,7 +82,7 @@ def _finish(record: JobRecord) -> None:
     )
     if record.gateway_health and record.status == "passed":  # a failed one already says it in its reason
         err.print(f"  gateway: {escape(describe_health(record.gateway_health))}")
-    raise typer.Exit(0 if record.status == "passed" else 1)
+    raise typer.Exit(exit_code_for_job(record.failure_class, verdict_ok=record.status == "passed"))
 
 
 # long: typer's option declarations take 50 of its lines; the body checks, pre-flights, prints and runs
@@ -140,7 +141,9 @@ def run(
     home: Path | None = HOME_OPT,
     backend_choice: str | None = BACKEND_OPT,
 ) -> None:
-    """Run one job in a fresh container."""
+    """Run one job in a fresh container.
+
+    Exit codes: 0 passed, 1 not passed, 2 bad usage, 3 infrastructure error (no verdict)."""
     settings = host_settings(upstream)
     h = home_at(home)
     spec = adhoc_spec(
@@ -209,7 +212,9 @@ def wake(
     home: Path | None = HOME_OPT,
     backend_choice: str | None = BACKEND_OPT,
 ) -> None:
-    """Continue a persistent job in a new container on its recorded image id (any node of a cluster)."""
+    """Continue a persistent job in a new container on its recorded image id (any node of a cluster).
+
+    Exit codes: 0 passed, 1 not passed, 2 bad usage, 3 infrastructure error (no verdict)."""
     settings = host_settings()
     h = home_at(home)
     jd, record = load_job(home, job)

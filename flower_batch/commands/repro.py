@@ -28,6 +28,7 @@ from flower_batch.commands.common import (
 from flower_batch.commands.preflight import engine_for, preflight_job
 from flower_batch.errors import FlowerBatchError
 from flower_batch.jobmodel.modes import mode_label
+from flower_batch.jobmodel.classes import exit_code_for_job
 from flower_batch.jobmodel.record import JobRecord
 from flower_batch.jobmodel.units import format_duration
 from flower_batch.layout import JobDir
@@ -163,7 +164,9 @@ def repro(
     home: Path | None = HOME_OPT,
     backend_choice: str | None = BACKEND_OPT,
 ) -> None:
-    """Reproduce a recorded job in a clean container (replay by default), then diff the manifests."""
+    """Reproduce a recorded job in a clean container (replay by default), then diff the manifests.
+
+    Exit codes: 0 identical, 1 differs, 2 bad usage, 3 infrastructure error (no verdict)."""
     settings = host_settings()
     h = home_at(home)
     original, record = load_job(home, job)
@@ -213,4 +216,5 @@ def repro(
     diff = compare_jobs(original, new, plan.spec.workspace)
     report = write_report(plan, new, result, diff)
     _print_result(plan, result, diff, report)
-    raise typer.Exit(0 if diff.identical else 1)
+    # An infrastructure error in the reproduction is no verdict on it: 3, as matrix exits
+    raise typer.Exit(exit_code_for_job(result.failure_class, verdict_ok=diff.identical))

@@ -83,6 +83,13 @@ def exit_code_for(counts: Mapping[str, int], *, threshold_met: bool, regression:
     return EXIT_OK
 
 
+def exit_code_for_job(failure_class: str | None, *, verdict_ok: bool) -> int:
+    """The exit code of `run`/`wake`/`repro` from their one job, by matrix's rule (exit_code_for):
+    3 when the job ended in an infrastructure error, else 0 when `verdict_ok` (passed; for
+    `repro`, identical), else 1."""
+    return exit_code_for(count_classes([parse_class(failure_class)]), threshold_met=verdict_ok)
+
+
 def describe_counts(counts: Mapping[str, int]) -> str:
     """e.g. "failed: agent 2 · verifier 1 · infrastructure 1" (empty when nothing failed)."""
     parts = [f"{c.value} {counts[c.value]}" for c in CLASS_ORDER[1:] if counts.get(c.value)]

@@ -22,6 +22,7 @@ from flower_batch.jobmodel.spec import JobSpec
 from flower_batch.jobmodel.units import format_memory
 
 from ..errors import FlowerBatchError, PreflightFailed
+from ..jobmodel.classes import EXIT_INFRASTRUCTURE
 from ..labels import BATCH, MANAGED, ROLE
 from .imports import Target, host_target, import_problems
 from .limits import cpus_problem, memory_problem, memory_warning
@@ -105,6 +106,8 @@ class Preflight:
         try:
             facts = facts or engine_facts()
         except FlowerBatchError as exc:
+            if exc.exit_code == EXIT_INFRASTRUCTURE:
+                raise  # no engine to check against: no verdict on the jobs either (exit 3)
             self.problems.append(" ".join(str(exc).split()))
             return
         self._limits(self._jobs, facts)
