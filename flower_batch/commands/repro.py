@@ -27,8 +27,8 @@ from flower_batch.commands.common import (
 )
 from flower_batch.commands.preflight import engine_for, preflight_job
 from flower_batch.errors import FlowerBatchError
-from flower_batch.jobmodel.modes import mode_label
 from flower_batch.jobmodel.classes import exit_code_for_job
+from flower_batch.jobmodel.modes import mode_label
 from flower_batch.jobmodel.record import JobRecord
 from flower_batch.jobmodel.units import format_duration
 from flower_batch.layout import JobDir
