@@ -31,6 +31,7 @@ from flower_batch.commands.common import (
     runtime_image,
     status_cell,
 )
+from flower_batch.commands.ls_table import ls_table, wider
 from flower_batch.commands.preflight import engine_for, preflight_job
 from flower_batch.envnames import env_name_problem, looks_secret
 from flower_batch.errors import RecordError
@@ -337,26 +338,9 @@ def ls(
     if as_json:
         out.print_json(json.dumps(rows))
         return
-    table = Table(title=f"jobs ({len(rows)})")
-    for col in ("batch", "job", "status", "cost (metered)", "turns", "time", "model", "wakes"):
-        table.add_column(col)
-    for r in rows:
-        cost = (
-            ""
-            if r.get("cost_usd") is None
-            else f"${r['cost_usd']:.4f}" + ("" if r.get("metered") else " (CLI)")
-        )
-        table.add_row(
-            r["batch"],
-            r["job"],
-            status_cell(r["status"]),
-            cost,
-            str(r.get("num_turns") or ""),
-            format_duration(r.get("duration_s") or 0),
-            r.get("gateway_mode") or "",
-            str(r.get("attempt", 1) - 1) if r.get("persistent") else "-",
-        )
-    out.print(table)
+    table, width = ls_table(rows, out.width)
+    wide = out if width <= out.width else wider(out, width)  # an id wider than the terminal: never cut
+    wide.print(table)
 
 
 def _restarts(record: JobRecord) -> int:
