@@ -52,10 +52,11 @@ from flower_batch.backend.base import (
 from flower_batch.backend.docker.backend import image_info_from_inspect, label_filters
 from flower_batch.backend.docker.connection import Connection, Kind, translate
 from flower_batch.backend.docker.registry import repo_digest_for
+from flower_batch.backend.secret_env import SECRET_NAMES_ENV, SECRETS_DIR
 from flower_batch.backend.swarm.fit import unmet_reservation
 from flower_batch.backend.swarm.logs import LOG_BATCH, LineSplitter, LogStamp, split_stamp
 from flower_batch.backend.swarm.storage import Probe, refusal
-from flower_batch.backend.swarm.task_signals import EXPECTED_KEY_ENV, REPORT, SECRET_NAMES_ENV
+from flower_batch.backend.swarm.task_signals import EXPECTED_KEY_ENV, REPORT
 from flower_batch.backend.swarm.tasks import (
     ever_ran,
     image_drift,
@@ -99,7 +100,7 @@ T = TypeVar("T")
 
 REGISTRY_ENV = "FLOWER_BATCH_REGISTRY"
 CONTROL_IN_TASK = "/run/flower-batch"
-SECRETS_IN_TASK = "/run/secrets"
+SECRETS_IN_TASK = SECRETS_DIR
 PROBE_TIMEOUT_S = 300.0  # a node's first pull of the runtime image is part of the first probe
 # Swarm's constraint enforcer may still reject a task before it starts when something else on
 # the cluster left replicated-job tasks with reservations on the node (see RESERVATIONS).
@@ -340,7 +341,7 @@ class SwarmBackend(Backend):
                     )
                 )
                 env[f"{key}_FILE"] = f"{SECRETS_IN_TASK}/{key}"
-            if spec.secrets:  # the names only: task_signals hands the command each value as env NAME
+            if spec.secrets and spec.secrets_as_env:  # names only: task_signals hands each value as env NAME
                 env[SECRET_NAMES_ENV] = ",".join(spec.secrets)
             container = docker.types.ContainerSpec(
                 image,

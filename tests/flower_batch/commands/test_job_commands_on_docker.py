@@ -277,7 +277,7 @@ def test_a_secret_reaches_the_job_and_no_file(image_id: str, home: Path) -> None
     assert len(files) > 10
     assert not [p for p in files if secret.encode() in p.read_bytes()]
     assert secret not in proc.stdout + proc.stderr
-    # nor is the job's gateway token (it was the container's ANTHROPIC_API_KEY)
+    # nor is the job's gateway token (the CLI's ANTHROPIC_API_KEY in the container)
     assert not [p for p in files if re.search(rb"fbj-[0-9a-f]{40}", p.read_bytes())]
 
 
@@ -344,11 +344,17 @@ def test_killed_mid_step_then_wake_continues_the_same_session(
         env = dict(e.split("=", 1) for e in container.attrs["Config"]["Env"])
         assert env["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:8080/j/sleeper"
         assert env["FLOWER_MODEL_SOCKET"] == "/run/flower-gateway/gateway.sock"
-        assert env["ANTHROPIC_API_KEY"].startswith("fbj-")
+        # its token: a 0400 file on a tmpfs (docker/secret_handover.py), not in its configuration
+        assert (
+            "ANTHROPIC_API_KEY" not in env
+            and env["ANTHROPIC_API_KEY_FILE"] == "/run/secrets/ANTHROPIC_API_KEY"
+        )
+        token = container.exec_run(["cat", "/run/secrets/ANTHROPIC_API_KEY"]).output.decode()
+        assert token.startswith("fbj-")
         # The job's own socket: on it, the gateway serves only the job's own token.
         probe = client.containers.run(
             image_id,
-            ["python3", "-c", PROBE, "sleeper", env["ANTHROPIC_API_KEY"]],
+            ["python3", "-c", PROBE, "sleeper", token],
             network_mode="none",
             volumes={mounts["/run/flower-gateway"]: {"bind": "/run/flower-gateway", "mode": "rw"}},
             user=sandbox_user(),
