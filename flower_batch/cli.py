@@ -23,6 +23,7 @@ from flower_batch.commands.image import image_build, image_push, image_show
 from flower_batch.commands.jobs import gc, logs, ls, run, show, stop, wake
 from flower_batch.commands.matrix import matrix, report
 from flower_batch.commands.repro import repro
+from flower_batch.commands.version import VERSION_OPT
 from flower_batch.commands.view import view
 
 from .errors import FlowerBatchError
@@ -44,11 +45,12 @@ def build_app() -> typer.Typer:
     """The `flower-batch` app: every command, and the `image` group."""
     app = typer.Typer(
         cls=OneLineErrors,
-        add_completion=False,
+        add_completion=True,  # typer's --install-completion / --show-completion (commands/completion.py)
         no_args_is_help=True,
         rich_markup_mode=None,
         help="Run flower workflows in pinned containers: one job, a matrix, a reproduction.",
     )
+    app.callback()(_options)
     image_app = typer.Typer(no_args_is_help=True, help="The runtime image.")
     app.add_typer(image_app, name="image")
     for command in (run, wake, ls):
@@ -61,6 +63,10 @@ def build_app() -> typer.Typer:
     image_app.command("show")(image_show)
     image_app.command("push")(image_push)
     return app
+
+
+def _options(version: bool = VERSION_OPT) -> None:
+    """Run flower workflows in pinned containers: one job, a matrix, a reproduction."""
 
 
 app = build_app()

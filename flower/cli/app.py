@@ -39,6 +39,7 @@ from flower.cli.once import once
 from flower.cli.run import run
 from flower.errors import FlowerError
 from flower.runtime import model_socket
+from flower.versions import version_lines
 
 DEFAULT_COMMAND = "go"
 ARGV_KEY = "flower.argv"  # ctx.meta: the group's own argv, to see where a `--` stood
@@ -72,7 +73,7 @@ def build_app() -> typer.Typer:
     """The `flower` app: the three commands on the go-by-default group."""
     app = typer.Typer(
         cls=GoByDefault,
-        add_completion=False,
+        add_completion=True,  # typer's --install-completion / --show-completion
         no_args_is_help=False,
         rich_markup_mode=None,
         invoke_without_command=True,
@@ -84,12 +85,25 @@ def build_app() -> typer.Typer:
     return app
 
 
+def _show_version(value: bool) -> None:
+    if value:
+        print("\n".join(version_lines("flower")))
+        raise typer.Exit(0)
+
+
 def _group(
     workspace: WorkspaceOption = Path("."),
     run_dir: RunDirOption = Path("runs"),
     verbose: VerboseOption = False,
     workbench: WorkbenchOption = False,
     trim: TrimOption = False,
+    version: bool = typer.Option(
+        False,
+        "--version",
+        callback=_show_version,
+        is_eager=True,
+        help="show the versions (flower, the SDK, its CLI, the runtime image inside one) and exit",
+    ),
 ) -> None:
     """flower: a long-horizon agent workflow runtime on the real claude-agent-sdk."""
     reset_globals()
@@ -100,7 +114,8 @@ app = build_app()
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Exit codes: 0 done, 1 a step failed, 2 bad usage, 130 interrupted. Errors are one line."""
+    """Exit codes: 0 done (and --version, --help), 1 a step failed, 2 bad usage, 130 interrupted.
+    Errors are one line."""
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         model_socket.start_from_env()  # a job container with no network reaches its model so

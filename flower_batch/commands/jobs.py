@@ -31,6 +31,7 @@ from flower_batch.commands.common import (
     runtime_image,
     status_cell,
 )
+from flower_batch.commands.completion import complete_batch, complete_job
 from flower_batch.commands.ls_table import ls_table, wider
 from flower_batch.commands.preflight import engine_for, preflight_job
 from flower_batch.envnames import env_name_problem, looks_secret
@@ -202,7 +203,7 @@ def run(
 
 # long: one path: the record's checks in the order a person fixes them, then the run and its report
 def wake(
-    job: str = typer.Argument(..., help="job id (or batch/job)"),
+    job: str = typer.Argument(..., help="job id (or batch/job)", autocompletion=complete_job),
     words: str | None = typer.Argument(
         None, help="more words for the work step (starter flow) or the workflow's prompt"
     ),
@@ -329,7 +330,7 @@ def _rows(h: Home, batch: str | None) -> list[dict[str, Any]]:
 
 
 def ls(
-    batch: str | None = typer.Option(None, "--batch", "-b"),
+    batch: str | None = typer.Option(None, "--batch", "-b", autocompletion=complete_batch),
     as_json: bool = typer.Option(False, "--json"),
     home: Path | None = HOME_OPT,
 ) -> None:
@@ -348,7 +349,7 @@ def _restarts(record: JobRecord) -> int:
 
 
 def show(
-    job: str = typer.Argument(...),
+    job: str = typer.Argument(..., help="job id (or batch/job)", autocompletion=complete_job),
     as_json: bool = typer.Option(False, "--json"),
     home: Path | None = HOME_OPT,
 ) -> None:
@@ -446,7 +447,7 @@ def _print_attempts(attempts: list[Attempt]) -> None:
 
 
 def logs(
-    job: str = typer.Argument(...),
+    job: str = typer.Argument(..., help="job id (or batch/job)", autocompletion=complete_job),
     follow: bool = typer.Option(False, "--follow", "-f", help="keep printing while the job runs"),
     home: Path | None = HOME_OPT,
 ) -> None:
@@ -471,7 +472,7 @@ def logs(
 
 
 def stop(
-    job: str = typer.Argument(...),
+    job: str = typer.Argument(..., help="job id (or batch/job)", autocompletion=complete_job),
     grace: float = typer.Option(10.0, "--grace", help="seconds between SIGTERM and kill"),
     home: Path | None = HOME_OPT,
     backend_choice: str | None = BACKEND_OPT,
@@ -496,7 +497,9 @@ def gc(
     dry_run: bool = typer.Option(False, "--dry-run", help="only list what would be removed"),
     attempts: bool = typer.Option(False, "--attempts", help="instead: prune jobs' kept earlier attempts"),
     keep: int = typer.Option(0, "--keep", help="with --attempts: keep each job's newest N earlier attempts"),
-    batch: str | None = typer.Option(None, "--batch", "-b", help="with --attempts: only this batch's jobs"),
+    batch: str | None = typer.Option(
+        None, "--batch", "-b", help="with --attempts: only this batch's jobs", autocompletion=complete_batch
+    ),
     home: Path | None = HOME_OPT,
     backend_choice: str | None = BACKEND_OPT,
 ) -> None:

@@ -29,6 +29,7 @@ from flower_batch.commands.common import (
     runtime_image,
 )
 from flower_batch.commands.compare import ALPHA_OPT, FAIL_OPT, Baseline, baseline_or_exit
+from flower_batch.commands.completion import complete_batch
 from flower_batch.commands.plan_summary import plan_lines
 from flower_batch.commands.preflight import engine_for, finish_preflight, print_warnings
 from flower_batch.errors import FlowerBatchError, MatrixFileError
@@ -136,6 +137,7 @@ def matrix(
         None,
         "--baseline",
         help="compare with this batch or results.json at the end (report.html, table, summary)",
+        autocompletion=complete_batch,
     ),
     alpha: float = ALPHA_OPT,
     fail_on_regression: bool = FAIL_OPT,
@@ -328,9 +330,14 @@ def _report(
 
 
 def report(
-    batch: str = typer.Argument(..., help="batch name (a folder under volumes/)"),
+    batch: str = typer.Argument(
+        ..., help="batch name (a folder under volumes/)", autocompletion=complete_batch
+    ),
     baseline_ref: str | None = typer.Option(
-        None, "--baseline", help="add a comparison with this batch or results.json to the report"
+        None,
+        "--baseline",
+        help="add a comparison with this batch or results.json to the report",
+        autocompletion=complete_batch,
     ),
     alpha: float = ALPHA_OPT,
     fail_on_regression: bool = FAIL_OPT,

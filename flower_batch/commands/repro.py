@@ -25,6 +25,7 @@ from flower_batch.commands.common import (
     run_async,
     status_cell,
 )
+from flower_batch.commands.completion import complete_job
 from flower_batch.commands.preflight import engine_for, preflight_job
 from flower_batch.errors import FlowerBatchError
 from flower_batch.jobmodel.classes import exit_code_for_job
@@ -139,7 +140,7 @@ def _earlier_attempt(jd: JobDir, n: int) -> tuple[JobDir, JobRecord]:
 
 # long: typer's option declarations take a third of it; the body plans, runs and prints
 def repro(
-    job: str = typer.Argument(..., help="the recorded job (id, or batch/job)"),
+    job: str = typer.Argument(..., help="the recorded job (id, or batch/job)", autocompletion=complete_job),
     live: bool = typer.Option(
         False, "--live", help="call the model again instead of replaying the recording"
     ),

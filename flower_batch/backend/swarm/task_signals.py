@@ -25,9 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from flower_batch.backend.secret_env import SECRET_NAMES_ENV, command_env
-
-__all__ = ["SECRET_NAMES_ENV", "command_env", "main", "report_image", "supervise"]
+from flower_batch.backend.secret_env import command_env
 
 POLL_S = 0.05
 
