@@ -178,6 +178,12 @@ class BatchDiff:
         return tuple(r for r in self.rows if r.verdict == REGRESSION)
 
     @property
+    def verdict_first(self) -> tuple[RowDiff, ...]:
+        """Every row, the regressions first (what a reader of a nightly looks for), then the rest
+        in their usual order (cells, variants, all)."""
+        return (*self.regressions, *(r for r in self.rows if r.verdict != REGRESSION))
+
+    @property
     def improvements(self) -> tuple[RowDiff, ...]:
         return tuple(r for r in self.rows if r.verdict == IMPROVEMENT)
 

@@ -128,7 +128,8 @@ _JS = """
 
 
 def html_report(results: BatchResults, sections: Sequence[str] = ()) -> str:
-    """The whole report as one HTML string; `sections` (e.g. the baseline comparison) go after the table."""
+    """The whole report as one HTML string. `sections` (the comparison against a baseline: the
+    verdict a nightly's reader opens the page for) come first, before the table and the plots."""
     # <, > and & as \u escapes: the embedded JSON can never close or open a tag.
     data = json.dumps(results.to_document(), ensure_ascii=False, separators=(",", ":"))
     data = data.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
@@ -141,9 +142,9 @@ def html_report(results: BatchResults, sections: Sequence[str] = ()) -> str:
             f"<style>{_CSS}{PLOTS_CSS}{DIFF_CSS}{JOB_LIST_CSS}</style></head><body>",
             _header(results),
             "<main>",
+            *sections,
             _comparison(results),
             plots_section(results.comparison),
-            *sections,
             _jobs(results),
             "</main>",
             f'<script type="application/json" id="results-data">{data}</script>',
