@@ -35,6 +35,15 @@ from flower.cli.common import (
 )
 from flower.cli.display import is_scripted
 from flower.cli.go import go
+from flower.cli.limits import (
+    BudgetOption,
+    DeadlineOption,
+    NoticesOption,
+    TimeLimitOption,
+    WordingOption,
+    WrapUpOption,
+)
+from flower.cli.limits import record as record_limits
 from flower.cli.once import once
 from flower.cli.run import run
 from flower.errors import FlowerError
@@ -90,10 +99,17 @@ def _group(
     verbose: VerboseOption = False,
     workbench: WorkbenchOption = False,
     trim: TrimOption = False,
+    deadline: DeadlineOption = None,
+    time_limit: TimeLimitOption = None,
+    budget_usd: BudgetOption = None,
+    wrap_up: WrapUpOption = None,
+    notices: NoticesOption = None,
+    notice_wording: WordingOption = None,
 ) -> None:
     """flower: a long-horizon agent workflow runtime on the real claude-agent-sdk."""
     reset_globals()
     set_globals(workspace, run_dir, verbose, workbench, trim)
+    record_limits(deadline, time_limit, budget_usd, wrap_up, notices, notice_wording)
 
 
 app = build_app()

@@ -110,11 +110,12 @@ def is_overflow(error: str | None, terminal_reason: str | None = None) -> bool:
     return terminal_reason in _OVERFLOW_REASONS or bool(_OVERFLOW.search(error or ""))
 
 
-def doc_path(notes_dir: str | os.PathLike[str], step: str) -> Path:
-    """``<notes>/交接-<step>.md``; attempt suffixes (#retry1, ·判定#2) are not part of the name."""
+def doc_path(notes_dir: str | os.PathLike[str], step: str, pattern: str = HANDOFF_FILE) -> Path:
+    """``<notes>/交接-<step>.md`` (or another `pattern`: the time-up notes' 收尾-<step>.md);
+    attempt suffixes (#retry1, ·判定#2) are not part of the name."""
     base = re.split(r"[#·]", step, maxsplit=1)[0] or step
     safe = re.sub(r"[\\/:*?\"<>|\s]+", "-", base).strip("-") or "step"
-    return Path(notes_dir) / HANDOFF_FILE.format(step=safe)
+    return Path(notes_dir) / pattern.format(step=safe)
 
 
 def missing_sections(text: str) -> list[str]:
