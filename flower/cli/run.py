@@ -40,6 +40,7 @@ from flower.runtime import signals
 from flower.starter.wake import notice, step_header, wake_line
 
 
+# long: typer's option declarations take half of it; the body is the command's one path
 def run(
     target: str = typer.Argument(..., help="module:attr or path/to/file.py:attr naming a Workflow"),
     prompt: str | None = typer.Option(

@@ -34,6 +34,7 @@ from flower_batch.labels import labels
 from flower_batch.layout import FLOWS, RUNS, WORKSPACE, JobDir
 from flower_batch.running.attempts import keep_previous_attempt
 from flower_batch.running.causes import Ending, Verdict, continuity_of, explain, flower_exit, new_stamp
+from flower_batch.running.deadline import hard_timeout_s, limits_env
 from flower_batch.running.joblog import capped_text, save_capped
 from flower_batch.running.targets import container_target, stage_workflow
 
@@ -229,7 +230,8 @@ async def _run_in_container(attempt: Attempt, command: list[str], ran: Ran, *, f
     ran.container = await ctx.backend.create(job_container_spec(ctx, job, jd, command, attempt.stamp, reach))
     write_record(jd.record_path, replace(attempt.record, container=ran.container))
     await ctx.backend.start(ran.container)
-    ran.exit_code, ran.timed_out = await _wait_unless_gateway_gone(ctx, ran.container, job.timeout_s)
+    # flower stops itself at the deadline after a wrap-up window (running/deadline.py): wait for it.
+    ran.exit_code, ran.timed_out = await _wait_unless_gateway_gone(ctx, ran.container, hard_timeout_s(job))
     ran.oom_killed = await _oom_killed(ctx.backend, ran.container)
     await save_logs(ctx.backend, ran.container, jd.logs / "container.log")
 
@@ -336,6 +338,7 @@ def job_container_spec(
         "PYTHONPATH": FLOWS,
         "FLOWER_BATCH_JOB": job.id,
         "FLOWER_RUN_STAMP": stamp,
+        **limits_env(job, now=time.time(), spent_usd=gateway_outcome(jd.logs, job.gateway.mode).cost_usd),
     }
     if job.model:
         env["ANTHROPIC_MODEL"] = job.model
@@ -411,22 +414,27 @@ def decide(
     error = ran.error if ran.error is not None else checked.error
     if gateway.divergence and error is None:
         error = gateway.divergence
+    cause = flower_exit(attempt.jd.runs, attempt.stamp)
+    # flower's own graceful end at the deadline (its notes written) is the job's timeout too.
+    stopped_itself = cause is not None and cause["class"] == "timeout"
     status, reason = decide_status(
         workflow_ok=_workflow_ok(ran),
         check_exit=checked.exit_code,
-        timed_out=ran.timed_out,
+        timed_out=ran.timed_out or stopped_itself,
         over_budget=gateway.over_budget,
         error=error,
     )
     if status is Status.BUDGET:
         reason = gateway.budget_reason or reason
+    if status is Status.TIMEOUT and stopped_itself and cause is not None:
+        reason = f"{reason}: {cause['reason']}"
     ending = Ending(ran.exit_code, ran.timed_out, ran.oom_killed, attempt.job.memory_bytes)
     fallback = f"the workflow exited {ran.exit_code}" + _last_error(rows)
     verdict = explain(
         status,
         reason,
         ending,
-        flower_exit(attempt.jd.runs, attempt.stamp),
+        cause,
         check_exit=checked.exit_code,
         fallback=fallback,
     )

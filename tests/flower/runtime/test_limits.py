@@ -4,6 +4,7 @@ the CLI's options and the environment become a Limits (flower.cli.limits)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -87,7 +88,9 @@ def test_formats() -> None:
 
 def test_a_wording_file_replaces_texts_and_refuses_unknown_keys_and_placeholders(tmp_path: Path) -> None:
     good = tmp_path / "w.toml"
-    good.write_text('start = "LIMITS: {parts}"\nnotice = "{what} at {percent}%, {left} left"\nwhat_time = "time"\n')
+    good.write_text(
+        'start = "LIMITS: {parts}"\nnotice = "{what} at {percent}%, {left} left"\nwhat_time = "time"\n'
+    )
     watch = LimitWatch(Limits(deadline=NOW + 50, time_limit_s=100, wording=load_wording(good)))
     assert watch.opening(NOW, 0).endswith("LIMITS: 剩余时间 50s（截止 2027-01-15 08:00:50 UTC）")
     assert watch.check(NOW + 31, 0) == "time at 80%, 19s left"
@@ -100,7 +103,9 @@ def test_a_wording_file_replaces_texts_and_refuses_unknown_keys_and_placeholders
     ):
         bad = tmp_path / "bad.toml"
         bad.write_text(text + "\n")
-        with pytest.raises(ConfigError, match=says.replace("{", r"\{").replace("}", r"\}").replace("(", r"\(")):
+        with pytest.raises(
+            ConfigError, match=says.replace("{", r"\{").replace("}", r"\}").replace("(", r"\(")
+        ):
             load_wording(bad)
 
 
@@ -125,12 +130,18 @@ def test_limits_from_options_over_environment() -> None:
     [
         ({}, {"FLOWER_TIME_LIMIT": "soon"}, "FLOWER_TIME_LIMIT='soon': give seconds"),
         ({"budget_usd": -1.0}, {}, "--budget-usd=-1.0: give USD"),
-        ({}, {"FLOWER_DEADLINE": "tomorrow"}, "FLOWER_DEADLINE='tomorrow': give epoch seconds or an ISO 8601"),
+        (
+            {},
+            {"FLOWER_DEADLINE": "tomorrow"},
+            "FLOWER_DEADLINE='tomorrow': give epoch seconds or an ISO 8601",
+        ),
         ({"notices": "50,180"}, {}, "--notices='50,180': give percentages between 0 and 100"),
         ({}, {"FLOWER_WRAP_UP": "-5"}, "FLOWER_WRAP_UP='-5'"),
     ],
 )
-def test_limits_from_refuses_bad_values_in_one_line(typed: dict, env: dict, says: str) -> None:
+def test_limits_from_refuses_bad_values_in_one_line(
+    typed: dict[str, Any], env: dict[str, str], says: str
+) -> None:
     with pytest.raises(ConfigError) as caught:
         limits_from(typed, env, now=NOW)
     assert says in str(caught.value) and "\n" not in str(caught.value)

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 
@@ -32,11 +33,15 @@ def wait(seconds: int) -> str:
     return f"python3 -c 'import time; time.sleep({seconds})' && echo waited-{seconds}"
 
 
-def sleeper(seconds: int) -> dict:
+def sleeper(seconds: int) -> dict[str, Any]:
     return {
         "rules": [
             {"name": "notes", "when": {"last_user_contains": "时间到了"}, "reply": [{"text": NOTES}]},
-            {"name": "woken", "when": {"last_user_contains": "WAKE-WORDS"}, "reply": [{"text": "carried on"}]},
+            {
+                "name": "woken",
+                "when": {"last_user_contains": "WAKE-WORDS"},
+                "reply": [{"text": "carried on"}],
+            },
             {
                 "name": "work",
                 "when": {"last_user_contains": "TASK-LIMITS", "last_is_tool_result": False},
@@ -173,7 +178,9 @@ def test_flower_run_takes_the_limits_from_the_environment_and_the_options(tmp_pa
     deadline = str(time.time() + 52)
     with scripted(tmp_path, sleeper(3)) as srv:
         out = flower_run(
-            tmp_path, srv, env={"FLOWER_DEADLINE": deadline, "FLOWER_TIME_LIMIT": "100", "FLOWER_BUDGET_USD": "3"}
+            tmp_path,
+            srv,
+            env={"FLOWER_DEADLINE": deadline, "FLOWER_TIME_LIMIT": "100", "FLOWER_BUDGET_USD": "3"},
         )
         assert out.returncode == 0, out.stderr
         requests = message_requests(srv)
@@ -181,7 +188,11 @@ def test_flower_run_takes_the_limits_from_the_environment_and_the_options(tmp_pa
     with scripted(tmp_path / "off", sleeper(3)) as srv:
         (tmp_path / "off").mkdir(exist_ok=True)
         out = flower_run(
-            tmp_path / "off", srv, "--notices", "off", env={"FLOWER_DEADLINE": deadline, "FLOWER_TIME_LIMIT": "100"}
+            tmp_path / "off",
+            srv,
+            "--notices",
+            "off",
+            env={"FLOWER_DEADLINE": deadline, "FLOWER_TIME_LIMIT": "100"},
         )
         assert out.returncode == 0, out.stderr
         assert not any("[flower]" in texts_of(r) for r in message_requests(srv))
