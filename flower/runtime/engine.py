@@ -102,6 +102,7 @@ log = logging.getLogger(__name__)
 INTERRUPTED = "interrupted-by-human"
 HANDOFF_DUE = "context-full-handoff"
 SYNTHETIC_MODEL = "<synthetic>"
+REMINDER_OPEN, REMINDER_CLOSE = "<system-reminder>", "</system-reminder>"
 HARD_STOP_S = 10.0  # after the wrap-up window, how long an interrupted turn may take to stop
 
 EventHook = EventSink  # (kind, payload); the name Runtime's callers know
@@ -542,7 +543,9 @@ class Runtime:
         if not text:
             return ""
         await self._emit(on_event, LimitsTold(text=text))
-        return text + "\n\n"
+        # As a system reminder, the way the CLI adds its own context: the words the agent reads,
+        # yet not the workflow's prompt (a replay compares prompts; the time left never repeats).
+        return f"{REMINDER_OPEN}\n{text}\n{REMINDER_CLOSE}\n\n"
 
     async def _deadline(
         self, state: AttemptState, client: ClaudeSDKClient, reading: anyio.CancelScope

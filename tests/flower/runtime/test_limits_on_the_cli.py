@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ import anyio
 
 from flower import AgentSpec, Step, Workflow
 from flower.runtime.limits import Limits
+from flower.scripted import ParsedRequest
 from tests.rig import message_requests, runtime, scripted, texts_of
 
 SPEC = AgentSpec("w", allowed_tools=["Bash"], permission_mode="bypassPermissions", max_turns=10)
@@ -26,6 +28,22 @@ NOTES = """## 现在在做什么
 ## 下一步
 再跑一次 echo NEXT-STEP。
 """
+
+
+# Waits until 60% of the time is used, read from the variables flower itself was given (the
+# CLI's tools inherit them): past 50% however slowly the process started.
+UNTIL_60 = (
+    'python3 -c \'import os, time; d = float(os.environ["FLOWER_DEADLINE"]); '
+    't = float(os.environ["FLOWER_TIME_LIMIT"]); time.sleep(max(0, d - 0.4 * t - time.time()))\''
+)
+
+
+def until_60(limits: Limits) -> tuple[AgentSpec, dict[str, Any]]:
+    """A spec whose tools see the limits' variables, and rules whose tool waits for 60%."""
+    env = {"FLOWER_DEADLINE": str(limits.deadline), "FLOWER_TIME_LIMIT": str(limits.time_limit_s)}
+    rules = sleeper(0)
+    rules["rules"][2]["reply"][0]["tool_use"]["input"]["command"] = UNTIL_60
+    return replace(SPEC, env=env), rules
 
 
 def wait(seconds: int) -> str:
@@ -52,17 +70,14 @@ def sleeper(seconds: int) -> dict[str, Any]:
     }
 
 
-def first_prompt(srv) -> str:  # type: ignore[no-untyped-def]
-    return texts_of(message_requests(srv)[0])
-
-
 def test_the_opening_and_a_time_notice_reach_the_agent(tmp_path: Path) -> None:
-    # 48% of the time is used as the step starts; the 3 s tool call passes 50%.
-    limits = Limits(deadline=time.time() + 52, time_limit_s=100, budget_usd=5.0)
-    with scripted(tmp_path, sleeper(3)) as srv:
+    # 10% of the time is used as the step starts; the tool call waits past 50%.
+    limits = Limits(deadline=time.time() + 45, time_limit_s=50, budget_usd=5.0)
+    spec, rules = until_60(limits)
+    with scripted(tmp_path, rules) as srv:
         rt = runtime(tmp_path, srv, limits=limits)
         try:
-            result = anyio.run(lambda: rt.run(SPEC, "TASK-LIMITS: wait a little"))
+            result = anyio.run(lambda: rt.run(spec, "TASK-LIMITS: wait a little"))
         finally:
             rt.close()
         assert result.ok, result.error
@@ -70,6 +85,9 @@ def test_the_opening_and_a_time_notice_reach_the_agent(tmp_path: Path) -> None:
         assert not srv.unmatched
     opening = texts_of(requests[0])
     assert "剩余时间" in opening and "剩余预算 $5.00" in opening and "TASK-LIMITS" in opening
+    # A system reminder: not the workflow's prompt, so a replay's prompt comparison ignores it.
+    first = ParsedRequest("POST", "/v1/messages", "", "messages", {}, body=requests[0]["body"])
+    assert first.last_user_text.strip() == "TASK-LIMITS: wait a little"
     after_tool = texts_of(requests[-1])
     assert "时间已用 50%" in after_tool  # the PostToolUse hook's additional context
     assert "时间已用" not in opening
@@ -175,12 +193,14 @@ def flower_run(tmp_path: Path, srv, *args: str, env: dict[str, str]) -> subproce
 
 
 def test_flower_run_takes_the_limits_from_the_environment_and_the_options(tmp_path: Path) -> None:
-    deadline = str(time.time() + 52)
-    with scripted(tmp_path, sleeper(3)) as srv:
+    deadline = str(time.time() + 45)  # a slow start (a loaded machine) still has 60% to reach
+    rules = sleeper(0)
+    rules["rules"][2]["reply"][0]["tool_use"]["input"]["command"] = UNTIL_60
+    with scripted(tmp_path, rules) as srv:
         out = flower_run(
             tmp_path,
             srv,
-            env={"FLOWER_DEADLINE": deadline, "FLOWER_TIME_LIMIT": "100", "FLOWER_BUDGET_USD": "3"},
+            env={"FLOWER_DEADLINE": deadline, "FLOWER_TIME_LIMIT": "50", "FLOWER_BUDGET_USD": "3"},
         )
         assert out.returncode == 0, out.stderr
         requests = message_requests(srv)
@@ -192,7 +212,7 @@ def test_flower_run_takes_the_limits_from_the_environment_and_the_options(tmp_pa
             srv,
             "--notices",
             "off",
-            env={"FLOWER_DEADLINE": deadline, "FLOWER_TIME_LIMIT": "100"},
+            env={"FLOWER_DEADLINE": str(time.time() + 52), "FLOWER_TIME_LIMIT": "100"},
         )
         assert out.returncode == 0, out.stderr
         assert not any("[flower]" in texts_of(r) for r in message_requests(srv))
