@@ -17,6 +17,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 SOLO = f"{PROJECT}/flows.py:solo"
 DEADLINE = PROJECT / "scenarios" / "deadline.toml"
+QUICK = PROJECT / "scenarios" / "quick.toml"
 TIMEOUT_S = 40
 WRAP_UP_S = 20
 
@@ -44,6 +45,8 @@ def test_a_job_at_its_timeout_writes_its_notes_ends_timeout_and_wake_goes_on(hom
         "--persistent",
         "--env",
         f"FLOWER_WRAP_UP={WRAP_UP_S}",
+        "--budget-usd",
+        "1",
         "--image",
         image,
         home=home,
@@ -64,7 +67,8 @@ def test_a_job_at_its_timeout_writes_its_notes_ends_timeout_and_wake_goes_on(hom
     log = [r for r in job.gateway_log() if r.get("endpoint") == "messages"]
     rules = [r["rule"] for r in log]
     assert rules[:2] == ["read the task", "wait"] and "notes" in rules, rules
-    assert "剩余时间" in message_texts(log[0])  # told at the session's start
+    opening = message_texts(log[0])
+    assert "剩余时间" in opening and "剩余预算 $1.00（共 $1.00，已用 $0.0000）" in opening  # at the start
     stalled = next(r for r in log if r["rule"] == "stall")
     assert "时间已用 50%" in str(stalled["body"]["messages"])  # the notice after the tool that waited
     asked = next(r for r in log if r["rule"] == "notes")
@@ -80,4 +84,23 @@ def test_a_job_at_its_timeout_writes_its_notes_ends_timeout_and_wake_goes_on(hom
         wake
     )  # ... to its notes
     assert "Reading the task." in message_texts(wake)  # ... with its history
+    spent = rec["cost_usd"]
+    assert spent and f"已用 ${spent:.4f}" in message_texts(wake)  # the meter's spend of the first run
     assert not leftovers(home, "adhoc")
+
+
+def test_the_agent_is_told_its_budget_and_notices_can_be_switched_off(home: Path) -> None:
+    image = runtime_image()
+    base = ["-f", SOLO, "--prompt", "Read TASK.md and do what it asks.", "--scenario", QUICK]
+    base += ["--budget-usd", "2", "--image", image]
+    for name, extra in (("told", []), ("quiet", ["--env", "FLOWER_NOTICES=off"])):
+        ran = fb("run", PROJECT / "tasks" / "alpha", *base, "--name", name, *extra, home=home)
+        assert ran.returncode == 0, ran.stderr
+    told = [
+        message_texts(r) for r in Job(home, "adhoc", "told").gateway_log() if r.get("endpoint") == "messages"
+    ]
+    assert "剩余预算 $2.00" in told[0]
+    quiet = [
+        message_texts(r) for r in Job(home, "adhoc", "quiet").gateway_log() if r.get("endpoint") == "messages"
+    ]
+    assert quiet and not any("[flower]" in text for text in quiet)
