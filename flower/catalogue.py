@@ -667,5 +667,39 @@ LIMITS_TIME_UP = """\
 ## 现场
 (相关的文件、命令、报错原文、要注意的状态)
 """
+# The notes the runtime writes itself when the session wrote none in the wrap-up window (same
+# placeholders as DEGRADED_DOC): "(Notes: <step>, written by the runtime. The time was up and
+# the session wrote no usable notes ({error}); only facts the runtime knows — check the
+# workspace first. Doing: the original task, stopped at the deadline; its last words. Settled:
+# (not summarised). Dead ends: (unknown). Next: look at what the workspace and the workbench
+# hold and carry on from there, don't start over. Scene: the task, recent tool calls.)"
+WRAP_UP_DEGRADED_DOC = """\
+# 收尾笔记: {step} (运行时代写)
+
+> 这份笔记是运行时代写的：时间到了，会话没有写出可用的收尾笔记 ({error})。
+> 下面只有运行时确切知道的事实；请先核对工作区的现状。
+
+## 现在在做什么
+在做原始任务 (见下)，到截止时间时停下。最后说的话：
+{last_words}
+
+## 已经定下的
+(会话没能总结；看工作区里已经改动和产出的文件)
+
+## 走不通的路
+(不清楚)
+
+## 下一步
+先查看工作区和工作台里已有的产出，确认做到了哪里，然后从那里接着做原始任务，不要从头开始。
+
+## 现场
+原始任务：
+{task}
+
+最近的工具调用：
+{calls}{earlier}
+
+(写于 {written:%Y-%m-%d %H:%M:%S})
+"""
 # The step's error when the deadline ended it (manifest.json, .exit.json, flower-batch's record).
 LIMITS_TIMED_OUT = "timeout: the deadline passed"

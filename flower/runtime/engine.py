@@ -49,10 +49,12 @@ from claude_agent_sdk import (
 )
 
 from flower.catalogue import (
+    DEGRADED_DOC,
     HANDOFF_OWN_REPLY,
     HANDOFF_REQUIRED,
     MANIFEST_FILE,
     SESSIONS_DB,
+    WRAP_UP_DEGRADED_DOC,
     WRAP_UP_FILE,
 )
 from flower.clock import now_iso
@@ -373,7 +375,12 @@ class Runtime:
 
     # -- handoff --------------------------------------------------------------------------
     def _degraded_handoff(
-        self, result: StepResult, task: str, got: Attempt, path: Path | None = None
+        self,
+        result: StepResult,
+        task: str,
+        got: Attempt,
+        path: Path | None = None,
+        template: str = DEGRADED_DOC,
     ) -> Path:
         path = path or doc_path(self.notes_dir, result.step)
         try:
@@ -387,11 +394,19 @@ class Runtime:
             tool_calls=result.tool_calls + got.tool_calls,
             error=got.error or "",
             previous=previous,
+            template=template,
         )
         return save_doc(path, text)
 
     def _save_handoff(
-        self, step: str, reply: str, task: str, got: Attempt, asked_at: float, path: Path | None = None
+        self,
+        step: str,
+        reply: str,
+        task: str,
+        got: Attempt,
+        asked_at: float,
+        path: Path | None = None,
+        template: str = DEGRADED_DOC,
     ) -> Path:
         path = path or doc_path(self.notes_dir, step)
         if reply.strip() and not missing_sections(reply):
@@ -410,6 +425,7 @@ class Runtime:
             last_text=got.text,
             tool_calls=got.tool_calls,
             error=f"the session's handoff reply lacked {'/'.join(HANDOFF_REQUIRED)}",
+            template=template,
         )
         return save_doc(path, text + HANDOFF_OWN_REPLY + reply.strip() + "\n")
 
@@ -594,10 +610,13 @@ class Runtime:
         got = state.got
         got.timed_out = True
         path = doc_path(self.notes_dir, result.step, WRAP_UP_FILE)
+        template = WRAP_UP_DEGRADED_DOC  # if the runtime must write them: notes, not a handoff
         if reply.strip():
-            got.notes_doc = self._save_handoff(result.step, reply, task, got, state.asked_at, path=path)
+            got.notes_doc = self._save_handoff(
+                result.step, reply, task, got, state.asked_at, path=path, template=template
+            )
         else:
-            got.notes_doc = self._degraded_handoff(result, task, got, path=path)
+            got.notes_doc = self._degraded_handoff(result, task, got, path=path, template=template)
 
     def _stopped_at_deadline(self, state: AttemptState, result: StepResult, task: str) -> None:
         """Reading was stopped after the wrap-up window: the runtime writes the notes itself."""

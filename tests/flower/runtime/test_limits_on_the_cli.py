@@ -156,6 +156,21 @@ def test_at_the_deadline_the_agent_writes_notes_and_the_session_goes_on_later(tm
     assert '"error": "timeout: the deadline passed' in rows
 
 
+def test_notes_without_their_sections_are_kept_under_notes_the_runtime_writes(tmp_path: Path) -> None:
+    rules = sleeper(60)
+    rules["rules"][0]["reply"] = [{"text": "I was waiting for the command. NO-SECTIONS."}]
+    with scripted(tmp_path, rules) as srv:
+        rt = runtime(tmp_path, srv, limits=Limits(deadline=time.time() + 5, time_limit_s=60, wrap_up_s=30))
+        try:
+            result = anyio.run(lambda: rt.run(SPEC, "TASK-LIMITS: a long job"))
+        finally:
+            rt.close()
+    assert result.error is not None and result.error.startswith("timeout: the deadline passed; notes in")
+    notes = (tmp_path / "ws" / ".flower" / "notes" / "收尾-w.md").read_text(encoding="utf-8")
+    assert notes.startswith("# 收尾笔记: w (运行时代写)") and "NO-SECTIONS" in notes and "## 下一步" in notes
+    assert "waited-60" in notes and "上下文" not in notes.split("## 现场")[0]  # notes, not a handoff
+
+
 def test_past_the_deadline_no_session_starts(tmp_path: Path) -> None:
     with scripted(tmp_path, sleeper(1)) as srv:
         rt = runtime(tmp_path, srv, limits=Limits(deadline=time.time() - 1, time_limit_s=60))
