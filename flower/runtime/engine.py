@@ -628,11 +628,15 @@ class Runtime:
 
     def limit_hook(self) -> HookCallback:
         """A PostToolUse hook: the notices of shares crossed since the last tool call, as
-        additional context (the CLI puts it into its next request to the model)."""
+        additional context (the CLI puts it into its next request to the model). Only the main
+        thread's tools: the session that plans the work is the one to tell (a coordinator
+        hears it when its Agent call returns)."""
 
         async def hook(
             input_data: HookInput, tool_use_id: str | None, context: HookContext
         ) -> HookJSONOutput:
+            if input_data.get("agent_id"):
+                return {}  # a subagent's tool: the notice waits for the main thread's next one
             text = self._watch.check(time.time(), self._spent_here)
             if not text:
                 return {}

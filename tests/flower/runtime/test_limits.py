@@ -145,3 +145,29 @@ def test_limits_from_refuses_bad_values_in_one_line(
     with pytest.raises(ConfigError) as caught:
         limits_from(typed, env, now=NOW)
     assert says in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_the_hook_tells_the_main_thread_and_keeps_the_notice_from_a_subagent(tmp_path: Path) -> None:
+    import time
+
+    import anyio
+
+    from flower.runtime.engine import Runtime
+
+    (tmp_path / "ws").mkdir()
+    rt = Runtime(
+        workspace=tmp_path / "ws",
+        run_dir=tmp_path / "runs",
+        limits=Limits(deadline=time.time() + 40, time_limit_s=100),  # 60% used
+    )
+    hook: Any = rt.limit_hook()  # called as the CLI would, with the input's plain dict
+    base = {"hook_event_name": "PostToolUse", "tool_name": "Bash", "session_id": "s"}
+    try:
+        in_subagent: Any = anyio.run(hook, {**base, "agent_id": "a1"}, "t1", {"signal": None})
+        main: Any = anyio.run(hook, base, "t2", {"signal": None})
+        again: Any = anyio.run(hook, base, "t3", {"signal": None})
+    finally:
+        rt.close()
+    assert in_subagent == {} and again == {}  # the subagent's call consumed nothing; said once
+    assert main["hookSpecificOutput"]["hookEventName"] == "PostToolUse"
+    assert "时间已用 50%" in main["hookSpecificOutput"]["additionalContext"]
