@@ -20,6 +20,7 @@ option              variable               meaning
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Mapping
@@ -186,7 +187,7 @@ def _number(given: tuple[Any, str] | None, example: str, *, positive: bool = Fal
         number = float(value)
     except (TypeError, ValueError):
         raise ConfigError(f"{where}={value!r}: give {example}") from None
-    if number < 0 or (positive and number == 0) or number != number:
+    if not math.isfinite(number) or number < 0 or (positive and number == 0):
         raise ConfigError(f"{where}={value!r}: give {example}")
     return number
 
@@ -197,9 +198,15 @@ def _deadline(given: tuple[Any, str] | None) -> float | None:
     value, where = given
     text = str(value).strip()
     try:
-        return float(text)
+        epoch = float(text)
     except ValueError:
         pass
+    else:
+        if math.isfinite(epoch) and 0 < epoch < 10**11:  # a time gmtime can print
+            return epoch
+        raise ConfigError(
+            f"{where}={text!r}: give epoch seconds or an ISO 8601 time, e.g. 2026-12-02T07:30:00Z"
+        )
     try:
         when = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:

@@ -137,6 +137,8 @@ def test_limits_from_options_over_environment() -> None:
         ),
         ({"notices": "50,180"}, {}, "--notices='50,180': give percentages between 0 and 100"),
         ({}, {"FLOWER_WRAP_UP": "-5"}, "FLOWER_WRAP_UP='-5'"),
+        ({"time_limit": float("inf")}, {}, "--time-limit=inf: give seconds"),
+        ({}, {"FLOWER_DEADLINE": "1e300"}, "FLOWER_DEADLINE='1e300': give epoch seconds"),
     ],
 )
 def test_limits_from_refuses_bad_values_in_one_line(
