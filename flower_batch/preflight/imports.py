@@ -171,17 +171,6 @@ async def _run(backend: Backend, spec: ContainerSpec, timeout_s: float) -> tuple
     return lines, code, timed_out
 
 
-def problems_from_output(
-    targets: Sequence[Target],
-    argv: list[str],
-    lines: list[str],
-    code: int | None,
-    timed_out: bool,
-    timeout_s: float,
-) -> list[str]:
-    return list(problems_by_target(targets, argv, lines, code, timed_out, timeout_s).values())
-
-
 def problems_by_target(
     targets: Sequence[Target],
     argv: list[str],

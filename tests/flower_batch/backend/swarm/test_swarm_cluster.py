@@ -137,17 +137,21 @@ def on_swarm(c: Cluster, batch: str) -> dict[str, list[str]]:
     return found
 
 
-def tasks_of(c: Cluster, batch: str) -> list[str]:
+def all_tasks(c: Cluster) -> list[dict[str, Any]]:
+    """Every task the manager holds, of removed services too."""
     import docker
 
     api = docker.APIClient(base_url=c.docker_host)
     try:
-        tasks = api.tasks()
+        return list(api.tasks())
     finally:
         api.close()
+
+
+def tasks_of(c: Cluster, batch: str) -> list[str]:
     return [
         t["ID"]
-        for t in tasks
+        for t in all_tasks(c)
         if ((t.get("Spec") or {}).get("ContainerSpec") or {}).get("Labels", {}).get(BATCH) == batch
     ]
 
@@ -170,16 +174,9 @@ def nothing_left(c: Cluster, batch: str) -> bool:
 def held_reservations(c: Cluster) -> list[str]:
     """Tasks of flower-batch services (removed ones included) that still hold a reservation in
     the eyes of Swarm's constraint enforcer (desired state at most "complete") though they ended."""
-    import docker
-
-    api = docker.APIClient(base_url=c.docker_host)
-    try:
-        tasks = api.tasks()
-    finally:
-        api.close()
     return [
         t["ID"]
-        for t in tasks
+        for t in all_tasks(c)
         if MANAGED in (t["Spec"]["ContainerSpec"].get("Labels") or {})
         and t["DesiredState"]
         in ("assigned", "accepted", "preparing", "ready", "starting", "running", "complete")
