@@ -31,6 +31,7 @@ from flower_batch.layout import JobDir
 from flower_batch.transcripts.steps import JobTranscripts, RowSession, handoff_doc, load_job, step_kind
 
 from .atif_session import SessionSteps, session_steps
+from .classes import failure_class
 from .costs import Pricer
 
 SCHEMA_VERSION = "ATIF-v1.8"
@@ -238,7 +239,7 @@ class _Builder:
         return {
             "status": r.status,
             "passed": r.status == "passed",
-            "class": r.failure_class,
+            "class": failure_class(r),
             "reason": r.reason,
             "check_exit": r.check_exit,
             "num_turns": r.num_turns,

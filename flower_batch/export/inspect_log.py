@@ -25,6 +25,7 @@ from flower.clock import now_iso
 from flower_batch import __version__
 from flower_batch.jobmodel.record import JobRecord
 
+from .classes import failure_class
 from .inspect_messages import messages, model_usage
 
 SCORER = "flower_batch"
@@ -166,7 +167,7 @@ def _sample(task: str, job: CellJob, epoch: int) -> dict[str, Any]:
                 "explanation": "passed" if passed else (r.reason or r.status),
                 "metadata": {
                     "status": r.status,
-                    "class": r.failure_class,
+                    "class": failure_class(r),
                     "reason": r.reason,
                     "check_exit": r.check_exit,
                     "workflow_ok": r.workflow_ok,
@@ -188,7 +189,7 @@ def _sample(task: str, job: CellJob, epoch: int) -> dict[str, Any]:
         "total_time": r.duration_s,
         "uuid": hashlib.sha256(f"{r.batch}/{r.job_id}/{r.attempt}".encode()).hexdigest()[:22],
     }
-    if r.failure_class == "infrastructure":
+    if failure_class(r) == "infrastructure":
         sample["error"] = {
             "message": r.reason or "infrastructure failure",
             "traceback": "",
