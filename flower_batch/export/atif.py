@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from flower.catalogue import HANDOFF_TITLE
 from flower_batch import __version__
 from flower_batch.jobmodel.record import JobRecord
 from flower_batch.layout import JobDir
@@ -117,23 +118,37 @@ class _Builder:
         if isinstance(row.get("started_at"), str):
             opening["timestamp"] = row["started_at"]
         sessions = self.job.sessions(index)
+        previous: SessionSteps | None = None
         for position, found in enumerate(sessions):
-            if found.role == "current" and position and sessions[position - 1].role == "retired":
-                self.handoff(name, sessions[position - 1].session_id, found.session_id, flower)
-            self.session(found, {**flower, "session_id": found.session_id, "session_role": found.role})
+            if found.role == "current" and previous is not None and sessions[position - 1].role == "retired":
+                self.handoff(name, sessions[position - 1].session_id, found.session_id, previous, flower)
+            previous = self.session(
+                found, {**flower, "session_id": found.session_id, "session_role": found.role}
+            )
         if row.get("error"):
             self.system(f"flower: {name} ended with an error: {row['error']}", {**flower, "ok": False})
 
-    def handoff(self, step: str, old: str, new: str, flower: Mapping[str, Any]) -> None:
+    def handoff(
+        self, step: str, old: str, new: str, retired: SessionSteps, flower: Mapping[str, Any]
+    ) -> None:
+        """The handoff between two sessions of `step`; its observation is the document handed over.
+        The notes file holds the latest handoff of the step's base name (a later judge round's
+        overwrites an earlier one's), so it is used when its title names this step; otherwise the
+        document is the retired session's last answer (the one the runtime saved)."""
         doc = handoff_doc(self.jd.workspace, step)
-        said = f"flower: handoff — session {old} wrote the handoff document, session {new} takes over"
-        result: dict[str, Any] = {"content": doc["text"] or "", "extra": {"document": doc["doc"]}}
+        extra: dict[str, Any] = {"document": doc["doc"]}
+        text = doc["text"] or ""
+        if not text.startswith(HANDOFF_TITLE.format(step=step)):
+            said = [s["message"] for s in retired.steps if s["source"] == "agent" and s["message"]]
+            text = said[-1] if said else text
+            extra["from"] = "the retired session's last answer (the file now holds a later handoff)"
         if doc["problem"]:
-            result["extra"]["problem"] = doc["problem"]
-        step_ = self.system(said, {**flower, "handoff": {"from": old, "to": new}})
-        step_["observation"] = {"results": [result]}
+            extra["problem"] = doc["problem"]
+        message = f"flower: handoff — session {old} wrote the handoff document, session {new} takes over"
+        step_ = self.system(message, {**flower, "handoff": {"from": old, "to": new}})
+        step_["observation"] = {"results": [{"content": text, "extra": extra}]}
 
-    def session(self, found: RowSession, flower: Mapping[str, Any]) -> None:
+    def session(self, found: RowSession, flower: Mapping[str, Any]) -> SessionSteps:
         links = _subagents_by_call(found)
 
         def ref(call_id: str) -> dict[str, Any] | None:
@@ -143,6 +158,7 @@ class _Builder:
         part = session_steps(found.entries, self.pricer, ref, flower)
         self.parts.append(part)
         self.steps += part.steps
+        return part
 
     def system(self, message: str, flower: Mapping[str, Any]) -> dict[str, Any]:
         step = {"source": "system", "message": message, "extra": {"flower": dict(flower)}}

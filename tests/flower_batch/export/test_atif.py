@@ -12,6 +12,7 @@ import pytest
 from flower_batch.export.atif import SCHEMA_VERSION, job_atif
 from flower_batch.export.trajectory_file import TRAJECTORY_NAME, write_trajectory
 from flower_batch.layout import Home
+from tests.flower_batch.export.everything import everything_job
 from tests.flower_batch.export.harbor import validate
 from tests.view_fixtures import XSS, real_home
 
@@ -136,3 +137,34 @@ def test_default_place_is_beside_the_record(home, tmp_path):
         assert path == jd.root / TRAJECTORY_NAME and json.loads(path.read_text()) == job_atif(jd)
     finally:
         path.unlink()
+
+
+@pytest.fixture(scope="module")
+def everything(tmp_path_factory) -> Path:
+    """One job with subagents, judge rounds and a handoff in each judge round (everything.py)."""
+    base = tmp_path_factory.mktemp("everything")
+    root = everything_job(base / "home", base)
+    return write_trajectory(Home(base / "home").job("nightly", root.name), dest=base / "trajectory.json")
+
+
+def test_one_job_with_a_subagent_a_judge_round_and_a_handoff(everything):
+    assert validate([everything]) == {str(everything): []}
+    t = json.loads(everything.read_text())
+    flower = [s["extra"]["flower"] for s in t["steps"]]
+    handoffs = [f for f in flower if "handoff" in f]
+    assert [f["step"] for f in handoffs] == ["干活·判定#1", "干活·判定#2"]
+    assert len(t["subagent_trajectories"]) == 2
+    # Each judge round: the retired judge session, the document, the successor's verdict.
+    for round_, verdict in ((1, "not_yet"), (2, "achieved")):
+        steps = [s for s in t["steps"] if s["extra"]["flower"].get("step") == f"干活·判定#{round_}"]
+        kinds = [
+            s["extra"]["flower"].get("session_role")
+            or ("handoff" if "handoff" in s["extra"]["flower"] else "open")
+            for s in steps
+        ]
+        assert kinds[0] == "open" and "handoff" in kinds
+        cut = kinds.index("handoff")
+        assert set(kinds[1:cut]) == {"retired"} and set(kinds[cut + 1 :]) == {"current"}
+        doc = steps[cut]["observation"]["results"][0]["content"]
+        assert "## 现在在做什么" in doc  # the document this round handed over
+        assert verdict in steps[-1]["message"]
