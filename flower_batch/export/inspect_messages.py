@@ -25,7 +25,10 @@ def messages(trajectory: Mapping[str, Any]) -> list[dict[str, Any]]:
             continue
         extra = [str(r.get("content") or "") for r in results if not r.get("source_call_id")]
         content = "\n\n".join(filter(None, [text, *extra]))
-        out.append({"role": "user" if step.get("source") == "user" else "system", "content": content})
+        if step.get("source") == "user":
+            out.append({"role": "user", "content": content})
+        else:  # Inspect's viewer shows system messages together, one after another: a line each
+            out.append({"role": "system", "content": content + "\n"})
     return out
 
 

@@ -3,7 +3,14 @@ real runs: the starter flow, a handoff, a failed job and a queued one)."""
 
 from __future__ import annotations
 
+import base64
 import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -11,9 +18,11 @@ from inspect_ai.log import list_eval_logs, read_eval_log
 
 from flower_batch.export.batch import export_batch
 from flower_batch.layout import Home
+from tests.cdp import Browser
 from tests.view_fixtures import real_home
 
 pytestmark = pytest.mark.slow
+INSPECT = Path(__file__).resolve().parents[3] / ".venv" / "bin" / "inspect"
 
 
 @pytest.fixture(scope="module")
@@ -74,3 +83,51 @@ def test_inspect_lists_the_files(logs, tmp_path):
     folder = Path(next(iter(logs.values())).location).parent
     assert len(list_eval_logs(str(folder))) == 3
     assert all(json.loads(Path(log.location).read_text())["version"] == 2 for log in logs.values())
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_inspect_view_opens_a_log_and_its_transcript(logs, tmp_path):
+    """Inspect's own viewer (`inspect view`) in headless Chromium: the cell's log, its sample with
+    the score, and the transcript's tool call; a screenshot is kept in the test's folder."""
+    log = logs["hello/base"]
+    folder, name = Path(log.location).parent, Path(log.location).name
+    port = _free_port()
+    proc = subprocess.Popen(
+        [str(INSPECT), "view", "--log-dir", str(folder), "--host", "127.0.0.1", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    browser = None
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5).read()
+                break
+            except OSError:
+                assert time.monotonic() < deadline and proc.poll() is None, "inspect view did not start"
+                time.sleep(0.5)
+        browser = Browser()
+        browser.goto(f"http://127.0.0.1:{port}/#/tasks/{name}/samples/sample/hello/1/")
+        browser.wait_for("document.body && document.body.innerText.includes('mcp__human__ask')", timeout=90)
+        text = browser.evaluate("document.body.innerText")
+        assert (
+            "judge round 1 of step 干活" in text
+            and "ASSISTANT" in text
+            and "TOOL" not in text.split("SCORE")[0]
+        )
+        shot = browser.call("Page.captureScreenshot", format="png")
+        png = tmp_path / "inspect-view.png"
+        png.write_bytes(base64.b64decode(shot["data"]))
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+    finally:
+        if browser is not None:
+            browser.close()
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
