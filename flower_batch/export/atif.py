@@ -31,7 +31,7 @@ from flower_batch.jobmodel.record import JobRecord
 from flower_batch.layout import JobDir
 from flower_batch.transcripts.steps import JobTranscripts, RowSession, handoff_doc, load_job, step_kind
 
-from .atif_session import SessionSteps, session_steps
+from .atif_session import SessionSteps, clip, session_steps, timestamp
 from .classes import failure_class
 from .costs import Pricer
 
@@ -115,7 +115,7 @@ class _Builder:
             for key in ("run", "ok", "error", "cost_usd", "num_turns", "duration_s", "attempts", "model")
         }
         opening = self.system(_opening(name, kind, resumes), {**flower, **facts, "session_id": sid})
-        if isinstance(row.get("started_at"), str):
+        if timestamp(row.get("started_at")):
             opening["timestamp"] = row["started_at"]
         sessions = self.job.sessions(index)
         previous: SessionSteps | None = None
@@ -126,7 +126,7 @@ class _Builder:
                 found, {**flower, "session_id": found.session_id, "session_role": found.role}
             )
         if row.get("error"):
-            self.system(f"flower: {name} ended with an error: {row['error']}", {**flower, "ok": False})
+            self.system(clip(f"flower: {name} ended with an error: {row['error']}"), {**flower, "ok": False})
 
     def handoff(
         self, step: str, old: str, new: str, retired: SessionSteps, flower: Mapping[str, Any]

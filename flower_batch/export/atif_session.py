@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from .costs import Pricer
@@ -28,6 +29,17 @@ def clip(text: str, limit: int = TEXT_LIMIT) -> str:
     if len(text) <= limit:
         return text
     return text[:limit] + f"\n… ({len(text) - limit} more characters not exported)"
+
+
+def timestamp(value: Any) -> str | None:
+    """An ISO 8601 time as ATIF wants it, or None: the job wrote these, a bad one is dropped."""
+    if not isinstance(value, str) or not value or len(value) > 64:
+        return None
+    try:
+        datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return value
 
 
 def arguments(value: Any) -> dict[str, Any]:
@@ -94,7 +106,7 @@ class _Converter:
 
     def step(self, source: str, message: str, at: Any, **more: Any) -> dict[str, Any]:
         step: dict[str, Any] = {"source": source, "message": clip(message)}
-        if isinstance(at, str) and at:
+        if timestamp(at):
             step["timestamp"] = at
         step.update(more)
         step["extra"] = {"flower": self.flower}

@@ -35,11 +35,36 @@ def evil_job(home: Path, secret: Path) -> Path:
     meter = secret.parent / "meter.jsonl"
     meter.write_text(json.dumps({"kind": "usage", "model": "m", "priced_as": SECRET}) + "\n")
     (logs / "meter.jsonl").symlink_to(meter)
+    garbled_job(home)
     linked = write_job(home, "b", "linked-manifest", "failed")
     (linked / "runs").mkdir()
     (secret.parent / "rows.json").write_text(json.dumps([{"step": SECRET, "text": SECRET}]))
     (linked / "runs" / "manifest.json").symlink_to(secret.parent / "rows.json")
     return root
+
+
+def garbled_job(home: Path) -> None:
+    """A job whose own files are garbage of every shape a reader might trip on."""
+    root = write_job(home, "b", "garbled", "failed")
+    runs = root / "runs"
+    runs.mkdir()
+    rows = [{"step": 7, "session_id": "s1", "started_at": "yesterday", "error": "x" * 300_000}, "not a row"]
+    (runs / "manifest.json").write_text(json.dumps(rows))
+    db = sqlite3.connect(runs / "sessions.db")
+    db.execute("CREATE TABLE entries (store_key TEXT, seq INTEGER, uid TEXT, payload TEXT)")
+    entries = [
+        {"type": "user", "timestamp": "not a time", "message": {"role": "user", "content": [1, None, {"type": "text"}]}},
+        {"type": "assistant", "message": {"id": "m1", "model": 5, "usage": {"input_tokens": "many"},
+                                          "content": [{"type": "tool_use", "id": None, "name": None, "input": [1, 2]}]}},
+        {"type": "user", "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "nope", "content": {"a": 1}}]}},
+        {"type": "assistant", "message": "not a dict"},
+        "not even an object",
+    ]  # fmt: skip
+    for seq, entry in enumerate(entries):
+        db.execute("INSERT INTO entries VALUES ('p/s1', ?, 'u', ?)", (seq, json.dumps(entry)))
+    db.execute("INSERT INTO entries VALUES ('p/s1', 99, 'u', '{torn')")
+    db.commit()
+    db.close()
 
 
 def test_export_reads_nothing_a_symlink_points_at(tmp_path):
@@ -48,7 +73,7 @@ def test_export_reads_nothing_a_symlink_points_at(tmp_path):
     evil_job(home.root, secret)
     atif = export_batch(home, "b", "atif", tmp_path / "atif")
     inspect = export_batch(home, "b", "inspect", tmp_path / "inspect")
-    assert atif.jobs == 2 and inspect.jobs == 2
+    assert atif.jobs == 3 and inspect.jobs == 3
     for path in [*atif.files, *inspect.files]:
         assert SECRET not in path.read_text()
     assert validate(atif.files) == {str(p): [] for p in atif.files}
