@@ -13,7 +13,7 @@ from flower_batch.export.atif import SCHEMA_VERSION, job_atif
 from flower_batch.export.trajectory_file import TRAJECTORY_NAME, write_trajectory
 from flower_batch.layout import Home
 from tests.flower_batch.export.everything import everything_job
-from tests.flower_batch.export.harbor import validate
+from tests.flower_batch.export.harbor_check import validate
 from tests.view_fixtures import XSS, real_home
 
 pytestmark = pytest.mark.slow

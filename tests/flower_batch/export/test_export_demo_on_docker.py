@@ -12,7 +12,7 @@ from inspect_ai.log import read_eval_log
 
 from flower_batch.layout import Home
 from tests.batch_fixtures.rig import fb, one_line_error, runtime_image
-from tests.flower_batch.export.harbor import validate
+from tests.flower_batch.export.harbor_check import validate
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

@@ -11,7 +11,7 @@ from flower.catalogue import NOTES_DIR, WORKBENCH_DIR
 from flower.context.handoff import doc_path
 from flower_batch.export.batch import export_batch
 from flower_batch.layout import Home
-from tests.flower_batch.export.harbor import validate
+from tests.flower_batch.export.harbor_check import validate
 from tests.hostile_fixtures import SECRET, outside_secret
 from tests.view_fixtures import write_job
 
