@@ -2,6 +2,7 @@
 
     volumes/<batch>/batch.json         the batch: image id, gateway mode, jobs file (if any)
     volumes/<batch>/<job>/record.json  the job's record (jobmodel/record.py's format)
+    volumes/<batch>/<job>/trajectory.json  its run in ATIF, written when it ends (export/)
     volumes/<batch>/<job>/workspace/   mounted at /workspace (the container's cwd)
     volumes/<batch>/<job>/runs/        mounted at /runs (run_dir; CLAUDE_CONFIG_DIR inside it)
     volumes/<batch>/<job>/flows/       the workflow's code, copied in; mounted read-only at /flows

@@ -4,6 +4,7 @@ check, and write the record. Used by `run`, `wake` and `matrix` alike.
 
 from __future__ import annotations
 
+import logging
 import shlex
 import shutil
 import signal
@@ -19,6 +20,7 @@ from flower.clock import now_iso
 from flower_batch.backend.base import Backend, ContainerSpec, Mount
 from flower_batch.backend.confinement import DEFAULT_PIDS, Confinement, hand_over
 from flower_batch.errors import FlowerBatchError, NameConflict
+from flower_batch.export.trajectory_file import write_trajectory
 from flower_batch.gateway.host.health import describe_health
 from flower_batch.gateway.host.sidecar import GatewaySidecar
 from flower_batch.gateway.host.usage import GatewayOutcome, gateway_outcome
@@ -37,6 +39,7 @@ from flower_batch.running.causes import Ending, Verdict, continuity_of, explain,
 from flower_batch.running.joblog import capped_text, save_capped
 from flower_batch.running.targets import container_target, stage_workflow
 
+log = logging.getLogger(__name__)
 GRACE_S = 10.0
 LOG_TAIL = 4000
 
@@ -113,7 +116,19 @@ async def run_job(
     command = flower_command(job, persistent=persistent, wake_words=wake_words, waking=waking)
     ran = await run_container(attempt, command, fresh=not waking)
     checked = await check_if_due(attempt, ran)
-    return finish_record(attempt, ran, checked, persistent=persistent)
+    record = finish_record(attempt, ran, checked, persistent=persistent)
+    await anyio.to_thread.run_sync(_write_trajectory, jd, record)
+    return record
+
+
+def _write_trajectory(jd: JobDir, record: JobRecord) -> None:
+    """`<job>/trajectory.json` (ATIF), derived from runs/. What the job's files did not let be
+    read is said inside it; a file that cannot be written at all costs the job nothing (its
+    verdict is recorded): a warning, and `flower-batch export` says why when asked again."""
+    try:
+        write_trajectory(jd, record)
+    except (OSError, ValueError) as exc:
+        log.warning("job %s/%s: trajectory.json not written: %s", jd.batch, jd.job, exc)
 
 
 @dataclass(frozen=True)
