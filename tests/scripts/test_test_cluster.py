@@ -107,7 +107,7 @@ def test_cluster_down_after_sourcing_cluster_env_removes_the_nodes_from_their_en
     done = subprocess.run([str(DOWN)], capture_output=True, text=True, timeout=60, env=env)
     assert done.returncode == 0, done.stderr
     assert f"cluster: removed {prefix}-manager" in done.stderr and "cluster: down" in done.stderr
-    assert f"host|rm -f c1" in (tmp_path / "calls").read_text().splitlines()  # on the host engine
+    assert "host|rm -f c1" in (tmp_path / "calls").read_text().splitlines()  # on the host engine
     assert not (tmp_path / "cluster.env").exists()
 
 
@@ -120,8 +120,12 @@ def test_cluster_down_with_no_node_there_does_not_say_down(tmp_path: Path, prefi
     assert "cluster: down" not in done.stderr
 
 
-def test_cluster_up_refuses_a_cluster_made_with_another_checkouts_folders(tmp_path: Path, prefix: str) -> None:
-    env = fake_docker(tmp_path, prefix, SHARED=str(tmp_path / "mine"), MOUNTS=f"/elsewhere/volumes {tmp_path}/x")
+def test_cluster_up_refuses_a_cluster_made_with_another_checkouts_folders(
+    tmp_path: Path, prefix: str
+) -> None:
+    env = fake_docker(
+        tmp_path, prefix, SHARED=str(tmp_path / "mine"), MOUNTS=f"/elsewhere/volumes {tmp_path}/x"
+    )
     env.pop("DOCKER_HOST", None)
     done = subprocess.run(
         [str(REPO / "scripts" / "cluster" / "up.sh")], capture_output=True, text=True, timeout=60, env=env
