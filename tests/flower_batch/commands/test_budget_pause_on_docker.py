@@ -20,7 +20,16 @@ import pytest
 
 from bench import soakjob
 from flower_batch.gateway.prices import cost_usd
-from tests.batch_fixtures.rig import Job, fb, leftovers, message_texts, private_home, runtime_image
+from tests.batch_fixtures.rig import (
+    Job,
+    fb,
+    fb_start,
+    leftovers,
+    message_texts,
+    private_home,
+    runtime_image,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -203,3 +212,60 @@ def test_a_batch_budget_pauses_one_job_skips_the_next_and_a_higher_cap_finishes_
         assert j.record()["cost_usd"] == pytest.approx(sum(expected), abs=1e-6), j.job
         assert math.isclose(meter_of(j)["cost_usd"], sum(expected), abs_tol=1e-6)
     assert not leftovers(home, "capped"), leftovers(home, "capped").describe()
+
+
+def test_a_gateway_killed_during_the_wake_of_a_paused_job_keeps_the_cost_exact(
+    image_id: str, home: Path, tmp_path: Path
+) -> None:
+    files = soakjob.write_project(tmp_path / "p", leg=LEG, handoff_at=None)
+    job = Job(home, "adhoc", "killed-wake")
+    ran = fb(
+        "run", files["workspace"], "-f", f"{files['flows']}:main", "--prompt", soakjob.PROMPT,
+        "--scenario", files["scenario"], "--persistent", "--name", job.job, "--image", image_id,
+        "--budget-usd", "0.05", "--timeout", "5m", home=home, timeout=400,
+    )  # fmt: skip
+    assert ran.returncode == 4 and job.status() == "paused", ran.stderr[-3000:]
+    paused_at = len(messages(job))
+    woken = fb_start("wake", job.job, "--budget-usd", "0.5", home=home, log=tmp_path / "wake.out")
+    wait_for(
+        "the wake to get a few answers",
+        lambda: len(answered(messages(job)[paused_at:])) >= 3 or woken.poll() is not None,
+        timeout=300,
+    )
+    assert woken.poll() is None, (tmp_path / "wake.out").read_text()
+    gateway = gateway_of(job)
+    assert gateway is not None
+    gateway.kill()  # SIGKILL, as `docker kill` does: the supervisor starts it again
+    assert woken.wait(timeout=400) == 0, (tmp_path / "wake.out").read_text()
+    rec = job.record()
+    assert rec["status"] == "passed" and rec["gateway_health"]["restarts"] == 1, rec
+    assert (job.root / "workspace" / ".count").read_text().strip() == str(LEG)
+    # every answer the model sent over the pause, the wake and the kill is metered once
+    log = job.gateway_log()
+    expected = soakjob.expected_usage(files["scenario"], log)
+    meter = meter_of(job)
+    assert expected.accepts(meter, unlogged_starts=1), (meter, expected)
+    assert rec["cost_usd"] == pytest.approx(meter["cost_usd"], abs=1e-6)
+    assert [e["status"] for e in rec["budget_history"]] == ["paused", "passed"]
+    assert not leftovers(home, "adhoc"), leftovers(home, "adhoc").describe()
+
+
+def gateway_of(job: Job) -> Any:
+    """The job's gateway container (the one of the orchestrator session in its record)."""
+    from tests.batch_fixtures.rig import BATCH, LEASE, MANAGED, ROLE, docker_client
+
+    client = docker_client()
+    try:
+        found = client.containers.list(
+            filters={
+                "label": [
+                    f"{MANAGED}=1",
+                    f"{BATCH}=adhoc",
+                    f"{ROLE}=gateway",
+                    f"{LEASE}={job.record()['session']}",
+                ]
+            }
+        )
+    finally:
+        client.close()
+    return found[0] if found else None
