@@ -465,6 +465,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         type=int,
         help="the pause leg's job: turns of its one leg (default 40; --quick 20; 0: skip)",
     )
+    parser.add_argument("--only-pause", action="store_true", help="run the pause leg alone (no 5b/5c)")
     parser.add_argument(
         "--pause-budget",
         type=float,
@@ -491,50 +492,52 @@ def main(argv: Sequence[str] | None = None) -> int:
     image = args.image or build_image("flower-batch-runtime:soak")
     with tempfile.TemporaryDirectory(prefix="soak-") as scratch:
         home = args.home or Path(scratch) / "home"
-        print(
-            f"5b: {args.legs} legs × {args.leg_turns} turns, window {args.window} (handoff at count "
-            f"{handoff_at}), image {image[:19]}; 5c: {args.kills} gateway kills during it",
-            flush=True,
-        )
-        t0 = time.monotonic()
-        r = soak(
-            home,
-            image,
-            Path(scratch) / "soak",
-            legs=args.legs,
-            leg_turns=args.leg_turns,
-            handoff_at=handoff_at,
-            window=args.window,
-            kills=args.kills,
-        )
-        wall = time.monotonic() - t0
-        assert r.check is not None
-        print(
-            f"5b  model turns {r.turns} (wanted ≥ {r.wanted_turns}) · handoffs {r.handoffs} · sessions "
-            f"{r.sessions} · wall {wall:.1f} s ("
-            + ", ".join(f"{leg.command} {leg.seconds:.1f}" for leg in r.legs)
-            + ")"
-            + f" · gateway memory peak {r.peak_memory / 2**20:.0f} MiB"
-        )
-        for i, k in enumerate(r.kills, 1):
-            again = (
-                f"served again after {k.served_again_after:.1f} s"
-                if k.served_again_after is not None
-                else "never served again"
+        ok = True
+        if not args.only_pause:
+            print(
+                f"5b: {args.legs} legs × {args.leg_turns} turns, window {args.window} (handoff at count "
+                f"{handoff_at}), image {image[:19]}; 5c: {args.kills} gateway kills during it",
+                flush=True,
+            )
+            t0 = time.monotonic()
+            r = soak(
+                home,
+                image,
+                Path(scratch) / "soak",
+                legs=args.legs,
+                leg_turns=args.leg_turns,
+                handoff_at=handoff_at,
+                window=args.window,
+                kills=args.kills,
+            )
+            wall = time.monotonic() - t0
+            assert r.check is not None
+            print(
+                f"5b  model turns {r.turns} (wanted ≥ {r.wanted_turns}) · handoffs {r.handoffs} · sessions "
+                f"{r.sessions} · wall {wall:.1f} s ("
+                + ", ".join(f"{leg.command} {leg.seconds:.1f}" for leg in r.legs)
+                + ")"
+                + f" · gateway memory peak {r.peak_memory / 2**20:.0f} MiB"
+            )
+            for i, k in enumerate(r.kills, 1):
+                again = (
+                    f"served again after {k.served_again_after:.1f} s"
+                    if k.served_again_after is not None
+                    else "never served again"
+                )
+                print(
+                    f"5c  kill {i} at {k.at_answers} answers: {again} · same session: {'yes' if k.same_session else 'no'}"
+                )
+            recovered = sum(k.recovered for k in r.kills)
+            print(
+                f"5c  recovered {recovered}/{len(r.kills)} of {args.kills} kills · requests counted twice: "
+                f"{r.check.counted_twice or 'none'}"
             )
             print(
-                f"5c  kill {i} at {k.at_answers} answers: {again} · same session: {'yes' if k.same_session else 'no'}"
+                f"5b/5c  {r.check.line()} · {'OK' if r.ok and len(r.kills) == args.kills else 'NOT MET'}",
+                flush=True,
             )
-        recovered = sum(k.recovered for k in r.kills)
-        print(
-            f"5c  recovered {recovered}/{len(r.kills)} of {args.kills} kills · requests counted twice: "
-            f"{r.check.counted_twice or 'none'}"
-        )
-        print(
-            f"5b/5c  {r.check.line()} · {'OK' if r.ok and len(r.kills) == args.kills else 'NOT MET'}",
-            flush=True,
-        )
-        ok = r.ok and len(r.kills) == args.kills and r.check.counted_twice == 0
+            ok = r.ok and len(r.kills) == args.kills and r.check.counted_twice == 0
         if args.pause_turns:
             p = pause_leg(
                 home, image, Path(scratch) / "pause", turns=args.pause_turns, budget=args.pause_budget
