@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import anyio
@@ -164,6 +164,10 @@ class _BatchRun:
                 # One job's setup failed (its gateway did not start, its folder could not be
                 # made): that job ends `error` with the reason; the others go on.
                 reason = " ".join(str(exc).split()) or type(exc).__name__
+                if waking and previous is not None:
+                    # A paused job stays paused, its session where it was: said in its reason.
+                    self.done[job.id] = _not_continued(jd.record_path, previous, reason, self.on_state)
+                    return
                 # Its record replaces the previous attempt's: that one is kept first.
                 with contextlib.suppress(FlowerBatchError):
                     keep_previous_attempt(jd, previous, queued.attempt)
@@ -253,6 +257,16 @@ def _mark_never_started(
         write_record(path, record.with_outcome(outcome, finished_at=now_iso()))
         if on_state:
             on_state(job.id, "never-started")
+
+
+def _not_continued(path: Path, paused: JobRecord, why: str, on_state: StateHook | None) -> JobRecord:
+    """A paused job whose wake could not be set up: still paused, the reason says why."""
+    before = (paused.reason or "").split("; not continued: ")[0]
+    record = replace(paused, reason=f"{before}; not continued: {why}")
+    write_record(path, record)
+    if on_state:
+        on_state(record.job_id, record.status)
+    return record
 
 
 def _finish(
