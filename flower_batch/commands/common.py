@@ -97,6 +97,7 @@ def status_cell(status: str) -> str:
         "queued": "cyan",
         ORPHANED: "yellow",
         NEVER_STARTED: "yellow",
+        "paused": "yellow",  # resumable: a higher budget continues it
     }.get(status, "red")
     return f"[{colour}]{status}[/{colour}]"
 
