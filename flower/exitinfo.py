@@ -53,10 +53,6 @@ def exit_path(run_dir: str | os.PathLike[str]) -> Path:
     return Path(run_dir) / EXIT_FILE
 
 
-def current_stamp() -> str | None:
-    return os.environ.get(STAMP_ENV) or None
-
-
 def clear(run_dir: str | os.PathLike[str]) -> None:
     """Remove an earlier process's file (flower does this as it starts)."""
     try:
@@ -66,9 +62,16 @@ def clear(run_dir: str | os.PathLike[str]) -> None:
 
 
 def leave(
-    run_dir: str | os.PathLike[str], *, code: int, kind: str, reason: str, step: str | None = None
+    run_dir: str | os.PathLike[str],
+    *,
+    code: int,
+    kind: str,
+    reason: str,
+    step: str | None = None,
+    stamp: str | None = None,
 ) -> None:
-    """Write the cause of this exit atomically; silently nothing when run_dir does not exist."""
+    """Write the cause of this exit atomically; silently nothing when run_dir does not exist.
+    `stamp`: $FLOWER_RUN_STAMP as the process read it where it started."""
     if kind not in CLASSES:
         raise ValueError(f"exit class {kind!r} is not one of {', '.join(CLASSES)}")
     directory = Path(run_dir)
@@ -80,7 +83,7 @@ def leave(
         "class": kind,
         "reason": one_line(reason),
         "step": step,
-        "stamp": current_stamp(),
+        "stamp": stamp,
         "at": now_iso(),
     }
     try:

@@ -11,6 +11,7 @@ never import this module; here they become commands of one click group, `GoByDef
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,6 @@ from rich.text import Text
 from typer.core import TyperGroup
 from typer.exceptions import TyperException
 
-from flower import exitinfo
 from flower.cli.common import (
     HELP,
     G,
@@ -30,6 +30,7 @@ from flower.cli.common import (
     WorkbenchOption,
     WorkspaceOption,
     err,
+    leave,
     reset_globals,
     set_globals,
 )
@@ -118,8 +119,9 @@ app = build_app()
 def main(argv: list[str] | None = None) -> None:
     """Exit codes: 0 done, 1 a step failed, 2 bad usage, 130 interrupted. Errors are one line."""
     args = list(sys.argv[1:] if argv is None else argv)
+    G.environ = dict(os.environ)  # read here, where the process starts, and passed on from G
     try:
-        model_socket.start_from_env()  # a job container with no network reaches its model so
+        model_socket.start_from_env(G.environ)  # a job container with no network reaches its model so
     except (OSError, ValueError) as exc:
         err.print(f"flower: {model_socket.SOCKET_ENV}: {exc}", markup=False, highlight=False)
         sys.exit(2)
@@ -133,14 +135,14 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(exc.exit_code)
     except FlowerError as exc:  # an error the person can fix: one line here, never in a command
         err.print(Text.assemble(("flower:", "red"), " ", str(exc)), highlight=False)
-        exitinfo.leave(G.run_dir, code=2, kind=exc.kind, reason=str(exc))
+        leave(code=2, kind=exc.kind, reason=str(exc))
         sys.exit(2)
     except (typer.Abort, KeyboardInterrupt):
         err.print("flower: interrupted")
-        exitinfo.leave(G.run_dir, code=130, kind="interrupted", reason="interrupted")
+        leave(code=130, kind="interrupted", reason="interrupted")
         sys.exit(130)
     except Exception as exc:  # a bug or an unforeseen error: keep the traceback, leave the cause
-        exitinfo.leave(G.run_dir, code=1, kind="crash", reason=f"{type(exc).__name__}: {exc}")
+        leave(code=1, kind="crash", reason=f"{type(exc).__name__}: {exc}")
         raise
     sys.exit(code if isinstance(code, int) else 0)
 

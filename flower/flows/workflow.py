@@ -144,7 +144,11 @@ class Workflow:
         ctx.pop("_aborted", None)
         run_dir = getattr(runtime, "run_dir", None)
         self._first_run = run_dir is not None and first_run(run_dir)
-        self._continuity = ContinuityLog(run_dir, str(getattr(runtime, "run_id", ""))) if run_dir else None
+        self._continuity = (
+            ContinuityLog(run_dir, str(getattr(runtime, "run_id", "")), getattr(runtime, "run_stamp", None))
+            if run_dir
+            else None
+        )
         lineage = self._open_lineage(runtime)
         ctx["_lineage"] = lineage
         ctx["_woke"] = lineage.woke if lineage else 0

@@ -25,7 +25,7 @@ import os
 import signal
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -88,14 +88,14 @@ from flower.events import (
     TimeUp,
     ToolCalled,
 )
+from flower.exitinfo import STAMP_ENV
 from flower.protocols import EventSink, SessionHook, WorkbenchLike
 from flower.result import StepResult
 from flower.runtime.attempt import Attempt, AttemptState, Phase, conclude
 from flower.runtime.interrupts import Interrupts, safe_interrupt
 from flower.runtime.limits import Limits, LimitWatch
 from flower.runtime.manifest import Manifest, new_run_id
-from flower.runtime.model_socket import SOCKET_ENV
-from flower.runtime.resilience import Resilience, classify_result, endpoint, reachable
+from flower.runtime.resilience import Resilience, classify_result, endpoint, model_socket_of, reachable
 from flower.runtime.signals import bundled_cli, shielded_cli
 from flower.spec import AgentSpec, tool_base
 
@@ -150,10 +150,14 @@ class Runtime:
         resilience: bool | Resilience = True,
         handoff: bool | Handoff = True,
         env: dict[str, str] | None = None,
+        environ: Mapping[str, str] | None = None,
         cli_path: str | None = None,
         shield_cli: bool = True,
         limits: Limits | None = None,
     ) -> None:
+        """`environ`: the process environment the Claude CLI inherits, as read where the process
+        started (the `flower` command passes its own). It tells the offline probe which endpoint
+        the CLI calls, and FLOWER_RUN_STAMP the run's stamp; `env` and each spec's env go over it."""
         self.workspace = Path(workspace).resolve()
         if not self.workspace.is_dir():
             raise WorkspaceError(f"workspace {self.workspace} is not a directory: create it or pass -w DIR")
@@ -166,6 +170,8 @@ class Runtime:
         self.keep_denials = keep_denials
         self.spill_threshold = spill_threshold
         self.env = dict(env or {})
+        self.environ = dict(environ or {})
+        self.run_stamp = self.environ.get(STAMP_ENV) or None
         self.cli_path = cli_path
         self.shield_cli = shield_cli
         self.project_key = project_key_for_directory(str(self.workspace))
@@ -334,22 +340,26 @@ class Runtime:
             self._record(result)
         return result
 
+    def cli_environment(self, spec: AgentSpec) -> dict[str, str]:
+        """The environment the CLI runs in for `spec`: the process's, then the runtime's, then the spec's."""
+        return {**self.environ, **self.env, **spec.env}
+
     async def _pause(self, attempt: int, spec: AgentSpec, on_event: EventHook | None) -> bool:
         """Back off; when the endpoint is unreachable, wait for it by probing instead.
 
         False when the endpoint stayed unreachable for `max_offline_wait`.
         """
         policy = self.resilience
-        env = {**os.environ, **self.env, **spec.env}
+        env = self.cli_environment(spec)
         try:
             host, port = endpoint(env)
         except ValueError:
             await anyio.sleep(policy.delay(attempt))
             return True
-        if await anyio.to_thread.run_sync(reachable, host, port, policy.probe_timeout):
+        if await anyio.to_thread.run_sync(reachable, host, port, policy.probe_timeout, model_socket_of(env)):
             await anyio.sleep(policy.delay(attempt))
             return True
-        await self._emit(on_event, Offline(host=host, port=port, via=env.get(SOCKET_ENV) or None))
+        await self._emit(on_event, Offline(host=host, port=port, via=model_socket_of(env)))
         return await policy.wait_online(env=env)
 
     @staticmethod

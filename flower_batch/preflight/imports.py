@@ -18,7 +18,7 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 
@@ -90,11 +90,15 @@ async def import_problems(
     labels: dict[str, str],
     timeout_s: float = IMPORT_TIMEOUT_S,
     scratch: Path | None = None,
+    seen: TargetsSeen | None = None,
 ) -> list[str]:
     """One line per target that does not load as a flower.Workflow in the image (none: []).
 
     `scratch`: stage everything in a folder there, flows/ copies included, and mount only that
-    (a cluster's engine sees the shared home, not this host's /tmp or project)."""
+    (a cluster's engine sees the shared home, not this host's /tmp or project). `seen`: targets
+    already seen to load (import_cache.ImportCache), skipped and told of each new one that loads."""
+    if seen is not None:
+        targets = [t for t in targets if not seen.known(image_id, t)]
     if not targets:
         return []
     if scratch is not None:
@@ -135,7 +139,17 @@ async def import_problems(
         lines, code, timed_out = await _run(backend, spec, timeout_s)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return problems_from_output(targets, argv, lines, code, timed_out, timeout_s)
+    problems = problems_by_target(targets, argv, lines, code, timed_out, timeout_s)
+    if seen is not None:
+        for target in targets:
+            if target not in problems:
+                seen.remember(image_id, target)
+    return list(problems.values())
+
+
+class TargetsSeen(Protocol):
+    def known(self, image_id: str, target: Target) -> bool: ...
+    def remember(self, image_id: str, target: Target) -> None: ...
 
 
 async def _run(backend: Backend, spec: ContainerSpec, timeout_s: float) -> tuple[list[str], int | None, bool]:
@@ -157,14 +171,15 @@ async def _run(backend: Backend, spec: ContainerSpec, timeout_s: float) -> tuple
     return lines, code, timed_out
 
 
-def problems_from_output(
+def problems_by_target(
     targets: Sequence[Target],
     argv: list[str],
     lines: list[str],
     code: int | None,
     timed_out: bool,
     timeout_s: float,
-) -> list[str]:
+) -> dict[Target, str]:
+    """The line of each target that did not load; a target not in it loaded."""
     by_container = {argv[i + 1]: targets[i // 2] for i in range(0, len(argv), 2)}
     results: dict[str, dict[str, Any]] = {}
     last_started: str | None = None
@@ -179,7 +194,7 @@ def problems_from_output(
             last_started = str(item["start"])
         elif "target" in item:
             results[str(item["target"])] = item
-    out: list[str] = []
+    out: dict[Target, str] = {}
     for container_target, target in by_container.items():
         item = results.get(container_target)
         if item is None:
@@ -191,9 +206,9 @@ def problems_from_output(
                 )
             else:
                 why = "not checked: an earlier workflow's import ended the check"
-            out.append(f"{target.label}: {why}")
+            out[target] = f"{target.label}: {why}"
         elif not item.get("ok"):
-            out.append(f"{target.label}: {_one_line(_strip_prefix(str(item.get('error'))))}")
+            out[target] = f"{target.label}: {_one_line(_strip_prefix(str(item.get('error'))))}"
     return out
 
 
