@@ -163,6 +163,6 @@ def make_runtime(**kw: Any) -> Runtime:
         run_dir=G.run_dir,
         trim=kw.pop("trim", G.trim),
         workbench=G.workbench,
-        limits=limits.current_limits(),
+        limits=limits.current_limits(G.environ),
         **kw,
     )

@@ -145,7 +145,7 @@ def go(
         trim=not no_trim,
         workbench=wf.workbench,
         handoff=handoff,
-        limits=current_limits(),
+        limits=current_limits(G.environ),
     )
     display = Display(verbose=G.verbose)
     printer = GoPrinter(display, person=person)

@@ -21,7 +21,6 @@ option              variable               meaning
 from __future__ import annotations
 
 import math
-import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -174,9 +173,10 @@ def limits_from(typed: Mapping[str, Any], environ: Mapping[str, str], now: float
     )
 
 
-def current_limits() -> Limits:
-    """The limits of this `flower` command: its options over the process's environment."""
-    return limits_from(ARGS.typed, os.environ)
+def current_limits(environ: Mapping[str, str]) -> Limits:
+    """The limits of this `flower` command: its options over the process's environment (as
+    main() read it where the process started)."""
+    return limits_from(ARGS.typed, environ)
 
 
 def _number(given: tuple[Any, str] | None, example: str, *, positive: bool = False) -> float | None:
