@@ -105,28 +105,7 @@ async def import_problems(
         scratch.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix="flower-batch-preflight-", dir=scratch))
     try:
-        mounts: list[Mount] = []
-        argv: list[str] = []
-        for i, target in enumerate(targets):
-            folder = f"{FLOWS}/{i}"
-            (staging / str(i)).mkdir()  # the mount point of a flows/ copy, or the staged module's folder
-            if target.flows_dir is not None and scratch is not None:
-                shutil.copytree(
-                    target.flows_dir,
-                    staging / str(i),
-                    dirs_exist_ok=True,
-                    ignore=shutil.ignore_patterns("__pycache__"),
-                )
-            elif target.flows_dir is not None:
-                mounts.append(Mount(str(target.flows_dir.resolve()), folder, read_only=True))
-            else:
-                assert target.source is not None and target.rel is not None
-                dest = staging / str(i) / target.rel
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(target.source, dest)
-            argv += [folder, _in_container(target.written, folder)]
-        os.chmod(staging, 0o755)
-        mounts.insert(0, Mount(str(staging), FLOWS, read_only=True))
+        mounts, argv = _stage(targets, staging, copy_flows=scratch is not None)
         spec = ContainerSpec(
             image=image_id,
             command=["python", "-c", _SCRIPT, *argv],
@@ -145,6 +124,33 @@ async def import_problems(
             if target not in problems:
                 seen.remember(image_id, target)
     return list(problems.values())
+
+
+def _stage(targets: Sequence[Target], staging: Path, *, copy_flows: bool) -> tuple[list[Mount], list[str]]:
+    """Each target's module (or flows/ copy: mounted, or copied in with `copy_flows`) under
+    `staging`/<i>/; the mounts and the script's argv."""
+    mounts: list[Mount] = []
+    argv: list[str] = []
+    for i, target in enumerate(targets):
+        folder = f"{FLOWS}/{i}"
+        (staging / str(i)).mkdir()  # the mount point of a flows/ copy, or the staged module's folder
+        if target.flows_dir is not None and copy_flows:
+            shutil.copytree(
+                target.flows_dir,
+                staging / str(i),
+                dirs_exist_ok=True,
+                ignore=shutil.ignore_patterns("__pycache__"),
+            )
+        elif target.flows_dir is not None:
+            mounts.append(Mount(str(target.flows_dir.resolve()), folder, read_only=True))
+        else:
+            assert target.source is not None and target.rel is not None
+            dest = staging / str(i) / target.rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(target.source, dest)
+        argv += [folder, _in_container(target.written, folder)]
+    os.chmod(staging, 0o755)
+    return [Mount(str(staging), FLOWS, read_only=True), *mounts], argv
 
 
 class TargetsSeen(Protocol):

@@ -233,9 +233,8 @@ class SwarmBackend(Backend):
                 self._verified.append(root)
 
     async def _probe(self, root: Path, image: str, labels: Mapping[str, str]) -> None:
-        """One task on every node: a `global` service with restart "none", not a `global-job`,
-        whose finished tasks and containers stay on the nodes once the service is removed
-        (RESERVATIONS above; moby/moby#42789)."""
+        # One task on every node: a `global` service with restart "none", not a `global-job`
+        # (whose finished tasks and containers stay on the nodes: RESERVATIONS, moby#42789).
         probe = Probe(root)
         await anyio.to_thread.run_sync(probe.write)
         mine = {k: v for k, v in labels.items() if k in (BATCH, LEASE)}
