@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from flower_batch.backend.base import Backend  # noqa: E402
-from flower_batch.backend.select import open_backend  # noqa: E402
+from flower_batch.backend.select import REGISTRY_ENV, open_backend  # noqa: E402
 from flower_batch.jobsfile import load_jobs_file  # noqa: E402
 from flower_batch.layout import Home  # noqa: E402
 from flower_batch.running.scheduler import run_jobs  # noqa: E402
@@ -98,7 +98,7 @@ def run_matrix(kind: str, jobs: int, parallel: int, image_id: str, env: dict[str
         running: dict[str, float] = {}
 
         async def go() -> dict[str, str]:
-            async with open_backend(kind, home.root) as backend:
+            async with open_backend(kind, home.root, registry=os.environ.get(REGISTRY_ENV)) as backend:
                 instrument(backend, submitted, running)
                 records = await run_jobs(
                     backend,

@@ -13,7 +13,8 @@ per container), so a file left by an earlier run is never taken for this run's.
 
 Classes: done, usage, target (the workflow module or attribute), workflow (its definition or a
 callback), database (sessions.db), api (a fatal API error: 401, 402, ...), step (a step
-failed), signal (SIGTERM/SIGHUP), interrupted (Ctrl-C), crash (anything else).
+failed), timeout (the deadline passed: the step wrote its notes and stopped, see
+flower.runtime.limits), signal (SIGTERM/SIGHUP), interrupted (Ctrl-C), crash (anything else).
 
 Writing is bookkeeping: it never raises, and it never creates the run directory (a usage error
 typed in some folder must not leave a runs/ there).
@@ -26,22 +27,30 @@ import os
 from pathlib import Path
 from typing import Any
 
-from flower.catalogue import EXIT_FILE
+from flower.catalogue import EXIT_FILE, LIMITS_TIMED_OUT
 from flower.clock import now_iso
 from flower.fileio import write_atomic
 
 EXIT_FORMAT = "flower/exit@1"
 STAMP_ENV = "FLOWER_RUN_STAMP"
-CLASSES = ("done", "usage", "target", "workflow", "database", "api", "step", "signal", "interrupted", "crash")
+CLASSES = (
+    "done",
+    "usage",
+    "target",
+    "workflow",
+    "database",
+    "api",
+    "step",
+    "timeout",
+    "signal",
+    "interrupted",
+    "crash",
+)
 REASON_LIMIT = 500
 
 
 def exit_path(run_dir: str | os.PathLike[str]) -> Path:
     return Path(run_dir) / EXIT_FILE
-
-
-def current_stamp() -> str | None:
-    return os.environ.get(STAMP_ENV) or None
 
 
 def clear(run_dir: str | os.PathLike[str]) -> None:
@@ -53,9 +62,16 @@ def clear(run_dir: str | os.PathLike[str]) -> None:
 
 
 def leave(
-    run_dir: str | os.PathLike[str], *, code: int, kind: str, reason: str, step: str | None = None
+    run_dir: str | os.PathLike[str],
+    *,
+    code: int,
+    kind: str,
+    reason: str,
+    step: str | None = None,
+    stamp: str | None = None,
 ) -> None:
-    """Write the cause of this exit atomically; silently nothing when run_dir does not exist."""
+    """Write the cause of this exit atomically; silently nothing when run_dir does not exist.
+    `stamp`: $FLOWER_RUN_STAMP as the process read it where it started."""
     if kind not in CLASSES:
         raise ValueError(f"exit class {kind!r} is not one of {', '.join(CLASSES)}")
     directory = Path(run_dir)
@@ -67,7 +83,7 @@ def leave(
         "class": kind,
         "reason": one_line(reason),
         "step": step,
-        "stamp": current_stamp(),
+        "stamp": stamp,
         "at": now_iso(),
     }
     try:
@@ -124,6 +140,8 @@ def step_failure(ctx: dict[str, Any]) -> tuple[str, str, str] | None:
     if result.ok:
         return "step", f"step {failed}: its gate did not pass the result", failed
     error = result.error or "failed"
+    if error.startswith(LIMITS_TIMED_OUT):
+        return "timeout", f"step {failed}: {error}", failed
     if "DatabaseError" in error or "database disk image" in error:
         return "database", f"step {failed}: the session store failed: {error}", failed
     status = getattr(result, "api_error_status", None)

@@ -1,5 +1,5 @@
 """The `flower-batch` command, assembled: run / wake / ls / show / logs / stop / gc / image, matrix,
-report, compare, repro, view.
+report, compare, repro, view, export.
 
 The command modules (flower_batch/commands/: jobs, image, matrix, compare, repro, view) export
 plain functions and never import this module; what they share lives in commands/common. Here they
@@ -19,6 +19,7 @@ from typer.core import TyperGroup
 
 from flower_batch.commands.common import fail
 from flower_batch.commands.compare import compare
+from flower_batch.commands.export import export
 from flower_batch.commands.image import image_build, image_push, image_show
 from flower_batch.commands.jobs import gc, logs, ls, run, show, stop, wake
 from flower_batch.commands.matrix import matrix, report
@@ -56,7 +57,18 @@ def build_app() -> typer.Typer:
     for command in (run, wake, ls):
         app.command()(command)
     app.command("status", help="Same as ls.")(ls)  # right after ls in --help, as before
-    commands: tuple[Callable[..., None], ...] = (show, logs, stop, gc, matrix, report, compare, repro, view)
+    commands: tuple[Callable[..., None], ...] = (
+        show,
+        logs,
+        stop,
+        gc,
+        matrix,
+        report,
+        compare,
+        repro,
+        view,
+        export,
+    )
     for command in commands:
         app.command()(command)
     image_app.command("build")(image_build)

@@ -44,7 +44,7 @@
 
 The "also a ValueError" leaves were plain ValueErrors before the tree existed: `except ValueError`
 keeps working. Internal signals that never reach a user stay private to their module
-(commands.common.Interrupted, view.server.BadRequest, view.sessions.SessionsUnreadable).
+(commands.common.Interrupted, view.server.BadRequest, transcripts.sessions.SessionsUnreadable).
 Anything else that escapes a command (TypeError, OSError, a `docker`
 exception outside backend/) is a bug or an unforeseen failure, and surfaces with its traceback.
 """

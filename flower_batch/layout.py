@@ -2,6 +2,7 @@
 
     volumes/<batch>/batch.json         the batch: image id, gateway mode, jobs file (if any)
     volumes/<batch>/<job>/record.json  the job's record (jobmodel/record.py's format)
+    volumes/<batch>/<job>/trajectory.json  its run in ATIF, written when it ends (export/)
     volumes/<batch>/<job>/workspace/   mounted at /workspace (the container's cwd)
     volumes/<batch>/<job>/runs/        mounted at /runs (run_dir; CLAUDE_CONFIG_DIR inside it)
     volumes/<batch>/<job>/flows/       the workflow's code, copied in; mounted read-only at /flows
@@ -16,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,8 +69,9 @@ def _bounded_names(folder: Path, prefix: str, limit: int, holding: str | None = 
     return sorted(names)
 
 
-def default_home() -> Path:
-    return Path(os.environ.get(HOME_ENV, "volumes")).resolve()
+def home_root(flag: str | Path | None, environ: Mapping[str, str]) -> Path:
+    """--home, else $FLOWER_BATCH_HOME (from the command's environment), else ./volumes."""
+    return Path(flag if flag else environ.get(HOME_ENV, "") or "volumes").resolve()
 
 
 @dataclass(frozen=True)
@@ -120,10 +123,10 @@ class JobDir:
 
 
 class Home:
-    """The root of all batches (default ./volumes, or $FLOWER_BATCH_HOME)."""
+    """The root of all batches (the command line chooses it: `home_root`)."""
 
-    def __init__(self, root: str | Path | None = None) -> None:
-        self.root = Path(root).resolve() if root else default_home()
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root).resolve()
 
     def batch_dir(self, batch: str) -> Path:
         return self.root / check_name("batch", batch)

@@ -11,6 +11,7 @@ never import this module; here they become commands of one click group, `GoByDef
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,6 @@ from rich.text import Text
 from typer.core import TyperGroup
 from typer.exceptions import TyperException
 
-from flower import exitinfo
 from flower.cli.common import (
     HELP,
     G,
@@ -30,11 +30,21 @@ from flower.cli.common import (
     WorkbenchOption,
     WorkspaceOption,
     err,
+    leave,
     reset_globals,
     set_globals,
 )
 from flower.cli.display import is_scripted
 from flower.cli.go import go
+from flower.cli.limits import (
+    BudgetOption,
+    DeadlineOption,
+    NoticesOption,
+    TimeLimitOption,
+    WordingOption,
+    WrapUpOption,
+)
+from flower.cli.limits import record as record_limits
 from flower.cli.once import once
 from flower.cli.run import run
 from flower.errors import FlowerError
@@ -97,6 +107,12 @@ def _group(
     verbose: VerboseOption = False,
     workbench: WorkbenchOption = False,
     trim: TrimOption = False,
+    deadline: DeadlineOption = None,
+    time_limit: TimeLimitOption = None,
+    budget_usd: BudgetOption = None,
+    wrap_up: WrapUpOption = None,
+    notices: NoticesOption = None,
+    notice_wording: WordingOption = None,
     version: bool = typer.Option(
         False,
         "--version",
@@ -108,6 +124,7 @@ def _group(
     """flower: a long-horizon agent workflow runtime on the real claude-agent-sdk."""
     reset_globals()
     set_globals(workspace, run_dir, verbose, workbench, trim)
+    record_limits(deadline, time_limit, budget_usd, wrap_up, notices, notice_wording)
 
 
 app = build_app()
@@ -117,8 +134,9 @@ def main(argv: list[str] | None = None) -> None:
     """Exit codes: 0 done (and --version, --help), 1 a step failed, 2 bad usage, 130 interrupted.
     Errors are one line."""
     args = list(sys.argv[1:] if argv is None else argv)
+    G.environ = dict(os.environ)  # read here, where the process starts, and passed on from G
     try:
-        model_socket.start_from_env()  # a job container with no network reaches its model so
+        model_socket.start_from_env(G.environ)  # a job container with no network reaches its model so
     except (OSError, ValueError) as exc:
         err.print(f"flower: {model_socket.SOCKET_ENV}: {exc}", markup=False, highlight=False)
         sys.exit(2)
@@ -132,14 +150,14 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(exc.exit_code)
     except FlowerError as exc:  # an error the person can fix: one line here, never in a command
         err.print(Text.assemble(("flower:", "red"), " ", str(exc)), highlight=False)
-        exitinfo.leave(G.run_dir, code=2, kind=exc.kind, reason=str(exc))
+        leave(code=2, kind=exc.kind, reason=str(exc))
         sys.exit(2)
     except (typer.Abort, KeyboardInterrupt):
         err.print("flower: interrupted")
-        exitinfo.leave(G.run_dir, code=130, kind="interrupted", reason="interrupted")
+        leave(code=130, kind="interrupted", reason="interrupted")
         sys.exit(130)
     except Exception as exc:  # a bug or an unforeseen error: keep the traceback, leave the cause
-        exitinfo.leave(G.run_dir, code=1, kind="crash", reason=f"{type(exc).__name__}: {exc}")
+        leave(code=1, kind="crash", reason=f"{type(exc).__name__}: {exc}")
         raise
     sys.exit(code if isinstance(code, int) else 0)
 

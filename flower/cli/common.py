@@ -7,7 +7,6 @@ app's group and every command take them, so they work before or after the subcom
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import sqlite3
 from pathlib import Path
@@ -19,6 +18,7 @@ from rich.text import Text
 
 from flower import exitinfo
 from flower.catalogue import SESSIONS_DB
+from flower.cli import limits
 from flower.runtime.engine import Runtime
 
 PERMISSION_MODES = ("default", "acceptEdits", "plan", "bypassPermissions", "dontAsk", "auto")
@@ -35,9 +35,17 @@ class Globals:
     verbose: bool = False
     workbench: bool = False
     trim: bool = False
+    environ: dict[str, str] = {}  # noqa: RUF012 - replaced whole by main(), never mutated
+    """The process's environment, read once by main() where the process starts."""
 
 
 G = Globals()
+
+
+def leave(code: int, kind: str, reason: str, step: str | None = None) -> None:
+    """The cause of this exit, in runs/.exit.json, stamped with $FLOWER_RUN_STAMP."""
+    stamp = G.environ.get(exitinfo.STAMP_ENV) or None
+    exitinfo.leave(G.run_dir, code=code, kind=kind, reason=reason, step=step, stamp=stamp)
 
 
 # The global options, declared once. The group takes them with their defaults; each command
@@ -81,13 +89,14 @@ def set_globals(
 
 def reset_globals() -> None:
     """Back to the defaults: each `main()` call starts from them (tests call main repeatedly)."""
+    limits.ARGS.reset()
     G.workspace, G.run_dir, G.verbose, G.workbench, G.trim = Path("."), Path("runs"), False, False, False
 
 
 def fail(message: str, code: int = 2, kind: str = "usage") -> NoReturn:
     """One red line on stderr, the cause in runs/.exit.json, exit `code`."""
     err.print(Text.assemble(("flower:", "red"), " ", message), highlight=False)
-    exitinfo.leave(G.run_dir, code=code, kind=kind, reason=message)
+    leave(code=code, kind=kind, reason=message)
     raise typer.Exit(code)
 
 
@@ -101,7 +110,7 @@ def window_or_env(window: int | None) -> int | None:
     """--window, else $FLOWER_WINDOW (how a job in a container gets one: `flower-batch run --env
     FLOWER_WINDOW=…` or `env` in jobs.toml), else None (the default window)."""
     if window is None:
-        raw = os.environ.get(WINDOW_ENV, "").strip()
+        raw = G.environ.get(WINDOW_ENV, "").strip()
         if not raw:
             return None
         if not raw.isdigit() or int(raw) <= 0:
@@ -116,16 +125,16 @@ def ended(ctx: dict[str, Any]) -> int:
     """The exit code of a workflow run, with its cause left in runs/.exit.json."""
     failure = exitinfo.step_failure(ctx)
     if failure is None:
-        exitinfo.leave(G.run_dir, code=0, kind="done", reason="every step passed")
+        leave(code=0, kind="done", reason="every step passed")
         return 0
     kind, reason, step = failure
-    exitinfo.leave(G.run_dir, code=1, kind=kind, reason=reason, step=step)
+    leave(code=1, kind=kind, reason=reason, step=step)
     return 1
 
 
 def interrupted(message: str) -> NoReturn:
     err.print(f"flower: {message}")
-    exitinfo.leave(G.run_dir, code=130, kind="interrupted", reason=message)
+    leave(code=130, kind="interrupted", reason=message)
     raise typer.Exit(130) from None
 
 
@@ -140,7 +149,7 @@ def new_runtime(**kw: Any) -> Runtime:
     """A Runtime, or one line and exit: 2 for a bad directory, 1 for a sessions.db SQLite
     cannot read (a malformed or foreign file; moving it aside starts a new store)."""
     try:
-        return Runtime(**kw)
+        return Runtime(**{"environ": G.environ, **kw})
     except ValueError as exc:
         fail(str(exc))
     except sqlite3.DatabaseError as exc:
@@ -150,5 +159,10 @@ def new_runtime(**kw: Any) -> Runtime:
 
 def make_runtime(**kw: Any) -> Runtime:
     return new_runtime(
-        workspace=G.workspace, run_dir=G.run_dir, trim=kw.pop("trim", G.trim), workbench=G.workbench, **kw
+        workspace=G.workspace,
+        run_dir=G.run_dir,
+        trim=kw.pop("trim", G.trim),
+        workbench=G.workbench,
+        limits=limits.current_limits(G.environ),
+        **kw,
     )

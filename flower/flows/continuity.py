@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from flower.catalogue import CONTINUITY_FILE, MANIFEST_FILE
-from flower.exitinfo import current_stamp
 from flower.fileio import write_atomic
 from flower.flows.lineage import Lineage
 
@@ -70,9 +69,10 @@ def short(session_id: str) -> str:
 class ContinuityLog:
     """This run's entries, rewritten whole after each one (atomically)."""
 
-    def __init__(self, run_dir: str | os.PathLike[str], run_id: str) -> None:
+    def __init__(self, run_dir: str | os.PathLike[str], run_id: str, stamp: str | None = None) -> None:
         self.path = Path(run_dir) / CONTINUITY_FILE
         self.run_id = run_id
+        self.stamp = stamp
         self.steps: list[dict[str, Any]] = []
 
     def add(self, entry: dict[str, Any]) -> None:
@@ -80,7 +80,7 @@ class ContinuityLog:
         data = {
             "format": CONTINUITY_FORMAT,
             "run": self.run_id,
-            "stamp": current_stamp(),
+            "stamp": self.stamp,
             "steps": self.steps,
         }
         try:

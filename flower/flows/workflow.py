@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from flower.catalogue import LIMITS_TIMED_OUT
 from flower.errors import StepAbort, WorkflowError
 from flower.events import StepStarted
 from flower.flows.continuity import ContinuityLog, decide, first_run
@@ -143,7 +144,11 @@ class Workflow:
         ctx.pop("_aborted", None)
         run_dir = getattr(runtime, "run_dir", None)
         self._first_run = run_dir is not None and first_run(run_dir)
-        self._continuity = ContinuityLog(run_dir, str(getattr(runtime, "run_id", ""))) if run_dir else None
+        self._continuity = (
+            ContinuityLog(run_dir, str(getattr(runtime, "run_id", "")), getattr(runtime, "run_stamp", None))
+            if run_dir
+            else None
+        )
         lineage = self._open_lineage(runtime)
         ctx["_lineage"] = lineage
         ctx["_woke"] = lineage.woke if lineage else 0
@@ -211,7 +216,8 @@ class Workflow:
         for attempt in range(1, step.retries + 2):
             result = await self._attempt(runtime, step, mode_name, prompt, resume, fork, lineage, on_event)
             verdict, aborted = await self._judge(step, result, ctx)
-            if verdict or aborted or attempt > step.retries:
+            timed_out = (result.error or "").startswith(LIMITS_TIMED_OUT)  # a retry would start past it
+            if verdict or aborted or timed_out or attempt > step.retries:
                 break
             follow = ""
             if step.on_reject is not None and result.ok and result.session_id:

@@ -143,10 +143,9 @@ class Relay:
             ).start()
 
 
-def start_from_env(environ: Mapping[str, str] | None = None) -> Relay | None:
-    """When FLOWER_MODEL_SOCKET is set: listen on ANTHROPIC_BASE_URL's loopback host and port
-    and relay to the socket. None when it is not set."""
-    env = os.environ if environ is None else environ
+def start_from_env(env: Mapping[str, str]) -> Relay | None:
+    """When FLOWER_MODEL_SOCKET is set in `env` (the process's, read where it started): listen
+    on ANTHROPIC_BASE_URL's loopback host and port and relay to the socket. None when it is not set."""
     path = env.get(SOCKET_ENV, "").strip()
     if not path:
         return None

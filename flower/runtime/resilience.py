@@ -49,7 +49,6 @@ is testable without waiting.
 
 from __future__ import annotations
 
-import os
 import random
 import re
 import socket
@@ -70,16 +69,16 @@ Kind = Literal["transient", "fatal", "unknown"]
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 
 
-def reachable(host: str, port: int, timeout: float = 5.0) -> bool:
+def reachable(host: str, port: int, timeout: float = 5.0, via: str | None = None) -> bool:
     """True if a TCP handshake with host:port succeeds within `timeout`.
 
     Name resolution plus a connect, then the socket is closed: no bytes are sent. Any
-    exception (DNS failure, refusal, timeout, bad arguments) counts as unreachable. With
-    FLOWER_MODEL_SOCKET set, host:port is only this process's relay: the socket is asked.
+    exception (DNS failure, refusal, timeout, bad arguments) counts as unreachable. `via`: the
+    model socket (FLOWER_MODEL_SOCKET) when host:port is only this process's relay to it; then
+    the socket is asked.
     """
-    path = os.environ.get(SOCKET_ENV, "").strip()
-    if path:
-        return reachable_socket(path, timeout)
+    if via:
+        return reachable_socket(via, timeout)
     try:
         with socket.create_connection((host, port), timeout=timeout):
             return True
@@ -87,16 +86,20 @@ def reachable(host: str, port: int, timeout: float = 5.0) -> bool:
         return False
 
 
-def endpoint(env: Mapping[str, str] | None = None) -> tuple[str, int]:
+def model_socket_of(env: Mapping[str, str]) -> str | None:
+    """The model socket the CLI's requests are relayed to (FLOWER_MODEL_SOCKET in `env`), or None."""
+    return env.get(SOCKET_ENV, "").strip() or None
+
+
+def endpoint(env: Mapping[str, str]) -> tuple[str, int]:
     """(host, port) of the Messages API endpoint the CLI will call.
 
-    Follows ``ANTHROPIC_BASE_URL`` from `env` (default: ``os.environ``); a path prefix is
+    Follows ``ANTHROPIC_BASE_URL`` from `env` (the environment the CLI gets); a path prefix is
     ignored. Default port 443 for https, 80 for http; a URL without a scheme is read as http.
 
     Raises:
         ValueError: the base URL has no host (or a non-numeric port).
     """
-    env = os.environ if env is None else env
     url = (env.get("ANTHROPIC_BASE_URL") or "").strip() or DEFAULT_BASE_URL
     parts = urlsplit(url if "://" in url else "http://" + url)
     try:
@@ -261,17 +264,18 @@ class Resilience:
     async def wait_online(
         self,
         *,
-        env: Mapping[str, str] | None = None,
+        env: Mapping[str, str],
         sleep: Callable[[float], Awaitable[object]] = anyio.sleep,
-        probe: Callable[[str, int, float], bool] = reachable,
+        probe: Callable[[str, int, float, str | None], bool] = reachable,
         clock: Callable[[], float] = time.monotonic,
     ) -> bool:
-        """Probe `endpoint(env)` every `probe_interval` s until it answers (True) or
-        `max_offline_wait` s have passed (False). The probe runs in a worker thread."""
+        """Probe `endpoint(env)` (or env's model socket) every `probe_interval` s until it
+        answers (True) or `max_offline_wait` s have passed (False). The probe runs in a worker thread."""
         host, port = endpoint(env)
+        via = model_socket_of(env)
         start = clock()
         while True:
-            if await anyio.to_thread.run_sync(probe, host, port, self.probe_timeout):
+            if await anyio.to_thread.run_sync(probe, host, port, self.probe_timeout, via):
                 return True
             waited = clock() - start
             if waited >= self.max_offline_wait:

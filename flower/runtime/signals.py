@@ -95,6 +95,7 @@ class SignalGuard:
                 kind="signal",
                 reason=f"killed by {name}{during} (the step is recorded as killed-by-signal)",
                 step=steps[0] if steps else None,
+                stamp=getattr(self.runtime, "run_stamp", None),
             )
         # Restore the default action and deliver the signal again: the process dies of it,
         # so a supervisor sees the real cause (exit status 128 + signum).

@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from flower_batch.backend.base import Backend
@@ -13,13 +12,15 @@ from flower_batch.errors import BackendChoiceError
 
 BACKENDS = ("docker", "swarm")
 BACKEND_ENV = "FLOWER_BATCH_BACKEND"
+REGISTRY_ENV = "FLOWER_BATCH_REGISTRY"
 SWARM_CONTROL = ".swarm"  # under the home: the tasks' signal files, on the shared storage
 
 
-def backend_name(flag: str | None = None, jobs_file: str | None = None) -> str:
+def backend_name(flag: str | None = None, env_value: str | None = None, jobs_file: str | None = None) -> str:
+    """`env_value`: $FLOWER_BATCH_BACKEND, as the command read it where it started."""
     for value, where in (
         (flag, "--backend"),
-        (os.environ.get(BACKEND_ENV), BACKEND_ENV),
+        (env_value, BACKEND_ENV),
         (jobs_file, "[batch] backend"),
     ):
         if value is not None and value.strip():
@@ -30,13 +31,14 @@ def backend_name(flag: str | None = None, jobs_file: str | None = None) -> str:
     return "docker"
 
 
-def open_backend(name: str, home: Path) -> Backend:
-    """A backend for `name`; `home` is where batches live (on a cluster: the shared storage)."""
+def open_backend(name: str, home: Path, registry: str | None = None) -> Backend:
+    """A backend for `name`; `home` is where batches live (on a cluster: the shared storage);
+    `registry`: the cluster's ($FLOWER_BATCH_REGISTRY), for pushing the runtime image."""
     if name == "swarm":
         from flower_batch.backend.swarm.backend import SwarmBackend
 
         root = Path(home).resolve()
-        return SwarmBackend(control_dir=root / SWARM_CONTROL, shared_root=root)
+        return SwarmBackend(control_dir=root / SWARM_CONTROL, shared_root=root, registry=registry)
     from flower_batch.backend.docker.backend import DockerBackend
 
     return DockerBackend()

@@ -21,12 +21,12 @@ from rich.console import Console
 from rich.markup import escape
 
 from flower_batch.backend.base import Backend
-from flower_batch.backend.select import backend_name, open_backend
+from flower_batch.backend.select import BACKEND_ENV, REGISTRY_ENV, backend_name, open_backend
 from flower_batch.errors import FlowerBatchError
 from flower_batch.gateway.host.setup import use_upstream
 from flower_batch.gateway.host.sidecar import GatewaySettings
 from flower_batch.jobmodel.record import JobRecord
-from flower_batch.layout import Home, JobDir
+from flower_batch.layout import Home, JobDir, home_root
 from flower_batch.running.liveness import NEVER_STARTED, ORPHANED
 
 out = Console(highlight=False, soft_wrap=True)
@@ -59,11 +59,22 @@ def host_settings(upstream: str | None = None) -> GatewaySettings:
 
 def backend_for(home: Path | None, flag: str | None = None, recorded: str | None = None) -> Backend:
     """The engine to run on (see backend/select.py); a bad choice is a BackendChoiceError (one line)."""
-    return open_backend(backend_name(flag, recorded), home_at(home).root)
+    return open_named(chosen_backend(flag, recorded), home_at(home).root)
+
+
+def chosen_backend(flag: str | None, recorded: str | None) -> str:
+    """--backend, else $FLOWER_BATCH_BACKEND (read here, where the command starts), else `recorded`."""
+    return backend_name(flag, os.environ.get(BACKEND_ENV), recorded)
+
+
+def open_named(name: str, root: Path) -> Backend:
+    """The backend `name` names, with the cluster's registry from $FLOWER_BATCH_REGISTRY."""
+    return open_backend(name, root, registry=os.environ.get(REGISTRY_ENV))
 
 
 def home_at(path: Path | None) -> Home:
-    return Home(path)
+    """--home, else $FLOWER_BATCH_HOME, else ./volumes: read here, where the command starts."""
+    return Home(home_root(path, os.environ))
 
 
 def load_job(home: Path | None, ref: str) -> tuple[JobDir, JobRecord]:
@@ -86,6 +97,7 @@ def status_cell(status: str) -> str:
         "queued": "cyan",
         ORPHANED: "yellow",
         NEVER_STARTED: "yellow",
+        "paused": "yellow",  # resumable: a higher budget continues it
     }.get(status, "red")
     return f"[{colour}]{status}[/{colour}]"
 

@@ -11,7 +11,7 @@ import typer
 from rich.text import Text
 
 from flower.fileio import write_atomic
-from flower_batch.commands.common import HOME_OPT, err, fail, out
+from flower_batch.commands.common import HOME_OPT, err, fail, home_at, out
 from flower_batch.commands.completion import complete_batch
 from flower_batch.compare.diff import BatchDiff, diff_sides
 from flower_batch.compare.html import comparison_section
@@ -128,7 +128,7 @@ def compare(
         fail(
             f"--summary: {SUMMARY_ENV} is not set (GitHub Actions sets it); use --markdown to print the Markdown"
         )
-    h = Home(home)
+    h = home_at(home)
     diff = diff_sides(load_or_exit(base, h, "BASE"), load_or_exit(new, h, "NEW"), alpha=alpha)
     if as_json:
         typer.echo(json.dumps(diff.to_document(), indent=2, ensure_ascii=False))

@@ -5,16 +5,16 @@ bounded scans. Typer's own mechanism calls them (`--install-completion`, `--show
 
 from __future__ import annotations
 
-from pathlib import Path
+import os
 
 import typer
 
-from flower_batch.layout import Home
+from flower_batch.layout import Home, home_root
 
 
 def _home(ctx: typer.Context) -> Home:
-    given = ctx.params.get("home")
-    return Home(Path(given) if given else None)
+    """The home the command line names (read here: completion is where the process starts)."""
+    return Home(home_root(ctx.params.get("home"), os.environ))
 
 
 def complete_job(ctx: typer.Context, incomplete: str) -> list[str]:

@@ -74,7 +74,7 @@ def parse_env(items: list[str]) -> dict[str, str]:
 
 
 def _finish(record: JobRecord) -> None:
-    colour = "green" if record.status == "passed" else "red"
+    colour = {"passed": "green", "paused": "yellow"}.get(record.status, "red")
     cost = "unknown" if record.cost_usd is None else f"${record.cost_usd:.4f}"
     err.print(
         f"[{colour}]{escape(record.job_id)}: {record.status}[/{colour}]"
@@ -84,6 +84,7 @@ def _finish(record: JobRecord) -> None:
     )
     if record.gateway_health and record.status == "passed":  # a failed one already says it in its reason
         err.print(f"  gateway: {escape(describe_health(record.gateway_health))}")
+    # paused (class paused) is 4 by matrix's rule: not a verdict yet, `wake --budget-usd` continues it
     raise typer.Exit(exit_code_for_job(record.failure_class, verdict_ok=record.status == "passed"))
 
 
@@ -211,6 +212,12 @@ def wake(
         None, "--scenario", help="use this scenario instead of the job's copy"
     ),
     timeout: str | None = typer.Option(None, "--timeout"),
+    budget_usd: str | None = typer.Option(
+        None,
+        "--budget-usd",
+        help="the job's new spending cap in US dollars (metered over all its runs), or +N to add N "
+        "to the cap: continues a job paused at its budget",
+    ),
     home: Path | None = HOME_OPT,
     backend_choice: str | None = BACKEND_OPT,
 ) -> None:
@@ -238,6 +245,7 @@ def wake(
     spec = replace(spec, gateway=replace(gw, scenario=chosen))
     if timeout:
         spec = replace(spec, timeout_s=option_value("--timeout", repr(timeout), fields.duration(timeout)))
+    spec = replace(spec, budget_usd=_wake_budget(jd, spec.budget_usd, budget_usd))
     preflight_job(
         spec,
         record.image_id,
@@ -274,6 +282,33 @@ def wake(
     if result.spec.get("persistent") and not result.continuity and result.status != "passed":
         err.print("  continuity unknown: flower did not get as far as its first step", markup=False)
     _finish(result)
+
+
+def _wake_budget(jd: JobDir, cap: float | None, given: str | None) -> float | None:
+    """The cap the woken job runs under: --budget-usd applied to its cap (checked by the field's
+    one validator); without it, the cap it had, refused when already spent (it would only pause
+    again at its first request)."""
+    meter = read_meter(jd.logs)
+    spent = meter.spent_usd if meter else 0.0
+    if given is not None:
+        new = option_value("--budget-usd", given, fields.budget_cap(given)).applied(cap, spent)
+        if new <= spent:
+            fail(
+                f"--budget-usd {given}: job {jd.job} has spent ${spent:.4f} already; give a cap above "
+                f"that (or +N to add N to its cap)"
+            )
+        err.print(f"budget: ${spent:.4f} spent, cap {_dollars(cap)} -> ${new:.4f}", markup=False)
+        return new
+    if cap is not None and spent >= cap:
+        fail(
+            f"job {jd.job} is at its budget (spent ${spent:.4f} of ${cap:.4f}); "
+            "wake it with --budget-usd +N to add N dollars"
+        )
+    return cap
+
+
+def _dollars(value: float | None) -> str:
+    return "none" if value is None else f"${value:.4f}"
 
 
 def _running_containers(jd: JobDir, engine: Backend) -> int:
@@ -388,7 +423,7 @@ def show(
         ("check exit", str(record.check_exit)),
         ("cost", "unknown" if record.cost_usd is None else f"${record.cost_usd:.4f}"),
         ("metered", meter.describe() if meter else "not metered by the gateway (cost from the CLI)"),
-        ("budget", "none" if record.spec.get("budget_usd") is None else f"${record.spec['budget_usd']:.4f}"),
+        ("budget", _budget_text(record)),
         ("turns", str(record.num_turns)),
         ("started", record.started_at or ""),
         ("finished", record.finished_at or ""),
@@ -408,6 +443,31 @@ def show(
     if record.check_output:
         out.print("[bold]check output[/bold]")
         out.print(record.check_output[-2000:], markup=False)
+
+
+def _budget_text(record: JobRecord) -> str:
+    """The job's cap; for a persistent job, then a line per attempt: its cap and the spend."""
+    cap = record.spec.get("budget_usd")
+    now = _dollars(float(cap) if isinstance(cap, int | float) else None)
+    return "\n".join([now, *(_history_line(e) for e in record.budget_history)])
+
+
+def _history_line(entry: dict[str, Any]) -> str:
+    """One attempt of a persistent job's budget history, e.g.
+    "attempt 1: paused · cap $0.0500 · spent $0.0523 in all ($0.0523 this run) · step count interrupted"."""
+    cap = entry.get("budget_usd")
+    parts = [
+        f"attempt {entry.get('attempt')}: {entry.get('status')}",
+        f"cap {_dollars(cap if isinstance(cap, int | float) else None)}",
+        f"spent ${float(entry.get('spent_usd') or 0):.4f} in all (${float(entry.get('attempt_usd') or 0):.4f} this run)",
+    ]
+    if isinstance(entry.get("batch_budget_usd"), int | float):
+        parts.append(
+            f"batch ${float(entry.get('batch_spent_usd') or 0):.4f} of ${float(entry['batch_budget_usd']):.4f}"
+        )
+    if entry.get("interrupted_step"):
+        parts.append(f"step {entry['interrupted_step']} interrupted")
+    return " · ".join(parts)
 
 
 def _print_manifest(rows: list[dict[str, Any]]) -> None:

@@ -23,6 +23,7 @@ from flower_batch.commands.common import (
     backend_for,
     err,
     fail,
+    home_at,
     host_settings,
     out,
     run_async,
@@ -35,6 +36,7 @@ from flower_batch.commands.preflight import engine_for, finish_preflight, print_
 from flower_batch.errors import FlowerBatchError, MatrixFileError
 from flower_batch.gateway.host.setup import mode_problem
 from flower_batch.gateway.host.sidecar import GatewaySettings
+from flower_batch.jobmodel import fields
 from flower_batch.jobmodel.classes import exit_code_for
 from flower_batch.jobmodel.record import JobRecord, load_records
 from flower_batch.jobmodel.resume import plan_resume
@@ -52,6 +54,7 @@ from flower_batch.reports import (
     write_reports,
 )
 from flower_batch.running.batch import BatchEvent, BatchPlan, InfraRetry, reap_batch, run_batch
+from flower_batch.running.jobs import option_value
 from flower_batch.running.liveness import Liveness
 
 
@@ -159,13 +162,15 @@ def matrix(
     """Run a matrix of jobs side by side, each in its own container; resumable.
 
     Exit codes: 0 all passed (or --fail-under met), 1 below it, 2 bad usage, 3 infrastructure
-    errors remained after --infra-retries.
+    errors remained after --infra-retries, 4 below it with jobs paused at the budget (run
+    again with a higher --budget-usd to continue them). Paused jobs count as not passed.
     """
     jf = _load(jobs_file, allow_large)
     settings = _checked_options(
         jf, parallel=parallel, upstream=upstream, infra_retries=infra_retries, fail_under=fail_under
     )
-    h = Home(home)
+    batch_budget = _batch_budget(budget_usd, jf)
+    h = home_at(home)
     # Read now: a missing baseline stops the run before anything is spent, and a baseline that
     # is this same batch means its results as they were before this run.
     baseline = baseline_or_exit(baseline_ref, h, alpha, fail_on_regression)
@@ -199,8 +204,9 @@ def matrix(
         parallel=parallel,
         infra_retries=infra_retries,
         search=[jf.path.parent],
-        budget_usd=budget_usd if budget_usd is not None else jf.budget_usd,
+        budget_usd=batch_budget,
         settings=settings,
+        wake=plan.to_wake,
     )
     kept = {d.job_id: d.previous.status for d in plan.to_keep if d.previous}
     _run(engine, batch, MatrixProgress([j.id for j in jf.jobs], kept, err))
@@ -211,6 +217,13 @@ def matrix(
             results.class_counts(), threshold_met=results.ci_passed(fail_under), regression=bool(regressed)
         )
     )
+
+
+def _batch_budget(given: float | None, jf: JobsFile) -> float | None:
+    """--budget-usd (checked by the field's one validator), else [batch].budget_usd."""
+    if given is None:
+        return jf.budget_usd
+    return option_value("--budget-usd", f"{given:g}", fields.budget_usd(given))
 
 
 def _load(jobs_file: Path, allow_large: bool) -> JobsFile:
@@ -344,7 +357,7 @@ def report(
     home: Path | None = HOME_OPT,
 ) -> None:
     """Regenerate the table, results.json, junit.xml and report.html of a batch from its records."""
-    h = Home(home)
+    h = home_at(home)
     bdir = h.batch_dir(batch)
     if not bdir.is_dir():
         fail(f"no batch {batch} under {h.root} (see `flower-batch ls`)")

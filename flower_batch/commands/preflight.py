@@ -9,11 +9,11 @@ from pathlib import Path
 import typer
 
 from flower_batch.backend.docker.backend import DockerBackend
-from flower_batch.backend.select import backend_name, open_backend
-from flower_batch.commands.common import err, run_async
+from flower_batch.commands.common import chosen_backend, err, open_named, run_async
 from flower_batch.errors import FlowerBatchError, one_line
 from flower_batch.jobmodel.spec import JobSpec
 from flower_batch.preflight import Preflight
+from flower_batch.preflight.import_cache import ImportCache
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ class Engine:
 def engine_for(home: Path, flag: str | None, recorded: str | None) -> Engine:
     """The engine `--backend` (or the environment, or what the job or jobs file recorded) names."""
     try:
-        return Engine(backend_name(flag, recorded), home)
+        return Engine(chosen_backend(flag, recorded), home)
     except FlowerBatchError:
         return Engine("docker", home)  # a bad choice is refused, in one line, where the backend is opened
 
@@ -60,12 +60,13 @@ def finish_preflight(pf: Preflight, image_id: str | None, engine: Engine | None 
     the shared storage from every node), then: any problem -> its lines, exit 2."""
     if image_id is not None:
         scratch = engine.scratch if engine is not None else None
+        seen = ImportCache(engine.home) if engine is not None else None
 
         async def go() -> None:
             async with DockerBackend() as backend:
-                await pf.check_engine(backend, image_id, scratch=scratch)
+                await pf.check_engine(backend, image_id, scratch=scratch, seen=seen)
             if engine is not None and engine.name != "docker":
-                async with open_backend(engine.name, engine.home) as cluster:
+                async with open_named(engine.name, engine.home) as cluster:
                     await pf.check_cluster(cluster, image_id)
 
         run_async(go)

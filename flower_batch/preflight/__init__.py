@@ -24,7 +24,7 @@ from flower_batch.jobmodel.units import format_memory
 from ..errors import FlowerBatchError, PreflightFailed
 from ..jobmodel.classes import EXIT_INFRASTRUCTURE
 from ..labels import BATCH, MANAGED, ROLE
-from .imports import Target, host_target, import_problems
+from .imports import Target, TargetsSeen, host_target, import_problems
 from .limits import cpus_problem, memory_problem, memory_warning
 from .scenarios import recording_problems, scenario_problems
 
@@ -101,8 +101,10 @@ class Preflight:
         *,
         facts: EngineFacts | None = None,
         scratch: Path | None = None,
+        seen: TargetsSeen | None = None,
     ) -> None:
-        """The checks that need the engine: limits against its host, imports in its image."""
+        """The checks that need the engine: limits against its host, imports in its image
+        (`seen`: the targets already seen to load there, skipped)."""
         try:
             facts = facts or engine_facts()
         except FlowerBatchError as exc:
@@ -117,7 +119,7 @@ class Preflight:
         labels = {MANAGED: "1", BATCH: self.batch, ROLE: "preflight"}
         try:
             self.problems += await import_problems(
-                backend, image_id, self.targets, labels=labels, scratch=scratch
+                backend, image_id, self.targets, labels=labels, scratch=scratch, seen=seen
             )
         except FlowerBatchError as exc:
             self.problems.append(f"the workflow import check could not run: {' '.join(str(exc).split())}")

@@ -68,7 +68,7 @@ details.job[open] > summary { border-bottom: 1px solid var(--line); background: 
 .badge { border-radius: 10px; padding: 1px 8px; font-size: 12px; font-weight: 600; color: white; }
 .s-passed { background: var(--good); } .s-failed, .s-timeout, .s-budget { background: var(--bad); }
 .s-error { background: #8250df; } .s-skipped, .s-pending, .s-running, .s-queued { background: var(--none); }
-.s-orphaned, .s-never-started { background: #9a6700; }
+.s-orphaned, .s-never-started, .s-paused { background: #9a6700; }
 .kv td { padding: 2px 10px 2px 0; vertical-align: top; } .kv td:first-child { color: #57606a; white-space: nowrap; }
 .steps th, .steps td { border-bottom: 1px solid var(--line); padding: 3px 10px 3px 0; text-align: left; }
 pre { background: #0d1117; color: #e6edf3; padding: 10px; border-radius: 6px; overflow: auto; max-height: 360px; white-space: pre-wrap; }
@@ -216,6 +216,7 @@ def _jobs(results: BatchResults) -> str:
         "error",
         "timeout",
         "budget",
+        "paused",
         "skipped",
         "orphaned",
         "never-started",

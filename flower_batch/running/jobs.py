@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import secrets
 import shutil
@@ -56,18 +55,16 @@ def adhoc_spec(
     secrets_: list[str],
     scenario: Path | None,
     budget_usd: float | None = None,
-    environ: Mapping[str, str] | None = None,
+    environ: Mapping[str, str],
     placement: tuple[str, ...] = (),
     pids: int | None = None,
     network: str = "gateway",
 ) -> JobSpec:
     """The spec of a `run` job, validated before any folder, gateway or container exists.
 
-    `environ` (default: this process's) is where the secrets' values will be read at start.
+    `environ` (the command's, read where it started) is where the secrets' values will be read at start.
     """
-    _refuse_bad_inputs(
-        workspace, task, workflow, scenario, secrets_, os.environ if environ is None else environ
-    )
+    _refuse_bad_inputs(workspace, task, workflow, scenario, secrets_, environ)
     budget_usd = (
         None
         if budget_usd is None

@@ -21,9 +21,10 @@ FLOWER = Path(sys.executable).with_name("flower")
 
 
 # -- .exit.json -------------------------------------------------------------------------------
-def test_leave_then_read_round_trips_and_is_one_line(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setenv(exitinfo.STAMP_ENV, "run-1")
-    exitinfo.leave(tmp_path, code=1, kind="target", reason="importing boom.py failed:\n  RuntimeError: x")
+def test_leave_then_read_round_trips_and_is_one_line(tmp_path: Path) -> None:
+    exitinfo.leave(
+        tmp_path, code=1, kind="target", reason="importing boom.py failed:\n  RuntimeError: x", stamp="run-1"
+    )
     got = exitinfo.read(tmp_path, stamp="run-1")
     assert got == {
         "code": 1,
@@ -35,9 +36,8 @@ def test_leave_then_read_round_trips_and_is_one_line(tmp_path: Path, monkeypatch
     assert list(tmp_path.iterdir()) == [tmp_path / ".exit.json"]  # no temp file left behind
 
 
-def test_a_file_of_another_run_is_not_taken_for_this_one(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setenv(exitinfo.STAMP_ENV, "earlier")
-    exitinfo.leave(tmp_path, code=1, kind="step", reason="step a failed")
+def test_a_file_of_another_run_is_not_taken_for_this_one(tmp_path: Path) -> None:
+    exitinfo.leave(tmp_path, code=1, kind="step", reason="step a failed", stamp="earlier")
     assert exitinfo.read(tmp_path, stamp="now") is None
     assert exitinfo.read(tmp_path, stamp="earlier") is not None
     exitinfo.clear(tmp_path)
@@ -148,9 +148,8 @@ def test_each_fresh_start_says_why(tmp_path: Path) -> None:
     assert decide("review", None, resume_from="fix", resumed_session=sid)["continued"] is True
 
 
-def test_the_log_keeps_one_entry_per_step_and_its_stamp(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setenv(exitinfo.STAMP_ENV, "s-9")
-    log = ContinuityLog(tmp_path, "run-1")
+def test_the_log_keeps_one_entry_per_step_and_its_stamp(tmp_path: Path) -> None:
+    log = ContinuityLog(tmp_path, "run-1", stamp="s-9")
     log.add({"step": "a", "continued": False, "session": None, "reason": "lineage.json missing"})
     log.add({"step": "b", "continued": True, "session": "x", "reason": "continued session x (lineage.json)"})
     log.add({"step": "a", "continued": False, "session": None, "reason": "again"})

@@ -63,6 +63,7 @@ class DockerBackend(Backend):
         return await anyio.to_thread.run_sync(run)
 
     # -- containers -------------------------------------------------------------------------
+    # long: a ContainerSpec mapped field by field onto the engine's create call (as swarm's create)
     async def create(self, spec: ContainerSpec) -> str:
         command, env, tmpfs = list(spec.command), dict(spec.env), dict(spec.confinement.tmpfs)
         if spec.secrets:  # handed over after each start (secret_handover.py), never in the config

@@ -5,7 +5,6 @@ The only place (with its siblings in this package) that imports `docker`.
 
 from __future__ import annotations
 
-import os
 import threading
 from typing import Literal
 
@@ -31,7 +30,15 @@ Kind = Literal["container", "network", "volume", "image", "engine"]
 
 
 def daemon_address(base_url: str | None = None) -> str:
-    return base_url or os.environ.get("DOCKER_HOST") or DEFAULT_DOCKER_HOST
+    """Where the engine is: `base_url`, else what the docker SDK finds the way the docker CLI
+    does (DOCKER_HOST and its TLS settings), else the local socket."""
+    if base_url:
+        return base_url
+    try:
+        found = docker.utils.kwargs_from_env().get("base_url")
+    except docker.errors.DockerException:  # e.g. TLS files missing: api() says so on connect
+        found = None
+    return str(found or DEFAULT_DOCKER_HOST)
 
 
 class Connection:

@@ -27,7 +27,6 @@ How each part of the contract maps onto Swarm:
 from __future__ import annotations
 
 import itertools
-import os
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
@@ -98,7 +97,6 @@ T = TypeVar("T")
 # Shutdown, no restart with condition "none"), and removing the service marks its tasks Remove,
 # which the reaper deletes: the enforcer counts it only while it runs, as the scheduler does.
 
-REGISTRY_ENV = "FLOWER_BATCH_REGISTRY"
 CONTROL_IN_TASK = "/run/flower-batch"
 SECRETS_IN_TASK = SECRETS_DIR
 PROBE_TIMEOUT_S = 300.0  # a node's first pull of the runtime image is part of the first probe
@@ -123,7 +121,7 @@ class SwarmBackend(Backend):
         `shared_root`: the folder checked once for every mount under it (the home)."""
         self._conn = Connection(base_url, timeout)
         self.control_dir = Path(control_dir)
-        self.registry = registry if registry is not None else os.environ.get(REGISTRY_ENV, "").strip() or None
+        self.registry = (registry or "").strip() or None  # the command reads $FLOWER_BATCH_REGISTRY
         self.shared_root = Path(shared_root) if shared_root else None
         self.poll_s = poll_s
         self._verified: list[Path] = []
@@ -236,6 +234,8 @@ class SwarmBackend(Backend):
                 self._verified.append(root)
 
     async def _probe(self, root: Path, image: str, labels: Mapping[str, str]) -> None:
+        # One task on every node: a `global` service with restart "none", not a `global-job`
+        # (whose finished tasks and containers stay on the nodes: RESERVATIONS, moby#42789).
         probe = Probe(root)
         await anyio.to_thread.run_sync(probe.write)
         mine = {k: v for k, v in labels.items() if k in (BATCH, LEASE)}
@@ -255,7 +255,7 @@ class SwarmBackend(Backend):
             "container",
             name,
             lambda api: api.create_service(
-                spec, name=name, mode=docker.types.ServiceMode("global-job"), labels=mine
+                spec, name=name, mode=docker.types.ServiceMode("global"), labels=mine
             ),
         )
         service = created["ID"]

@@ -46,9 +46,10 @@ def report_image(control: Path, key_file: Path = BUILD_KEY_FILE) -> str:
     return key
 
 
-def supervise(control: Path, command: list[str]) -> int:
+def supervise(control: Path, command: list[str], environ: dict[str, str]) -> int:
+    """`environ`: this process's, read by main() where it starts."""
     key = report_image(control)
-    expected = os.environ.get(EXPECTED_KEY_ENV, "")
+    expected = environ.get(EXPECTED_KEY_ENV, "")
     if expected and key != expected:
         print(
             f"flower-batch: this node runs image build {key or 'unknown'}, not the pinned {expected}: "
@@ -56,7 +57,7 @@ def supervise(control: Path, command: list[str]) -> int:
             file=sys.stderr,
         )
         return DRIFT_EXIT
-    child = subprocess.Popen(command, env=command_env(dict(os.environ)))
+    child = subprocess.Popen(command, env=command_env(environ))
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
         signal.signal(sig, lambda n, _f: _send(child, n))
     seen = 0
@@ -84,12 +85,12 @@ def _send(child: subprocess.Popen[bytes], number: int) -> None:
         pass
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], environ: dict[str, str]) -> int:
     if len(argv) < 3 or argv[1] != "--":
         print("usage: python -m flower_batch.backend.swarm.task_signals CONTROL -- CMD...", file=sys.stderr)
         return 2
-    return supervise(Path(argv[0]), argv[2:])
+    return supervise(Path(argv[0]), argv[2:], environ)
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main(sys.argv[1:], dict(os.environ)))  # read here, where the task's process starts

@@ -130,6 +130,7 @@ class GatewaySidecar:
             raise GatewayError(str(exc)) from None
         self.backend = backend
         self.batch = batch
+        self.batch_budget_usd = batch_budget_usd  # the cap its gateway enforces, for job records
         self.lease = lease
         self.image_id = image_id
         self.batch_dir = batch_dir

@@ -22,7 +22,6 @@ dead, every job on it is stopped (their records say why), and no new job is star
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
@@ -52,8 +51,8 @@ class RestartPolicy:
         return min(self.backoff_max_s, self.backoff_s * 2.0 ** max(0, recent - 1))
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> RestartPolicy:
-        raw = (os.environ if environ is None else environ).get(RESTARTS_ENV, "").strip()
+    def from_env(cls, environ: Mapping[str, str]) -> RestartPolicy:
+        raw = environ.get(RESTARTS_ENV, "").strip()
         if not raw:
             return cls()
         if not raw.isdigit():

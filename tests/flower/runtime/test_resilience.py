@@ -65,9 +65,19 @@ def test_endpoint_follows_base_url(url, expected):
     assert endpoint(env) == expected
 
 
-def test_endpoint_defaults_to_process_env(monkeypatch):
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://10.1.2.3:4567")
-    assert endpoint() == ("10.1.2.3", 4567)
+def test_the_probe_follows_the_environment_the_cli_gets(tmp_path):
+    """The process's environment (as the command read it), then the runtime's env, then the spec's."""
+    from flower.runtime.engine import Runtime
+    from flower.spec import AgentSpec
+
+    rt = Runtime(
+        workspace=tmp_path, run_dir=tmp_path / "runs", environ={"ANTHROPIC_BASE_URL": "http://10.1.2.3:4567"}
+    )
+    assert endpoint(rt.cli_environment(AgentSpec("x"))) == ("10.1.2.3", 4567)
+    rt.env["ANTHROPIC_BASE_URL"] = "http://10.9.9.9:80"
+    assert endpoint(rt.cli_environment(AgentSpec("x"))) == ("10.9.9.9", 80)
+    spec = AgentSpec("x", env={"ANTHROPIC_BASE_URL": "http://spec.local:81"})
+    assert endpoint(rt.cli_environment(spec)) == ("spec.local", 81)
 
 
 def test_endpoint_rejects_url_without_host():
@@ -233,8 +243,9 @@ async def test_wait_online_probes_until_reachable():
     t = _FakeTime()
     seen = []
 
-    def probe(host, port, timeout):
+    def probe(host, port, timeout, via):
         seen.append((host, port, timeout))
+        assert via is None
         return len(seen) >= 4
 
     env = {"ANTHROPIC_BASE_URL": "http://gw.local:8080/p"}
@@ -249,7 +260,7 @@ async def test_wait_online_gives_up_after_max_offline_wait():
     t = _FakeTime()
     probes = []
 
-    def probe(host, port, timeout):
+    def probe(host, port, timeout, via):
         probes.append(t.now)
         return False
 

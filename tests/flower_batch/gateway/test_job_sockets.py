@@ -71,16 +71,16 @@ def test_a_request_goes_through_the_jobs_own_socket_and_survives_a_restarted_gat
     body = b"x" * 300_000  # more than one chunk each way
     assert post(port, "/j/job-a/v1/messages", body) == b"/j/job-a/v1/messages" + body
 
-    monkeypatch.setenv(model_socket.SOCKET_ENV, env[model_socket.SOCKET_ENV])
-    assert reachable("127.0.0.1", port)  # the probe asks the socket, not the relay's port
+    via = env[model_socket.SOCKET_ENV]
+    assert reachable("127.0.0.1", port, via=via)  # the probe asks the socket, not the relay's port
     gateway.stop()  # the gateway dies; its next life binds every job's socket again
-    assert not reachable("127.0.0.1", port)
+    assert not reachable("127.0.0.1", port, via=via)
     gateway = JobSockets(root, http_port).start()
-    assert reachable("127.0.0.1", port)
+    assert reachable("127.0.0.1", port, via=via)
     assert post(port, "/j/job-a/v1/messages", b"again") == b"/j/job-a/v1/messages" + b"again"
 
     ask(root, "close job-a")
-    assert not (root / key / SOCKET).exists() and not reachable("127.0.0.1", port)
+    assert not (root / key / SOCKET).exists() and not reachable("127.0.0.1", port, via=via)
     relay.close()
     gateway.stop()
 

@@ -49,18 +49,15 @@ def test_task_states_read_like_container_states() -> None:
     )
 
 
-def test_backend_choice_flag_then_env_then_jobs_file(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("FLOWER_BATCH_BACKEND", raising=False)
+def test_backend_choice_flag_then_env_then_jobs_file() -> None:
     assert backend_name() == "docker"
-    assert backend_name(None, "swarm") == "swarm"
-    monkeypatch.setenv("FLOWER_BATCH_BACKEND", "docker")
-    assert backend_name(None, "swarm") == "docker"
-    assert backend_name("swarm", None) == "swarm"
-    monkeypatch.setenv("FLOWER_BATCH_BACKEND", "kubernetes")
+    assert backend_name(None, None, "swarm") == "swarm"
+    assert backend_name(None, "docker", "swarm") == "docker"
+    assert backend_name("swarm", "docker", None) == "swarm"
     with pytest.raises(
         BackendChoiceError, match="FLOWER_BATCH_BACKEND 'kubernetes': use one of docker, swarm"
     ):
-        backend_name()
+        backend_name(None, "kubernetes")
 
 
 def write_jobs(tmp_path: Path, extra: str) -> Path:

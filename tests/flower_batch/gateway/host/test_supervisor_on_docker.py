@@ -204,6 +204,7 @@ async def test_a_gateway_down_longer_than_the_cli_retries_is_ridden_out_by_flowe
         env={"API_TIMEOUT_MS": "10000"},
         secrets_=[],
         scenario=files["scenario"],
+        environ={},
     )
     job = Job(home, "adhoc", name)
     records: list = []
