@@ -12,10 +12,17 @@ in a container, against the scripted gateway (bench/soakjob.py).
     scenario and the gateway's request log (soakjob.expected_usage: a request whose log line
     the kill lost is found in the next one of its session), nothing counted twice.
 
-Prints the figures measured in this one run; exit 0 when 5b passed and every 5c try recovered
-with its cost exact and nothing counted twice. Sizes are flags.
+pause  (issue 20) a `--persistent` job of `--pause-turns` turns with `--budget-usd
+    --pause-budget`: it must end `paused` at the request that crossed the cap (exit 4); then
+    `wake --budget-usd +N` with the gateway `docker kill`ed once during the wake: it must
+    continue the same session and pass, and the cost metered over the pause and the wake must
+    equal what the scripted model sent, nothing counted twice (`--pause-turns 0`: skipped).
 
-    .venv/bin/python bench/soak_e2e.py [--quick] [--leg-turns N] [--kills N] [--image REF]
+Prints the figures measured in this one run; exit 0 when 5b passed, every 5c try recovered
+with its cost exact and nothing counted twice, and the pause leg met all of the above. Sizes
+are flags.
+
+    .venv/bin/python bench/soak_e2e.py [--quick] [--leg-turns N] [--kills N] [--pause-turns N] [--image REF]
 """
 
 from __future__ import annotations
@@ -277,6 +284,86 @@ def soak(
     return result
 
 
+# -- pause: a budget pauses the job, a wake with a raised cap continues it ----------------------------
+@dataclass
+class PauseResult:
+    paused_exit: int = -1
+    paused_status: str = "?"
+    paused_reason: str = ""
+    crossed_at_cap: bool = False  # the answers before the refused request were under the cap, with it over
+    woken_exit: int = -1
+    woken_status: str = "?"
+    same_session: bool = False
+    history: list[str] = field(default_factory=list)
+    kills: list[Kill] = field(default_factory=list)
+    check: Check | None = None
+
+    @property
+    def ok(self) -> bool:
+        return (
+            self.paused_exit == 4
+            and self.paused_status == "paused"
+            and self.crossed_at_cap
+            and self.woken_exit == 0
+            and self.woken_status == "passed"
+            and self.same_session
+            and self.history == ["paused", "passed"]
+            and all(k.recovered for k in self.kills)
+            and bool(self.check and self.check.exact and self.check.counted_twice == 0)
+        )
+
+    def line(self) -> str:
+        return (
+            f"pause  run: {self.paused_status} (exit {self.paused_exit}, crossed at the cap: "
+            f"{'yes' if self.crossed_at_cap else 'NO'}) · wake: {self.woken_status} (exit {self.woken_exit}, "
+            f"same session: {'yes' if self.same_session else 'NO'}, gateway kills {len(self.kills)}, recovered "
+            f"{sum(k.recovered for k in self.kills)}) · history {self.history}"
+        )
+
+
+def pause_leg(home: Path, image: str, root: Path, *, turns: int, budget: float) -> PauseResult:
+    """The issue 20 leg: see the module docstring."""
+    from flower_batch.gateway.prices import cost_usd
+
+    files = soakjob.write_project(root, leg=turns, handoff_at=None)
+    job = JobFiles(home, "pause")
+    result = PauseResult()
+    proc = fb(
+        home, "run", files["workspace"], "-f", f"{files['flows']}:main", "--prompt", soakjob.PROMPT,
+        "--scenario", files["scenario"], "--persistent", "--name", job.job, "--image", image,
+        "--timeout", "1h", "--budget-usd", str(budget), timeout=3600,
+    )  # fmt: skip
+    record = job.record()
+    result.paused_exit, result.paused_status = proc.returncode, record.get("status", "?")
+    result.paused_reason = str(record.get("reason") or "")
+    before = [r for r in job.log() if r.get("endpoint") == "messages"]
+    usages = soakjob.rule_usages(files["scenario"])
+    costs = [
+        cost_usd(str(r["model"]), usages[str(r["rule"])]) or 0.0 for r in before if r.get("status") == 200
+    ]
+    result.crossed_at_cap = (
+        bool(before) and before[-1].get("status") == 402 and sum(costs[:-1]) < budget <= sum(costs)
+    )
+    print(f"  pause run: {result.paused_status} (exit {proc.returncode}): {result.paused_reason}", flush=True)
+    # the wake: enough for the rest of the leg, and one kill of its gateway a few answers in
+    more = f"+{max(1.0, 0.02 * turns):.2f}"
+    with Killer(job, [job.served() + 3]) as killer:
+        proc = fb(home, "wake", job.job, "--budget-usd", more, "--timeout", "1h", timeout=3600)
+    record = job.record()
+    result.woken_exit, result.woken_status = proc.returncode, record.get("status", "?")
+    if proc.returncode != 0:
+        print("     " + (proc.stderr.strip().splitlines() or ["(no output)"])[-1], flush=True)
+    log = job.log()
+    after = [r for r in log if r.get("endpoint") == "messages"][len(before) :]
+    result.same_session = bool(before and after) and after[0].get("session") == before[-1].get("session")
+    result.history = [str(e.get("status")) for e in record.get("budget_history") or []]
+    result.kills = killer.kills
+    for kill in result.kills:
+        kill.judge(log)
+    result.check = check(job, files["scenario"], deaths=len(result.kills))
+    return result
+
+
 # -- 5c ------------------------------------------------------------------------------------------
 @dataclass
 class Kill:
@@ -374,14 +461,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--kills", type=int, help="5c: gateway kills during the job (default 5; --quick 2; 0: none)"
     )
     parser.add_argument(
+        "--pause-turns",
+        type=int,
+        help="the pause leg's job: turns of its one leg (default 40; --quick 20; 0: skip)",
+    )
+    parser.add_argument("--only-pause", action="store_true", help="run the pause leg alone (no 5b/5c)")
+    parser.add_argument(
+        "--pause-budget",
+        type=float,
+        default=0.05,
+        help="the pause leg's first cap in US dollars (default 0.05)",
+    )
+    parser.add_argument(
         "--image", help="runtime image (default: built from these sources as flower-batch-runtime:soak)"
     )
     parser.add_argument(
         "--home", type=Path, help="where the jobs go (default: a temporary folder, removed after)"
     )
     args = parser.parse_args(argv)
-    quick = {"leg_turns": 20, "kills": 2}
-    full = {"leg_turns": 100, "kills": 5}
+    quick = {"leg_turns": 20, "kills": 2, "pause_turns": 20}
+    full = {"leg_turns": 100, "kills": 5, "pause_turns": 40}
     for key, value in (quick if args.quick else full).items():
         if getattr(args, key) is None:  # an explicit flag wins over --quick
             setattr(args, key, value)
@@ -393,50 +492,60 @@ def main(argv: Sequence[str] | None = None) -> int:
     image = args.image or build_image("flower-batch-runtime:soak")
     with tempfile.TemporaryDirectory(prefix="soak-") as scratch:
         home = args.home or Path(scratch) / "home"
-        print(
-            f"5b: {args.legs} legs × {args.leg_turns} turns, window {args.window} (handoff at count "
-            f"{handoff_at}), image {image[:19]}; 5c: {args.kills} gateway kills during it",
-            flush=True,
-        )
-        t0 = time.monotonic()
-        r = soak(
-            home,
-            image,
-            Path(scratch) / "soak",
-            legs=args.legs,
-            leg_turns=args.leg_turns,
-            handoff_at=handoff_at,
-            window=args.window,
-            kills=args.kills,
-        )
-        wall = time.monotonic() - t0
-        assert r.check is not None
-        print(
-            f"5b  model turns {r.turns} (wanted ≥ {r.wanted_turns}) · handoffs {r.handoffs} · sessions "
-            f"{r.sessions} · wall {wall:.1f} s ("
-            + ", ".join(f"{leg.command} {leg.seconds:.1f}" for leg in r.legs)
-            + ")"
-            + f" · gateway memory peak {r.peak_memory / 2**20:.0f} MiB"
-        )
-        for i, k in enumerate(r.kills, 1):
-            again = (
-                f"served again after {k.served_again_after:.1f} s"
-                if k.served_again_after is not None
-                else "never served again"
+        ok = True
+        if not args.only_pause:
+            print(
+                f"5b: {args.legs} legs × {args.leg_turns} turns, window {args.window} (handoff at count "
+                f"{handoff_at}), image {image[:19]}; 5c: {args.kills} gateway kills during it",
+                flush=True,
+            )
+            t0 = time.monotonic()
+            r = soak(
+                home,
+                image,
+                Path(scratch) / "soak",
+                legs=args.legs,
+                leg_turns=args.leg_turns,
+                handoff_at=handoff_at,
+                window=args.window,
+                kills=args.kills,
+            )
+            wall = time.monotonic() - t0
+            assert r.check is not None
+            print(
+                f"5b  model turns {r.turns} (wanted ≥ {r.wanted_turns}) · handoffs {r.handoffs} · sessions "
+                f"{r.sessions} · wall {wall:.1f} s ("
+                + ", ".join(f"{leg.command} {leg.seconds:.1f}" for leg in r.legs)
+                + ")"
+                + f" · gateway memory peak {r.peak_memory / 2**20:.0f} MiB"
+            )
+            for i, k in enumerate(r.kills, 1):
+                again = (
+                    f"served again after {k.served_again_after:.1f} s"
+                    if k.served_again_after is not None
+                    else "never served again"
+                )
+                print(
+                    f"5c  kill {i} at {k.at_answers} answers: {again} · same session: {'yes' if k.same_session else 'no'}"
+                )
+            recovered = sum(k.recovered for k in r.kills)
+            print(
+                f"5c  recovered {recovered}/{len(r.kills)} of {args.kills} kills · requests counted twice: "
+                f"{r.check.counted_twice or 'none'}"
             )
             print(
-                f"5c  kill {i} at {k.at_answers} answers: {again} · same session: {'yes' if k.same_session else 'no'}"
+                f"5b/5c  {r.check.line()} · {'OK' if r.ok and len(r.kills) == args.kills else 'NOT MET'}",
+                flush=True,
             )
-        recovered = sum(k.recovered for k in r.kills)
-        print(
-            f"5c  recovered {recovered}/{len(r.kills)} of {args.kills} kills · requests counted twice: "
-            f"{r.check.counted_twice or 'none'}"
-        )
-        print(
-            f"5b/5c  {r.check.line()} · {'OK' if r.ok and len(r.kills) == args.kills else 'NOT MET'}",
-            flush=True,
-        )
-        ok = r.ok and len(r.kills) == args.kills and r.check.counted_twice == 0
+            ok = r.ok and len(r.kills) == args.kills and r.check.counted_twice == 0
+        if args.pause_turns:
+            p = pause_leg(
+                home, image, Path(scratch) / "pause", turns=args.pause_turns, budget=args.pause_budget
+            )
+            assert p.check is not None
+            print(p.line())
+            print(f"pause  {p.check.line()} · {'OK' if p.ok else 'NOT MET'}", flush=True)
+            ok = ok and p.ok
     return 0 if ok else 1
 
 

@@ -316,6 +316,8 @@ NOTICE_HANDOFF_DUE = (
     "  上下文 {context} 过了交接线 {at}: 停下来写交接文档"  # context past the line: writing the handoff
 )
 NOTICE_HANDED_OVER = "  交接: 新会话接手 (第 {generation} 代), 文档 {doc}"  # a fresh session took over
+NOTICE_LIMITS = "  限制: {text}"  # what the agent was told of its time and budget
+NOTICE_TIME_UP = "  时间到: 给 {seconds} 秒写收尾笔记 {notes}"  # time is up: N seconds to write the notes
 NOTICE_DEGRADED = "  上下文装不下了: 运行时代写交接文档 (降级交接)"  # full: the runtime wrote the document
 NOTICE_CONTEXT = "  上下文 {context}, 交接线 {at}"  # context size, the handoff line
 NOTICE_OFFLINE = "  连不上 {host}:{port}: 等网络恢复后接着同一个会话做"  # unreachable: waiting, same session
@@ -349,6 +351,7 @@ INTERRUPT_PROMPT = "补充一句? 回车 = 直接接着做 (Ctrl-C 退出)\n> " 
 
 JUDGE_SUFFIX = "·判定"  # a judge's run is named <step>·判定#N; never a lineage key
 HANDOFF_FILE = "交接-{step}.md"  # the handoff document of <step>, in the notes
+WRAP_UP_FILE = "收尾-{step}.md"  # the notes <step> wrote when its time was up
 COORDINATOR = "协调者"  # the starter flow's work coordinator
 ORACLE = "旁路问答"  # the default oracle role's name
 
@@ -623,3 +626,80 @@ GO_NO_TRIM_HELP = "keep old large tool results in the context on resume"
 # -- what flower_batch finds in flower's output ----------------------------------------------------
 
 WAKE_LINE_MARKS = ("接上", "唤醒")  # words in every wake line flower prints (BANNER, WOKE_MARK, BANNER_WOKE)
+
+# -- runtime.limits: what the agent is told about its time and budget ---------------------------
+# Each is the default of one key of a wording file (`--notice-wording FILE`, docs/limits.md).
+
+# "[flower] Limits of this run: {parts}. Plan for them." — the start of every session.
+LIMITS_START = "[flower] 本次运行的限制：{parts}。请按这个安排工作。"
+# "{time_left} of time left (deadline {deadline})"
+LIMITS_TIME = "剩余时间 {time_left}（截止 {deadline}）"
+# "${budget_left} of budget left (of ${budget}, ${spent} spent)"
+LIMITS_BUDGET = "剩余预算 ${budget_left}（共 ${budget}，已用 ${spent}）"
+# "；" — joins the parts above
+LIMITS_JOIN = "；"
+# "[flower] {percent}% of the {what} is used: {left} left." — a threshold crossed
+LIMITS_NOTICE = "[flower] {what}已用 {percent}%：还剩 {left}。"
+LIMITS_WHAT_TIME = "时间"  # "time"
+LIMITS_WHAT_BUDGET = "预算"  # "budget"
+# "Your notes from when the time ran out last time are in {path}: read them first and carry on
+# from their 下一步." — added to the start of a session whose step has such notes
+LIMITS_NOTES = "上次时间用完时你写的收尾笔记在 {path}：先读它，从「下一步」接着做。"
+# "Time is up (deadline {deadline}). Stop the work now. Within {seconds} seconds, write your
+# notes for whoever continues this session later: reply with the whole document (no tools,
+# nothing else); it is saved to {path}. Use these five sections: ..."
+LIMITS_TIME_UP = """\
+[flower] 时间到了（截止 {deadline}）。现在停下手上的工作。请在 {seconds} 秒内写收尾笔记，给之后接着这个会话做的人看：
+直接把笔记全文作为你的回复（不要调用工具，不要写别的），它会被保存到 {path}。用下面五个小节，每节写实在的内容：
+
+## 现在在做什么
+(正在进行的事，做到了哪一步)
+
+## 已经定下的
+(已经确认的决定、约定、关键事实；已经产出的文件和它们的路径)
+
+## 走不通的路
+(试过但行不通的做法，以及为什么，免得重走)
+
+## 下一步
+(接着做时第一件要做的事，然后是后面几步)
+
+## 现场
+(相关的文件、命令、报错原文、要注意的状态)
+"""
+# The notes the runtime writes itself when the session wrote none in the wrap-up window (same
+# placeholders as DEGRADED_DOC): "(Notes: <step>, written by the runtime. The time was up and
+# the session wrote no usable notes ({error}); only facts the runtime knows — check the
+# workspace first. Doing: the original task, stopped at the deadline; its last words. Settled:
+# (not summarised). Dead ends: (unknown). Next: look at what the workspace and the workbench
+# hold and carry on from there, don't start over. Scene: the task, recent tool calls.)"
+WRAP_UP_DEGRADED_DOC = """\
+# 收尾笔记: {step} (运行时代写)
+
+> 这份笔记是运行时代写的：时间到了，会话没有写出可用的收尾笔记 ({error})。
+> 下面只有运行时确切知道的事实；请先核对工作区的现状。
+
+## 现在在做什么
+在做原始任务 (见下)，到截止时间时停下。最后说的话：
+{last_words}
+
+## 已经定下的
+(会话没能总结；看工作区里已经改动和产出的文件)
+
+## 走不通的路
+(不清楚)
+
+## 下一步
+先查看工作区和工作台里已有的产出，确认做到了哪里，然后从那里接着做原始任务，不要从头开始。
+
+## 现场
+原始任务：
+{task}
+
+最近的工具调用：
+{calls}{earlier}
+
+(写于 {written:%Y-%m-%d %H:%M:%S})
+"""
+# The step's error when the deadline ended it (manifest.json, .exit.json, flower-batch's record).
+LIMITS_TIMED_OUT = "timeout: the deadline passed"

@@ -19,6 +19,8 @@ context-warn       ContextWarning               Runtime: the context nears the h
 handoff-due        HandoffDue                   Runtime: the context is full, writing a document
 handoff            HandedOver                   Runtime: a fresh session took over
 handoff-degraded   HandoffDegraded              Runtime: the session could not write it; we did
+limits             LimitsTold                   Runtime: the agent was told its time/budget left
+time-up            TimeUp                       Runtime: the deadline passed, the agent writes notes
 frozen             Frozen                       starter flow: a settled step is skipped
 goal               GoalSet                      starter flow: 目标.md was written
 judge              Judging                      starter flow: an independent judge starts
@@ -114,6 +116,19 @@ class HandoffDue(_Event):
 
 
 @dataclass(frozen=True)
+class LimitsTold(_Event):
+    kind: ClassVar[str] = "limits"
+    text: str
+
+
+@dataclass(frozen=True)
+class TimeUp(_Event):
+    kind: ClassVar[str] = "time-up"
+    notes: str
+    wrap_up_s: float
+
+
+@dataclass(frozen=True)
 class HandedOver(_Event):
     kind: ClassVar[str] = "handoff"
     doc: str
@@ -193,6 +208,8 @@ Event = (
     | Interrupted
     | ContextWarning
     | HandoffDue
+    | LimitsTold
+    | TimeUp
     | HandedOver
     | HandoffDegraded
     | Frozen
@@ -216,6 +233,8 @@ KINDS: dict[str, type[_Event]] = {
         Interrupted,
         ContextWarning,
         HandoffDue,
+        LimitsTold,
+        TimeUp,
         HandedOver,
         HandoffDegraded,
         Frozen,

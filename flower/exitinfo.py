@@ -13,7 +13,8 @@ per container), so a file left by an earlier run is never taken for this run's.
 
 Classes: done, usage, target (the workflow module or attribute), workflow (its definition or a
 callback), database (sessions.db), api (a fatal API error: 401, 402, ...), step (a step
-failed), signal (SIGTERM/SIGHUP), interrupted (Ctrl-C), crash (anything else).
+failed), timeout (the deadline passed: the step wrote its notes and stopped, see
+flower.runtime.limits), signal (SIGTERM/SIGHUP), interrupted (Ctrl-C), crash (anything else).
 
 Writing is bookkeeping: it never raises, and it never creates the run directory (a usage error
 typed in some folder must not leave a runs/ there).
@@ -26,13 +27,25 @@ import os
 from pathlib import Path
 from typing import Any
 
-from flower.catalogue import EXIT_FILE
+from flower.catalogue import EXIT_FILE, LIMITS_TIMED_OUT
 from flower.clock import now_iso
 from flower.fileio import write_atomic
 
 EXIT_FORMAT = "flower/exit@1"
 STAMP_ENV = "FLOWER_RUN_STAMP"
-CLASSES = ("done", "usage", "target", "workflow", "database", "api", "step", "signal", "interrupted", "crash")
+CLASSES = (
+    "done",
+    "usage",
+    "target",
+    "workflow",
+    "database",
+    "api",
+    "step",
+    "timeout",
+    "signal",
+    "interrupted",
+    "crash",
+)
 REASON_LIMIT = 500
 
 
@@ -127,6 +140,8 @@ def step_failure(ctx: dict[str, Any]) -> tuple[str, str, str] | None:
     if result.ok:
         return "step", f"step {failed}: its gate did not pass the result", failed
     error = result.error or "failed"
+    if error.startswith(LIMITS_TIMED_OUT):
+        return "timeout", f"step {failed}: {error}", failed
     if "DatabaseError" in error or "database disk image" in error:
         return "database", f"step {failed}: the session store failed: {error}", failed
     status = getattr(result, "api_error_status", None)

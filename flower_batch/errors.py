@@ -3,17 +3,18 @@
 ::
 
     FlowerBatchError            something a user can fix; the command line prints it as one line
-    │                           (one line per problem) and exits 2, or the `exit_code` it carries
+    │                           (one line per problem) and exits 2, or the `exit_code` it carries:
+    │                           3 for the infrastructure errors marked [3] (no verdict, as matrix)
     ├── BackendError            a container engine operation failed (nothing above
     │   │                       flower_batch/backend/ ever sees a `docker` exception)
-    │   ├── DaemonUnavailable   the engine does not answer (not running, DOCKER_HOST, permission)
+    │   ├── DaemonUnavailable   [3] the engine does not answer (not running, DOCKER_HOST, permission)
     │   ├── ImageMissing        the image is not in the engine (nothing is ever pulled)
-    │   ├── OutOfDisk           the engine ran out of disk space
+    │   ├── OutOfDisk           [3] the engine ran out of disk space
     │   ├── NotFound            a container, network or volume asked for does not exist
     │   │   └── ContainerNotFound
     │   ├── ContainerNotRunning a signal was sent to a container that is not running
     │   ├── NameConflict        a container, network or volume of that name exists
-    │   ├── NodeLost            (swarm) the node running a task went down before it ended
+    │   ├── NodeLost            [3] (swarm) the node running a task went down before it ended
     │   ├── SharedStorageMissing (swarm) a mounted folder is not the same storage on every node
     │   └── ReservationUnmet    (swarm) no node could ever hold a task's cpus/memory reservation
     ├── BackendChoiceError      --backend / $FLOWER_BATCH_BACKEND / [batch] backend names none
@@ -21,7 +22,7 @@
     ├── NotARuntimeImage        an image not built by `flower-batch image build`
     ├── RegistryError           `image push`: the registry refused or cannot be reached
     ├── ImageDrift              a registry reference names other bytes than the pinned image
-    ├── GatewayError            the gateway sidecar did not start or stopped answering
+    ├── GatewayError            [3] the gateway sidecar did not start or stopped answering
     ├── GatewayModeError        the host side of a gateway mode cannot be set up
     ├── GatewayConfigError      the gateway process cannot start with its settings   also a ValueError
     ├── UpstreamError           proxy mode: the upstream URL or credential is unusable  also a ValueError
@@ -43,7 +44,7 @@
 
 The "also a ValueError" leaves were plain ValueErrors before the tree existed: `except ValueError`
 keeps working. Internal signals that never reach a user stay private to their module
-(commands.common.Interrupted, view.server.BadRequest, view.sessions.SessionsUnreadable).
+(commands.common.Interrupted, view.server.BadRequest, transcripts.sessions.SessionsUnreadable).
 Anything else that escapes a command (TypeError, OSError, a `docker`
 exception outside backend/) is a bug or an unforeseen failure, and surfaces with its traceback.
 """
@@ -66,11 +67,19 @@ class FlowerBatchError(Exception):
     exit_code = 2  # what the command line exits with after printing the message
 
 
+class _Infrastructure:
+    """Mixed into the errors that are no verdict and no usage error (the engine, its disk, a
+    node, the gateway): every command exits 3 on them, as `matrix` does on a job that ended in
+    an infrastructure error (jobmodel/classes.py EXIT_INFRASTRUCTURE)."""
+
+    exit_code = 3
+
+
 class BackendError(FlowerBatchError):
     """A container engine operation failed."""
 
 
-class DaemonUnavailable(BackendError):
+class DaemonUnavailable(_Infrastructure, BackendError):
     """The container engine does not answer (not running, wrong DOCKER_HOST, no permission)."""
 
 
@@ -78,7 +87,7 @@ class ImageMissing(BackendError):
     """The requested image is not present in the engine (and nothing is ever pulled)."""
 
 
-class OutOfDisk(BackendError):
+class OutOfDisk(_Infrastructure, BackendError):
     """The engine ran out of disk space."""
 
 
@@ -98,7 +107,7 @@ class NameConflict(BackendError):
     """A container, network or volume with that name already exists."""
 
 
-class NodeLost(BackendError):
+class NodeLost(_Infrastructure, BackendError):
     """The node running a task went down before the task ended."""
 
 
@@ -130,7 +139,7 @@ class ImageDrift(FlowerBatchError):
     """A reference that should name the pinned bytes names others."""
 
 
-class GatewayError(FlowerBatchError):
+class GatewayError(_Infrastructure, FlowerBatchError):
     """The gateway sidecar did not start, or stopped answering."""
 
 

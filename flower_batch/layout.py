@@ -2,6 +2,7 @@
 
     volumes/<batch>/batch.json         the batch: image id, gateway mode, jobs file (if any)
     volumes/<batch>/<job>/record.json  the job's record (jobmodel/record.py's format)
+    volumes/<batch>/<job>/trajectory.json  its run in ATIF, written when it ends (export/)
     volumes/<batch>/<job>/workspace/   mounted at /workspace (the container's cwd)
     volumes/<batch>/<job>/runs/        mounted at /runs (run_dir; CLAUDE_CONFIG_DIR inside it)
     volumes/<batch>/<job>/flows/       the workflow's code, copied in; mounted read-only at /flows
@@ -14,6 +15,7 @@ valid on every machine: `wake` works wherever the folder is.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -40,6 +42,31 @@ def check_name(kind: str, name: str) -> str:
             f"{kind} name {name!r} is not usable: use letters, digits, '.', '_' or '-' (max 100)"
         )
     return name
+
+
+COMPLETION_LIMIT = 200  # names a completion offers at most
+SCAN_LIMIT = 20_000  # folder entries one completion reads at most, per folder
+
+
+def _bounded_names(folder: Path, prefix: str, limit: int, holding: str | None = None) -> list[str]:
+    """Sub-folders of `folder` named `prefix`... (usable names, no dot-folders), at most `limit`,
+    reading at most SCAN_LIMIT entries; with `holding`, only those holding that file. Symlinks
+    are not followed. Nothing readable: no names."""
+    names: list[str] = []
+    try:
+        with os.scandir(folder) as entries:
+            for n, entry in enumerate(entries):
+                if n >= SCAN_LIMIT or len(names) >= limit:
+                    break
+                if not entry.name.startswith(prefix) or not _NAME.match(entry.name):
+                    continue
+                if not entry.is_dir(follow_symlinks=False):
+                    continue
+                if holding is None or os.path.isfile(os.path.join(entry.path, holding)):
+                    names.append(entry.name)
+    except OSError:
+        return []
+    return sorted(names)
 
 
 def home_root(flag: str | Path | None, environ: Mapping[str, str]) -> Path:
@@ -111,6 +138,28 @@ class Home:
         if not self.root.is_dir():
             return []
         return sorted(p.name for p in self.root.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+    def batch_names(self, prefix: str = "", limit: int = COMPLETION_LIMIT) -> list[str]:
+        """Batch names starting with `prefix`, at most `limit`: for shell completion, from a
+        bounded scan (a home of 200,000 jobs answers as fast as one of ten)."""
+        return _bounded_names(self.root, prefix, limit)
+
+    def job_refs(self, prefix: str = "", limit: int = COMPLETION_LIMIT) -> list[str]:
+        """Job references starting with `prefix`, at most `limit`, for shell completion: job ids
+        of every batch, or `batch/job` once the prefix names the batch. Bounded scans only; a
+        folder counts as a job when it holds a record."""
+        if "/" in prefix:
+            batch, _, start = prefix.partition("/")
+            if not _NAME.match(batch):
+                return []
+            jobs = _bounded_names(self.root / batch, start, limit, holding=RECORD_NAME)
+            return [f"{batch}/{job}" for job in jobs]
+        refs: list[str] = []
+        for batch in _bounded_names(self.root, "", limit):
+            refs += _bounded_names(self.root / batch, prefix, limit - len(refs), holding=RECORD_NAME)
+            if len(refs) >= limit:
+                break
+        return sorted(set(refs))
 
     def jobs(self, batch: str | None = None) -> list[JobDir]:
         out = []

@@ -36,10 +36,20 @@ from flower.cli.common import (
 )
 from flower.cli.display import is_scripted
 from flower.cli.go import go
+from flower.cli.limits import (
+    BudgetOption,
+    DeadlineOption,
+    NoticesOption,
+    TimeLimitOption,
+    WordingOption,
+    WrapUpOption,
+)
+from flower.cli.limits import record as record_limits
 from flower.cli.once import once
 from flower.cli.run import run
 from flower.errors import FlowerError
 from flower.runtime import model_socket
+from flower.versions import version_lines
 
 DEFAULT_COMMAND = "go"
 ARGV_KEY = "flower.argv"  # ctx.meta: the group's own argv, to see where a `--` stood
@@ -73,7 +83,7 @@ def build_app() -> typer.Typer:
     """The `flower` app: the three commands on the go-by-default group."""
     app = typer.Typer(
         cls=GoByDefault,
-        add_completion=False,
+        add_completion=True,  # typer's --install-completion / --show-completion
         no_args_is_help=False,
         rich_markup_mode=None,
         invoke_without_command=True,
@@ -85,23 +95,44 @@ def build_app() -> typer.Typer:
     return app
 
 
+def _show_version(value: bool) -> None:
+    if value:
+        print("\n".join(version_lines("flower")))
+        raise typer.Exit(0)
+
+
 def _group(
     workspace: WorkspaceOption = Path("."),
     run_dir: RunDirOption = Path("runs"),
     verbose: VerboseOption = False,
     workbench: WorkbenchOption = False,
     trim: TrimOption = False,
+    deadline: DeadlineOption = None,
+    time_limit: TimeLimitOption = None,
+    budget_usd: BudgetOption = None,
+    wrap_up: WrapUpOption = None,
+    notices: NoticesOption = None,
+    notice_wording: WordingOption = None,
+    version: bool = typer.Option(
+        False,
+        "--version",
+        callback=_show_version,
+        is_eager=True,
+        help="show the versions (flower, the SDK, its CLI, the runtime image inside one) and exit",
+    ),
 ) -> None:
     """flower: a long-horizon agent workflow runtime on the real claude-agent-sdk."""
     reset_globals()
     set_globals(workspace, run_dir, verbose, workbench, trim)
+    record_limits(deadline, time_limit, budget_usd, wrap_up, notices, notice_wording)
 
 
 app = build_app()
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Exit codes: 0 done, 1 a step failed, 2 bad usage, 130 interrupted. Errors are one line."""
+    """Exit codes: 0 done (and --version, --help), 1 a step failed, 2 bad usage, 130 interrupted.
+    Errors are one line."""
     args = list(sys.argv[1:] if argv is None else argv)
     G.environ = dict(os.environ)  # read here, where the process starts, and passed on from G
     try:

@@ -18,6 +18,7 @@ from rich.text import Text
 
 from flower import exitinfo
 from flower.catalogue import SESSIONS_DB
+from flower.cli import limits
 from flower.runtime.engine import Runtime
 
 PERMISSION_MODES = ("default", "acceptEdits", "plan", "bypassPermissions", "dontAsk", "auto")
@@ -88,6 +89,7 @@ def set_globals(
 
 def reset_globals() -> None:
     """Back to the defaults: each `main()` call starts from them (tests call main repeatedly)."""
+    limits.ARGS.reset()
     G.workspace, G.run_dir, G.verbose, G.workbench, G.trim = Path("."), Path("runs"), False, False, False
 
 
@@ -157,5 +159,10 @@ def new_runtime(**kw: Any) -> Runtime:
 
 def make_runtime(**kw: Any) -> Runtime:
     return new_runtime(
-        workspace=G.workspace, run_dir=G.run_dir, trim=kw.pop("trim", G.trim), workbench=G.workbench, **kw
+        workspace=G.workspace,
+        run_dir=G.run_dir,
+        trim=kw.pop("trim", G.trim),
+        workbench=G.workbench,
+        limits=limits.current_limits(G.environ),
+        **kw,
     )

@@ -46,6 +46,16 @@ from flower.cli.common import (
 )
 from flower.cli.display import Display
 from flower.cli.go_printer import GoPrinter
+from flower.cli.limits import (
+    BudgetOption,
+    DeadlineOption,
+    NoticesOption,
+    TimeLimitOption,
+    WordingOption,
+    WrapUpOption,
+    current_limits,
+)
+from flower.cli.limits import record as record_limits
 from flower.context.handoff import Handoff
 from flower.context.workbench import Workbench
 from flower.runtime import signals
@@ -73,6 +83,12 @@ def go(
     verbose: VerboseOption = False,
     workbench: WorkbenchOption = False,
     trim: TrimOption = False,
+    deadline: DeadlineOption = None,
+    time_limit: TimeLimitOption = None,
+    budget_usd: BudgetOption = None,
+    wrap_up: WrapUpOption = None,
+    notices: NoticesOption = None,
+    notice_wording: WordingOption = None,
 ) -> None:
     """确认需求 -> 设定目标 -> 干活, judged against 目标.md (the default command).
 
@@ -80,6 +96,7 @@ def go(
     (appended to 需求.md, 目标.md re-derived), `flower --new "task"` starts over.
     """
     set_globals(workspace, run_dir, verbose, workbench, trim)
+    record_limits(deadline, time_limit, budget_usd, wrap_up, notices, notice_wording)
     ws = G.workspace
     exitinfo.clear(G.run_dir)
     if not ws.is_dir():
@@ -123,7 +140,12 @@ def go(
         raise
     handoff: bool | Handoff = False if no_handoff else (Handoff(window=window) if window else True)
     rt = new_runtime(
-        workspace=ws, run_dir=G.run_dir, trim=not no_trim, workbench=wf.workbench, handoff=handoff
+        workspace=ws,
+        run_dir=G.run_dir,
+        trim=not no_trim,
+        workbench=wf.workbench,
+        handoff=handoff,
+        limits=current_limits(G.environ),
     )
     display = Display(verbose=G.verbose)
     printer = GoPrinter(display, person=person)

@@ -21,6 +21,15 @@ from flower.cli.common import (
     set_globals,
 )
 from flower.cli.display import Display
+from flower.cli.limits import (
+    BudgetOption,
+    DeadlineOption,
+    NoticesOption,
+    TimeLimitOption,
+    WordingOption,
+    WrapUpOption,
+)
+from flower.cli.limits import record as record_limits
 from flower.runtime import signals
 from flower.spec import AgentSpec
 
@@ -44,9 +53,16 @@ def once(
     verbose: VerboseOption = False,
     workbench: WorkbenchOption = False,
     trim: TrimOption = False,
+    deadline: DeadlineOption = None,
+    time_limit: TimeLimitOption = None,
+    budget_usd: BudgetOption = None,
+    wrap_up: WrapUpOption = None,
+    notices: NoticesOption = None,
+    notice_wording: WordingOption = None,
 ) -> None:
     """One question, one session: no Workflow, no lineage."""
     set_globals(workspace, run_dir, verbose, workbench, trim)
+    record_limits(deadline, time_limit, budget_usd, wrap_up, notices, notice_wording)
     exitinfo.clear(G.run_dir)
     if fork and not resume:
         fail("--fork needs --resume <session id>")

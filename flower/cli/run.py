@@ -24,6 +24,15 @@ from flower.cli.common import (
     window_or_env,
 )
 from flower.cli.display import Display
+from flower.cli.limits import (
+    BudgetOption,
+    DeadlineOption,
+    NoticesOption,
+    TimeLimitOption,
+    WordingOption,
+    WrapUpOption,
+)
+from flower.cli.limits import record as record_limits
 from flower.context.handoff import Handoff
 from flower.events import StepStarted, parse
 from flower.flows.loader import load_workflow
@@ -31,6 +40,7 @@ from flower.runtime import signals
 from flower.starter.wake import notice, step_header, wake_line
 
 
+# long: typer's option declarations take half of it; the body is the command's one path
 def run(
     target: str = typer.Argument(..., help="module:attr or path/to/file.py:attr naming a Workflow"),
     prompt: str | None = typer.Option(
@@ -44,9 +54,16 @@ def run(
     verbose: VerboseOption = False,
     workbench: WorkbenchOption = False,
     trim: TrimOption = False,
+    deadline: DeadlineOption = None,
+    time_limit: TimeLimitOption = None,
+    budget_usd: BudgetOption = None,
+    wrap_up: WrapUpOption = None,
+    notices: NoticesOption = None,
+    notice_wording: WordingOption = None,
 ) -> None:
     """Run a Workflow defined in Python."""
     set_globals(workspace, run_dir, verbose, workbench, trim)
+    record_limits(deadline, time_limit, budget_usd, wrap_up, notices, notice_wording)
     exitinfo.clear(G.run_dir)
     window = window_or_env(window)
     workflow = load_workflow(target)  # a TargetError is one line (flower.cli.app.main)

@@ -110,11 +110,12 @@ def is_overflow(error: str | None, terminal_reason: str | None = None) -> bool:
     return terminal_reason in _OVERFLOW_REASONS or bool(_OVERFLOW.search(error or ""))
 
 
-def doc_path(notes_dir: str | os.PathLike[str], step: str) -> Path:
-    """``<notes>/交接-<step>.md``; attempt suffixes (#retry1, ·判定#2) are not part of the name."""
+def doc_path(notes_dir: str | os.PathLike[str], step: str, pattern: str = HANDOFF_FILE) -> Path:
+    """``<notes>/交接-<step>.md`` (or another `pattern`: the time-up notes' 收尾-<step>.md);
+    attempt suffixes (#retry1, ·判定#2) are not part of the name."""
     base = re.split(r"[#·]", step, maxsplit=1)[0] or step
     safe = re.sub(r"[\\/:*?\"<>|\s]+", "-", base).strip("-") or "step"
-    return Path(notes_dir) / HANDOFF_FILE.format(step=safe)
+    return Path(notes_dir) / pattern.format(step=safe)
 
 
 def missing_sections(text: str) -> list[str]:
@@ -151,16 +152,24 @@ def normalise(text: str, step: str) -> str:
 
 
 def degraded_doc(
-    *, step: str, task: str, last_text: str, tool_calls: list[dict[str, Any]], error: str, previous: str = ""
+    *,
+    step: str,
+    task: str,
+    last_text: str,
+    tool_calls: list[dict[str, Any]],
+    error: str,
+    previous: str = "",
+    template: str = DEGRADED_DOC,
 ) -> str:
-    """What the runtime can write itself when the session can no longer answer (overflow)."""
+    """What the runtime can write itself when the session can no longer answer (overflow), or
+    wrote no notes when its time was up (`template` WRAP_UP_DEGRADED_DOC)."""
     recent = tool_calls[-15:]
     calls = (
         "\n".join(f"- {c.get('name')}: {_short(c.get('input'), 160)}" for c in recent) or DEGRADED_NO_CALLS
     )
     # The previous document, capped: degraded documents must not grow generation after generation.
     earlier = DEGRADED_PREVIOUS.format(doc=_short_block(previous, 4000)) if previous.strip() else ""
-    return DEGRADED_DOC.format(
+    return template.format(
         step=step,
         error=_short(error, 120),
         last_words=_quote(last_text) or DEGRADED_NOTHING_SAID,

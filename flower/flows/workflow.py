@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from flower.catalogue import LIMITS_TIMED_OUT
 from flower.errors import StepAbort, WorkflowError
 from flower.events import StepStarted
 from flower.flows.continuity import ContinuityLog, decide, first_run
@@ -215,7 +216,8 @@ class Workflow:
         for attempt in range(1, step.retries + 2):
             result = await self._attempt(runtime, step, mode_name, prompt, resume, fork, lineage, on_event)
             verdict, aborted = await self._judge(step, result, ctx)
-            if verdict or aborted or attempt > step.retries:
+            timed_out = (result.error or "").startswith(LIMITS_TIMED_OUT)  # a retry would start past it
+            if verdict or aborted or timed_out or attempt > step.retries:
                 break
             follow = ""
             if step.on_reject is not None and result.ok and result.session_id:

@@ -5,6 +5,12 @@ result message (`Phase.WORK`). When the context fills up and handoff is on, the 
 interrupts the session (`Phase.DUE`), then asks the same session for its handoff document
 (`Phase.WRITING`); the document's reply ends the attempt, and a fresh successor takes over.
 
+At the deadline (flower.runtime.limits) the runtime interrupts the turn (`Phase.TIME_UP`), then
+asks the same session for its notes (`Phase.WRAPPING`); the notes' reply, or the end of the
+wrap-up window, ends the attempt as timed out::
+
+    WORK/DUE --deadline, interrupt sent--> TIME_UP --interrupt landed--> WRAPPING --notes--> timed out
+
 ::
 
     WORK --context full, interrupt sent--> DUE --our interrupt landed--> WRITING --reply--> handed over
@@ -23,6 +29,7 @@ from typing import Any
 
 from claude_agent_sdk import ResultMessage
 
+from flower.catalogue import LIMITS_TIMED_OUT
 from flower.runtime.background import Background
 
 
@@ -32,6 +39,8 @@ class Phase(Enum):
     WORK = "work"  # doing the task
     DUE = "due"  # the context is full: our interrupt is on its way
     WRITING = "writing"  # the session was asked for its handoff document
+    TIME_UP = "time-up"  # the deadline passed: our interrupt is on its way
+    WRAPPING = "wrapping"  # the session was asked for its notes before it stops
 
 
 @dataclass
@@ -50,6 +59,8 @@ class Attempt:
     model: str = ""
     handoff_doc: Path | None = None  # set when this process ended by handing over
     internal: bool = False  # a bug on our side, not the infrastructure's: never retried
+    timed_out: bool = False  # the deadline ended it: never retried, never handed over
+    notes_doc: Path | None = None  # the notes written when the time was up
 
 
 @dataclass
@@ -66,6 +77,7 @@ class AttemptState:
     warned: bool = False  # the context warning was shown
     work_text: str = ""  # the work's answer, kept while the handoff document is written
     asked_at: float = 0.0  # when the document was asked for
+    wrap_expired: bool = False  # the wrap-up window after the deadline is over
 
     def add_text(self, key: str, text: str) -> None:
         self.texts.setdefault(key, []).append(text)
@@ -81,6 +93,12 @@ class AttemptState:
 def conclude(state: AttemptState) -> Attempt:
     """The Attempt once the messages stopped (normally, by an error, or by a handover)."""
     got = state.got
+    if got.timed_out:
+        got.ok, got.handoff_doc = False, None
+        got.text = state.work_text or (state.take_text() if state.last_text_id else got.text)
+        notes = f"; notes in {got.notes_doc}" if got.notes_doc is not None else ""
+        got.error = LIMITS_TIMED_OUT + notes
+        return got
     if got.handoff_doc is not None:
         got.error = None
         return got

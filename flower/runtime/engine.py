@@ -8,6 +8,11 @@ Context economy lives here too: the spill hook (`spill_hook`), trim on load (the
 PruningSessionStore's Trimmer) and handoff (`flower.context.handoff`): past the threshold the turn is
 interrupted, the session writes its handoff document and a fresh successor takes over inside
 the same `run()`; `StepResult.retired` lists the sessions it replaced.
+
+Limits (`flower.runtime.limits`) too: each session starts with the time and budget left in
+front of its prompt, a PostToolUse hook passes on the notices as shares are used, and at the
+deadline the turn is interrupted and the session writes its notes (收尾-<step>.md) within the
+wrap-up window; the step then ends as timed out, its session kept for the next wake.
 """
 
 from __future__ import annotations
@@ -44,10 +49,13 @@ from claude_agent_sdk import (
 )
 
 from flower.catalogue import (
+    DEGRADED_DOC,
     HANDOFF_OWN_REPLY,
     HANDOFF_REQUIRED,
     MANIFEST_FILE,
     SESSIONS_DB,
+    WRAP_UP_DEGRADED_DOC,
+    WRAP_UP_FILE,
 )
 from flower.clock import now_iso
 from flower.context.handoff import (
@@ -73,9 +81,11 @@ from flower.events import (
     HandoffDegraded,
     HandoffDue,
     Interrupted,
+    LimitsTold,
     Offline,
     Retried,
     SessionKnown,
+    TimeUp,
     ToolCalled,
 )
 from flower.exitinfo import STAMP_ENV
@@ -83,6 +93,7 @@ from flower.protocols import EventSink, SessionHook, WorkbenchLike
 from flower.result import StepResult
 from flower.runtime.attempt import Attempt, AttemptState, Phase, conclude
 from flower.runtime.interrupts import Interrupts, safe_interrupt
+from flower.runtime.limits import Limits, LimitWatch
 from flower.runtime.manifest import Manifest, new_run_id
 from flower.runtime.resilience import Resilience, classify_result, endpoint, model_socket_of, reachable
 from flower.runtime.signals import bundled_cli, shielded_cli
@@ -93,6 +104,8 @@ log = logging.getLogger(__name__)
 INTERRUPTED = "interrupted-by-human"
 HANDOFF_DUE = "context-full-handoff"
 SYNTHETIC_MODEL = "<synthetic>"
+REMINDER_OPEN, REMINDER_CLOSE = "<system-reminder>", "</system-reminder>"
+HARD_STOP_S = 10.0  # after the wrap-up window, how long an interrupted turn may take to stop
 
 EventHook = EventSink  # (kind, payload); the name Runtime's callers know
 
@@ -140,6 +153,7 @@ class Runtime:
         environ: Mapping[str, str] | None = None,
         cli_path: str | None = None,
         shield_cli: bool = True,
+        limits: Limits | None = None,
     ) -> None:
         """`environ`: the process environment the Claude CLI inherits, as read where the process
         started (the `flower` command passes its own). It tells the offline probe which endpoint
@@ -179,6 +193,9 @@ class Runtime:
         self._interrupts = Interrupts()
         self._stderr_tail: deque[str] = deque(maxlen=20)
         self._launcher: str | None = None
+        self.limits = limits or Limits()
+        self._watch = LimitWatch(self.limits)
+        self._spent_here = 0.0  # what the CLI reported as spent in this process, turn by turn
 
     # -- construction helpers -------------------------------------------------------------
     def _wrap_store(self, sqlite: SQLiteSessionStore) -> Any:
@@ -277,6 +294,9 @@ class Runtime:
                         got.handoff_doc = self._degraded_handoff(result, prompt, got)
                         await self._emit(on_event, HandoffDegraded(error=got.error))
                 self._absorb(result, got)
+                if got.timed_out:
+                    result.errors.append(got.error or "timeout")
+                    break  # the deadline is not an infrastructure failure: no retry
                 if got.handoff_doc is not None:
                     generations += 1
                     await self._emit(
@@ -364,8 +384,15 @@ class Runtime:
         self.manifest.write([r.to_row(self.run_id) for r in self.results])
 
     # -- handoff --------------------------------------------------------------------------
-    def _degraded_handoff(self, result: StepResult, task: str, got: Attempt) -> Path:
-        path = doc_path(self.notes_dir, result.step)
+    def _degraded_handoff(
+        self,
+        result: StepResult,
+        task: str,
+        got: Attempt,
+        path: Path | None = None,
+        template: str = DEGRADED_DOC,
+    ) -> Path:
+        path = path or doc_path(self.notes_dir, result.step)
         try:
             previous = path.read_text(encoding="utf-8")
         except OSError:
@@ -377,11 +404,21 @@ class Runtime:
             tool_calls=result.tool_calls + got.tool_calls,
             error=got.error or "",
             previous=previous,
+            template=template,
         )
         return save_doc(path, text)
 
-    def _save_handoff(self, step: str, reply: str, task: str, got: Attempt, asked_at: float) -> Path:
-        path = doc_path(self.notes_dir, step)
+    def _save_handoff(
+        self,
+        step: str,
+        reply: str,
+        task: str,
+        got: Attempt,
+        asked_at: float,
+        path: Path | None = None,
+        template: str = DEGRADED_DOC,
+    ) -> Path:
+        path = path or doc_path(self.notes_dir, step)
         if reply.strip() and not missing_sections(reply):
             return save_doc(path, normalise(reply, step))
         try:  # a session with Write may have written the file itself and replied "done"
@@ -398,6 +435,7 @@ class Runtime:
             last_text=got.text,
             tool_calls=got.tool_calls,
             error=f"the session's handoff reply lacked {'/'.join(HANDOFF_REQUIRED)}",
+            template=template,
         )
         return save_doc(path, text + HANDOFF_OWN_REPLY + reply.strip() + "\n")
 
@@ -455,12 +493,18 @@ class Runtime:
 
     def _hooks(self, spec: AgentSpec) -> dict[str, Any] | None:
         root = self.workbench_dir
-        if root is None or not spec.workbench or self.spill_threshold <= 0:
+        spill = root is not None and spec.workbench and self.spill_threshold > 0
+        notices = self.limits.notices and self.limits.active and bool(self.limits.thresholds)
+        if not spill and not notices:
             return spec.hooks
         hooks = {event: list(matchers) for event, matchers in (spec.hooks or {}).items()}
-        hooks.setdefault("PostToolUse", []).append(
-            HookMatcher(matcher=None, hooks=[spill_hook(root, self.spill_threshold)])
-        )
+        if spill:
+            assert root is not None
+            hooks.setdefault("PostToolUse", []).append(
+                HookMatcher(matcher=None, hooks=[spill_hook(root, self.spill_threshold)])
+            )
+        if notices:
+            hooks.setdefault("PostToolUse", []).append(HookMatcher(matcher=None, hooks=[self.limit_hook()]))
         return hooks
 
     async def _attempt(
@@ -477,19 +521,30 @@ class Runtime:
         """One CLI process: send the prompt, read messages until the state machine is done."""
         state = AttemptState()
         self._stderr_tail.clear()
+        if self.limits.past_deadline(time.time()):
+            state.got.timed_out = True  # no session starts after the deadline
+            return conclude(state)
+        opening = await self._opening(result.step, resume, on_event)
         try:
             async with ClaudeSDKClient(self._options(spec, resume, fork, resume_at)) as client:
                 self._client, self._loop = client, asyncio.get_running_loop()
-                await client.query(prompt)
-                async for msg in client.receive_messages():
-                    await self._note_session(result, _session_of(msg), on_event)
-                    state.background.note(msg)
-                    if isinstance(msg, AssistantMessage):
-                        await self._on_assistant(msg, state, client, on_event, may_hand_off)
-                    elif isinstance(msg, ResultMessage) and await self._on_result(
-                        msg, state, client, result, prompt, on_event
-                    ):
-                        break
+                with anyio.CancelScope() as reading:
+                    timer = asyncio.ensure_future(self._deadline(state, client, reading))
+                    try:
+                        await client.query(opening + prompt)
+                        async for msg in client.receive_messages():
+                            await self._note_session(result, _session_of(msg), on_event)
+                            state.background.note(msg)
+                            if isinstance(msg, AssistantMessage):
+                                await self._on_assistant(msg, state, client, on_event, may_hand_off)
+                            elif isinstance(msg, ResultMessage) and await self._on_result(
+                                msg, state, client, result, prompt, on_event
+                            ):
+                                break
+                    finally:
+                        timer.cancel()
+                if reading.cancelled_caught:  # the wrap-up window passed and the turn never stopped
+                    self._stopped_at_deadline(state, result, prompt)
         except ResultError as exc:
             state.got.error = _result_error_text(exc)
             state.got.api_error_status = exc.api_error_status
@@ -502,6 +557,102 @@ class Runtime:
         finally:
             self._client = None
         return conclude(state)
+
+    # -- limits: what the agent is told, and the deadline ------------------------------------
+    async def _opening(self, step: str, resume: str | None, on_event: EventHook | None) -> str:
+        """The limits in front of a session's first prompt ("" when none); on a resume, where
+        the notes are that the step wrote when its time was up last time."""
+        notes = doc_path(self.notes_dir, step, WRAP_UP_FILE)
+        text = self._watch.opening(
+            time.time(), self._spent_here, notes if resume and notes.is_file() else None
+        )
+        if not text:
+            return ""
+        await self._emit(on_event, LimitsTold(text=text))
+        # As a system reminder, the way the CLI adds its own context: the words the agent reads,
+        # yet not the workflow's prompt (a replay compares prompts; the time left never repeats).
+        return f"{REMINDER_OPEN}\n{text}\n{REMINDER_CLOSE}\n\n"
+
+    async def _deadline(
+        self, state: AttemptState, client: ClaudeSDKClient, reading: anyio.CancelScope
+    ) -> None:
+        """At the deadline, interrupt the turn (TIME_UP); at the end of the wrap-up window,
+        interrupt again; if even that turn does not stop, stop reading (the CLI is then closed)."""
+        lim = self.limits
+        if lim.deadline is None:
+            return
+        await anyio.sleep(max(0.0, lim.deadline - time.time()))
+        if state.phase in (Phase.WORK, Phase.DUE):  # time comes before a pending handoff
+            state.phase = Phase.TIME_UP
+            await safe_interrupt(client)
+        await anyio.sleep(max(0.0, (lim.wrap_up_end() or 0.0) - time.time()))
+        state.wrap_expired = True
+        await safe_interrupt(client)
+        await anyio.sleep(HARD_STOP_S)
+        reading.cancel()
+
+    async def _time_up(
+        self,
+        msg: ResultMessage,
+        state: AttemptState,
+        client: ClaudeSDKClient,
+        result: StepResult,
+        on_event: EventHook | None,
+    ) -> bool:
+        """A turn ended after the deadline (Phase.TIME_UP). True when the attempt is done."""
+        aborted = (msg.terminal_reason or "").startswith("aborted")
+        if not aborted:
+            state.final = msg  # the turn ended on its own as the time ran out: its result stands
+            return True
+        if state.wrap_expired or self.limits.wrap_up_s <= 0:
+            state.got.timed_out = True
+            return True
+        state.phase = Phase.WRAPPING
+        state.work_text = state.take_text()
+        state.asked_at = time.time()
+        notes = doc_path(self.notes_dir, result.step, WRAP_UP_FILE)
+        await self._emit(on_event, TimeUp(notes=str(notes), wrap_up_s=self.limits.wrap_up_s))
+        await client.query(self._watch.time_up(time.time(), notes))
+        return False
+
+    def _wrapped(self, state: AttemptState, result: StepResult, task: str, reply: str) -> None:
+        """The notes' turn ended (or the window did): keep them, end the attempt as timed out."""
+        got = state.got
+        got.timed_out = True
+        path = doc_path(self.notes_dir, result.step, WRAP_UP_FILE)
+        template = WRAP_UP_DEGRADED_DOC  # if the runtime must write them: notes, not a handoff
+        if reply.strip():
+            got.notes_doc = self._save_handoff(
+                result.step, reply, task, got, state.asked_at, path=path, template=template
+            )
+        else:
+            got.notes_doc = self._degraded_handoff(result, task, got, path=path, template=template)
+
+    def _stopped_at_deadline(self, state: AttemptState, result: StepResult, task: str) -> None:
+        """Reading was stopped after the wrap-up window: the runtime writes the notes itself."""
+        got = state.got
+        if got.timed_out:
+            return
+        got.error = got.error or "the turn did not stop at the deadline"
+        self._wrapped(state, result, task, "")
+
+    def limit_hook(self) -> HookCallback:
+        """A PostToolUse hook: the notices of shares crossed since the last tool call, as
+        additional context (the CLI puts it into its next request to the model). Only the main
+        thread's tools: the session that plans the work is the one to tell (a coordinator
+        hears it when its Agent call returns)."""
+
+        async def hook(
+            input_data: HookInput, tool_use_id: str | None, context: HookContext
+        ) -> HookJSONOutput:
+            if input_data.get("agent_id"):
+                return {}  # a subagent's tool: the notice waits for the main thread's next one
+            text = self._watch.check(time.time(), self._spent_here)
+            if not text:
+                return {}
+            return {"hookSpecificOutput": {"hookEventName": "PostToolUse", "additionalContext": text}}
+
+        return hook
 
     async def _on_assistant(
         self,
@@ -556,6 +707,7 @@ class Runtime:
         person's interrupt, our handoff interrupt, a background subagent still to come)."""
         got = state.got
         got.cost_usd += msg.total_cost_usd or 0.0
+        self._spent_here += msg.total_cost_usd or 0.0
         got.num_turns += msg.num_turns or 0
         aborted = (msg.terminal_reason or "").startswith("aborted")
         follow_up = await self._interrupts.take(
@@ -567,6 +719,14 @@ class Runtime:
             await client.query(follow_up)
             self._interrupts.sent()
             return False
+        if state.phase is Phase.TIME_UP:
+            return await self._time_up(msg, state, client, result, on_event)
+        if state.phase is Phase.WRAPPING:
+            reply = (
+                "".join(state.texts[state.last_text_id]) if state.last_text_id and not msg.is_error else ""
+            )
+            self._wrapped(state, result, prompt, reply)
+            return True
         if state.phase is Phase.DUE and aborted:
             # Our own interrupt landed: ask the full session for its handoff document.
             state.phase = Phase.WRITING

@@ -38,15 +38,26 @@ from flower.catalogue import (
     NOTICE_DEGRADED,
     NOTICE_HANDED_OVER,
     NOTICE_HANDOFF_DUE,
+    NOTICE_LIMITS,
     NOTICE_OFFLINE,
     NOTICE_OFFLINE_VIA,
+    NOTICE_TIME_UP,
     SESSIONS_DB,
     WOKE_MARK,
 )
 from flower.catalogue import WORK as WORK_STEP
 from flower.context.store import context_from_newest, store_key
 from flower.context.workbench import notes_dir
-from flower.events import ContextWarning, Event, HandedOver, HandoffDegraded, HandoffDue, Offline
+from flower.events import (
+    ContextWarning,
+    Event,
+    HandedOver,
+    HandoffDegraded,
+    HandoffDue,
+    LimitsTold,
+    Offline,
+    TimeUp,
+)
 from flower.flows.lineage import Lineage
 from flower.starter.brief import Brief, parse_brief
 from flower.starter.goal import parse_goal
@@ -290,6 +301,10 @@ def notice(event: Event | None) -> str | None:
             return NOTICE_HANDED_OVER.format(generation=generation, doc=doc)
         case HandoffDegraded():
             return NOTICE_DEGRADED
+        case LimitsTold(text=text):
+            return NOTICE_LIMITS.format(text=" ".join(text.split()))
+        case TimeUp(notes=notes, wrap_up_s=wrap_up_s):
+            return NOTICE_TIME_UP.format(seconds=round(wrap_up_s), notes=notes)
         case ContextWarning(context=context, at=at):
             return NOTICE_CONTEXT.format(context=format_tokens(context), at=format_tokens(at))
         case Offline(host=host, port=port, via=None):

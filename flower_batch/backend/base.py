@@ -8,7 +8,7 @@ async; implementations keep blocking engine calls off the event loop.
 The unit is a *task*: one run of a command in the pinned image, which the engine places (on this
 host, or on any node of a cluster), with its own id, state, exit code and logs. Networks are the
 engine's private networks (bridge locally, overlay on a cluster); `secrets` are handed to the
-process without appearing in any inspect output where the engine supports it.
+process without appearing in any inspect output, on every engine (backend/secret_env.py).
 
 Errors are the project's own (`flower_batch.errors`): `DaemonUnavailable`, `ImageMissing`,
 `OutOfDisk`, `ContainerNotFound`/`NotFound`, `NameConflict`, else `BackendError`.
@@ -59,9 +59,12 @@ class ContainerSpec:
     init: bool = True
     """Run a tiny init as PID 1 so signals reach the command and zombies are reaped."""
     secrets: dict[str, str] = field(default_factory=dict, repr=False)
-    """NAME -> value. The process finds each either in env NAME (local engine) or in the file
-    named by env NAME_FILE (/run/secrets/NAME on a cluster, where it is an engine secret and no
-    inspect shows it). Read both with `read_secret` (gateway/tokens.py)."""
+    """NAME -> value: never in the container's configuration (no `docker inspect` shows one). The
+    process finds each in the file named by env NAME_FILE (/run/secrets/NAME, mode 0400, in
+    memory: an engine secret on a cluster, a tmpfs filled over `docker exec` on one machine), and
+    with `secrets_as_env` also as env NAME of its command (backend/secret_env.py)."""
+    secrets_as_env: bool = True
+    """False: the command reads the files itself (the gateway), and no environment holds them."""
     placement: list[str] = field(default_factory=list)
     """Cluster placement constraints ("node.labels.pool==big"); one machine has nothing to place."""
     restart: bool = False

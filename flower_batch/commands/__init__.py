@@ -1,6 +1,7 @@
 """The `flower-batch` command line's commands; `flower_batch.cli` assembles them into the app.
 
     jobs          run, wake, ls/status, show, logs, stop, gc
+    ls_table      the `ls` table, fitted to the terminal without cutting a job id
     image         image build / show / push
     matrix        matrix, report (with plan_summary: what `matrix --dry-run` prints)
     compare       compare two batches, or a batch and its baseline
@@ -8,6 +9,8 @@
     view          view: the trajectory viewer
     attempts      gc --attempts: the only way kept earlier attempts are removed
     preflight     the checks before a job runs, as the commands report them
+    version       `--version`: the versions and the runtime image
+    completion    shell completion of job ids and batch names
     common        what the commands share: consoles, `fail`, --home / --backend, job lookup,
                   the signal-aware async runner
 

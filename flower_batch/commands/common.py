@@ -97,6 +97,7 @@ def status_cell(status: str) -> str:
         "queued": "cyan",
         ORPHANED: "yellow",
         NEVER_STARTED: "yellow",
+        "paused": "yellow",  # resumable: a higher budget continues it
     }.get(status, "red")
     return f"[{colour}]{status}[/{colour}]"
 
@@ -160,7 +161,8 @@ def run_async(fn: Any) -> Any:
         # A task group's failure: when every error in it is ours, say the first in one line.
         leaves = list(_leaf_errors(group))
         if leaves and all(isinstance(e, FlowerBatchError) for e in leaves):
-            fail(" ".join(str(leaves[0]).split()))
+            first = leaves[0]
+            fail(" ".join(str(first).split()), getattr(first, "exit_code", 2))
         if leaves and all(isinstance(e, Interrupted | KeyboardInterrupt) for e in leaves):
             err.print("flower-batch: interrupted; the jobs' containers are stopped and their records written")
             raise typer.Exit(130) from None

@@ -12,6 +12,7 @@ from rich.text import Text
 
 from flower.fileio import write_atomic
 from flower_batch.commands.common import HOME_OPT, err, fail, home_at, out
+from flower_batch.commands.completion import complete_batch
 from flower_batch.compare.diff import BatchDiff, diff_sides
 from flower_batch.compare.html import comparison_section
 from flower_batch.compare.render import diff_markdown, diff_table, one_sided_lines
@@ -100,8 +101,14 @@ def baseline_or_exit(ref: str | None, home: Home, alpha: float, fail_on_regressi
 
 
 def compare(
-    base: str = typer.Argument(..., help="the baseline: a batch name, or a results.json (or its folder)"),
-    new: str = typer.Argument(..., help="the batch to judge: a batch name, or a results.json"),
+    base: str = typer.Argument(
+        ...,
+        help="the baseline: a batch name, or a results.json (or its folder)",
+        autocompletion=complete_batch,
+    ),
+    new: str = typer.Argument(
+        ..., help="the batch to judge: a batch name, or a results.json", autocompletion=complete_batch
+    ),
     alpha: float = ALPHA_OPT,
     as_json: bool = typer.Option(False, "--json", help="print the comparison as JSON"),
     markdown: bool = typer.Option(False, "--markdown", help="print the comparison as Markdown"),

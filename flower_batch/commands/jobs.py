@@ -31,12 +31,15 @@ from flower_batch.commands.common import (
     runtime_image,
     status_cell,
 )
+from flower_batch.commands.completion import complete_batch, complete_job
+from flower_batch.commands.ls_table import ls_table, wider
 from flower_batch.commands.preflight import engine_for, preflight_job
 from flower_batch.envnames import env_name_problem, looks_secret
 from flower_batch.errors import RecordError
 from flower_batch.gateway.host.health import describe_health
 from flower_batch.gateway.metering import read_meter, read_summary
 from flower_batch.jobmodel import fields
+from flower_batch.jobmodel.classes import exit_code_for_job
 from flower_batch.jobmodel.modes import mode_label
 from flower_batch.jobmodel.record import JobRecord
 from flower_batch.jobmodel.spec import JobSpec
@@ -71,7 +74,7 @@ def parse_env(items: list[str]) -> dict[str, str]:
 
 
 def _finish(record: JobRecord) -> None:
-    colour = "green" if record.status == "passed" else "red"
+    colour = {"passed": "green", "paused": "yellow"}.get(record.status, "red")
     cost = "unknown" if record.cost_usd is None else f"${record.cost_usd:.4f}"
     err.print(
         f"[{colour}]{escape(record.job_id)}: {record.status}[/{colour}]"
@@ -81,7 +84,8 @@ def _finish(record: JobRecord) -> None:
     )
     if record.gateway_health and record.status == "passed":  # a failed one already says it in its reason
         err.print(f"  gateway: {escape(describe_health(record.gateway_health))}")
-    raise typer.Exit(0 if record.status == "passed" else 1)
+    # paused (class paused) is 4 by matrix's rule: not a verdict yet, `wake --budget-usd` continues it
+    raise typer.Exit(exit_code_for_job(record.failure_class, verdict_ok=record.status == "passed"))
 
 
 # long: typer's option declarations take 50 of its lines; the body checks, pre-flights, prints and runs
@@ -140,7 +144,9 @@ def run(
     home: Path | None = HOME_OPT,
     backend_choice: str | None = BACKEND_OPT,
 ) -> None:
-    """Run one job in a fresh container."""
+    """Run one job in a fresh container.
+
+    Exit codes: 0 passed, 1 not passed, 2 bad usage, 3 infrastructure error (no verdict)."""
     settings = host_settings(upstream)
     h = home_at(home)
     spec = adhoc_spec(
@@ -198,7 +204,7 @@ def run(
 
 # long: one path: the record's checks in the order a person fixes them, then the run and its report
 def wake(
-    job: str = typer.Argument(..., help="job id (or batch/job)"),
+    job: str = typer.Argument(..., help="job id (or batch/job)", autocompletion=complete_job),
     words: str | None = typer.Argument(
         None, help="more words for the work step (starter flow) or the workflow's prompt"
     ),
@@ -206,10 +212,18 @@ def wake(
         None, "--scenario", help="use this scenario instead of the job's copy"
     ),
     timeout: str | None = typer.Option(None, "--timeout"),
+    budget_usd: str | None = typer.Option(
+        None,
+        "--budget-usd",
+        help="the job's new spending cap in US dollars (metered over all its runs), or +N to add N "
+        "to the cap: continues a job paused at its budget",
+    ),
     home: Path | None = HOME_OPT,
     backend_choice: str | None = BACKEND_OPT,
 ) -> None:
-    """Continue a persistent job in a new container on its recorded image id (any node of a cluster)."""
+    """Continue a persistent job in a new container on its recorded image id (any node of a cluster).
+
+    Exit codes: 0 passed, 1 not passed, 2 bad usage, 3 infrastructure error (no verdict)."""
     settings = host_settings()
     h = home_at(home)
     jd, record = load_job(home, job)
@@ -231,6 +245,7 @@ def wake(
     spec = replace(spec, gateway=replace(gw, scenario=chosen))
     if timeout:
         spec = replace(spec, timeout_s=option_value("--timeout", repr(timeout), fields.duration(timeout)))
+    spec = replace(spec, budget_usd=_wake_budget(jd, spec.budget_usd, budget_usd))
     preflight_job(
         spec,
         record.image_id,
@@ -267,6 +282,33 @@ def wake(
     if result.spec.get("persistent") and not result.continuity and result.status != "passed":
         err.print("  continuity unknown: flower did not get as far as its first step", markup=False)
     _finish(result)
+
+
+def _wake_budget(jd: JobDir, cap: float | None, given: str | None) -> float | None:
+    """The cap the woken job runs under: --budget-usd applied to its cap (checked by the field's
+    one validator); without it, the cap it had, refused when already spent (it would only pause
+    again at its first request)."""
+    meter = read_meter(jd.logs)
+    spent = meter.spent_usd if meter else 0.0
+    if given is not None:
+        new = option_value("--budget-usd", given, fields.budget_cap(given)).applied(cap, spent)
+        if new <= spent:
+            fail(
+                f"--budget-usd {given}: job {jd.job} has spent ${spent:.4f} already; give a cap above "
+                f"that (or +N to add N to its cap)"
+            )
+        err.print(f"budget: ${spent:.4f} spent, cap {_dollars(cap)} -> ${new:.4f}", markup=False)
+        return new
+    if cap is not None and spent >= cap:
+        fail(
+            f"job {jd.job} is at its budget (spent ${spent:.4f} of ${cap:.4f}); "
+            "wake it with --budget-usd +N to add N dollars"
+        )
+    return cap
+
+
+def _dollars(value: float | None) -> str:
+    return "none" if value is None else f"${value:.4f}"
 
 
 def _running_containers(jd: JobDir, engine: Backend) -> int:
@@ -323,7 +365,7 @@ def _rows(h: Home, batch: str | None) -> list[dict[str, Any]]:
 
 
 def ls(
-    batch: str | None = typer.Option(None, "--batch", "-b"),
+    batch: str | None = typer.Option(None, "--batch", "-b", autocompletion=complete_batch),
     as_json: bool = typer.Option(False, "--json"),
     home: Path | None = HOME_OPT,
 ) -> None:
@@ -332,26 +374,9 @@ def ls(
     if as_json:
         out.print_json(json.dumps(rows))
         return
-    table = Table(title=f"jobs ({len(rows)})")
-    for col in ("batch", "job", "status", "cost (metered)", "turns", "time", "model", "wakes"):
-        table.add_column(col)
-    for r in rows:
-        cost = (
-            ""
-            if r.get("cost_usd") is None
-            else f"${r['cost_usd']:.4f}" + ("" if r.get("metered") else " (CLI)")
-        )
-        table.add_row(
-            r["batch"],
-            r["job"],
-            status_cell(r["status"]),
-            cost,
-            str(r.get("num_turns") or ""),
-            format_duration(r.get("duration_s") or 0),
-            r.get("gateway_mode") or "",
-            str(r.get("attempt", 1) - 1) if r.get("persistent") else "-",
-        )
-    out.print(table)
+    table, width = ls_table(rows, out.width)
+    wide = out if width <= out.width else wider(out, width)  # an id wider than the terminal: never cut
+    wide.print(table)
 
 
 def _restarts(record: JobRecord) -> int:
@@ -359,7 +384,7 @@ def _restarts(record: JobRecord) -> int:
 
 
 def show(
-    job: str = typer.Argument(...),
+    job: str = typer.Argument(..., help="job id (or batch/job)", autocompletion=complete_job),
     as_json: bool = typer.Option(False, "--json"),
     home: Path | None = HOME_OPT,
 ) -> None:
@@ -398,7 +423,7 @@ def show(
         ("check exit", str(record.check_exit)),
         ("cost", "unknown" if record.cost_usd is None else f"${record.cost_usd:.4f}"),
         ("metered", meter.describe() if meter else "not metered by the gateway (cost from the CLI)"),
-        ("budget", "none" if record.spec.get("budget_usd") is None else f"${record.spec['budget_usd']:.4f}"),
+        ("budget", _budget_text(record)),
         ("turns", str(record.num_turns)),
         ("started", record.started_at or ""),
         ("finished", record.finished_at or ""),
@@ -418,6 +443,31 @@ def show(
     if record.check_output:
         out.print("[bold]check output[/bold]")
         out.print(record.check_output[-2000:], markup=False)
+
+
+def _budget_text(record: JobRecord) -> str:
+    """The job's cap; for a persistent job, then a line per attempt: its cap and the spend."""
+    cap = record.spec.get("budget_usd")
+    now = _dollars(float(cap) if isinstance(cap, int | float) else None)
+    return "\n".join([now, *(_history_line(e) for e in record.budget_history)])
+
+
+def _history_line(entry: dict[str, Any]) -> str:
+    """One attempt of a persistent job's budget history, e.g.
+    "attempt 1: paused · cap $0.0500 · spent $0.0523 in all ($0.0523 this run) · step count interrupted"."""
+    cap = entry.get("budget_usd")
+    parts = [
+        f"attempt {entry.get('attempt')}: {entry.get('status')}",
+        f"cap {_dollars(cap if isinstance(cap, int | float) else None)}",
+        f"spent ${float(entry.get('spent_usd') or 0):.4f} in all (${float(entry.get('attempt_usd') or 0):.4f} this run)",
+    ]
+    if isinstance(entry.get("batch_budget_usd"), int | float):
+        parts.append(
+            f"batch ${float(entry.get('batch_spent_usd') or 0):.4f} of ${float(entry['batch_budget_usd']):.4f}"
+        )
+    if entry.get("interrupted_step"):
+        parts.append(f"step {entry['interrupted_step']} interrupted")
+    return " · ".join(parts)
 
 
 def _print_manifest(rows: list[dict[str, Any]]) -> None:
@@ -457,7 +507,7 @@ def _print_attempts(attempts: list[Attempt]) -> None:
 
 
 def logs(
-    job: str = typer.Argument(...),
+    job: str = typer.Argument(..., help="job id (or batch/job)", autocompletion=complete_job),
     follow: bool = typer.Option(False, "--follow", "-f", help="keep printing while the job runs"),
     home: Path | None = HOME_OPT,
 ) -> None:
@@ -482,7 +532,7 @@ def logs(
 
 
 def stop(
-    job: str = typer.Argument(...),
+    job: str = typer.Argument(..., help="job id (or batch/job)", autocompletion=complete_job),
     grace: float = typer.Option(10.0, "--grace", help="seconds between SIGTERM and kill"),
     home: Path | None = HOME_OPT,
     backend_choice: str | None = BACKEND_OPT,
@@ -507,7 +557,9 @@ def gc(
     dry_run: bool = typer.Option(False, "--dry-run", help="only list what would be removed"),
     attempts: bool = typer.Option(False, "--attempts", help="instead: prune jobs' kept earlier attempts"),
     keep: int = typer.Option(0, "--keep", help="with --attempts: keep each job's newest N earlier attempts"),
-    batch: str | None = typer.Option(None, "--batch", "-b", help="with --attempts: only this batch's jobs"),
+    batch: str | None = typer.Option(
+        None, "--batch", "-b", help="with --attempts: only this batch's jobs", autocompletion=complete_batch
+    ),
     home: Path | None = HOME_OPT,
     backend_choice: str | None = BACKEND_OPT,
 ) -> None:

@@ -30,11 +30,13 @@ from flower_batch.commands.common import (
     runtime_image,
 )
 from flower_batch.commands.compare import ALPHA_OPT, FAIL_OPT, Baseline, baseline_or_exit
+from flower_batch.commands.completion import complete_batch
 from flower_batch.commands.plan_summary import plan_lines
 from flower_batch.commands.preflight import engine_for, finish_preflight, print_warnings
 from flower_batch.errors import FlowerBatchError, MatrixFileError
 from flower_batch.gateway.host.setup import mode_problem
 from flower_batch.gateway.host.sidecar import GatewaySettings
+from flower_batch.jobmodel import fields
 from flower_batch.jobmodel.classes import exit_code_for
 from flower_batch.jobmodel.record import JobRecord, load_records
 from flower_batch.jobmodel.resume import plan_resume
@@ -52,6 +54,7 @@ from flower_batch.reports import (
     write_reports,
 )
 from flower_batch.running.batch import BatchEvent, BatchPlan, InfraRetry, reap_batch, run_batch
+from flower_batch.running.jobs import option_value
 from flower_batch.running.liveness import Liveness
 
 
@@ -137,6 +140,7 @@ def matrix(
         None,
         "--baseline",
         help="compare with this batch or results.json at the end (report.html, table, summary)",
+        autocompletion=complete_batch,
     ),
     alpha: float = ALPHA_OPT,
     fail_on_regression: bool = FAIL_OPT,
@@ -158,12 +162,14 @@ def matrix(
     """Run a matrix of jobs side by side, each in its own container; resumable.
 
     Exit codes: 0 all passed (or --fail-under met), 1 below it, 2 bad usage, 3 infrastructure
-    errors remained after --infra-retries.
+    errors remained after --infra-retries, 4 below it with jobs paused at the budget (run
+    again with a higher --budget-usd to continue them). Paused jobs count as not passed.
     """
     jf = _load(jobs_file, allow_large)
     settings = _checked_options(
         jf, parallel=parallel, upstream=upstream, infra_retries=infra_retries, fail_under=fail_under
     )
+    batch_budget = _batch_budget(budget_usd, jf)
     h = home_at(home)
     # Read now: a missing baseline stops the run before anything is spent, and a baseline that
     # is this same batch means its results as they were before this run.
@@ -198,8 +204,9 @@ def matrix(
         parallel=parallel,
         infra_retries=infra_retries,
         search=[jf.path.parent],
-        budget_usd=budget_usd if budget_usd is not None else jf.budget_usd,
+        budget_usd=batch_budget,
         settings=settings,
+        wake=plan.to_wake,
     )
     kept = {d.job_id: d.previous.status for d in plan.to_keep if d.previous}
     _run(engine, batch, MatrixProgress([j.id for j in jf.jobs], kept, err))
@@ -210,6 +217,13 @@ def matrix(
             results.class_counts(), threshold_met=results.ci_passed(fail_under), regression=bool(regressed)
         )
     )
+
+
+def _batch_budget(given: float | None, jf: JobsFile) -> float | None:
+    """--budget-usd (checked by the field's one validator), else [batch].budget_usd."""
+    if given is None:
+        return jf.budget_usd
+    return option_value("--budget-usd", f"{given:g}", fields.budget_usd(given))
 
 
 def _load(jobs_file: Path, allow_large: bool) -> JobsFile:
@@ -329,9 +343,14 @@ def _report(
 
 
 def report(
-    batch: str = typer.Argument(..., help="batch name (a folder under volumes/)"),
+    batch: str = typer.Argument(
+        ..., help="batch name (a folder under volumes/)", autocompletion=complete_batch
+    ),
     baseline_ref: str | None = typer.Option(
-        None, "--baseline", help="add a comparison with this batch or results.json to the report"
+        None,
+        "--baseline",
+        help="add a comparison with this batch or results.json to the report",
+        autocompletion=complete_batch,
     ),
     alpha: float = ALPHA_OPT,
     fail_on_regression: bool = FAIL_OPT,

@@ -13,6 +13,7 @@ from flower_batch.commands.common import chosen_backend, err, open_named, run_as
 from flower_batch.errors import FlowerBatchError, one_line
 from flower_batch.jobmodel.spec import JobSpec
 from flower_batch.preflight import Preflight
+from flower_batch.preflight.import_cache import ImportCache
 
 
 @dataclass(frozen=True)
@@ -59,10 +60,11 @@ def finish_preflight(pf: Preflight, image_id: str | None, engine: Engine | None 
     the shared storage from every node), then: any problem -> its lines, exit 2."""
     if image_id is not None:
         scratch = engine.scratch if engine is not None else None
+        seen = ImportCache(engine.home) if engine is not None else None
 
         async def go() -> None:
             async with DockerBackend() as backend:
-                await pf.check_engine(backend, image_id, scratch=scratch)
+                await pf.check_engine(backend, image_id, scratch=scratch, seen=seen)
             if engine is not None and engine.name != "docker":
                 async with open_named(engine.name, engine.home) as cluster:
                     await pf.check_cluster(cluster, image_id)

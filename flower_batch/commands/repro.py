@@ -25,8 +25,10 @@ from flower_batch.commands.common import (
     run_async,
     status_cell,
 )
+from flower_batch.commands.completion import complete_job
 from flower_batch.commands.preflight import engine_for, preflight_job
 from flower_batch.errors import FlowerBatchError
+from flower_batch.jobmodel.classes import exit_code_for_job
 from flower_batch.jobmodel.modes import mode_label
 from flower_batch.jobmodel.record import JobRecord
 from flower_batch.jobmodel.units import format_duration
@@ -138,7 +140,7 @@ def _earlier_attempt(jd: JobDir, n: int) -> tuple[JobDir, JobRecord]:
 
 # long: typer's option declarations take a third of it; the body plans, runs and prints
 def repro(
-    job: str = typer.Argument(..., help="the recorded job (id, or batch/job)"),
+    job: str = typer.Argument(..., help="the recorded job (id, or batch/job)", autocompletion=complete_job),
     live: bool = typer.Option(
         False, "--live", help="call the model again instead of replaying the recording"
     ),
@@ -163,7 +165,9 @@ def repro(
     home: Path | None = HOME_OPT,
     backend_choice: str | None = BACKEND_OPT,
 ) -> None:
-    """Reproduce a recorded job in a clean container (replay by default), then diff the manifests."""
+    """Reproduce a recorded job in a clean container (replay by default), then diff the manifests.
+
+    Exit codes: 0 identical, 1 differs, 2 bad usage, 3 infrastructure error (no verdict)."""
     settings = host_settings()
     h = home_at(home)
     original, record = load_job(home, job)
@@ -213,4 +217,5 @@ def repro(
     diff = compare_jobs(original, new, plan.spec.workspace)
     report = write_report(plan, new, result, diff)
     _print_result(plan, result, diff, report)
-    raise typer.Exit(0 if diff.identical else 1)
+    # An infrastructure error in the reproduction is no verdict on it: 3, as matrix exits
+    raise typer.Exit(exit_code_for_job(result.failure_class, verdict_ok=diff.identical))

@@ -9,13 +9,16 @@ from pathlib import Path
 import typer
 
 from flower_batch.commands.common import HOME_OPT, err, fail, home_at
+from flower_batch.commands.completion import complete_batch
 from flower_batch.view.server import ViewServer
 
 DEFAULT_PORT = 8765
 
 
 def view(
-    batch: str | None = typer.Argument(None, help="batch to open first (default: the list of batches)"),
+    batch: str | None = typer.Argument(
+        None, help="batch to open first (default: the list of batches)", autocompletion=complete_batch
+    ),
     port: int | None = typer.Option(
         None,
         "--port",

@@ -8,7 +8,7 @@ it is **no change**; a row where either side has no counted job is **no data**. 
 tests nearly always agree; asking both keeps a borderline p-value from flagging a difference
 whose interval still allows none.
 
-Pass rates count jobs as the batch's own table does: skipped and pending jobs are left out of n.
+Pass rates count jobs as the batch's own table does: skipped, paused and pending jobs are left out of n.
 Per-variant rows (when there are several tasks) and the overall row pool only the cells present on both sides, so a task added or
 dropped between the runs never shifts a total; those cells are listed apart instead.
 """
@@ -176,6 +176,12 @@ class BatchDiff:
     @property
     def regressions(self) -> tuple[RowDiff, ...]:
         return tuple(r for r in self.rows if r.verdict == REGRESSION)
+
+    @property
+    def verdict_first(self) -> tuple[RowDiff, ...]:
+        """Every row, the regressions first (what a reader of a nightly looks for), then the rest
+        in their usual order (cells, variants, all)."""
+        return (*self.regressions, *(r for r in self.rows if r.verdict != REGRESSION))
 
     @property
     def improvements(self) -> tuple[RowDiff, ...]:

@@ -22,8 +22,10 @@ _CSS = """
 
 
 def comparison_section(diff: BatchDiff) -> str:
+    """The section report.html opens with when it has a baseline: the verdict line, then the
+    rows, regressions first."""
     rows = []
-    for row in diff.rows:
+    for row in diff.verdict_first:
         cells = row_cells(row)
         kind = row.verdict.replace(" ", "-")
         head, *rest = cells

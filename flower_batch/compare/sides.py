@@ -20,7 +20,7 @@ from flower_batch.reports import RESULTS_FORMAT
 
 RESULTS_NAME = "results.json"
 # Statuses that are not a measurement: left out of n, as the batch's own table does.
-NOT_COUNTED = frozenset({"pending", "skipped"})
+NOT_COUNTED = frozenset({"pending", "skipped", "paused"})
 
 
 @dataclass(frozen=True)

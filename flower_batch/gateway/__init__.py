@@ -10,5 +10,5 @@ socket) with a per-job token as its API key. Two sides, two folders:
 
 The modules here are the contract both sides share: tokens (the per-job token), job_sockets
 (the socket layout and its control line), metering and recording (the files the gateway writes
-and the host reads), budget, prices, upstream_auth (the credential's names in the gateway's env).
+and the host reads), budget, prices, upstream_auth (the names of the credential's secret in the gateway).
 """

@@ -1,8 +1,8 @@
 """Per-job gateway tokens: HMAC(batch secret, job id).
 
-The gateway holds only the batch secret (in its environment, never on disk) and recomputes the
-expected token for the job named in the request path, so jobs can be added while it runs and
-no token table is ever written anywhere.
+The gateway holds only the batch secret (a 0400 file on a tmpfs, then its memory; never in its
+environment or on the host's disk) and recomputes the expected token for the job named in the
+request path, so jobs can be added while it runs and no token table is ever written anywhere.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import hmac
 import secrets
 from collections.abc import Iterable, MutableMapping
 
-SECRET_ENV = "FB_GATEWAY_SECRET"  # the batch secret: in the gateway's env, or a Swarm secret file
+SECRET_ENV = "FB_GATEWAY_SECRET"  # the batch secret: the file env FB_GATEWAY_SECRET_FILE names
 
 
 def new_secret() -> str:
@@ -30,9 +30,9 @@ def token_matches(secret: str, job_id: str, presented_sha256: str) -> bool:
 
 
 def secrets_from_files(names: Iterable[str], environ: MutableMapping[str, str]) -> None:
-    """On a cluster a secret arrives as a file (env NAME_FILE=/run/secrets/NAME, an engine secret
-    no inspect shows): read it into `environ` (the gateway entry's copy of its environment),
-    where the local engine puts it directly."""
+    """A secret arrives as a file (env NAME_FILE=/run/secrets/NAME: an engine secret on a cluster,
+    a tmpfs filled over `docker exec` on one machine; backend/secret_env.py): read it into
+    `environ`, the gateway entry's copy of its environment (never os.environ)."""
     for name in names:
         path = environ.get(f"{name}_FILE")
         if path and not environ.get(name):

@@ -4,8 +4,9 @@
     LiteLLM and other gateways   Authorization: Bearer <ANTHROPIC_AUTH_TOKEN>
 
 (the two variables the Claude CLI itself reads). The host reads them; the gateway container
-gets the chosen one in its environment only, as FB_UPSTREAM_KEY or FB_UPSTREAM_TOKEN, and
-never both: exactly one credential goes upstream. Host-safe: no flower import.
+gets the chosen one as a secret (a 0400 file on a tmpfs, named by env FB_UPSTREAM_KEY_FILE or
+FB_UPSTREAM_TOKEN_FILE; in no environment, backend/secret_env.py), and never both: exactly one
+credential goes upstream. Host-safe: no flower import.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ class UpstreamAuth:
         return {"x-api-key": self.secret}
 
     def gateway_env(self) -> dict[str, str]:
-        """The gateway container's environment entry for this credential."""
+        """The gateway container's secret for this credential (its name -> the value)."""
         return {GATEWAY_TOKEN_ENV if self.scheme == "bearer" else GATEWAY_KEY_ENV: self.secret}
 
     @classmethod
@@ -72,7 +73,7 @@ class UpstreamAuth:
 
 def upstream_problem(url: str) -> str | None:
     """Why `url` cannot be a proxy upstream, or None. Credentials in the URL are refused: the URL
-    is printed and logged, a secret must travel in the environment."""
+    is printed and logged, a secret must travel as a secret."""
     parts = urlsplit(url.strip())
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return f"upstream {url!r}: expected a base URL like https://api.anthropic.com or http://litellm:4000"

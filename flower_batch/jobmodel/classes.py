@@ -11,6 +11,8 @@ infrastructure  no verdict: the image, the Docker daemon, the gateway, a contain
 timeout         stopped at the job's timeout
 budget          stopped by the job's or the batch's budget (402 from the API included), or not
                 started because the batch budget was spent
+paused          a persistent job stopped at its budget and resumable: no verdict yet, counted
+                apart (a higher cap continues it: `wake --budget-usd`, `matrix --budget-usd`)
 
 Only infrastructure is retried by `matrix` on its own (`--infra-retries`); the others are verdicts.
 """
@@ -30,6 +32,7 @@ class FailureClass(StrEnum):
     INFRASTRUCTURE = "infrastructure"
     TIMEOUT = "timeout"
     BUDGET = "budget"
+    PAUSED = "paused"
 
 
 CLASS_ORDER = tuple(FailureClass)
@@ -38,6 +41,7 @@ EXIT_OK = 0
 EXIT_BELOW_THRESHOLD = 1
 EXIT_USAGE = 2
 EXIT_INFRASTRUCTURE = 3
+EXIT_PAUSED = 4
 
 
 def class_from_status(status: Status, check_exit: int | None = None) -> FailureClass:
@@ -50,6 +54,8 @@ def class_from_status(status: Status, check_exit: int | None = None) -> FailureC
         return FailureClass.TIMEOUT
     if status in (Status.BUDGET, Status.SKIPPED):
         return FailureClass.BUDGET
+    if status is Status.PAUSED:
+        return FailureClass.PAUSED
     return FailureClass.INFRASTRUCTURE
 
 
@@ -73,14 +79,25 @@ def exit_code_for(counts: Mapping[str, int], *, threshold_met: bool, regression:
     """The exit code of `matrix`/`report` from the class counts.
 
     3 when infrastructure errors remain (the verdict itself is not trustworthy, so this wins
-    even when the threshold is met); else 1 below the threshold or on a regression (with
-    --fail-on-regression); else 0.
+    even when the threshold is met); else 1 on a regression (with --fail-on-regression); else,
+    below the threshold, 4 when jobs are paused at the budget (a higher cap may still reach
+    it: run again with a higher --budget-usd) and 1 when none is; else 0. Paused jobs count
+    as not passed, so a threshold met in spite of them is met.
     """
     if counts.get(FailureClass.INFRASTRUCTURE.value, 0):
         return EXIT_INFRASTRUCTURE
-    if not threshold_met or regression:
+    if regression:
         return EXIT_BELOW_THRESHOLD
+    if not threshold_met:
+        return EXIT_PAUSED if counts.get(FailureClass.PAUSED.value, 0) else EXIT_BELOW_THRESHOLD
     return EXIT_OK
+
+
+def exit_code_for_job(failure_class: str | None, *, verdict_ok: bool) -> int:
+    """The exit code of `run`/`wake`/`repro` from their one job, by matrix's rule (exit_code_for):
+    3 when the job ended in an infrastructure error, else 0 when `verdict_ok` (passed; for
+    `repro`, identical), else 1."""
+    return exit_code_for(count_classes([parse_class(failure_class)]), threshold_met=verdict_ok)
 
 
 def describe_counts(counts: Mapping[str, int]) -> str:

@@ -12,6 +12,7 @@ validator, by pre-flight for a recorded spec, and for the gateway's own limit).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -83,9 +84,48 @@ def network(value: object, show: Show = str) -> str | Problem:
 
 def budget_usd(value: object, show: Show = str) -> float | Problem:
     """A positive amount of US dollars."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
         return Problem(f"expected a positive amount of US dollars like 0.50, got {show(value)}")
     return float(value)
+
+
+@dataclass(frozen=True)
+class BudgetCap:
+    """A budget as `wake --budget-usd` takes it: an absolute cap ("0.50"), or "+0.20" to add."""
+
+    amount: float
+    added: bool = False
+
+    def applied(self, cap: float | None, spent: float) -> float:
+        """The new cap: the amount, or the amount on top of the current cap (of what was spent
+        when there was none: a job paused by its batch's budget)."""
+        if not self.added:
+            return self.amount
+        return round((cap if cap is not None else spent) + self.amount, 6)
+
+
+def budget_cap(value: object, show: Show = str) -> BudgetCap | Problem:
+    """A cap of US dollars ("0.50") or an amount to add to the current one ("+0.20")."""
+    text = value.strip() if isinstance(value, str) else value
+    added = isinstance(text, str) and text.startswith("+")
+    if isinstance(text, str):
+        try:
+            text = float(text.removeprefix("+"))
+        except ValueError:
+            text = None
+    amount = budget_usd(text)
+    if isinstance(amount, Problem):
+        return Problem(
+            f"expected a positive amount of US dollars like 0.50, or +0.20 to add to the cap, got {show(value)}"
+        )
+    return BudgetCap(amount, added)
+
+
+def persistent(value: object, show: Show = str) -> bool | Problem:
+    """true: the job keeps its conversation (a budget pauses it; `wake` and `matrix` continue it)."""
+    if not isinstance(value, bool):
+        return Problem(f"expected true or false, got {show(value)}")
+    return value
 
 
 def placement(value: object, show: Show = str) -> str | Problem:

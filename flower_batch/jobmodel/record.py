@@ -18,6 +18,7 @@ from flower.fileio import write_atomic
 from flower_batch.errors import RecordError
 
 from .outcome import JobOutcome, StepSummary
+from .pausing import read_history
 from .spec import JobSpec
 from .status import Status
 
@@ -62,6 +63,8 @@ class JobRecord:
     continuity: tuple[dict[str, Any], ...] = ()
     session: str | None = None  # the orchestrator session that wrote it (liveness: is it still there?)
     gateway_health: dict[str, Any] | None = None  # gateway deaths and restarts while the job ran
+    # Persistent jobs: per attempt, its caps and the spend metered (jobmodel/pausing.py).
+    budget_history: tuple[dict[str, Any], ...] = ()
 
     @property
     def finished(self) -> bool:
@@ -136,6 +139,7 @@ class JobRecord:
             "continuity": [dict(e) for e in self.continuity],
             "session": self.session,
             "gateway_health": self.gateway_health,
+            **({"budget_history": [dict(e) for e in self.budget_history]} if self.budget_history else {}),
             "spec": self.spec,
         }
 
@@ -181,6 +185,7 @@ class JobRecord:
                 gateway_health=dict(data["gateway_health"])
                 if isinstance(data.get("gateway_health"), dict)
                 else None,
+                budget_history=read_history(data.get("budget_history")),
             )
         except (TypeError, ValueError, AttributeError) as exc:
             raise RecordError(f"malformed field: {exc}") from exc

@@ -5,13 +5,16 @@ Default (re-running the same command):
     run    no record, still queued/running (the orchestrator died), unreadable record,
            inputs changed (prompt, workspace files, image id, limits, ...), error
            (no verdict was reached), skipped
-`retry_failed` also re-runs failed, timeout and budget; `fresh` re-runs everything.
+    wake   paused at a budget, same inputs but perhaps its own budget_usd: continued in its
+           session from where it stopped (a finished step is not re-run)
+`retry_failed` also re-runs failed, timeout and budget; `fresh` re-runs everything (a paused
+job too: from scratch).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from flower_batch.errors import RecordError
@@ -26,6 +29,7 @@ RETRYABLE = frozenset({"failed", "timeout", "budget"})
 class Action(StrEnum):
     KEEP = "keep"
     RUN = "run"
+    WAKE = "wake"
 
 
 @dataclass(frozen=True)
@@ -48,14 +52,20 @@ class ResumePlan:
 
     @property
     def to_run(self) -> tuple[Decision, ...]:
-        return tuple(d for d in self.decisions if d.action is Action.RUN)
+        """Every job that runs: from scratch (RUN) or continued (WAKE)."""
+        return tuple(d for d in self.decisions if d.action is not Action.KEEP)
+
+    @property
+    def to_wake(self) -> frozenset[str]:
+        return frozenset(d.job_id for d in self.decisions if d.action is Action.WAKE)
 
     @property
     def to_keep(self) -> tuple[Decision, ...]:
         return tuple(d for d in self.decisions if d.action is Action.KEEP)
 
     def summary(self) -> str:
-        return f"{len(self.to_keep)} kept, {len(self.to_run)} to run" + (
+        woken = f" ({len(self.to_wake)} paused, continued)" if self.to_wake else ""
+        return f"{len(self.to_keep)} kept, {len(self.to_run)} to run{woken}" + (
             f", {len(self.orphans)} old records not in the jobs file" if self.orphans else ""
         )
 
@@ -88,6 +98,8 @@ def _decide(
         return Decision(
             job.id, Action.RUN, f"unfinished (was {record.status} when the last run stopped)", record
         )
+    if record.status == "paused" and _same_but_budget(job, image_id, record):
+        return Decision(job.id, Action.WAKE, "paused at its budget: continued in its session", record)
     if record.inputs_hash != job.inputs_hash(image_id):
         return Decision(job.id, Action.RUN, _what_changed(job, image_id, record), record)
     if record.status not in VERDICTS:
@@ -100,6 +112,14 @@ def _decide(
     if retry_failed and record.status in RETRYABLE:
         return Decision(job.id, Action.RUN, f"--retry-failed (was {record.status})", record)
     return Decision(job.id, Action.KEEP, f"{record.status} with the same inputs", record)
+
+
+def _same_but_budget(job: JobSpec, image_id: str, record: JobRecord) -> bool:
+    """The job's inputs are the record's, but for its own budget_usd (raising it continues
+    a paused job; the record's spec holds the cap of its last attempt)."""
+    before = record.spec.get("budget_usd")
+    cap = float(before) if isinstance(before, int | float) and not isinstance(before, bool) else None
+    return replace(job, budget_usd=cap).inputs_hash(image_id) == record.inputs_hash
 
 
 def _what_changed(job: JobSpec, image_id: str, record: JobRecord) -> str:

@@ -105,6 +105,9 @@ class JobSpec:
     network: str = "gateway"
     """NETWORKS: "gateway" reaches its model and nothing else; "internet" also gets a route out
     (installing packages), of its own: shown in the record and the report."""
+    persistent: bool = False
+    """Keeps its conversation: a budget pauses it (status `paused`) and a higher cap continues
+    the same session (`wake --budget-usd`, `matrix --budget-usd`)."""
 
     @property
     def uses_starter_flow(self) -> bool:
@@ -152,6 +155,7 @@ class JobSpec:
             # Only when set: a record written before these fields hashes as it did.
             **({"pids": self.pids} if self.pids is not None else {}),
             **({"network": self.network} if self.network != "gateway" else {}),
+            **({"persistent": True} if self.persistent else {}),
         }
 
     @classmethod
@@ -181,6 +185,7 @@ class JobSpec:
             placement=tuple(data.get("placement") or ()),
             pids=data.get("pids"),
             network=data.get("network") or "gateway",
+            persistent=data.get("persistent") is True,
         )
 
     def hashed_inputs(self, image_id: str) -> dict[str, Any]:

@@ -13,6 +13,8 @@ class Status(StrEnum):
     error    no verdict: the job could not run or crashed (container, image, orchestrator)
     timeout  stopped at the job's timeout
     budget   stopped by the job's or the batch's budget
+    paused   a persistent job stopped at its budget, session and workspace kept: `wake` with a
+             higher --budget-usd (or `matrix` again with a higher batch cap) continues it
     skipped  not run (e.g. the batch budget was spent before it started)
     """
 
@@ -21,4 +23,5 @@ class Status(StrEnum):
     ERROR = "error"
     TIMEOUT = "timeout"
     BUDGET = "budget"
+    PAUSED = "paused"
     SKIPPED = "skipped"

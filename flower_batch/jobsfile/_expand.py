@@ -191,6 +191,7 @@ class Expander:
             placement=tuple(fields.get("placement", ())),
             pids=fields.get("pids"),
             network=fields.get("network", "gateway"),
+            persistent=fields.get("persistent", False),
         )
 
     def _renderer(self, context: RenderContext) -> Callable[[Template | None], str | None]:

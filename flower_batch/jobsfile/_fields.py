@@ -40,6 +40,7 @@ JOB_FIELDS = (
     "placement",
     "pids",
     "network",
+    "persistent",
 )
 GATEWAY_KEYS = ("mode", "scenario", "recording")
 _INVALID = object()
@@ -260,4 +261,5 @@ _PARSERS: dict[str, Callable[[Any, KeyPath, Report], Any]] = {
     "placement": _placement,
     "pids": _checked(fields.pids),
     "network": _checked(fields.network),
+    "persistent": _checked(fields.persistent),
 }

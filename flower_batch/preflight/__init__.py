@@ -22,8 +22,9 @@ from flower_batch.jobmodel.spec import JobSpec
 from flower_batch.jobmodel.units import format_memory
 
 from ..errors import FlowerBatchError, PreflightFailed
+from ..jobmodel.classes import EXIT_INFRASTRUCTURE
 from ..labels import BATCH, MANAGED, ROLE
-from .imports import Target, host_target, import_problems
+from .imports import Target, TargetsSeen, host_target, import_problems
 from .limits import cpus_problem, memory_problem, memory_warning
 from .scenarios import recording_problems, scenario_problems
 
@@ -100,11 +101,15 @@ class Preflight:
         *,
         facts: EngineFacts | None = None,
         scratch: Path | None = None,
+        seen: TargetsSeen | None = None,
     ) -> None:
-        """The checks that need the engine: limits against its host, imports in its image."""
+        """The checks that need the engine: limits against its host, imports in its image
+        (`seen`: the targets already seen to load there, skipped)."""
         try:
             facts = facts or engine_facts()
         except FlowerBatchError as exc:
+            if exc.exit_code == EXIT_INFRASTRUCTURE:
+                raise  # no engine to check against: no verdict on the jobs either (exit 3)
             self.problems.append(" ".join(str(exc).split()))
             return
         self._limits(self._jobs, facts)
@@ -114,7 +119,7 @@ class Preflight:
         labels = {MANAGED: "1", BATCH: self.batch, ROLE: "preflight"}
         try:
             self.problems += await import_problems(
-                backend, image_id, self.targets, labels=labels, scratch=scratch
+                backend, image_id, self.targets, labels=labels, scratch=scratch, seen=seen
             )
         except FlowerBatchError as exc:
             self.problems.append(f"the workflow import check could not run: {' '.join(str(exc).split())}")

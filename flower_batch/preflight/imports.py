@@ -18,7 +18,7 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 
@@ -90,39 +90,22 @@ async def import_problems(
     labels: dict[str, str],
     timeout_s: float = IMPORT_TIMEOUT_S,
     scratch: Path | None = None,
+    seen: TargetsSeen | None = None,
 ) -> list[str]:
     """One line per target that does not load as a flower.Workflow in the image (none: []).
 
     `scratch`: stage everything in a folder there, flows/ copies included, and mount only that
-    (a cluster's engine sees the shared home, not this host's /tmp or project)."""
+    (a cluster's engine sees the shared home, not this host's /tmp or project). `seen`: targets
+    already seen to load (import_cache.ImportCache), skipped and told of each new one that loads."""
+    if seen is not None:
+        targets = [t for t in targets if not seen.known(image_id, t)]
     if not targets:
         return []
     if scratch is not None:
         scratch.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix="flower-batch-preflight-", dir=scratch))
     try:
-        mounts: list[Mount] = []
-        argv: list[str] = []
-        for i, target in enumerate(targets):
-            folder = f"{FLOWS}/{i}"
-            (staging / str(i)).mkdir()  # the mount point of a flows/ copy, or the staged module's folder
-            if target.flows_dir is not None and scratch is not None:
-                shutil.copytree(
-                    target.flows_dir,
-                    staging / str(i),
-                    dirs_exist_ok=True,
-                    ignore=shutil.ignore_patterns("__pycache__"),
-                )
-            elif target.flows_dir is not None:
-                mounts.append(Mount(str(target.flows_dir.resolve()), folder, read_only=True))
-            else:
-                assert target.source is not None and target.rel is not None
-                dest = staging / str(i) / target.rel
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(target.source, dest)
-            argv += [folder, _in_container(target.written, folder)]
-        os.chmod(staging, 0o755)
-        mounts.insert(0, Mount(str(staging), FLOWS, read_only=True))
+        mounts, argv = _stage(targets, staging, copy_flows=scratch is not None)
         spec = ContainerSpec(
             image=image_id,
             command=["python", "-c", _SCRIPT, *argv],
@@ -135,7 +118,44 @@ async def import_problems(
         lines, code, timed_out = await _run(backend, spec, timeout_s)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return problems_from_output(targets, argv, lines, code, timed_out, timeout_s)
+    problems = problems_by_target(targets, argv, lines, code, timed_out, timeout_s)
+    if seen is not None:
+        for target in targets:
+            if target not in problems:
+                seen.remember(image_id, target)
+    return list(problems.values())
+
+
+def _stage(targets: Sequence[Target], staging: Path, *, copy_flows: bool) -> tuple[list[Mount], list[str]]:
+    """Each target's module (or flows/ copy: mounted, or copied in with `copy_flows`) under
+    `staging`/<i>/; the mounts and the script's argv."""
+    mounts: list[Mount] = []
+    argv: list[str] = []
+    for i, target in enumerate(targets):
+        folder = f"{FLOWS}/{i}"
+        (staging / str(i)).mkdir()  # the mount point of a flows/ copy, or the staged module's folder
+        if target.flows_dir is not None and copy_flows:
+            shutil.copytree(
+                target.flows_dir,
+                staging / str(i),
+                dirs_exist_ok=True,
+                ignore=shutil.ignore_patterns("__pycache__"),
+            )
+        elif target.flows_dir is not None:
+            mounts.append(Mount(str(target.flows_dir.resolve()), folder, read_only=True))
+        else:
+            assert target.source is not None and target.rel is not None
+            dest = staging / str(i) / target.rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(target.source, dest)
+        argv += [folder, _in_container(target.written, folder)]
+    os.chmod(staging, 0o755)
+    return [Mount(str(staging), FLOWS, read_only=True), *mounts], argv
+
+
+class TargetsSeen(Protocol):
+    def known(self, image_id: str, target: Target) -> bool: ...
+    def remember(self, image_id: str, target: Target) -> None: ...
 
 
 async def _run(backend: Backend, spec: ContainerSpec, timeout_s: float) -> tuple[list[str], int | None, bool]:
@@ -157,14 +177,15 @@ async def _run(backend: Backend, spec: ContainerSpec, timeout_s: float) -> tuple
     return lines, code, timed_out
 
 
-def problems_from_output(
+def problems_by_target(
     targets: Sequence[Target],
     argv: list[str],
     lines: list[str],
     code: int | None,
     timed_out: bool,
     timeout_s: float,
-) -> list[str]:
+) -> dict[Target, str]:
+    """The line of each target that did not load; a target not in it loaded."""
     by_container = {argv[i + 1]: targets[i // 2] for i in range(0, len(argv), 2)}
     results: dict[str, dict[str, Any]] = {}
     last_started: str | None = None
@@ -179,7 +200,7 @@ def problems_from_output(
             last_started = str(item["start"])
         elif "target" in item:
             results[str(item["target"])] = item
-    out: list[str] = []
+    out: dict[Target, str] = {}
     for container_target, target in by_container.items():
         item = results.get(container_target)
         if item is None:
@@ -191,9 +212,9 @@ def problems_from_output(
                 )
             else:
                 why = "not checked: an earlier workflow's import ended the check"
-            out.append(f"{target.label}: {why}")
+            out[target] = f"{target.label}: {why}"
         elif not item.get("ok"):
-            out.append(f"{target.label}: {_one_line(_strip_prefix(str(item.get('error'))))}")
+            out[target] = f"{target.label}: {_one_line(_strip_prefix(str(item.get('error'))))}"
     return out
 
 

@@ -68,7 +68,7 @@ details.job[open] > summary { border-bottom: 1px solid var(--line); background: 
 .badge { border-radius: 10px; padding: 1px 8px; font-size: 12px; font-weight: 600; color: white; }
 .s-passed { background: var(--good); } .s-failed, .s-timeout, .s-budget { background: var(--bad); }
 .s-error { background: #8250df; } .s-skipped, .s-pending, .s-running, .s-queued { background: var(--none); }
-.s-orphaned, .s-never-started { background: #9a6700; }
+.s-orphaned, .s-never-started, .s-paused { background: #9a6700; }
 .kv td { padding: 2px 10px 2px 0; vertical-align: top; } .kv td:first-child { color: #57606a; white-space: nowrap; }
 .steps th, .steps td { border-bottom: 1px solid var(--line); padding: 3px 10px 3px 0; text-align: left; }
 pre { background: #0d1117; color: #e6edf3; padding: 10px; border-radius: 6px; overflow: auto; max-height: 360px; white-space: pre-wrap; }
@@ -128,7 +128,8 @@ _JS = """
 
 
 def html_report(results: BatchResults, sections: Sequence[str] = ()) -> str:
-    """The whole report as one HTML string; `sections` (e.g. the baseline comparison) go after the table."""
+    """The whole report as one HTML string. `sections` (the comparison against a baseline: the
+    verdict a nightly's reader opens the page for) come first, before the table and the plots."""
     # <, > and & as \u escapes: the embedded JSON can never close or open a tag.
     data = json.dumps(results.to_document(), ensure_ascii=False, separators=(",", ":"))
     data = data.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
@@ -141,9 +142,9 @@ def html_report(results: BatchResults, sections: Sequence[str] = ()) -> str:
             f"<style>{_CSS}{PLOTS_CSS}{DIFF_CSS}{JOB_LIST_CSS}</style></head><body>",
             _header(results),
             "<main>",
+            *sections,
             _comparison(results),
             plots_section(results.comparison),
-            *sections,
             _jobs(results),
             "</main>",
             f'<script type="application/json" id="results-data">{data}</script>',
@@ -215,6 +216,7 @@ def _jobs(results: BatchResults) -> str:
         "error",
         "timeout",
         "budget",
+        "paused",
         "skipped",
         "orphaned",
         "never-started",

@@ -4,6 +4,9 @@ By failure class (jobmodel/classes.py), so CI tells a broken run from a bad resu
 agent / verifier / timeout / budget -> <failure type=CLASS message=REASON>
 infrastructure                      -> <error type="infrastructure" message=REASON>
 skipped, not run yet                -> <skipped message=...> (a skipped job still counts in its class)
+paused                              -> <skipped message="paused: REASON">: no verdict yet (a higher
+                                       budget continues it); counted apart in the suite's `paused`
+                                       property (and `--fail-under` counts it as not passed)
 The check's output (and the log tail) go to <system-out>. Element order and attributes
 stay inside the common Jenkins/Ant JUnit schema.
 """
@@ -24,6 +27,7 @@ from ._results import BatchResults
 # Characters XML 1.0 forbids (terminal escapes in logs would make the file unreadable).
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_NO_VERDICT = (Status.SKIPPED, Status.PAUSED)
 _FAILURES = (FailureClass.AGENT, FailureClass.VERIFIER, FailureClass.TIMEOUT, FailureClass.BUDGET)
 
 
@@ -60,7 +64,7 @@ def _suite(results: BatchResults, task: str, jobs: list[JobSpec]) -> ET.Element:
             sum(1 for o in outcomes if o and o.status is not Status.SKIPPED and o.klass in _FAILURES)
         ),
         errors=str(sum(1 for o in outcomes if o and o.klass is FailureClass.INFRASTRUCTURE)),
-        skipped=str(sum(1 for o in outcomes if o is None or o.status is Status.SKIPPED)),
+        skipped=str(sum(1 for o in outcomes if o is None or o.status in _NO_VERDICT)),
         time=f"{sum(o.duration_s or 0.0 for o in outcomes if o):.3f}",
     )
     properties = ET.SubElement(suite, "properties")
@@ -69,6 +73,7 @@ def _suite(results: BatchResults, task: str, jobs: list[JobSpec]) -> ET.Element:
         ("image_id", results.image_id or "unknown"),
         ("gateway_mode", ",".join(results.gateway_modes)),
         ("model", results.gateway_label),
+        ("paused", str(sum(1 for o in outcomes if o and o.status is Status.PAUSED))),
     ):
         ET.SubElement(properties, "property", name=name, value=_clean(value))
     for job, outcome in zip(jobs, outcomes, strict=True):
@@ -86,6 +91,8 @@ def _case(job: JobSpec, outcome: JobOutcome | None, pending_reason: str | None =
     klass = outcome.klass
     if outcome.status is Status.SKIPPED:
         ET.SubElement(case, "skipped", message=_clean(reason))
+    elif outcome.status is Status.PAUSED:
+        ET.SubElement(case, "skipped", message=_clean(f"paused: {reason}"))
     elif klass is FailureClass.INFRASTRUCTURE:
         element = ET.SubElement(case, "error", message=_clean(reason), type=klass.value)
         element.text = _clean(_details(outcome))

@@ -20,7 +20,7 @@ class ReportPaths(NamedTuple):
 
 def write_reports(results: BatchResults, out_dir: Path, html_sections: Sequence[str] = ()) -> ReportPaths:
     """results.json, junit.xml and report.html in `out_dir` (created if needed); `html_sections`
-    are extra sections of report.html (the baseline comparison).
+    open report.html, before its table (the baseline comparison: the verdict).
 
     All three carry the same texts, each job's log tail and check output cut to the batch's
     text budget (see text_budget.py), so the HTML's embedded document stays equal to results.json.

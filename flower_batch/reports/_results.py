@@ -64,7 +64,7 @@ class BatchResults:
     def ci_passed(self, fail_under: float | None = None) -> bool:
         """The CI verdict: every job passed, or (with `fail_under`) passed/all jobs >= it.
 
-        Jobs not run yet and skipped jobs count as not passed.
+        Jobs not run yet, skipped and paused jobs count as not passed.
         """
         total = len(self.jobs)
         passed = sum(1 for job in self.jobs if self.status_of(job.id) == "passed")

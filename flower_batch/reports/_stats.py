@@ -2,7 +2,8 @@
 
 A cell aggregates the repeats of one (task, variant): pass rate with a 95% Wilson
 interval, mean cost (over jobs whose cost is known), mean turns and mean duration.
-Jobs without an outcome yet are `pending`; skipped jobs are not counted in `n`.
+Jobs without an outcome yet are `pending`; skipped and paused jobs (no verdict yet) are not
+counted in `n`.
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ class Cell:
 
 def aggregate(job_ids: Sequence[str], outcomes: Mapping[str, JobOutcome]) -> Cell:
     done = [outcomes[j] for j in job_ids if j in outcomes]
-    counted = [o for o in done if o.status is not Status.SKIPPED]
+    counted = [o for o in done if o.status not in (Status.SKIPPED, Status.PAUSED)]
     passed = sum(o.passed for o in counted)
     costs = [o.cost_usd for o in counted if o.cost_usd is not None]
     statuses: dict[str, int] = {}

@@ -2,7 +2,7 @@
 
 Re-running a job (the default re-run of error/skipped jobs, --retry-failed, --fresh) gives it a
 fresh workspace and runs folder. The previous attempt is not deleted: its record, runs/
-(manifest.json, sessions.db, the CLI's transcripts), logs/, flows/ and the workspace it
+(manifest.json, sessions.db, the CLI's transcripts), logs/, flows/, trajectory.json and the workspace it
 changed move to `<job>/attempts/<n>/` (n = that attempt's number), as one folder that looks
 like a job folder, so `show`, `repro --attempt N` and people can read it the same way.
 The move happens when the new attempt really starts (run_job), never at planning time: a
@@ -23,12 +23,14 @@ from pathlib import Path
 from typing import Any
 
 from flower_batch.errors import FlowerBatchError, RecordError
+from flower_batch.export.trajectory_file import TRAJECTORY_NAME
 from flower_batch.jobfiles import copy_file
 from flower_batch.jobmodel.record import RECORD_NAME, JobRecord, read_record, write_record
 from flower_batch.layout import JobDir
 
 ATTEMPTS = "attempts"
-_MOVED = ("workspace", "runs", "logs", "flows")  # record.json is handled on its own
+# record.json is handled on its own; trajectory.json is the host's file, derived from runs/
+_MOVED = ("workspace", "runs", "logs", "flows", TRAJECTORY_NAME)
 
 
 def attempts_dir(jd: JobDir) -> Path:

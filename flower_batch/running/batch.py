@@ -55,6 +55,7 @@ class BatchPlan:
     search: Sequence[Path] = ()
     budget_usd: float | None = None
     settings: GatewaySettings = field(default_factory=GatewaySettings)
+    wake: frozenset[str] = frozenset()  # paused jobs continued in their sessions (resume.py)
 
 
 async def reap_batch(engine: Backend, home: Home, batch: str) -> int:
@@ -95,6 +96,7 @@ async def run_batch(
                 search=plan.search,
                 budget_usd=plan.budget_usd,
                 settings=plan.settings,
+                wake=plan.wake,
             )
 
         return await run_with_infra_retries(

@@ -1,7 +1,7 @@
 """An orchestrator's lease: one `flower-batch` process that owns containers while it runs.
 
 ("Lease" is the orchestrator's word; a "session" is always an agent's conversation, as in
-view/sessions.py. On disk the old name stays: the `<home>/.sessions/` folder, the
+transcripts/sessions.py. On disk the old name stays: the `<home>/.sessions/` folder, the
 `org.flower-batch.session` label and the record's `session` field, so what an older version
 made is still found.)
 

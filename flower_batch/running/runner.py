@@ -4,6 +4,7 @@ check, and write the record. Used by `run`, `wake` and `matrix` alike.
 
 from __future__ import annotations
 
+import logging
 import shlex
 import shutil
 import signal
@@ -19,14 +20,17 @@ from flower.clock import now_iso
 from flower_batch.backend.base import Backend, ContainerSpec, Mount
 from flower_batch.backend.confinement import DEFAULT_PIDS, Confinement, hand_over
 from flower_batch.errors import FlowerBatchError, NameConflict
+from flower_batch.export.trajectory_file import write_trajectory
+from flower_batch.gateway.budget import batch_spent
 from flower_batch.gateway.host.health import describe_health
 from flower_batch.gateway.host.sidecar import GatewaySidecar
-from flower_batch.gateway.host.usage import GatewayOutcome, gateway_outcome
+from flower_batch.gateway.host.usage import GatewayOutcome, MeterMark, gateway_outcome, meter_mark
 from flower_batch.gateway.job_sockets import socket_key
 from flower_batch.gateway.recording import stage_recording
 from flower_batch.jobfiles import copy_tree, remove_tree
 from flower_batch.jobmodel.classes import FailureClass
 from flower_batch.jobmodel.outcome import JobOutcome, decide_status, steps_from_manifest
+from flower_batch.jobmodel.pausing import Spend, history_entry, pause_reason
 from flower_batch.jobmodel.record import JobRecord, write_record
 from flower_batch.jobmodel.spec import JobSpec
 from flower_batch.jobmodel.status import Status
@@ -34,9 +38,11 @@ from flower_batch.labels import labels
 from flower_batch.layout import FLOWS, RUNS, WORKSPACE, JobDir
 from flower_batch.running.attempts import keep_previous_attempt
 from flower_batch.running.causes import Ending, Verdict, continuity_of, explain, flower_exit, new_stamp
+from flower_batch.running.deadline import hard_timeout_s, limits_env
 from flower_batch.running.joblog import capped_text, save_capped
 from flower_batch.running.targets import container_target, stage_workflow
 
+log = logging.getLogger(__name__)
 GRACE_S = 10.0
 LOG_TAIL = 4000
 
@@ -113,7 +119,19 @@ async def run_job(
     command = flower_command(job, persistent=persistent, wake_words=wake_words, waking=waking)
     ran = await run_container(attempt, command, fresh=not waking)
     checked = await check_if_due(attempt, ran)
-    return finish_record(attempt, ran, checked, persistent=persistent)
+    record = finish_record(attempt, ran, checked, persistent=persistent)
+    await anyio.to_thread.run_sync(_write_trajectory, jd, record)
+    return record
+
+
+def _write_trajectory(jd: JobDir, record: JobRecord) -> None:
+    """`<job>/trajectory.json` (ATIF), derived from runs/. What the job's files did not let be
+    read is said inside it; a file that cannot be written at all costs the job nothing (its
+    verdict is recorded): a warning, and `flower-batch export` says why when asked again."""
+    try:
+        write_trajectory(jd, record)
+    except (OSError, ValueError) as exc:
+        log.warning("job %s/%s: trajectory.json not written: %s", jd.batch, jd.job, exc)
 
 
 @dataclass(frozen=True)
@@ -127,6 +145,7 @@ class Attempt:
     stamp: str  # tells this container's runs/.exit.json from an earlier one's
     gateway_mark: int  # the gateway's deaths from here on are this job's too
     started: float  # time.monotonic()
+    meter: MeterMark = MeterMark()  # the job's meter before this attempt (a wake continues it)
 
     def duration_s(self) -> float:
         return round(time.monotonic() - self.started, 2)
@@ -171,6 +190,8 @@ def start_attempt(
         versions=ctx.versions,
         session=ctx.lease,
         backend=ctx.backend.name,
+        # A wake goes on with the job's meter, so with its history of caps and spend too.
+        budget_history=previous.budget_history if (waking and previous) else (),
     )
     if not waking:  # the new attempt starts now: the previous one moves to attempts/<n>/, kept
         keep_previous_attempt(jd, previous, record.attempt)
@@ -184,6 +205,7 @@ def start_attempt(
         stamp=new_stamp(job.id),
         gateway_mark=ctx.gateway.health.mark(),
         started=time.monotonic(),
+        meter=meter_mark(jd.logs) if waking else MeterMark(),
     )
 
 
@@ -229,7 +251,8 @@ async def _run_in_container(attempt: Attempt, command: list[str], ran: Ran, *, f
     ran.container = await ctx.backend.create(job_container_spec(ctx, job, jd, command, attempt.stamp, reach))
     write_record(jd.record_path, replace(attempt.record, container=ran.container))
     await ctx.backend.start(ran.container)
-    ran.exit_code, ran.timed_out = await _wait_unless_gateway_gone(ctx, ran.container, job.timeout_s)
+    # flower stops itself at the deadline after a wrap-up window (running/deadline.py): wait for it.
+    ran.exit_code, ran.timed_out = await _wait_unless_gateway_gone(ctx, ran.container, hard_timeout_s(job))
     ran.oom_killed = await _oom_killed(ctx.backend, ran.container)
     await save_logs(ctx.backend, ran.container, jd.logs / "container.log")
 
@@ -336,6 +359,7 @@ def job_container_spec(
         "PYTHONPATH": FLOWS,
         "FLOWER_BATCH_JOB": job.id,
         "FLOWER_RUN_STAMP": stamp,
+        **limits_env(job, now=time.time(), spent_usd=gateway_outcome(jd.logs, job.gateway.mode).cost_usd),
     }
     if job.model:
         env["ANTHROPIC_MODEL"] = job.model
@@ -375,7 +399,8 @@ def finish_record(attempt: Attempt, ran: Ran, checked: Checked, *, persistent: b
     """The finished record: the verdict, what it cost, how the gateway fared; written last."""
     ctx, job, jd = attempt.ctx, attempt.job, attempt.jd
     rows = jd.manifest()
-    gateway = gateway_outcome(jd.logs, job.gateway.mode)  # metered outside the container: survives a kill
+    # metered outside the container: survives a kill
+    gateway = gateway_outcome(jd.logs, job.gateway.mode, attempt.meter)
     health = ctx.gateway.health.for_job(attempt.gateway_mark)
     verdict = _blame_the_gateway(health, decide(attempt, ran, checked, gateway, rows))
     costs: list[float] = [float(r["cost_usd"]) for r in rows if isinstance(r.get("cost_usd"), int | float)]
@@ -397,6 +422,15 @@ def finish_record(attempt: Attempt, ran: Ran, checked: Checked, *, persistent: b
     record = record.with_outcome(outcome, finished_at=now_iso(), exit_code=ran.exit_code)
     if persistent:
         record = replace(record, continuity=continuity_of(jd.runs, attempt.stamp))
+        if job.budget_usd is not None or ctx.gateway.batch_budget_usd is not None:
+            entry = history_entry(
+                attempt=record.attempt,
+                status=verdict.status.value,
+                spend=_spend(attempt, gateway),
+                spent_before=attempt.meter.spent_usd,
+                step=_interrupted_step(attempt, rows) if verdict.status is Status.PAUSED else None,
+            )
+            record = replace(record, budget_history=(*record.budget_history, entry))
     record = replace(record, gateway_health=health)
     write_record(jd.record_path, record)
     _state(ctx, job.id, verdict.status.value)
@@ -411,29 +445,57 @@ def decide(
     error = ran.error if ran.error is not None else checked.error
     if gateway.divergence and error is None:
         error = gateway.divergence
+    cause = flower_exit(attempt.jd.runs, attempt.stamp)
+    # flower's own graceful end at the deadline (its notes written) is the job's timeout too.
+    stopped_itself = cause is not None and cause["class"] == "timeout"
     status, reason = decide_status(
         workflow_ok=_workflow_ok(ran),
         check_exit=checked.exit_code,
-        timed_out=ran.timed_out,
+        timed_out=ran.timed_out or stopped_itself,
         over_budget=gateway.over_budget,
         error=error,
     )
     if status is Status.BUDGET:
         reason = gateway.budget_reason or reason
+    if status is Status.TIMEOUT and stopped_itself and cause is not None:
+        reason = f"{reason}: {cause['reason']}"
     ending = Ending(ran.exit_code, ran.timed_out, ran.oom_killed, attempt.job.memory_bytes)
     fallback = f"the workflow exited {ran.exit_code}" + _last_error(rows)
     verdict = explain(
         status,
         reason,
         ending,
-        flower_exit(attempt.jd.runs, attempt.stamp),
+        cause,
         check_exit=checked.exit_code,
         fallback=fallback,
     )
     if error is not None and error == gateway.divergence:
         # The agent's requests left the recording: a verdict, not a fault.
         return replace(verdict, failure_class=FailureClass.AGENT)
+    if verdict.status is Status.BUDGET and gateway.over_budget and attempt.record.spec.get("persistent"):
+        # Its session and workspace stay as they are: a higher cap continues it (wake, matrix).
+        reason = pause_reason(_spend(attempt, gateway), _interrupted_step(attempt, rows))
+        return Verdict(Status.PAUSED, reason, FailureClass.PAUSED)
     return verdict
+
+
+def _spend(attempt: Attempt, gateway: GatewayOutcome) -> Spend:
+    """The job's metered spend and caps, and its batch's, as the attempt ends."""
+    batch_cap = attempt.ctx.gateway.batch_budget_usd
+    return Spend(
+        job_spent=gateway.spent_usd,
+        job_cap=attempt.job.budget_usd,
+        batch_spent=batch_spent(attempt.jd.root.parent) if batch_cap is not None else 0.0,
+        batch_cap=batch_cap,
+    )
+
+
+def _interrupted_step(attempt: Attempt, rows: list[dict[str, Any]]) -> str | None:
+    """The step the budget cut: flower's own word (runs/.exit.json), else the last failed row."""
+    cause = flower_exit(attempt.jd.runs, attempt.stamp)
+    if cause and cause.get("step"):
+        return str(cause["step"])
+    return next((str(r.get("step")) for r in reversed(rows) if not r.get("ok") and r.get("step")), None)
 
 
 def _blame_the_gateway(health: dict[str, Any] | None, verdict: Verdict) -> Verdict:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import anyio
@@ -22,11 +22,12 @@ from flower_batch.errors import FlowerBatchError
 from flower_batch.gateway.budget import batch_spent
 from flower_batch.gateway.host.sidecar import GatewaySettings, GatewaySidecar
 from flower_batch.gateway.host.supervisor import supervisors
+from flower_batch.gateway.metering import read_meter
 from flower_batch.jobmodel.outcome import JobOutcome
 from flower_batch.jobmodel.record import JobRecord, new_record, read_record, write_record
 from flower_batch.jobmodel.spec import JobSpec
 from flower_batch.jobmodel.status import Status
-from flower_batch.layout import Home
+from flower_batch.layout import Home, JobDir
 from flower_batch.running.attempts import keep_previous_attempt
 from flower_batch.running.lease import Lease
 from flower_batch.running.liveness import NEVER_STARTED_REASON
@@ -48,11 +49,14 @@ async def run_jobs(
     search: Sequence[Path] = (),
     budget_usd: float | None = None,
     settings: GatewaySettings | None = None,
+    wake: frozenset[str] = frozenset(),
 ) -> dict[str, JobRecord]:
     """Run `jobs` (each with its previous record, if any); returns the new records by job id.
 
     `budget_usd` is the batch's: its gateways refuse requests once the batch's metered spend
-    reaches it (running jobs end `budget`), and jobs not started by then end `skipped`.
+    reaches it (running jobs end `budget`, persistent ones `paused`), and jobs not started by
+    then end `skipped`. `wake`: the paused jobs to continue in their sessions (resume.py); one
+    whose cap is still reached stays paused, its record untouched.
     `settings`: the host's environment and the gateways' limits, read where the process started.
 
     In phases, under the orchestrator's lease: every job's record says 'queued'
@@ -72,6 +76,7 @@ async def run_jobs(
             budget_usd=budget_usd,
             settings=GatewaySettings() if settings is None else settings,
             limiter=anyio.CapacityLimiter(max(1, parallel)),
+            wake=wake,
         )
         run.queue(jobs)
         async with contextlib.AsyncExitStack() as stack:
@@ -100,6 +105,7 @@ class _BatchRun:
     budget_usd: float | None
     settings: GatewaySettings
     limiter: anyio.CapacityLimiter
+    wake: frozenset[str] = frozenset()
     done: dict[str, JobRecord] = field(default_factory=dict)
     started: set[str] = field(default_factory=set)
 
@@ -123,6 +129,12 @@ class _BatchRun:
             self.started.add(job.id)
             jd = self.home.job(self.batch, job.id)
             queued = self.queued(job, previous)
+            waking = job.id in self.wake and previous is not None
+            if waking and previous is not None and self._still_capped(job, jd):
+                self.done[job.id] = previous  # paused it stays: its session waits for a higher cap
+                if self.on_state:
+                    self.on_state(job.id, previous.status)
+                return
             if (
                 self.budget_usd is not None
                 and batch_spent(self.home.batch_dir(self.batch)) >= self.budget_usd
@@ -145,15 +157,28 @@ class _BatchRun:
                     search=list(self.search),
                     environ=self.settings.environ,
                 )
-                self.done[job.id] = await run_job(ctx, job, jd, previous=previous)
+                self.done[job.id] = await run_job(
+                    ctx, job, jd, previous=previous, persistent=job.persistent, waking=waking
+                )
             except FlowerBatchError as exc:
                 # One job's setup failed (its gateway did not start, its folder could not be
                 # made): that job ends `error` with the reason; the others go on.
                 reason = " ".join(str(exc).split()) or type(exc).__name__
+                if waking and previous is not None:
+                    # A paused job stays paused, its session where it was: said in its reason.
+                    self.done[job.id] = _not_continued(jd.record_path, previous, reason, self.on_state)
+                    return
                 # Its record replaces the previous attempt's: that one is kept first.
                 with contextlib.suppress(FlowerBatchError):
                     keep_previous_attempt(jd, previous, queued.attempt)
                 self.done[job.id] = _finish(jd.record_path, queued, job, Status.ERROR, reason, self.on_state)
+
+    def _still_capped(self, job: JobSpec, jd: JobDir) -> bool:
+        """A paused job's cap is still reached: the batch's, or its own (meter over its wakes)."""
+        if self.budget_usd is not None and batch_spent(self.home.batch_dir(self.batch)) >= self.budget_usd:
+            return True
+        meter = read_meter(jd.logs)
+        return job.budget_usd is not None and meter is not None and meter.spent_usd >= job.budget_usd
 
 
 class _Gateways:
@@ -232,6 +257,16 @@ def _mark_never_started(
         write_record(path, record.with_outcome(outcome, finished_at=now_iso()))
         if on_state:
             on_state(job.id, "never-started")
+
+
+def _not_continued(path: Path, paused: JobRecord, why: str, on_state: StateHook | None) -> JobRecord:
+    """A paused job whose wake could not be set up: still paused, the reason says why."""
+    before = (paused.reason or "").split("; not continued: ")[0]
+    record = replace(paused, reason=f"{before}; not continued: {why}")
+    write_record(path, record)
+    if on_state:
+        on_state(record.job_id, record.status)
+    return record
 
 
 def _finish(

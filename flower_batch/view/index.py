@@ -29,6 +29,7 @@ STATUS_ORDER = (
     "error",
     "timeout",
     "budget",
+    "paused",
     "passed",
     "skipped",
     "unreadable",

@@ -50,7 +50,7 @@ tr.job { cursor: pointer; } tr.job:hover { background: var(--bg); } tr.job.open 
 .id { font-family: ui-monospace, monospace; font-weight: 600; }
 .badge { border-radius: 10px; padding: 0 8px; font-size: 12px; font-weight: 600; color: white; background: var(--none); }
 .s-passed { background: var(--good); } .s-failed, .s-timeout, .s-budget { background: var(--bad); }
-.s-error, .s-unreadable { background: #8250df; } .s-running { background: #0969da; } .s-queued { background: #9a6700; }
+.s-error, .s-unreadable { background: #8250df; } .s-running { background: #0969da; } .s-queued, .s-paused { background: #9a6700; }
 td.trajectory { background: #fbfcfd; padding: 8px 12px 16px; }
 .kv td { border: none !important; padding: 1px 12px 1px 0 !important; } .kv td:first-child { color: #57606a; }
 details { margin: 4px 0; } summary { cursor: pointer; }

@@ -34,10 +34,10 @@ from flower_batch.jobmodel.record import RECORD_NAME, JobRecord
 from ..errors import FlowerBatchError, RecordError
 from ..jobfiles import read_tail
 from ..layout import Home, JobDir
+from ..transcripts.steps import job_trajectory, read_in
 from ..workspace_diff import diff, source_of
 from .index import RECORD_BYTES, RecordIndex, select
 from .page import APP_CSS, APP_JS, PAGE_HTML
-from .trajectory import job_trajectory, read_in
 
 HOST = "127.0.0.1"
 LOG_TAIL = 4000

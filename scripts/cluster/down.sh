@@ -13,6 +13,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 ENV_FILE=${ENV_FILE:-$here/../../images/.cache/$env_name}
 LOCK=/tmp/flower-batch-cluster-$PREFIX.lock
 LOG=/tmp/flower-batch-cluster-$PREFIX.log
+. "$here/host_engine.sh"
 who() {  # who ran this script, for the log tests/batch_fixtures/swarm_health.py reports from
     printf '%s %s by pid %s (%s) in %s' "$(date -u +%FT%TZ)" "$(basename "$0")" "$PPID" \
         "$(ps -o args= -p "$PPID" 2>/dev/null | cut -c1-160)" "$(pwd)"
@@ -26,7 +27,14 @@ if [ "${CLUSTER_LOCK_HELD:-}" != 1 ]; then
     fi
 fi
 echo "$(who): taking $PREFIX down" >> "$LOG"
-for c in $(docker ps -aq --filter "label=$LABEL"); do
+found=$(docker ps -aq --filter "label=$LABEL") || {
+    echo "cluster: the engine at ${DOCKER_HOST:-the local socket} does not answer: nothing removed" >&2
+    exit 1
+}
+if [ -z "$found" ]; then
+    echo "cluster: no node of $PREFIX on the engine at ${DOCKER_HOST:-the local socket}: nothing to take down" >&2
+fi
+for c in $found; do
     name=$(docker inspect -f '{{.Name}}' "$c" | tr -d /)
     docker rm -f "$c" >/dev/null
     docker volume rm "$name-data" >/dev/null 2>&1 || true
@@ -34,4 +42,4 @@ for c in $(docker ps -aq --filter "label=$LABEL"); do
 done
 for n in $(docker network ls -q --filter "label=$LABEL"); do docker network rm "$n" >/dev/null; done
 rm -f "$ENV_FILE"
-echo "cluster: down" >&2
+[ -z "$found" ] || echo "cluster: down" >&2

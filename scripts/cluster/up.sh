@@ -31,6 +31,7 @@ NODE_IMAGE=${NODE_IMAGE:-flower-batch-swarm-node:bookworm}
 REGISTRY_IMAGE=${REGISTRY_IMAGE:-flower-batch-swarm-registry:bookworm}
 REGISTRY=$PREFIX-registry:5000
 LABEL=org.flower-batch.test-cluster=$PREFIX
+. "$here/host_engine.sh"
 
 "$here/images.sh"
 
@@ -55,9 +56,36 @@ for dir in $SHARED; do
     mounts="$mounts -v $dir:$dir"
 done
 
+start_dockerd() {  # NAME
+    # 2375 without TLS: reachable only on the private network this script made.
+    docker exec -d "$1" sh -c "dockerd -H unix:///var/run/docker.sock -H tcp://0.0.0.0:2375 \
+        >/var/log/dockerd.log 2>&1"
+}
+
+same_shared() {  # NAME: the node mounts every folder of $SHARED (else it is another checkout's)
+    have=" $(docker inspect -f '{{range .Mounts}}{{.Source}} {{end}}' "$1") "
+    for dir in $SHARED; do
+        case "$have" in *" $dir "*) ;; *) return 1 ;; esac
+    done
+}
+
 start_node() {  # NAME
     name=$1
-    running "$name" && return 0
+    if running "$name"; then
+        if ! same_shared "$name"; then
+            echo "cluster: $name was made with other shared folders (another checkout's?), not $SHARED:" \
+                "take it down first (make cluster-down), or use another PREFIX" >&2
+            exit 1
+        fi
+        # `docker start` of a stopped node brings back the container, not its dockerd (started
+        # by exec below, not as the container's command): start it again; the swarm state is
+        # on the node's data volume.
+        docker exec "$name" docker info >/dev/null 2>&1 || {
+            echo "$(who): started dockerd again in $name" >> "$LOG"
+            start_dockerd "$name"
+        }
+        return 0
+    fi
     docker rm -f "$name" >/dev/null 2>&1 || true
     # --privileged is refused on this machine (CAP_SYS_RESOURCE is outside the bounding set):
     # every other capability, no seccomp/apparmor, writable /proc/sys, /dev/fuse for fuse-overlayfs.
@@ -74,9 +102,7 @@ start_node() {  # NAME
 {"storage-driver": "$STORAGE", "insecure-registries": ["$REGISTRY"],
  "cgroup-parent": "/$name", "log-driver": "json-file"}
 JSON
-    # 2375 without TLS: reachable only on the private network this script made.
-    docker exec -d "$name" sh -c "dockerd -H unix:///var/run/docker.sock -H tcp://0.0.0.0:2375 \
-        >/var/log/dockerd.log 2>&1"
+    start_dockerd "$name"
 }
 
 nodes="$PREFIX-manager"
@@ -119,8 +145,8 @@ for node in $nodes; do
 done
 
 mkdir -p "$(dirname "$ENV_FILE")"
-printf 'export DOCKER_HOST=tcp://%s:2375\nexport FLOWER_BATCH_REGISTRY=%s\nexport FLOWER_BATCH_CLUSTER_SHARED="%s"\n' \
-    "$manager_ip" "$REGISTRY" "$SHARED" > "$ENV_FILE"
+printf 'export DOCKER_HOST=tcp://%s:2375\nexport FLOWER_BATCH_REGISTRY=%s\nexport FLOWER_BATCH_CLUSTER_SHARED="%s"\nexport FLOWER_BATCH_CLUSTER_ENGINE=%s\n' \
+    "$manager_ip" "$REGISTRY" "$SHARED" "${DOCKER_HOST:-}" > "$ENV_FILE"
 docker exec "$PREFIX-manager" docker node ls >&2
 echo "cluster: up (storage $STORAGE); use it with:  . $ENV_FILE" >&2
 cat "$ENV_FILE"

@@ -24,6 +24,7 @@ LAYERS = {
             "protocols",
             "result",
             "spec",
+            "versions",
         )
     ],
     "context": ["flower.context"],

@@ -38,6 +38,7 @@ LAYERS = {
     "backend": ["flower_batch.backend"],
     "gateway": ["flower_batch.gateway"],
     "jobs file": ["flower_batch.jobsfile"],
+    "export": ["flower_batch.transcripts", "flower_batch.export"],
     "running": ["flower_batch.running"],
     "pre-flight": ["flower_batch.preflight"],
     "reports": ["flower_batch.reports", "flower_batch.compare", "flower_batch.view"],

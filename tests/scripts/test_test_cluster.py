@@ -60,6 +60,81 @@ def test_down_sh_refuses_while_a_session_holds_the_cluster(prefix: str) -> None:
     remake.release()
 
 
+# -- the scripts against a stand-in `docker` that answers as the host engine would ---------------
+FAKE_DOCKER = r"""#!/bin/sh
+# A stand-in docker CLI: the node containers exist only on the host engine (no DOCKER_HOST).
+echo "${DOCKER_HOST:-host}|$*" >> "$CALLS"
+case "$*" in
+  "ps -aq --filter label="*) [ -z "${DOCKER_HOST:-}" ] && [ -n "$NODES" ] && echo c1 ;;
+  "info -f {{.Name}}") [ -n "${DOCKER_HOST:-}" ] && echo "$PREFIX-manager" ;;
+  "inspect -f {{.Name}} c1") echo "/$PREFIX-manager" ;;
+  "inspect -f {{.State.Running}} "*) echo true ;;
+  "inspect -f {{range .Mounts}}{{.Source}} {{end}} "*) echo "$MOUNTS" ;;
+  "network ls "*) ;;
+  "image inspect "*) ;;
+  "network inspect "*) ;;
+  *) ;;
+esac
+exit 0
+"""
+
+
+def fake_docker(tmp_path: Path, prefix: str, **env: str) -> dict[str, str]:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "docker").write_text(FAKE_DOCKER)
+    (bin_dir / "docker").chmod(0o755)
+    (tmp_path / "cluster.env").write_text(
+        "export DOCKER_HOST=tcp://10.9.9.9:2375\nexport FLOWER_BATCH_REGISTRY=x:5000\n"
+        "export FLOWER_BATCH_CLUSTER_ENGINE=\n"
+    )
+    return {
+        **os.environ,
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "CALLS": str(tmp_path / "calls"),
+        "PREFIX": prefix,
+        "ENV_FILE": str(tmp_path / "cluster.env"),
+        "NODES": "1",
+        "MOUNTS": "",
+        **env,
+    }
+
+
+def test_cluster_down_after_sourcing_cluster_env_removes_the_nodes_from_their_engine(
+    tmp_path: Path, prefix: str
+) -> None:
+    env = fake_docker(tmp_path, prefix, DOCKER_HOST="tcp://10.9.9.9:2375")  # `. cluster.env`
+    done = subprocess.run([str(DOWN)], capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 0, done.stderr
+    assert f"cluster: removed {prefix}-manager" in done.stderr and "cluster: down" in done.stderr
+    assert "host|rm -f c1" in (tmp_path / "calls").read_text().splitlines()  # on the host engine
+    assert not (tmp_path / "cluster.env").exists()
+
+
+def test_cluster_down_with_no_node_there_does_not_say_down(tmp_path: Path, prefix: str) -> None:
+    env = fake_docker(tmp_path, prefix, NODES="")
+    env.pop("DOCKER_HOST", None)
+    done = subprocess.run([str(DOWN)], capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 0, done.stderr
+    assert f"cluster: no node of {prefix} on the engine at the local socket" in done.stderr
+    assert "cluster: down" not in done.stderr
+
+
+def test_cluster_up_refuses_a_cluster_made_with_another_checkouts_folders(
+    tmp_path: Path, prefix: str
+) -> None:
+    env = fake_docker(
+        tmp_path, prefix, SHARED=str(tmp_path / "mine"), MOUNTS=f"/elsewhere/volumes {tmp_path}/x"
+    )
+    env.pop("DOCKER_HOST", None)
+    done = subprocess.run(
+        [str(REPO / "scripts" / "cluster" / "up.sh")], capture_output=True, text=True, timeout=60, env=env
+    )
+    assert done.returncode == 1
+    assert f"cluster: {prefix}-manager was made with other shared folders" in done.stderr
+    assert "rm -f" not in (tmp_path / "calls").read_text()  # nothing of it was removed
+
+
 def test_a_cluster_made_again_under_a_session_names_who_did_it(prefix: str, monkeypatch) -> None:
     changes_log(prefix).write_text(
         "2026-12-01T10:40:02Z down.sh by pid 4242 (python -m pytest) in /tmp/ci-clone: taking x down\n"

@@ -5,4 +5,5 @@ connection  connecting to the engine; the only place `docker` exceptions are tra
 engine      what the engine accepts and its host has (the facts pre-flight checks limits against)
 images      image build, inspect and remove for `flower_batch.running.image`
 registry    `flower-batch image push REGISTRY`, and the repo digest a cluster pulls by
+secret_handover  a container's secrets on an engine with no secret store: a tmpfs, `docker exec`
 """

@@ -27,6 +27,7 @@ from flower_batch.backend.base import (
     signal_number,
 )
 from flower_batch.backend.docker.connection import Connection, Kind, is_read_timeout, translate
+from flower_batch.backend.docker.secret_handover import hand_over, receiving
 from flower_batch.outputlines import LineSplitter
 
 T = TypeVar("T")
@@ -42,6 +43,7 @@ class DockerBackend(Backend):
     def __init__(self, base_url: str | None = None, timeout: float = 120.0, max_blocking_waits: int = 512):
         self._conn = Connection(base_url, timeout)
         self._waits = anyio.CapacityLimiter(max_blocking_waits)
+        self._secrets: dict[str, dict[str, str]] = {}  # container id -> what each start hands over
 
     @property
     def shares_unix_sockets(self) -> bool:
@@ -61,7 +63,12 @@ class DockerBackend(Backend):
         return await anyio.to_thread.run_sync(run)
 
     # -- containers -------------------------------------------------------------------------
+    # long: a ContainerSpec mapped field by field onto the engine's create call (as swarm's create)
     async def create(self, spec: ContainerSpec) -> str:
+        command, env, tmpfs = list(spec.command), dict(spec.env), dict(spec.confinement.tmpfs)
+        if spec.secrets:  # handed over after each start (secret_handover.py), never in the config
+            command, env, tmpfs = receiving(spec)
+
         def create(api: docker.APIClient) -> str:
             mounts = [
                 docker.types.Mount(m.target, m.source, type=m.kind, read_only=m.read_only)
@@ -74,13 +81,17 @@ class DockerBackend(Backend):
                 security_opt=["no-new-privileges"],
                 pids_limit=jail.pids,
                 read_only=jail.read_only_root,
-                tmpfs=dict(jail.tmpfs) or None,
+                tmpfs=tmpfs or None,
                 nano_cpus=int(spec.cpus * 1e9) if spec.cpus else None,
                 mem_limit=spec.memory,
                 init=spec.init or None,
                 network_mode=spec.network,
-                # A local engine has no secret store: secrets travel in the process's env only.
-                restart_policy={"Name": "on-failure", "MaximumRetryCount": 3} if spec.restart else None,
+                # A container with secrets is restarted by its supervisor only, which hands them
+                # over again (the gateway, gateway/host/supervisor.py): the engine's own restart
+                # would leave it waiting for them.
+                restart_policy={"Name": "on-failure", "MaximumRetryCount": 3}
+                if spec.restart and not spec.secrets
+                else None,
             )
             networking_config = None
             if spec.network and spec.network != "none":
@@ -88,8 +99,8 @@ class DockerBackend(Backend):
                 networking_config = api.create_networking_config({spec.network: endpoint})
             created = api.create_container(
                 spec.image,
-                command=list(spec.command),
-                environment={**spec.env, **spec.secrets},
+                command=command,
+                environment=env,
                 user=spec.user,
                 working_dir=spec.working_dir,
                 labels=dict(spec.labels),
@@ -110,10 +121,16 @@ class DockerBackend(Backend):
                     exc, "container", spec.name or spec.image, address=self._conn.address
                 ) from None
 
-        return await anyio.to_thread.run_sync(create_mapped)
+        created = await anyio.to_thread.run_sync(create_mapped)
+        if spec.secrets:
+            self._secrets[created] = dict(spec.secrets)  # memory only, until it is removed
+        return created
 
     async def start(self, container_id: str) -> None:
         await self._call("container", container_id, lambda api: api.start(container_id))
+        secrets = self._secrets.get(container_id)
+        if secrets:  # every start: its tmpfs is new
+            await self._call("container", container_id, lambda api: hand_over(api, container_id, secrets))
 
     async def wait(self, container_id: str, timeout: float | None = None) -> int:
         def wait() -> int:
@@ -187,6 +204,7 @@ class DockerBackend(Backend):
         )
 
     async def remove(self, container_id: str, force: bool = True) -> None:
+        self._secrets.pop(container_id, None)
         await self._call(
             "container", container_id, lambda api: api.remove_container(container_id, force=force, v=True)
         )

@@ -51,10 +51,11 @@ from flower_batch.backend.base import (
 from flower_batch.backend.docker.backend import image_info_from_inspect, label_filters
 from flower_batch.backend.docker.connection import Connection, Kind, translate
 from flower_batch.backend.docker.registry import repo_digest_for
+from flower_batch.backend.secret_env import SECRET_NAMES_ENV, SECRETS_DIR
 from flower_batch.backend.swarm.fit import unmet_reservation
 from flower_batch.backend.swarm.logs import LOG_BATCH, LineSplitter, LogStamp, split_stamp
 from flower_batch.backend.swarm.storage import Probe, refusal
-from flower_batch.backend.swarm.task_signals import EXPECTED_KEY_ENV, REPORT, SECRET_NAMES_ENV
+from flower_batch.backend.swarm.task_signals import EXPECTED_KEY_ENV, REPORT
 from flower_batch.backend.swarm.tasks import (
     ever_ran,
     image_drift,
@@ -97,7 +98,7 @@ T = TypeVar("T")
 # which the reaper deletes: the enforcer counts it only while it runs, as the scheduler does.
 
 CONTROL_IN_TASK = "/run/flower-batch"
-SECRETS_IN_TASK = "/run/secrets"
+SECRETS_IN_TASK = SECRETS_DIR
 PROBE_TIMEOUT_S = 300.0  # a node's first pull of the runtime image is part of the first probe
 # Swarm's constraint enforcer may still reject a task before it starts when something else on
 # the cluster left replicated-job tasks with reservations on the node (see RESERVATIONS).
@@ -233,6 +234,8 @@ class SwarmBackend(Backend):
                 self._verified.append(root)
 
     async def _probe(self, root: Path, image: str, labels: Mapping[str, str]) -> None:
+        # One task on every node: a `global` service with restart "none", not a `global-job`
+        # (whose finished tasks and containers stay on the nodes: RESERVATIONS, moby#42789).
         probe = Probe(root)
         await anyio.to_thread.run_sync(probe.write)
         mine = {k: v for k, v in labels.items() if k in (BATCH, LEASE)}
@@ -252,7 +255,7 @@ class SwarmBackend(Backend):
             "container",
             name,
             lambda api: api.create_service(
-                spec, name=name, mode=docker.types.ServiceMode("global-job"), labels=mine
+                spec, name=name, mode=docker.types.ServiceMode("global"), labels=mine
             ),
         )
         service = created["ID"]
@@ -338,7 +341,7 @@ class SwarmBackend(Backend):
                     )
                 )
                 env[f"{key}_FILE"] = f"{SECRETS_IN_TASK}/{key}"
-            if spec.secrets:  # the names only: task_signals hands the command each value as env NAME
+            if spec.secrets and spec.secrets_as_env:  # names only: task_signals hands each value as env NAME
                 env[SECRET_NAMES_ENV] = ",".join(spec.secrets)
             container = docker.types.ContainerSpec(
                 image,

@@ -1,6 +1,6 @@
 """Checking, from the nodes, that a folder is shared storage mounted at the same path everywhere.
 
-A `global-job` probe runs one task on every node jobs may use. Each task reads a marker the host
+A `global` probe service (restart "none") runs one task on every node jobs may use. Each task reads a marker the host
 wrote into the folder and writes one back named after its node; the host then finds every node's
 reply with the right token. A node without the path, or with a different filesystem at it,
 refuses the batch in one line naming the path.

@@ -11,9 +11,9 @@ Before the command it writes the build key baked into the image it runs (/opt/fl
 to CONTROL's folder, so the orchestrator learns which bytes the node actually ran, and refuses
 to start the command when that is not the pinned image's key (env FB_IMAGE_KEY): drift.
 
-It also hands the command its secrets the way a local engine does, as env NAME: the engine put
-each in a file (env NAME_FILE) and listed the names in FB_SECRET_NAMES, so no inspect of the
-service or its container ever holds a value.
+It also hands the command its secrets as on one machine (backend/secret_env.py):
+the engine put each in a file (env NAME_FILE), and the names listed in FB_SECRET_NAMES become env
+NAME of the command, so no inspect of the service or its container ever holds a value.
 """
 
 from __future__ import annotations
@@ -25,19 +25,9 @@ import sys
 import time
 from pathlib import Path
 
+from flower_batch.backend.secret_env import command_env
+
 POLL_S = 0.05
-SECRET_NAMES_ENV = "FB_SECRET_NAMES"
-
-
-def command_env(environ: dict[str, str]) -> dict[str, str]:
-    """`environ` with each listed secret's value read from its file into env NAME."""
-    env = dict(environ)
-    for name in filter(None, env.pop(SECRET_NAMES_ENV, "").split(",")):
-        path = env.get(f"{name}_FILE")
-        if path:
-            with open(path, encoding="utf-8") as f:
-                env[name] = f.read()
-    return env
 
 
 BUILD_KEY_FILE = Path("/opt/flower/build-key")

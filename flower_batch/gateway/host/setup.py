@@ -5,9 +5,9 @@ modes themselves and their labels are the job model's (jobmodel/modes.py).
 
     anthropic  needs the host's credential: ANTHROPIC_API_KEY (sent as x-api-key) or
                ANTHROPIC_AUTH_TOKEN (sent as Authorization: Bearer, for LiteLLM and the like),
-               handed to the gateway container in ITS environment only (FB_UPSTREAM_KEY or
-               FB_UPSTREAM_TOKEN, see upstream_auth.py), never to a job container, never to a
-               file. The gateway also gets a second, ordinary network with a route out
+               handed to the gateway container only, as a secret (FB_UPSTREAM_KEY or
+               FB_UPSTREAM_TOKEN: a 0400 file on a tmpfs, see upstream_auth.py), never to a job
+               container, never to the host's disk. The gateway also gets a second, ordinary network with a route out
                (`egress`), while the jobs stay on the internal one. The upstream defaults to
                the real API; FLOWER_BATCH_UPSTREAM (or `--upstream URL`) overrides it.
     scripted   the scenario file, copied next to the gateway.

@@ -119,7 +119,7 @@ class GatewaySidecar:
             if given is None or not Path(given).is_file():
                 raise GatewayError(f"gateway {missing_need(mode, None)}; {given} does not exist")
             self.scenario = Path(given)
-        try:  # mode-specific arguments, and for `anthropic` the host's key (gateway env only)
+        try:  # mode-specific arguments, and for `anthropic` the host's key (a gateway secret)
             self.setup = mode_setup(
                 mode,
                 batch_budget_usd=batch_budget_usd,
@@ -130,11 +130,12 @@ class GatewaySidecar:
             raise GatewayError(str(exc)) from None
         self.backend = backend
         self.batch = batch
+        self.batch_budget_usd = batch_budget_usd  # the cap its gateway enforces, for job records
         self.lease = lease
         self.image_id = image_id
         self.batch_dir = batch_dir
         self.mode = mode
-        self.secret = new_secret()  # held in memory and in the gateway's env only
+        self.secret = new_secret()  # in this process's memory and the gateway's tmpfs only
         self.name = gateway_name(batch, lease, suffix)  # several gateways may serve one lease
         # One machine: each job reaches the gateway by a unix socket of its own and has no network
         # at all. A cluster: jobs and gateway share a private overlay network.
@@ -228,7 +229,10 @@ class GatewaySidecar:
                 *self.setup.args,
             ],
             env={"HOME": "/tmp"},
-            secrets={SECRET_ENV: self.secret, **self.setup.env},  # engine secrets where there are any
+            # The batch secret and the host's key: files in a tmpfs of the gateway (an engine secret
+            # on a cluster), read by the gateway itself; in no environment (backend/secret_env.py).
+            secrets={SECRET_ENV: self.secret, **self.setup.env},
+            secrets_as_env=False,
             mounts=[
                 Mount(str(self.batch_dir), "/batch"),
                 Mount(str(gdir), "/gateway", read_only=True),
@@ -253,8 +257,8 @@ class GatewaySidecar:
         await self._wait_ready()
 
     async def restart(self, lives: int | None = None) -> None:
-        """Start the dead gateway again: the same container (same alias, same secret in its
-        environment) when it still exists, else a new one from the same spec. `lives`: the ready
+        """Start the dead gateway again: the same container (same alias; the backend hands the
+        same secrets over again) when it still exists, else a new one from the same spec. `lives`: the ready
         lines its log held when it died (counted now if not given); the engine's own restart
         policy may have started it meanwhile, and its ready line then counts as the restart's."""
         assert self._spec is not None and self.container

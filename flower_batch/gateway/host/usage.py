@@ -15,9 +15,24 @@ from flower_batch.jobmodel.modes import parse_mode
 
 
 @dataclass(frozen=True)
+class MeterMark:
+    """What a job's meter held when an attempt began: a wake goes on with the job's meter, so
+    this attempt's refusals and spend are what came after it."""
+
+    refused: int = 0
+    spent_usd: float = 0.0
+
+
+def meter_mark(logs_dir: Path) -> MeterMark:
+    meter = read_meter(Path(logs_dir))
+    return MeterMark(meter.refused, meter.spent_usd) if meter is not None else MeterMark()
+
+
+@dataclass(frozen=True)
 class GatewayOutcome:
     meter: MeterSummary | None
     divergence: str | None = None
+    mark: MeterMark = MeterMark()
 
     @property
     def metered(self) -> bool:
@@ -29,14 +44,20 @@ class GatewayOutcome:
 
     @property
     def over_budget(self) -> bool:
-        return bool(self.meter and self.meter.refused)
+        """A budget refused a request of this attempt (an earlier one's refusal is not this one's)."""
+        return bool(self.meter and self.meter.refused > self.mark.refused)
+
+    @property
+    def spent_usd(self) -> float:
+        """What counts against the job's budget, over every attempt the meter went on through."""
+        return self.meter.spent_usd if self.meter else 0.0
 
     @property
     def budget_reason(self) -> str | None:
         return self.meter.refused_reason if self.meter else None
 
 
-def gateway_outcome(logs_dir: Path, mode: str) -> GatewayOutcome:
+def gateway_outcome(logs_dir: Path, mode: str, mark: MeterMark | None = None) -> GatewayOutcome:
     """Read the job's meter (and, for a replay, its replay state) from its logs folder."""
     divergence = None
     if (known := parse_mode(mode)) is not None and known.rules.replays:
@@ -48,4 +69,4 @@ def gateway_outcome(logs_dir: Path, mode: str) -> GatewayOutcome:
         elif isinstance(served, int) and isinstance(recorded, int) and served < recorded:
             # The run ended early: the recording holds requests this run never made.
             divergence = f"replay diverged: the run ended after {served} of the {recorded} recorded requests"
-    return GatewayOutcome(read_meter(Path(logs_dir)), divergence)
+    return GatewayOutcome(read_meter(Path(logs_dir)), divergence, mark or MeterMark())

@@ -14,7 +14,7 @@ from flower_batch.gateway.job_sockets import JobSockets
 from flower_batch.gateway.server.responders import build_gateway, describe
 from flower_batch.gateway.server.routing import JobRouter, PerJobLog
 from flower_batch.gateway.tokens import SECRET_ENV, secrets_from_files
-from flower_batch.gateway.upstream_auth import GATEWAY_KEY_ENV
+from flower_batch.gateway.upstream_auth import GATEWAY_KEY_ENV, GATEWAY_TOKEN_ENV
 from flower_batch.jobmodel.modes import MODES
 
 
@@ -36,8 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     environ = dict(os.environ)  # read here, where the process starts, and handed down
-    try:
-        secrets_from_files([SECRET_ENV, GATEWAY_KEY_ENV], environ)
+    try:  # the secrets are files (a tmpfs, 0400), never in this process's environment
+        secrets_from_files([SECRET_ENV, GATEWAY_KEY_ENV, GATEWAY_TOKEN_ENV], environ)
     except OSError as err:
         print(f"gateway: cannot read a secret file: {err}", file=sys.stderr)
         return 2

@@ -1,9 +1,10 @@
 """Proxy mode (`anthropic`): forward each job's request to an upstream Messages API with the
 host's credential, and pass the answer back as it arrives.
 
-The credential reaches the gateway process through its environment only (`FB_UPSTREAM_KEY`,
-put on the upstream request's `x-api-key`, or `FB_UPSTREAM_TOKEN`, sent as `Authorization:
-Bearer`; see upstream_auth.py); it is never logged, recorded or written anywhere. The job's
+The credential reaches the gateway as a secret file it reads at start, into the entry's copy of
+its environment, never os.environ (`FB_UPSTREAM_KEY`, put on the upstream request's `x-api-key`,
+or `FB_UPSTREAM_TOKEN`, sent as `Authorization: Bearer`; see upstream_auth.py); it is never
+logged, recorded or written anywhere. The job's
 own credential (its per-job token) never goes upstream.
 
 Streams are relayed event by event: each SSE event is parsed off the upstream socket and

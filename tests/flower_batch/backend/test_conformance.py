@@ -488,8 +488,8 @@ async def test_image_info(rig: Rig) -> None:
 async def test_secrets_reach_the_process_as_env_and_a_cluster_removes_its_engine_secret_with_the_task(
     rig: Rig, shared_dir: Path
 ) -> None:
-    # that no `docker service inspect` shows a value: test_swarm_cluster.py (a local engine has no
-    # secret store: there they are the process's env, as docs/scale.md says)
+    # that no `docker service inspect` shows a value: test_swarm_cluster.py; on a local engine,
+    # below (a tmpfs filled over `docker exec`, docker/secret_handover.py)
     value = f"s3cret-{uuid.uuid4().hex}"
 
     async def fake(p: FakeProcess) -> int:
@@ -503,11 +503,21 @@ async def test_secrets_reach_the_process_as_env_and_a_cluster_removes_its_engine
     )
     cid, code = await rig.run(spec)
     assert code == 0 and (shared_dir / "secret.txt").read_text() == value + "\n"
+    if rig.kind == "docker":
+        assert value not in _docker_inspect(cid) and "FB_TEST_SECRET_FILE=/run/secrets/FB_TEST_SECRET" in (
+            _docker_inspect(cid)
+        )
     made = await rig.backend.list_secrets_by_label(rig.labels)
     # a cluster keeps it as an engine secret of the task's; a local engine makes none
     assert len(made) == (1 if rig.kind == "swarm" else 0), made
     await rig.backend.remove(cid, force=True)
     assert await rig.backend.list_secrets_by_label(rig.labels) == []
+
+
+def _docker_inspect(container_id: str) -> str:
+    return subprocess.run(
+        ["docker", "inspect", container_id], capture_output=True, text=True, check=True
+    ).stdout
 
 
 async def test_placement_and_the_node_a_task_ran_on(rig: Rig) -> None:

@@ -24,6 +24,7 @@ COMMANDS = {
     "compare",
     "repro",
     "view",
+    "export",
 }
 
 

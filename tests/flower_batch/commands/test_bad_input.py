@@ -283,6 +283,21 @@ CASES = [
         edit=_wake_target_removed,
     ),
     Case(
+        "wake-budget-not-an-amount",
+        ["wake", PERSISTENT, "--budget-usd", "+ten"],
+        [["--budget-usd +ten", "like 0.50, or +0.20 to add to the cap"]],
+    ),
+    Case(
+        "wake-budget-below-the-spend",
+        ["wake", PERSISTENT, "--budget-usd", "0.000001"],
+        [[f"job {PERSISTENT} has spent $", "give a cap above that"]],
+    ),
+    Case(
+        "matrix-budget-negative",
+        ["matrix", "jobs.toml", "--image", "{image}", "--budget-usd", "-1"],
+        [["--budget-usd -1", "expected a positive amount of US dollars"]],
+    ),
+    Case(
         "repro-typo-workflow",
         ["repro", f"{BATCH}/alpha.r1", "-f", "flow.py:solo"],
         [["reproduction of i11-campaign/alpha.r1", "flow.py not found", "did you mean flows.py?"]],

@@ -35,10 +35,32 @@ def test_the_section_holds_every_row_and_the_comparison_document(results) -> Non
     diff = _diff(results)
     html = comparison_section(diff)
     rows = re.findall(r'<tr class="(?:cell-diff|pooled)" data-verdict="([^"]+)"', html)
-    assert rows == [r.verdict for r in diff.rows]
+    assert sorted(rows) == sorted(r.verdict for r in diff.rows)
     embedded = re.search(r'<script type="application/json" id="comparison-data">(.*?)</script>', html, re.S)
     assert embedded and json.loads(embedded.group(1)) == json.loads(json.dumps(diff.to_document()))
     assert "only in the baseline: fizz × quick" in unescape(html)
+
+
+def test_report_html_opens_with_the_verdict_regressions_first(results, tmp_path: Path) -> None:  # noqa: F811
+    diff = _diff(results)
+    assert diff.regressions and diff.rows[0].verdict != "regression"  # so the order below is the section's
+    html = write_html(results, tmp_path / "report.html", [comparison_section(diff)]).read_text()
+    main = html[html.index("<main>") :]
+    # the verdict line first, then the rows; the batch's own table and plots after them
+    assert (
+        main.index('id="baseline-verdict"')
+        < main.index('id="baseline-table"')
+        < main.index('id="comparison"')
+    )
+    assert main.index('id="baseline"') < main.index("<h2>Plots</h2>") < main.index('id="jobs"')
+    rows = re.findall(r'<tr class="(?:cell-diff|pooled)" data-verdict="([^"]+)" data-task="([^"]*)" '
+                      r'data-variant="([^"]*)"', html)  # fmt: skip
+    verdicts = [v for v, _, _ in rows]
+    n = len(diff.regressions)
+    assert verdicts[:n] == ["regression"] * n and "regression" not in verdicts[n:]
+    # the rest keep their usual order: cells, then variants, then all tasks
+    rest = [r for r in diff.rows if r.verdict != "regression"]
+    assert [(t, v) for _, t, v in rows[n:]] == [(r.task or "", r.variant or "") for r in rest]
 
 
 @pytest.mark.slow
@@ -47,8 +69,8 @@ def test_report_with_a_baseline_renders_in_headless_chromium(results, tmp_path: 
     page = write_html(results, tmp_path / "report.html", [comparison_section(diff)])
     dom = headless_chromium("--virtual-time-budget=2000", "--dump-dom", page.as_uri(), cwd=tmp_path).stdout
     assert "Against the baseline yesterday" in dom
-    # the section sits between the comparison table and the job list
-    assert dom.index('id="comparison"') < dom.index('id="baseline"') < dom.index('id="jobs"')
+    # the page opens with the verdict: the section comes before the table, the plots and the jobs
+    assert dom.index('id="baseline"') < dom.index('id="comparison"') < dom.index('id="jobs"')
     for row in diff.rows:
         assert re.search(rf"<th>\s*{re.escape(row.name)}\s*</th>", dom), row.name
     fizz = next(r for r in diff.cells if (r.task, r.variant) == ("fizz", "careful"))

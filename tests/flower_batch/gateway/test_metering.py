@@ -162,3 +162,47 @@ def test_the_refusal_is_an_anthropic_error_the_cli_and_flower_treat_as_fatal() -
     assert plan.json_body["type"] == "error" and plan.json_body["error"]["type"] == "billing_error"
     shown = "API Error: 402 " + plan.json_body["error"]["message"]  # what the CLI reports (2.1.327)
     assert classify_result(shown, 402, "api_error") == "fatal"
+
+
+def test_a_pause_and_wakes_with_gateway_deaths_meter_every_answer_once(tmp_path: Path) -> None:
+    """A job's meter over a pause and wakes (issue 20 item 5): each wake's gateway (a new process,
+    or one restarted after a kill mid-answer) goes on with meter.jsonl under fresh exchange ids;
+    the total is every answer the model sent, once; a refusal belongs to the attempt it came in,
+    and a raised cap lets the job spend again."""
+    from flower_batch.gateway.host.usage import gateway_outcome, meter_mark
+
+    logs = tmp_path / "j" / "logs"
+    answer = {"input_tokens": 1000, "output_tokens": 100}  # $0.0045 at claude-sonnet-4-5 prices
+    one = cost_usd("claude-sonnet-4-5", answer)
+    _record(tmp_path, "j", 0.01)
+    budgets = Budgets(tmp_path, batch_budget_usd=None)
+
+    def send(meter: JobMeter, n: int) -> None:
+        for _ in range(n):
+            assert budgets.refusal("j", {"j": meter.summary()}) is None
+            meter.update(meter.new_exchange(), "claude-sonnet-4-5", answer, final=True)
+
+    first = JobMeter(logs, "j", "scripted")
+    send(first, 3)  # 3 x $0.0045 crosses $0.01 with the third: the fourth is refused
+    reason = budgets.refusal("j", {"j": first.summary()})
+    assert reason is not None
+    first.refused(reason)
+    paused = gateway_outcome(logs, "scripted")
+    assert paused.over_budget and paused.spent_usd == pytest.approx(3 * one)
+
+    mark = meter_mark(logs)  # the wake begins: +$0.02 on the cap
+    assert (mark.refused, mark.spent_usd) == (1, pytest.approx(3 * one))
+    _record(tmp_path, "j", 0.03)
+    woken = JobMeter(logs, "j", "scripted")  # the wake's gateway
+    send(woken, 2)
+    cut = woken.new_exchange()  # killed mid-answer: its first event's usage is all it sent
+    woken.update(cut, "claude-sonnet-4-5", {"input_tokens": 1000, "output_tokens": 1}, final=False)
+    restarted = JobMeter(logs, "j", "scripted")  # the supervisor's restart of that gateway
+    send(restarted, 1)
+    woke = gateway_outcome(logs, "scripted", mark)
+    assert not woke.over_budget  # the pause's refusal is the first attempt's, not this one's
+    sent = 6 * one + cost_usd("claude-sonnet-4-5", {"input_tokens": 1000, "output_tokens": 1})
+    assert woke.cost_usd == pytest.approx(sent, abs=1e-6)
+    summary = read_meter(logs)
+    assert summary is not None and summary.exchanges == 7 and summary.incomplete == 1
+    assert summary.refused == 1 and summary.tokens["input_tokens"] == 7000

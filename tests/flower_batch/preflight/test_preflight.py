@@ -15,7 +15,7 @@ from flower_batch.errors import MatrixFileError, MatrixTooLarge
 from flower_batch.jobmodel.spec import JobSpec
 from flower_batch.jobsfile import parse_jobs_text
 from flower_batch.preflight import Preflight
-from flower_batch.preflight.imports import Target, problems_from_output
+from flower_batch.preflight.imports import Target, problems_by_target
 from flower_batch.preflight.include_keys import include_warnings
 from flower_batch.preflight.limits import cpus_problem, memory_problem, memory_warning
 from flower_batch.preflight.scenarios import scenario_problems
@@ -216,13 +216,13 @@ def test_the_import_report_names_a_process_killer_and_what_it_left_unchecked() -
         ),
         '{"start": "/flows/1/b.py:main"}',
     ]
-    assert problems_from_output(targets, argv, lines, 3, False, 120) == [
+    assert list(problems_by_target(targets, argv, lines, 3, False, 120).values()) == [
         "A: a.py has no attribute 'main'",
         "B: importing it ended the Python process (exit code 3)",
         "C: not checked: an earlier workflow's import ended the check",
     ]
     assert (
-        problems_from_output(targets[:2], argv[:4], lines, None, True, 120)[1]
+        list(problems_by_target(targets[:2], argv[:4], lines, None, True, 120).values())[1]
         == "B: importing it did not finish within 120s"
     )
 

@@ -284,5 +284,5 @@ def test_a_malformed_sessions_db_is_the_records_reason(home: Path) -> None:
     assert any(
         text in rec["reason"] for text in ("database disk image is malformed", "file is not a database")
     )
-    assert woken.returncode == 1 and rec["reason"] in woken.stderr.replace("\n", " ")
+    assert woken.returncode == 3 and rec["reason"] in woken.stderr.replace("\n", " ")
     assert "continuity unknown: flower did not get as far as its first step" in woken.stderr

@@ -61,3 +61,57 @@ async def test_a_job_whose_gateway_cannot_start_ends_error_and_earlier_verdicts_
         assert record.status == "error" and done[job_id].status == "error"
         assert "ANTHROPIC_API_KEY" in (record.reason or "")
     assert read_record(home.job("b", "second").record_path).attempt == 2
+
+
+@pytest.mark.anyio
+async def test_a_paused_job_stays_paused_while_capped_or_when_its_wake_cannot_start(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """A paused job to continue (issue 20): with the batch's cap still spent it is left as it is,
+    nothing started; when its wake cannot be set up (here: its gateway) it stays paused, its
+    session where it was, and its reason says why it was not continued."""
+    from dataclasses import replace
+
+    from flower_batch.gateway.metering import JobMeter
+    from flower_batch.jobmodel.outcome import JobOutcome
+    from flower_batch.jobmodel.record import new_record, read_record, write_record
+    from flower_batch.jobmodel.status import Status
+    from flower_batch.layout import Home
+    from flower_batch.running.scheduler import run_jobs
+    from tests.fake_backend import FakeBackend
+
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    home = Home(tmp_path / "home")
+    job = replace(_spec("long"), persistent=True)
+    jd = home.job("b", "long")
+    paused = new_record(job, batch="b", image_id="sha256:img", attempt=1).with_outcome(
+        JobOutcome(
+            job_id="long", status=Status.PAUSED, gateway_mode="anthropic", reason="batch budget reached"
+        ),
+        finished_at="2026-01-01T00:00:00+00:00",
+    )
+    write_record(jd.record_path, paused)
+    (jd.runs).mkdir(parents=True)
+    (jd.runs / "sessions.db").write_bytes(b"the conversation")
+    meter = JobMeter(jd.logs, "long", "anthropic")
+    meter.update(meter.new_exchange(), "claude-sonnet-4-5", {"input_tokens": 10_000}, final=True)  # $0.03
+    states: list[str] = []
+
+    async def go(budget: float) -> None:
+        async with FakeBackend() as backend:
+            await run_jobs(
+                backend, home, "b", [(job, paused)], image_id="sha256:img", versions={}, parallel=1,
+                on_state=lambda _job, state: states.append(state), budget_usd=budget, wake=frozenset({"long"}),
+            )  # fmt: skip
+
+    before = jd.record_path.read_bytes()
+    await go(0.02)  # still spent: untouched
+    assert jd.record_path.read_bytes() == before and states[-1] == "paused"
+    await go(1.0)  # a cap to spend, but no key for its gateway: not continued, still paused
+    record = read_record(jd.record_path)
+    assert record.status == "paused" and record.attempt == 1
+    assert record.reason is not None and record.reason.startswith("batch budget reached; not continued: ")
+    assert "ANTHROPIC_API_KEY" in record.reason
+    assert (jd.runs / "sessions.db").read_bytes() == b"the conversation" and not (
+        jd.root / "attempts"
+    ).exists()

@@ -17,9 +17,9 @@ import pytest
 from flower.catalogue import NOTES_DIR, WORKBENCH_DIR
 from flower.context.handoff import doc_path
 from flower_batch.layout import Home
+from flower_batch.transcripts.steps import job_trajectory, step_kind
 from flower_batch.view.index import RecordIndex, select
 from flower_batch.view.server import ViewServer
-from flower_batch.view.trajectory import job_trajectory, step_kind
 from tests.hostile_fixtures import SECRET, outside_secret
 from tests.view_fixtures import XSS, real_home, write_job
 

@@ -386,7 +386,7 @@ def test_secrets_and_tokens_are_engine_secrets_no_inspect_shows(tmp_path: Path) 
     files.mkdir()
     (files / "ANTHROPIC_API_KEY").write_text(token)
     (files / "GITHUB_TOKEN").write_text(gh)
-    from flower_batch.backend.swarm.task_signals import command_env
+    from flower_batch.backend.secret_env import command_env
 
     got = command_env(
         {

@@ -149,7 +149,7 @@ def test_a_gateway_that_keeps_dying_ends_its_job_with_the_reason(
             gateway.kill()
             kills += 1
         time.sleep(0.3)
-    assert proc.wait(timeout=60) == 1, (tmp_path / f"{job.job}.out").read_text()
+    assert proc.wait(timeout=60) == 3, (tmp_path / f"{job.job}.out").read_text()
     assert kills == 2
     record = job.record()
     assert record["status"] == "error", record
@@ -389,7 +389,7 @@ def test_a_gateway_oom_killed_again_and_again_ends_its_job_with_that_cause(
         home, tmp_path, f"oom-dying-{secrets.token_hex(2)}", image_id, floods=3, turns=4
     )
     out = tmp_path / f"{job.job}.out"
-    assert proc.wait(timeout=400) == 1, out.read_text()
+    assert proc.wait(timeout=400) == 3, out.read_text()  # infrastructure: exit 3
     record = job.record()
     assert record["status"] == "error" and record["class"] == "infrastructure", record
     assert "kept dying" in record["reason"] and "OOM-killed (exit 137)" in record["reason"], record["reason"]

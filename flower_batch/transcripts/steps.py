@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -47,8 +48,50 @@ def step_kind(name: str) -> dict[str, Any]:
     return {"kind": "step", "number": None, "base": name}
 
 
-def job_trajectory(runs: Path, workspace: Path) -> dict[str, Any]:
-    """Steps of the job whose run_dir is `runs`, each with its messages, tokens and handoffs."""
+@dataclass
+class RowSession:
+    """One session of a manifest row: its main-thread entries (the row's share of a session that
+    several rows resumed) and every transcript of the session (subagents under their subpath)."""
+
+    session_id: str
+    role: str  # "retired" (a handoff replaced it) or "current"
+    entries: list[dict[str, Any]]
+    subs: Mapping[str | None, list[dict[str, Any]]]
+
+
+@dataclass
+class JobTranscripts:
+    """A job's manifest rows with its transcripts, split so each entry belongs to one row."""
+
+    rows: list[dict[str, Any]]
+    by_session: dict[str, dict[str | None, list[dict[str, Any]]]]
+    problems: list[str]
+    owners: dict[str, list[tuple[datetime | None, int]]]  # session id -> [(row start, row index)]
+
+    def sessions(self, index: int) -> list[RowSession]:
+        """The sessions of row `index`: retired ones (a handoff's predecessors) first."""
+        row = self.rows[index]
+        retired = [s for s in row.get("retired") or [] if isinstance(s, str)]
+        out = []
+        for sid in _sessions_of(row):
+            subs = self.by_session.get(sid, {})
+            main = [e for e in subs.get(None, []) if _belongs(e, index, self.owners.get(sid, []))]
+            out.append(RowSession(sid, "retired" if sid in retired else "current", main, subs))
+        return out
+
+    def unlisted(self) -> list[RowSession]:
+        """Sessions in the db that no row names yet: the step still running (or killed)."""
+        named = {sid for row in self.rows for sid in _sessions_of(row)}
+        return [
+            RowSession(sid, "current", subs.get(None, []), subs)
+            for sid, subs in self.by_session.items()
+            if sid not in named and subs.get(None)
+        ]
+
+
+def load_job(runs: Path) -> JobTranscripts:
+    """The manifest and sessions.db of the job whose run_dir is `runs`, read bounded; what could
+    not be read is said in `problems`."""
     rows, problems = _manifest(runs)
     try:
         transcripts = read_transcripts(runs / SESSIONS_DB)
@@ -59,19 +102,29 @@ def job_trajectory(runs: Path, workspace: Path) -> dict[str, Any]:
     by_session: dict[str, dict[str | None, list[dict[str, Any]]]] = {}
     for key, entries in transcripts.by_key.items():
         by_session.setdefault(session_of(key), {})[subpath_of(key)] = entries
-    owners = _owners(rows)
-    named = {sid for row in rows for sid in _sessions_of(row)}
-    steps = [_step(i, row, rows, owners, by_session, workspace) for i, row in enumerate(rows)]
+    return JobTranscripts(rows, by_session, problems, _owners(rows))
+
+
+def handoff_doc(workspace: Path, step: str) -> dict[str, Any]:
+    """The handoff document of `step` (workspace-relative path, text clipped, or why unread)."""
+    rel = f"{WORKBENCH_DIR}/{NOTES_DIR}/{doc_path('.', step).name}"
+    text, problem = _read_text(workspace, rel, HANDOFF_LIMIT)
+    return {"doc": rel, "text": text, "problem": problem}
+
+
+def job_trajectory(runs: Path, workspace: Path) -> dict[str, Any]:
+    """Steps of the job whose run_dir is `runs`, each with its messages, tokens and handoffs."""
+    job = load_job(runs)
+    steps = [_step(i, job, workspace) for i in range(len(job.rows))]
     running = [
         {
-            "session_id": sid,
-            "messages": _messages(subs.get(None, []), subs),
-            "tokens": _tokens(subs.get(None, [])),
+            "session_id": s.session_id,
+            "messages": _messages(s.entries, s.subs),
+            "tokens": _tokens(s.entries),
         }
-        for sid, subs in by_session.items()
-        if sid not in named and subs.get(None)
+        for s in job.unlisted()
     ]
-    return {"steps": steps, "unlisted_sessions": running, "problem": "; ".join(problems) or None}
+    return {"steps": steps, "unlisted_sessions": running, "problem": "; ".join(job.problems) or None}
 
 
 def read_in(folder: Path, rel: str, limit: int) -> Read:
@@ -131,38 +184,26 @@ def _belongs(entry: Mapping[str, Any], index: int, owners: list[tuple[datetime |
     return chosen == index
 
 
-def _step(
-    index: int,
-    row: Mapping[str, Any],
-    rows: Sequence[Mapping[str, Any]],
-    owners: Mapping[str, list[tuple[datetime | None, int]]],
-    by_session: Mapping[str, Mapping[str | None, list[dict[str, Any]]]],
-    workspace: Path,
-) -> dict[str, Any]:
+def _step(index: int, job: JobTranscripts, workspace: Path) -> dict[str, Any]:
+    row, rows = job.rows[index], job.rows
     name = str(row.get("step") or "?")
     sessions: list[dict[str, Any]] = []
-    retired = [s for s in row.get("retired") or [] if isinstance(s, str)]
-    for sid in _sessions_of(row):
-        subs = by_session.get(sid, {})
-        main = [e for e in subs.get(None, []) if _belongs(e, index, owners.get(sid, []))]
-        messages = _messages(main, subs)
+    for found in job.sessions(index):
+        messages = _messages(found.entries, found.subs)
         sessions.append(
             {
-                "session_id": sid,
-                "role": "retired" if sid in retired else "current",
+                "session_id": found.session_id,
+                "role": found.role,
                 "messages": messages,
-                "tokens": _tokens(main),
+                "tokens": _tokens(found.entries),
                 # Only the subagents this step's own calls launched: a shared session's other rounds keep theirs.
                 "subagent_tokens": _sum_tokens(
                     [m["subagent"]["tokens"] for m in messages if m.get("subagent")]
                 ),
             }
         )
-    handoff = None
-    if retired:
-        rel = f"{WORKBENCH_DIR}/{NOTES_DIR}/{doc_path('.', name).name}"
-        text, problem = _read_text(workspace, rel, HANDOFF_LIMIT)
-        handoff = {"doc": rel, "text": text, "generations": len(retired), "problem": problem}
+    retired = [s for s in row.get("retired") or [] if isinstance(s, str)]
+    handoff = {**handoff_doc(workspace, name), "generations": len(retired)} if retired else None
     tokens = _sum_tokens([s["tokens"] for s in sessions] + [s["subagent_tokens"] for s in sessions])
     return {
         "index": index,
