@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from flower_batch.transcripts.steps import result_text
+
 from .costs import Pricer
 
 TEXT_LIMIT = 200_000  # characters kept of any one message, thought, tool result or tool input
@@ -50,20 +52,6 @@ def arguments(value: Any) -> dict[str, Any]:
     if len(text) <= TEXT_LIMIT:
         return value
     return {"clipped_input": clip(text)}
-
-
-def result_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for item in content:
-            if isinstance(item, dict) and item.get("type") == "text":
-                parts.append(str(item.get("text") or ""))
-            elif isinstance(item, dict):
-                parts.append(f"[{item.get('type', 'block')}]")
-        return "\n".join(parts)
-    return "" if content is None else json.dumps(content, ensure_ascii=False)
 
 
 def metrics(usage: Mapping[str, Any], cost: float | None) -> dict[str, Any]:

@@ -304,7 +304,7 @@ def _messages(
                 out.append(call)
             elif btype == "tool_result":
                 result = {
-                    "text": _clip(_result_text(block.get("content"))),
+                    "text": _clip(result_text(block.get("content"))),
                     "is_error": bool(block.get("is_error")),
                 }
                 call = calls.get(str(block.get("tool_use_id")))
@@ -315,7 +315,8 @@ def _messages(
     return out
 
 
-def _result_text(content: Any) -> str:
+def result_text(content: Any) -> str:
+    """A tool result's content as text: text blocks joined, other blocks named."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
