@@ -184,7 +184,7 @@ def matrix(
     by_id = {j.id: j for j in jf.jobs}  # jf.job() is a scan: quadratic over 200,000 jobs
     pf = Preflight(_describe(jf.path.name), batch=jf.name)
     pf.add_jobs([by_id[d.job_id] for d in plan.to_run], search=[jf.path.parent])
-    finish_preflight(pf, image_id, engine_for(h.root, backend_choice, jf.backend))
+    finish_preflight(pf, image_id, engine_for(h.root, backend_choice, jf.backend), remember=not dry_run)
     modes = ", ".join(jf.gateway_modes)
     err.print(
         f"batch {jf.name}: {len(jf.jobs):,} jobs · image {image_id[:19]} · model: {modes} · {plan.summary()}",

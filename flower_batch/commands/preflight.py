@@ -55,12 +55,16 @@ def preflight_job(
     finish_preflight(pf, image_id, engine)
 
 
-def finish_preflight(pf: Preflight, image_id: str | None, engine: Engine | None = None) -> None:
+def finish_preflight(
+    pf: Preflight, image_id: str | None, engine: Engine | None = None, *, remember: bool = True
+) -> None:
     """Engine checks (with an image to import the workflows in; on a cluster also the image and
-    the shared storage from every node), then: any problem -> its lines, exit 2."""
+    the shared storage from every node), then: any problem -> its lines, exit 2, nothing written.
+    The targets seen to load are remembered in the home only when all passed and `remember`
+    (not for --dry-run): a refused or dry command leaves the home as it was."""
+    seen = ImportCache(engine.home) if engine is not None else None
     if image_id is not None:
         scratch = engine.scratch if engine is not None else None
-        seen = ImportCache(engine.home) if engine is not None else None
 
         async def go() -> None:
             async with DockerBackend() as backend:
@@ -75,6 +79,8 @@ def finish_preflight(pf: Preflight, image_id: str | None, engine: Engine | None 
         for line in dict.fromkeys(pf.problems):
             err.print(f"flower-batch: {one_line(line)}", markup=False, highlight=False)
         raise typer.Exit(2)
+    if seen is not None and remember:
+        seen.commit()
 
 
 def print_warnings(lines: Sequence[str]) -> None:

@@ -35,8 +35,12 @@ def target_key(image_id: str, target: Target) -> str | None:
 
 
 class ImportCache:
+    """`remember` only notes a key; `commit` writes them, once the whole pre-flight passed (a
+    refused command changes nothing in the home)."""
+
     def __init__(self, home: Path) -> None:
         self.folder = Path(home) / FOLDER
+        self.pending: list[str] = []
 
     def known(self, image_id: str, target: Target) -> bool:
         key = target_key(image_id, target)
@@ -44,8 +48,13 @@ class ImportCache:
 
     def remember(self, image_id: str, target: Target) -> None:
         key = target_key(image_id, target)
-        if key is None:
-            return
+        if key is not None:
+            self.pending.append(key)
+
+    def commit(self) -> None:
         with contextlib.suppress(OSError):  # a cache that cannot be written only costs time
-            self.folder.mkdir(parents=True, exist_ok=True)
-            (self.folder / key).touch()
+            if self.pending:
+                self.folder.mkdir(parents=True, exist_ok=True)
+            for key in self.pending:
+                (self.folder / key).touch()
+        self.pending.clear()

@@ -58,10 +58,28 @@ def target(path: Path) -> Target:
 
 
 def check(engine: ImportingEngine, home: Path, image: str, *targets: Target) -> list[str]:
-    async def go() -> list[str]:
-        return await import_problems(engine, image, list(targets), labels={}, seen=ImportCache(home))  # type: ignore[arg-type]
+    seen = ImportCache(home)
 
-    return anyio.run(go)
+    async def go() -> list[str]:
+        return await import_problems(engine, image, list(targets), labels={}, seen=seen)  # type: ignore[arg-type]
+
+    problems = anyio.run(go)
+    seen.commit()  # as the command does once the whole pre-flight passed
+    return problems
+
+
+def test_nothing_is_written_before_commit(tmp_path: Path) -> None:
+    home, engine = tmp_path / "home", ImportingEngine()
+    good = tmp_path / "good.py"
+    good.write_text("GOOD = 1\n")
+    seen = ImportCache(home)
+
+    async def go() -> list[str]:
+        return await import_problems(engine, "sha256:i", [target(good)], labels={}, seen=seen)  # type: ignore[arg-type]
+
+    assert anyio.run(go) == [] and seen.pending and not home.exists()  # a refused command: home untouched
+    seen.commit()
+    assert seen.known("sha256:i", target(good))
 
 
 def test_a_target_seen_to_load_is_not_imported_again(tmp_path: Path) -> None:

@@ -151,6 +151,7 @@ def test_classes_are_counted_apart_and_infrastructure_exits_3(causes) -> None:
         "infrastructure": 1,
         "timeout": 0,
         "budget": 0,
+        "paused": 0,
         "pending": 0,
     }
     root = ET.parse(report / "junit.xml").getroot()

@@ -76,7 +76,10 @@ def test_a_resumed_step_shows_only_its_own_messages(api):
     assert "/workspace/TASK.md" in calls[0]["input"] and "ALPHA-TASK" in calls[0]["result"]["text"]
     assert '"content": "alpha\\n"' in calls[1]["input"] and calls[1]["result"]["text"]
     assert steps[1]["resumes_step"] == "do"
-    assert review[0]["kind"] == "user" and review[0]["text"].startswith("Review answer.txt")
+    # the prompt, after the limits flower tells every session (a <system-reminder> block)
+    reminder, _, prompt = review[0]["text"].rpartition("</system-reminder>")
+    assert review[0]["kind"] == "user" and prompt.strip().startswith("Review answer.txt")
+    assert reminder.startswith("<system-reminder>") and "[flower]" in reminder
     assert not any(m["kind"] == "tool_use" for m in review) and "CHECKED" in review[-1]["text"]
     for step in steps:
         assert sum(s["tokens"]["calls"] for s in step["sessions"]) == step["num_turns"]
