@@ -574,17 +574,9 @@ ACCEPTED_AS_DONE = "用户接受现状: 「{step}」算完成"  # the person acc
 DEGRADED_NO_CALLS = "- (无)"  # (none)
 DEGRADED_NOTHING_SAID = "(没有)"  # (nothing)
 DEGRADED_PREVIOUS = "\n\n### 上一份交接文档\n\n{doc}"  # the previous handoff document
-DEGRADED_DOC = """\
-# 交接: {step} (降级交接)
-
-> 这份文档是运行时代写的：会话的上下文已经装不下任何新请求 ({error})，
-> 它没能自己写交接。下面只有运行时确切知道的事实；请先核对工作区的现状。
-
-## 现在在做什么
-在做原始任务 (见下)，做到一半时上下文满了。最后说的话：
-{last_words}
-
-## 已经定下的
+# What both documents the runtime writes itself say after "doing" (settled: not summarised;
+# dead ends: unknown; next: carry on from what the workspace holds; the scene).
+_FACTS_ONLY_BODY = """## 已经定下的
 (会话没能总结；看工作区里已经改动和产出的文件)
 
 ## 走不通的路
@@ -602,6 +594,20 @@ DEGRADED_DOC = """\
 
 (写于 {written:%Y-%m-%d %H:%M:%S})
 """
+DEGRADED_DOC = (
+    """\
+# 交接: {step} (降级交接)
+
+> 这份文档是运行时代写的：会话的上下文已经装不下任何新请求 ({error})，
+> 它没能自己写交接。下面只有运行时确切知道的事实；请先核对工作区的现状。
+
+## 现在在做什么
+在做原始任务 (见下)，做到一半时上下文满了。最后说的话：
+{last_words}
+
+"""
+    + _FACTS_ONLY_BODY
+)
 # (Handoff: <step> (degraded). Written by the runtime: the session's context could hold no new
 # request (...) and it could not write its own handoff; only facts the runtime knows for sure —
 # check the workspace first. Doing: the original task, cut off halfway; its last words. Settled:
@@ -673,7 +679,8 @@ LIMITS_TIME_UP = """\
 # workspace first. Doing: the original task, stopped at the deadline; its last words. Settled:
 # (not summarised). Dead ends: (unknown). Next: look at what the workspace and the workbench
 # hold and carry on from there, don't start over. Scene: the task, recent tool calls.)"
-WRAP_UP_DEGRADED_DOC = """\
+WRAP_UP_DEGRADED_DOC = (
+    """\
 # 收尾笔记: {step} (运行时代写)
 
 > 这份笔记是运行时代写的：时间到了，会话没有写出可用的收尾笔记 ({error})。
@@ -683,23 +690,8 @@ WRAP_UP_DEGRADED_DOC = """\
 在做原始任务 (见下)，到截止时间时停下。最后说的话：
 {last_words}
 
-## 已经定下的
-(会话没能总结；看工作区里已经改动和产出的文件)
-
-## 走不通的路
-(不清楚)
-
-## 下一步
-先查看工作区和工作台里已有的产出，确认做到了哪里，然后从那里接着做原始任务，不要从头开始。
-
-## 现场
-原始任务：
-{task}
-
-最近的工具调用：
-{calls}{earlier}
-
-(写于 {written:%Y-%m-%d %H:%M:%S})
 """
+    + _FACTS_ONLY_BODY
+)
 # The step's error when the deadline ended it (manifest.json, .exit.json, flower-batch's record).
 LIMITS_TIMED_OUT = "timeout: the deadline passed"
