@@ -96,8 +96,17 @@ def read(run_dir: str | os.PathLike[str], *, stamp: str | None = None) -> dict[s
     """The cause left in run_dir, or None: missing, unreadable, not ours, or (with `stamp`)
     written by a process started with another stamp."""
     try:
-        data = json.loads(exit_path(run_dir).read_text(encoding="utf-8"))
+        text = exit_path(run_dir).read_text(encoding="utf-8")
     except (OSError, ValueError):
+        return None
+    return parse(text, stamp=stamp)
+
+
+def parse(text: str, *, stamp: str | None = None) -> dict[str, Any] | None:
+    """`read`'s checks on the file's text (an orchestrator reads a job's file its own bounded way)."""
+    try:
+        data = json.loads(text)
+    except ValueError:
         return None
     if not isinstance(data, dict) or data.get("format") != EXIT_FORMAT:
         return None

@@ -94,8 +94,17 @@ def read_continuity(
 ) -> list[dict[str, Any]] | None:
     """The entries of the last run, or None: missing, unreadable, or (with `stamp`) another run's."""
     try:
-        data = json.loads((Path(run_dir) / CONTINUITY_FILE).read_text(encoding="utf-8"))
+        text = (Path(run_dir) / CONTINUITY_FILE).read_text(encoding="utf-8")
     except (OSError, ValueError):
+        return None
+    return parse_continuity(text, stamp=stamp)
+
+
+def parse_continuity(text: str, *, stamp: str | None = None) -> list[dict[str, Any]] | None:
+    """`read_continuity`'s checks on the file's text."""
+    try:
+        data = json.loads(text)
+    except ValueError:
         return None
     if not isinstance(data, dict) or data.get("format") != CONTINUITY_FORMAT:
         return None

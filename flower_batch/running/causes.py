@@ -15,7 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from flower import exitinfo
-from flower.flows.continuity import read_continuity
+from flower.catalogue import CONTINUITY_FILE, EXIT_FILE
+from flower.flows.continuity import parse_continuity
+from flower_batch.errors import FlowerBatchError
+from flower_batch.jobfiles import read_head
 from flower_batch.jobmodel.classes import FailureClass, class_from_status
 from flower_batch.jobmodel.status import Status
 from flower_batch.jobmodel.units import format_memory
@@ -46,13 +49,28 @@ class Verdict:
     failure_class: FailureClass
 
 
+# The job wrote runs/: its files are read without following a link, regular files only, capped.
+EXIT_FILE_LIMIT = 64 * 1024
+CONTINUITY_LIMIT = 4 * 1024 * 1024
+
+
+def _job_text(runs: Path, name: str, limit: int) -> str | None:
+    try:
+        got = read_head(runs, name, limit)
+    except (OSError, FlowerBatchError):  # missing, a link, a FIFO, a device
+        return None
+    return None if got.cut else got.data.decode("utf-8", "replace")
+
+
 def flower_exit(runs: Path, stamp: str) -> dict[str, Any] | None:
     """flower's cause of this container's exit, or None (missing, damaged, an earlier run's)."""
-    return exitinfo.read(runs, stamp=stamp)
+    text = _job_text(runs, EXIT_FILE, EXIT_FILE_LIMIT)
+    return None if text is None else exitinfo.parse(text, stamp=stamp)
 
 
 def continuity_of(runs: Path, stamp: str) -> tuple[dict[str, Any], ...]:
-    return tuple(read_continuity(runs, stamp=stamp) or ())
+    text = _job_text(runs, CONTINUITY_FILE, CONTINUITY_LIMIT)
+    return tuple((None if text is None else parse_continuity(text, stamp=stamp)) or ())
 
 
 def explain(

@@ -355,3 +355,30 @@ def test_matrix_refuses_negative_infra_retries(tmp_path: Path, monkeypatch) -> N
     result = _matrix(tmp_path, monkeypatch, FakeBackend, "--infra-retries", "-1")
     assert result.exit_code == 2 and "--infra-retries -1" in result.output
     assert not (tmp_path / "home" / "infra").exists()
+
+
+def test_the_jobs_exit_and_continuity_files_are_read_as_hostile(tmp_path: Path) -> None:
+    """runs/ is the job's: a link out of it, a FIFO or a huge file is no cause, and never blocks."""
+    import os
+
+    from flower_batch.running.causes import EXIT_FILE_LIMIT, continuity_of, flower_exit
+
+    runs, outside = tmp_path / "runs", tmp_path / "host"
+    runs.mkdir()
+    outside.mkdir()
+    exitinfo.leave(outside, code=1, kind="step", reason="from outside the job", stamp="s")
+    assert exitinfo.read(outside, stamp="s") is not None
+    (runs / ".exit.json").symlink_to(outside / ".exit.json")
+    assert flower_exit(runs, "s") is None  # a link out of the job is not followed
+    (runs / ".exit.json").unlink()
+    os.mkfifo(runs / ".exit.json")
+    assert flower_exit(runs, "s") is None  # a FIFO is refused, not waited on
+    (runs / ".exit.json").unlink()
+    (runs / ".exit.json").write_text(" " * EXIT_FILE_LIMIT + "{}")
+    assert flower_exit(runs, "s") is None  # past its cap: not parsed
+    os.mkfifo(runs / "continuity.json")
+    assert continuity_of(runs, "s") == ()
+    (runs / ".exit.json").unlink()
+    exitinfo.leave(runs, code=1, kind="step", reason="the job's own", stamp="s")
+    own = flower_exit(runs, "s")
+    assert own is not None and own == exitinfo.read(runs, stamp="s") and own["reason"] == "the job's own"
