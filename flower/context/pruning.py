@@ -510,17 +510,21 @@ def _fill_missing_results(entries: list[Entry]) -> list[Entry]:
 
     def tail_of(i: int) -> int:
         # The last entry of the same API response: its blocks are chained one after another.
+        # A transcript comes from a job: a parentUuid cycle (corrupt input) ends the walk.
         message_id = entries[i]["message"].get("id")
+        visited = {i}
         while message_id is not None:
             nxt = [
                 c
                 for c in children.get(entries[i].get("uuid", ""), [])
                 if entries[c].get("type") == "assistant"
                 and (entries[c].get("message") or {}).get("id") == message_id
+                and c not in visited
             ]
             if not nxt:
                 break
             i = nxt[0]
+            visited.add(i)
         return i
 
     fills: dict[int, list[tuple[str, str]]] = {}  # tail index -> [(tool_use id, assistant uuid)]

@@ -939,3 +939,19 @@ async def test_real_cli_transcript_with_denials_and_a_failed_turn_is_cleaned_and
     assert "again please" in json.dumps(users[-1], ensure_ascii=False)
     assert not (ws / "a.txt").exists() and not (ws / "b.txt").exists()
     assert_chain_ok(await store.load(key))
+
+
+@pytest.mark.timeout(10)
+def test_a_parent_link_cycle_in_a_corrupt_transcript_ends_the_walk():
+    # A transcript comes from a job: hostile input. Two blocks of one response whose
+    # parentUuids name each other must not make the search for the response's tail loop forever.
+    t = Transcript()
+    t.prompt("go")
+    t.bash("sleep 1", msg_id="msg_c")
+    t.bash("sleep 2", msg_id="msg_c")
+    first, second = t.entries[-2], t.entries[-1]
+    first["parentUuid"] = second["uuid"]
+    out = prune(t.entries)
+    answered = [r["tool_use_id"] for e in out for r in tool_results(e)]
+    assert sorted(answered) == sorted(b["id"] for e in t.entries for b in tool_uses(e))
+    assert chain_problems(t.entries)  # the corruption is still reported, not hidden
