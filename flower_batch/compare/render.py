@@ -100,7 +100,12 @@ def diff_table(diff: BatchDiff) -> Table:
         table.add_column(
             Text(column), no_wrap=column in ("cell", "verdict")
         )  # Text: "[interval]" is no style
-    groups = [g for g in (diff.cells, diff.variants, (diff.overall,)) if g]
+    # Regressions first, in a section of their own (what a reader of a nightly looks for, as in
+    # report.html), then the other rows in their usual groups.
+    rest = [
+        tuple(r for r in g if r.verdict != REGRESSION) for g in (diff.cells, diff.variants, (diff.overall,))
+    ]
+    groups = [g for g in (diff.regressions, *rest) if g]
     for i, group in enumerate(groups):
         for j, row in enumerate(group):
             cells = row_cells(row)
@@ -136,7 +141,7 @@ def diff_markdown(diff: BatchDiff) -> str:
         "| " + " | ".join(COLUMNS) + " |",
         "|" + "|".join("---" for _ in COLUMNS) + "|",
     ]
-    for row in diff.rows:
+    for row in diff.verdict_first:
         cells = [_md(c) for c in row_cells(row)]
         cells[5] = _VERDICT_MARK.get(row.verdict, cells[5])
         if row.task is None:

@@ -3,6 +3,7 @@ deltas, classes and one-sided cells; the table, --json, --markdown and exit code
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -200,6 +201,19 @@ def test_the_table_and_markdown_show_every_row(tmp_path: Path) -> None:
     assert len(table) == len(diff.rows) == 3 + 2 + 1
     assert all(line.count(" | ") == len(lines[header].split(" | ")) - 1 for line in table)
     assert "- only in the baseline: fizz × quick" in md and "- only in the new batch: bye × careful" in md
+
+
+def test_the_table_and_markdown_list_regressions_first() -> None:
+    # The regression is the last cell here: a reader of a nightly still sees it first.
+    diff = dataclasses.replace(_diff(), cells=tuple(reversed(_diff().cells)))
+    assert diff.cells[-1].verdict == REGRESSION
+    console = Console(width=250, record=True)
+    console.print(diff_table(diff))
+    text = console.export_text()
+    assert text.index("hello × careful") < text.index("fizz × careful") < text.index("overall")
+    md = diff_markdown(diff)
+    assert md.index("| hello × careful |") < md.index("| fizz × careful |") < md.index("**overall**")
+    assert md.count("| hello × careful |") == 1
 
 
 # -- the command ---------------------------------------------------------------------------------------
