@@ -42,15 +42,20 @@ def runtime_image() -> str:
     """The runtime image of the current sources, built once per test process (cached by the
     build itself too: fast when nothing changed). These tests are marked `docker`: with no
     engine they fail (deselect them with -m "not docker"), they never pass as skipped."""
-    from filelock import FileLock
-
     from flower_batch.running.image import build_image
 
-    # one build at a time on the machine (parallel workers, the background cluster bring-up):
-    # the others then find it built and reuse it
-    (REPO / "images" / ".cache").mkdir(parents=True, exist_ok=True)
-    with FileLock(REPO / "images" / ".cache" / "test-image.lock", timeout=1800):
+    with image_build_lock():
         return build_image(tag=TEST_TAG, log=lambda line: None).id
+
+
+def image_build_lock() -> Any:
+    """One image build at a time among the test processes (parallel workers, the background
+    cluster bring-up): builds share images/.cache (the wheelhouse, the project wheel, remade
+    in place when the sources differ); the next one then finds the image built and reuses it."""
+    from filelock import FileLock
+
+    (REPO / "images" / ".cache").mkdir(parents=True, exist_ok=True)
+    return FileLock(REPO / "images" / ".cache" / "test-image.lock", timeout=1800)
 
 
 # -- the command ----------------------------------------------------------------------------
