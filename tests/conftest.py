@@ -1,9 +1,21 @@
+import os
+
 import pytest
 
 
 @pytest.fixture
 def anyio_backend():
     return "asyncio"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """GNU readline, imported while pytest starts, exports its COLUMNS=80 and LINES=24 into the
+    process's C environment (not os.environ): every child inherits them, xdist's workers too,
+    whose rich consoles are then 80 wide whatever a test's COLUMNS says. Children get the
+    environment pytest was started with."""
+    for name in ("COLUMNS", "LINES"):
+        if name not in os.environ:
+            os.unsetenv(name)
 
 
 # -- parallel workers (pytest-xdist, `make test`: -n N --dist loadgroup) --------------------------
