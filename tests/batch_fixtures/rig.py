@@ -17,7 +17,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -258,6 +258,15 @@ def leftovers(home: Path, batch: str) -> Resources:
     """What this home's orchestrators left behind for `batch`."""
     sessions = sessions_of(home, batch)
     return labelled(batch, sessions) if sessions else Resources([], [], [])
+
+
+def remove_leftovers(home: Path, batch: str, seen: Iterable[str] = ()) -> None:
+    """Teardown of a module's batch: remove what this home's orchestrators left for `batch` (the
+    sessions it shows now, and `seen`, taken earlier in case a test removed a session's folder),
+    never what carries the same batch name from another run (a parallel worker, another checkout)."""
+    sessions = set(seen) | sessions_of(home, batch)
+    if sessions:
+        remove_resources(labelled(batch, sessions))
 
 
 def remove_resources(found: Resources) -> None:
