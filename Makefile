@@ -22,12 +22,12 @@ image: setup      ## build (or reuse) the pinned runtime image; prints its id
 	$(FB) image build
 
 # The suite runs in parallel workers (pytest-xdist): the Docker tests mostly wait on containers,
-# so more workers than the 2 cores of the reference machine pay off. --dist loadgroup with the
-# groups tests/conftest.py gives: all swarm tests on one worker (one cluster), a module-scoped
-# fixture's tests on one worker; --no-loadscope-reorder keeps conftest's order (the long ones
-# first, the unit tests last to fill the gaps). TEST_WORKERS=1 (or PYTEST_XDIST=) for one process.
+# so more workers than the 2 cores of the reference machine pay off. tests/parallel.py schedules
+# them: all swarm tests on one worker (one cluster), a module-scoped fixture's tests on one
+# worker, the long ones handed out first and the unit tests last, to fill the gaps.
+# TEST_WORKERS=N to change it, PYTEST_XDIST= for one process.
 TEST_WORKERS ?= 4
-PYTEST_XDIST ?= -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
+PYTEST_XDIST ?= -n $(TEST_WORKERS)
 
 # `make test`: the swarm tests' 3-node cluster (scripts/cluster/up.sh) comes up in the
 # background while the image builds, then the suite runs (about 12 minutes from a fresh clone on

@@ -1,4 +1,7 @@
 import os
+import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -18,44 +21,52 @@ def pytest_configure(config: pytest.Config) -> None:
             os.unsetenv(name)
 
 
-# -- parallel workers (pytest-xdist, `make test`: -n N --dist loadgroup) --------------------------
-# What runs where: every swarm test on one worker (one cluster, brought up once: its lock is
-# per process), the tests of a module-scoped fixture on one worker (it is made once, and its
-# fixed batch names are not cleaned up under another worker's feet), every other test alone.
-# The order hands out the long ones first (Docker, then the swarm group, then slow) and the unit
-# tests last, to fill the gaps; it is the same in every worker, as xdist requires.
-def _group(item: pytest.Item) -> str | None:
-    if item.get_closest_marker("swarm") is not None:
-        return "swarm"
-    defs = getattr(item, "_fixtureinfo", None)
-    if defs is not None and any(d[-1].scope == "module" for d in defs.name2fixturedefs.values() if d):
-        return item.nodeid.split("::")[0]
-    return None
+# -- parallel workers: tests/parallel.py ----------------------------------------------------------
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    if config.getvalue("dist") not in ("load", "loadgroup"):
+        return None  # an explicit other --dist is left to xdist
+    from tests.parallel import GroupScheduling
+
+    config.option.loadscopereorder = False  # the order conftest gives, not by group size
+    return GroupScheduling(config, log, _groups_file(config))
 
 
-def _rank(item: pytest.Item) -> int:
-    if item.get_closest_marker("swarm") is not None:
-        return 1
-    if item.get_closest_marker("docker") is not None:
-        return 0
-    return 2 if item.get_closest_marker("slow") is not None else 3
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: object) -> None:
+    from tests.parallel import GROUPS_INPUT
+
+    node.workerinput[GROUPS_INPUT] = str(_groups_file(node.config))  # type: ignore[attr-defined]
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the xdist_group marks
+def _groups_file(config: pytest.Config) -> Path:
+    if not hasattr(config, "_fb_groups_file"):
+        folder = Path(tempfile.mkdtemp(prefix="fb-test-groups-"))
+        config._fb_groups_file = folder / "groups.json"  # type: ignore[attr-defined]
+        config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
+    return config._fb_groups_file  # type: ignore[attr-defined]
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        group = _group(item)
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
     if hasattr(config, "workerinput"):
-        items.sort(key=_rank)  # stable: collection order within a rank
+        from tests.parallel import rank
+
+        items.sort(key=rank)  # stable: collection order within a rank
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reports the collection to the controller
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """With swarm tests selected, bring their cluster up in the background right away, so that it
-    is up by the time they run (by one process: the only one, or xdist's first worker)."""
-    worker = getattr(session.config, "workerinput", {}).get("workerid")
-    if worker not in (None, "gw0") or session.config.option.collectonly:
+    """The first worker tells the controller the groups; with swarm tests selected, the cluster
+    comes up in the background right away, so that it is up by the time they run (started by one
+    process: the only one, or xdist's first worker)."""
+    workerinput = getattr(session.config, "workerinput", {})
+    if workerinput.get("workerid") not in (None, "gw0"):
+        return
+    if "flower_batch_test_groups" in workerinput:
+        from tests.parallel import write_groups
+
+        write_groups(session.items, Path(workerinput["flower_batch_test_groups"]))
+    if session.config.option.collectonly:
         return
     if any(item.get_closest_marker("swarm") is not None for item in session.items):
         from tests.batch_fixtures.swarm import start_in_background
