@@ -48,6 +48,12 @@ def _groups_file(config: pytest.Config) -> Path:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # A swarm test's setup may wait for the cluster's bring-up (in the background since the session
+    # began, minutes on a fresh machine): pytest-timeout times their bodies only; the wait is
+    # bounded by the cluster fixture's own time limits (tests/batch_fixtures/swarm.py).
+    for item in items:
+        if item.get_closest_marker("swarm") is not None and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(config.getini("timeout"), func_only=True))
     if hasattr(config, "workerinput"):
         from tests.parallel import rank
 
