@@ -21,17 +21,30 @@ setup: prereqs .venv/.synced  ## install the locked Python deps into .venv, comp
 image: setup      ## build (or reuse) the pinned runtime image; prints its id
 	$(FB) image build
 
-test: image       ## the whole suite, Docker and swarm tests included (the swarm ones bring up the 3-node test cluster)
-	$(PY) -m pytest -q
+# The suite runs in parallel workers (pytest-xdist): the Docker tests mostly wait on containers,
+# so more workers than the 2 cores of the reference machine pay off. tests/parallel.py schedules
+# them: all swarm tests on one worker (one cluster), a module-scoped fixture's tests on one
+# worker, the long ones handed out first and the unit tests last, to fill the gaps.
+# TEST_WORKERS=N to change it, PYTEST_XDIST= for one process.
+TEST_WORKERS ?= 4
+PYTEST_XDIST ?= -n $(TEST_WORKERS)
+
+# `make test`: the swarm tests' 3-node cluster (scripts/cluster/up.sh) comes up in the
+# background while the image builds, then the suite runs (about 12 minutes from a fresh clone on
+# the 2-core machine; the swarm tests wait for the cluster, then find it up).
+test: setup       ## the whole suite, Docker and swarm tests included (the swarm ones use the 3-node test cluster)
+	@$(PY) -m tests.batch_fixtures.swarm_background start --cluster-only
+	$(FB) image build
+	$(PY) -m pytest -q $(PYTEST_XDIST)
 
 test-fast: setup  ## no Docker, no slow tests
-	$(PY) -m pytest -q -m "not docker and not slow and not swarm"
+	$(PY) -m pytest -q $(PYTEST_XDIST) -m "not docker and not slow and not swarm"
 
 test-docker: image
-	$(PY) -m pytest -q -m docker
+	$(PY) -m pytest -q $(PYTEST_XDIST) -m docker
 
 test-swarm: image  ## only the swarm tests: bring up (or reuse) the 3-node test cluster; make cluster-down after
-	$(PY) -m pytest -q -m swarm
+	$(PY) -m pytest -q $(PYTEST_XDIST) -m swarm
 
 lint: setup
 	$(PY) -m ruff check flower flower_batch tests bench examples scripts

@@ -17,7 +17,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,7 +44,18 @@ def runtime_image() -> str:
     engine they fail (deselect them with -m "not docker"), they never pass as skipped."""
     from flower_batch.running.image import build_image
 
-    return build_image(tag=TEST_TAG, log=lambda line: None).id
+    with image_build_lock():
+        return build_image(tag=TEST_TAG, log=lambda line: None).id
+
+
+def image_build_lock() -> Any:
+    """One image build at a time among the test processes (parallel workers, the background
+    cluster bring-up): builds share images/.cache (the wheelhouse, the project wheel, remade
+    in place when the sources differ); the next one then finds the image built and reuses it."""
+    from filelock import FileLock
+
+    (REPO / "images" / ".cache").mkdir(parents=True, exist_ok=True)
+    return FileLock(REPO / "images" / ".cache" / "test-image.lock", timeout=1800)
 
 
 # -- the command ----------------------------------------------------------------------------
@@ -247,6 +258,15 @@ def leftovers(home: Path, batch: str) -> Resources:
     """What this home's orchestrators left behind for `batch`."""
     sessions = sessions_of(home, batch)
     return labelled(batch, sessions) if sessions else Resources([], [], [])
+
+
+def remove_leftovers(home: Path, batch: str, seen: Iterable[str] = ()) -> None:
+    """Teardown of a module's batch: remove what this home's orchestrators left for `batch` (the
+    sessions it shows now, and `seen`, taken earlier in case a test removed a session's folder),
+    never what carries the same batch name from another run (a parallel worker, another checkout)."""
+    sessions = set(seen) | sessions_of(home, batch)
+    if sessions:
+        remove_resources(labelled(batch, sessions))
 
 
 def remove_resources(found: Resources) -> None:

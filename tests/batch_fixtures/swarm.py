@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 from tests.batch_fixtures.rig import FLOWER_BATCH, REPO, command_env, runtime_image
 from tests.batch_fixtures.swarm_health import Problem, Snapshot, gone, problem, snapshot
-from tests.batch_fixtures.swarm_lock import ClusterLock
+from tests.batch_fixtures.swarm_lock import ClusterLock, bring_up_path
 
 # FB_TEST_SWARM_PREFIX names a second cluster (its nodes, network, env file and shared folder),
 # so two checkouts on one machine can each run the swarm tests without touching the other's.
@@ -97,6 +98,8 @@ def shared_folders() -> str:
 
 
 _LOCK = ClusterLock(PREFIX)
+_BRINGING_UP = ClusterLock(PREFIX, bring_up_path(PREFIX))
+BACKGROUND_LOG = Path("/tmp") / f"flower-batch-cluster-{PREFIX}.background.log"
 
 
 def _up() -> Snapshot:
@@ -153,10 +156,49 @@ def cluster() -> Cluster:
         return _made[0]
     assert not _failed, _failed[0]
     try:
-        return _bring_up()
+        # waits while another process (the session's background bring-up: start_in_background)
+        # brings it up; then the cluster is found up and the image already in its registry
+        _BRINGING_UP.exclusive(2 * BRING_UP_S, f"the bring-up under way to end (log: {BACKGROUND_LOG})")
+        try:
+            return _bring_up()
+        finally:
+            _BRINGING_UP.release()
     except BaseException as exc:
         _failed.append(f"the test cluster {PREFIX} did not come up earlier in this session: {exc}")
         raise
+
+
+def start_in_background(cluster_only: bool = False) -> bool:
+    """Bring the cluster up (and, unless `cluster_only`, the image into its registry) in a child
+    process, so that it comes up while the tests that need no cluster run (or, from `make test`,
+    while the image builds: `cluster_only`, as the image is not there yet); the swarm tests'
+    `cluster()` then waits for it. False when another process is already at it."""
+    if not _BRINGING_UP.exclusive_now():
+        return False
+    log = BACKGROUND_LOG.open("w")
+    fd = _BRINGING_UP.fileno()
+    args = [str(fd), *(["--cluster-only"] if cluster_only else [])]
+    subprocess.Popen(
+        [sys.executable, "-m", "tests.batch_fixtures.swarm_background", *args],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        cwd=REPO,
+        pass_fds=(fd,),
+    )
+    log.close()
+    _BRINGING_UP.hand_over()  # the child holds it until it exits, whatever becomes of this process
+    return True
+
+
+def bring_up_holding(fd: int, cluster_only: bool) -> str:
+    """The background child's work, the bring-up lock already its own (inherited as `fd`)."""
+    try:
+        if cluster_only:
+            return f"cluster {PREFIX} up, manager {_up().manager_id}"
+        return f"cluster {PREFIX} up, image {_bring_up().reference} in its registry"
+    finally:
+        os.close(fd)
 
 
 def _bring_up() -> Cluster:

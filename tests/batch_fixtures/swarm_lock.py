@@ -18,9 +18,15 @@ def lock_path(prefix: str) -> Path:
     return Path("/tmp") / f"flower-batch-cluster-{prefix}.lock"  # down.sh: the same path
 
 
+def bring_up_path(prefix: str) -> Path:
+    """One process at a time brings the cluster up (and loads and pushes the image): two that
+    both found it down would each wait, holding it shared, for the other to let go (exclusive)."""
+    return Path("/tmp") / f"flower-batch-cluster-{prefix}.up.lock"
+
+
 class ClusterLock:
-    def __init__(self, prefix: str) -> None:
-        self.path = lock_path(prefix)
+    def __init__(self, prefix: str, path: Path | None = None) -> None:
+        self.path = path or lock_path(prefix)
         self._file: IO[str] | None = None
 
     def _fd(self) -> IO[str]:
@@ -32,9 +38,9 @@ class ClusterLock:
         """Use the cluster: waits only while someone brings it up."""
         self._take(fcntl.LOCK_SH, timeout, "another session to finish bringing the cluster up")
 
-    def exclusive(self, timeout: float) -> None:
+    def exclusive(self, timeout: float, what: str = "the test sessions using the cluster to end") -> None:
         """Make or remake the cluster: waits for every session using it to end."""
-        self._take(fcntl.LOCK_EX, timeout, "the test sessions using the cluster to end")
+        self._take(fcntl.LOCK_EX, timeout, what)
 
     def _take(self, how: int, timeout: float, what: str) -> None:
         deadline = time.monotonic() + timeout
@@ -50,6 +56,24 @@ class ClusterLock:
                     ) from None
                 time.sleep(1)
 
+    def exclusive_now(self) -> bool:
+        """Exclusive if nobody holds it, without waiting."""
+        try:
+            fcntl.flock(self._fd(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            return False
+
+    def fileno(self) -> int:
+        return self._fd().fileno()
+
     def release(self) -> None:
         if self._file is not None:
             fcntl.flock(self._file, fcntl.LOCK_UN)
+
+    def hand_over(self) -> None:
+        """Forget the lock without unlocking it: a child started with this file descriptor holds
+        it now (a flock belongs to the open file, which the child shares), until it exits."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None

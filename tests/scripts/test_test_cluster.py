@@ -23,7 +23,7 @@ import pytest
 from tests.batch_fixtures.rig import REPO
 from tests.batch_fixtures.swarm import ENV_FILE, PREFIX, Cluster, cluster, script_env
 from tests.batch_fixtures.swarm_health import Snapshot, changes_log, gone
-from tests.batch_fixtures.swarm_lock import ClusterLock, lock_path
+from tests.batch_fixtures.swarm_lock import ClusterLock, bring_up_path, lock_path
 
 DOWN = REPO / "scripts" / "cluster" / "down.sh"
 
@@ -58,6 +58,28 @@ def test_down_sh_refuses_while_a_session_holds_the_cluster(prefix: str) -> None:
     remake = ClusterLock(prefix)
     remake.exclusive(timeout=1)  # nobody uses it any more
     remake.release()
+
+
+def test_a_background_bring_up_holds_the_bring_up_lock_until_it_exits(prefix: str) -> None:
+    """The session's background bring-up (swarm.start_in_background) takes the lock, hands it to
+    its child and lets go of it itself: the swarm tests' `cluster()` waits for the child, not for
+    the process that started it, and a second start does not start a second bring-up."""
+    path = bring_up_path(prefix)
+    starter = ClusterLock(prefix, path)
+    assert starter.exclusive_now()
+    child = subprocess.Popen(["sleep", "60"], pass_fds=(starter.fileno(),))
+    try:
+        starter.hand_over()
+        assert not ClusterLock(prefix, path).exclusive_now()  # a second start: already under way
+        with pytest.raises(AssertionError, match="waited 1s"):
+            ClusterLock(prefix, path).exclusive(timeout=1)  # the tests wait for the child
+    finally:
+        child.kill()
+        child.wait()
+    after = ClusterLock(prefix, path)
+    after.exclusive(timeout=5)  # the child is gone: its lock with it
+    after.release()
+    path.unlink()
 
 
 # -- the scripts against a stand-in `docker` that answers as the host engine would ---------------

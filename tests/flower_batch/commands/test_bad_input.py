@@ -31,7 +31,15 @@ from tests.batch_fixtures.campaign import (
     problem_lines,
     write_files,
 )
-from tests.batch_fixtures.rig import fb, labelled, project_copy, remove_resources, runtime_image, sessions_of
+from tests.batch_fixtures.rig import (
+    fb,
+    labelled,
+    project_copy,
+    remove_leftovers,
+    remove_resources,
+    runtime_image,
+    sessions_of,
+)
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -77,8 +85,9 @@ def seed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Seed]:
     assert alone.returncode == 0, alone.stderr
     shutil.rmtree(home / ".sessions", ignore_errors=True)  # clean exits leave an empty folder
     adhoc_sessions = sessions_of(home, "adhoc")  # only our own `run`'s leftovers, never another test's
+    seen = sessions_of(home, BATCH)
     yield Seed(project, home, image)
-    remove_resources(labelled(BATCH))
+    remove_leftovers(home, BATCH, seen)
     if adhoc_sessions:
         remove_resources(labelled("adhoc", adhoc_sessions))
 

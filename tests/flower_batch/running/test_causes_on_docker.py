@@ -22,11 +22,11 @@ from tests.batch_fixtures.rig import (
     PROJECT,
     Job,
     fb,
-    labelled,
     private_home,
     project_copy,
-    remove_resources,
+    remove_leftovers,
     runtime_image,
+    sessions_of,
 )
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -103,8 +103,9 @@ def causes(
         cwd=project,
         timeout=300,
     )
+    seen = sessions_of(home, "cz-matrix")
     yield project, home, proc
-    remove_resources(labelled("cz-matrix"))
+    remove_leftovers(home, "cz-matrix", seen)
 
 
 def _record(home: Path, job_id: str) -> dict:

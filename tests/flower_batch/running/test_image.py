@@ -13,6 +13,7 @@ from flower_batch.backend.base import ContainerSpec, ImageInfo
 from flower_batch.errors import ImageBuildError, NotARuntimeImage
 from flower_batch.labels import CLI_VERSION, SDK_VERSION, VERSION
 from flower_batch.running import image
+from tests.batch_fixtures.rig import image_build_lock
 
 
 def _fake_sdk_wheel(dir: Path, cli_version: str | None) -> Path:
@@ -111,9 +112,10 @@ async def test_image_builds_offline_runs_the_sdk_and_cli_and_is_cached(tmp_path:
     lines: list[str] = []
 
     def build() -> image.RuntimeImage:
-        return image.build_image(
-            tag="flower-batch-runtime:test", project_root=project, cache_dir=cache, log=lines.append
-        )
+        with image_build_lock():  # another worker's build may be using the same cache
+            return image.build_image(
+                tag="flower-batch-runtime:test", project_root=project, cache_dir=cache, log=lines.append
+            )
 
     first = await anyio.to_thread.run_sync(build)  # marked docker: a dead daemon fails, never skips
     assert first.id.startswith("sha256:")

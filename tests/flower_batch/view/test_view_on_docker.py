@@ -15,7 +15,7 @@ import pytest
 
 from flower_batch.layout import Home
 from flower_batch.view.server import ViewServer
-from tests.batch_fixtures.rig import labelled, remove_resources, runtime_image
+from tests.batch_fixtures.rig import remove_leftovers, runtime_image, sessions_of
 from tests.flower_batch.commands.test_matrix_on_docker import EXPECTED, Batch, new_batch
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -25,8 +25,9 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 def ran(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Batch, subprocess.CompletedProcess[str]]]:
     batch = new_batch(tmp_path_factory.mktemp("view-matrix"), "mx-view", runtime_image())
     proc = batch.run()
+    seen = sessions_of(batch.home, batch.name)
     yield batch, proc
-    remove_resources(labelled(batch.name))
+    remove_leftovers(batch.home, batch.name, seen)
 
 
 @pytest.fixture(scope="module")
