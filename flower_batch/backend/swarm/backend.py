@@ -44,6 +44,7 @@ from flower_batch.backend.base import (
     ImageInfo,
     LabelFilter,
     NetworkInfo,
+    NodeLeftover,
     SecretInfo,
     VolumeInfo,
     signal_number,
@@ -52,6 +53,7 @@ from flower_batch.backend.docker.backend import image_info_from_inspect, label_f
 from flower_batch.backend.docker.connection import Connection, Kind, translate
 from flower_batch.backend.docker.registry import repo_digest_for
 from flower_batch.backend.secret_env import SECRET_NAMES_ENV, SECRETS_DIR
+from flower_batch.backend.swarm import sweep
 from flower_batch.backend.swarm.fit import unmet_reservation
 from flower_batch.backend.swarm.logs import LOG_BATCH, LineSplitter, LogStamp, split_stamp
 from flower_batch.backend.swarm.storage import Probe, refusal
@@ -260,25 +262,11 @@ class SwarmBackend(Backend):
         )
         service = created["ID"]
         try:
-            deadline = time.monotonic() + PROBE_TIMEOUT_S
-            while True:
-                nodes = await self._call("engine", "nodes", lambda api: api.nodes())
-                usable = {
-                    n["ID"]
-                    for n in nodes
-                    if n["Status"]["State"] == "ready" and n["Spec"].get("Availability") == "active"
-                }
-                tasks = await self._call(
-                    "container", name, lambda api: api.tasks(filters={"service": service})
+            usable, ended = await self._until_ended_everywhere(service, name, PROBE_TIMEOUT_S)
+            if usable is None:
+                raise SharedStorageMissing(
+                    refusal(root, "?", f"the probe did not finish in {PROBE_TIMEOUT_S:.0f}s")
                 )
-                ended = {t["NodeID"]: t for t in tasks if task_state(t)[0] in ("exited", "dead")}
-                if usable and usable <= set(ended):
-                    break
-                if time.monotonic() > deadline:
-                    raise SharedStorageMissing(
-                        refusal(root, "?", f"the probe did not finish in {PROBE_TIMEOUT_S:.0f}s")
-                    )
-                await anyio.sleep(self.poll_s)
             for node_id in usable:
                 task = ended[node_id]
                 host = await self._hostname(node_id)
@@ -293,6 +281,97 @@ class SwarmBackend(Backend):
             with anyio.CancelScope(shield=True):
                 await self._remove_service_quietly(service)
                 await anyio.to_thread.run_sync(probe.clean)
+
+    async def _until_ended_everywhere(
+        self, service: str, name: str, timeout: float
+    ) -> tuple[set[str] | None, dict[str, dict[str, Any]]]:
+        """Wait until the `global` service's task ended on every ready, active node: (those nodes,
+        each node's ended task); (None, what ended) when that took longer than `timeout`."""
+        deadline = time.monotonic() + timeout
+        while True:
+            nodes = await self._call("engine", "nodes", lambda api: api.nodes())
+            usable = {
+                n["ID"]
+                for n in nodes
+                if n["Status"]["State"] == "ready" and n["Spec"].get("Availability") == "active"
+            }
+            tasks = await self._call("container", name, lambda api: api.tasks(filters={"service": service}))
+            ended = {t["NodeID"]: t for t in tasks if task_state(t)[0] in ("exited", "dead")}
+            if usable and usable <= set(ended):
+                return usable, ended
+            if time.monotonic() > deadline:
+                return None, ended
+            await anyio.sleep(self.poll_s)
+
+    async def sweep_nodes(
+        self, filters: list[LabelFilter], remove: bool
+    ) -> tuple[list[NodeLeftover], list[str]]:
+        """Run sweep.SCRIPT once on every node (a `global` service, restart "none", the node's
+        engine socket mounted): the containers of `filters` only a node still lists. The nodes
+        it could not run on (down, drained, or no runtime image to run it) are the second part."""
+        if not filters:
+            return [], []
+        nodes = await self._call("engine", "nodes", lambda api: api.nodes())
+        away = sorted(
+            n["Description"]["Hostname"]
+            for n in nodes
+            if n["Status"]["State"] != "ready" or n["Spec"].get("Availability") != "active"
+        )
+        live = [str(r["ID"]) for r in await self._call("container", "list", lambda api: api.services())]
+        image = await self._sweep_image()
+        mine = {MANAGED: "1", ROLE: "sweep"}
+        spec = docker.types.TaskTemplate(
+            docker.types.ContainerSpec(
+                image,
+                sweep.command(filters, live, remove),
+                env={"FB_NODE": "{{.Node.Hostname}}"},
+                user="0:0",  # the engine socket is root's
+                mounts=[docker.types.Mount(sweep.ENGINE_SOCKET, sweep.ENGINE_SOCKET, type="bind")],
+                labels=mine,
+            ),
+            restart_policy=docker.types.RestartPolicy("none"),
+        )
+        name = f"fb-sweep-{secrets.token_hex(6)}"
+        created = await self._call(
+            "container",
+            name,
+            lambda api: api.create_service(
+                spec, name=name, mode=docker.types.ServiceMode("global"), labels=mine
+            ),
+        )
+        service = str(created["ID"])
+        try:
+            usable, ended = await self._until_ended_everywhere(service, name, sweep.GRACE_S + PROBE_TIMEOUT_S)
+            lines = [line async for _, line in self._log_stream(service, None)]
+            found, done = sweep.read_report(lines)
+            hosts = {node_id: await self._hostname(node_id) for node_id in (usable or set(ended))}
+            failed = [
+                f"{host} ({task_error(ended.get(node_id)) or 'it did not finish'})"
+                for node_id, host in hosts.items()
+                if host not in done
+            ]
+            return found, away + sorted(failed)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._remove_service_quietly(service)
+
+    async def _sweep_image(self) -> str:
+        """The runtime image the manager pushed last (the nodes have it, or pull it by digest)."""
+        rows = await self._call("image", "list", lambda api: api.images())
+        for row in sorted(rows, key=lambda r: int(r.get("Created") or 0), reverse=True):
+            digests = list(row.get("RepoDigests") or [])
+            found = (
+                repo_digest_for(digests, self.registry)
+                if self.registry
+                else next((d for d in digests if "/flower-batch-runtime@" in d), None)
+            )
+            if found:
+                return found
+        where = self.registry or "REGISTRY"
+        raise ImageMissing(
+            f"no runtime image pushed to {where} on this manager to look on the nodes with — "
+            f"push one with `flower-batch image push {where}`"
+        )
 
     async def _hostname(self, node_id: str) -> str:
         if node_id not in self._hostnames:
