@@ -118,6 +118,7 @@ class SwarmBackend(Backend):
         shared_root: Path | None = None,
         timeout: float = 120.0,
         poll_s: float = 0.5,
+        warm_networks: bool = True,
     ) -> None:
         """`control_dir`: a folder on shared storage for the signal files (see task_signals).
         `shared_root`: the folder checked once for every mount under it (the home)."""
@@ -126,6 +127,8 @@ class SwarmBackend(Backend):
         self.registry = (registry or "").strip() or None  # the command reads $FLOWER_BATCH_REGISTRY
         self.shared_root = Path(shared_root) if shared_root else None
         self.poll_s = poll_s
+        self.warm_networks = warm_networks  # _warm: off only to measure what it saves (bench/cluster.py)
+        self._to_warm: dict[str, dict[str, str]] = {}
         self._verified: list[Path] = []
         self._storage_lock: anyio.Lock | None = None  # made in the event loop that uses it
         self._images: dict[str, str] = {}
@@ -390,6 +393,8 @@ class SwarmBackend(Backend):
             if why:
                 raise ReservationUnmet(f"no node of the swarm can run {_what(spec.labels, name)}: {why}")
         image = await self.resolve_image(spec.image)
+        if spec.network in self._to_warm:
+            await self._warm(spec.network, self._to_warm.pop(spec.network), image)
         binds = [Path(m.source) for m in spec.mounts if m.kind == "bind"]
         await self.ensure_shared([self.control_dir, *binds], image, spec.labels)
         control = self.control_dir / name
@@ -739,7 +744,41 @@ class SwarmBackend(Backend):
                 check_duplicate=True,
             ),
         )
+        if internal and self.warm_networks:
+            self._to_warm[name] = dict(labels)  # by the first task that joins it (its image)
         return str(created["Id"])
+
+    async def _warm(self, network: str, labels: Mapping[str, str], image: str) -> None:
+        """Keep the jobs' overlay network up on every node while it lives: a `global` service of
+        one sleeping, confined process on it. A node sets an overlay up (its namespace, bridge,
+        VXLAN and load-balancer endpoint) for the first task that joins it and tears it down
+        after the last one leaves; without this, the first jobs on each node pay that setup
+        between being scheduled and running, all at once, as a matrix starts."""
+        mine = {**labels, ROLE: "warm"}
+        spec = docker.types.TaskTemplate(
+            docker.types.ContainerSpec(
+                image,
+                ["sleep", "infinity"],
+                user="65534:65534",
+                labels=mine,
+                cap_drop=["ALL"],
+                read_only=True,
+            ),
+            restart_policy=docker.types.RestartPolicy("none"),
+            networks=[docker.types.NetworkAttachmentConfig(network)],
+        )
+        name = _warm_name(network)
+        await self._call(
+            "container",
+            name,
+            lambda api: api.create_service(
+                spec,
+                name=name,
+                mode=docker.types.ServiceMode("global"),
+                labels=mine,
+                endpoint_spec=docker.types.EndpointSpec(mode="dnsrr"),
+            ),
+        )
 
     async def connect_network(
         self, network: str, container_id: str, aliases: list[str] | None = None
@@ -752,6 +791,11 @@ class SwarmBackend(Backend):
         await self._update(container_id, attach)
 
     async def remove_network(self, name_or_id: str) -> None:
+        try:
+            data = await self._call("network", name_or_id, lambda api: api.inspect_network(name_or_id))
+            await self._remove_service_quietly(_warm_name(str(data["Name"])))
+        except FlowerBatchError:
+            pass  # no such network: the removal below says so
         # A removed service's tasks leave the overlay a few seconds later: retry while it is in use.
         deadline = time.monotonic() + 30
         while True:
@@ -826,6 +870,10 @@ class SwarmBackend(Backend):
     async def aclose(self) -> None:
         self._storage_lock = None
         await anyio.to_thread.run_sync(self._conn.close)
+
+
+def _warm_name(network: str) -> str:
+    return f"{network[:58]}-warm"
 
 
 def _what(labels: Mapping[str, str], name: str) -> str:

@@ -56,7 +56,7 @@ def matching():
             raise SystemExit("listing containers: engine answered %d" % status)
         for c in json.loads(body):
             service = (c.get("Labels") or {}).get(job["service_label"])
-            if c["Id"].startswith(me) or service in job["live_services"]:
+            if (me and c["Id"].startswith(me)) or service in job["live_services"]:
                 continue
             found[c["Id"]] = c
     return found
