@@ -126,8 +126,9 @@ def run_matrix(side: str, jobs: int, parallel: int, image_id: str, env: dict[str
             "wall_s": wall,
             "passed": passed,
             "jobs": len(statuses),
-            "p50_s": statistics.median(latencies),
-            "p95_s": latencies[max(0, round(0.95 * len(latencies)) - 1)],
+            # nan when no job task got as far as running (an overloaded swarm: see `passed`)
+            "p50_s": statistics.median(latencies) if latencies else float("nan"),
+            "p95_s": latencies[max(0, round(0.95 * len(latencies)) - 1)] if latencies else float("nan"),
         }
     finally:
         for k, v in old.items():

@@ -763,6 +763,10 @@ class SwarmBackend(Backend):
                 labels=mine,
                 cap_drop=["ALL"],
                 read_only=True,
+                # under an init a SIGTERM ends it at once (a bare PID 1 ignores it, and Swarm
+                # would wait out its grace before the network could go)
+                init=True,
+                stop_grace_period=1_000_000_000,
             ),
             restart_policy=docker.types.RestartPolicy("none"),
             networks=[docker.types.NetworkAttachmentConfig(network)],
@@ -797,7 +801,7 @@ class SwarmBackend(Backend):
         except FlowerBatchError:
             pass  # no such network: the removal below says so
         # A removed service's tasks leave the overlay a few seconds later: retry while it is in use.
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while True:
             try:
                 await self._call("network", name_or_id, lambda api: api.remove_network(name_or_id))
