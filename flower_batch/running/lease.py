@@ -135,10 +135,11 @@ async def remove_leaks(
     ordered = sorted(leaks, key=lambda x: order[x.kind])
     containers = [leak for leak in ordered if leak.kind == "container"]
     await _remove(backend, containers)
+    looked = dead_leases(home) if nodes else []  # forgotten too once nothing of theirs is left
     swept, away = await on_the_nodes(backend, home, remove=True) if nodes else ([], [])
     await _remove(backend, [leak for leak in ordered if leak.kind != "container"])
     if not away:
-        for lease in {leak.lease for leak in [*leaks, *swept]}:
+        for lease in {leak.lease for leak in [*leaks, *swept]} | set(looked):
             if not await _still_owns(backend, lease):
                 (leases_dir(home) / f"{lease}.lock").unlink(missing_ok=True)
     return swept, away
