@@ -1,5 +1,7 @@
 """The same 32-job matrix on the local Docker engine and on the 3-node test swarm, in one run.
 
+Three sides: the local engine, the swarm with its jobs' overlay network kept up on every node
+(`SwarmBackend.warm_networks`, the default) and the swarm without (`swarm-cold`, as before).
 Printed for each: wall time of the whole matrix, and the scheduling latency from submit (the
 `start` call) to the engine reporting the task running, p50 and p95; then the wall-time ratio.
 The swarm's nodes are containers on this same machine, so the ratio is the cost of going
@@ -81,7 +83,8 @@ def instrument(backend: Backend, submitted: dict[str, float], running: dict[str,
     backend.start = timed_start  # type: ignore[method-assign]
 
 
-def run_matrix(kind: str, jobs: int, parallel: int, image_id: str, env: dict[str, str]) -> dict[str, float]:
+def run_matrix(side: str, jobs: int, parallel: int, image_id: str, env: dict[str, str]) -> dict[str, float]:
+    kind = "docker" if side == "docker" else "swarm"
     work = Path(tempfile.mkdtemp(prefix=f"fb-bench-{kind}-", dir=env.get("SHARED_ROOT")))
     old = {k: os.environ.get(k) for k in env}
     os.environ.update({k: v for k, v in env.items() if k != "SHARED_ROOT"})
@@ -99,6 +102,8 @@ def run_matrix(kind: str, jobs: int, parallel: int, image_id: str, env: dict[str
 
         async def go() -> dict[str, str]:
             async with open_backend(kind, home.root, registry=os.environ.get(REGISTRY_ENV)) as backend:
+                if side == "swarm-cold":
+                    backend.warm_networks = False  # type: ignore[attr-defined]
                 instrument(backend, submitted, running)
                 records = await run_jobs(
                     backend,
@@ -121,8 +126,9 @@ def run_matrix(kind: str, jobs: int, parallel: int, image_id: str, env: dict[str
             "wall_s": wall,
             "passed": passed,
             "jobs": len(statuses),
-            "p50_s": statistics.median(latencies),
-            "p95_s": latencies[max(0, round(0.95 * len(latencies)) - 1)],
+            # nan when no job task got as far as running (an overloaded swarm: see `passed`)
+            "p50_s": statistics.median(latencies) if latencies else float("nan"),
+            "p95_s": latencies[max(0, round(0.95 * len(latencies)) - 1)] if latencies else float("nan"),
         }
     finally:
         for k, v in old.items():
@@ -151,6 +157,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=32)
     parser.add_argument("--parallel", type=int, default=8)
     parser.add_argument("--image", default="flower-batch-runtime:latest")
+    parser.add_argument("--sides", default="docker,swarm-cold,swarm", help="which of the three, in order")
     args = parser.parse_args()
     env = cluster_env()
     from flower_batch.running.image import read_image
@@ -158,15 +165,19 @@ def main() -> None:
     image_id = read_image(args.image, docker_host="unix:///var/run/docker.sock").id
     print(f"{args.jobs} jobs at -j {args.parallel}, image {image_id[:19]}, {os.cpu_count()} cores")
     figures = {}
-    for kind in ("docker", "swarm"):
-        f = run_matrix(kind, args.jobs, args.parallel, image_id, env)
-        figures[kind] = f
+    for side in args.sides.split(","):
+        f = run_matrix(side, args.jobs, args.parallel, image_id, env)
+        figures[side] = f
         print(
-            f"{kind:6}  wall {f['wall_s']:7.1f} s  passed {f['passed']:.0f}/{f['jobs']:.0f}  "
+            f"{side:10}  wall {f['wall_s']:7.1f} s  passed {f['passed']:.0f}/{f['jobs']:.0f}  "
             f"submit->running p50 {f['p50_s']:.2f} s  p95 {f['p95_s']:.2f} s",
             flush=True,
         )
-    print(f"wall-time ratio swarm/docker: {figures['swarm']['wall_s'] / figures['docker']['wall_s']:.2f}")
+    for side in ("swarm-cold", "swarm"):
+        if side in figures and "docker" in figures:
+            print(
+                f"wall-time ratio {side}/docker: {figures[side]['wall_s'] / figures['docker']['wall_s']:.2f}"
+            )
 
 
 if __name__ == "__main__":

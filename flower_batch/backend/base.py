@@ -111,6 +111,17 @@ class VolumeInfo:
 
 
 @dataclass(frozen=True)
+class NodeLeftover:
+    """A container found on a cluster node's own engine (Backend.sweep_nodes)."""
+
+    node: str
+    id: str
+    name: str
+    labels: dict[str, str]
+    removed: bool
+
+
+@dataclass(frozen=True)
 class ImageInfo:
     id: str
     """Immutable content id, "sha256:..."."""
@@ -197,6 +208,14 @@ class Backend(abc.ABC):
 
     async def remove_secret(self, secret_id: str) -> None:  # noqa: B027 - a local engine has none
         """Remove an engine secret (what `gc` does with a leaked one)."""
+
+    async def sweep_nodes(
+        self, filters: list[LabelFilter], remove: bool
+    ) -> tuple[list[NodeLeftover], list[str]]:
+        """Containers matching any of `filters` that only a cluster node's own engine still lists
+        (their service is gone), removed when `remove`; and the nodes that could not be looked
+        on. One engine has no such nodes: `list_by_label` already sees every container."""
+        return [], []
 
     async def check_ready(self, image: str, labels: Mapping[str, str]) -> None:  # noqa: B027 - see below
         """Before anything of a batch is scheduled: raise a FlowerBatchError (one line) when this

@@ -48,7 +48,7 @@ from flower_batch.labels import BATCH, JOB, MANAGED
 from flower_batch.layout import Home, JobDir
 from flower_batch.running.causes import continuity_lines
 from flower_batch.running.jobs import ADHOC_BATCH, adhoc_spec, job_scenario, option_value, start_job
-from flower_batch.running.lease import Leak, find_leaks, remove_leaks
+from flower_batch.running.lease import Leak, find_leaks, on_the_nodes, remove_leaks
 from flower_batch.running.liveness import Liveness
 
 if TYPE_CHECKING:
@@ -576,18 +576,25 @@ def gc(
         return
     engine = backend_for(home, backend_choice)
 
-    async def go() -> tuple[list[Leak], int]:
+    async def go() -> tuple[list[Leak], int, list[str]]:
         async with engine as backend:
             leaks, foreign = await find_leaks(backend, h.root)
-            if not dry_run:
-                await remove_leaks(backend, h.root, leaks)
-            return leaks, foreign
+            if dry_run:
+                swept, away = await on_the_nodes(backend, h.root, remove=False)
+            else:
+                swept, away = await remove_leaks(backend, h.root, leaks, nodes=True)
+            return leaks + swept, foreign, away
 
-    leaks, foreign = run_async(go)
+    leaks, foreign, away = run_async(go)
     verb = "would remove" if dry_run else "removed"
     for leak in leaks:
         out.print(f"{verb} {leak.kind} {leak.name} {leak.role}".rstrip())
     err.print(f"{verb} {len(leaks)} leaked resource(s)")
+    if away:
+        err.print(
+            f"could not look on node(s) {', '.join(away)}: what dead orchestrators left there stays "
+            "until gc runs again with them up"
+        )
     if foreign:
         err.print(
             f"left {foreign} resource(s) of orchestrators this home ({h.root}) does not know: "

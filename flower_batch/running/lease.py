@@ -105,10 +105,48 @@ async def find_leaks(backend: Backend, home: Path, batch: str | None = None) -> 
     return found, foreign
 
 
-async def remove_leaks(backend: Backend, home: Path, leaks: list[Leak]) -> None:
-    """Remove them (containers first: a network in use cannot go), then forget their leases."""
+def dead_leases(home: Path) -> list[str]:
+    """The leases of this home whose orchestrator died: lock file here, nobody holding it."""
+    folder = leases_dir(home)
+    ids = sorted(p.stem for p in folder.glob("*.lock")) if folder.is_dir() else []
+    return [lease for lease in ids if is_leaked(home, lease)]
+
+
+async def on_the_nodes(backend: Backend, home: Path, remove: bool) -> tuple[list[Leak], list[str]]:
+    """Containers of this home's dead leases that only a cluster node's own engine still lists
+    (Backend.sweep_nodes), removed when `remove`; and the nodes that could not be looked on."""
+    leases = dead_leases(home)
+    found, away = await backend.sweep_nodes([{MANAGED: "1", LEASE: lease} for lease in leases], remove)
+    leaks = [
+        Leak("container", f.id, f"{f.node}:{f.name}", f.labels.get(ROLE, ""), f.labels.get(LEASE, ""))
+        for f in found
+    ]
+    return leaks, away
+
+
+async def remove_leaks(
+    backend: Backend, home: Path, leaks: list[Leak], *, nodes: bool = False
+) -> tuple[list[Leak], list[str]]:
+    """Remove them (containers first: a network in use cannot go), then with `nodes` what the
+    cluster's nodes still hold of dead leases (on_the_nodes: `gc` looks, a re-run's reap does
+    not), then forget the leases that own nothing any more, unless a node could not be looked
+    on. Returns on_the_nodes' answer."""
     order = {"container": 0, "secret": 1, "network": 2, "volume": 3}
-    for leak in sorted(leaks, key=lambda x: order[x.kind]):
+    ordered = sorted(leaks, key=lambda x: order[x.kind])
+    containers = [leak for leak in ordered if leak.kind == "container"]
+    await _remove(backend, containers)
+    looked = dead_leases(home) if nodes else []  # forgotten too once nothing of theirs is left
+    swept, away = await on_the_nodes(backend, home, remove=True) if nodes else ([], [])
+    await _remove(backend, [leak for leak in ordered if leak.kind != "container"])
+    if not away:
+        for lease in {leak.lease for leak in [*leaks, *swept]} | set(looked):
+            if not await _still_owns(backend, lease):
+                (leases_dir(home) / f"{lease}.lock").unlink(missing_ok=True)
+    return swept, away
+
+
+async def _remove(backend: Backend, leaks: list[Leak]) -> None:
+    for leak in leaks:
         try:
             if leak.kind == "container":
                 await backend.remove(leak.id, force=True)
@@ -120,9 +158,6 @@ async def remove_leaks(backend: Backend, home: Path, leaks: list[Leak]) -> None:
                 await backend.remove_volume(leak.id, force=True)
         except FlowerBatchError:
             pass  # already gone (another gc, or the engine removed it)
-    for lease in {leak.lease for leak in leaks}:
-        if not await _still_owns(backend, lease):
-            (leases_dir(home) / f"{lease}.lock").unlink(missing_ok=True)
 
 
 async def _still_owns(backend: Backend, lease: str) -> bool:

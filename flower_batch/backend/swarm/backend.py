@@ -44,6 +44,7 @@ from flower_batch.backend.base import (
     ImageInfo,
     LabelFilter,
     NetworkInfo,
+    NodeLeftover,
     SecretInfo,
     VolumeInfo,
     signal_number,
@@ -52,6 +53,7 @@ from flower_batch.backend.docker.backend import image_info_from_inspect, label_f
 from flower_batch.backend.docker.connection import Connection, Kind, translate
 from flower_batch.backend.docker.registry import repo_digest_for
 from flower_batch.backend.secret_env import SECRET_NAMES_ENV, SECRETS_DIR
+from flower_batch.backend.swarm import sweep
 from flower_batch.backend.swarm.fit import unmet_reservation
 from flower_batch.backend.swarm.logs import LOG_BATCH, LineSplitter, LogStamp, split_stamp
 from flower_batch.backend.swarm.storage import Probe, refusal
@@ -116,6 +118,7 @@ class SwarmBackend(Backend):
         shared_root: Path | None = None,
         timeout: float = 120.0,
         poll_s: float = 0.5,
+        warm_networks: bool = True,
     ) -> None:
         """`control_dir`: a folder on shared storage for the signal files (see task_signals).
         `shared_root`: the folder checked once for every mount under it (the home)."""
@@ -124,6 +127,8 @@ class SwarmBackend(Backend):
         self.registry = (registry or "").strip() or None  # the command reads $FLOWER_BATCH_REGISTRY
         self.shared_root = Path(shared_root) if shared_root else None
         self.poll_s = poll_s
+        self.warm_networks = warm_networks  # _warm: off only to measure what it saves (bench/cluster.py)
+        self._to_warm: dict[str, dict[str, str]] = {}
         self._verified: list[Path] = []
         self._storage_lock: anyio.Lock | None = None  # made in the event loop that uses it
         self._images: dict[str, str] = {}
@@ -260,25 +265,11 @@ class SwarmBackend(Backend):
         )
         service = created["ID"]
         try:
-            deadline = time.monotonic() + PROBE_TIMEOUT_S
-            while True:
-                nodes = await self._call("engine", "nodes", lambda api: api.nodes())
-                usable = {
-                    n["ID"]
-                    for n in nodes
-                    if n["Status"]["State"] == "ready" and n["Spec"].get("Availability") == "active"
-                }
-                tasks = await self._call(
-                    "container", name, lambda api: api.tasks(filters={"service": service})
+            usable, ended = await self._until_ended_everywhere(service, name, PROBE_TIMEOUT_S)
+            if usable is None:
+                raise SharedStorageMissing(
+                    refusal(root, "?", f"the probe did not finish in {PROBE_TIMEOUT_S:.0f}s")
                 )
-                ended = {t["NodeID"]: t for t in tasks if task_state(t)[0] in ("exited", "dead")}
-                if usable and usable <= set(ended):
-                    break
-                if time.monotonic() > deadline:
-                    raise SharedStorageMissing(
-                        refusal(root, "?", f"the probe did not finish in {PROBE_TIMEOUT_S:.0f}s")
-                    )
-                await anyio.sleep(self.poll_s)
             for node_id in usable:
                 task = ended[node_id]
                 host = await self._hostname(node_id)
@@ -293,6 +284,97 @@ class SwarmBackend(Backend):
             with anyio.CancelScope(shield=True):
                 await self._remove_service_quietly(service)
                 await anyio.to_thread.run_sync(probe.clean)
+
+    async def _until_ended_everywhere(
+        self, service: str, name: str, timeout: float
+    ) -> tuple[set[str] | None, dict[str, dict[str, Any]]]:
+        """Wait until the `global` service's task ended on every ready, active node: (those nodes,
+        each node's ended task); (None, what ended) when that took longer than `timeout`."""
+        deadline = time.monotonic() + timeout
+        while True:
+            nodes = await self._call("engine", "nodes", lambda api: api.nodes())
+            usable = {
+                n["ID"]
+                for n in nodes
+                if n["Status"]["State"] == "ready" and n["Spec"].get("Availability") == "active"
+            }
+            tasks = await self._call("container", name, lambda api: api.tasks(filters={"service": service}))
+            ended = {t["NodeID"]: t for t in tasks if task_state(t)[0] in ("exited", "dead")}
+            if usable and usable <= set(ended):
+                return usable, ended
+            if time.monotonic() > deadline:
+                return None, ended
+            await anyio.sleep(self.poll_s)
+
+    async def sweep_nodes(
+        self, filters: list[LabelFilter], remove: bool
+    ) -> tuple[list[NodeLeftover], list[str]]:
+        """Run sweep.SCRIPT once on every node (a `global` service, restart "none", the node's
+        engine socket mounted): the containers of `filters` only a node still lists. The nodes
+        it could not run on (down, drained, or no runtime image to run it) are the second part."""
+        if not filters:
+            return [], []
+        nodes = await self._call("engine", "nodes", lambda api: api.nodes())
+        away = sorted(
+            n["Description"]["Hostname"]
+            for n in nodes
+            if n["Status"]["State"] != "ready" or n["Spec"].get("Availability") != "active"
+        )
+        live = [str(r["ID"]) for r in await self._call("container", "list", lambda api: api.services())]
+        image = await self._sweep_image()
+        mine = {MANAGED: "1", ROLE: "sweep"}
+        spec = docker.types.TaskTemplate(
+            docker.types.ContainerSpec(
+                image,
+                sweep.command(filters, live, remove),
+                env={"FB_NODE": "{{.Node.Hostname}}"},
+                user="0:0",  # the engine socket is root's
+                mounts=[docker.types.Mount(sweep.ENGINE_SOCKET, sweep.ENGINE_SOCKET, type="bind")],
+                labels=mine,
+            ),
+            restart_policy=docker.types.RestartPolicy("none"),
+        )
+        name = f"fb-sweep-{secrets.token_hex(6)}"
+        created = await self._call(
+            "container",
+            name,
+            lambda api: api.create_service(
+                spec, name=name, mode=docker.types.ServiceMode("global"), labels=mine
+            ),
+        )
+        service = str(created["ID"])
+        try:
+            usable, ended = await self._until_ended_everywhere(service, name, sweep.GRACE_S + PROBE_TIMEOUT_S)
+            lines = [line async for _, line in self._log_stream(service, None)]
+            found, done = sweep.read_report(lines)
+            hosts = {node_id: await self._hostname(node_id) for node_id in (usable or set(ended))}
+            failed = [
+                f"{host} ({task_error(ended.get(node_id)) or 'it did not finish'})"
+                for node_id, host in hosts.items()
+                if host not in done
+            ]
+            return found, away + sorted(failed)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._remove_service_quietly(service)
+
+    async def _sweep_image(self) -> str:
+        """The runtime image the manager pushed last (the nodes have it, or pull it by digest)."""
+        rows = await self._call("image", "list", lambda api: api.images())
+        for row in sorted(rows, key=lambda r: int(r.get("Created") or 0), reverse=True):
+            digests = list(row.get("RepoDigests") or [])
+            found = (
+                repo_digest_for(digests, self.registry)
+                if self.registry
+                else next((d for d in digests if "/flower-batch-runtime@" in d), None)
+            )
+            if found:
+                return found
+        where = self.registry or "REGISTRY"
+        raise ImageMissing(
+            f"no runtime image pushed to {where} on this manager to look on the nodes with — "
+            f"push one with `flower-batch image push {where}`"
+        )
 
     async def _hostname(self, node_id: str) -> str:
         if node_id not in self._hostnames:
@@ -311,6 +393,8 @@ class SwarmBackend(Backend):
             if why:
                 raise ReservationUnmet(f"no node of the swarm can run {_what(spec.labels, name)}: {why}")
         image = await self.resolve_image(spec.image)
+        if spec.network in self._to_warm:
+            await self._warm(spec.network, self._to_warm.pop(spec.network), image)
         binds = [Path(m.source) for m in spec.mounts if m.kind == "bind"]
         await self.ensure_shared([self.control_dir, *binds], image, spec.labels)
         control = self.control_dir / name
@@ -660,7 +744,45 @@ class SwarmBackend(Backend):
                 check_duplicate=True,
             ),
         )
+        if internal and self.warm_networks:
+            self._to_warm[name] = dict(labels)  # by the first task that joins it (its image)
         return str(created["Id"])
+
+    async def _warm(self, network: str, labels: Mapping[str, str], image: str) -> None:
+        """Keep the jobs' overlay network up on every node while it lives: a `global` service of
+        one sleeping, confined process on it. A node sets an overlay up (its namespace, bridge,
+        VXLAN and load-balancer endpoint) for the first task that joins it and tears it down
+        after the last one leaves; without this, the first jobs on each node pay that setup
+        between being scheduled and running, all at once, as a matrix starts."""
+        mine = {**labels, ROLE: "warm"}
+        spec = docker.types.TaskTemplate(
+            docker.types.ContainerSpec(
+                image,
+                ["sleep", "infinity"],
+                user="65534:65534",
+                labels=mine,
+                cap_drop=["ALL"],
+                read_only=True,
+                # under an init a SIGTERM ends it at once (a bare PID 1 ignores it, and Swarm
+                # would wait out its grace before the network could go)
+                init=True,
+                stop_grace_period=1_000_000_000,
+            ),
+            restart_policy=docker.types.RestartPolicy("none"),
+            networks=[docker.types.NetworkAttachmentConfig(network)],
+        )
+        name = _warm_name(network)
+        await self._call(
+            "container",
+            name,
+            lambda api: api.create_service(
+                spec,
+                name=name,
+                mode=docker.types.ServiceMode("global"),
+                labels=mine,
+                endpoint_spec=docker.types.EndpointSpec(mode="dnsrr"),
+            ),
+        )
 
     async def connect_network(
         self, network: str, container_id: str, aliases: list[str] | None = None
@@ -673,8 +795,13 @@ class SwarmBackend(Backend):
         await self._update(container_id, attach)
 
     async def remove_network(self, name_or_id: str) -> None:
+        try:
+            data = await self._call("network", name_or_id, lambda api: api.inspect_network(name_or_id))
+            await self._remove_service_quietly(_warm_name(str(data["Name"])))
+        except FlowerBatchError:
+            pass  # no such network: the removal below says so
         # A removed service's tasks leave the overlay a few seconds later: retry while it is in use.
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while True:
             try:
                 await self._call("network", name_or_id, lambda api: api.remove_network(name_or_id))
@@ -747,6 +874,10 @@ class SwarmBackend(Backend):
     async def aclose(self) -> None:
         self._storage_lock = None
         await anyio.to_thread.run_sync(self._conn.close)
+
+
+def _warm_name(network: str) -> str:
+    return f"{network[:58]}-warm"
 
 
 def _what(labels: Mapping[str, str], name: str) -> str:

@@ -406,8 +406,9 @@ def test_gc_removes_what_a_killed_orchestrator_left_across_the_swarm(swarm: Clus
         assert value not in seen
     sigkill_group(proc)
     left = on_swarm(swarm, batch)
-    # 3 services, 1 network; secrets: the batch secret, and each job's token and its own secret
-    assert len(left["service"]) == 3 and len(left["network"]) == 1 and len(left["secret"]) == 5, left
+    # 4 services (the gateway, 2 jobs, the network's warm service), 1 network; secrets: the
+    # batch secret, and each job's token and its own secret
+    assert len(left["service"]) == 4 and len(left["network"]) == 1 and len(left["secret"]) == 5, left
     assert len(left["container"]) >= 3, left  # 2 jobs and the gateway, on the nodes
     sessions = {
         json.loads(swarm.manager("service", "inspect", s))[0]["Spec"]["Labels"][LEASE]
@@ -415,12 +416,12 @@ def test_gc_removes_what_a_killed_orchestrator_left_across_the_swarm(swarm: Clus
     }
     assert len(sessions) == 1
     dry = fb_swarm(swarm, "gc", "--dry-run", home=home)
-    assert dry.returncode == 0 and "would remove 9 leaked" in dry.stderr, dry.stderr
+    assert dry.returncode == 0 and "would remove 10 leaked" in dry.stderr, dry.stderr
     assert {k: v for k, v in on_swarm(swarm, batch).items() if k not in ("task", "container")} == {
         k: v for k, v in left.items() if k not in ("task", "container")
     }
     gone = fb_swarm(swarm, "gc", home=home)
-    assert gone.returncode == 0 and "removed 9 leaked" in gone.stderr, gone.stderr
+    assert gone.returncode == 0 and "removed 10 leaked" in gone.stderr, gone.stderr
     assert nothing_left(swarm, batch), on_swarm(swarm, batch)
 
 
