@@ -41,6 +41,7 @@ GATEWAY_PIDS = 16384
 # request's body is parsed whole: a batch whose jobs send very large bodies may need more.
 MEMORY_ENV = "FLOWER_BATCH_GATEWAY_MEMORY"
 DEFAULT_MEMORY = "512m"
+LOG_READ_S = 5.0  # one read of the gateway's log while waiting for its ready line
 
 
 def gateway_memory(environ: Mapping[str, str]) -> int:
@@ -310,9 +311,20 @@ class GatewaySidecar:
         await self._wait_ready(after=before)
 
     async def _ready_count(self) -> int:
+        for _ in range(3):
+            lines = await self._log_lines()
+            if lines is not None:
+                return sum(READY_LINE in line for line in lines)
+        return 0
+
+    async def _log_lines(self) -> list[str] | None:
+        """The gateway's log so far, or None when the engine did not end the read within
+        LOG_READ_S: seen under load, a read racing the ready line's write stays open (json-file
+        driver), and the SDK reads a log stream with no timeout. The next poll reads again."""
         assert self.container
-        lines = [line async for line in self.backend.logs(self.container)]
-        return sum(READY_LINE in line for line in lines)
+        with anyio.move_on_after(LOG_READ_S):
+            return [line async for line in self.backend.logs(self.container)]
+        return None
 
     async def _wait_ready(self, timeout: float = 60.0, after: int = 0) -> None:
         """Until the gateway prints its ready line (the `after`+1-th: a restarted container's
@@ -320,7 +332,7 @@ class GatewaySidecar:
         assert self.container
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            lines = [line async for line in self.backend.logs(self.container)]
+            lines = await self._log_lines() or []
             if sum(READY_LINE in line for line in lines) > after:
                 return
             info = await self.backend.inspect(self.container)

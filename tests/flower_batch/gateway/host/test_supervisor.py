@@ -198,6 +198,33 @@ async def test_a_gateway_that_does_not_start_beside_its_job_stops_the_job_with_t
     assert left == []  # the job's and the gateway's containers are gone
 
 
+@pytest.mark.anyio
+async def test_a_log_read_the_engine_leaves_open_is_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Seen on a loaded engine: a non-follow log read racing the ready line's write never ended.
+    from collections.abc import AsyncIterator
+
+    from flower_batch.gateway.host import sidecar
+
+    monkeypatch.setattr(sidecar, "LOG_READ_S", 0.2)
+
+    class Hanging(FakeBackend):
+        reads = 0
+
+        async def logs(self, container_id: str, follow: bool = False) -> AsyncIterator[str]:
+            Hanging.reads += 1
+            if Hanging.reads == 1:
+                await anyio.sleep_forever()
+            async for line in super().logs(container_id, follow):
+                yield line
+
+    async with Hanging(programs={"python": serving}) as backend:
+        with anyio.fail_after(10):
+            async with _sidecar(backend, tmp_path) as gw:
+                assert gw.serving and Hanging.reads >= 2
+
+
 def test_death_causes_read_as_people_expect() -> None:
     assert GatewayDeath("t", 0, 137, oom_killed=True).cause() == "the gateway was OOM-killed (exit 137)"
     assert GatewayDeath("t", 0, 2, log_tail=("x", "gateway: bad scenario", "")).cause() == (
