@@ -140,6 +140,7 @@ def _refuse_bad_inputs(
         )
 
 
+# long: its fourteen parameters take seventeen lines; the body is one path, gateway beside the job
 async def start_job(
     backend: Backend,
     home: Home,
@@ -164,10 +165,7 @@ async def start_job(
     jd = home.job(batch, job.id)
     if not waking:
         _make_job_folder(jd, job.gateway.scenario)
-    try:
-        await backend.image_info(image_id)
-    except ImageMissing as exc:
-        raise FlowerBatchError(f"image {image_id[:19]} is not in the Docker engine: {exc}") from exc
+    await _require_image(backend, image_id)
     with Lease(home.root) as lease:
         gateway = GatewaySidecar(
             backend,
@@ -179,9 +177,8 @@ async def start_job(
             settings=settings,
         )
         try:
-            # The gateway starts while the job's container does (its Python start-up is about a
-            # second of the job's): flower's relay waits for the job's socket to be bound, and a
-            # gateway that does not start stops the job with the reason (start_beside).
+            # The gateway starts while the job's container does; flower's relay waits for the
+            # job's socket to be bound; one that does not start stops the job (start_beside).
             async with supervisors() as supervise, anyio.create_task_group() as tg:
                 tg.start_soon(gateway.start_beside, supervise)  # then restarted if it dies
                 ctx = JobContext(
@@ -209,6 +206,13 @@ async def start_job(
         finally:
             with anyio.CancelScope(shield=True):
                 await gateway.stop()
+
+
+async def _require_image(backend: Backend, image_id: str) -> None:
+    try:
+        await backend.image_info(image_id)
+    except ImageMissing as exc:
+        raise FlowerBatchError(f"image {image_id[:19]} is not in the Docker engine: {exc}") from exc
 
 
 def _make_job_folder(jd: JobDir, scenario: Path | None) -> None:

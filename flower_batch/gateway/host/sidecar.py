@@ -225,13 +225,12 @@ class GatewaySidecar:
         supervise(self)
 
     async def start(self) -> None:
-        gdir = self.dir
         self.sockets.mkdir(parents=True, exist_ok=True)
         if self.scenario is not None:
-            shutil.copyfile(self.scenario, gdir / ("scenario" + self.scenario.suffix))
+            shutil.copyfile(self.scenario, self.dir / ("scenario" + self.scenario.suffix))
         for folder in (self.batch_dir, self.batch_dir / ".gateway"):
             hand_over(folder, recursive=False)  # the unrouted log; the gateway's own folder
-        hand_over(gdir)
+        hand_over(self.dir)
         network = self.network
         if self.setup.egress:  # anthropic mode: a route out for the gateway, never for a job
             await self.backend.create_network(self.egress, labels(self.batch, self.lease, "network"))
@@ -264,7 +263,7 @@ class GatewaySidecar:
             secrets_as_env=False,
             mounts=[
                 Mount(str(self.batch_dir), "/batch"),
-                Mount(str(gdir), "/gateway", read_only=True),
+                Mount(str(self.dir), "/gateway", read_only=True),
                 *([Mount(str(self.sockets), SOCKETS_IN_GATEWAY)] if self.by_socket else []),
             ],
             labels=labels(self.batch, self.lease, "gateway"),
@@ -284,8 +283,12 @@ class GatewaySidecar:
             await self.backend.connect_network(self.egress, self.container)
         await self.backend.start(self.container)
         await self._wait_ready()
+        await self._open_reserved()
+
+    async def _open_reserved(self) -> None:
+        """It serves: bind the sockets of the jobs whose container started beside it."""
         self.serving = True
-        for job_id in self._reserved:  # the jobs whose container started beside it
+        for job_id in self._reserved:
             try:
                 await anyio.to_thread.run_sync(ask, self.sockets, f"open {job_id}")
             except OSError as exc:
