@@ -11,8 +11,11 @@ each `--repeat` times, one after another:
 
 Printed: the median wall time of each and the ratios orchestr./floor, orchestr./raw and
 raw/floor. Also (issue 5): `wake` to its first model request vs a cold `run` to its first
-model request, and an image rebuild with no change. Nothing here is asserted: the figures
-are for the reader.
+model request, and an image rebuild with no change. And where the extra time of a job goes
+(issue 22): the flower-batch process's own start-up (`run --help`: Python and imports), the
+time to the first model request (raw vs run: start-up, pre-flight, gateway, container) and
+the time from it to the command's end (the job's turn, then records and cleanup). Nothing here
+is asserted: the figures are for the reader.
 
     .venv/bin/python bench/overhead.py [--repeat 3]
 """
@@ -54,6 +57,10 @@ def run(cmd: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
     return proc
 
 
+def lines_in(log: Path) -> int:
+    return len(log.read_text().splitlines()) if log.exists() else 0
+
+
 def first_request_after(log: Path, t0: float, skip: int = 0) -> float:
     """Seconds from t0 (epoch) to the first /v1/messages request logged after line `skip`."""
     for line in log.read_text().splitlines()[skip:]:
@@ -90,11 +97,14 @@ def main() -> int:
         flows.mkdir()
         shutil.copyfile(tmp / "bench_flow.py", flows / "bench_flow.py")
         raw: list[float] = []
-        with ScriptedServer(tmp / "bench.toml", host="0.0.0.0") as srv:
+        to_first_raw: list[float] = []
+        raw_log = tmp / "raw.jsonl"
+        with ScriptedServer(tmp / "bench.toml", host="0.0.0.0", log_path=raw_log) as srv:
             for i in range(args.repeat):
                 job = tmp / "raw" / f"j{i}"
                 shutil.copytree(ws, job / "workspace")
                 (job / "runs").mkdir(parents=True)
+                seen, started = lines_in(raw_log), time.time()
                 raw.append(
                     timed(
                         lambda job=job: run(
@@ -138,6 +148,10 @@ def main() -> int:
                         )
                     )
                 )
+                to_first_raw.append(first_request_after(raw_log, started, skip=seen))
+
+        # the flower-batch process alone: Python, its imports, the app (no engine call)
+        startup = [timed(lambda: run([str(FB), "run", "--help"], env=env)) for _ in range(args.repeat)]
 
         orchestrated: list[float] = []
         to_first_cold: list[float] = []
@@ -197,6 +211,14 @@ def main() -> int:
     print(
         f"  to first model request: cold run {med(to_first_cold):.2f} s, wake {med(to_first_wake):.2f} s"
         f"   (wake total {med(wake_total):.2f} s)"
+    )
+    print(f"  ratio wake / cold run to first request {med(to_first_wake) / med(to_first_cold):6.2f}x")
+    fr, fo = med(to_first_raw), med(to_first_cold)
+    print("  where flower-batch's extra time goes (medians):")
+    print(f"    its process start-up (run --help)   {med(startup):6.2f} s")
+    print(f"    to first model request: raw {fr:5.2f} s, run {fo:5.2f} s   (+{fo - fr:.2f} s)")
+    print(
+        f"    first request to exit:  raw {r - fr:5.2f} s, run {o - fo:5.2f} s   (+{o - fo - (r - fr):.2f} s)"
     )
     print(
         f"  image build: {first_build:.1f} s this time ({'reused' if image.reused else 'built'}), "

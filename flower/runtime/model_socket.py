@@ -15,12 +15,17 @@ import os
 import selectors
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from urllib.parse import urlsplit
 
 SOCKET_ENV = "FLOWER_MODEL_SOCKET"
 CHUNK = 64 * 1024
+# flower-batch starts a job's container and its gateway at the same time; the gateway binds the
+# job's socket once it serves (about a second). A request made before that waits for the bind.
+BIND_WAIT_S = 60.0
+BIND_POLL_S = 0.02
 
 
 @contextmanager
@@ -59,6 +64,21 @@ def connect_unix(path: str | os.PathLike[str], timeout: float = 10.0) -> socket.
         s.close()
         raise
     return s
+
+
+def connect_when_bound(
+    path: str | os.PathLike[str], wait_s: float = BIND_WAIT_S, poll_s: float = BIND_POLL_S
+) -> socket.socket:
+    """`connect_unix`, waiting up to `wait_s` while the socket does not exist yet. A socket that
+    exists and refuses (its gateway died) fails at once, as before: the CLI and resilience retry."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return connect_unix(path)
+        except FileNotFoundError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(poll_s)
 
 
 def relay(client: socket.socket, upstream: socket.socket) -> None:
@@ -156,4 +176,4 @@ def start_from_env(env: Mapping[str, str]) -> Relay | None:
             f"{SOCKET_ENV} needs ANTHROPIC_BASE_URL on http://127.0.0.1:<port>, not {parts.geturl()!r}"
         )
     listener = socket.create_server(("127.0.0.1", port))
-    return Relay(listener, lambda: connect_unix(path)).start()
+    return Relay(listener, lambda: connect_when_bound(path)).start()

@@ -6,9 +6,7 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-from flower.scripted import ScenarioError
 from flower_batch.errors import GatewayConfigError, RecordingFormatError, RecordingMissing
-from flower_batch.gateway.server.responders import mode_responder
 from flower_batch.jobmodel.modes import GatewayMode
 
 from ..gateway.recording import read_recording, recording_source
@@ -17,7 +15,15 @@ from ..gateway.recording import read_recording, recording_source
 def scenario_problems(paths: Iterable[Path]) -> list[str]:
     """One line per distinct scenario file the scripted gateway would refuse to load."""
     out: list[str] = []
-    for path in map(Path, dict.fromkeys(paths)):  # distinct first: one per file, not per job
+    distinct = list(map(Path, dict.fromkeys(paths)))  # one line per file, not per job
+    if not distinct:
+        return out
+    # Here, not at the top: the gateway's responders import the scripted model and the proxy,
+    # a tenth of a second of every command that serves no scenario.
+    from flower.scripted import ScenarioError
+    from flower_batch.gateway.server.responders import mode_responder
+
+    for path in distinct:
         try:
             # What the gateway container runs at start (gateway/server/__main__.py); the batch folder is
             # only read by replay mode, so a scratch one keeps the home untouched.

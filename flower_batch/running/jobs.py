@@ -9,6 +9,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TypeVar
 
+import anyio
+
 from flower_batch.backend.base import Backend
 from flower_batch.envnames import secret_name_problem, unset_names
 from flower_batch.errors import FlowerBatchError, ImageMissing
@@ -138,6 +140,7 @@ def _refuse_bad_inputs(
         )
 
 
+# long: its fourteen parameters take seventeen lines; the body is one path, gateway beside the job
 async def start_job(
     backend: Backend,
     home: Home,
@@ -162,39 +165,54 @@ async def start_job(
     jd = home.job(batch, job.id)
     if not waking:
         _make_job_folder(jd, job.gateway.scenario)
+    await _require_image(backend, image_id)
+    with Lease(home.root) as lease:
+        gateway = GatewaySidecar(
+            backend,
+            batch=batch,
+            lease=lease.id,
+            image_id=image_id,
+            batch_dir=home.batch_dir(batch),
+            gateway=job.gateway,
+            settings=settings,
+        )
+        try:
+            # The gateway starts while the job's container does; flower's relay waits for the
+            # job's socket to be bound; one that does not start stops the job (start_beside).
+            async with supervisors() as supervise, anyio.create_task_group() as tg:
+                tg.start_soon(gateway.start_beside, supervise)  # then restarted if it dies
+                ctx = JobContext(
+                    backend=backend,
+                    batch=batch,
+                    lease=lease.id,
+                    image_id=image_id,
+                    gateway=gateway,
+                    versions=versions,
+                    on_state=on_state,
+                    search=search or [],
+                    flows_from=flows_from,
+                    environ=settings.environ,
+                )
+                record = await run_job(
+                    ctx,
+                    job,
+                    jd,
+                    persistent=persistent,
+                    waking=waking,
+                    wake_words=wake_words,
+                    previous=previous,
+                )
+            return record
+        finally:
+            with anyio.CancelScope(shield=True):
+                await gateway.stop()
+
+
+async def _require_image(backend: Backend, image_id: str) -> None:
     try:
         await backend.image_info(image_id)
     except ImageMissing as exc:
         raise FlowerBatchError(f"image {image_id[:19]} is not in the Docker engine: {exc}") from exc
-    with Lease(home.root) as lease:
-        async with (
-            GatewaySidecar(
-                backend,
-                batch=batch,
-                lease=lease.id,
-                image_id=image_id,
-                batch_dir=home.batch_dir(batch),
-                gateway=job.gateway,
-                settings=settings,
-            ) as gateway,
-            supervisors() as supervise,
-        ):
-            supervise(gateway)  # restarted if it dies (gateway/host/supervisor.py)
-            ctx = JobContext(
-                backend=backend,
-                batch=batch,
-                lease=lease.id,
-                image_id=image_id,
-                gateway=gateway,
-                versions=versions,
-                on_state=on_state,
-                search=search or [],
-                flows_from=flows_from,
-                environ=settings.environ,
-            )
-            return await run_job(
-                ctx, job, jd, persistent=persistent, waking=waking, wake_words=wake_words, previous=previous
-            )
 
 
 def _make_job_folder(jd: JobDir, scenario: Path | None) -> None:

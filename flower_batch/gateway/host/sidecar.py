@@ -6,7 +6,7 @@ import hashlib
 import re
 import shutil
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,7 +24,7 @@ from flower_batch.errors import (
 from flower_batch.gateway.host.health import GatewayHealth
 from flower_batch.gateway.host.setup import mode_setup
 from flower_batch.gateway.host.supervisor import READY_LINE, RestartPolicy
-from flower_batch.gateway.job_sockets import IN_JOB, SOCKET_IN_JOB, ask
+from flower_batch.gateway.job_sockets import IN_JOB, SOCKET_IN_JOB, ask, socket_key
 from flower_batch.gateway.tokens import SECRET_ENV, job_token, new_secret
 from flower_batch.jobmodel import fields
 from flower_batch.jobmodel.modes import missing_need
@@ -41,6 +41,7 @@ GATEWAY_PIDS = 16384
 # request's body is parsed whole: a batch whose jobs send very large bodies may need more.
 MEMORY_ENV = "FLOWER_BATCH_GATEWAY_MEMORY"
 DEFAULT_MEMORY = "512m"
+LOG_READ_S = 5.0  # one read of the gateway's log while waiting for its ready line
 
 
 def gateway_memory(environ: Mapping[str, str]) -> int:
@@ -151,6 +152,8 @@ class GatewaySidecar:
         self.gave_up = anyio.Event()  # set when the supervisor stops restarting it
         self.stopping = False
         self._spec: ContainerSpec | None = None  # kept (in memory only) to create it again
+        self.serving = False  # its first ready line was seen: it answers on its control socket
+        self._reserved: list[str] = []  # jobs whose socket start() opens once it serves
 
     def job_env(self, job_id: str) -> dict[str, str]:
         if self.by_socket:  # flower relays this loopback port to the job's socket (model_socket.py)
@@ -165,8 +168,21 @@ class GatewaySidecar:
         machine), or nothing (a cluster: the network)."""
         if not self.by_socket:
             return []
+        if not self.serving:  # starting beside the job (start_beside): its folder now, the socket later
+            return [Mount(str(self._reserve(job_id)), IN_JOB)]
         key = await anyio.to_thread.run_sync(ask, self.sockets, f"open {job_id}")
         return [Mount(str(self.sockets / key), IN_JOB)]
+
+    def _reserve(self, job_id: str) -> Path:
+        """The job's socket folder, made on the host before the gateway serves (the key is the
+        job id's hash, so the same folder the gateway binds in); start() asks for the socket."""
+        folder = self.sockets / socket_key(job_id)
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # The gateway's to write in (start() hands over the rest of its folder, whenever it runs).
+        for made in (self.sockets, folder):
+            hand_over(made, recursive=False)
+        self._reserved.append(job_id)
+        return folder
 
     async def close_job(self, job_id: str) -> None:
         """The job's container is gone: its socket goes too (a wake opens it again)."""
@@ -195,14 +211,26 @@ class GatewaySidecar:
         with anyio.CancelScope(shield=True):
             await self.stop()
 
+    async def start_beside(self, supervise: Callable[[GatewaySidecar], None]) -> None:
+        """Start while the job's container starts too (one job: run, wake, repro); once it serves,
+        `supervise` it. A gateway that does not start is said the way one that died for good is
+        (health.gave_up, `gave_up`): the job is stopped, or not started, and its record says why.
+        The caller stops it (stop()) in every case."""
+        try:
+            await self.start()
+        except FlowerBatchError as exc:
+            self.health.gave_up = f"the gateway did not start: {' '.join(str(exc).split())}"
+            self.gave_up.set()
+            return
+        supervise(self)
+
     async def start(self) -> None:
-        gdir = self.dir
         self.sockets.mkdir(parents=True, exist_ok=True)
         if self.scenario is not None:
-            shutil.copyfile(self.scenario, gdir / ("scenario" + self.scenario.suffix))
+            shutil.copyfile(self.scenario, self.dir / ("scenario" + self.scenario.suffix))
         for folder in (self.batch_dir, self.batch_dir / ".gateway"):
             hand_over(folder, recursive=False)  # the unrouted log; the gateway's own folder
-        hand_over(gdir)
+        hand_over(self.dir)
         network = self.network
         if self.setup.egress:  # anthropic mode: a route out for the gateway, never for a job
             await self.backend.create_network(self.egress, labels(self.batch, self.lease, "network"))
@@ -235,7 +263,7 @@ class GatewaySidecar:
             secrets_as_env=False,
             mounts=[
                 Mount(str(self.batch_dir), "/batch"),
-                Mount(str(gdir), "/gateway", read_only=True),
+                Mount(str(self.dir), "/gateway", read_only=True),
                 *([Mount(str(self.sockets), SOCKETS_IN_GATEWAY)] if self.by_socket else []),
             ],
             labels=labels(self.batch, self.lease, "gateway"),
@@ -255,6 +283,17 @@ class GatewaySidecar:
             await self.backend.connect_network(self.egress, self.container)
         await self.backend.start(self.container)
         await self._wait_ready()
+        await self._open_reserved()
+
+    async def _open_reserved(self) -> None:
+        """It serves: bind the sockets of the jobs whose container started beside it."""
+        self.serving = True
+        for job_id in self._reserved:
+            try:
+                await anyio.to_thread.run_sync(ask, self.sockets, f"open {job_id}")
+            except OSError as exc:
+                raise GatewayError(f"the gateway did not open job {job_id}'s socket: {exc}") from None
+        self._reserved.clear()
 
     async def restart(self, lives: int | None = None) -> None:
         """Start the dead gateway again: the same container (same alias; the backend hands the
@@ -275,9 +314,20 @@ class GatewaySidecar:
         await self._wait_ready(after=before)
 
     async def _ready_count(self) -> int:
+        for _ in range(3):
+            lines = await self._log_lines()
+            if lines is not None:
+                return sum(READY_LINE in line for line in lines)
+        return 0
+
+    async def _log_lines(self) -> list[str] | None:
+        """The gateway's log so far, or None when the engine did not end the read within
+        LOG_READ_S: seen under load, a read racing the ready line's write stays open (json-file
+        driver), and the SDK reads a log stream with no timeout. The next poll reads again."""
         assert self.container
-        lines = [line async for line in self.backend.logs(self.container)]
-        return sum(READY_LINE in line for line in lines)
+        with anyio.move_on_after(LOG_READ_S):
+            return [line async for line in self.backend.logs(self.container)]
+        return None
 
     async def _wait_ready(self, timeout: float = 60.0, after: int = 0) -> None:
         """Until the gateway prints its ready line (the `after`+1-th: a restarted container's
@@ -285,7 +335,7 @@ class GatewaySidecar:
         assert self.container
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            lines = [line async for line in self.backend.logs(self.container)]
+            lines = await self._log_lines() or []
             if sum(READY_LINE in line for line in lines) > after:
                 return
             info = await self.backend.inspect(self.container)

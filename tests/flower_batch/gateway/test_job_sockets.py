@@ -103,3 +103,42 @@ def test_no_socket_no_relay_and_a_relay_only_on_loopback() -> None:
         model_socket.start_from_env(
             {model_socket.SOCKET_ENV: "/x.sock", "ANTHROPIC_BASE_URL": "http://gateway:8080/j/a"}
         )
+
+
+def test_a_request_made_before_the_gateway_binds_the_socket_waits_for_it(
+    tmp_path: Path, http_port: int
+) -> None:
+    # run/wake start the job's container beside its gateway: the job's folder is made on the
+    # host first, and the CLI's first request may come before the gateway serves.
+    root = tmp_path / "sockets"
+    folder = root / socket_key("job-b")
+    folder.mkdir(parents=True)
+    port = free_port()
+    relay = model_socket.start_from_env(
+        {
+            model_socket.SOCKET_ENV: str(folder / SOCKET),
+            "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{port}/j/job-b",
+        }
+    )
+    assert relay is not None
+    answers: list[bytes] = []
+    asking = threading.Thread(target=lambda: answers.append(post(port, "/j/job-b/v1/messages", b"early")))
+    asking.start()
+    asking.join(timeout=0.5)
+    assert asking.is_alive() and not answers  # waiting for the bind, not reset
+    gateway = JobSockets(root, http_port).start()
+    assert ask(root, "open job-b") == folder.name
+    asking.join(timeout=10)
+    assert answers == [b"/j/job-b/v1/messages" + b"early"]
+    relay.close()
+    gateway.stop()
+
+
+def test_waiting_for_the_bind_is_bounded_and_a_refusing_socket_fails_at_once(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        model_socket.connect_when_bound(tmp_path / "never.sock", wait_s=0.1)
+    dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    dead.bind(str(tmp_path / "dead.sock"))
+    dead.close()  # the file stays, nobody listens: a gateway that died
+    with pytest.raises(ConnectionRefusedError):
+        model_socket.connect_when_bound(tmp_path / "dead.sock", wait_s=30)

@@ -155,6 +155,76 @@ async def test_the_job_of_a_gateway_given_up_is_stopped_and_its_record_says_why(
     assert len(on_disk.gateway_health["deaths"]) == FAST.max_restarts + 1
 
 
+@pytest.mark.anyio
+async def test_a_gateway_that_does_not_start_beside_its_job_stops_the_job_with_the_reason(
+    tmp_path: Path,
+) -> None:
+    # run and wake start the gateway while the job's container starts (running/jobs.start_job).
+    from flower_batch.layout import Home
+    from flower_batch.running.jobs import start_job
+
+    async def broken(proc: FakeProcess) -> int:
+        await anyio.sleep(0.2)  # the job's container is created meanwhile
+        proc.log("gateway: bad scenario")
+        return 2
+
+    scenario = tmp_path / "s.toml"
+    scenario.write_text('[[rules]]\nreply = "hi"\n')
+    spec = JobSpec(
+        id="j1",
+        task="t",
+        variant="v",
+        repeat=1,
+        matrix={},
+        prompt="hi",
+        gateway=GatewaySpec(mode="scripted", scenario=scenario),
+    )
+    async with FakeBackend(programs={"python": broken, "flower": Script(duration_s=3600)}) as backend:
+        with anyio.fail_after(20):
+            record = await start_job(
+                backend,
+                Home(tmp_path / "home"),
+                "b",
+                spec,
+                image_id=FakeBackend.IMAGE,
+                versions={},
+                persistent=False,
+            )
+        left = await backend.list_by_label({})
+    assert record.status == "error", record
+    reason = record.reason or ""
+    assert "the gateway did not start" in reason and "bad scenario" in reason, reason
+    assert record.container  # the job's container had started: stopped and removed
+    assert left == []  # the job's and the gateway's containers are gone
+
+
+@pytest.mark.anyio
+async def test_a_log_read_the_engine_leaves_open_is_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Seen on a loaded engine: a non-follow log read racing the ready line's write never ended.
+    from collections.abc import AsyncIterator
+
+    from flower_batch.gateway.host import sidecar
+
+    monkeypatch.setattr(sidecar, "LOG_READ_S", 0.2)
+
+    class Hanging(FakeBackend):
+        reads = 0
+
+        async def logs(self, container_id: str, follow: bool = False) -> AsyncIterator[str]:
+            Hanging.reads += 1
+            if Hanging.reads == 1:
+                await anyio.sleep_forever()
+            async for line in super().logs(container_id, follow):
+                yield line
+
+    async with Hanging(programs={"python": serving}) as backend:
+        with anyio.fail_after(10):
+            async with _sidecar(backend, tmp_path) as gw:
+                assert gw.serving and Hanging.reads >= 2
+
+
 def test_death_causes_read_as_people_expect() -> None:
     assert GatewayDeath("t", 0, 137, oom_killed=True).cause() == "the gateway was OOM-killed (exit 137)"
     assert GatewayDeath("t", 0, 2, log_tail=("x", "gateway: bad scenario", "")).cause() == (
