@@ -50,6 +50,7 @@ from flower_batch.errors import (
     NameConflict,
     NotFound,
 )
+from flower_batch.labels import RELAY_WAITS
 
 Program = Callable[["FakeProcess"], Awaitable[int]]
 
@@ -244,7 +245,7 @@ class FakeBackend(Backend):
         self.default: Program = default or Script()
         self.resolve = resolve
         self._images: dict[str, ImageInfo] = {}
-        for tag, labels in (images if images is not None else {self.IMAGE: {}}).items():
+        for tag, labels in (images if images is not None else {self.IMAGE: {RELAY_WAITS: "1"}}).items():
             self.add_image(tag, labels)
         self._containers: dict[str, _Container] = {}
         self._networks: dict[str, NetworkInfo] = {}

@@ -11,7 +11,7 @@ from typing import TypeVar
 
 import anyio
 
-from flower_batch.backend.base import Backend
+from flower_batch.backend.base import Backend, ImageInfo
 from flower_batch.envnames import secret_name_problem, unset_names
 from flower_batch.errors import FlowerBatchError, ImageMissing
 from flower_batch.gateway.host.sidecar import GatewaySettings, GatewaySidecar
@@ -21,6 +21,7 @@ from flower_batch.jobmodel.hashing import file_hash, tree_hash
 from flower_batch.jobmodel.modes import GatewayMode
 from flower_batch.jobmodel.record import JobRecord
 from flower_batch.jobmodel.spec import GatewaySpec, JobSpec
+from flower_batch.labels import RELAY_WAITS
 from flower_batch.layout import Home, JobDir
 from flower_batch.running.lease import Lease
 from flower_batch.running.runner import JobContext, run_job
@@ -165,7 +166,9 @@ async def start_job(
     jd = home.job(batch, job.id)
     if not waking:
         _make_job_folder(jd, job.gateway.scenario)
-    await _require_image(backend, image_id)
+    # An image from before flower's relay waited for its socket drops a request made before the
+    # gateway serves (a wake of an older job): the gateway starts first for it, as it used to.
+    beside = (await _require_image(backend, image_id)).labels.get(RELAY_WAITS) == "1"
     with Lease(home.root) as lease:
         gateway = GatewaySidecar(
             backend,
@@ -180,7 +183,11 @@ async def start_job(
             # The gateway starts while the job's container does; flower's relay waits for the
             # job's socket to be bound; one that does not start stops the job (start_beside).
             async with supervisors() as supervise, anyio.create_task_group() as tg:
-                tg.start_soon(gateway.start_beside, supervise)  # then restarted if it dies
+                if beside:
+                    tg.start_soon(gateway.start_beside, supervise)  # then restarted if it dies
+                else:
+                    await gateway.start()
+                    supervise(gateway)
                 ctx = JobContext(
                     backend=backend,
                     batch=batch,
@@ -208,9 +215,9 @@ async def start_job(
                 await gateway.stop()
 
 
-async def _require_image(backend: Backend, image_id: str) -> None:
+async def _require_image(backend: Backend, image_id: str) -> ImageInfo:
     try:
-        await backend.image_info(image_id)
+        return await backend.image_info(image_id)
     except ImageMissing as exc:
         raise FlowerBatchError(f"image {image_id[:19]} is not in the Docker engine: {exc}") from exc
 

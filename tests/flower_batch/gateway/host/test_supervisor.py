@@ -199,6 +199,57 @@ async def test_a_gateway_that_does_not_start_beside_its_job_stops_the_job_with_t
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("relay_waits", [True, False])
+async def test_the_gateway_starts_beside_the_job_only_on_an_image_whose_relay_waits(
+    tmp_path: Path, relay_waits: bool
+) -> None:
+    # An image from before flower's relay waited for its socket (a wake of an older job) would
+    # lose a request made before the gateway serves: its gateway starts first, as it used to.
+    from flower_batch.labels import RELAY_WAITS
+    from flower_batch.layout import Home
+    from flower_batch.running.jobs import start_job
+
+    events: list[str] = []
+
+    async def slow_gateway(proc: FakeProcess) -> int:
+        await anyio.sleep(0.5)
+        proc.log(f"{READY_LINE} on 0.0.0.0:8080 mode=scripted")
+        events.append("gateway ready")
+        await anyio.sleep(3600)
+        return 0
+
+    async def job(proc: FakeProcess) -> int:
+        events.append("job started")
+        return 0
+
+    scenario = tmp_path / "s.toml"
+    scenario.write_text('[[rules]]\nreply = "hi"\n')
+    spec = JobSpec(
+        id="j1",
+        task="t",
+        variant="v",
+        repeat=1,
+        matrix={},
+        prompt="hi",
+        gateway=GatewaySpec(mode="scripted", scenario=scenario),
+    )
+    images = {FakeBackend.IMAGE: {RELAY_WAITS: "1"} if relay_waits else {}}
+    async with FakeBackend(programs={"python": slow_gateway, "flower": job}, images=images) as backend:
+        with anyio.fail_after(20):
+            await start_job(
+                backend,
+                Home(tmp_path / "home"),
+                "b",
+                spec,
+                image_id=FakeBackend.IMAGE,
+                versions={},
+                persistent=False,
+            )
+    expected = ["job started", "gateway ready"] if relay_waits else ["gateway ready", "job started"]
+    assert events == expected
+
+
+@pytest.mark.anyio
 async def test_a_log_read_the_engine_leaves_open_is_read_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
