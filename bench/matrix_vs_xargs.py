@@ -1,21 +1,31 @@
-"""A 64-job one-step matrix at -j 8: `flower-batch matrix` vs `xargs -P 8 docker run` of the same jobs.
+"""N one-step jobs at -j P: `flower-batch matrix` vs `xargs -P P docker run` of the same jobs.
 
 Both sides run the same image, the same one-step workflow and the same scripted model; the
 baseline is what a user would script by hand (no records, no gateway isolation, no checks, no
-resume). Printed: wall time of each and their ratio, measured in this one run.
+resume). Printed, measured in this one run: the wall time of each and their ratio, the
+infrastructure errors (records whose failure class is `infrastructure`, and baseline runs that
+exited non-zero), where the orchestrator's time went (before the first job started; the jobs'
+median duration on each side) and what the orchestrator and the gateway cost in CPU.
 
-    .venv/bin/python bench/matrix_vs_xargs.py [--jobs 64] [--parallel 8]
+    .venv/bin/python bench/matrix_vs_xargs.py [--jobs 64] [-j 8]
+    .venv/bin/python bench/matrix_vs_xargs.py --jobs 128 -j 32
+    .venv/bin/python bench/matrix_vs_xargs.py --jobs 512 -j 64
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from datetime import datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,15 +35,22 @@ from bench.pingjob import FLOW, SCENARIO  # noqa: E402
 from flower.scripted import ScriptedServer  # noqa: E402
 from flower_batch.running.image import build_image  # noqa: E402
 
+# Both sides' jobs wait up to 10 min for the CLI's first answer (the SDK's default is 60 s): at
+# -j 64 on two cores, 64 CLIs starting at once take longer than that on either side, and the
+# bench measures how fast the jobs get through, not which side's jobs time out first.
+INIT_TIMEOUT_MS = 600_000
+CPUACCT = Path("/sys/fs/cgroup/cpuacct/docker")  # cgroup v1 with the cgroupfs driver
 
-def jobs_toml(n: int) -> str:
+
+def jobs_toml(name: str, n: int) -> str:
     return f"""
 [batch]
-name = "bench{n}"
+name = "{name}"
 
 [defaults]
 workflow = "benchflow:main"
-timeout = "5m"
+timeout = "15m"
+env = {{ CLAUDE_CODE_STREAM_CLOSE_TIMEOUT = "{INIT_TIMEOUT_MS}" }}
 gateway = {{ mode = "scripted", scenario = "bench.toml" }}
 
 [tasks.noop]
@@ -45,42 +62,102 @@ repeat = {n}
 """
 
 
-def timed(cmd: list[str], **kw) -> float:
-    t0 = time.monotonic()
-    subprocess.run(cmd, check=True, **kw)
-    return time.monotonic() - t0
+class GatewayCpu:
+    """The gateway containers' CPU (ns), read from their cgroup every 0.5 s until they go: the
+    last reading before the orchestrator removes one is what it used."""
+
+    def __init__(self, batch: str) -> None:
+        self.batch = batch
+        self.used: dict[str, int] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+
+    def __enter__(self) -> GatewayCpu:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _poll(self) -> None:
+        while not self._stop.wait(0.5):
+            ids = subprocess.run(
+                [
+                    "docker",
+                    "ps",
+                    "-q",
+                    "--no-trunc",
+                    "--filter",
+                    "label=org.flower-batch.role=gateway",
+                    "--filter",
+                    f"label=org.flower-batch.batch={self.batch}",
+                ],
+                capture_output=True,
+                text=True,
+                check=False,
+            ).stdout.split()
+            for cid in ids:
+                try:
+                    self.used[cid] = int((CPUACCT / cid / "cpuacct.usage").read_text())
+                except (OSError, ValueError):
+                    pass
+
+    @property
+    def seconds(self) -> float | None:
+        return sum(self.used.values()) / 1e9 if self.used else None
+
+
+def children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def _ts(text: str | None) -> float | None:
+    return datetime.fromisoformat(text).timestamp() if text else None
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--jobs", type=int, default=64)
-    parser.add_argument("--parallel", type=int, default=8)
+    parser.add_argument("--jobs", type=int, default=64, help="how many one-step jobs (default 64)")
+    parser.add_argument("-j", "--parallel", type=int, default=8, help="jobs at once on each side (default 8)")
     args = parser.parse_args()
     image = build_image(log=lambda line: None)
     tmp = Path(tempfile.mkdtemp(prefix="fb-bench-"))
+    batch = f"bench{args.jobs}j{args.parallel}-{os.getpid()}"
     try:
         (tmp / "ws").mkdir()
         (tmp / "ws" / "README").write_text("bench\n")
         (tmp / "benchflow.py").write_text(FLOW)
         (tmp / "bench.toml").write_text(SCENARIO)
-        (tmp / "jobs.toml").write_text(jobs_toml(args.jobs))
+        (tmp / "jobs.toml").write_text(jobs_toml(batch, args.jobs))
 
         fb = [str(ROOT / ".venv" / "bin" / "flower-batch")]
-        orchestrated = timed(
-            fb
-            + [
-                "matrix",
-                str(tmp / "jobs.toml"),
-                "-j",
-                str(args.parallel),
-                "--home",
-                str(tmp / "home"),
-                "--fresh",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            env={**os.environ, "TERM": "dumb"},
-        )
+        cmd = fb + [
+            "matrix",
+            str(tmp / "jobs.toml"),
+            "-j",
+            str(args.parallel),
+            "--home",
+            str(tmp / "home"),
+            "--fresh",
+        ]
+        cpu0 = children_cpu()
+        with GatewayCpu(batch) as gw_cpu:
+            m0 = time.time()
+            done = subprocess.run(
+                cmd,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+                env={**os.environ, "TERM": "dumb"},
+                check=False,
+            )
+            orchestrated = time.time() - m0
+        orch_cpu = children_cpu() - cpu0
+        if done.returncode not in (0, 1, 3):  # 1: a job did not pass; 3: infrastructure errors
+            print(done.stderr[-2000:], file=sys.stderr)
+            return 2
 
         # The baseline: the same jobs by hand, model on the host network.
         base = tmp / "raw"
@@ -95,25 +172,58 @@ def main() -> int:
                 f"docker run --rm --network host --user {os.getuid()}:{os.getgid()} "
                 f"-v {base}/j{{}}/workspace:/workspace -v {base}/j{{}}/runs:/runs -v {flows}:/flows:ro "
                 f"-e ANTHROPIC_BASE_URL=http://127.0.0.1:{srv.port} -e ANTHROPIC_API_KEY=bench "
+                f"-e CLAUDE_CODE_STREAM_CLOSE_TIMEOUT={INIT_TIMEOUT_MS} "
                 "-e CLAUDE_CONFIG_DIR=/runs/.claude -e HOME=/tmp -e PYTHONPATH=/flows "
                 f"{image.id} flower -w /workspace -r /runs run benchflow:main --fresh"
             )
+            # Each run's own start and end, for the jobs' median duration.
+            timed_run = (
+                f"s=$(date +%s.%N); {docker_run} >/dev/null 2>&1; rc=$?; echo {{}} $s $(date +%s.%N) $rc"
+            )
             seq = "\n".join(str(i) for i in range(1, args.jobs + 1)) + "\n"
-            t0 = time.monotonic()
-            subprocess.run(
-                ["xargs", "-P", str(args.parallel), "-I{}", "sh", "-c", docker_run + " >/dev/null 2>&1"],
+            t0 = time.time()
+            xargs = subprocess.run(
+                ["xargs", "-P", str(args.parallel), "-I{}", "sh", "-c", timed_run],
                 input=seq,
                 text=True,
-                check=True,
+                capture_output=True,
+                check=False,
             )
-            raw = time.monotonic() - t0
+            raw = time.time() - t0
+        runs = [line.split() for line in xargs.stdout.splitlines() if len(line.split()) == 4]
+        raw_failed = sum(r[3] != "0" for r in runs) + (args.jobs - len(runs))
+        raw_durations = [float(r[2]) - float(r[1]) for r in runs]
         ok_raw = sum((base / f"j{i}" / "runs" / "manifest.json").exists() for i in range(1, args.jobs + 1))
-        records = list((tmp / "home" / f"bench{args.jobs}").glob("*/record.json"))
+
+        records = [json.loads(p.read_text()) for p in (tmp / "home" / batch).glob("*/record.json")]
+        infra = [r for r in records if r.get("failure_class") == "infrastructure"]
+        passed = sum(r.get("status") == "passed" for r in records)
+        durations = [float(r["duration_s"]) for r in records if r.get("duration_s") is not None]
+        starts = [s for s in (_ts(r.get("started_at")) for r in records) if s is not None]
+        requests = sum(sum(1 for _ in p.open()) for p in (tmp / "home" / batch).glob("*/logs/gateway.jsonl"))
         print(f"{args.jobs} one-step jobs at -j {args.parallel} (image {image.id[:19]}, scripted model)")
-        print(f"  flower-batch matrix      {orchestrated:7.1f} s  ({len(records)} records)")
+        print(f"  flower-batch matrix      {orchestrated:7.1f} s  ({len(records)} records, {passed} passed)")
         print(f"  xargs -P docker run      {raw:7.1f} s  ({ok_raw} manifests)")
         print(f"  ratio matrix / raw       {orchestrated / raw:7.2f}x")
-        return 0
+        print(f"  infrastructure errors    {len(infra):7d}    (baseline runs failed: {raw_failed})")
+        for r in infra[:5]:
+            print(f"    {r.get('job_id')}: {str(r.get('reason'))[:160]}")
+        if starts:
+            print(f"  first job started after  {min(starts) - m0:7.1f} s  (image check, pre-flight, gateway)")
+        if durations and raw_durations:
+            print(
+                f"  job duration median      {statistics.median(durations):7.2f} s matrix, "
+                f"{statistics.median(raw_durations):.2f} s raw"
+            )
+        print(
+            f"  orchestrator CPU         {orch_cpu:7.1f} s  ({orch_cpu / max(1, len(records)) * 1000:.0f} ms a job)"
+        )
+        if gw_cpu.seconds is not None and requests:
+            print(
+                f"  gateway CPU              {gw_cpu.seconds:7.1f} s  ({requests} requests, "
+                f"{gw_cpu.seconds / requests * 1000:.1f} ms a request)"
+            )
+        return 0 if not infra and not raw_failed else 3
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

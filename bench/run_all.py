@@ -4,6 +4,7 @@
   matrix_vs_xargs.py  a one-step matrix at -j N vs `xargs -P N docker run` (issue 6)
   viewer.py           `flower-batch view` and report.html on a 5,000-job batch (issue 14)
   soak_gateway.py     the gateway alone under long and parallel conversations (issue 10)
+  gateway_cpu.py      the gateway's CPU per request at 8, 64 and 256 jobs at once (issue 22)
 
 Each prints its own figures, measured in that one run; nothing is asserted. `--quick` uses
 fewer repeats and a smaller matrix (a 2-core laptop: about 2 minutes instead of 6+).
@@ -37,6 +38,7 @@ def main() -> int:
         ],
         ["viewer.py", *(["--quick"] if args.quick else [])],
         ["soak_gateway.py", *(["--quick"] if args.quick else [])],
+        ["gateway_cpu.py", *(["--per-job", "4"] if args.quick else [])],
     ]
     failed = []
     for script, *flags in benches:

@@ -71,22 +71,21 @@ class MatrixProgress:
 
     def __enter__(self) -> MatrixProgress:
         if self.console.is_terminal:
-            self.live = Live(self.render(), console=self.console, refresh_per_second=4)
+            # Built on each refresh (4 a second), not on each of the batch's state changes.
+            self.live = Live(console=self.console, refresh_per_second=4, get_renderable=self.render)
             self.live.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self.live:
-            self.live.update(self.render())
+            self.live.refresh()
             self.live.__exit__(None, None, None)
 
     def on_state(self, job_id: str, state: str) -> None:
         self.states[job_id] = state
         if state == "running":
             self.started[job_id] = time.monotonic()
-        if self.live:
-            self.live.update(self.render())
-        else:
+        if not self.live:
             counts = self.counts()
             # markup=False: rich would take "[passed 2 queued 4]" for a style tag and drop it
             self.console.print(f"{time.strftime('%H:%M:%S')} {job_id}: {state}  [{counts}]", markup=False)
@@ -109,7 +108,14 @@ class MatrixProgress:
         table.add_column("job")
         table.add_column("state")
         table.add_column("elapsed")
-        for job, state in self.states.items():
+        # Only the rows the screen shows, the running jobs first: a 512-job table rendered whole
+        # four times a second is a core's quarter (Live crops it after rendering every row).
+        room = max(5, self.console.height - 8)  # the title (may wrap), header, "more", border
+        active = [j for j, s in self.states.items() if s in ("running", "checking")]
+        rest = [j for j, s in self.states.items() if s not in ("running", "checking")]
+        shown = (active + rest)[:room]
+        for job in shown:
+            state = self.states[job]
             elapsed = (
                 f"{time.monotonic() - self.started[job]:.0f}s" if state in ("running", "checking") else ""
             )
@@ -117,6 +123,8 @@ class MatrixProgress:
                 state, "red"
             )
             table.add_row(Text(job), f"[{colour}]{escape(state)}[/{colour}]", elapsed)
+        if len(self.states) > len(shown):
+            table.add_row(Text(f"… and {len(self.states) - len(shown)} more"), "", "")
         return table
 
 

@@ -105,12 +105,13 @@ class Budgets:
         return None
 
     def _batch_total(self, summaries: Mapping[str, MeterSummary]) -> float:
+        summaries = dict(summaries)  # each made once (the tap's are made when read)
         now = self.clock()
         with self._lock:
             cached = self._others
         if cached is None or now - cached[0] >= self.rescan_s:
             # Other gateways' jobs only change on disk: re-read them at most every rescan_s.
-            on_disk = batch_spent(self.batch_dir, {j: s for j, s in summaries.items()})
+            on_disk = batch_spent(self.batch_dir, summaries)
             mine = sum(s.spent_usd for s in summaries.values())
             cached = (now, on_disk - mine)
             with self._lock:

@@ -6,4 +6,5 @@ engine      what the engine accepts and its host has (the facts pre-flight check
 images      image build, inspect and remove for `flower_batch.running.image`
 registry    `flower-batch image push REGISTRY`, and the repo digest a cluster pulls by
 secret_handover  a container's secrets on an engine with no secret store: a tmpfs, `docker exec`
+transient   which engine calls are sent again after a transient failure (reads and wait, never a change)
 """

@@ -2,12 +2,14 @@
 
 Every SDK call runs in a worker thread (`anyio.to_thread.run_sync`). Calls that block until a
 container does something (wait, followed logs) use their own thread limiter, so many running
-jobs cannot starve the short calls of anyio's default pool of 40 threads.
+jobs cannot starve the short calls of anyio's default pool of 40 threads. Reads and waits are
+sent again after a transient failure of the engine (transient.py); changes never are.
 """
 
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, TypeVar
 
@@ -28,6 +30,7 @@ from flower_batch.backend.base import (
 )
 from flower_batch.backend.docker.connection import Connection, Kind, is_read_timeout, translate
 from flower_batch.backend.docker.secret_handover import hand_over, receiving
+from flower_batch.backend.docker.transient import retrying
 from flower_batch.outputlines import LineSplitter
 
 T = TypeVar("T")
@@ -41,7 +44,8 @@ def label_filters(labels: LabelFilter) -> dict[str, list[str]]:
 
 class DockerBackend(Backend):
     def __init__(self, base_url: str | None = None, timeout: float = 120.0, max_blocking_waits: int = 512):
-        self._conn = Connection(base_url, timeout)
+        # A connection per concurrent call kept for reuse: each running job holds one in its wait.
+        self._conn = Connection(base_url, timeout, pool_size=max_blocking_waits + 64)
         self._waits = anyio.CapacityLimiter(max_blocking_waits)
         self._secrets: dict[str, dict[str, str]] = {}  # container id -> what each start hands over
 
@@ -53,9 +57,15 @@ class DockerBackend(Backend):
     def address(self) -> str:
         return self._conn.address
 
-    async def _call(self, kind: Kind, ref: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    async def _call(
+        self, kind: Kind, ref: str, fn: Callable[..., T], *args: Any, safe: bool = False, **kwargs: Any
+    ) -> T:
+        """`fn(api, ...)` in a worker thread; `safe`: a read, sent again after a transient failure."""
+
         def run() -> T:
             try:
+                if safe:
+                    return retrying(lambda: fn(self._conn.api(), *args, **kwargs))
                 return fn(self._conn.api(), *args, **kwargs)
             except Exception as exc:
                 raise translate(exc, kind, ref, address=self._conn.address) from None
@@ -133,11 +143,16 @@ class DockerBackend(Backend):
             await self._call("container", container_id, lambda api: hand_over(api, container_id, secrets))
 
     async def wait(self, container_id: str, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+
+        def once() -> Any:
+            # The HTTP read timeout is what is left of the wait's; the thread never outlives it.
+            left = None if deadline is None else max(0.01, deadline - time.monotonic())
+            return self._conn.api().wait(container_id, timeout=left)
+
         def wait() -> int:
             try:
-                api = self._conn.api()
-                # The HTTP read timeout is the wait timeout; the thread never outlives it.
-                result = api.wait(container_id, timeout=timeout)
+                result = retrying(once, read_timeout_too=False)  # a broken connection: wait again
             except Exception as exc:
                 if timeout is not None and is_read_timeout(exc):
                     raise TimeoutError(
@@ -163,6 +178,7 @@ class DockerBackend(Backend):
             "container",
             container_id,
             lambda api: api.logs(container_id, stdout=True, stderr=True, stream=True, follow=follow),
+            safe=True,  # opening it only: a stream that breaks midway is not read again
         )
         splitter = LineSplitter()  # no line held past MAX_LINE_BYTES: the output is the job's
         done = object()
@@ -190,7 +206,9 @@ class DockerBackend(Backend):
             stream.close()  # closes the socket, so a thread still blocked in next() returns
 
     async def inspect(self, container_id: str) -> ContainerInfo:
-        data = await self._call("container", container_id, lambda api: api.inspect_container(container_id))
+        data = await self._call(
+            "container", container_id, lambda api: api.inspect_container(container_id), safe=True
+        )
         state = data["State"]
         status = state["Status"]
         return ContainerInfo(
@@ -211,7 +229,10 @@ class DockerBackend(Backend):
 
     async def list_by_label(self, labels: LabelFilter) -> list[ContainerInfo]:
         rows = await self._call(
-            "container", "list", lambda api: api.containers(all=True, filters=label_filters(labels))
+            "container",
+            "list",
+            lambda api: api.containers(all=True, filters=label_filters(labels)),
+            safe=True,
         )
         infos = []
         for row in rows:
@@ -252,7 +273,9 @@ class DockerBackend(Backend):
         await self._call("network", name_or_id, lambda api: api.remove_network(name_or_id))
 
     async def list_networks_by_label(self, labels: LabelFilter) -> list[NetworkInfo]:
-        rows = await self._call("network", "list", lambda api: api.networks(filters=label_filters(labels)))
+        rows = await self._call(
+            "network", "list", lambda api: api.networks(filters=label_filters(labels)), safe=True
+        )
         return [NetworkInfo(id=r["Id"], name=r["Name"], labels=dict(r.get("Labels") or {})) for r in rows]
 
     # -- volumes ----------------------------------------------------------------------------
@@ -266,14 +289,16 @@ class DockerBackend(Backend):
         await self._call("volume", name, lambda api: api.remove_volume(name, force=force))
 
     async def list_volumes_by_label(self, labels: LabelFilter) -> list[VolumeInfo]:
-        found = await self._call("volume", "list", lambda api: api.volumes(filters=label_filters(labels)))
+        found = await self._call(
+            "volume", "list", lambda api: api.volumes(filters=label_filters(labels)), safe=True
+        )
         return [
             VolumeInfo(name=v["Name"], labels=dict(v.get("Labels") or {})) for v in found.get("Volumes") or []
         ]
 
     # -- images -----------------------------------------------------------------------------
     async def image_info(self, ref: str) -> ImageInfo:
-        data = await self._call("image", ref, lambda api: api.inspect_image(ref))
+        data = await self._call("image", ref, lambda api: api.inspect_image(ref), safe=True)
         return image_info_from_inspect(data)
 
     async def aclose(self) -> None:

@@ -44,9 +44,10 @@ def daemon_address(base_url: str | None = None) -> str:
 class Connection:
     """A lazily opened, thread-safe `docker.APIClient` (opening it already talks to the daemon)."""
 
-    def __init__(self, base_url: str | None = None, timeout: float = 120.0):
+    def __init__(self, base_url: str | None = None, timeout: float = 120.0, pool_size: int = 10):
         self.base_url = base_url
         self.timeout = timeout
+        self.pool_size = pool_size  # connections kept open for reuse (more are opened as needed)
         self._client: docker.APIClient | None = None
         self._lock = threading.Lock()
 
@@ -61,7 +62,9 @@ class Connection:
                     kwargs = docker.utils.kwargs_from_env()
                     if self.base_url:
                         kwargs["base_url"] = self.base_url
-                    self._client = docker.APIClient(version="auto", timeout=self.timeout, **kwargs)
+                    self._client = docker.APIClient(
+                        version="auto", timeout=self.timeout, max_pool_size=self.pool_size, **kwargs
+                    )
                 except Exception as exc:  # noqa: BLE001 - every failure here means "no daemon"
                     raise translate(exc, "engine", "connect", address=self.address) from None
             return self._client
@@ -73,7 +76,7 @@ class Connection:
                 self._client = None
 
 
-def _chain_text(exc: BaseException) -> str:
+def chain_text(exc: BaseException) -> str:
     parts, seen = [], set()
     cur: BaseException | None = exc
     while cur is not None and id(cur) not in seen:
@@ -108,7 +111,7 @@ def translate(exc: BaseException, kind: Kind, ref: str, *, address: str | None =
     """Map an exception raised by the docker SDK (or requests below it) to our own error type."""
     if isinstance(exc, FlowerBatchError):
         return exc
-    text = _chain_text(exc)
+    text = chain_text(exc)
     if is_out_of_disk(text):
         return OutOfDisk(OUT_OF_DISK_HINT)
     if isinstance(exc, docker.errors.ImageNotFound) or (
@@ -145,5 +148,5 @@ def _verb(kind: Kind) -> str:
 
 
 def is_read_timeout(exc: BaseException) -> bool:
-    text = _chain_text(exc)
+    text = chain_text(exc)
     return isinstance(exc, requests.exceptions.ReadTimeout) or "Read timed out" in text

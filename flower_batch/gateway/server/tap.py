@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -67,10 +67,9 @@ class Tap:
                 )
             return self._meters[job]
 
-    def summaries(self) -> dict[str, MeterSummary]:
+    def summaries(self) -> Mapping[str, MeterSummary]:
         with self._lock:
-            meters = list(self._meters.values())
-        return {m.job: m.summary() for m in meters}
+            return _Summaries(dict(self._meters))
 
     def begin(self, request: ParsedRequest, body: Iterable[bytes] | None = None) -> None:
         """Before the body is parsed: the budget's decision (it needs only the job), then the
@@ -123,6 +122,24 @@ class Tap:
             watch.whole(plan)
         plan.after.append(watch.answered)  # the recording and meter.json: after the answer
         return plan
+
+
+class _Summaries(Mapping[str, MeterSummary]):
+    """This gateway's jobs' meter summaries, each made when it is read: a request needs its own
+    job's, and every job's only when the batch has a budget (summing them all for each request
+    made the gateway's CPU per request grow with the number of jobs)."""
+
+    def __init__(self, meters: dict[str, JobMeter]) -> None:
+        self._meters = meters
+
+    def __getitem__(self, job: str) -> MeterSummary:
+        return self._meters[job].summary()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._meters)
+
+    def __len__(self) -> int:
+        return len(self._meters)
 
 
 class _Watch:
