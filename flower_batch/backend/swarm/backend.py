@@ -638,7 +638,12 @@ class SwarmBackend(Backend):
             with control.open("a") as f:
                 f.write(f"{number}\n")
 
-        await anyio.to_thread.run_sync(append)
+        try:
+            await anyio.to_thread.run_sync(append)
+        except FileNotFoundError:
+            # Not a task under task_signals (the warm network keeper, a probe): only removing
+            # its service stops it.
+            raise ContainerNotRunning(f"{name} takes no signals (it has no control file)") from None
 
     async def stop(self, container_id: str, grace_s: float = 10.0) -> None:
         """As Docker's: SIGTERM, then SIGKILL after `grace_s`. Unlike a local stop it takes several
@@ -702,7 +707,8 @@ class SwarmBackend(Backend):
     async def remove(self, container_id: str, force: bool = True) -> None:
         data, task = await self._service_and_task(container_id)
         name = data["Spec"]["Name"]
-        if task_state(task)[0] == "running" and _is_job(data["Spec"]):
+        signalled = (self.control_dir / name / "signal").exists()  # not the warm keeper, a probe
+        if task_state(task)[0] == "running" and _is_job(data["Spec"]) and signalled:
             # Swarm would stop it with SIGTERM and a 10 s grace: kill it first, as a forced
             # local remove does.
             await self._quietly(self.signal(container_id, "SIGKILL"))
