@@ -99,6 +99,7 @@ def run_matrix(side: str, jobs: int, parallel: int, image_id: str, env: dict[str
         home.root.mkdir()
         submitted: dict[str, float] = {}
         running: dict[str, float] = {}
+        reasons: list[str] = []
 
         async def go() -> dict[str, str]:
             async with open_backend(kind, home.root, registry=os.environ.get(REGISTRY_ENV)) as backend:
@@ -115,12 +116,17 @@ def run_matrix(side: str, jobs: int, parallel: int, image_id: str, env: dict[str
                     parallel=parallel,
                     search=[project],
                 )
+                for r in records.values():  # why a job did not pass, once per distinct reason
+                    if r.status != "passed" and (r.reason or r.status) not in reasons:
+                        reasons.append(r.reason or r.status)
                 return {k: r.status for k, r in records.items()}
 
         t0 = time.monotonic()
         statuses = anyio.run(go)
         wall = time.monotonic() - t0
         passed = sum(s == "passed" for s in statuses.values())
+        for reason in reasons[:3]:
+            print(f"  {side}: a job not passed: {' '.join(reason.split())[:300]}", flush=True)
         latencies = sorted(running[c] - submitted[c] for c in submitted if c in running)
         return {
             "wall_s": wall,
