@@ -21,6 +21,7 @@ from flower_batch.gateway.host.sidecar import (
 )
 from flower_batch.gateway.host.supervisor import RESTARTS_ENV, RestartPolicy, supervisors
 from flower_batch.gateway.tokens import SECRET_ENV
+from flower_batch.jobmodel.record import JobRecord
 from flower_batch.jobmodel.spec import GatewaySpec, JobSpec
 from tests.fake_backend import FakeBackend, FakeProcess, Script
 
@@ -155,18 +156,10 @@ async def test_the_job_of_a_gateway_given_up_is_stopped_and_its_record_says_why(
     assert len(on_disk.gateway_health["deaths"]) == FAST.max_restarts + 1
 
 
-@pytest.mark.anyio
-async def test_a_gateway_that_does_not_start_beside_its_job_stops_the_job_with_the_reason(
-    tmp_path: Path,
-) -> None:
-    # run and wake start the gateway while the job's container starts (running/jobs.start_job).
+async def _run_one_job(backend: FakeBackend, tmp_path: Path) -> JobRecord:
+    """`run` of one scripted job on `backend` (running/jobs.start_job), bounded in time."""
     from flower_batch.layout import Home
     from flower_batch.running.jobs import start_job
-
-    async def broken(proc: FakeProcess) -> int:
-        await anyio.sleep(0.2)  # the job's container is created meanwhile
-        proc.log("gateway: bad scenario")
-        return 2
 
     scenario = tmp_path / "s.toml"
     scenario.write_text('[[rules]]\nreply = "hi"\n')
@@ -179,17 +172,30 @@ async def test_a_gateway_that_does_not_start_beside_its_job_stops_the_job_with_t
         prompt="hi",
         gateway=GatewaySpec(mode="scripted", scenario=scenario),
     )
+    with anyio.fail_after(20):
+        return await start_job(
+            backend,
+            Home(tmp_path / "home"),
+            "b",
+            spec,
+            image_id=FakeBackend.IMAGE,
+            versions={},
+            persistent=False,
+        )
+
+
+@pytest.mark.anyio
+async def test_a_gateway_that_does_not_start_beside_its_job_stops_the_job_with_the_reason(
+    tmp_path: Path,
+) -> None:
+    # run and wake start the gateway while the job's container starts (running/jobs.start_job).
+    async def broken(proc: FakeProcess) -> int:
+        await anyio.sleep(0.2)  # the job's container is created meanwhile
+        proc.log("gateway: bad scenario")
+        return 2
+
     async with FakeBackend(programs={"python": broken, "flower": Script(duration_s=3600)}) as backend:
-        with anyio.fail_after(20):
-            record = await start_job(
-                backend,
-                Home(tmp_path / "home"),
-                "b",
-                spec,
-                image_id=FakeBackend.IMAGE,
-                versions={},
-                persistent=False,
-            )
+        record = await _run_one_job(backend, tmp_path)
         left = await backend.list_by_label({})
     assert record.status == "error", record
     reason = record.reason or ""
@@ -206,8 +212,6 @@ async def test_the_gateway_starts_beside_the_job_only_on_an_image_whose_relay_wa
     # An image from before flower's relay waited for its socket (a wake of an older job) would
     # lose a request made before the gateway serves: its gateway starts first, as it used to.
     from flower_batch.labels import RELAY_WAITS
-    from flower_batch.layout import Home
-    from flower_batch.running.jobs import start_job
 
     events: list[str] = []
 
@@ -222,29 +226,9 @@ async def test_the_gateway_starts_beside_the_job_only_on_an_image_whose_relay_wa
         events.append("job started")
         return 0
 
-    scenario = tmp_path / "s.toml"
-    scenario.write_text('[[rules]]\nreply = "hi"\n')
-    spec = JobSpec(
-        id="j1",
-        task="t",
-        variant="v",
-        repeat=1,
-        matrix={},
-        prompt="hi",
-        gateway=GatewaySpec(mode="scripted", scenario=scenario),
-    )
     images = {FakeBackend.IMAGE: {RELAY_WAITS: "1"} if relay_waits else {}}
     async with FakeBackend(programs={"python": slow_gateway, "flower": job}, images=images) as backend:
-        with anyio.fail_after(20):
-            await start_job(
-                backend,
-                Home(tmp_path / "home"),
-                "b",
-                spec,
-                image_id=FakeBackend.IMAGE,
-                versions={},
-                persistent=False,
-            )
+        await _run_one_job(backend, tmp_path)
     expected = ["job started", "gateway ready"] if relay_waits else ["gateway ready", "job started"]
     assert events == expected
 
