@@ -245,25 +245,9 @@ class SwarmBackend(Backend):
         await anyio.to_thread.run_sync(probe.write)
         mine = {k: v for k, v in labels.items() if k in (BATCH, LEASE)}
         mine.update({MANAGED: "1", ROLE: "probe"})
-        spec = docker.types.TaskTemplate(
-            docker.types.ContainerSpec(
-                image,
-                probe.command(),
-                env={"FB_NODE": "{{.Node.Hostname}}"},
-                mounts=[docker.types.Mount(str(root), str(root), type="bind")],
-                labels=mine,
-            ),
-            restart_policy=docker.types.RestartPolicy("none"),
-        )
         name = f"fb-probe-{probe.token}"
-        created = await self._call(
-            "container",
-            name,
-            lambda api: api.create_service(
-                spec, name=name, mode=docker.types.ServiceMode("global"), labels=mine
-            ),
-        )
-        service = created["ID"]
+        mount = docker.types.Mount(str(root), str(root), type="bind")
+        service = await self._once_on_every_node(name, image, probe.command(), mount, mine)
         try:
             usable, ended = await self._until_ended_everywhere(service, name, PROBE_TIMEOUT_S)
             if usable is None:
@@ -284,6 +268,37 @@ class SwarmBackend(Backend):
             with anyio.CancelScope(shield=True):
                 await self._remove_service_quietly(service)
                 await anyio.to_thread.run_sync(probe.clean)
+
+    async def _once_on_every_node(
+        self,
+        name: str,
+        image: str,
+        command: list[str],
+        mount: docker.types.Mount,
+        labels: Mapping[str, str],
+        user: str | None = None,
+    ) -> str:
+        """A `global` service with restart "none": one task on every node, run once (its node's
+        hostname in FB_NODE). Returns the service's id; the caller removes it."""
+        spec = docker.types.TaskTemplate(
+            docker.types.ContainerSpec(
+                image,
+                command,
+                env={"FB_NODE": "{{.Node.Hostname}}"},
+                user=user,
+                mounts=[mount],
+                labels=dict(labels),
+            ),
+            restart_policy=docker.types.RestartPolicy("none"),
+        )
+        created = await self._call(
+            "container",
+            name,
+            lambda api: api.create_service(
+                spec, name=name, mode=docker.types.ServiceMode("global"), labels=dict(labels)
+            ),
+        )
+        return str(created["ID"])
 
     async def _until_ended_everywhere(
         self, service: str, name: str, timeout: float
@@ -323,26 +338,12 @@ class SwarmBackend(Backend):
         live = [str(r["ID"]) for r in await self._call("container", "list", lambda api: api.services())]
         image = await self._sweep_image()
         mine = {MANAGED: "1", ROLE: "sweep"}
-        spec = docker.types.TaskTemplate(
-            docker.types.ContainerSpec(
-                image,
-                sweep.command(filters, live, remove),
-                env={"FB_NODE": "{{.Node.Hostname}}"},
-                user="0:0",  # the engine socket is root's
-                mounts=[docker.types.Mount(sweep.ENGINE_SOCKET, sweep.ENGINE_SOCKET, type="bind")],
-                labels=mine,
-            ),
-            restart_policy=docker.types.RestartPolicy("none"),
-        )
         name = f"fb-sweep-{secrets.token_hex(6)}"
-        created = await self._call(
-            "container",
-            name,
-            lambda api: api.create_service(
-                spec, name=name, mode=docker.types.ServiceMode("global"), labels=mine
-            ),
-        )
-        service = str(created["ID"])
+        mount = docker.types.Mount(sweep.ENGINE_SOCKET, sweep.ENGINE_SOCKET, type="bind")
+        command = sweep.command(filters, live, remove)
+        service = await self._once_on_every_node(
+            name, image, command, mount, mine, user="0:0"
+        )  # root's socket
         try:
             usable, ended = await self._until_ended_everywhere(service, name, sweep.GRACE_S + PROBE_TIMEOUT_S)
             lines = [line async for _, line in self._log_stream(service, None)]
