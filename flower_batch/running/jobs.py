@@ -180,13 +180,14 @@ async def start_job(
             settings=settings,
         )
         try:
+            if not beside:
+                await gateway.start()  # its error is the command's, as before (no task group's)
             # The gateway starts while the job's container does; flower's relay waits for the
             # job's socket to be bound; one that does not start stops the job (start_beside).
             async with supervisors() as supervise, anyio.create_task_group() as tg:
                 if beside:
                     tg.start_soon(gateway.start_beside, supervise)  # then restarted if it dies
                 else:
-                    await gateway.start()
                     supervise(gateway)
                 ctx = JobContext(
                     backend=backend,
