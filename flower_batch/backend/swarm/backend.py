@@ -198,9 +198,15 @@ class SwarmBackend(Backend):
         report = self.control_dir / name / REPORT
         what = _what(data["Spec"].get("Labels") or {}, name)
 
-        def read() -> str | None:  # empty: the task never wrote it
+        def read() -> str | None:  # None: the task never wrote it
             try:
                 return report.read_text().strip() or None
+            except FileNotFoundError:
+                if not report.parent.exists():
+                    # Its folder is gone: the service was removed by the orchestrator that ran it
+                    # (a `stop` waits on the same task), which checked the report before that.
+                    return expected
+                return None
             except OSError:
                 return None
 

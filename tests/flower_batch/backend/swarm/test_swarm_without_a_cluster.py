@@ -425,6 +425,30 @@ def test_the_pinned_build_is_checked_against_what_the_node_ran(tmp_path: Path) -
     assert "an image that reports no build" in (image_drift("fb-j1", "w2", "aaaa", None) or "")
 
 
+def test_a_report_removed_with_its_service_is_not_drift_but_a_missing_one_is(tmp_path: Path) -> None:
+    """`stop` waits on the same task as the orchestrator that ran it, which removes the service
+    and its control folder (the report in it) once it has checked the report itself."""
+    import anyio
+
+    from flower_batch.errors import ImageDrift
+
+    backend = swarm_backend(tmp_path, EngineAPI([node("w1", 2, 8)]))
+    data = {
+        "Spec": {
+            "Name": "fb-j1",
+            "Labels": {},
+            "TaskTemplate": {"ContainerSpec": {"Env": ["FB_IMAGE_KEY=key-of-the-pinned-build"]}},
+        }
+    }
+    task: dict = {"ID": "t1"}  # no NodeID: the host is "?"
+    anyio.run(backend._check_ran, data, task)  # no folder: removed by its owner, who checked it
+    (tmp_path / "control" / "fb-j1").mkdir(parents=True)
+    with pytest.raises(ImageDrift, match="an image that reports no build"):
+        anyio.run(backend._check_ran, data, task)  # the task never wrote it: not our image
+    (tmp_path / "control" / "fb-j1" / "image").write_text("key-of-the-pinned-build\n")
+    anyio.run(backend._check_ran, data, task)
+
+
 def test_task_signals_refuses_to_run_other_bytes(tmp_path: Path) -> None:
     control = tmp_path / "signal"
     control.write_text("")
