@@ -191,7 +191,7 @@ class SwarmBackend(Backend):
         env = dict(
             e.partition("=")[::2] for e in data["Spec"]["TaskTemplate"]["ContainerSpec"].get("Env") or []
         )
-        expected = env.get(EXPECTED_KEY_ENV, "")
+        expected = str(env.get(EXPECTED_KEY_ENV, ""))
         if not expected:
             return
         name = str(data["Spec"]["Name"])
