@@ -1,7 +1,8 @@
 """Each job's own unix socket into the gateway (local engine), where a job container has no network.
 
 Inside the gateway container, under its sockets folder (`--sockets`):
-  control.sock          the orchestrator asks for a job's socket here ("open <job>" / "close <job>")
+  control.sock          the orchestrator asks for a job's socket here ("open <job>" / "close <job>"),
+                        and whether this life serves ("ping": bound only once the HTTP port is)
   <key>/gateway.sock    one job's socket, relayed to the gateway's HTTP port on loopback
   <key>/job             which job <key> is, so a restarted gateway binds every socket again
 
@@ -112,13 +113,15 @@ class JobSockets:
             conn.settimeout(5)
             try:
                 verb, _, job_id = _read_line(conn).partition(" ")
-                if verb == "open" and job_id:
+                if verb == "ping":
+                    conn.sendall(b"ok\n")
+                elif verb == "open" and job_id:
                     conn.sendall(f"ok {self.open(job_id)}\n".encode())
                 elif verb == "close" and job_id:
                     self.close(job_id)
                     conn.sendall(b"ok\n")
                 else:
-                    conn.sendall(b"error: say 'open <job>' or 'close <job>'\n")
+                    conn.sendall(b"error: say 'open <job>', 'close <job>' or 'ping'\n")
             except OSError as exc:
                 try:
                     conn.sendall(f"error: {exc}\n".encode())
@@ -157,3 +160,16 @@ def ask(control_dir: Path, command: str, timeout: float = 10.0) -> str:
     if not answer.startswith("ok"):
         raise OSError(f"the gateway answered {answer!r} to {command.split()[0]!r}")
     return answer.removeprefix("ok").strip()
+
+
+def serving(control_dir: Path, timeout: float = 2.0) -> bool:
+    """Whether a live gateway answers on its control socket. Any answer counts (an older image's
+    gateway knows no "ping" and says so): the socket is bound after the HTTP port, and an earlier
+    life's socket file refuses. Cheaper than reading the container's log for its ready line."""
+    try:
+        with connect_unix(control_dir / CONTROL, timeout) as conn:
+            conn.settimeout(timeout)
+            conn.sendall(b"ping\n")
+            return bool(_read_line(conn))
+    except OSError:
+        return False

@@ -24,7 +24,7 @@ from flower_batch.errors import (
 from flower_batch.gateway.host.health import GatewayHealth
 from flower_batch.gateway.host.setup import mode_setup
 from flower_batch.gateway.host.supervisor import READY_LINE, RestartPolicy
-from flower_batch.gateway.job_sockets import IN_JOB, SOCKET_IN_JOB, ask, socket_key
+from flower_batch.gateway.job_sockets import IN_JOB, SOCKET_IN_JOB, ask, serving, socket_key
 from flower_batch.gateway.tokens import SECRET_ENV, job_token, new_secret
 from flower_batch.jobmodel import fields
 from flower_batch.jobmodel.modes import missing_need
@@ -330,25 +330,39 @@ class GatewaySidecar:
         return None
 
     async def _wait_ready(self, timeout: float = 60.0, after: int = 0) -> None:
-        """Until the gateway prints its ready line (the `after`+1-th: a restarted container's
-        log still holds the lines of its earlier lives)."""
+        """Until the gateway serves. On one machine its control socket answers (polled every
+        20 ms, no engine call); on a cluster its log holds the ready line, the `after`+1-th: a
+        restarted container's log still holds the lines of its earlier lives. Either way a
+        container that exited meanwhile is an error that says why."""
         assert self.container
         deadline = time.monotonic() + timeout
+        next_look = 0.0  # when to ask the engine whether it exited
         while time.monotonic() < deadline:
-            lines = await self._log_lines() or []
-            if sum(READY_LINE in line for line in lines) > after:
-                return
-            info = await self.backend.inspect(self.container)
-            if info.state in ("exited", "dead"):
-                tail = " | ".join(lines[-3:]) or "no output"
-                if info.oom_killed:
-                    raise GatewayError(
-                        f"the gateway container was OOM-killed ({info.exit_code}) at its memory limit of "
-                        f"{format_memory(self.memory)}: raise {MEMORY_ENV}; last log: {tail}"
-                    )
-                raise GatewayError(f"the gateway container exited ({info.exit_code}): {tail}")
-            await anyio.sleep(0.1)
+            if self.by_socket:
+                if await anyio.to_thread.run_sync(serving, self.sockets):
+                    return
+            else:
+                lines = await self._log_lines() or []
+                if sum(READY_LINE in line for line in lines) > after:
+                    return
+            if time.monotonic() >= next_look:
+                await self._raise_if_exited()
+                next_look = time.monotonic() + (0.5 if self.by_socket else 0.0)
+            await anyio.sleep(0.02 if self.by_socket else 0.1)
         raise GatewayError(f"the gateway did not start within {timeout:.0f}s")
+
+    async def _raise_if_exited(self) -> None:
+        assert self.container
+        info = await self.backend.inspect(self.container)
+        if info.state not in ("exited", "dead"):
+            return
+        tail = " | ".join((await self._log_lines() or [])[-3:]) or "no output"
+        if info.oom_killed:
+            raise GatewayError(
+                f"the gateway container was OOM-killed ({info.exit_code}) at its memory limit of "
+                f"{format_memory(self.memory)}: raise {MEMORY_ENV}; last log: {tail}"
+            )
+        raise GatewayError(f"the gateway container exited ({info.exit_code}): {tail}")
 
     async def stop(self) -> None:
         self.stopping = True  # before the container goes: its supervisor must not restart it

@@ -18,7 +18,7 @@ import pytest
 
 from flower.runtime import model_socket
 from flower.runtime.resilience import reachable
-from flower_batch.gateway.job_sockets import CONTROL, SOCKET, JobSockets, ask, socket_key
+from flower_batch.gateway.job_sockets import CONTROL, SOCKET, JobSockets, ask, serving, socket_key
 
 
 class Echo(http.server.BaseHTTPRequestHandler):
@@ -142,3 +142,18 @@ def test_waiting_for_the_bind_is_bounded_and_a_refusing_socket_fails_at_once(tmp
     dead.close()  # the file stays, nobody listens: a gateway that died
     with pytest.raises(ConnectionRefusedError):
         model_socket.connect_when_bound(tmp_path / "dead.sock", wait_s=30)
+
+
+def test_serving_is_a_live_gateways_answer_and_not_a_dead_ones_socket_file(
+    tmp_path: Path, http_port: int
+) -> None:
+    # The sidecar waits on this instead of reading the container's log for its ready line.
+    root = tmp_path / "sockets"
+    assert not serving(root)  # nothing bound yet
+    gateway = JobSockets(root, http_port).start()
+    assert serving(root)
+    gateway.stop()
+    assert (root / CONTROL).exists() and not serving(root)  # its file stays, nobody answers
+    gateway = JobSockets(root, http_port).start()
+    assert serving(root)
+    gateway.stop()
