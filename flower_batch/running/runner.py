@@ -161,6 +161,7 @@ class Ran:
     container: str | None = None
     node: str | None = None  # which machine ran it (a cluster node); None on a local engine
     error: str | None = None  # why the run could not start or finish, one line
+    inspected: bool = False  # its end was inspected (oom, node): once is enough
 
 
 @dataclass(frozen=True)
@@ -230,7 +231,8 @@ async def run_container(attempt: Attempt, command: list[str], *, fresh: bool) ->
     finally:
         with anyio.CancelScope(shield=True):
             if ran.container:
-                ran.node = await _node_of(ctx.backend, ran.container)
+                if not ran.inspected:
+                    ran.node = await _node_of(ctx.backend, ran.container)
                 await _remove_quietly(ctx.backend, ran.container)
             await ctx.gateway.close_job(attempt.job.id)
             await close_network(ctx, attempt.job)
@@ -253,7 +255,8 @@ async def _run_in_container(attempt: Attempt, command: list[str], ran: Ran, *, f
     await ctx.backend.start(ran.container)
     # flower stops itself at the deadline after a wrap-up window (running/deadline.py): wait for it.
     ran.exit_code, ran.timed_out = await _wait_unless_gateway_gone(ctx, ran.container, hard_timeout_s(job))
-    ran.oom_killed = await _oom_killed(ctx.backend, ran.container)
+    ran.oom_killed, ran.node = await _ending(ctx.backend, ran.container)
+    ran.inspected = True
     await save_logs(ctx.backend, ran.container, jd.logs / "container.log")
 
 
@@ -560,11 +563,13 @@ async def _wait(backend: Backend, container: str, timeout_s: float) -> tuple[int
         return await backend.wait(container, timeout=30), True
 
 
-async def _oom_killed(backend: Backend, container: str) -> bool:
+async def _ending(backend: Backend, container: str) -> tuple[bool, str | None]:
+    """Whether the ended container was OOM-killed, and which node ran it: one inspect."""
     try:
-        return (await backend.inspect(container)).oom_killed
+        info = await backend.inspect(container)
     except FlowerBatchError:
-        return False
+        return False, None
+    return info.oom_killed, info.node
 
 
 async def run_check(ctx: JobContext, job: JobSpec, jd: JobDir) -> tuple[int, str]:
