@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 
 import pytest
-from inspect_ai.log import read_eval_log
 
 from flower_batch.layout import Home
 from tests.batch_fixtures.rig import fb, one_line_error, runtime_image
@@ -56,6 +55,8 @@ def test_export_atif_to_a_folder(home, tmp_path):
 
 
 def test_read_eval_log_reads_the_demos_export(home, tmp_path):
+    from inspect_ai.log import read_eval_log  # here: importing it costs every worker ~4 s of CPU
+
     proc = fb("export", "demo", "--format", "inspect", "--out", tmp_path / "logs", home=home)
     assert proc.returncode == 0, proc.stderr
     logs = [read_eval_log(str(p)) for p in sorted((tmp_path / "logs").glob("*.json"))]

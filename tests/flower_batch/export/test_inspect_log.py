@@ -14,7 +14,6 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from inspect_ai.log import list_eval_logs, read_eval_log
 
 from flower_batch.export.batch import export_batch
 from flower_batch.layout import Home
@@ -23,6 +22,18 @@ from tests.view_fixtures import real_home
 
 pytestmark = pytest.mark.slow
 INSPECT = Path(__file__).resolve().parents[3] / ".venv" / "bin" / "inspect"
+
+
+def read_eval_log(path: str):  # type: ignore[no-untyped-def]
+    from inspect_ai.log import read_eval_log as read  # here: importing it costs every worker ~4 s of CPU
+
+    return read(path)
+
+
+def list_eval_logs(folder: str):  # type: ignore[no-untyped-def]
+    from inspect_ai.log import list_eval_logs as listed
+
+    return listed(folder)
 
 
 @pytest.fixture(scope="module")
