@@ -42,11 +42,7 @@ def report_image(control: Path, key_file: Path = BUILD_KEY_FILE) -> str:
         key = key_file.read_text().strip()
     except OSError:
         key = ""
-    # Whole or not at all: the orchestrator may read it at any moment (a stop, a later task of
-    # the same service writing it again), and an empty read means "reports no build", drift.
-    tmp = control.parent / f".{REPORT}.{os.getpid()}"
-    tmp.write_text(key + "\n")
-    tmp.replace(control.parent / REPORT)
+    (control.parent / REPORT).write_text(key + "\n")
     return key
 
 
