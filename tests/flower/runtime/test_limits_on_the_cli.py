@@ -122,9 +122,16 @@ def test_a_budget_share_crossed_in_one_step_is_told_at_the_next(tmp_path: Path) 
     assert "STEP-TWO" in second and "预算已用 50%" in second, second[:400]
 
 
+# The 60 s tool call must have started before the deadline, also on a loaded machine, where
+# the CLI takes seconds to start.
+DEADLINE_S = 15
+
+
 def test_at_the_deadline_the_agent_writes_notes_and_the_session_goes_on_later(tmp_path: Path) -> None:
     with scripted(tmp_path, sleeper(60)) as srv:
-        rt = runtime(tmp_path, srv, limits=Limits(deadline=time.time() + 5, time_limit_s=60, wrap_up_s=30))
+        rt = runtime(
+            tmp_path, srv, limits=Limits(deadline=time.time() + DEADLINE_S, time_limit_s=60, wrap_up_s=30)
+        )
         events: list[str] = []
         try:
             started = time.time()
@@ -135,7 +142,7 @@ def test_at_the_deadline_the_agent_writes_notes_and_the_session_goes_on_later(tm
         finally:
             rt.close()
         assert not result.ok and result.error is not None and result.error.startswith("timeout")
-        assert took < 30, f"the 60 s tool call was interrupted at the deadline, not waited for ({took:.0f} s)"
+        assert took < 50, f"the 60 s tool call was interrupted at the deadline, not waited for ({took:.0f} s)"
         notes = tmp_path / "ws" / ".flower" / "notes" / "收尾-w.md"
         assert notes.is_file() and "再跑一次 echo NEXT-STEP" in notes.read_text(encoding="utf-8")
         assert str(notes) in result.error and "time-up" in events
@@ -160,7 +167,9 @@ def test_notes_without_their_sections_are_kept_under_notes_the_runtime_writes(tm
     rules = sleeper(60)
     rules["rules"][0]["reply"] = [{"text": "I was waiting for the command. NO-SECTIONS."}]
     with scripted(tmp_path, rules) as srv:
-        rt = runtime(tmp_path, srv, limits=Limits(deadline=time.time() + 5, time_limit_s=60, wrap_up_s=30))
+        rt = runtime(
+            tmp_path, srv, limits=Limits(deadline=time.time() + DEADLINE_S, time_limit_s=60, wrap_up_s=30)
+        )
         try:
             result = anyio.run(lambda: rt.run(SPEC, "TASK-LIMITS: a long job"))
         finally:

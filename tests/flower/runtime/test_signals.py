@@ -42,7 +42,7 @@ SCENARIO = {
             "name": "sleep",
             "when": {"last_user_contains": "sleep a while", "last_is_tool_result": False},
             "reply": [
-                {"tool_use": {"name": "Bash", "input": {"command": "sleep 120", "description": "wait"}}}
+                {"tool_use": {"name": "Bash", "input": {"command": "sleep 20", "description": "wait"}}}
             ],
         },
     ]
@@ -86,15 +86,15 @@ async def test_interrupt_mid_response_with_an_added_word_continues_the_same_sess
 
 async def test_an_interrupted_slow_tool_is_neutralised_when_the_session_is_loaded_again(tmp_path):
     def on_event(kind, payload):
-        if kind == "tool":  # Bash `sleep 120` is about to run: stop it half a second in
+        if kind == "tool":  # Bash `sleep 20` is about to run: stop it half a second in
             asyncio.get_running_loop().call_later(0.5, rt.interrupt, "what happened")
 
     with scripted(tmp_path, SCENARIO) as srv:
         rt = runtime(tmp_path, srv)
         try:
             first = await rt.run(SPEC, "sleep a while", on_event=on_event)
-            # Well under the sleep: it was cut (a loaded machine takes seconds to start the CLI).
-            assert first.ok and first.text == "it was stopped" and first.duration_s < 60
+            # Shorter than the sleep alone: it was cut (a loaded machine takes seconds to start the CLI).
+            assert first.ok and first.text == "it was stopped" and first.duration_s < 20
             key = {"project_key": rt.project_key, "session_id": first.session_id}
             raw = await rt.sqlite.load(key)
             # The CLI's own record of the stopped tool: the text that tells the model to stop.

@@ -144,12 +144,13 @@ async def test_a_stream_cut_twice_is_retried_once_then_falls_back(tmp_path):
 async def test_an_outage_is_ridden_out_by_the_cli_retries(tmp_path):
     scn = {
         "rules": [
-            {"name": "down", "times": 1, "outage_s": 0.9},
+            # long enough that the CLI's first retry (0.5 s on) finds it down, also under load
+            {"name": "down", "times": 1, "outage_s": 2.5},
             {"name": "up", "reply": [{"text": "back up"}]},
         ]
     }
     with ScriptedServer(scn, keep_requests=True) as srv:
-        messages = await run(srv, tmp_path, "go", max_retries=3)
+        messages = await run(srv, tmp_path, "go", max_retries=5)
         rules = [r["rule"] for r in srv.requests]
     result = result_of(messages)
     assert not result.is_error and result.result == "back up"
@@ -158,4 +159,4 @@ async def test_an_outage_is_ridden_out_by_the_cli_retries(tmp_path):
     transcript = next((tmp_path / "cfg" / "projects").glob(f"*/{result.session_id}.jsonl"))
     entries = [json.loads(line) for line in transcript.read_text().splitlines()]
     codes = [e["error"]["connection"]["code"] for e in entries if e.get("subtype") == "api_error"]
-    assert codes == ["ECONNRESET", "ECONNREFUSED"]
+    assert codes[0] == "ECONNRESET" and codes[1:] and set(codes[1:]) == {"ECONNREFUSED"}, codes
