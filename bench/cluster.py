@@ -8,6 +8,11 @@ The swarm's nodes are containers on this same machine, so the ratio is the cost 
 through a cluster (services, overlay network, shared-storage probe, polling the manager), not a
 speed-up: on real machines each node adds its own cores.
 
+A fourth side, `engine` (first by default), is the cluster's own floor for that latency: bare
+`docker service create` of the runtime image (`sleep`, one replica, no restart, no network, no
+mount), as many as jobs, `--parallel` at a time, each timed from its create call to its task
+reported running (polled every 50 ms), then removed. No flower-batch code runs on that side.
+
 Needs the test cluster up with the runtime image pushed (`make cluster-up cluster-push`).
 
     .venv/bin/python bench/cluster.py [--jobs 32] [--parallel 8] [--image REF]
@@ -145,6 +150,74 @@ def run_matrix(side: str, jobs: int, parallel: int, image_id: str, env: dict[str
         shutil.rmtree(work, ignore_errors=True)
 
 
+def engine_floor(services: int, parallel: int, image_ref: str, env: dict[str, str]) -> dict[str, float]:
+    """Submit -> running of bare services on the manager: what the cluster itself takes."""
+    import docker
+    from docker.types import RestartPolicy
+
+    client = docker.DockerClient(base_url=env["DOCKER_HOST"], timeout=120)
+    latencies: list[float] = []
+    t0 = time.monotonic()
+
+    async def one(i: int, limit: anyio.CapacityLimiter) -> None:
+        async with limit:
+
+            def create() -> object:
+                return client.services.create(
+                    image_ref,
+                    ["sleep", "5"],
+                    name=f"fb-bench-floor-{os.getpid()}-{i}",
+                    restart_policy=RestartPolicy(condition="none"),
+                    labels={"org.flower-batch.bench": "floor"},
+                )
+
+            began = time.monotonic()
+            service = await anyio.to_thread.run_sync(create)
+            try:
+                while time.monotonic() - began < 120:
+                    tasks = await anyio.to_thread.run_sync(service.tasks)  # type: ignore[attr-defined]
+                    if any(t["Status"]["State"] in ("running", "complete", "failed") for t in tasks):
+                        latencies.append(time.monotonic() - began)
+                        return
+                    await anyio.sleep(0.05)
+            finally:
+                await anyio.to_thread.run_sync(service.remove)  # type: ignore[attr-defined]
+
+    async def all_of_them() -> None:
+        limit = anyio.CapacityLimiter(parallel)
+        async with anyio.create_task_group() as tg:
+            for i in range(services):
+                tg.start_soon(one, i, limit)
+
+    anyio.run(all_of_them)
+    latencies.sort()
+    return {
+        "wall_s": time.monotonic() - t0,
+        "passed": len(latencies),
+        "jobs": services,
+        "p50_s": statistics.median(latencies) if latencies else float("nan"),
+        "p95_s": latencies[max(0, round(0.95 * len(latencies)) - 1)] if latencies else float("nan"),
+    }
+
+
+def pushed_reference(image_id: str, env: dict[str, str]) -> str:
+    """REGISTRY/flower-batch-runtime@sha256:..., as the swarm backend resolves it for its jobs."""
+    old = os.environ.get("DOCKER_HOST")
+    os.environ["DOCKER_HOST"] = env["DOCKER_HOST"]
+
+    async def resolve() -> str:
+        async with open_backend("swarm", Path(tempfile.gettempdir()), registry=env[REGISTRY_ENV]) as backend:
+            return await backend.resolve_image(image_id)  # type: ignore[attr-defined, no-any-return]
+
+    try:
+        return anyio.run(resolve)
+    finally:
+        if old is None:
+            os.environ.pop("DOCKER_HOST", None)
+        else:
+            os.environ["DOCKER_HOST"] = old
+
+
 def cluster_env() -> dict[str, str]:
     if not ENV_FILE.exists():
         sys.exit(
@@ -163,7 +236,9 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=32)
     parser.add_argument("--parallel", type=int, default=8)
     parser.add_argument("--image", default="flower-batch-runtime:latest")
-    parser.add_argument("--sides", default="docker,swarm-cold,swarm", help="which of the three, in order")
+    parser.add_argument(
+        "--sides", default="engine,docker,swarm-cold,swarm", help="which of the four, in order"
+    )
     args = parser.parse_args()
     env = cluster_env()
     from flower_batch.running.image import read_image
@@ -172,10 +247,15 @@ def main() -> None:
     print(f"{args.jobs} jobs at -j {args.parallel}, image {image_id[:19]}, {os.cpu_count()} cores")
     figures = {}
     for side in args.sides.split(","):
-        f = run_matrix(side, args.jobs, args.parallel, image_id, env)
+        if side == "engine":  # the pushed image, as the nodes pull it
+            ref = pushed_reference(image_id, env)
+            f = engine_floor(args.jobs, args.parallel, ref, env)
+        else:
+            f = run_matrix(side, args.jobs, args.parallel, image_id, env)
         figures[side] = f
         print(
-            f"{side:10}  wall {f['wall_s']:7.1f} s  passed {f['passed']:.0f}/{f['jobs']:.0f}  "
+            f"{side:10}  wall {f['wall_s']:7.1f} s  {'ran' if side == 'engine' else 'passed'} "
+            f"{f['passed']:.0f}/{f['jobs']:.0f}  "
             f"submit->running p50 {f['p50_s']:.2f} s  p95 {f['p95_s']:.2f} s",
             flush=True,
         )
