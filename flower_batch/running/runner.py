@@ -231,8 +231,8 @@ async def run_container(attempt: Attempt, command: list[str], *, fresh: bool) ->
     finally:
         with anyio.CancelScope(shield=True):
             if ran.container:
-                if not ran.inspected:
-                    ran.node = await _node_of(ctx.backend, ran.container)
+                if not ran.inspected:  # it did not get to its end: which node it was on, still
+                    _, ran.node = await _ending(ctx.backend, ran.container)
                 await _remove_quietly(ctx.backend, ran.container)
             await ctx.gateway.close_job(attempt.job.id)
             await close_network(ctx, attempt.job)
@@ -564,7 +564,8 @@ async def _wait(backend: Backend, container: str, timeout_s: float) -> tuple[int
 
 
 async def _ending(backend: Backend, container: str) -> tuple[bool, str | None]:
-    """Whether the ended container was OOM-killed, and which node ran it: one inspect."""
+    """Whether the ended container was OOM-killed, and which node ran it (a cluster node, for the
+    record; None on a local engine): one inspect."""
     try:
         info = await backend.inspect(container)
     except FlowerBatchError:
@@ -600,14 +601,6 @@ async def run_check(ctx: JobContext, job: JobSpec, jd: JobDir) -> tuple[int, str
 async def save_logs(backend: Backend, container: str, path: Path) -> None:
     # Capped per run: head and tail kept (joblog.py), so a long job's log stays small.
     await save_capped(backend.logs(container), path, f"--- container {container[:12]} {now_iso()} ---")
-
-
-async def _node_of(backend: Backend, container: str) -> str | None:
-    """Which machine ran it (a cluster node), for the record; None on a local engine."""
-    try:
-        return (await backend.inspect(container)).node
-    except FlowerBatchError:
-        return None
 
 
 async def _stop_quietly(backend: Backend, container: str) -> None:
