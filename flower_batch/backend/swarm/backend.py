@@ -77,6 +77,7 @@ from flower_batch.errors import (
     ReservationUnmet,
     SharedStorageMissing,
 )
+from flower_batch.jobfiles import read_head
 from flower_batch.jobmodel import units
 from flower_batch.labels import BATCH, BUILD_KEY, JOB, LEASE, MANAGED, ROLE, SERVICE
 
@@ -198,20 +199,22 @@ class SwarmBackend(Backend):
         report = self.control_dir / name / REPORT
         what = _what(data["Spec"].get("Labels") or {}, name)
 
-        def read() -> str | None:  # None: the task never wrote it
-            try:
-                return report.read_text().strip() or None
+        def read() -> str | None:
+            """The key the task reported ("" when it wrote none), or None when its folder is gone:
+            the orchestrator that ran it removed the service (a `stop` waits on the same task)
+            and checked the report before that."""
+            try:  # the task's file (its job may write it): no link followed, a key's length read
+                return read_head(report.parent, REPORT, 256).data.decode("utf-8", "replace").strip()
             except FileNotFoundError:
-                if not report.parent.exists():
-                    # Its folder is gone: the service was removed by the orchestrator that ran it
-                    # (a `stop` waits on the same task), which checked the report before that.
-                    return expected
-                return None
+                return "" if report.parent.exists() else None
             except OSError:
-                return None
+                return ""
 
+        reported = await anyio.to_thread.run_sync(read)
+        if reported is None:
+            return
         host = await self._hostname(task["NodeID"]) if task.get("NodeID") else "?"
-        why = image_drift(what, host, expected, await anyio.to_thread.run_sync(read))
+        why = image_drift(what, host, expected, reported or None)
         if why:
             raise ImageDrift(why)
 
@@ -347,9 +350,8 @@ class SwarmBackend(Backend):
         name = f"fb-sweep-{secrets.token_hex(6)}"
         mount = docker.types.Mount(sweep.ENGINE_SOCKET, sweep.ENGINE_SOCKET, type="bind")
         command = sweep.command(filters, live, remove)
-        service = await self._once_on_every_node(
-            name, image, command, mount, mine, user="0:0"
-        )  # root's socket
+        # as root: the engine socket is root's
+        service = await self._once_on_every_node(name, image, command, mount, mine, user="0:0")
         try:
             usable, ended = await self._until_ended_everywhere(service, name, sweep.GRACE_S + PROBE_TIMEOUT_S)
             lines = [line async for _, line in self._log_stream(service, None)]

@@ -428,6 +428,8 @@ def test_the_pinned_build_is_checked_against_what_the_node_ran(tmp_path: Path) -
 def test_a_report_removed_with_its_service_is_not_drift_but_a_missing_one_is(tmp_path: Path) -> None:
     """`stop` waits on the same task as the orchestrator that ran it, which removes the service
     and its control folder (the report in it) once it has checked the report itself."""
+    import os
+
     import anyio
 
     from flower_batch.errors import ImageDrift
@@ -447,6 +449,20 @@ def test_a_report_removed_with_its_service_is_not_drift_but_a_missing_one_is(tmp
         anyio.run(backend._check_ran, data, task)  # the task never wrote it: not our image
     (tmp_path / "control" / "fb-j1" / "image").write_text("key-of-the-pinned-build\n")
     anyio.run(backend._check_ran, data, task)
+    # The job in the task may write that file: a huge one is read no further than a key's length,
+    # and one that is not a regular file (a FIFO would block a read) is no report at all.
+    (tmp_path / "control" / "fb-j1" / "image").write_bytes(b"x" * 10_000_000)
+    with pytest.raises(ImageDrift, match="image build xxxxxxxxxxxx, not the pinned"):
+        anyio.run(backend._check_ran, data, task)
+    (tmp_path / "control" / "fb-j1" / "image").unlink()
+    os.mkfifo(tmp_path / "control" / "fb-j1" / "image")
+
+    async def bounded() -> None:
+        with anyio.fail_after(10):  # a blocked read would be a TimeoutError, not the drift
+            await backend._check_ran(data, task)
+
+    with pytest.raises(ImageDrift, match="an image that reports no build"):
+        anyio.run(bounded)
 
 
 def test_task_signals_refuses_to_run_other_bytes(tmp_path: Path) -> None:
