@@ -61,7 +61,7 @@ class ContainerSpec:
     secrets: dict[str, str] = field(default_factory=dict, repr=False)
     """NAME -> value: never in the container's configuration (no `docker inspect` shows one). The
     process finds each in the file named by env NAME_FILE (/run/secrets/NAME, mode 0400, in
-    memory: an engine secret on a cluster, a tmpfs filled over `docker exec` on one machine), and
+    memory: an engine secret on a cluster, a tmpfs filled from stdin at the start on one machine), and
     with `secrets_as_env` also as env NAME of its command (backend/secret_env.py)."""
     secrets_as_env: bool = True
     """False: the command reads the files itself (the gateway), and no environment holds them."""

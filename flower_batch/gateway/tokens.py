@@ -31,7 +31,7 @@ def token_matches(secret: str, job_id: str, presented_sha256: str) -> bool:
 
 def secrets_from_files(names: Iterable[str], environ: MutableMapping[str, str]) -> None:
     """A secret arrives as a file (env NAME_FILE=/run/secrets/NAME: an engine secret on a cluster,
-    a tmpfs filled over `docker exec` on one machine; backend/secret_env.py): read it into
+    a tmpfs filled from stdin on one machine; backend/secret_env.py): read it into
     `environ`, the gateway entry's copy of its environment (never os.environ)."""
     for name in names:
         path = environ.get(f"{name}_FILE")

@@ -5,6 +5,6 @@ connection  connecting to the engine; the only place `docker` exceptions are tra
 engine      what the engine accepts and its host has (the facts pre-flight checks limits against)
 images      image build, inspect and remove for `flower_batch.running.image`
 registry    `flower-batch image push REGISTRY`, and the repo digest a cluster pulls by
-secret_handover  a container's secrets on an engine with no secret store: a tmpfs, `docker exec`
+secret_handover  a container's secrets on an engine with no secret store: a tmpfs, filled from stdin at start
 transient   which engine calls are sent again after a transient failure (reads and wait, never a change)
 """

@@ -29,7 +29,7 @@ from flower_batch.backend.base import (
     signal_number,
 )
 from flower_batch.backend.docker.connection import Connection, Kind, is_read_timeout, translate
-from flower_batch.backend.docker.secret_handover import hand_over, receiving
+from flower_batch.backend.docker.secret_handover import receiving, start_handing_over
 from flower_batch.backend.docker.transient import retrying
 from flower_batch.outputlines import LineSplitter
 
@@ -76,7 +76,7 @@ class DockerBackend(Backend):
     # long: a ContainerSpec mapped field by field onto the engine's create call (as swarm's create)
     async def create(self, spec: ContainerSpec) -> str:
         command, env, tmpfs = list(spec.command), dict(spec.env), dict(spec.confinement.tmpfs)
-        if spec.secrets:  # handed over after each start (secret_handover.py), never in the config
+        if spec.secrets:  # on stdin at each start (secret_handover.py), never in the config
             command, env, tmpfs = receiving(spec)
 
         def create(api: docker.APIClient) -> str:
@@ -117,7 +117,9 @@ class DockerBackend(Backend):
                 name=spec.name,
                 host_config=host_config,
                 networking_config=networking_config,
-                detach=True,
+                # stdin open for one attach (docker-py sets that with detach=False): the secrets
+                detach=not spec.secrets,
+                stdin_open=bool(spec.secrets),
             )
             return str(created["Id"])
 
@@ -137,10 +139,11 @@ class DockerBackend(Backend):
         return created
 
     async def start(self, container_id: str) -> None:
-        await self._call("container", container_id, lambda api: api.start(container_id))
         secrets = self._secrets.get(container_id)
         if secrets:  # every start: its tmpfs is new
-            await self._call("container", container_id, lambda api: hand_over(api, container_id, secrets))
+            await self._call("container", container_id, start_handing_over, container_id, secrets)
+        else:
+            await self._call("container", container_id, lambda api: api.start(container_id))
 
     async def wait(self, container_id: str, timeout: float | None = None) -> int:
         deadline = None if timeout is None else time.monotonic() + timeout

@@ -32,7 +32,7 @@ from flower_batch.errors import (
 )
 from tests.fake_backend import FakeBackend, FakeProcess, Program
 
-TESTBOX = "flower-batch-testbox:1"
+TESTBOX = "flower-batch-testbox:2"  # :2 has tar and timeout (a secret hand-over)
 # Host binaries copied (with their libraries) into a tiny image: imports in a second, works offline.
 TESTBOX_BINARIES = [
     "/bin/sh",
@@ -41,6 +41,8 @@ TESTBOX_BINARIES = [
     "/usr/bin/id",
     "/usr/bin/touch",
     "/usr/bin/getent",
+    "/usr/bin/tar",
+    "/usr/bin/timeout",
 ]
 
 pytestmark = pytest.mark.anyio
@@ -489,7 +491,7 @@ async def test_secrets_reach_the_process_as_env_and_a_cluster_removes_its_engine
     rig: Rig, shared_dir: Path
 ) -> None:
     # that no `docker service inspect` shows a value: test_swarm_cluster.py; on a local engine,
-    # below (a tmpfs filled over `docker exec`, docker/secret_handover.py)
+    # below (a tmpfs filled from stdin at the start, docker/secret_handover.py)
     value = f"s3cret-{uuid.uuid4().hex}"
 
     async def fake(p: FakeProcess) -> int:
