@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.pingjob import FLOW, SCENARIO  # noqa: E402
 from flower.scripted import ScriptedServer  # noqa: E402
+from flower_batch.backend.confinement import hand_over, sandbox_user  # noqa: E402
 from flower_batch.running.image import build_image  # noqa: E402
 
 # Both sides' jobs wait up to 10 min for the CLI's first answer (the SDK's default is 60 s): at
@@ -159,17 +160,19 @@ def main() -> int:
             print(done.stderr[-2000:], file=sys.stderr)
             return 2
 
-        # The baseline: the same jobs by hand, model on the host network.
+        # The baseline: the same jobs by hand, model on the host network, as the uid flower-batch
+        # runs them as (on fuse-overlayfs a non-root uid costs about a second a job: not ours).
         base = tmp / "raw"
         for i in range(1, args.jobs + 1):
             shutil.copytree(tmp / "ws", base / f"j{i}" / "workspace")
             (base / f"j{i}" / "runs").mkdir(parents=True)
+        hand_over(base)
         flows = tmp / "flows"
         flows.mkdir()
         shutil.copyfile(tmp / "benchflow.py", flows / "benchflow.py")
         with ScriptedServer(tmp / "bench.toml", host="0.0.0.0") as srv:
             docker_run = (
-                f"docker run --rm --network host --user {os.getuid()}:{os.getgid()} "
+                f"docker run --rm --network host --user {sandbox_user()} "
                 f"-v {base}/j{{}}/workspace:/workspace -v {base}/j{{}}/runs:/runs -v {flows}:/flows:ro "
                 f"-e ANTHROPIC_BASE_URL=http://127.0.0.1:{srv.port} -e ANTHROPIC_API_KEY=bench "
                 f"-e CLAUDE_CODE_STREAM_CLOSE_TIMEOUT={INIT_TIMEOUT_MS} "

@@ -4,8 +4,9 @@ Three ways to run the same trivial job (one step, one model turn against the scr
 each `--repeat` times, one after another:
 
   floor      `docker run --rm IMAGE true`: the engine's own cost of a container
-  raw        `docker run --rm` of the same `flower ... run` command flower-batch starts, by hand:
-             model server on the host network, no gateway, no record, no labels
+  raw        `docker run --rm` of the same `flower ... run` command flower-batch starts, by hand,
+             as the same uid: model server on the host network, no gateway, no record, no
+             labels (and, for reference, as the invoking uid: root pays no non-root lookup cost)
   orchestr.  `flower-batch run WS -f bench_flow.py:main --scenario bench.toml` (gateway sidecar
              on a private network, per-job token, job folder and record, logs, cleanup)
 
@@ -39,6 +40,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.pingjob import FLOW, SCENARIO  # noqa: E402
 from flower.scripted import ScriptedServer  # noqa: E402
+from flower_batch.backend.confinement import hand_over, sandbox_user  # noqa: E402
 from flower_batch.running.image import build_image  # noqa: E402
 
 FB = ROOT / ".venv" / "bin" / "flower-batch"
@@ -70,6 +72,24 @@ def first_request_after(log: Path, t0: float, skip: int = 0) -> float:
     raise SystemExit(f"bench: no model request in {log}")
 
 
+def raw_command(image: str, job: Path, flows: Path, port: int, user: str) -> list[str]:
+    """`docker run` of the job's own flower command by hand: model on the host network."""
+    mounts = [f"{job}/workspace:/workspace", f"{job}/runs:/runs", f"{flows}:/flows:ro"]
+    env = [
+        f"ANTHROPIC_BASE_URL=http://127.0.0.1:{port}",
+        "ANTHROPIC_API_KEY=bench",
+        "CLAUDE_CONFIG_DIR=/runs/.claude",
+        "HOME=/tmp",
+        "PYTHONPATH=/flows",
+    ]
+    return [
+        *("docker", "run", "--rm", "--init", "--network", "host", "--user", user, "-w", "/workspace"),
+        *(arg for m in mounts for arg in ("-v", m)),
+        *(arg for e in env for arg in ("-e", e)),
+        *(image, "flower", "-w", "/workspace", "-r", "/runs", "run", "bench_flow:main", "--fresh"),
+    ]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3, help="runs of each kind (median reported)")
@@ -96,59 +116,26 @@ def main() -> int:
         flows = tmp / "flows"
         flows.mkdir()
         shutil.copyfile(tmp / "bench_flow.py", flows / "bench_flow.py")
+        # raw: as the uid flower-batch runs a job as (the same job); as_me: as the invoking uid
+        # (root here), what a user's own `docker run` would do. On a storage driver where a
+        # non-root uid pays for path lookups (fuse-overlayfs), the two differ by a second.
         raw: list[float] = []
+        as_me: list[float] = []
         to_first_raw: list[float] = []
         raw_log = tmp / "raw.jsonl"
+        job_user, my_user = sandbox_user(), f"{os.getuid()}:{os.getgid()}"
         with ScriptedServer(tmp / "bench.toml", host="0.0.0.0", log_path=raw_log) as srv:
             for i in range(args.repeat):
-                job = tmp / "raw" / f"j{i}"
-                shutil.copytree(ws, job / "workspace")
-                (job / "runs").mkdir(parents=True)
-                seen, started = lines_in(raw_log), time.time()
-                raw.append(
-                    timed(
-                        lambda job=job: run(
-                            [
-                                "docker",
-                                "run",
-                                "--rm",
-                                "--init",
-                                "--network",
-                                "host",
-                                "--user",
-                                f"{os.getuid()}:{os.getgid()}",
-                                "-v",
-                                f"{job}/workspace:/workspace",
-                                "-v",
-                                f"{job}/runs:/runs",
-                                "-v",
-                                f"{flows}:/flows:ro",
-                                "-w",
-                                "/workspace",
-                                "-e",
-                                f"ANTHROPIC_BASE_URL=http://127.0.0.1:{srv.port}",
-                                "-e",
-                                "ANTHROPIC_API_KEY=bench",
-                                "-e",
-                                "CLAUDE_CONFIG_DIR=/runs/.claude",
-                                "-e",
-                                "HOME=/tmp",
-                                "-e",
-                                "PYTHONPATH=/flows",
-                                image.id,
-                                "flower",
-                                "-w",
-                                "/workspace",
-                                "-r",
-                                "/runs",
-                                "run",
-                                "bench_flow:main",
-                                "--fresh",
-                            ]
-                        )
-                    )
-                )
-                to_first_raw.append(first_request_after(raw_log, started, skip=seen))
+                for user, times in ((job_user, raw), (my_user, as_me)):
+                    job = tmp / "raw" / f"j{i}-{user.replace(':', '-')}"
+                    shutil.copytree(ws, job / "workspace")
+                    (job / "runs").mkdir(parents=True)
+                    hand_over(job)
+                    seen, started = lines_in(raw_log), time.time()
+                    command = raw_command(image.id, job, flows, srv.port, user)
+                    times.append(timed(lambda command=command: run(command)))
+                    if user == job_user:
+                        to_first_raw.append(first_request_after(raw_log, started, skip=seen))
 
         # the flower-batch process alone: Python, its imports, the app (no engine call)
         startup = [timed(lambda: run([str(FB), "run", "--help"], env=env)) for _ in range(args.repeat)]
@@ -203,7 +190,12 @@ def main() -> int:
         f"(image {image.id[:19]}, scripted model, {os.cpu_count()} cpus)"
     )
     print(f"  docker run --rm IMAGE true          {f:6.2f} s")
-    print(f"  docker run --rm IMAGE flower run    {r:6.2f} s   (one step, one model turn)")
+    print(f"  docker run --rm IMAGE flower run    {r:6.2f} s   (one step, one model turn, as uid {job_user})")
+    if job_user != my_user:
+        print(
+            f"    the same as uid {my_user}           {med(as_me):6.2f} s   (the storage driver's cost of a "
+            f"non-root uid: {r - med(as_me):+.2f} s)"
+        )
     print(f"  flower-batch run                    {o:6.2f} s   (same job: gateway, record, logs, cleanup)")
     print(f"  ratio flower-batch / docker true    {o / f:6.1f}x")
     print(f"  ratio flower-batch / raw flower     {o / r:6.2f}x   (+{o - r:.2f} s per job)")
