@@ -88,7 +88,9 @@ async def test_an_outage_mid_step_is_waited_out_and_the_same_session_resumes(tmp
     print(
         f"\noutage {seconds:.0f} s: resumed request {recovery:.1f} s after the outage began; step {elapsed:.1f} s"
     )
-    assert seconds <= recovery < seconds + 10
+    # Waited out (not before the server was back), and resumed once it was: well before the
+    # 120 s max_offline_wait, with room for a CLI start on a loaded machine (37 s seen at load 20).
+    assert seconds <= recovery < seconds + 45
     row = json.loads(rt.manifest_path.read_text())[0]
     assert row["attempts"] == 2 and row["resumed"] is True and row["ok"] is True
     assert ctx["_lineage"].steps["work"] == res.session_id
