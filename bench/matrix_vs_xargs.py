@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import resource
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -31,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.pingjob import FLOW, SCENARIO  # noqa: E402
+from bench.pingjob import FLOW, SCENARIO, raw_command  # noqa: E402
 from flower.scripted import ScriptedServer  # noqa: E402
 from flower_batch.backend.confinement import hand_over, sandbox_user  # noqa: E402
 from flower_batch.running.image import build_image  # noqa: E402
@@ -185,13 +186,17 @@ def main() -> int:
         flows.mkdir()
         shutil.copyfile(tmp / "benchflow.py", flows / "benchflow.py")
         with ScriptedServer(tmp / "bench.toml", host="0.0.0.0") as srv:
-            docker_run = (
-                f"docker run --rm --network host --user {sandbox_user()} "
-                f"-v {base}/j{{}}/workspace:/workspace -v {base}/j{{}}/runs:/runs -v {flows}:/flows:ro "
-                f"-e ANTHROPIC_BASE_URL=http://127.0.0.1:{srv.port} -e ANTHROPIC_API_KEY=bench "
-                f"-e CLAUDE_CODE_STREAM_CLOSE_TIMEOUT={INIT_TIMEOUT_MS} "
-                "-e CLAUDE_CONFIG_DIR=/runs/.claude -e HOME=/tmp -e PYTHONPATH=/flows "
-                f"{image.id} flower -w /workspace -r /runs run benchflow:main --fresh"
+            # xargs puts each job's number for {} (inside the quoted words too)
+            docker_run = shlex.join(
+                raw_command(
+                    image.id,
+                    f"{base}/j{{}}",
+                    str(flows),
+                    srv.port,
+                    sandbox_user(),
+                    "benchflow",
+                    extra_env=[f"CLAUDE_CODE_STREAM_CLOSE_TIMEOUT={INIT_TIMEOUT_MS}"],
+                )
             )
             # Each run's own start and end, for the jobs' median duration.
             timed_run = (

@@ -38,7 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.pingjob import FLOW, SCENARIO  # noqa: E402
+from bench.pingjob import FLOW, SCENARIO, raw_command  # noqa: E402
 from flower.scripted import ScriptedServer  # noqa: E402
 from flower_batch.backend.confinement import hand_over, sandbox_user  # noqa: E402
 from flower_batch.running.image import build_image  # noqa: E402
@@ -70,24 +70,6 @@ def first_request_after(log: Path, t0: float, skip: int = 0) -> float:
         if record.get("endpoint") == "messages":
             return record["time"] - t0
     raise SystemExit(f"bench: no model request in {log}")
-
-
-def raw_command(image: str, job: Path, flows: Path, port: int, user: str) -> list[str]:
-    """`docker run` of the job's own flower command by hand: model on the host network."""
-    mounts = [f"{job}/workspace:/workspace", f"{job}/runs:/runs", f"{flows}:/flows:ro"]
-    env = [
-        f"ANTHROPIC_BASE_URL=http://127.0.0.1:{port}",
-        "ANTHROPIC_API_KEY=bench",
-        "CLAUDE_CONFIG_DIR=/runs/.claude",
-        "HOME=/tmp",
-        "PYTHONPATH=/flows",
-    ]
-    return [
-        *("docker", "run", "--rm", "--init", "--network", "host", "--user", user, "-w", "/workspace"),
-        *(arg for m in mounts for arg in ("-v", m)),
-        *(arg for e in env for arg in ("-e", e)),
-        *(image, "flower", "-w", "/workspace", "-r", "/runs", "run", "bench_flow:main", "--fresh"),
-    ]
 
 
 def main() -> int:
@@ -126,13 +108,14 @@ def main() -> int:
         job_user, my_user = sandbox_user(), f"{os.getuid()}:{os.getgid()}"
         with ScriptedServer(tmp / "bench.toml", host="0.0.0.0", log_path=raw_log) as srv:
             for i in range(args.repeat):
-                for user, times in ((job_user, raw), (my_user, as_me)):
+                users = [(job_user, raw)] + ([(my_user, as_me)] if my_user != job_user else [])
+                for user, times in users:
                     job = tmp / "raw" / f"j{i}-{user.replace(':', '-')}"
                     shutil.copytree(ws, job / "workspace")
                     (job / "runs").mkdir(parents=True)
                     hand_over(job)
                     seen, started = lines_in(raw_log), time.time()
-                    command = raw_command(image.id, job, flows, srv.port, user)
+                    command = raw_command(image.id, str(job), str(flows), srv.port, user, "bench_flow")
                     times.append(timed(lambda command=command: run(command)))
                     if user == job_user:
                         to_first_raw.append(first_request_after(raw_log, started, skip=seen))

@@ -51,7 +51,7 @@ RECEIVE = (
 
 def receiving(spec: ContainerSpec) -> tuple[list[str], dict[str, str], dict[str, str]]:
     """The command, env and tmpfs mounts of a container that gets `spec.secrets` (not empty) by
-    hand-over: the values are in none of them. It is created with stdin open (`open_stdin`)."""
+    hand-over: the values are in none of them. It is created with its stdin open (`stdin_open`)."""
     uid, _, gid = spec.user.partition(":")
     env = {**spec.env, **{f"{name}_FILE": f"{SECRETS_DIR}/{name}" for name in spec.secrets}}
     if spec.secrets_as_env:

@@ -43,7 +43,9 @@ def _receive_script(folder: Path, wait_s: int = secret_handover.WAIT_S) -> str:
     )
 
 
-def _receive(folder: Path, stdin: bytes | None, *command: str, wait_s: int = secret_handover.WAIT_S):  # type: ignore[no-untyped-def]
+def _receive(
+    folder: Path, stdin: bytes | None, *command: str, wait_s: int = secret_handover.WAIT_S
+) -> tuple[int | None, str, str]:
     """The receiving sh as the container runs it, `stdin` its attached stdin (None: nobody ever
     writes or closes it, as when no one attached)."""
     proc = subprocess.Popen(
