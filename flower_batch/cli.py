@@ -19,6 +19,7 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
+from flower.quick_exit import run_then_exit
 from flower_batch.commands.common import fail
 from flower_batch.commands.version import VERSION_OPT
 
@@ -105,4 +106,4 @@ def __getattr__(name: str) -> Any:
 
 
 def main() -> None:
-    build_app(only=invoked(sys.argv[1:]))(prog_name="flower-batch")
+    run_then_exit(lambda: build_app(only=invoked(sys.argv[1:]))(prog_name="flower-batch"))

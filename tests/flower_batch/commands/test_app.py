@@ -157,3 +157,34 @@ def test_no_command_module_turns_our_errors_into_one_line_itself() -> None:
     assert found == []
     sample = ast.parse("try:\n    x()\nexcept FlowerBatchError as exc:\n    fail(str(exc))\n    raise\n")
     assert [_rewraps_as_one_line(n) for n in ast.walk(sample) if isinstance(n, ast.ExceptHandler)] == [True]
+
+
+def _main_with(args: list[str], before: str = "") -> subprocess.CompletedProcess[str]:
+    """`flower-batch ARGS` through the console entry point, with an exit handler that says it ran."""
+    code = (
+        "import atexit, sys\nfrom flower_batch.cli import main\n"
+        "atexit.register(lambda: print('exit handler ran', flush=True))\n"
+        f"{before}sys.argv = ['flower-batch', *{args!r}]\nmain()"
+    )
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+
+
+def test_the_quick_exit_keeps_the_code_the_output_and_the_exit_handlers() -> None:
+    # main() ends the process without the interpreter's module teardown: what a command printed
+    # and its exit code must come out the same, and exit handlers still run.
+    shown = _main_with(["--version"])
+    assert shown.returncode == 0
+    assert shown.stdout.startswith("flower-batch ") and shown.stdout.rstrip().endswith("exit handler ran")
+    # far more than a pipe holds, written without a newline: only a flush gets it out
+    many = _main_with(["--help"], before="sys.stdout.write('x' * 300_000)\n")
+    assert many.returncode == 0 and many.stdout.count("x") >= 300_000 and "Usage" in many.stdout
+    refused = _main_with(["run", "/no/such/folder"])
+    assert refused.returncode == 2 and "/no/such/folder" in refused.stderr
+    assert "exit handler ran" in refused.stdout
+
+
+def test_the_quick_exit_steps_aside_while_another_thread_runs() -> None:
+    # a (non-daemon) thread still running when the command ends keeps the interpreter's exit, which waits for it
+    waits = "import threading, time\nthreading.Thread(target=lambda: (time.sleep(0.3), print('thread done'))).start()\n"
+    shown = _main_with(["--version"], before=waits)
+    assert shown.returncode == 0 and "thread done" in shown.stdout
