@@ -22,6 +22,7 @@ LAYERS = {
             "exitinfo",
             "fileio",
             "protocols",
+            "quick_exit",
             "result",
             "spec",
             "versions",
