@@ -11,6 +11,7 @@ from typing import Literal
 import docker
 import docker.errors
 import requests.exceptions
+from docker.transport import UnixHTTPAdapter
 
 from flower_batch.errors import (
     BackendError,
@@ -41,10 +42,30 @@ def daemon_address(base_url: str | None = None) -> str:
     return str(found or DEFAULT_DOCKER_HOST)
 
 
+class OneUnixPool(UnixHTTPAdapter):  # type: ignore[misc]
+    """The docker SDK's unix-socket adapter keeps one connection pool per URL: every call on a
+    container's own path (/containers/<id>/attach, /start, /wait, /json, /logs, its removal)
+    opened a connection of its own, six or so a job, and the 26th path seen closed the oldest
+    pool. Here the socket has one pool, and each call reuses a connection of it."""
+
+    def get_connection(self, url: str, proxies: object = None) -> object:
+        return super().get_connection("http+docker://localhost", proxies)
+
+
+def share_one_pool(client: docker.APIClient, size: int, timeout: float) -> None:
+    """Put OneUnixPool where the client's unix-socket adapter was (other transports unchanged)."""
+    old = client.get_adapter("http+docker://localhost/")
+    if type(old) is UnixHTTPAdapter:
+        shared = OneUnixPool(f"http+unix://{old.socket_path}", timeout, max_pool_size=size)
+        client.mount("http+docker://", shared)
+        client._custom_adapter = shared
+        old.close()
+
+
 class Connection:
     """A lazily opened, thread-safe `docker.APIClient` (opening it already talks to the daemon)."""
 
-    def __init__(self, base_url: str | None = None, timeout: float = 120.0, pool_size: int = 10):
+    def __init__(self, base_url: str | None = None, timeout: float = 120.0, pool_size: int = 64):
         self.base_url = base_url
         self.timeout = timeout
         self.pool_size = pool_size  # connections kept open for reuse (more are opened as needed)
@@ -65,6 +86,7 @@ class Connection:
                     self._client = docker.APIClient(
                         version="auto", timeout=self.timeout, max_pool_size=self.pool_size, **kwargs
                     )
+                    share_one_pool(self._client, self.pool_size, self.timeout)
                 except Exception as exc:  # noqa: BLE001 - every failure here means "no daemon"
                     raise translate(exc, "engine", "connect", address=self.address) from None
             return self._client

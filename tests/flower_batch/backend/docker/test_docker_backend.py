@@ -102,3 +102,28 @@ async def test_following_logs_can_be_abandoned_promptly(docker_rig) -> None:
                 seen.append(line)
     assert seen == ["first"] and time.monotonic() - t0 < 3
     await backend.stop(cid, grace_s=0)
+
+
+@pytest.mark.docker
+def test_calls_on_many_containers_paths_share_one_connection(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The docker SDK's unix adapter kept a pool per URL: each call on a new container's path
+    # (inspect, start, wait, logs, remove) opened a connection; 40 calls cost 40 connects.
+    from docker.transport import unixconn
+
+    from flower_batch.backend.docker.connection import Connection
+
+    connects = []
+    plain = unixconn.UnixHTTPConnection.connect
+    monkeypatch.setattr(
+        unixconn.UnixHTTPConnection, "connect", lambda self: (connects.append(1), plain(self))[1]
+    )
+    conn = Connection()
+    try:
+        api = conn.api()
+        connects.clear()
+        for i in range(40):
+            with contextlib.suppress(Exception):
+                api.inspect_container(f"fb-no-such-container-{uuid.uuid4().hex[:8]}-{i}")
+    finally:
+        conn.close()
+    assert len(connects) == 1
