@@ -166,9 +166,7 @@ async def start_job(
     jd = home.job(batch, job.id)
     if not waking:
         _make_job_folder(jd, job.gateway.scenario)
-    # An image from before flower's relay waited for its socket drops a request made before the
-    # gateway serves (a wake of an older job): the gateway starts first for it, as it used to.
-    beside = (await _require_image(backend, image_id)).labels.get(RELAY_WAITS) == "1"
+    beside = relay_waits(await _require_image(backend, image_id))
     with Lease(home.root) as lease:
         gateway = GatewaySidecar(
             backend,
@@ -214,6 +212,13 @@ async def start_job(
         finally:
             with anyio.CancelScope(shield=True):
                 await gateway.stop()
+
+
+def relay_waits(image: ImageInfo) -> bool:
+    """Whether flower in this image waits for its model socket to be bound, so the gateway may
+    start while the job's container does. An image from before drops a request made before the
+    gateway serves (a wake of an older job): its gateway starts first, as it used to."""
+    return image.labels.get(RELAY_WAITS) == "1"
 
 
 async def _require_image(backend: Backend, image_id: str) -> ImageInfo:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import anyio
+from anyio.abc import TaskGroup
 
 from flower.clock import now_iso
 from flower_batch.backend.base import Backend
@@ -29,6 +30,7 @@ from flower_batch.jobmodel.spec import JobSpec
 from flower_batch.jobmodel.status import Status
 from flower_batch.layout import Home, JobDir
 from flower_batch.running.attempts import keep_previous_attempt
+from flower_batch.running.jobs import relay_waits
 from flower_batch.running.lease import Lease
 from flower_batch.running.liveness import NEVER_STARTED_REASON
 from flower_batch.running.runner import JobContext, run_job
@@ -79,15 +81,27 @@ async def run_jobs(
             wake=wake,
         )
         run.queue(jobs)
+        beside = await _relay_waits(backend, image_id)
         async with contextlib.AsyncExitStack() as stack:
             # However this ends (Ctrl-C included), a job that never began says so.
             stack.callback(_mark_never_started, home, batch, jobs, run.started, run.done, on_state)
             supervise = await stack.enter_async_context(supervisors())  # restarts a gateway that dies
-            gateways = _Gateways(run, stack, supervise)
             async with anyio.create_task_group() as tg:
+                gateways = _Gateways(run, stack, supervise, tg if beside else None)
                 for job, previous in jobs:
                     tg.start_soon(run.one, gateways, job, previous)
     return run.done
+
+
+async def _relay_waits(backend: Backend, image_id: str) -> bool:
+    """On one machine, with an image whose flower waits for its model socket: the batch's first
+    jobs start while their gateway does (as `run`'s one job), instead of after it serves."""
+    if not backend.shares_unix_sockets:
+        return False
+    try:
+        return relay_waits(await backend.image_info(image_id))
+    except FlowerBatchError:  # no such image: each job's create says so, in its record
+        return False
 
 
 @dataclass
@@ -151,7 +165,7 @@ class _BatchRun:
                     batch=self.batch,
                     lease=self.lease,
                     image_id=self.image_id,
-                    gateway=await gateways.for_job(job),
+                    gateway=await gateways.for_job(job, waking=waking),
                     versions=self.versions,
                     on_state=self.on_state,
                     search=list(self.search),
@@ -183,18 +197,30 @@ class _BatchRun:
 
 class _Gateways:
     """One gateway per (mode, scenario), started when its first job needs it, stopped with the
-    exit stack, and watched by the supervisor."""
+    exit stack, and watched by the supervisor. With `beside` (the jobs' task group), a gateway
+    starts in it while its first jobs' containers start (flower's relay waits for the socket);
+    one that does not start stops them, and their records say why (GatewaySidecar.start_beside).
+    A paused job's wake waits for it instead: a wake that cannot be set up leaves the job paused."""
 
     def __init__(
-        self, run: _BatchRun, stack: contextlib.AsyncExitStack, supervise: Callable[[GatewaySidecar], None]
+        self,
+        run: _BatchRun,
+        stack: contextlib.AsyncExitStack,
+        supervise: Callable[[GatewaySidecar], None],
+        beside: TaskGroup | None = None,
     ) -> None:
         self._run = run
         self._stack = stack
         self._supervise = supervise
+        self._beside = beside
         self._gateways: dict[tuple[str, str], GatewaySidecar] = {}
         self._lock = anyio.Lock()
 
-    async def for_job(self, job: JobSpec) -> GatewaySidecar:
+    async def for_job(self, job: JobSpec, *, waking: bool = False) -> GatewaySidecar:
+        gateway = await self._for_key(job)
+        return await gateway.started() if (waking and self._beside is not None) else gateway
+
+    async def _for_key(self, job: JobSpec) -> GatewaySidecar:
         key = (job.gateway.mode, str(job.gateway.scenario))
         run = self._run
         async with self._lock:
@@ -210,8 +236,13 @@ class _Gateways:
                     batch_budget_usd=run.budget_usd,
                     settings=run.settings,
                 )
-                self._gateways[key] = await self._stack.enter_async_context(gw)
-                self._supervise(gw)
+                if self._beside is None:
+                    self._gateways[key] = await self._stack.enter_async_context(gw)
+                    self._supervise(gw)
+                else:
+                    self._stack.push_async_exit(gw)  # stopped with the batch, however it ends
+                    self._gateways[key] = gw
+                    self._beside.start_soon(gw.start_beside, self._supervise)
             return self._gateways[key]
 
 

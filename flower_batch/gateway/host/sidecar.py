@@ -150,6 +150,7 @@ class GatewaySidecar:
         self.memory = settings.memory
         self.health = GatewayHealth(name=f"{self.name}-gateway")
         self.gave_up = anyio.Event()  # set when the supervisor stops restarting it
+        self.settled = anyio.Event()  # start_beside is over: it serves, or it gave up
         self.stopping = False
         self._spec: ContainerSpec | None = None  # kept (in memory only) to create it again
         self.serving = False  # its first ready line was seen: it answers on its control socket
@@ -222,7 +223,16 @@ class GatewaySidecar:
             self.health.gave_up = f"the gateway did not start: {' '.join(str(exc).split())}"
             self.gave_up.set()
             return
+        finally:
+            self.settled.set()
         supervise(self)
+
+    async def started(self) -> GatewaySidecar:
+        """Once start_beside is over: this gateway, serving; or its failure, raised."""
+        await self.settled.wait()
+        if self.health.gave_up and not self.serving:
+            raise GatewayError(self.health.gave_up)
+        return self
 
     async def start(self) -> None:
         self.sockets.mkdir(parents=True, exist_ok=True)

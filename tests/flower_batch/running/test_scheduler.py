@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import anyio
 import pytest
 
 
@@ -115,3 +116,94 @@ async def test_a_paused_job_stays_paused_while_capped_or_when_its_wake_cannot_st
     assert (jd.runs / "sessions.db").read_bytes() == b"the conversation" and not (
         jd.root / "attempts"
     ).exists()
+
+
+async def _matrix_of_two(tmp_path: Path, backend, monkeypatch: pytest.MonkeyPatch):
+    """Two scripted jobs of one scenario at -j 2 (one gateway), through run_jobs. The fake engine
+    shares no unix socket (its gateway is reached by network), which alone keeps a batch's
+    gateway from starting beside its jobs: that gate is lifted, the image's label decides."""
+    from flower_batch.jobmodel.spec import GatewaySpec, JobSpec
+    from flower_batch.layout import Home
+    from flower_batch.running import scheduler
+    from flower_batch.running.jobs import relay_waits
+    from flower_batch.running.scheduler import run_jobs
+    from tests.fake_backend import FakeBackend
+
+    async def by_label(backend, image_id: str) -> bool:
+        return relay_waits(await backend.image_info(image_id))
+
+    monkeypatch.setattr(scheduler, "_relay_waits", by_label)
+
+    scenario = tmp_path / "s.toml"
+    scenario.write_text('[[rules]]\nreply = "hi"\n')
+    jobs = [
+        JobSpec(id=f"j{i}", task="t", variant="v", repeat=1, matrix={}, prompt="hi",
+                gateway=GatewaySpec(mode="scripted", scenario=scenario))
+        for i in (1, 2)
+    ]  # fmt: skip
+    home = Home(tmp_path / "home")
+    with anyio.fail_after(20):
+        done = await run_jobs(
+            backend,
+            home,
+            "b",
+            [(job, None) for job in jobs],
+            image_id=FakeBackend.IMAGE,
+            versions={},
+            parallel=2,
+        )
+    return done, await backend.list_by_label({})
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("relay_waits", [True, False])
+async def test_a_batchs_first_jobs_start_while_their_gateway_does_on_an_image_whose_relay_waits(
+    tmp_path: Path, relay_waits: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One machine: the first jobs' containers start beside the gateway (about 0.4 s of every
+    # matrix's start); an image whose flower does not wait for its socket keeps the old order.
+    from flower_batch.gateway.host.sidecar import READY_LINE
+    from flower_batch.labels import RELAY_WAITS
+    from tests.fake_backend import FakeBackend, FakeProcess
+
+    events: list[str] = []
+
+    async def slow_gateway(proc: FakeProcess) -> int:
+        await anyio.sleep(0.5)
+        proc.log(f"{READY_LINE} on 0.0.0.0:8080 mode=scripted")
+        events.append("gateway ready")
+        await anyio.sleep(3600)
+        return 0
+
+    async def job(proc: FakeProcess) -> int:
+        events.append("job started")
+        return 0
+
+    images = {FakeBackend.IMAGE: {RELAY_WAITS: "1"} if relay_waits else {}}
+    async with FakeBackend(programs={"python": slow_gateway, "flower": job}, images=images) as backend:
+        _, left = await _matrix_of_two(tmp_path, backend, monkeypatch)
+    starts = ["job started", "job started"]
+    assert events == (starts + ["gateway ready"] if relay_waits else ["gateway ready"] + starts)
+    assert left == []  # the gateway is stopped with the batch
+
+
+@pytest.mark.anyio
+async def test_a_gateway_that_does_not_start_beside_a_batchs_jobs_ends_each_with_the_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from flower_batch.labels import RELAY_WAITS
+    from tests.fake_backend import FakeBackend, FakeProcess, Script
+
+    async def broken(proc: FakeProcess) -> int:
+        await anyio.sleep(0.2)  # the jobs' containers are created meanwhile
+        proc.log("gateway: bad scenario")
+        return 2
+
+    images = {FakeBackend.IMAGE: {RELAY_WAITS: "1"}}
+    programs = {"python": broken, "flower": Script(duration_s=3600)}
+    async with FakeBackend(programs=programs, images=images) as backend:
+        done, left = await _matrix_of_two(tmp_path, backend, monkeypatch)
+    for record in done.values():
+        assert record.status == "error" and "the gateway did not start" in (record.reason or ""), record
+        assert "bad scenario" in (record.reason or "")
+    assert left == []  # the jobs' containers were stopped and removed, and the gateway's
