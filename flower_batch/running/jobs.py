@@ -178,8 +178,11 @@ async def start_job(
             settings=settings,
         )
         try:
+            # Its error is the command's, as before (no task group's).
             if not beside:
-                await gateway.start()  # its error is the command's, as before (no task group's)
+                await gateway.start()
+            else:  # a cluster's job joins the gateway's overlay when it is created: made first
+                await gateway.open_networks()
             # The gateway starts while the job's container does; flower's relay waits for the
             # job's socket to be bound; one that does not start stops the job (start_beside).
             async with supervisors() as supervise, anyio.create_task_group() as tg:

@@ -155,6 +155,7 @@ class GatewaySidecar:
         self._spec: ContainerSpec | None = None  # kept (in memory only) to create it again
         self.serving = False  # its first ready line was seen: it answers on its control socket
         self._reserved: list[str] = []  # jobs whose socket start() opens once it serves
+        self._networks_open = False
 
     def job_env(self, job_id: str) -> dict[str, str]:
         if self.by_socket:  # flower relays this loopback port to the job's socket (model_socket.py)
@@ -234,6 +235,20 @@ class GatewaySidecar:
             raise GatewayError(self.health.gave_up)
         return self
 
+    async def open_networks(self) -> None:
+        """Its networks, once: anthropic mode's route out (the gateway's only), and on a cluster
+        the private overlay its jobs join. A job started beside it (start_beside) names that
+        overlay when its service is created: the caller opens them first."""
+        if self._networks_open:
+            return
+        if self.setup.egress:
+            await self.backend.create_network(self.egress, labels(self.batch, self.lease, "network"))
+        if not self.by_socket:
+            await self.backend.create_network(
+                self.network, labels(self.batch, self.lease, "network"), internal=True
+            )
+        self._networks_open = True
+
     async def start(self) -> None:
         self.sockets.mkdir(parents=True, exist_ok=True)
         if self.scenario is not None:
@@ -241,14 +256,8 @@ class GatewaySidecar:
         for folder in (self.batch_dir, self.batch_dir / ".gateway"):
             hand_over(folder, recursive=False)  # the unrouted log; the gateway's own folder
         hand_over(self.dir)
-        network = self.network
-        if self.setup.egress:  # anthropic mode: a route out for the gateway, never for a job
-            await self.backend.create_network(self.egress, labels(self.batch, self.lease, "network"))
-            network = self.egress if self.by_socket else network
-        if not self.by_socket:
-            await self.backend.create_network(
-                self.network, labels(self.batch, self.lease, "network"), internal=True
-            )
+        await self.open_networks()
+        network = self.egress if (self.setup.egress and self.by_socket) else self.network
         where = ["--host", "127.0.0.1", "--sockets", SOCKETS_IN_GATEWAY] if self.by_socket else []
         spec = ContainerSpec(
             image=self.image_id,

@@ -234,6 +234,36 @@ async def test_the_gateway_starts_beside_the_job_only_on_an_image_whose_relay_wa
 
 
 @pytest.mark.anyio
+async def test_a_job_started_beside_its_gateway_is_created_after_the_gateways_network(tmp_path: Path) -> None:
+    # On a cluster a job's service joins its gateway's overlay when it is created: started beside
+    # the gateway, the job must still find that network made, however slow the engine is at it.
+    from flower_batch.backend.base import ContainerSpec
+    from flower_batch.labels import RELAY_WAITS
+
+    order: list[str] = []
+
+    class SlowNetworks(FakeBackend):
+        async def create_network(self, name: str, labels, internal: bool = False) -> str:  # type: ignore[no-untyped-def]
+            await anyio.sleep(0.3)
+            made = await super().create_network(name, labels, internal)
+            order.append(f"network {name}")
+            return made
+
+        async def create(self, spec: ContainerSpec) -> str:
+            order.append(f"container on {spec.network}")
+            return await super().create(spec)
+
+    async def job(proc: FakeProcess) -> int:
+        return 0
+
+    images = {FakeBackend.IMAGE: {RELAY_WAITS: "1"}}
+    async with SlowNetworks(programs={"python": serving, "flower": job}, images=images) as backend:
+        await _run_one_job(backend, tmp_path)
+    network = next(entry.removeprefix("network ") for entry in order if entry.startswith("network "))
+    assert order.index(f"network {network}") < order.index(f"container on {network}"), order
+
+
+@pytest.mark.anyio
 async def test_a_log_read_the_engine_leaves_open_is_read_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
