@@ -175,6 +175,25 @@ class Script:
         return self.exit_code
 
 
+def starts_in_order(events: list[str], ready_after_s: float = 0.5) -> dict[str, Program]:
+    """Programs for a gateway ("python") that serves after `ready_after_s` and jobs ("flower")
+    that end at once, each saying in `events` when: which started first."""
+    from flower_batch.gateway.host.sidecar import READY_LINE
+
+    async def gateway(proc: FakeProcess) -> int:
+        await anyio.sleep(ready_after_s)
+        proc.log(f"{READY_LINE} on 0.0.0.0:8080 mode=scripted")
+        events.append("gateway ready")
+        await anyio.sleep(3600)
+        return 0
+
+    async def job(proc: FakeProcess) -> int:
+        events.append("job started")
+        return 0
+
+    return {"python": gateway, "flower": job}
+
+
 class _Container:
     def __init__(self, backend: FakeBackend, cid: str, name: str, spec: ContainerSpec, program: Program):
         self.backend, self.id, self.name, self.spec, self.program = backend, cid, name, spec, program

@@ -162,25 +162,12 @@ async def test_a_batchs_first_jobs_start_while_their_gateway_does_on_an_image_wh
 ) -> None:
     # One machine: the first jobs' containers start beside the gateway (about 0.4 s of every
     # matrix's start); an image whose flower does not wait for its socket keeps the old order.
-    from flower_batch.gateway.host.sidecar import READY_LINE
     from flower_batch.labels import RELAY_WAITS
-    from tests.fake_backend import FakeBackend, FakeProcess
+    from tests.fake_backend import FakeBackend, starts_in_order
 
     events: list[str] = []
-
-    async def slow_gateway(proc: FakeProcess) -> int:
-        await anyio.sleep(0.5)
-        proc.log(f"{READY_LINE} on 0.0.0.0:8080 mode=scripted")
-        events.append("gateway ready")
-        await anyio.sleep(3600)
-        return 0
-
-    async def job(proc: FakeProcess) -> int:
-        events.append("job started")
-        return 0
-
     images = {FakeBackend.IMAGE: {RELAY_WAITS: "1"} if relay_waits else {}}
-    async with FakeBackend(programs={"python": slow_gateway, "flower": job}, images=images) as backend:
+    async with FakeBackend(programs=starts_in_order(events), images=images) as backend:
         _, left = await _matrix_of_two(tmp_path, backend, monkeypatch)
     starts = ["job started", "job started"]
     assert events == (starts + ["gateway ready"] if relay_waits else ["gateway ready"] + starts)

@@ -23,7 +23,7 @@ from flower_batch.gateway.host.supervisor import RESTARTS_ENV, RestartPolicy, su
 from flower_batch.gateway.tokens import SECRET_ENV
 from flower_batch.jobmodel.record import JobRecord
 from flower_batch.jobmodel.spec import GatewaySpec, JobSpec
-from tests.fake_backend import FakeBackend, FakeProcess, Script
+from tests.fake_backend import FakeBackend, FakeProcess, Script, starts_in_order
 
 FAST = RestartPolicy(max_restarts=2, window_s=600, backoff_s=0.01, backoff_max_s=0.02)
 
@@ -214,20 +214,8 @@ async def test_the_gateway_starts_beside_the_job_only_on_an_image_whose_relay_wa
     from flower_batch.labels import RELAY_WAITS
 
     events: list[str] = []
-
-    async def slow_gateway(proc: FakeProcess) -> int:
-        await anyio.sleep(0.5)
-        proc.log(f"{READY_LINE} on 0.0.0.0:8080 mode=scripted")
-        events.append("gateway ready")
-        await anyio.sleep(3600)
-        return 0
-
-    async def job(proc: FakeProcess) -> int:
-        events.append("job started")
-        return 0
-
     images = {FakeBackend.IMAGE: {RELAY_WAITS: "1"} if relay_waits else {}}
-    async with FakeBackend(programs={"python": slow_gateway, "flower": job}, images=images) as backend:
+    async with FakeBackend(programs=starts_in_order(events), images=images) as backend:
         await _run_one_job(backend, tmp_path)
     expected = ["job started", "gateway ready"] if relay_waits else ["gateway ready", "job started"]
     assert events == expected
