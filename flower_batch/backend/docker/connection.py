@@ -53,8 +53,9 @@ class OneUnixPool(UnixHTTPAdapter):  # type: ignore[misc]
 
 
 def share_one_pool(client: docker.APIClient, size: int, timeout: float) -> None:
-    """Put OneUnixPool where the client's unix-socket adapter was (other transports unchanged)."""
-    old = client.get_adapter("http+docker://localhost/")
+    """Put OneUnixPool where the client's unix-socket adapter was (tcp, ssh: unchanged, their
+    adapters already keep one pool a host)."""
+    old = client.adapters.get("http+docker://")
     if type(old) is UnixHTTPAdapter:
         shared = OneUnixPool(f"http+unix://{old.socket_path}", timeout, max_pool_size=size)
         client.mount("http+docker://", shared)

@@ -127,3 +127,19 @@ def test_calls_on_many_containers_paths_share_one_connection(monkeypatch: pytest
     finally:
         conn.close()
     assert len(connects) == 1
+
+
+def test_a_tcp_engine_keeps_its_own_adapter() -> None:
+    # A cluster's manager or a registry's engine is reached over tcp: nothing to share there, and
+    # opening its client must not fail (it did: the unix adapter was looked for on every client).
+    import docker
+
+    from flower_batch.backend.docker.connection import OneUnixPool, share_one_pool
+
+    client = docker.APIClient(base_url="tcp://127.0.0.1:9", version="1.41")  # no call made
+    before = dict(client.adapters)
+    share_one_pool(client, 8, 5.0)
+    assert client.adapters == before and not any(isinstance(a, OneUnixPool) for a in before.values())
+    unix = docker.APIClient(base_url="unix:///var/run/docker.sock", version="1.41")
+    share_one_pool(unix, 8, 5.0)
+    assert isinstance(unix.adapters["http+docker://"], OneUnixPool)
