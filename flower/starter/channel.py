@@ -282,9 +282,10 @@ class HumanChannel:
     # -- the person's side (any thread) -------------------------------------------------------
     @property
     def pending(self) -> str | None:
-        """The oldest question still waiting for an answer, or None."""
+        """The oldest question still waiting for an answer, or None. One answered but not yet
+        taken by its asker is not waiting: shown as pending, it got the next answer too."""
         with self._lock:
-            return self._pending[0].exchange.question if self._pending else None
+            return next((p.exchange.question for p in self._pending if p.outcome is None), None)
 
     def answer(self, text: str) -> bool:
         """Answer the oldest open question. False when no question is waiting."""

@@ -151,6 +151,22 @@ async def test_concurrent_questions_are_answered_oldest_first(tmp_path):
     assert got == ["answer to q1", "answer to q2", "answer to q3"]
 
 
+def test_an_answered_question_is_no_longer_pending_before_its_asker_takes_it(tmp_path):
+    # Seen in CI: the answering thread read q1 again before q1's asker had run, and its second
+    # answer (meant for q1) went to q2.
+    ch = make(tmp_path, ask_fn=False)
+    loop = asyncio.new_event_loop()
+    try:
+        asks = [loop.create_task(ch.ask(q)) for q in ("q1", "q2")]
+        loop.run_until_complete(asyncio.sleep(0.05))  # both are waiting now
+        assert ch.pending == "q1" and ch.answer("a1")
+        assert ch.pending == "q2"  # q1's asker has not run yet
+        assert ch.answer("a2") and ch.pending is None
+        assert loop.run_until_complete(asyncio.gather(*asks)) == ["a1", "a2"]
+    finally:
+        loop.close()
+
+
 async def test_events_are_emitted_and_a_broken_hook_is_harmless(tmp_path):
     events = []
 
