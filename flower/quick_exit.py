@@ -18,8 +18,8 @@ from typing import NoReturn
 
 
 def exit_now(code: object) -> NoReturn:
-    others = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon]
-    if not (code is None or isinstance(code, int)) or any(t.is_alive() for t in others):
+    waited_for = any(not t.daemon for t in threading.enumerate() if t is not threading.main_thread())
+    if not (code is None or isinstance(code, int)) or waited_for:
         raise SystemExit(code)
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):

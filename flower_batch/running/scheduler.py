@@ -81,7 +81,7 @@ async def run_jobs(
             wake=wake,
         )
         run.queue(jobs)
-        beside = await _relay_waits(backend, image_id)
+        beside = await _starts_beside(backend, image_id)
         async with contextlib.AsyncExitStack() as stack:
             # However this ends (Ctrl-C included), a job that never began says so.
             stack.callback(_mark_never_started, home, batch, jobs, run.started, run.done, on_state)
@@ -93,7 +93,7 @@ async def run_jobs(
     return run.done
 
 
-async def _relay_waits(backend: Backend, image_id: str) -> bool:
+async def _starts_beside(backend: Backend, image_id: str) -> bool:
     """On one machine, with an image whose flower waits for its model socket: the batch's first
     jobs start while their gateway does (as `run`'s one job), instead of after it serves."""
     if not backend.shares_unix_sockets:

@@ -59,7 +59,7 @@ def share_one_pool(client: docker.APIClient, size: int, timeout: float) -> None:
     if type(old) is UnixHTTPAdapter:
         shared = OneUnixPool(f"http+unix://{old.socket_path}", timeout, max_pool_size=size)
         client.mount("http+docker://", shared)
-        client._custom_adapter = shared
+        client._custom_adapter = shared  # what APIClient.get_adapter falls back to for this scheme
         old.close()
 
 

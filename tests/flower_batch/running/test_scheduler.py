@@ -118,7 +118,7 @@ async def test_a_paused_job_stays_paused_while_capped_or_when_its_wake_cannot_st
     ).exists()
 
 
-async def _matrix_of_two(tmp_path: Path, backend, monkeypatch: pytest.MonkeyPatch):
+async def _matrix_of_two(tmp_path: Path, backend, monkeypatch: pytest.MonkeyPatch, paused=None):
     """Two scripted jobs of one scenario at -j 2 (one gateway), through run_jobs. The fake engine
     shares no unix socket (its gateway is reached by network), which alone keeps a batch's
     gateway from starting beside its jobs: that gate is lifted, the image's label decides."""
@@ -132,7 +132,7 @@ async def _matrix_of_two(tmp_path: Path, backend, monkeypatch: pytest.MonkeyPatc
     async def by_label(backend, image_id: str) -> bool:
         return relay_waits(await backend.image_info(image_id))
 
-    monkeypatch.setattr(scheduler, "_relay_waits", by_label)
+    monkeypatch.setattr(scheduler, "_starts_beside", by_label)
 
     scenario = tmp_path / "s.toml"
     scenario.write_text('[[rules]]\nreply = "hi"\n')
@@ -147,10 +147,11 @@ async def _matrix_of_two(tmp_path: Path, backend, monkeypatch: pytest.MonkeyPatc
             backend,
             home,
             "b",
-            [(job, None) for job in jobs],
+            [(job, paused if paused and paused.job_id == job.id else None) for job in jobs],
             image_id=FakeBackend.IMAGE,
             versions={},
             parallel=2,
+            wake=frozenset({paused.job_id} if paused else ()),
         )
     return done, await backend.list_by_label({})
 
@@ -194,3 +195,42 @@ async def test_a_gateway_that_does_not_start_beside_a_batchs_jobs_ends_each_with
         assert record.status == "error" and "the gateway did not start" in (record.reason or ""), record
         assert "bad scenario" in (record.reason or "")
     assert left == []  # the jobs' containers were stopped and removed, and the gateway's
+
+
+@pytest.mark.anyio
+async def test_a_paused_jobs_wake_waits_for_a_gateway_starting_beside_and_stays_paused_if_it_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The other job starts beside the gateway and ends `error`; the paused one is not started
+    # on a gateway that never served: it stays paused, its reason says why.
+    from dataclasses import replace
+
+    from flower_batch.jobmodel.outcome import JobOutcome
+    from flower_batch.jobmodel.record import new_record
+    from flower_batch.jobmodel.spec import GatewaySpec
+    from flower_batch.jobmodel.status import Status
+    from flower_batch.labels import RELAY_WAITS
+    from tests.fake_backend import FakeBackend, FakeProcess, Script
+
+    async def broken(proc: FakeProcess) -> int:
+        await anyio.sleep(0.2)
+        proc.log("gateway: bad scenario")
+        return 2
+
+    scenario = tmp_path / "s.toml"  # the same file _matrix_of_two writes: one gateway for both
+    job = replace(
+        _spec("j2", mode="scripted"), gateway=GatewaySpec(mode="scripted", scenario=scenario), persistent=True
+    )
+    paused = new_record(job, batch="b", image_id=FakeBackend.IMAGE, attempt=1).with_outcome(
+        JobOutcome(job_id="j2", status=Status.PAUSED, gateway_mode="scripted", reason="budget reached"),
+        finished_at="2026-01-01T00:00:00+00:00",
+    )
+    images = {FakeBackend.IMAGE: {RELAY_WAITS: "1"}}
+    programs = {"python": broken, "flower": Script(duration_s=3600)}
+    async with FakeBackend(programs=programs, images=images) as backend:
+        done, left = await _matrix_of_two(tmp_path, backend, monkeypatch, paused=paused)
+    assert done["j1"].status == "error" and "the gateway did not start" in (done["j1"].reason or "")
+    woken = done["j2"]
+    assert woken.status == "paused" and woken.attempt == 1, woken
+    assert (woken.reason or "").startswith("budget reached; not continued: the gateway did not start")
+    assert left == []
