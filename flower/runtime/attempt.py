@@ -78,6 +78,8 @@ class AttemptState:
     work_text: str = ""  # the work's answer, kept while the handoff document is written
     asked_at: float = 0.0  # when the document was asked for
     wrap_expired: bool = False  # the wrap-up window after the deadline is over
+    sent: str = ""  # the uuid of the latest prompt sent (flower.runtime.turns)
+    answered: bool = False  # a result of the turn that took it in has arrived
 
     def add_text(self, key: str, text: str) -> None:
         self.texts.setdefault(key, []).append(text)

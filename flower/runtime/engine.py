@@ -97,6 +97,7 @@ from flower.runtime.limits import Limits, LimitWatch
 from flower.runtime.manifest import Manifest, new_run_id
 from flower.runtime.resilience import Resilience, classify_result, endpoint, model_socket_of, reachable
 from flower.runtime.signals import bundled_cli, shielded_cli
+from flower.runtime.turns import answers, send
 from flower.spec import AgentSpec, tool_base
 
 log = logging.getLogger(__name__)
@@ -531,7 +532,7 @@ class Runtime:
                 with anyio.CancelScope() as reading:
                     timer = asyncio.ensure_future(self._deadline(state, client, reading))
                     try:
-                        await client.query(opening + prompt)
+                        await self._send(client, state, opening + prompt)
                         async for msg in client.receive_messages():
                             await self._note_session(result, _session_of(msg), on_event)
                             state.background.note(msg)
@@ -612,7 +613,7 @@ class Runtime:
         state.asked_at = time.time()
         notes = doc_path(self.notes_dir, result.step, WRAP_UP_FILE)
         await self._emit(on_event, TimeUp(notes=str(notes), wrap_up_s=self.limits.wrap_up_s))
-        await client.query(self._watch.time_up(time.time(), notes))
+        await self._send(client, state, self._watch.time_up(time.time(), notes))
         return False
 
     def _wrapped(self, state: AttemptState, result: StepResult, task: str, reply: str) -> None:
@@ -709,6 +710,9 @@ class Runtime:
         got.cost_usd += msg.total_cost_usd or 0.0
         self._spent_here += msg.total_cost_usd or 0.0
         got.num_turns += msg.num_turns or 0
+        if not state.answered and not answers(msg, state.sent):
+            return False  # a turn the CLI began itself (a task's notice): our prompt waits its turn
+        state.answered = True
         aborted = (msg.terminal_reason or "").startswith("aborted")
         follow_up = await self._interrupts.take(
             usable=aborted or not msg.is_error, default=self.resilience.resume_prompt
@@ -716,7 +720,7 @@ class Runtime:
         if follow_up is not None:
             # One Ctrl-C: same session, same process, not a failed attempt.
             await self._emit(on_event, Interrupted(message=follow_up))
-            await client.query(follow_up)
+            await self._send(client, state, follow_up)
             self._interrupts.sent()
             return False
         if state.phase is Phase.TIME_UP:
@@ -732,7 +736,7 @@ class Runtime:
             state.phase = Phase.WRITING
             state.work_text = state.take_text()
             state.asked_at = time.time()
-            await client.query(write_prompt(doc_path(self.notes_dir, result.step)))
+            await self._send(client, state, write_prompt(doc_path(self.notes_dir, result.step)))
             return False
         if state.phase is Phase.WRITING and not msg.is_error:
             reply = "".join(state.texts[state.last_text_id]) if state.last_text_id else ""
@@ -743,6 +747,11 @@ class Runtime:
             return False  # a background subagent will wake the main thread again
         state.final = msg
         return True
+
+    @staticmethod
+    async def _send(client: ClaudeSDKClient, state: AttemptState, text: str) -> None:
+        """Send a prompt; its turn's result is the next one that counts (flower.runtime.turns)."""
+        state.sent, state.answered = await send(client, text), False
 
     def _stderr_hint(self) -> str:
         tail = [line.strip() for line in self._stderr_tail if line.strip()]
