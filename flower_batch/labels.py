@@ -21,7 +21,7 @@ CLI_VERSION = "org.flower-batch.cli-version"
 BASE_IMAGE = "org.flower-batch.base-image"
 BUILD_KEY = "org.flower-batch.build-key"  # the image's inputs, hashed (running/image.py)
 # On the runtime image, "1": its flower's relay waits for the job's gateway socket to be bound, so
-# run/wake start the gateway beside the job's container (running/jobs.py), not before it.
+# on one machine a job's container starts beside its gateway (running/jobs.starts_beside).
 RELAY_WAITS = "org.flower-batch.relay-waits"
 
 

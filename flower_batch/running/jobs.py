@@ -166,7 +166,7 @@ async def start_job(
     jd = home.job(batch, job.id)
     if not waking:
         _make_job_folder(jd, job.gateway.scenario)
-    beside = relay_waits(await _require_image(backend, image_id))
+    beside = starts_beside(backend, await _require_image(backend, image_id))
     with Lease(home.root) as lease:
         gateway = GatewaySidecar(
             backend,
@@ -178,13 +178,10 @@ async def start_job(
             settings=settings,
         )
         try:
-            # Its error is the command's, as before (no task group's).
             if not beside:
-                await gateway.start()
-            else:  # a cluster's job joins the gateway's overlay when it is created: made first
-                await gateway.open_networks()
-            # The gateway starts while the job's container does; flower's relay waits for the
-            # job's socket to be bound; one that does not start stops the job (start_beside).
+                await gateway.start()  # its error is the command's (no task group's)
+            # Beside: the gateway starts while the job's container does; flower's relay waits for
+            # the job's socket to be bound; one that does not start stops the job (start_beside).
             async with supervisors() as supervise, anyio.create_task_group() as tg:
                 if beside:
                     tg.start_soon(gateway.start_beside, supervise)  # then restarted if it dies
@@ -215,6 +212,14 @@ async def start_job(
         finally:
             with anyio.CancelScope(shield=True):
                 await gateway.stop()
+
+
+def starts_beside(backend: Backend, image: ImageInfo) -> bool:
+    """Whether a job's container may start while its gateway does: on one machine (the job
+    reaches the gateway through a unix socket its flower waits for), with an image whose flower
+    waits. On a cluster a job reaches the gateway by name over the network, which nothing waits
+    for: the gateway serves first."""
+    return backend.shares_unix_sockets and relay_waits(image)
 
 
 def relay_waits(image: ImageInfo) -> bool:

@@ -30,7 +30,7 @@ from flower_batch.jobmodel.spec import JobSpec
 from flower_batch.jobmodel.status import Status
 from flower_batch.layout import Home, JobDir
 from flower_batch.running.attempts import keep_previous_attempt
-from flower_batch.running.jobs import relay_waits
+from flower_batch.running.jobs import starts_beside
 from flower_batch.running.lease import Lease
 from flower_batch.running.liveness import NEVER_STARTED_REASON
 from flower_batch.running.runner import JobContext, run_job
@@ -94,12 +94,12 @@ async def run_jobs(
 
 
 async def _starts_beside(backend: Backend, image_id: str) -> bool:
-    """On one machine, with an image whose flower waits for its model socket: the batch's first
-    jobs start while their gateway does (as `run`'s one job), instead of after it serves."""
+    """The batch's first jobs start while their gateway does, as `run`'s one job
+    (jobs.starts_beside), instead of after it serves."""
     if not backend.shares_unix_sockets:
-        return False
+        return False  # no need to ask the engine for the image
     try:
-        return relay_waits(await backend.image_info(image_id))
+        return starts_beside(backend, await backend.image_info(image_id))
     except FlowerBatchError:  # no such image: each job's create says so, in its record
         return False
 

@@ -237,8 +237,7 @@ class GatewaySidecar:
 
     async def open_networks(self) -> None:
         """Its networks, once: anthropic mode's route out (the gateway's only), and on a cluster
-        the private overlay its jobs join. A job started beside it (start_beside) names that
-        overlay when its service is created: the caller opens them first."""
+        the private overlay its jobs join."""
         if self._networks_open:
             return
         if self.setup.egress:

@@ -156,6 +156,15 @@ async def test_the_job_of_a_gateway_given_up_is_stopped_and_its_record_says_why(
     assert len(on_disk.gateway_health["deaths"]) == FAST.max_restarts + 1
 
 
+@pytest.fixture
+def one_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fake engine shares no unix socket (its gateway is reached by network), which alone
+    keeps a job from starting beside its gateway: as on one machine, the image's label decides."""
+    from flower_batch.running import jobs
+
+    monkeypatch.setattr(jobs, "starts_beside", lambda backend, image: jobs.relay_waits(image))
+
+
 async def _run_one_job(backend: FakeBackend, tmp_path: Path) -> JobRecord:
     """`run` of one scripted job on `backend` (running/jobs.start_job), bounded in time."""
     from flower_batch.layout import Home
@@ -186,7 +195,7 @@ async def _run_one_job(backend: FakeBackend, tmp_path: Path) -> JobRecord:
 
 @pytest.mark.anyio
 async def test_a_gateway_that_does_not_start_beside_its_job_stops_the_job_with_the_reason(
-    tmp_path: Path,
+    tmp_path: Path, one_machine: None
 ) -> None:
     # run and wake start the gateway while the job's container starts (running/jobs.start_job).
     async def broken(proc: FakeProcess) -> int:
@@ -207,7 +216,7 @@ async def test_a_gateway_that_does_not_start_beside_its_job_stops_the_job_with_t
 @pytest.mark.anyio
 @pytest.mark.parametrize("relay_waits", [True, False])
 async def test_the_gateway_starts_beside_the_job_only_on_an_image_whose_relay_waits(
-    tmp_path: Path, relay_waits: bool
+    tmp_path: Path, relay_waits: bool, one_machine: None
 ) -> None:
     # An image from before flower's relay waited for its socket (a wake of an older job) would
     # lose a request made before the gateway serves: its gateway starts first, as it used to.
@@ -222,11 +231,12 @@ async def test_the_gateway_starts_beside_the_job_only_on_an_image_whose_relay_wa
 
 
 @pytest.mark.anyio
-async def test_a_job_started_beside_its_gateway_is_created_after_the_gateways_network(tmp_path: Path) -> None:
-    # On a cluster a job's service joins its gateway's overlay when it is created: started beside
-    # the gateway, the job must still find that network made, however slow the engine is at it.
+async def test_on_a_cluster_the_gateway_serves_before_the_job_is_created(tmp_path: Path) -> None:
+    # A cluster's job reaches its gateway by name over the overlay, and nothing in the job waits
+    # for that name: even with an image whose relay waits, the gateway serves first (its network
+    # made, however slow the engine is at it), then the job's service is created.
     from flower_batch.backend.base import ContainerSpec
-    from flower_batch.labels import RELAY_WAITS
+    from flower_batch.labels import ROLE
 
     order: list[str] = []
 
@@ -238,17 +248,16 @@ async def test_a_job_started_beside_its_gateway_is_created_after_the_gateways_ne
             return made
 
         async def create(self, spec: ContainerSpec) -> str:
-            order.append(f"container on {spec.network}")
+            order.append(f"{spec.labels.get(ROLE)} on {spec.network}")
             return await super().create(spec)
 
-    async def job(proc: FakeProcess) -> int:
-        return 0
-
-    images = {FakeBackend.IMAGE: {RELAY_WAITS: "1"}}
-    async with SlowNetworks(programs={"python": serving, "flower": job}, images=images) as backend:
+    events: list[str] = []
+    async with SlowNetworks(programs=starts_in_order(events)) as backend:
+        assert not backend.shares_unix_sockets
         await _run_one_job(backend, tmp_path)
     network = next(entry.removeprefix("network ") for entry in order if entry.startswith("network "))
-    assert order.index(f"network {network}") < order.index(f"container on {network}"), order
+    assert order.index(f"network {network}") < order.index(f"job on {network}"), order
+    assert events == ["gateway ready", "job started"]
 
 
 @pytest.mark.anyio
