@@ -26,6 +26,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Collection
 from datetime import datetime
 from pathlib import Path
 
@@ -110,6 +111,41 @@ class GatewayCpu:
         return sum(self.used.values()) / 1e9 if self.used else None
 
 
+class ContainersCpu:
+    """Every container's CPU (ns) while the block runs, read from its cgroup every 0.25 s until
+    it goes (the last reading is what it used, give or take its last quarter second): splits a
+    side's machine CPU into the containers' own and the rest (engine, shims, FUSE, orchestrator)."""
+
+    def __init__(self) -> None:
+        self.used: dict[str, int] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+
+    def __enter__(self) -> ContainersCpu:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _poll(self) -> None:
+        while not self._stop.wait(0.25):
+            try:
+                ids = [p.name for p in CPUACCT.iterdir() if p.is_dir()]
+            except OSError:
+                return  # not cgroup v1 with cgroupfs: nothing to split
+            for cid in ids:
+                try:
+                    self.used[cid] = int((CPUACCT / cid / "cpuacct.usage").read_text())
+                except (OSError, ValueError):
+                    pass
+
+    def seconds(self, leaving_out: Collection[str] = ()) -> float | None:
+        kept = [ns for cid, ns in self.used.items() if cid not in leaving_out]
+        return sum(kept) / 1e9 if kept else None
+
+
 def machine_cpu() -> float | None:
     """CPU seconds the whole machine has used (cgroup v1's root cpuacct; v2's root cpu.stat)."""
     try:
@@ -158,7 +194,7 @@ def main() -> int:
             "--fresh",
         ]
         cpu0, machine0 = children_cpu(), machine_cpu()
-        with GatewayCpu(batch) as gw_cpu:
+        with GatewayCpu(batch) as gw_cpu, ContainersCpu() as matrix_containers:
             m0 = time.time()
             done = subprocess.run(
                 cmd,
@@ -204,13 +240,14 @@ def main() -> int:
             )
             seq = "\n".join(str(i) for i in range(1, args.jobs + 1)) + "\n"
             machine2, t0 = machine_cpu(), time.time()
-            xargs = subprocess.run(
-                ["xargs", "-P", str(args.parallel), "-I{}", "sh", "-c", timed_run],
-                input=seq,
-                text=True,
-                capture_output=True,
-                check=False,
-            )
+            with ContainersCpu() as raw_containers:
+                xargs = subprocess.run(
+                    ["xargs", "-P", str(args.parallel), "-I{}", "sh", "-c", timed_run],
+                    input=seq,
+                    text=True,
+                    capture_output=True,
+                    check=False,
+                )
             raw = time.time() - t0
             machine3 = machine_cpu()
         runs = [line.split() for line in xargs.stdout.splitlines() if len(line.split()) == 4]
@@ -253,6 +290,20 @@ def main() -> int:
             print(
                 f"  machine CPU a job        {ours:7.2f} s matrix, {theirs:.2f} s raw ({ours - theirs:+.2f} s)"
             )
+            in_jobs = matrix_containers.seconds(leaving_out=set(gw_cpu.used))
+            in_raw = raw_containers.seconds()
+            if in_jobs is not None and in_raw is not None:
+                # what is left of the machine's CPU: the engine, shims, FUSE, the orchestrator
+                out_jobs = ours - in_jobs / args.jobs - (gw_cpu.seconds or 0.0) / args.jobs
+                out_raw = theirs - in_raw / args.jobs
+                print(
+                    f"    in the jobs' containers {in_jobs / args.jobs:6.2f} s matrix, "
+                    f"{in_raw / args.jobs:.2f} s raw ({(in_jobs - in_raw) / args.jobs:+.2f} s)"
+                )
+                print(
+                    f"    outside them            {out_jobs:6.2f} s matrix, {out_raw:.2f} s raw "
+                    f"({out_jobs - out_raw:+.2f} s; the gateway left out)"
+                )
         return 0 if not infra and not raw_failed else 3
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
