@@ -65,56 +65,12 @@ repeat = {n}
 """
 
 
-class GatewayCpu:
-    """The gateway containers' CPU (ns), read from their cgroup every 0.5 s until they go: the
-    last reading before the orchestrator removes one is what it used."""
-
-    def __init__(self, batch: str) -> None:
-        self.batch = batch
-        self.used: dict[str, int] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._poll, daemon=True)
-
-    def __enter__(self) -> GatewayCpu:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _poll(self) -> None:
-        while not self._stop.wait(0.5):
-            ids = subprocess.run(
-                [
-                    "docker",
-                    "ps",
-                    "-q",
-                    "--no-trunc",
-                    "--filter",
-                    "label=org.flower-batch.role=gateway",
-                    "--filter",
-                    f"label=org.flower-batch.batch={self.batch}",
-                ],
-                capture_output=True,
-                text=True,
-                check=False,
-            ).stdout.split()
-            for cid in ids:
-                try:
-                    self.used[cid] = int((CPUACCT / cid / "cpuacct.usage").read_text())
-                except (OSError, ValueError):
-                    pass
-
-    @property
-    def seconds(self) -> float | None:
-        return sum(self.used.values()) / 1e9 if self.used else None
-
-
 class ContainersCpu:
     """Every container's CPU (ns) while the block runs, read from its cgroup every 0.25 s until
     it goes (the last reading is what it used, give or take its last quarter second): splits a
     side's machine CPU into the containers' own and the rest (engine, shims, FUSE, orchestrator)."""
+
+    every_s = 0.25
 
     def __init__(self) -> None:
         self.used: dict[str, int] = {}
@@ -129,12 +85,15 @@ class ContainersCpu:
         self._stop.set()
         self._thread.join()
 
+    def ids(self) -> list[str]:
+        return [p.name for p in CPUACCT.iterdir() if p.is_dir()]
+
     def _poll(self) -> None:
-        while not self._stop.wait(0.25):
+        while not self._stop.wait(self.every_s):
             try:
-                ids = [p.name for p in CPUACCT.iterdir() if p.is_dir()]
+                ids = self.ids()
             except OSError:
-                return  # not cgroup v1 with cgroupfs: nothing to split
+                return  # not cgroup v1 with cgroupfs: nothing to read
             for cid in ids:
                 try:
                     self.used[cid] = int((CPUACCT / cid / "cpuacct.usage").read_text())
@@ -144,6 +103,28 @@ class ContainersCpu:
     def seconds(self, leaving_out: Collection[str] = ()) -> float | None:
         kept = [ns for cid, ns in self.used.items() if cid not in leaving_out]
         return sum(kept) / 1e9 if kept else None
+
+
+class GatewayCpu(ContainersCpu):
+    """The batch's gateway containers only, found with `docker ps` every 0.5 s."""
+
+    every_s = 0.5
+
+    def __init__(self, batch: str) -> None:
+        super().__init__()
+        self.batch = batch
+
+    def ids(self) -> list[str]:
+        return subprocess.run(
+            [
+                *("docker", "ps", "-q", "--no-trunc"),
+                *("--filter", "label=org.flower-batch.role=gateway"),
+                *("--filter", f"label=org.flower-batch.batch={self.batch}"),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.split()
 
 
 def machine_cpu() -> float | None:
@@ -278,10 +259,10 @@ def main() -> int:
         print(
             f"  orchestrator CPU         {orch_cpu:7.1f} s  ({orch_cpu / max(1, len(records)) * 1000:.0f} ms a job)"
         )
-        if gw_cpu.seconds is not None and requests:
+        if (gw_seconds := gw_cpu.seconds()) is not None and requests:
             print(
-                f"  gateway CPU              {gw_cpu.seconds:7.1f} s  ({requests} requests, "
-                f"{gw_cpu.seconds / requests * 1000:.1f} ms a request)"
+                f"  gateway CPU              {gw_seconds:7.1f} s  ({requests} requests, "
+                f"{gw_seconds / requests * 1000:.1f} ms a request)"
             )
         if None not in (machine0, machine1, machine2, machine3):
             # everything on the machine: containers, engine, shims, FUSE, the orchestrator
@@ -294,7 +275,7 @@ def main() -> int:
             in_raw = raw_containers.seconds()
             if in_jobs is not None and in_raw is not None:
                 # what is left of the machine's CPU: the engine, shims, FUSE, the orchestrator
-                out_jobs = ours - in_jobs / args.jobs - (gw_cpu.seconds or 0.0) / args.jobs
+                out_jobs = ours - in_jobs / args.jobs - (gw_cpu.seconds() or 0.0) / args.jobs
                 out_raw = theirs - in_raw / args.jobs
                 print(
                     f"    in the jobs' containers {in_jobs / args.jobs:6.2f} s matrix, "
