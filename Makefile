@@ -30,7 +30,7 @@ TEST_WORKERS ?= 4
 PYTEST_XDIST ?= -n $(TEST_WORKERS)
 
 # `make test`: the swarm tests' 3-node cluster (scripts/cluster/up.sh) comes up in the
-# background while the image builds, then the suite runs (10 min 44 s from a clean clone on the
+# background while the image builds, then the suite runs (14 min from a clean clone on the
 # 2-core machine, aim 12; the swarm tests wait for the cluster, then find it up). The slowest
 # tests are listed at the end: where the next minutes are.
 # While the image builds, one collection writes pytest's rewritten test modules to __pycache__
