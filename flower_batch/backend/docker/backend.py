@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
+from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
@@ -36,6 +37,11 @@ from flower_batch.outputlines import LineSplitter
 T = TypeVar("T")
 
 _EXITED = re.compile(r"^Exited \((-?\d+)\)")
+# A container with no network gets none from the engine either (create's NetworkDisabled): an
+# engine-made sandbox would cost dockerd two re-execs per container (libnetwork-setkey and
+# set-ipv6) for a namespace with loopback only, which runc sets up on its own. The engine then
+# writes no /etc/hosts, so this one (localhost only, as the engine's) is mounted read-only.
+LOOPBACK_HOSTS = Path(__file__).with_name("loopback_hosts")
 
 
 def label_filters(labels: LabelFilter) -> dict[str, list[str]]:
@@ -79,11 +85,17 @@ class DockerBackend(Backend):
         if spec.secrets:  # on stdin at each start (secret_handover.py), never in the config
             command, env, tmpfs = receiving(spec)
 
+        offline = spec.network == "none"
+
         def create(api: docker.APIClient) -> str:
             mounts = [
                 docker.types.Mount(m.target, m.source, type=m.kind, read_only=m.read_only)
                 for m in spec.mounts
             ]
+            if offline:
+                mounts.append(
+                    docker.types.Mount("/etc/hosts", str(LOOPBACK_HOSTS), type="bind", read_only=True)
+                )
             jail = spec.confinement
             host_config = api.create_host_config(
                 mounts=mounts,
@@ -117,6 +129,7 @@ class DockerBackend(Backend):
                 name=spec.name,
                 host_config=host_config,
                 networking_config=networking_config,
+                network_disabled=offline,
                 # stdin open for one attach (docker-py sets that with detach=False): the secrets
                 detach=not spec.secrets,
                 stdin_open=bool(spec.secrets),

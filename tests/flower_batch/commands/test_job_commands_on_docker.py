@@ -328,7 +328,8 @@ def test_killed_mid_step_then_wake_continues_the_same_session(
         host = container.attrs["HostConfig"]  # confined (docs/security.md)
         assert host["CapDrop"] == ["ALL"] and host["SecurityOpt"] == ["no-new-privileges"]
         assert host["PidsLimit"] == 2048 and host["ReadonlyRootfs"] is True and "/tmp" in host["Tmpfs"]
-        assert host["NetworkMode"] == "none"
+        assert host["NetworkMode"] == "none" and container.attrs["Config"]["NetworkDisabled"] is True
+        assert container.exec_run(["getent", "hosts", "localhost"]).output.split()[1] == b"localhost"
         # everything this orchestrator made carries the labels gc relies on (scripted mode on one
         # machine makes no network: the job and its gateway have none)
         made = labelled("adhoc", {labels[LEASE]})

@@ -8,6 +8,7 @@ import uuid
 from collections.abc import AsyncIterator
 
 import anyio
+import docker
 import pytest
 
 from flower_batch.backend.base import ContainerSpec
@@ -87,6 +88,22 @@ async def test_network_alias_resolves_for_other_containers(docker_rig) -> None:
     )
     assert code == 0 and out and out[0].split()[1] == "gateway"
     await backend.remove(server, force=True)
+
+
+@pytest.mark.docker
+async def test_no_network_is_loopback_only_with_localhost_and_no_engine_sandbox(docker_rig) -> None:
+    # "none" is NetworkDisabled: runc's own namespace (loopback up), no sandbox from dockerd (it
+    # cost two re-execs per container), and our read-only /etc/hosts in place of the engine's.
+    backend, image, labels = docker_rig
+    sh = "echo /sys/class/net/*; getent hosts localhost; (echo x >> /etc/hosts) 2>/dev/null || echo read-only"
+    spec = ContainerSpec(image, ["sh", "-c", sh], labels=labels, network="none")
+    cid = await backend.create(spec)
+    await backend.start(cid)
+    assert await backend.wait(cid, timeout=30) == 0
+    out = [line async for line in backend.logs(cid)]
+    assert out[0] == "/sys/class/net/lo" and "localhost" in out[1].split() and out[-1] == "read-only"
+    attrs = docker.APIClient().inspect_container(cid)
+    assert attrs["Config"]["NetworkDisabled"] is True and not attrs["NetworkSettings"]["SandboxKey"]
 
 
 @pytest.mark.docker
