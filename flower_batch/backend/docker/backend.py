@@ -40,7 +40,9 @@ _EXITED = re.compile(r"^Exited \((-?\d+)\)")
 # A container with no network gets none from the engine either (create's NetworkDisabled): an
 # engine-made sandbox would cost dockerd two re-execs per container (libnetwork-setkey and
 # set-ipv6) for a namespace with loopback only, which runc sets up on its own. The engine then
-# writes no /etc/hosts, so this one (localhost only, as the engine's) is mounted read-only.
+# writes no /etc/hosts, so this one (localhost only, as the engine's) is mounted read-only: from
+# this host's disk, so only for an engine on this host's socket (one over TCP, e.g. a cluster's
+# manager running an import check, keeps the engine's sandbox).
 LOOPBACK_HOSTS = Path(__file__).with_name("loopback_hosts")
 
 
@@ -62,6 +64,11 @@ class DockerBackend(Backend):
     @property
     def address(self) -> str:
         return self._conn.address
+
+    @property
+    def on_this_host(self) -> bool:
+        """The engine is on this host's socket, so it sees this host's files."""
+        return self.address.startswith(("unix://", "http+unix://"))
 
     async def _call(
         self, kind: Kind, ref: str, fn: Callable[..., T], *args: Any, safe: bool = False, **kwargs: Any
@@ -85,7 +92,7 @@ class DockerBackend(Backend):
         if spec.secrets:  # on stdin at each start (secret_handover.py), never in the config
             command, env, tmpfs = receiving(spec)
 
-        offline = spec.network == "none"
+        offline = spec.network == "none" and self.on_this_host
 
         def create(api: docker.APIClient) -> str:
             mounts = [

@@ -106,6 +106,12 @@ async def test_no_network_is_loopback_only_with_localhost_and_no_engine_sandbox(
     assert attrs["Config"]["NetworkDisabled"] is True and not attrs["NetworkSettings"]["SandboxKey"]
 
 
+def test_only_an_engine_on_this_hosts_socket_gets_our_hosts_file() -> None:
+    # a cluster's manager over TCP cannot see it: it keeps the engine's own sandbox
+    assert DockerBackend(base_url="unix:///var/run/docker.sock").on_this_host
+    assert not DockerBackend(base_url="tcp://10.0.0.2:2375").on_this_host
+
+
 @pytest.mark.docker
 async def test_following_logs_can_be_abandoned_promptly(docker_rig) -> None:
     backend, image, labels = docker_rig
