@@ -102,6 +102,11 @@ T = TypeVar("T")
 
 CONTROL_IN_TASK = "/run/flower-batch"
 SECRETS_IN_TASK = SECRETS_DIR
+# A task's peers on the overlay move: the gateway's replacement task has a new address, and a
+# connect to the dead one is never refused, it waits out the kernel's SYN retries (6: ~127 s, a
+# job stalled 135 s after its gateway was killed). Two (~7 s) let the CLI retry and resolve the
+# name again: 21 s in all. The namespace is the task's own, so nothing else is touched.
+SYN_RETRIES = 2
 PROBE_TIMEOUT_S = 300.0  # a node's first pull of the runtime image is part of the first probe
 # Swarm's constraint enforcer may still reject a task before it starts when something else on
 # the cluster left replicated-job tasks with reservations on the node (see RESERVATIONS).
@@ -461,6 +466,7 @@ class SwarmBackend(Backend):
                 # service has no such setting before API 1.44 (docs/security.md).
                 cap_drop=["ALL"],
                 read_only=spec.confinement.read_only_root,
+                sysctls={"net.ipv4.tcp_syn_retries": str(SYN_RETRIES)} if spec.network else None,
             )
             container["Mounts"] += [
                 _tmpfs(target, options) for target, options in spec.confinement.tmpfs.items()

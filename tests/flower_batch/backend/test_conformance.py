@@ -432,6 +432,21 @@ async def test_networks_by_label(rig: Rig) -> None:
         await rig.backend.remove_network(name)
 
 
+@pytest.mark.swarm
+async def test_a_task_on_the_overlay_gives_up_a_dead_address_in_seconds() -> None:
+    # (the gateway's replacement task has a new address: the old one must not hold a job 2 min)
+    from flower_batch.backend.swarm.backend import SYN_RETRIES
+
+    labels = {"org.flower-batch.test": uuid.uuid4().hex[:12]}
+    async for rig in _swarm_rig(labels):
+        name = f"conf-net-{uuid.uuid4().hex[:8]}"
+        await rig.backend.create_network(name, rig.labels, internal=True)
+        spec = rig.spec(["cat", "/proc/sys/net/ipv4/tcp_syn_retries"], network=name)
+        cid, code = await rig.run(spec, timeout=60)
+        assert code == 0 and [line async for line in rig.backend.logs(cid)] == [str(SYN_RETRIES)]
+        assert SYN_RETRIES <= 3
+
+
 async def test_volumes_by_label_and_mounted(rig: Rig) -> None:
     name = f"conf-vol-{uuid.uuid4().hex[:8]}"
     if rig.kind == "swarm":  # node-local on a cluster: refused in one line, nothing made
