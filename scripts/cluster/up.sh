@@ -5,7 +5,9 @@
 #   SHARED   host folder bind-mounted at the same path into every node: the stand-in for NFS
 #            (default: ./volumes, flower-batch's default home, and the swarm tests' folder, so
 #            the tests can use a cluster made by hand). Several: space-separated.
-#   STORAGE  the nodes' storage driver: fuse-overlayfs (default) or vfs.
+#   STORAGE  the nodes' storage driver: overlay2 where the kernel mounts an overlay on a node's
+#            data volume (the default when it does: a bare service starts in 1.4 s, not 3.1 s,
+#            on fuse-overlayfs), else fuse-overlayfs; or vfs.
 #
 # Prints the lines to eval for using the cluster, and writes them to $ENV_FILE:
 #   DOCKER_HOST=tcp://<manager-ip>:2375   (the manager's engine, on the private network only)
@@ -17,7 +19,7 @@ PREFIX=${PREFIX:-fbswarm}
 NETWORK=${NETWORK:-$PREFIX-net}
 [ "$PREFIX" = fbswarm ] && tests_dir=/var/tmp/fb-swarm-tests || tests_dir=/var/tmp/$PREFIX-tests
 SHARED=${SHARED:-$(pwd)/volumes $tests_dir}  # tests_dir: as tests/batch_fixtures/swarm.py's SHARED
-STORAGE=${STORAGE:-fuse-overlayfs}
+STORAGE=${STORAGE:-}
 WORKERS=${WORKERS:-2}
 # the same names as tests/batch_fixtures/swarm.py gives a prefix
 [ "$PREFIX" = fbswarm ] && env_name=cluster.env || env_name=cluster-$PREFIX.env
@@ -69,6 +71,18 @@ same_shared() {  # NAME: the node mounts every folder of $SHARED (else it is ano
     done
 }
 
+node_storage() {  # NAME: $STORAGE, else overlay2 if an overlay mounts on its data volume
+    if [ -n "$STORAGE" ]; then echo "$STORAGE"; return; fi
+    # shellcheck disable=SC2016
+    if docker exec "$1" sh -c 'p=/var/lib/docker/.overlay-probe; rm -rf $p; mkdir -p $p/l $p/u $p/w $p/m &&
+        mount -t overlay overlay -o lowerdir=$p/l,upperdir=$p/u,workdir=$p/w $p/m && umount $p/m
+        s=$?; rm -rf $p; exit $s' >/dev/null 2>&1; then
+        echo overlay2
+    else
+        echo fuse-overlayfs
+    fi
+}
+
 start_node() {  # NAME
     name=$1
     if running "$name"; then
@@ -98,8 +112,10 @@ start_node() {  # NAME
         -v "$name-data:/var/lib/docker" $mounts \
         "$NODE_IMAGE" >/dev/null
     echo "$(who): made $name" >> "$LOG"
+    storage=$(node_storage "$name")
+    echo "$(who): $name stores with $storage" >> "$LOG"
     docker exec -i "$name" sh -c "mkdir -p /etc/docker && cat > /etc/docker/daemon.json" <<JSON
-{"storage-driver": "$STORAGE", "insecure-registries": ["$REGISTRY"],
+{"storage-driver": "$storage", "insecure-registries": ["$REGISTRY"],
  "cgroup-parent": "/$name", "log-driver": "json-file"}
 JSON
     start_dockerd "$name"
@@ -148,5 +164,6 @@ mkdir -p "$(dirname "$ENV_FILE")"
 printf 'export DOCKER_HOST=tcp://%s:2375\nexport FLOWER_BATCH_REGISTRY=%s\nexport FLOWER_BATCH_CLUSTER_SHARED="%s"\nexport FLOWER_BATCH_CLUSTER_ENGINE=%s\n' \
     "$manager_ip" "$REGISTRY" "$SHARED" "${DOCKER_HOST:-}" > "$ENV_FILE"
 docker exec "$PREFIX-manager" docker node ls >&2
-echo "cluster: up (storage $STORAGE); use it with:  . $ENV_FILE" >&2
+storage=$(docker exec "$PREFIX-manager" docker info -f '{{.Driver}}')
+echo "cluster: up (storage $storage); use it with:  . $ENV_FILE" >&2
 cat "$ENV_FILE"
