@@ -6,7 +6,7 @@
 #   node_drift.sh make REF | node_drift.sh undo REF
 # It edits the engine's reference store, so dockerd is restarted (as up.sh starts it).
 set -eu
-REPOS=/var/lib/docker/image/fuse-overlayfs/repositories.json
+REPOS=/var/lib/docker/image/$(docker info -f '{{.Driver}}')/repositories.json  # the storage driver's own
 restart() {
     kill "$(pidof dockerd)"; while pidof dockerd >/dev/null; do sleep 0.2; done
     "$@"
