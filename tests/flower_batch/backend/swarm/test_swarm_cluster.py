@@ -646,7 +646,11 @@ def test_a_gateway_killed_on_its_node_is_seen_restarted_and_the_job_finishes_exa
     from bench import soakjob
 
     turns = 12
-    files = soakjob.write_project(home.with_name(home.name + "-soak"), leg=turns, handoff_at=None)
+    # a second an answer: the kill (found and sent through the manager, about 2 s) must land
+    # while the job still talks to the gateway, not after its last turn
+    files = soakjob.write_project(
+        home.with_name(home.name + "-soak"), leg=turns, handoff_at=None, delay_s=1.0
+    )
     proc = fb_swarm_start(
         swarm,
         "run",
