@@ -30,8 +30,8 @@ TEST_WORKERS ?= 4
 PYTEST_XDIST ?= -n $(TEST_WORKERS)
 
 # `make test`: the swarm tests' 3-node cluster (scripts/cluster/up.sh) comes up in the
-# background while the image builds, then the suite runs (14 min from a clean clone on a
-# 2-core machine, 10 min 44 s on a faster one, aim 12; the swarm tests wait for the cluster, then find it up). The slowest
+# background while the image builds, then the suite runs (9 min 16 s from a clean clone on a
+# 2-core machine, aim 12; the swarm tests wait for the cluster, then find it up). The slowest
 # tests are listed at the end: where the next minutes are.
 # While the image builds, one collection writes pytest's rewritten test modules to __pycache__
 # (PYTHONDONTWRITEBYTECODE, set on these machines, stops that): each worker then loads them
