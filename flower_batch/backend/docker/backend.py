@@ -56,6 +56,8 @@ class DockerBackend(Backend):
         self._conn = Connection(base_url, timeout, pool_size=max_blocking_waits + 64)
         self._waits = anyio.CapacityLimiter(max_blocking_waits)
         self._secrets: dict[str, dict[str, str]] = {}  # container id -> what each start hands over
+        # once, not at each create: the address is read from the environment (DOCKER_HOST, TLS)
+        self._on_this_host = self._conn.address.startswith(("unix://", "http+unix://"))
 
     @property
     def shares_unix_sockets(self) -> bool:
@@ -68,7 +70,7 @@ class DockerBackend(Backend):
     @property
     def on_this_host(self) -> bool:
         """The engine is on this host's socket, so it sees this host's files."""
-        return self.address.startswith(("unix://", "http+unix://"))
+        return self._on_this_host
 
     async def _call(
         self, kind: Kind, ref: str, fn: Callable[..., T], *args: Any, safe: bool = False, **kwargs: Any
