@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
-from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
@@ -30,6 +29,7 @@ from flower_batch.backend.base import (
     signal_number,
 )
 from flower_batch.backend.docker.connection import Connection, Kind, is_read_timeout, translate
+from flower_batch.backend.docker.loopback_hosts import loopback_hosts_file
 from flower_batch.backend.docker.secret_handover import receiving, start_handing_over
 from flower_batch.backend.docker.transient import retrying
 from flower_batch.outputlines import LineSplitter
@@ -40,10 +40,10 @@ _EXITED = re.compile(r"^Exited \((-?\d+)\)")
 # A container with no network gets none from the engine either (create's NetworkDisabled): an
 # engine-made sandbox would cost dockerd two re-execs per container (libnetwork-setkey and
 # set-ipv6) for a namespace with loopback only, which runc sets up on its own. The engine then
-# writes no /etc/hosts, so this one (localhost only, as the engine's) is mounted read-only: from
-# this host's disk, so only for an engine on this host's socket (one over TCP, e.g. a cluster's
-# manager running an import check, keeps the engine's sandbox).
-LOOPBACK_HOSTS = Path(__file__).with_name("loopback_hosts")
+# writes no /etc/hosts, so one of ours (localhost only, as the engine's: loopback_hosts.py) is
+# mounted read-only: from this host's disk, so only for an engine on this host's socket (one over
+# TCP, e.g. a cluster's manager running an import check, keeps the engine's sandbox), and only
+# where that file could be written (else the engine's sandbox, slower but the same to the job).
 
 
 def label_filters(labels: LabelFilter) -> dict[str, list[str]]:
@@ -58,6 +58,7 @@ class DockerBackend(Backend):
         self._secrets: dict[str, dict[str, str]] = {}  # container id -> what each start hands over
         # once, not at each create: the address is read from the environment (DOCKER_HOST, TLS)
         self._on_this_host = self._conn.address.startswith(("unix://", "http+unix://"))
+        self._hosts_file = loopback_hosts_file() if self._on_this_host else None
 
     @property
     def shares_unix_sockets(self) -> bool:
@@ -94,17 +95,15 @@ class DockerBackend(Backend):
         if spec.secrets:  # on stdin at each start (secret_handover.py), never in the config
             command, env, tmpfs = receiving(spec)
 
-        offline = spec.network == "none" and self.on_this_host
+        hosts_file = self._hosts_file if spec.network == "none" else None
 
         def create(api: docker.APIClient) -> str:
             mounts = [
                 docker.types.Mount(m.target, m.source, type=m.kind, read_only=m.read_only)
                 for m in spec.mounts
             ]
-            if offline:
-                mounts.append(
-                    docker.types.Mount("/etc/hosts", str(LOOPBACK_HOSTS), type="bind", read_only=True)
-                )
+            if hosts_file:
+                mounts.append(docker.types.Mount("/etc/hosts", str(hosts_file), type="bind", read_only=True))
             jail = spec.confinement
             host_config = api.create_host_config(
                 mounts=mounts,
@@ -138,7 +137,7 @@ class DockerBackend(Backend):
                 name=spec.name,
                 host_config=host_config,
                 networking_config=networking_config,
-                network_disabled=offline,
+                network_disabled=hosts_file is not None,
                 # stdin open for one attach (docker-py sets that with detach=False): the secrets
                 detach=not spec.secrets,
                 stdin_open=bool(spec.secrets),

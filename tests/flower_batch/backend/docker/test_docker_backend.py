@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -91,10 +92,19 @@ async def test_network_alias_resolves_for_other_containers(docker_rig) -> None:
 
 
 @pytest.mark.docker
-async def test_no_network_is_loopback_only_with_localhost_and_no_engine_sandbox(docker_rig) -> None:
+async def test_no_network_is_loopback_only_with_localhost_and_no_engine_sandbox(
+    docker_rig, tmp_path, monkeypatch
+) -> None:
     # "none" is NetworkDisabled: runc's own namespace (loopback up), no sandbox from dockerd (it
-    # cost two re-execs per container), and our read-only /etc/hosts in place of the engine's.
-    backend, image, labels = docker_rig
+    # cost two re-execs per container), and our read-only /etc/hosts in place of the engine's,
+    # which the sandbox's uid reads even when the orchestrator runs under umask 077 (as CI did).
+    _, image, labels = docker_rig
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    old = os.umask(0o077)
+    try:
+        backend = DockerBackend()
+    finally:
+        os.umask(old)
     sh = "echo /sys/class/net/*; getent hosts localhost; (echo x >> /etc/hosts) 2>/dev/null || echo read-only"
     spec = ContainerSpec(image, ["sh", "-c", sh], labels=labels, network="none")
     cid = await backend.create(spec)
@@ -104,6 +114,8 @@ async def test_no_network_is_loopback_only_with_localhost_and_no_engine_sandbox(
     assert out[0] == "/sys/class/net/lo" and "localhost" in out[1].split() and out[-1] == "read-only"
     attrs = docker.APIClient().inspect_container(cid)
     assert attrs["Config"]["NetworkDisabled"] is True and not attrs["NetworkSettings"]["SandboxKey"]
+    await backend.remove(cid, force=True)
+    await backend.aclose()
 
 
 def test_only_an_engine_on_this_hosts_socket_gets_our_hosts_file() -> None:
