@@ -106,25 +106,26 @@ class ContainersCpu:
 
 
 class GatewayCpu(ContainersCpu):
-    """The batch's gateway containers only, found with `docker ps` every 0.5 s."""
+    """The batch's gateway containers only, asked of the engine every 0.5 s. Over its API, not
+    with `docker ps`: a CLI process every 0.5 s cost 2.3 s of machine CPU in a 64-job run,
+    charged to the matrix side (the baseline runs no such poll)."""
 
     every_s = 0.5
 
     def __init__(self, batch: str) -> None:
+        import docker
+
         super().__init__()
         self.batch = batch
+        self._api = docker.APIClient()
+
+    def __exit__(self, *exc: object) -> None:
+        super().__exit__(*exc)
+        self._api.close()
 
     def ids(self) -> list[str]:
-        return subprocess.run(
-            [
-                *("docker", "ps", "-q", "--no-trunc"),
-                *("--filter", "label=org.flower-batch.role=gateway"),
-                *("--filter", f"label=org.flower-batch.batch={self.batch}"),
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-        ).stdout.split()
+        labels = ["org.flower-batch.role=gateway", f"org.flower-batch.batch={self.batch}"]
+        return [c["Id"] for c in self._api.containers(quiet=True, filters={"label": labels})]
 
 
 def machine_cpu() -> float | None:
