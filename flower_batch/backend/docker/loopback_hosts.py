@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import os
 import stat
-import tempfile
 from pathlib import Path
+
+from flower.fileio import write_atomic
 
 HOSTS = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
 NAME = "loopback_hosts"
@@ -48,17 +49,8 @@ def loopback_hosts_file(folder: Path | None = None) -> Path | None:
     path = folder / NAME
     if _is_ours(path):
         return path
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{NAME}-")
-        try:
-            with os.fdopen(fd, "w") as out:
-                out.write(HOSTS)
-            os.chmod(tmp, 0o444)
-            os.replace(tmp, path)  # whole or not at all, when two commands start at once
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+    try:  # whole or not at all, when two commands start at once
+        write_atomic(path, HOSTS, mode=0o444)
     except OSError:
         return None
     return path

@@ -105,17 +105,18 @@ async def test_no_network_is_loopback_only_with_localhost_and_no_engine_sandbox(
         backend = DockerBackend()
     finally:
         os.umask(old)
-    sh = "echo /sys/class/net/*; getent hosts localhost; (echo x >> /etc/hosts) 2>/dev/null || echo read-only"
-    spec = ContainerSpec(image, ["sh", "-c", sh], labels=labels, network="none")
-    cid = await backend.create(spec)
-    await backend.start(cid)
-    assert await backend.wait(cid, timeout=30) == 0
-    out = [line async for line in backend.logs(cid)]
-    assert out[0] == "/sys/class/net/lo" and "localhost" in out[1].split() and out[-1] == "read-only"
-    attrs = docker.APIClient().inspect_container(cid)
-    assert attrs["Config"]["NetworkDisabled"] is True and not attrs["NetworkSettings"]["SandboxKey"]
-    await backend.remove(cid, force=True)
-    await backend.aclose()
+    try:
+        sh = "echo /sys/class/net/*; getent hosts localhost; (echo x >> /etc/hosts) 2>/dev/null || echo read-only"
+        spec = ContainerSpec(image, ["sh", "-c", sh], labels=labels, network="none")
+        cid = await backend.create(spec)
+        await backend.start(cid)
+        assert await backend.wait(cid, timeout=30) == 0
+        out = [line async for line in backend.logs(cid)]
+        assert out[0] == "/sys/class/net/lo" and "localhost" in out[1].split() and out[-1] == "read-only"
+        attrs = docker.APIClient().inspect_container(cid)
+        assert attrs["Config"]["NetworkDisabled"] is True and not attrs["NetworkSettings"]["SandboxKey"]
+    finally:
+        await backend.aclose()  # its container goes with the rig's labels
 
 
 def test_only_an_engine_on_this_hosts_socket_gets_our_hosts_file() -> None:
