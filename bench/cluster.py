@@ -37,6 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from flower_batch.backend.base import Backend  # noqa: E402
+from flower_batch.backend.docker.loopback_hosts import cache_folder  # noqa: E402
 from flower_batch.backend.select import REGISTRY_ENV, open_backend  # noqa: E402
 from flower_batch.jobsfile import load_jobs_file  # noqa: E402
 from flower_batch.layout import Home  # noqa: E402
@@ -108,7 +109,9 @@ def run_matrix(side: str, jobs: int, parallel: int, image_id: str, env: dict[str
         reasons: list[str] = []
 
         async def go() -> dict[str, str]:
-            async with open_backend(kind, home.root, registry=os.environ.get(REGISTRY_ENV)) as backend:
+            async with open_backend(
+                kind, home.root, registry=os.environ.get(REGISTRY_ENV), cache=cache_folder(os.environ)
+            ) as backend:
                 if side == "swarm-cold":
                     backend.warm_networks = False  # type: ignore[attr-defined]
                 instrument(backend, submitted, running)

@@ -31,9 +31,10 @@ def backend_name(flag: str | None = None, env_value: str | None = None, jobs_fil
     return "docker"
 
 
-def open_backend(name: str, home: Path, registry: str | None = None) -> Backend:
+def open_backend(name: str, home: Path, registry: str | None = None, cache: Path | None = None) -> Backend:
     """A backend for `name`; `home` is where batches live (on a cluster: the shared storage);
-    `registry`: the cluster's ($FLOWER_BATCH_REGISTRY), for pushing the runtime image."""
+    `registry`: the cluster's ($FLOWER_BATCH_REGISTRY), for pushing the runtime image;
+    `cache`: the user's cache folder (loopback_hosts.cache_folder), for the local engine."""
     if name == "swarm":
         from flower_batch.backend.swarm.backend import SwarmBackend
 
@@ -41,4 +42,4 @@ def open_backend(name: str, home: Path, registry: str | None = None) -> Backend:
         return SwarmBackend(control_dir=root / SWARM_CONTROL, shared_root=root, registry=registry)
     from flower_batch.backend.docker.backend import DockerBackend
 
-    return DockerBackend()
+    return DockerBackend(hosts_folder=cache)

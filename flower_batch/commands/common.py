@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from flower_batch.backend.base import Backend
+from flower_batch.backend.docker.loopback_hosts import cache_folder
 from flower_batch.backend.select import BACKEND_ENV, REGISTRY_ENV, backend_name, open_backend
 from flower_batch.errors import FlowerBatchError
 from flower_batch.gateway.host.setup import use_upstream
@@ -69,7 +70,12 @@ def chosen_backend(flag: str | None, recorded: str | None) -> str:
 
 def open_named(name: str, root: Path) -> Backend:
     """The backend `name` names, with the cluster's registry from $FLOWER_BATCH_REGISTRY."""
-    return open_backend(name, root, registry=os.environ.get(REGISTRY_ENV))
+    return open_backend(name, root, registry=os.environ.get(REGISTRY_ENV), cache=user_cache())
+
+
+def user_cache() -> Path | None:
+    """$XDG_CACHE_HOME or ~/.cache, read here where the command starts (for loopback_hosts)."""
+    return cache_folder(os.environ)
 
 
 def home_at(path: Path | None) -> Home:

@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 
 from flower_batch.backend.docker.backend import DockerBackend
-from flower_batch.commands.common import chosen_backend, err, open_named, run_async
+from flower_batch.commands.common import chosen_backend, err, open_named, run_async, user_cache
 from flower_batch.errors import FlowerBatchError, one_line
 from flower_batch.jobmodel.spec import JobSpec
 from flower_batch.preflight import Preflight
@@ -67,7 +67,7 @@ def finish_preflight(
         scratch = engine.scratch if engine is not None else None
 
         async def go() -> None:
-            async with DockerBackend() as backend:
+            async with DockerBackend(hosts_folder=user_cache()) as backend:
                 await pf.check_engine(backend, image_id, scratch=scratch, seen=seen)
             if engine is not None and engine.name != "docker":
                 async with open_named(engine.name, engine.home) as cluster:

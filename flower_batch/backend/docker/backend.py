@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
+from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
@@ -51,14 +52,22 @@ def label_filters(labels: LabelFilter) -> dict[str, list[str]]:
 
 
 class DockerBackend(Backend):
-    def __init__(self, base_url: str | None = None, timeout: float = 120.0, max_blocking_waits: int = 512):
+    def __init__(
+        self,
+        base_url: str | None = None,
+        timeout: float = 120.0,
+        max_blocking_waits: int = 512,
+        hosts_folder: Path | None = None,
+    ):
+        """`hosts_folder`: where the /etc/hosts of no-network containers is written (the user's
+        cache, loopback_hosts.py); without it they keep the engine's own network sandbox."""
         # A connection per concurrent call kept for reuse: each running job holds one in its wait.
         self._conn = Connection(base_url, timeout, pool_size=max_blocking_waits + 64)
         self._waits = anyio.CapacityLimiter(max_blocking_waits)
         self._secrets: dict[str, dict[str, str]] = {}  # container id -> what each start hands over
         # once, not at each create: the address is read from the environment (DOCKER_HOST, TLS)
         self._on_this_host = self._conn.address.startswith(("unix://", "http+unix://"))
-        self._hosts_file = loopback_hosts_file() if self._on_this_host else None
+        self._hosts_file = loopback_hosts_file(hosts_folder) if self._on_this_host and hosts_folder else None
 
     @property
     def shares_unix_sockets(self) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Mapping
 from pathlib import Path
 
 from flower.fileio import write_atomic
@@ -18,14 +19,14 @@ HOSTS = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
 NAME = "loopback_hosts"
 
 
-def cache_folder() -> Path | None:
-    """$XDG_CACHE_HOME/flower-batch, else ~/.cache/flower-batch; None with no home at all."""
-    if base := os.environ.get("XDG_CACHE_HOME"):
+def cache_folder(environ: Mapping[str, str]) -> Path | None:
+    """$XDG_CACHE_HOME/flower-batch, else $HOME/.cache/flower-batch; None with neither set.
+    `environ`: the environment as the command read it where it started."""
+    if base := environ.get("XDG_CACHE_HOME"):
         return Path(base) / "flower-batch"
-    try:
-        return Path.home() / ".cache" / "flower-batch"
-    except RuntimeError:
-        return None
+    if home := environ.get("HOME"):
+        return Path(home) / ".cache" / "flower-batch"
+    return None
 
 
 def _is_ours(path: Path) -> bool:
@@ -41,11 +42,8 @@ def _is_ours(path: Path) -> bool:
         return False
 
 
-def loopback_hosts_file(folder: Path | None = None) -> Path | None:
-    """A readable-by-all hosts file with localhost only; None where none can be written."""
-    folder = folder or cache_folder()
-    if folder is None:
-        return None
+def loopback_hosts_file(folder: Path) -> Path | None:
+    """A readable-by-all hosts file with localhost only, in `folder`; None where none can be written."""
     path = folder / NAME
     if _is_ours(path):
         return path

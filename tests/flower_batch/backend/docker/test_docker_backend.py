@@ -92,17 +92,14 @@ async def test_network_alias_resolves_for_other_containers(docker_rig) -> None:
 
 
 @pytest.mark.docker
-async def test_no_network_is_loopback_only_with_localhost_and_no_engine_sandbox(
-    docker_rig, tmp_path, monkeypatch
-) -> None:
+async def test_no_network_is_loopback_only_with_localhost_and_no_engine_sandbox(docker_rig, tmp_path) -> None:
     # "none" is NetworkDisabled: runc's own namespace (loopback up), no sandbox from dockerd (it
     # cost two re-execs per container), and our read-only /etc/hosts in place of the engine's,
     # which the sandbox's uid reads even when the orchestrator runs under umask 077 (as CI did).
     _, image, labels = docker_rig
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     old = os.umask(0o077)
     try:
-        backend = DockerBackend()
+        backend = DockerBackend(hosts_folder=tmp_path / "cache")
     finally:
         os.umask(old)
     try:

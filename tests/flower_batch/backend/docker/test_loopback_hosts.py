@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from flower_batch.backend.docker.backend import DockerBackend
-from flower_batch.backend.docker.loopback_hosts import HOSTS, loopback_hosts_file
+from flower_batch.backend.docker.loopback_hosts import HOSTS, cache_folder, loopback_hosts_file
 
 
 @pytest.fixture
@@ -44,16 +44,19 @@ def test_a_changed_or_planted_file_is_replaced_never_followed(tmp_path: Path) ->
     assert not path.is_symlink() and path.read_text() == HOSTS and secret.read_text() == "not for a job\n"
 
 
-def test_where_no_file_can_be_written_the_engine_keeps_its_sandbox(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_where_no_file_can_be_written_the_engine_keeps_its_sandbox(tmp_path: Path) -> None:
     blocked = tmp_path / "a-file"
     blocked.write_text("")
     assert loopback_hosts_file(blocked / "cache") is None
-    monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
-    assert DockerBackend(base_url="unix:///var/run/docker.sock")._hosts_file is None
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    assert (
-        DockerBackend(base_url="unix:///var/run/docker.sock")._hosts_file
-        == tmp_path / "flower-batch" / "loopback_hosts"
-    )
+    local = "unix:///var/run/docker.sock"
+    assert DockerBackend(base_url=local, hosts_folder=blocked / "cache")._hosts_file is None
+    assert DockerBackend(base_url=local)._hosts_file is None  # no folder given: none written
+    folder = tmp_path / "cache"
+    assert DockerBackend(base_url=local, hosts_folder=folder)._hosts_file == folder / "loopback_hosts"
+    assert DockerBackend(base_url="tcp://10.0.0.2:2375", hosts_folder=folder)._hosts_file is None
+
+
+def test_the_cache_folder_follows_xdg_then_home() -> None:
+    assert cache_folder({"XDG_CACHE_HOME": "/c", "HOME": "/h"}) == Path("/c/flower-batch")
+    assert cache_folder({"XDG_CACHE_HOME": "", "HOME": "/h"}) == Path("/h/.cache/flower-batch")
+    assert cache_folder({}) is None
