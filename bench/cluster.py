@@ -12,7 +12,13 @@ A fourth side, `engine` (last by default: the swarm sides have pulled the image 
 by then; first, it pays the pulls, ~28 s), is the cluster's own floor for that latency: bare
 `docker service create` of the runtime image (`sleep`, one replica, no restart, no network, no
 mount), as many as jobs, `--parallel` at a time, each timed from its create call to its task
-reported running (polled every 50 ms), then removed. No flower-batch code runs on that side.
+reported running, then removed. No flower-batch code runs on that side. A fifth, `engine-net`,
+is the same with each service on an internal overlay network kept up on every node by a global
+service (what the jobs have): the floor of a task that joins a network.
+
+Every side is polled every POLL_S. On the swarm sides each task's states (pending, assigned,
+preparing, starting, running) are timed from submit where seen, median per state: the table
+that says which phase a gap between a side and its floor is in.
 
 Needs the test cluster up with the runtime image pushed (`make cluster-up cluster-push`).
 
@@ -46,6 +52,9 @@ from flower_batch.running.scheduler import run_jobs  # noqa: E402
 # Another test cluster (scripts/cluster/up.sh PREFIX=... ENV_FILE=...): FLOWER_BATCH_CLUSTER_ENV.
 ENV_FILE = Path(os.environ.get("FLOWER_BATCH_CLUSTER_ENV") or ROOT / "images" / ".cache" / "cluster.env")
 PROJECT = ROOT / "tests" / "batch_fixtures" / "project"
+POLL_S = 0.05  # every side alike: the sides differ in what is timed, never in how often
+PHASES = ("pending", "assigned", "accepted", "preparing", "ready", "starting", "running")
+ENDED = ("running", "complete", "failed", "rejected", "shutdown", "orphaned", "remove")
 
 
 def jobs_toml(n: int, backend: str) -> str:
@@ -69,10 +78,43 @@ repeat = {n}
 """
 
 
-def instrument(backend: Backend, submitted: dict[str, float], running: dict[str, float]) -> None:
-    """Time each job task from `start` to the engine reporting it running (polled through the
-    Backend contract every 0.2 s, the same way on both engines)."""
+def newest_state(api: object, service_id: str) -> str | None:
+    tasks = api.tasks(filters={"service": service_id})  # type: ignore[attr-defined]
+    if not tasks:
+        return None
+    return str(max(tasks, key=lambda t: t["CreatedAt"])["Status"]["State"])
+
+
+async def follow_task(api: object, service_id: str, began: float, phases: dict[str, float]) -> bool:
+    """Seconds from `began` to the first sight of each state of the service's task, until it
+    runs (or ends); False when it did not get there in 120 s."""
+    while time.monotonic() - began < 120:
+        state = await anyio.to_thread.run_sync(newest_state, api, service_id)
+        if state is not None:
+            phases.setdefault(state, time.monotonic() - began)
+            if state in ENDED:
+                phases.setdefault("running", phases[state])
+                return True
+        await anyio.sleep(POLL_S)
+    return False
+
+
+def instrument(
+    backend: Backend,
+    submitted: dict[str, float],
+    running: dict[str, float],
+    timelines: list[dict[str, float]],
+    manager_address: str | None,
+) -> None:
+    """Time each job task from `start` to the engine reporting it running, polled every POLL_S:
+    through the Backend contract on one machine, and on a swarm the task's own states, read
+    from its manager (`manager_address`) as the floor reads them."""
     start = backend.start
+    manager = None
+    if manager_address:
+        import docker
+
+        manager = docker.APIClient(base_url=manager_address, timeout=120)
 
     async def timed_start(cid: str) -> None:
         info = await backend.inspect(cid)
@@ -80,14 +122,20 @@ def instrument(backend: Backend, submitted: dict[str, float], running: dict[str,
         if info.labels.get("org.flower-batch.role") != "job":
             return
         submitted[cid] = time.monotonic()
+        if manager is not None:
+            phases: dict[str, float] = {}
+            if await follow_task(manager, cid, submitted[cid], phases):
+                running[cid] = submitted[cid] + phases["running"]
+                timelines.append(phases)
+            return
         while True:
             state = (await backend.inspect(cid)).state
             if state in ("running", "exited", "dead"):
                 running[cid] = time.monotonic()
                 return
-            await anyio.sleep(0.2)
+            await anyio.sleep(POLL_S)
 
-    backend.start = timed_start  # type: ignore[method-assign]
+    backend.start = timed_start  # type: ignore[method-assign, assignment]
 
 
 def run_matrix(side: str, jobs: int, parallel: int, image_id: str, env: dict[str, str]) -> dict[str, float]:
@@ -106,6 +154,7 @@ def run_matrix(side: str, jobs: int, parallel: int, image_id: str, env: dict[str
         home.root.mkdir()
         submitted: dict[str, float] = {}
         running: dict[str, float] = {}
+        timelines: list[dict[str, float]] = []
         reasons: list[str] = []
 
         async def go() -> dict[str, str]:
@@ -114,7 +163,9 @@ def run_matrix(side: str, jobs: int, parallel: int, image_id: str, env: dict[str
             ) as backend:
                 if side == "swarm-cold":
                     backend.warm_networks = False  # type: ignore[attr-defined]
-                instrument(backend, submitted, running)
+                instrument(
+                    backend, submitted, running, timelines, env["DOCKER_HOST"] if kind == "swarm" else None
+                )
                 records = await run_jobs(
                     backend,
                     home,
@@ -136,15 +187,8 @@ def run_matrix(side: str, jobs: int, parallel: int, image_id: str, env: dict[str
         passed = sum(s == "passed" for s in statuses.values())
         for reason in reasons[:3]:
             print(f"  {side}: a job not passed: {' '.join(reason.split())[:300]}", flush=True)
-        latencies = sorted(running[c] - submitted[c] for c in submitted if c in running)
-        return {
-            "wall_s": wall,
-            "passed": passed,
-            "jobs": len(statuses),
-            # nan when no job task got as far as running (an overloaded swarm: see `passed`)
-            "p50_s": statistics.median(latencies) if latencies else float("nan"),
-            "p95_s": latencies[max(0, round(0.95 * len(latencies)) - 1)] if latencies else float("nan"),
-        }
+        latencies = [running[c] - submitted[c] for c in submitted if c in running]
+        return figures(wall, passed, len(statuses), latencies, timelines)
     finally:
         for k, v in old.items():
             if v is None:
@@ -154,36 +198,82 @@ def run_matrix(side: str, jobs: int, parallel: int, image_id: str, env: dict[str
         shutil.rmtree(work, ignore_errors=True)
 
 
-def engine_floor(services: int, parallel: int, image_ref: str, env: dict[str, str]) -> dict[str, float]:
-    """Submit -> running of bare services on the manager: what the cluster itself takes."""
+def figures(
+    wall: float, passed: int, jobs: int, latencies: list[float], timelines: list[dict[str, float]]
+) -> dict[str, float]:
+    latencies = sorted(latencies)
+    found = {  # nan when no task got as far as running (an overloaded swarm: see `passed`)
+        "wall_s": wall,
+        "passed": passed,
+        "jobs": jobs,
+        "p50_s": statistics.median(latencies) if latencies else float("nan"),
+        "p95_s": latencies[max(0, round(0.95 * len(latencies)) - 1)] if latencies else float("nan"),
+    }
+    for phase in PHASES:  # when each state was first seen, median over the tasks where it was
+        seen = [t[phase] for t in timelines if phase in t]
+        if seen:
+            found[f"phase:{phase}"] = statistics.median(seen)
+    return found
+
+
+def engine_floor(
+    services: int, parallel: int, image_ref: str, env: dict[str, str], network: bool = False, spin: float = 0
+) -> dict[str, float]:
+    """Submit -> running of bare services on the manager: what the cluster itself takes; with
+    `network`, each on an internal overlay kept up on every node (as the jobs' is); with `spin`,
+    each burns a core that many seconds once running, as a job's start does (python, the CLI)."""
     import docker
-    from docker.types import RestartPolicy
+    from docker.types import EndpointSpec, NetworkAttachmentConfig, RestartPolicy, ServiceMode
 
     client = docker.DockerClient(base_url=env["DOCKER_HOST"], timeout=120)
+    tag = f"fb-bench-floor-{os.getpid()}"
+    labels = {"org.flower-batch.bench": "floor"}
+    net = warm = None
+    if network:
+        net = client.networks.create(tag, driver="overlay", internal=True, attachable=True, labels=labels)
+        warm = client.services.create(
+            image_ref,
+            ["sleep", "infinity"],
+            name=f"{tag}-warm",
+            mode=ServiceMode("global"),
+            networks=[NetworkAttachmentConfig(net.id)],
+            endpoint_spec=EndpointSpec(mode="dnsrr"),
+            labels=labels,
+        )
+        nodes = len(client.nodes.list())
+        while sum(t["Status"]["State"] == "running" for t in warm.tasks()) < nodes:
+            time.sleep(POLL_S)
     latencies: list[float] = []
+    timelines: list[dict[str, float]] = []
     t0 = time.monotonic()
 
     async def one(i: int, limit: anyio.CapacityLimiter) -> None:
         async with limit:
 
             def create() -> object:
+                busy = f"import time\nt = time.process_time()\nwhile time.process_time() - t < {spin}: pass"
                 return client.services.create(
                     image_ref,
-                    ["sleep", "5"],
-                    name=f"fb-bench-floor-{os.getpid()}-{i}",
+                    ["python", "-c", busy] if spin else ["sleep", "5"],
+                    name=f"{tag}-{i}",
                     restart_policy=RestartPolicy(condition="none"),
-                    labels={"org.flower-batch.bench": "floor"},
+                    networks=[NetworkAttachmentConfig(net.id)] if net is not None else None,
+                    endpoint_spec=EndpointSpec(mode="dnsrr"),
+                    labels=labels,
                 )
 
             began = time.monotonic()
             service = await anyio.to_thread.run_sync(create)
             try:
-                while time.monotonic() - began < 120:
-                    tasks = await anyio.to_thread.run_sync(service.tasks)  # type: ignore[attr-defined]
-                    if any(t["Status"]["State"] in ("running", "complete", "failed") for t in tasks):
-                        latencies.append(time.monotonic() - began)
-                        return
-                    await anyio.sleep(0.05)
+                phases: dict[str, float] = {}
+                if await follow_task(client.api, service.id, began, phases):  # type: ignore[attr-defined]
+                    latencies.append(phases["running"])
+                    timelines.append(phases)
+                while spin and time.monotonic() - began < 120:  # its slot is held until it ends, as a job's
+                    state = await anyio.to_thread.run_sync(newest_state, client.api, service.id)  # type: ignore[attr-defined]
+                    if state not in ("running", "starting", None):
+                        break
+                    await anyio.sleep(POLL_S)
             finally:
                 await anyio.to_thread.run_sync(service.remove)  # type: ignore[attr-defined]
 
@@ -193,15 +283,19 @@ def engine_floor(services: int, parallel: int, image_ref: str, env: dict[str, st
             for i in range(services):
                 tg.start_soon(one, i, limit)
 
-    anyio.run(all_of_them)
-    latencies.sort()
-    return {
-        "wall_s": time.monotonic() - t0,
-        "passed": len(latencies),
-        "jobs": services,
-        "p50_s": statistics.median(latencies) if latencies else float("nan"),
-        "p95_s": latencies[max(0, round(0.95 * len(latencies)) - 1)] if latencies else float("nan"),
-    }
+    try:
+        anyio.run(all_of_them)
+    finally:
+        if warm is not None:
+            warm.remove()
+        if net is not None:
+            for _ in range(100):  # the network goes once the warm tasks have left it
+                try:
+                    net.remove()
+                    break
+                except docker.errors.APIError:
+                    time.sleep(0.2)
+    return figures(time.monotonic() - t0, len(latencies), services, latencies, timelines)
 
 
 def pushed_reference(image_id: str, env: dict[str, str]) -> str:
@@ -241,7 +335,13 @@ def main() -> None:
     parser.add_argument("--parallel", type=int, default=8)
     parser.add_argument("--image", default="flower-batch-runtime:latest")
     parser.add_argument(
-        "--sides", default="docker,swarm-cold,swarm,engine", help="which of the four, in order"
+        "--sides", default="docker,swarm-cold,swarm,engine,engine-net", help="which of the five, in order"
+    )
+    parser.add_argument(
+        "--floor-spin",
+        type=float,
+        default=0.0,
+        help="CPU seconds each floor task burns once running (a job's start: `flower-batch run` shows its CPU)",
     )
     args = parser.parse_args()
     env = cluster_env()
@@ -251,18 +351,27 @@ def main() -> None:
     print(f"{args.jobs} jobs at -j {args.parallel}, image {image_id[:19]}, {os.cpu_count()} cores")
     figures = {}
     for side in args.sides.split(","):
-        if side == "engine":  # the pushed image, as the nodes pull it
+        if side.startswith("engine"):  # the pushed image, as the nodes pull it
             ref = pushed_reference(image_id, env)
-            f = engine_floor(args.jobs, args.parallel, ref, env)
+            f = engine_floor(
+                args.jobs, args.parallel, ref, env, network=side == "engine-net", spin=args.floor_spin
+            )
         else:
             f = run_matrix(side, args.jobs, args.parallel, image_id, env)
         figures[side] = f
         print(
-            f"{side:10}  wall {f['wall_s']:7.1f} s  {'ran' if side == 'engine' else 'passed'} "
+            f"{side:10}  wall {f['wall_s']:7.1f} s  {'ran' if side.startswith('engine') else 'passed'} "
             f"{f['passed']:.0f}/{f['jobs']:.0f}  "
             f"submit->running p50 {f['p50_s']:.2f} s  p95 {f['p95_s']:.2f} s",
             flush=True,
         )
+    phased = {side: f for side, f in figures.items() if any(k.startswith("phase:") for k in f)}
+    if phased:
+        print("submit -> first seen in each state, median s:")
+        print(f"{'':10}  " + " ".join(f"{p:>9}" for p in PHASES))
+        for side, f in phased.items():
+            cells = (f"{f[f'phase:{p}']:9.2f}" if f"phase:{p}" in f else f"{'-':>9}" for p in PHASES)
+            print(f"{side:10}  " + " ".join(cells))
     for side in ("swarm-cold", "swarm"):
         if side in figures and "docker" in figures:
             print(
