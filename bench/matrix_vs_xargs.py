@@ -7,9 +7,14 @@ infrastructure errors (records whose failure class is `infrastructure`, and base
 exited non-zero), where the orchestrator's time went (before the first job started; the jobs'
 median duration on each side) and what the orchestrator and the gateway cost in CPU.
 
-    .venv/bin/python bench/matrix_vs_xargs.py [--jobs 64] [-j 8]
-    .venv/bin/python bench/matrix_vs_xargs.py --jobs 128 -j 32
-    .venv/bin/python bench/matrix_vs_xargs.py --jobs 512 -j 64
+With `--rounds R` each side runs the N jobs R times, in the order matrix, raw, raw, matrix, ...
+(each side first as often as last), and every figure is over all of them: on a shared machine
+the same work's CPU time drifts by a third between minutes, and a single pair of runs
+measures that drift as much as the orchestrator. The walls of each round are printed too.
+
+    .venv/bin/python bench/matrix_vs_xargs.py [--jobs 64] [-j 8] [--rounds 2]
+    .venv/bin/python bench/matrix_vs_xargs.py --jobs 128 -j 32 --rounds 2
+    .venv/bin/python bench/matrix_vs_xargs.py --jobs 512 -j 64 --rounds 1
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Collection
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
@@ -150,143 +156,189 @@ def _ts(text: str | None) -> float | None:
     return datetime.fromisoformat(text).timestamp() if text else None
 
 
+@dataclass
+class Totals:
+    """One side's figures, summed over its rounds."""
+
+    walls: list[float] = field(default_factory=list)
+    machine: float | None = 0.0  # CPU seconds of the whole machine while the side ran
+    in_containers: float | None = 0.0  # of it, the jobs' containers (the gateway's left out)
+    gateway: float | None = 0.0
+    orchestrator: float = 0.0  # the flower-batch process (the matrix side only)
+    durations: list[float] = field(default_factory=list)
+    failed: int = 0  # raw: runs that exited non-zero or never reported
+    done: int = 0  # raw: manifests written; matrix: records
+    passed: int = 0
+    infra: list[dict[str, object]] = field(default_factory=list)
+    first_start: list[float] = field(default_factory=list)
+    requests: int = 0
+
+    def add_cpu(self, machine: float | None, containers: float | None, gateway: float | None = 0.0) -> None:
+        self.machine = None if self.machine is None or machine is None else self.machine + machine
+        self.in_containers = (
+            None if self.in_containers is None or containers is None else self.in_containers + containers
+        )
+        self.gateway = None if self.gateway is None or gateway is None else self.gateway + gateway
+
+
+def cpu_between(before: float | None, after: float | None) -> float | None:
+    return None if before is None or after is None else after - before
+
+
+def matrix_round(tmp: Path, batch: str, args: argparse.Namespace, home: Path, totals: Totals) -> bool:
+    """`flower-batch matrix` of the N jobs into a fresh `home`; False when the command failed."""
+    (tmp / "jobs.toml").write_text(jobs_toml(batch, args.jobs))
+    cmd = [str(ROOT / ".venv" / "bin" / "flower-batch"), "matrix", str(tmp / "jobs.toml")]
+    cmd += ["-j", str(args.parallel), "--home", str(home), "--fresh"]
+    cpu0, machine0 = children_cpu(), machine_cpu()
+    with GatewayCpu(batch) as gw_cpu, ContainersCpu() as containers:
+        m0 = time.time()
+        done = subprocess.run(
+            cmd,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "TERM": "dumb"},
+            check=False,
+        )
+        totals.walls.append(time.time() - m0)
+    totals.orchestrator += children_cpu() - cpu0
+    if done.returncode not in (0, 1, 3):  # 1: a job did not pass; 3: infrastructure errors
+        print(done.stderr[-2000:], file=sys.stderr)
+        return False
+    totals.add_cpu(
+        cpu_between(machine0, machine_cpu()),
+        containers.seconds(leaving_out=set(gw_cpu.used)),
+        gw_cpu.seconds(),
+    )
+    records = [json.loads(p.read_text()) for p in (home / batch).glob("*/record.json")]
+    totals.done += len(records)
+    totals.infra += [r for r in records if r.get("failure_class") == "infrastructure"]
+    totals.passed += sum(r.get("status") == "passed" for r in records)
+    totals.durations += [float(r["duration_s"]) for r in records if r.get("duration_s") is not None]
+    starts = [s for s in (_ts(r.get("started_at")) for r in records) if s is not None]
+    if starts:
+        totals.first_start.append(min(starts) - m0)
+    totals.requests += sum(sum(1 for _ in p.open()) for p in (home / batch).glob("*/logs/gateway.jsonl"))
+    return True
+
+
+def raw_round(tmp: Path, image_id: str, args: argparse.Namespace, base: Path, totals: Totals) -> None:
+    """The baseline: the same jobs by hand with `xargs -P`, model on the host network, as the uid
+    flower-batch runs them as (on fuse-overlayfs a non-root uid costs about a second a job: not ours)."""
+    for i in range(1, args.jobs + 1):
+        shutil.copytree(tmp / "ws", base / f"j{i}" / "workspace")
+        (base / f"j{i}" / "runs").mkdir(parents=True)
+    hand_over(base)
+    with ScriptedServer(tmp / "bench.toml", host="0.0.0.0") as srv:
+        # xargs puts each job's number for {} (inside the quoted words too)
+        docker_run = shlex.join(
+            raw_command(
+                image_id,
+                f"{base}/j{{}}",
+                str(tmp / "flows"),
+                srv.port,
+                sandbox_user(),
+                "benchflow",
+                extra_env=[f"CLAUDE_CODE_STREAM_CLOSE_TIMEOUT={INIT_TIMEOUT_MS}"],
+            )
+        )
+        # Each run's own start and end, for the jobs' median duration.
+        timed_run = f"s=$(date +%s.%N); {docker_run} >/dev/null 2>&1; rc=$?; echo {{}} $s $(date +%s.%N) $rc"
+        seq = "\n".join(str(i) for i in range(1, args.jobs + 1)) + "\n"
+        machine0, t0 = machine_cpu(), time.time()
+        with ContainersCpu() as containers:
+            xargs = subprocess.run(
+                ["xargs", "-P", str(args.parallel), "-I{}", "sh", "-c", timed_run],
+                input=seq,
+                text=True,
+                capture_output=True,
+                check=False,
+            )
+        totals.walls.append(time.time() - t0)
+        totals.add_cpu(cpu_between(machine0, machine_cpu()), containers.seconds())
+    runs = [line.split() for line in xargs.stdout.splitlines() if len(line.split()) == 4]
+    totals.failed += sum(r[3] != "0" for r in runs) + (args.jobs - len(runs))
+    totals.durations += [float(r[2]) - float(r[1]) for r in runs]
+    totals.done += sum((base / f"j{i}" / "runs" / "manifest.json").exists() for i in range(1, args.jobs + 1))
+
+
+def report(args: argparse.Namespace, image_id: str, m: Totals, r: Totals) -> None:
+    n = args.jobs * args.rounds
+    rounds = f"{args.rounds} round{'s' if args.rounds > 1 else ''}"
+    print(
+        f"{args.jobs} one-step jobs at -j {args.parallel}, {rounds} (image {image_id[:19]}, scripted model)"
+    )
+    print(f"  flower-batch matrix      {sum(m.walls):7.1f} s  ({m.done} records, {m.passed} passed)")
+    print(f"  xargs -P docker run      {sum(r.walls):7.1f} s  ({r.done} manifests)")
+    print(f"  ratio matrix / raw       {sum(m.walls) / sum(r.walls):7.2f}x")
+    if args.rounds > 1:
+        pairs = ", ".join(f"{a:.1f}/{b:.1f}" for a, b in zip(m.walls, r.walls, strict=True))
+        print(f"    each round, matrix/raw s: {pairs}")
+    print(f"  infrastructure errors    {len(m.infra):7d}    (baseline runs failed: {r.failed})")
+    for rec in m.infra[:5]:
+        print(f"    {rec.get('job_id')}: {str(rec.get('reason'))[:160]}")
+    if m.first_start:
+        print(f"  first job started after  {max(m.first_start):7.1f} s  (image check, pre-flight, gateway)")
+    if m.durations and r.durations:
+        print(
+            f"  job duration median      {statistics.median(m.durations):7.2f} s matrix, "
+            f"{statistics.median(r.durations):.2f} s raw"
+        )
+    print(
+        f"  orchestrator CPU         {m.orchestrator:7.1f} s  ({m.orchestrator / max(1, m.done) * 1000:.0f} ms a job)"
+    )
+    if m.gateway is not None and m.requests:
+        print(
+            f"  gateway CPU              {m.gateway:7.1f} s  ({m.requests} requests, "
+            f"{m.gateway / m.requests * 1000:.1f} ms a request)"
+        )
+    if m.machine is None or r.machine is None:
+        return
+    # everything on the machine: containers, engine, shims, FUSE, the orchestrator
+    ours, theirs = m.machine / n, r.machine / n
+    print(f"  machine CPU a job        {ours:7.2f} s matrix, {theirs:.2f} s raw ({ours - theirs:+.2f} s)")
+    if m.in_containers is None or r.in_containers is None:
+        return
+    # what is left of the machine's CPU: the engine, shims, FUSE, the orchestrator
+    out_jobs = ours - m.in_containers / n - (m.gateway or 0.0) / n
+    out_raw = theirs - r.in_containers / n
+    print(
+        f"    in the jobs' containers {m.in_containers / n:6.2f} s matrix, "
+        f"{r.in_containers / n:.2f} s raw ({(m.in_containers - r.in_containers) / n:+.2f} s)"
+    )
+    print(
+        f"    outside them            {out_jobs:6.2f} s matrix, {out_raw:.2f} s raw "
+        f"({out_jobs - out_raw:+.2f} s; the gateway left out)"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--jobs", type=int, default=64, help="how many one-step jobs (default 64)")
     parser.add_argument("-j", "--parallel", type=int, default=8, help="jobs at once on each side (default 8)")
+    parser.add_argument("--rounds", type=int, default=2, help="runs of each side, alternating (default 2)")
     args = parser.parse_args()
     image = build_image(log=lambda line: None)
     tmp = Path(tempfile.mkdtemp(prefix="fb-bench-"))
     batch = f"bench{args.jobs}j{args.parallel}-{os.getpid()}"
+    matrix, raw = Totals(), Totals()
     try:
         (tmp / "ws").mkdir()
         (tmp / "ws" / "README").write_text("bench\n")
         (tmp / "benchflow.py").write_text(FLOW)
         (tmp / "bench.toml").write_text(SCENARIO)
-        (tmp / "jobs.toml").write_text(jobs_toml(batch, args.jobs))
-
-        fb = [str(ROOT / ".venv" / "bin" / "flower-batch")]
-        cmd = fb + [
-            "matrix",
-            str(tmp / "jobs.toml"),
-            "-j",
-            str(args.parallel),
-            "--home",
-            str(tmp / "home"),
-            "--fresh",
-        ]
-        cpu0, machine0 = children_cpu(), machine_cpu()
-        with GatewayCpu(batch) as gw_cpu, ContainersCpu() as matrix_containers:
-            m0 = time.time()
-            done = subprocess.run(
-                cmd,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                text=True,
-                env={**os.environ, "TERM": "dumb"},
-                check=False,
-            )
-            orchestrated = time.time() - m0
-        orch_cpu = children_cpu() - cpu0
-        machine1 = machine_cpu()
-        if done.returncode not in (0, 1, 3):  # 1: a job did not pass; 3: infrastructure errors
-            print(done.stderr[-2000:], file=sys.stderr)
-            return 2
-
-        # The baseline: the same jobs by hand, model on the host network, as the uid flower-batch
-        # runs them as (on fuse-overlayfs a non-root uid costs about a second a job: not ours).
-        base = tmp / "raw"
-        for i in range(1, args.jobs + 1):
-            shutil.copytree(tmp / "ws", base / f"j{i}" / "workspace")
-            (base / f"j{i}" / "runs").mkdir(parents=True)
-        hand_over(base)
-        flows = tmp / "flows"
-        flows.mkdir()
-        shutil.copyfile(tmp / "benchflow.py", flows / "benchflow.py")
-        with ScriptedServer(tmp / "bench.toml", host="0.0.0.0") as srv:
-            # xargs puts each job's number for {} (inside the quoted words too)
-            docker_run = shlex.join(
-                raw_command(
-                    image.id,
-                    f"{base}/j{{}}",
-                    str(flows),
-                    srv.port,
-                    sandbox_user(),
-                    "benchflow",
-                    extra_env=[f"CLAUDE_CODE_STREAM_CLOSE_TIMEOUT={INIT_TIMEOUT_MS}"],
-                )
-            )
-            # Each run's own start and end, for the jobs' median duration.
-            timed_run = (
-                f"s=$(date +%s.%N); {docker_run} >/dev/null 2>&1; rc=$?; echo {{}} $s $(date +%s.%N) $rc"
-            )
-            seq = "\n".join(str(i) for i in range(1, args.jobs + 1)) + "\n"
-            machine2, t0 = machine_cpu(), time.time()
-            with ContainersCpu() as raw_containers:
-                xargs = subprocess.run(
-                    ["xargs", "-P", str(args.parallel), "-I{}", "sh", "-c", timed_run],
-                    input=seq,
-                    text=True,
-                    capture_output=True,
-                    check=False,
-                )
-            raw = time.time() - t0
-            machine3 = machine_cpu()
-        runs = [line.split() for line in xargs.stdout.splitlines() if len(line.split()) == 4]
-        raw_failed = sum(r[3] != "0" for r in runs) + (args.jobs - len(runs))
-        raw_durations = [float(r[2]) - float(r[1]) for r in runs]
-        ok_raw = sum((base / f"j{i}" / "runs" / "manifest.json").exists() for i in range(1, args.jobs + 1))
-
-        records = [json.loads(p.read_text()) for p in (tmp / "home" / batch).glob("*/record.json")]
-        infra = [r for r in records if r.get("failure_class") == "infrastructure"]
-        passed = sum(r.get("status") == "passed" for r in records)
-        durations = [float(r["duration_s"]) for r in records if r.get("duration_s") is not None]
-        starts = [s for s in (_ts(r.get("started_at")) for r in records) if s is not None]
-        requests = sum(sum(1 for _ in p.open()) for p in (tmp / "home" / batch).glob("*/logs/gateway.jsonl"))
-        print(f"{args.jobs} one-step jobs at -j {args.parallel} (image {image.id[:19]}, scripted model)")
-        print(f"  flower-batch matrix      {orchestrated:7.1f} s  ({len(records)} records, {passed} passed)")
-        print(f"  xargs -P docker run      {raw:7.1f} s  ({ok_raw} manifests)")
-        print(f"  ratio matrix / raw       {orchestrated / raw:7.2f}x")
-        print(f"  infrastructure errors    {len(infra):7d}    (baseline runs failed: {raw_failed})")
-        for r in infra[:5]:
-            print(f"    {r.get('job_id')}: {str(r.get('reason'))[:160]}")
-        if starts:
-            print(f"  first job started after  {min(starts) - m0:7.1f} s  (image check, pre-flight, gateway)")
-        if durations and raw_durations:
-            print(
-                f"  job duration median      {statistics.median(durations):7.2f} s matrix, "
-                f"{statistics.median(raw_durations):.2f} s raw"
-            )
-        print(
-            f"  orchestrator CPU         {orch_cpu:7.1f} s  ({orch_cpu / max(1, len(records)) * 1000:.0f} ms a job)"
-        )
-        if (gw_seconds := gw_cpu.seconds()) is not None and requests:
-            print(
-                f"  gateway CPU              {gw_seconds:7.1f} s  ({requests} requests, "
-                f"{gw_seconds / requests * 1000:.1f} ms a request)"
-            )
-        if None not in (machine0, machine1, machine2, machine3):
-            # everything on the machine: containers, engine, shims, FUSE, the orchestrator
-            ours = (machine1 - machine0) / args.jobs  # type: ignore[operator]
-            theirs = (machine3 - machine2) / args.jobs  # type: ignore[operator]
-            print(
-                f"  machine CPU a job        {ours:7.2f} s matrix, {theirs:.2f} s raw ({ours - theirs:+.2f} s)"
-            )
-            in_jobs = matrix_containers.seconds(leaving_out=set(gw_cpu.used))
-            in_raw = raw_containers.seconds()
-            if in_jobs is not None and in_raw is not None:
-                # what is left of the machine's CPU: the engine, shims, FUSE, the orchestrator
-                out_jobs = ours - in_jobs / args.jobs - (gw_cpu.seconds() or 0.0) / args.jobs
-                out_raw = theirs - in_raw / args.jobs
-                print(
-                    f"    in the jobs' containers {in_jobs / args.jobs:6.2f} s matrix, "
-                    f"{in_raw / args.jobs:.2f} s raw ({(in_jobs - in_raw) / args.jobs:+.2f} s)"
-                )
-                print(
-                    f"    outside them            {out_jobs:6.2f} s matrix, {out_raw:.2f} s raw "
-                    f"({out_jobs - out_raw:+.2f} s; the gateway left out)"
-                )
-        return 0 if not infra and not raw_failed else 3
+        (tmp / "flows").mkdir()
+        shutil.copyfile(tmp / "benchflow.py", tmp / "flows" / "benchflow.py")
+        for n in range(args.rounds):
+            order = ("matrix", "raw") if n % 2 == 0 else ("raw", "matrix")
+            for side in order:
+                if side == "raw":
+                    raw_round(tmp, image.id, args, tmp / f"raw{n}", raw)
+                elif not matrix_round(tmp, f"{batch}r{n}", args, tmp / f"home{n}", matrix):
+                    return 2
+        report(args, image.id, matrix, raw)
+        return 0 if not matrix.infra and not raw.failed else 3
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -25,7 +25,9 @@ def raw_command(
 ) -> list[str]:
     """The baseline both benches time: `docker run` of the job's own flower command by hand, as
     `user` (the uid flower-batch runs a job as, for the same job), model on the host network,
-    `job` holding workspace/ and runs/, `flows` the workflow module's folder."""
+    `job` holding workspace/ and runs/, `flows` the workflow module's folder. /tmp (HOME) is a
+    tmpfs as in a flower-batch job: on the container's own layer (fuse-overlayfs here) the CLI's
+    writes to HOME cost the baseline CPU that has nothing to do with orchestration."""
     mounts = [f"{job}/workspace:/workspace", f"{job}/runs:/runs", f"{flows}:/flows:ro"]
     env = [
         f"ANTHROPIC_BASE_URL=http://127.0.0.1:{port}",
@@ -36,7 +38,8 @@ def raw_command(
         *extra_env,
     ]
     return [
-        *("docker", "run", "--rm", "--init", "--network", "host", "--user", user, "-w", "/workspace"),
+        *("docker", "run", "--rm", "--init", "--network", "host", "--tmpfs", "/tmp"),
+        *("--user", user, "-w", "/workspace"),
         *(arg for m in mounts for arg in ("-v", m)),
         *(arg for e in env for arg in ("-e", e)),
         *(image, "flower", "-w", "/workspace", "-r", "/runs", "run", f"{module}:main", "--fresh"),
