@@ -166,6 +166,9 @@ class Expected:
     cut_starts: list[tuple[dict[str, int], float]] = field(default_factory=list)  # (usage, cost)
     cut_fulls: list[tuple[dict[str, int], float]] = field(default_factory=list)  # the same answers, whole
     rule_starts: list[tuple[dict[str, int], float]] = field(default_factory=list)  # each rule's first event
+    # (rule, its first event's usage less its whole usage, the same for the cost): a complete
+    # answer metered at its start only (see accepts)
+    rule_cuts: list[tuple[str, dict[str, int], float]] = field(default_factory=list)
     by_rule: dict[str, int] = field(default_factory=dict)
 
     def add_complete(self, rule: str, usage: Mapping[str, Any], model: str) -> None:
@@ -187,34 +190,45 @@ class Expected:
     ) -> bool:
         """Whether a meter.json is exact: nothing lost, nothing counted twice. Each answer asked
         for again is counted not at all or at its start (one of the meter's `incomplete`); with
-        `client_timeout` (the client had a request timeout of its own) also whole. With
-        `unlogged_starts` (the gateway's deaths), up to that many more answers may be counted at
-        their start only: a request the gateway began to answer and died within its log's delay
-        of (its meter line is written at the first event, its log line just after), so the log
-        this account is made from never saw it."""
+        `client_timeout` (the client had a request timeout of its own) also whole.
+
+        With `unlogged_starts` (the gateway's deaths), up to that many answers more may be
+        counted at their start only, each either
+        - a request the gateway began to answer and died within its log's delay of (its meter
+          line is written at the first event, its log line just after), so the log this account
+          is made from never saw it; or
+        - a complete answer whose stream the death cut after its content and before its
+          message_delta: the gateway meters the final usage before it passes that event on, so
+          the meter holds only the start, while the client kept the content it had (the CLI
+          writes each block to its transcript as it ends) and the conversation went on from it
+          (CI saw it: 21 exchanges, 1 incomplete, the lost one's content in the next request)."""
         incomplete = int(meter.get("incomplete") or 0)
         exchanges = int(meter.get("exchanges") or 0)
         tokens = {k: int((meter.get("tokens") or {}).get(k) or 0) for k in TOKEN_KEYS}
         cost = float(meter.get("cost_usd") or 0.0)
         fulls = self.cut_fulls or [(u, c) for u, c in self.cut_starts]  # an Expected built by hand
         kinds = ("none", "start", "whole") if client_timeout else ("none", "start")
+        # (counted as a complete answer less, tokens, cost) of each way to be counted at a start
+        options = [(0, u, c) for u, c in self.rule_starts]
+        options += [(1, d, c) for rule, d, c in self.rule_cuts if self.by_rule.get(rule)]
         extras = [
             combo
             for n in range(unlogged_starts + 1)
-            for combo in itertools.combinations_with_replacement(self.rule_starts, n)
+            for combo in itertools.combinations_with_replacement(options, n)
         ]
         for ways in itertools.product(kinds, repeat=self.cut):
             for extra in extras:
-                if ways.count("start") + len(
-                    extra
-                ) != incomplete or exchanges != self.complete + incomplete + ways.count("whole"):
+                fewer_complete = sum(e[0] for e in extra)
+                if ways.count("start") + len(extra) != incomplete or exchanges != (
+                    self.complete - fewer_complete + incomplete + ways.count("whole")
+                ):
                     continue
                 counted = [
                     self.cut_starts[i] if w == "start" else fulls[i]
                     for i, w in enumerate(ways)
                     if w != "none"
                 ]
-                counted += list(extra)
+                counted += [(u, c) for _, u, c in extra]
                 want = {k: self.tokens[k] + sum(u.get(k, 0) for u, _ in counted) for k in TOKEN_KEYS}
                 if want == tokens and math.isclose(
                     cost, self.cost_usd + sum(c for _, c in counted), abs_tol=1e-6
@@ -266,10 +280,14 @@ def expected_usage(scenario_path: Path, log_records: Iterable[Mapping[str, Any]]
             continue
         out.add_complete(str(rec["rule"]), usage, model)
     model = next((str(r.get("model") or "") for r in reversed(records) if r.get("model")), "")
-    for usage in usages.values():
+    for rule, usage in usages.items():
         start = {k: int(v) for k, v in {**usage, "output_tokens": 1}.items() if k in TOKEN_KEYS}
-        if (start, cost_usd(model, start) or 0.0) not in out.rule_starts:
-            out.rule_starts.append((start, cost_usd(model, start) or 0.0))
+        whole = {k: int(v) for k, v in usage.items() if k in TOKEN_KEYS}
+        start_cost = cost_usd(model, start) or 0.0
+        if (start, start_cost) not in out.rule_starts:
+            out.rule_starts.append((start, start_cost))
+        less = {k: start.get(k, 0) - whole.get(k, 0) for k in TOKEN_KEYS}
+        out.rule_cuts.append((rule, less, start_cost - (cost_usd(model, whole) or 0.0)))
     return out
 
 
@@ -327,7 +345,12 @@ def expected_of_one_leg(
     logged = expected_usage(scenario_path, records)  # for the answers asked for again
     usages = rule_usages(scenario_path)
     model = next((str(r.get("model") or "") for r in reversed(records) if r.get("model")), "")
-    out = Expected(cut_starts=logged.cut_starts, cut_fulls=logged.cut_fulls, rule_starts=logged.rule_starts)
+    out = Expected(
+        cut_starts=logged.cut_starts,
+        cut_fulls=logged.cut_fulls,
+        rule_starts=logged.rule_starts,
+        rule_cuts=logged.rule_cuts,
+    )
     for rule, n in (("start", 1), ("count", turns - 1), ("leg done", 1)):
         for _ in range(n):
             out.add_complete(rule, usages[rule], model)

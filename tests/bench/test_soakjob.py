@@ -177,3 +177,30 @@ def test_a_request_the_log_lost_is_found_in_the_next_one_of_its_session(tmp_path
         for row in _log(("start", 1), ("count", 3), ("count", 5), ("count", 5), ("count", 7), ("leg done", 9))
     ]
     assert soakjob.unlogged_answers(files["scenario"], whole) == []
+
+
+def test_a_complete_answer_cut_before_its_message_delta_counts_at_its_start_once_per_death(
+    tmp_path: Path,
+) -> None:
+    # The gateway meters an answer's final usage before it passes message_delta on; killed in
+    # between, the meter holds the answer's start while the client kept its content and went on.
+    files = soakjob.write_project(tmp_path, leg=5, handoff_at=None)
+    exp = soakjob.expected_usage(files["scenario"], _log(("start", 2), ("count", 4), ("leg done", 6)))
+    assert exp.complete == 3 and exp.cut == 0
+    count = soakjob.rule_usages(files["scenario"])["count"]
+    start = {**count, "output_tokens": 1}
+    tokens = {k: exp.tokens[k] - count.get(k, 0) + start[k] for k in exp.tokens}
+    cost = exp.cost_usd - (cost_usd(MODEL, count) or 0) + (cost_usd(MODEL, start) or 0)
+    cut = _meter(tokens, cost, 3, incomplete=1)
+    assert exp.accepts(cut, unlogged_starts=1)
+    assert not exp.accepts(cut)  # no gateway died: the meter lost an answer's end
+    assert not exp.accepts(_meter(tokens, cost, 4, incomplete=1), unlogged_starts=1)  # counted twice
+    assert not exp.accepts(
+        _meter(tokens, exp.cost_usd, 3, incomplete=1), unlogged_starts=1
+    )  # cost agrees too
+    # a rule that sent no answer cannot be the one cut
+    done = soakjob.rule_usages(files["scenario"])["handoff: document"]
+    done_start = {**done, "output_tokens": 1}
+    other = {k: exp.tokens[k] - done.get(k, 0) + done_start[k] for k in exp.tokens}
+    other_cost = exp.cost_usd - (cost_usd(MODEL, done) or 0) + (cost_usd(MODEL, done_start) or 0)
+    assert not exp.accepts(_meter(other, other_cost, 3, incomplete=1), unlogged_starts=1)
