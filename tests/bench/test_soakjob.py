@@ -82,10 +82,8 @@ def test_with_a_client_timeout_the_answer_asked_again_may_count_whole_but_once(t
 def test_an_answer_begun_by_a_gateway_that_died_before_logging_it_counts_at_its_start_once(
     tmp_path: Path,
 ) -> None:
-    files = soakjob.write_project(tmp_path, leg=5, handoff_at=None)
-    exp = soakjob.expected_usage(files["scenario"], _log(("start", 2), ("count", 4), ("leg done", 6)))
-    assert exp.complete == 3 and exp.cut == 0
-    count = soakjob.rule_usages(files["scenario"])["count"]
+    exp, usages = _one_clean_leg(tmp_path)
+    count = usages["count"]
     start = {k: v for k, v in {**count, "output_tokens": 1}.items() if k in exp.tokens}
     begun = {k: exp.tokens[k] + start[k] for k in exp.tokens}
     begun_cost = exp.cost_usd + (cost_usd(MODEL, start) or 0)
@@ -179,28 +177,33 @@ def test_a_request_the_log_lost_is_found_in_the_next_one_of_its_session(tmp_path
     assert soakjob.unlogged_answers(files["scenario"], whole) == []
 
 
+def _one_clean_leg(tmp_path: Path) -> tuple[soakjob.Expected, dict[str, dict[str, int]]]:
+    """A leg of three answers, none cut, and the scenario's usages by rule."""
+    files = soakjob.write_project(tmp_path, leg=5, handoff_at=None)
+    exp = soakjob.expected_usage(files["scenario"], _log(("start", 2), ("count", 4), ("leg done", 6)))
+    assert exp.complete == 3 and exp.cut == 0
+    return exp, soakjob.rule_usages(files["scenario"])
+
+
+def _one_metered_at_its_start(exp: soakjob.Expected, whole: dict[str, int]) -> tuple[dict[str, int], float]:
+    """The totals when one answer of usage `whole` is metered at its first event instead."""
+    start = {**whole, "output_tokens": 1}
+    tokens = {k: exp.tokens[k] - whole.get(k, 0) + start[k] for k in exp.tokens}
+    return tokens, exp.cost_usd - (cost_usd(MODEL, whole) or 0) + (cost_usd(MODEL, start) or 0)
+
+
 def test_a_complete_answer_cut_before_its_message_delta_counts_at_its_start_once_per_death(
     tmp_path: Path,
 ) -> None:
     # The gateway meters an answer's final usage before it passes message_delta on; killed in
     # between, the meter holds the answer's start while the client kept its content and went on.
-    files = soakjob.write_project(tmp_path, leg=5, handoff_at=None)
-    exp = soakjob.expected_usage(files["scenario"], _log(("start", 2), ("count", 4), ("leg done", 6)))
-    assert exp.complete == 3 and exp.cut == 0
-    count = soakjob.rule_usages(files["scenario"])["count"]
-    start = {**count, "output_tokens": 1}
-    tokens = {k: exp.tokens[k] - count.get(k, 0) + start[k] for k in exp.tokens}
-    cost = exp.cost_usd - (cost_usd(MODEL, count) or 0) + (cost_usd(MODEL, start) or 0)
+    exp, usages = _one_clean_leg(tmp_path)
+    tokens, cost = _one_metered_at_its_start(exp, usages["count"])
     cut = _meter(tokens, cost, 3, incomplete=1)
     assert exp.accepts(cut, unlogged_starts=1)
     assert not exp.accepts(cut)  # no gateway died: the meter lost an answer's end
     assert not exp.accepts(_meter(tokens, cost, 4, incomplete=1), unlogged_starts=1)  # counted twice
-    assert not exp.accepts(
-        _meter(tokens, exp.cost_usd, 3, incomplete=1), unlogged_starts=1
-    )  # cost agrees too
+    assert not exp.accepts(_meter(tokens, exp.cost_usd, 3, incomplete=1), unlogged_starts=1)  # cost too
     # a rule that sent no answer cannot be the one cut
-    done = soakjob.rule_usages(files["scenario"])["handoff: document"]
-    done_start = {**done, "output_tokens": 1}
-    other = {k: exp.tokens[k] - done.get(k, 0) + done_start[k] for k in exp.tokens}
-    other_cost = exp.cost_usd - (cost_usd(MODEL, done) or 0) + (cost_usd(MODEL, done_start) or 0)
+    other, other_cost = _one_metered_at_its_start(exp, usages["handoff: document"])
     assert not exp.accepts(_meter(other, other_cost, 3, incomplete=1), unlogged_starts=1)
