@@ -216,6 +216,28 @@ def figures(
     return found
 
 
+def remove_floor_network(warm: object | None, net: object | None) -> None:
+    """The engine-net side's warm service, then its network once the warm tasks have left it."""
+    import docker
+
+    if warm is not None:
+        warm.remove()  # type: ignore[attr-defined]
+    if net is None:
+        return
+    until = time.monotonic() + 60
+    while True:
+        try:
+            net.remove()  # type: ignore[attr-defined]
+            return
+        except docker.errors.NotFound:
+            return
+        except docker.errors.APIError as exc:
+            if time.monotonic() > until:
+                print(f"bench/cluster.py: the floor's network was left: {exc}", file=sys.stderr)
+                return
+            time.sleep(0.5)
+
+
 def engine_floor(
     services: int, parallel: int, image_ref: str, env: dict[str, str], network: bool = False, spin: float = 0
 ) -> dict[str, float]:
@@ -235,13 +257,18 @@ def engine_floor(
             image_ref,
             ["sleep", "infinity"],
             name=f"{tag}-warm",
+            init=True,  # a bare PID 1 ignores SIGTERM: its removal would wait out the grace period
+            stop_grace_period=1_000_000_000,
             mode=ServiceMode("global"),
             networks=[NetworkAttachmentConfig(net.id)],
             endpoint_spec=EndpointSpec(mode="dnsrr"),
             labels=labels,
         )
-        nodes = len(client.nodes.list())
+        nodes, until = len(client.nodes.list()), time.monotonic() + 120
         while sum(t["Status"]["State"] == "running" for t in warm.tasks()) < nodes:
+            if time.monotonic() > until:  # a node down or without the image: the floor would not be one
+                remove_floor_network(warm, net)
+                sys.exit(f"bench/cluster.py: the warm service did not run on all {nodes} nodes in 120 s")
             time.sleep(POLL_S)
     latencies: list[float] = []
     timelines: list[dict[str, float]] = []
@@ -286,15 +313,7 @@ def engine_floor(
     try:
         anyio.run(all_of_them)
     finally:
-        if warm is not None:
-            warm.remove()
-        if net is not None:
-            for _ in range(100):  # the network goes once the warm tasks have left it
-                try:
-                    net.remove()
-                    break
-                except docker.errors.APIError:
-                    time.sleep(0.2)
+        remove_floor_network(warm, net)
     return figures(time.monotonic() - t0, len(latencies), services, latencies, timelines)
 
 

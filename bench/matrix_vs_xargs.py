@@ -174,15 +174,18 @@ class Totals:
     requests: int = 0
 
     def add_cpu(self, machine: float | None, containers: float | None, gateway: float | None = 0.0) -> None:
-        self.machine = None if self.machine is None or machine is None else self.machine + machine
-        self.in_containers = (
-            None if self.in_containers is None or containers is None else self.in_containers + containers
-        )
-        self.gateway = None if self.gateway is None or gateway is None else self.gateway + gateway
+        """A round's CPU; a figure this machine cannot read (None) stays unknown for the side."""
+        self.machine = _plus(self.machine, machine)
+        self.in_containers = _plus(self.in_containers, containers)
+        self.gateway = _plus(self.gateway, gateway)
+
+
+def _plus(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else a + b
 
 
 def cpu_between(before: float | None, after: float | None) -> float | None:
-    return None if before is None or after is None else after - before
+    return _plus(after, None if before is None else -before)
 
 
 def matrix_round(tmp: Path, batch: str, args: argparse.Namespace, home: Path, totals: Totals) -> bool:
@@ -322,6 +325,8 @@ def main() -> int:
     parser.add_argument("-j", "--parallel", type=int, default=8, help="jobs at once on each side (default 8)")
     parser.add_argument("--rounds", type=int, default=2, help="runs of each side, alternating (default 2)")
     args = parser.parse_args()
+    if min(args.jobs, args.parallel, args.rounds) < 1:
+        parser.error("--jobs, -j and --rounds take 1 or more")
     image = build_image(log=lambda line: None)
     tmp = Path(tempfile.mkdtemp(prefix="fb-bench-"))
     batch = f"bench{args.jobs}j{args.parallel}-{os.getpid()}"

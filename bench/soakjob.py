@@ -248,6 +248,13 @@ def rule_usages(scenario_path: Path) -> dict[str, dict[str, int]]:
     }
 
 
+def start_and_whole(usage: Mapping[str, Any]) -> tuple[dict[str, int], dict[str, int]]:
+    """An answer's usage at its first event (the input side, output_tokens 1: what
+    flower/scripted/render.py sends in message_start) and whole."""
+    start = {k: int(v) for k, v in {**usage, "output_tokens": 1}.items() if k in TOKEN_KEYS}
+    return start, {k: int(v) for k, v in usage.items() if k in TOKEN_KEYS}
+
+
 def expected_usage(scenario_path: Path, log_records: Iterable[Mapping[str, Any]]) -> Expected:
     """What the scripted model sent, from the gateway's request log: each answer at the usage its
     rule has in the scenario, priced as the gateway prices (the requested model).
@@ -273,16 +280,14 @@ def expected_usage(scenario_path: Path, log_records: Iterable[Mapping[str, Any]]
         model = str(rec.get("model") or "")
         again = next((r for r in records[i + 1 :] if r.get("session") == rec.get("session")), None)
         if again is not None and again.get("n_messages") == rec.get("n_messages"):
-            start = {k: int(v) for k, v in {**usage, "output_tokens": 1}.items() if k in TOKEN_KEYS}
+            start, whole = start_and_whole(usage)
             out.cut_starts.append((start, cost_usd(model, start) or 0.0))
-            whole = {k: int(v) for k, v in usage.items() if k in TOKEN_KEYS}
             out.cut_fulls.append((whole, cost_usd(model, whole) or 0.0))
             continue
         out.add_complete(str(rec["rule"]), usage, model)
     model = next((str(r.get("model") or "") for r in reversed(records) if r.get("model")), "")
     for rule, usage in usages.items():
-        start = {k: int(v) for k, v in {**usage, "output_tokens": 1}.items() if k in TOKEN_KEYS}
-        whole = {k: int(v) for k, v in usage.items() if k in TOKEN_KEYS}
+        start, whole = start_and_whole(usage)
         start_cost = cost_usd(model, start) or 0.0
         if (start, start_cost) not in out.rule_starts:
             out.rule_starts.append((start, start_cost))
