@@ -34,6 +34,7 @@ from flower.cli.common import (
     reset_globals,
     set_globals,
 )
+from flower.cli import terminal
 from flower.cli.display import is_scripted
 from flower.cli.go import go
 from flower.cli.limits import (
@@ -135,6 +136,7 @@ def main(argv: list[str] | None = None) -> None:
     Errors are one line."""
     args = list(sys.argv[1:] if argv is None else argv)
     G.environ = dict(os.environ)  # read here, where the process starts, and passed on from G
+    terminal.take_ctrl_c()  # before any prompt: a launcher's ignored SIGINT is not the person's
     try:
         model_socket.start_from_env(G.environ)  # a job container with no network reaches its model so
     except (OSError, ValueError) as exc:

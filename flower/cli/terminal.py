@@ -9,7 +9,9 @@ open questions are declined and later ones are answered "nobody" at once (fully 
 
 from __future__ import annotations
 
+import contextlib
 import queue
+import signal
 import sys
 import threading
 from collections.abc import Callable
@@ -28,6 +30,22 @@ def interactive(stream: Any = None) -> bool:
         return stream is not None and stream.isatty()
     except (ValueError, OSError):
         return False
+
+
+def take_ctrl_c(stream: Any = None) -> bool:
+    """At a terminal, Ctrl-C is the person's: make SIGINT raise KeyboardInterrupt again.
+
+    A process inherits an ignored SIGINT from whatever started it in the background (a shell
+    without job control ignores SIGINT in every `cmd &`; nohup; CI runners), and Python then
+    keeps it ignored. flower's prompts say "Ctrl-C quits", so a person's press would be lost:
+    the wake prompt waited for a line forever. True when the handler was installed.
+    """
+    if not interactive(stream):
+        return False
+    with contextlib.suppress(ValueError, OSError):  # ValueError: not the main thread
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        return True
+    return False
 
 
 def ask_line(prompt: str, *, stream: IO[str] | None = None, out: IO[str] | None = None) -> str | None:

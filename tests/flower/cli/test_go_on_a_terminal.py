@@ -7,7 +7,9 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import random
 import re
+import signal
 import struct
 import subprocess
 import sys
@@ -46,11 +48,24 @@ EXTRA_RULES = [
 
 
 class Terminal:
-    """A flower process on a pty: `expect` text on the screen, `send` keys."""
+    """A flower process on a pty: `expect` text on the screen, `send` keys.
 
-    def __init__(self, args: list[str], cwd: Path, env: dict[str, str]) -> None:
+    By default flower starts with SIGINT ignored, as a background job of a shell without job
+    control (`make test &`, CI runners) starts it: Ctrl-C must reach it all the same, and the
+    test must not depend on how pytest itself was started (it hung when it was).
+    """
+
+    def __init__(
+        self, args: list[str], cwd: Path, env: dict[str, str], *, sigint_ignored: bool = True
+    ) -> None:
         master, slave = os.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 200, 0, 0))
+        disposition = signal.SIG_IGN if sigint_ignored else signal.SIG_DFL
+
+        def as_terminal_session() -> None:
+            fcntl.ioctl(0, termios.TIOCSCTTY, 0)  # the pty is its terminal
+            signal.signal(signal.SIGINT, disposition)
+
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "flower", *args],
             cwd=cwd,
@@ -59,7 +74,7 @@ class Terminal:
             stdout=slave,
             stderr=slave,
             start_new_session=True,
-            preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0),  # the pty is its terminal
+            preexec_fn=as_terminal_session,
         )
         os.close(slave)
         self.master = master
@@ -209,3 +224,29 @@ def test_a_person_at_the_terminal(tmp_path):
         assert t.wait() == 130
         assert len(srv.requests) == seen
         assert not srv.unmatched
+
+
+@pytest.mark.slow
+def test_ctrl_c_at_the_wake_prompt_always_quits(tmp_path):
+    """Pressed at once or after a short delay, with SIGINT inherited ignored or not: 130 every
+    time, and nothing reaches the model."""
+    scenario = tomllib.loads(STARTER.read_text(encoding="utf-8"))
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    with ScriptedServer(Scenario.from_dict(scenario), keep_requests=True) as srv:
+        env = {**os.environ, **srv.env(tmp_path / "cfg"), "NO_COLOR": "1", "TERM": "xterm"}
+        t = Terminal(["make hello.txt say hi"], ws, env)
+        t.expect("回车提交")
+        t.send("just hi\r")
+        t.expect("做完了")
+        assert t.wait() == 0
+        seen = len(srv.requests)
+        delays = [0.0, 0.0, 0.001, 0.01, 0.05, 0.2]
+        for press, delay in enumerate(delays + random.sample(delays, 2)):
+            t = Terminal([], ws, env, sigint_ignored=press % 2 == 0)
+            t.expect("接着上次?")
+            time.sleep(delay)
+            t.send("\x03")
+            assert t.wait(timeout=30) == 130, f"press {press} after {delay}s:\n{t.screen[-1500:]}"
+            assert "flower: quit" in t.screen
+        assert len(srv.requests) == seen
