@@ -21,6 +21,7 @@ from rich.text import Text
 from typer.core import TyperGroup
 from typer.exceptions import TyperException
 
+from flower.cli import terminal
 from flower.cli.common import (
     HELP,
     G,
@@ -34,7 +35,6 @@ from flower.cli.common import (
     reset_globals,
     set_globals,
 )
-from flower.cli import terminal
 from flower.cli.display import is_scripted
 from flower.cli.go import go
 from flower.cli.limits import (
