@@ -3,7 +3,7 @@ UV ?= uv
 PY := .venv/bin/python
 FB := .venv/bin/flower-batch
 
-.PHONY: prereqs setup image test test-fast test-docker test-swarm lint demo demo-flow demo-go bench clean cluster-up cluster-down cluster-push
+.PHONY: prereqs setup image test test-flaky test-fast test-docker test-swarm lint demo demo-flow demo-go bench clean cluster-up cluster-down cluster-push
 
 prereqs:          ## uv (PyPI), debootstrap (base and test-cluster images without a registry), chromium (report test)
 	@scripts/install-prereqs.sh
@@ -41,6 +41,17 @@ test: setup       ## the whole suite, Docker and swarm tests included (the swarm
 	@PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q --collect-only -p no:xdist >/dev/null 2>&1 & \
 	  $(FB) image build; built=$$?; wait; exit $$built
 	$(PY) -m pytest -q $(PYTEST_XDIST) --durations=25
+
+# `make test-flaky N=3`: the suite (or TESTS=, e.g. TESTS=tests/flower/cli) N times; lists every
+# test whose outcome varied, and those that failed every time (tests/flaky.py). BURN=2 keeps two
+# CPU burners busy beside it. Run it before submitting a change that touches timing, signals, the
+# gateway or the scheduler (docs/CONVENTIONS.md).
+N ?= 3
+BURN ?= 0
+TESTS ?=
+test-flaky: image ## the suite N times: which tests' outcomes varied
+	@$(PY) -m tests.batch_fixtures.swarm_background start --cluster-only
+	$(PY) -m tests.flaky --runs $(N) --workers $(TEST_WORKERS) --burn $(BURN) -- $(TESTS)
 
 test-fast: setup  ## no Docker, no slow tests
 	$(PY) -m pytest -q $(PYTEST_XDIST) -m "not docker and not slow and not swarm"
