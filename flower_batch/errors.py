@@ -202,6 +202,10 @@ class TemplateError(FlowerBatchError, ValueError):
         self.ref = ref
 
 
+class BudgetError(FlowerBatchError, ValueError):
+    """A budget that cannot be given: a cap already spent, or no cap left to continue under."""
+
+
 class RecordError(FlowerBatchError, ValueError):
     """A record.json that is missing a field, has a wrong type, or is not JSON."""
 

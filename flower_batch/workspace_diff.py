@@ -116,12 +116,6 @@ def diff(
     return _compare(source, workspace, with_text=True, file_limit=file_limit, total_limit=total_limit)
 
 
-def source_of(spec: dict[str, Any]) -> Path | None:
-    """The source directory a record's spec names (None: the job started from an empty workspace)."""
-    value = spec.get("workspace")
-    return Path(value) if isinstance(value, str) and value else None
-
-
 def _compare(
     source: Path | None,
     workspace: Path,

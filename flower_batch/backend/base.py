@@ -89,6 +89,10 @@ class ContainerInfo:
     node: str | None = None
     """The machine the task ran on (the node's hostname); None on a local engine."""
 
+    @property
+    def running(self) -> bool:
+        return self.state == "running"
+
 
 @dataclass(frozen=True)
 class SecretInfo:

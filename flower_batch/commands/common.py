@@ -27,6 +27,7 @@ from flower_batch.errors import FlowerBatchError
 from flower_batch.gateway.host.setup import use_upstream
 from flower_batch.gateway.host.sidecar import GatewaySettings
 from flower_batch.jobmodel.record import JobRecord
+from flower_batch.jobmodel.status import Status
 from flower_batch.layout import Home, JobDir, home_root
 from flower_batch.running.liveness import NEVER_STARTED, ORPHANED
 
@@ -98,12 +99,12 @@ def progress(job_id: str, state: str) -> None:
 
 def status_cell(status: str) -> str:
     colour = {
-        "passed": "green",
-        "running": "cyan",
-        "queued": "cyan",
+        Status.PASSED: "green",
+        Status.RUNNING: "cyan",
+        Status.QUEUED: "cyan",
         ORPHANED: "yellow",
         NEVER_STARTED: "yellow",
-        "paused": "yellow",  # resumable: a higher budget continues it
+        Status.PAUSED: "yellow",  # resumable: a higher budget continues it
     }.get(status, "red")
     return f"[{colour}]{status}[/{colour}]"
 

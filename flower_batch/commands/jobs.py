@@ -35,14 +35,15 @@ from flower_batch.commands.completion import complete_batch, complete_job
 from flower_batch.commands.ls_table import ls_table, wider
 from flower_batch.commands.preflight import engine_for, preflight_job
 from flower_batch.envnames import env_name_problem, looks_secret
-from flower_batch.errors import RecordError
+from flower_batch.errors import BudgetError, RecordError
 from flower_batch.gateway.host.health import describe_health
 from flower_batch.gateway.metering import read_meter, read_summary
 from flower_batch.jobmodel import fields
+from flower_batch.jobmodel.budget import Budget
 from flower_batch.jobmodel.classes import exit_code_for_job
 from flower_batch.jobmodel.modes import mode_label
 from flower_batch.jobmodel.record import JobRecord
-from flower_batch.jobmodel.spec import JobSpec
+from flower_batch.jobmodel.status import Status
 from flower_batch.jobmodel.units import format_duration
 from flower_batch.labels import BATCH, JOB, MANAGED
 from flower_batch.layout import Home, JobDir
@@ -74,7 +75,7 @@ def parse_env(items: list[str]) -> dict[str, str]:
 
 
 def _finish(record: JobRecord) -> None:
-    colour = {"passed": "green", "paused": "yellow"}.get(record.status, "red")
+    colour = {Status.PASSED: "green", Status.PAUSED: "yellow"}.get(record.status, "red")
     cost = "unknown" if record.cost_usd is None else f"${record.cost_usd:.4f}"
     err.print(
         f"[{colour}]{escape(record.job_id)}: {record.status}[/{colour}]"
@@ -82,10 +83,10 @@ def _finish(record: JobRecord) -> None:
         + f"  cost {cost}  turns {record.num_turns or 0}  {format_duration(record.duration_s or 0)}"
         + f"  model: {mode_label(record.gateway_mode)}"
     )
-    if record.gateway_health and record.status == "passed":  # a failed one already says it in its reason
+    if record.gateway_health and record.status is Status.PASSED:  # a failed one already says it in its reason
         err.print(f"  gateway: {escape(describe_health(record.gateway_health))}")
     # paused (class paused) is 4 by matrix's rule: not a verdict yet, `wake --budget-usd` continues it
-    raise typer.Exit(exit_code_for_job(record.failure_class, verdict_ok=record.status == "passed"))
+    raise typer.Exit(exit_code_for_job(record.failure_class, verdict_ok=record.status is Status.PASSED))
 
 
 # long: typer's option declarations take 50 of its lines; the body checks, pre-flights, prints and runs
@@ -233,9 +234,9 @@ def wake(
         if _running_containers(jd, backend_for(home, backend_choice, record.backend)):
             fail(f"job {jd.job} is still {record.status}; stop it first (`flower-batch stop {jd.job}`)")
         err.print(f"job {jd.job} was left {record.status} by an orchestrator that is gone; continuing it")
-    if not record.spec.get("persistent"):
+    if not record.persistent:
         fail(f"job {jd.job} was not started with --persistent, so it has no conversation to continue")
-    spec = JobSpec.from_dict(record.spec)
+    spec = record.spec
     gw = spec.gateway
     chosen = scenario.resolve() if scenario else job_scenario(jd)
     if gw.mode.rules.gateways_file and (chosen is None or not chosen.is_file()):
@@ -279,43 +280,33 @@ def wake(
     _print_container_tail(h.job(jd.batch, jd.job))
     for line in continuity_lines(result.continuity):  # flower is silent about a fresh start: we say it
         err.print(f"  {line}", markup=False)
-    if result.spec.get("persistent") and not result.continuity and result.status != "passed":
+    if result.persistent and not result.continuity and result.status is not Status.PASSED:
         err.print("  continuity unknown: flower did not get as far as its first step", markup=False)
     _finish(result)
 
 
 def _wake_budget(jd: JobDir, cap: float | None, given: str | None) -> float | None:
-    """The cap the woken job runs under: --budget-usd applied to its cap (checked by the field's
-    one validator); without it, the cap it had, refused when already spent (it would only pause
-    again at its first request)."""
+    """The cap the woken job runs under (jobmodel/budget.py decides; --budget-usd is checked by
+    the field's one validator)."""
     meter = read_meter(jd.logs)
     spent = meter.spent_usd if meter else 0.0
-    if given is not None:
-        new = option_value("--budget-usd", given, fields.budget_cap(given)).applied(cap, spent)
-        if new <= spent:
-            fail(
-                f"--budget-usd {given}: job {jd.job} has spent ${spent:.4f} already; give a cap above "
-                f"that (or +N to add N to its cap)"
-            )
-        err.print(f"budget: ${spent:.4f} spent, cap {_dollars(cap)} -> ${new:.4f}", markup=False)
-        return new
-    if cap is not None and spent >= cap:
-        fail(
-            f"job {jd.job} is at its budget (spent ${spent:.4f} of ${cap:.4f}); "
-            "wake it with --budget-usd +N to add N dollars"
+    change = None if given is None else option_value("--budget-usd", given, fields.budget_cap(given))
+    try:
+        new = Budget(cap).for_wake(spent, change, job=jd.job, given=given or "")
+    except BudgetError as exc:
+        fail(str(exc))
+    if change is not None:
+        err.print(
+            f"budget: ${spent:.4f} spent, cap {Budget(cap).describe()} -> {new.describe()}", markup=False
         )
-    return cap
-
-
-def _dollars(value: float | None) -> str:
-    return "none" if value is None else f"${value:.4f}"
+    return new.cap
 
 
 def _running_containers(jd: JobDir, engine: Backend) -> int:
     async def go() -> int:
         async with engine as backend:
             found = await backend.list_by_label({MANAGED: "1", BATCH: jd.batch, JOB: jd.job})
-            return sum(c.state == "running" for c in found)
+            return sum(c.running for c in found)
 
     return int(run_async(go))
 
@@ -357,7 +348,7 @@ def _rows(h: Home, batch: str | None) -> list[dict[str, Any]]:
                 "started_at": rec.started_at,
                 "gateway_mode": rec.gateway_mode,
                 "attempt": rec.attempt,
-                "persistent": bool(rec.spec.get("persistent")),
+                "persistent": rec.persistent,
                 "image_id": rec.image_id,
             }
         )
@@ -429,7 +420,7 @@ def show(
         ("finished", record.finished_at or ""),
         ("duration", format_duration(record.duration_s or 0)),
         ("attempt", str(record.attempt)),
-        ("persistent", "yes" if record.spec.get("persistent") else "no"),
+        ("persistent", "yes" if record.persistent else "no"),
         ("folder", str(jd.root)),
         *(("continuity", line) for line in continuity_lines(record.continuity)),
         *((("class", record.failure_class),) if record.failure_class else ()),
@@ -447,8 +438,7 @@ def show(
 
 def _budget_text(record: JobRecord) -> str:
     """The job's cap; for a persistent job, then a line per attempt: its cap and the spend."""
-    cap = record.spec.get("budget_usd")
-    now = _dollars(float(cap) if isinstance(cap, int | float) else None)
+    now = Budget(record.budget_usd).describe()
     return "\n".join([now, *(_history_line(e) for e in record.budget_history)])
 
 
@@ -458,7 +448,7 @@ def _history_line(entry: dict[str, Any]) -> str:
     cap = entry.get("budget_usd")
     parts = [
         f"attempt {entry.get('attempt')}: {entry.get('status')}",
-        f"cap {_dollars(cap if isinstance(cap, int | float) else None)}",
+        f"cap {Budget(float(cap) if isinstance(cap, int | float) else None).describe()}",
         f"spent ${float(entry.get('spent_usd') or 0):.4f} in all (${float(entry.get('attempt_usd') or 0):.4f} this run)",
     ]
     if isinstance(entry.get("batch_budget_usd"), int | float):
@@ -517,7 +507,7 @@ def logs(
     if log.exists():
         with log.open(encoding="utf-8", errors="replace") as saved:  # streamed: it may be MBs
             shutil.copyfileobj(saved, sys.stdout)
-    if follow and record.status == "running" and record.container:
+    if follow and record.status is Status.RUNNING and record.container:
         engine = backend_for(home, None, record.backend)
 
         async def tail() -> None:
@@ -544,7 +534,7 @@ def stop(
     async def go() -> int:
         async with engine as backend:
             found = await backend.list_by_label({MANAGED: "1", BATCH: jd.batch, JOB: jd.job})
-            running = [c for c in found if c.state == "running"]
+            running = [c for c in found if c.running]
             for c in running:
                 await backend.stop(c.id, grace_s=grace)
             return len(running)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import typer
@@ -41,6 +41,7 @@ from flower_batch.jobmodel.classes import exit_code_for
 from flower_batch.jobmodel.record import JobRecord, load_records
 from flower_batch.jobmodel.resume import plan_resume
 from flower_batch.jobmodel.spec import JobsFile, JobSpec
+from flower_batch.jobmodel.status import Phase, State, Status, still_going
 from flower_batch.jobsfile import MAX_JOBS, load_jobs_file
 from flower_batch.layout import Home
 from flower_batch.preflight import Describe, Preflight
@@ -57,13 +58,21 @@ from flower_batch.running.batch import BatchEvent, BatchPlan, InfraRetry, reap_b
 from flower_batch.running.jobs import option_value
 from flower_batch.running.liveness import Liveness
 
+# The live table's colours; a state not named here (an ended job that did not pass) is red.
+STATE_COLOURS: dict[State, str] = {
+    Status.PASSED: "green",
+    Status.RUNNING: "cyan",
+    Phase.CHECKING: "cyan",
+    Status.QUEUED: "dim",
+}
+
 
 class MatrixProgress:
     """Live job states on a terminal; one plain line per change when there is no TTY (CI)."""
 
-    def __init__(self, job_ids: list[str], kept: dict[str, str], console: Console) -> None:
+    def __init__(self, job_ids: list[str], kept: Mapping[str, State], console: Console) -> None:
         self.console = console
-        self.states = {j: kept.get(j, "queued") for j in job_ids}
+        self.states: dict[str, State] = {j: kept.get(j, Status.QUEUED) for j in job_ids}
         self.started: dict[str, float] = {}
         self.t0 = time.monotonic()
         self.costs: dict[str, float] = {}
@@ -81,9 +90,9 @@ class MatrixProgress:
             self.live.refresh()
             self.live.__exit__(None, None, None)
 
-    def on_state(self, job_id: str, state: str) -> None:
+    def on_state(self, job_id: str, state: State) -> None:
         self.states[job_id] = state
-        if state == "running":
+        if state == Status.RUNNING:
             self.started[job_id] = time.monotonic()
         if not self.live:
             counts = self.counts()
@@ -111,17 +120,14 @@ class MatrixProgress:
         # Only the rows the screen shows, the running jobs first: a 512-job table rendered whole
         # four times a second is a core's quarter (Live crops it after rendering every row).
         room = max(5, self.console.height - 8)  # the title (may wrap), header, "more", border
-        active = [j for j, s in self.states.items() if s in ("running", "checking")]
-        rest = [j for j, s in self.states.items() if s not in ("running", "checking")]
+        active = [j for j, s in self.states.items() if still_going(s) and s != Status.QUEUED]
+        rest = [j for j, s in self.states.items() if not still_going(s) or s == Status.QUEUED]
         shown = (active + rest)[:room]
+        going = set(active)
         for job in shown:
             state = self.states[job]
-            elapsed = (
-                f"{time.monotonic() - self.started[job]:.0f}s" if state in ("running", "checking") else ""
-            )
-            colour = {"passed": "green", "running": "cyan", "checking": "cyan", "queued": "dim"}.get(
-                state, "red"
-            )
+            elapsed = f"{time.monotonic() - self.started[job]:.0f}s" if job in going else ""
+            colour = STATE_COLOURS.get(state, "red")
             table.add_row(Text(job), f"[{colour}]{escape(state)}[/{colour}]", elapsed)
         if len(self.states) > len(shown):
             table.add_row(Text(f"… and {len(self.states) - len(shown)} more"), "", "")

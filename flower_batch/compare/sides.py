@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from flower_batch.errors import SideError
+from flower_batch.jobmodel.status import Status
 from flower_batch.layout import Home
 from flower_batch.reports import RESULTS_FORMAT
 
@@ -41,7 +42,7 @@ class JobRow:
 
     @property
     def passed(self) -> bool:
-        return self.status == "passed"
+        return self.status == Status.PASSED
 
 
 @dataclass(frozen=True)
@@ -138,7 +139,7 @@ def failure_class(entry: Mapping[str, Any], outcome: Mapping[str, Any]) -> str:
     if isinstance(given, str) and given:
         return given
     status = str(entry["status"])
-    if status != "failed":
+    if status != Status.FAILED:
         return status
     if outcome.get("workflow_ok") is False:
         return "agent"

@@ -28,6 +28,7 @@ from typing import Any
 from flower.catalogue import HANDOFF_TITLE
 from flower_batch import __version__
 from flower_batch.jobmodel.record import JobRecord
+from flower_batch.jobmodel.status import Status
 from flower_batch.layout import JobDir
 from flower_batch.transcripts.steps import JobTranscripts, RowSession, handoff_doc, load_job, step_kind
 
@@ -222,9 +223,8 @@ class _Builder:
         if models:
             out["model_name"] = models[0]
         if part is None:
-            spec = self.record.spec if self.record else {}
             extra = {
-                "workflow": spec.get("workflow"),
+                "workflow": self.record.spec.workflow if self.record else None,
                 "sdk": self.versions.get("sdk"),
                 "cli": self.versions.get("cli"),
                 "image_id": self.record.image_id if self.record else None,
@@ -253,8 +253,8 @@ class _Builder:
         if r is None:
             return {"status": None}
         return {
-            "status": r.status,
-            "passed": r.status == "passed",
+            "status": r.status.value,
+            "passed": r.status is Status.PASSED,
             "class": failure_class(r),
             "reason": r.reason,
             "check_exit": r.check_exit,
@@ -264,7 +264,7 @@ class _Builder:
 
     def job_facts(self) -> dict[str, Any]:
         facts: dict[str, Any] = {"batch": self.jd.batch, "job": self.jd.job}
-        spec = self.record.spec if self.record else {}
+        spec = self.record.spec.to_dict() if self.record else {}
         facts.update({k: spec.get(k) for k in ("task", "variant", "repeat", "matrix", "workflow")})
         if self.job.problems:
             facts["not_exported"] = list(self.job.problems)

@@ -24,6 +24,7 @@ from typing import Any
 from flower.clock import now_iso
 from flower_batch import __version__
 from flower_batch.jobmodel.record import JobRecord
+from flower_batch.jobmodel.status import Status
 
 from .classes import failure_class
 from .inspect_messages import messages, model_usage
@@ -42,12 +43,7 @@ class CellJob:
 
 def cell_of(record: JobRecord) -> tuple[str, str]:
     """(task, variant) of a job; a job outside a matrix is its own task, variant `default`."""
-    spec = record.spec
-    task = spec.get("task") if isinstance(spec.get("task"), str) and spec.get("task") else record.job_id
-    variant = (
-        spec.get("variant") if isinstance(spec.get("variant"), str) and spec.get("variant") else "default"
-    )
-    return str(task), str(variant)
+    return record.spec.task or record.job_id, record.spec.variant or "default"
 
 
 def file_name(log: Mapping[str, Any]) -> str:
@@ -63,12 +59,12 @@ def eval_log(batch: str, task: str, variant: str, jobs: Sequence[CellJob], unfin
     ordered = sorted(jobs, key=lambda j: _repeat(j.record))
     samples = [_sample(task, j, epoch) for epoch, j in _epochs(ordered)]
     first = ordered[0].record if ordered else None
-    spec = first.spec if first else {}
+    workflow = first.spec.workflow if first else None
     times = [j.record.started_at or j.record.queued_at for j in ordered]
     created = min([t for t in times if t] or [now_iso()])  # no job finished yet: now
     ends = [j.record.finished_at for j in ordered if j.record.finished_at]
     usage = _sum_usage([s["model_usage"] for s in samples])
-    passed = sum(1 for j in ordered if j.record.status == "passed")
+    passed = sum(1 for j in ordered if j.record.status is Status.PASSED)
     versions = first.versions if first else {}
     return {
         "version": LOG_VERSION,
@@ -83,17 +79,17 @@ def eval_log(batch: str, task: str, variant: str, jobs: Sequence[CellJob], unfin
             "task_version": 0,
             "task_display_name": f"{task} · {variant}",
             "task_args": {"variant": variant},
-            "solver": spec.get("workflow"),
+            "solver": workflow,
             "dataset": {"name": task, "samples": 1, "sample_ids": [task]},
-            "model": _model(spec, usage),
+            "model": (first.spec.model if first else None) or next(iter(usage), "unknown"),
             "config": {"epochs": max([s["epoch"] for s in samples] or [1])},
             "packages": {
                 "flower-batch": versions.get("flower_batch") or __version__,
                 **({"claude-agent-sdk": versions["sdk"]} if versions.get("sdk") else {}),
             },
-            "metadata": {"batch": batch, "variant": variant, "workflow": spec.get("workflow")},
+            "metadata": {"batch": batch, "variant": variant, "workflow": workflow},
         },
-        "plan": {"name": "plan", "steps": [{"solver": str(spec.get("workflow") or "flower"), "params": {}}]},
+        "plan": {"name": "plan", "steps": [{"solver": workflow or "flower", "params": {}}]},
         "results": _results(len(samples), unfinished, passed),
         "stats": {"started_at": created, "completed_at": max(ends) if ends else "", "model_usage": usage},
         "samples": samples,
@@ -130,8 +126,7 @@ def _results(scored: int, unfinished: int, passed: int) -> dict[str, Any]:
 
 
 def _repeat(record: JobRecord) -> int:
-    value = record.spec.get("repeat")
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1
+    return record.spec.repeat if record.spec.repeat > 0 else 1
 
 
 def _epochs(jobs: Sequence[CellJob]) -> list[tuple[int, CellJob]]:
@@ -149,24 +144,24 @@ def _epochs(jobs: Sequence[CellJob]) -> list[tuple[int, CellJob]]:
 
 def _sample(task: str, job: CellJob, epoch: int) -> dict[str, Any]:
     r, spec = job.record, job.record.spec
-    passed = r.status == "passed"
+    passed = r.status is Status.PASSED
     usage = model_usage(job.trajectory)
     if r.cost_usd is not None and len(usage) == 1:
         next(iter(usage.values()))["total_cost"] = r.cost_usd  # the gateway's metered cost wins
     sample: dict[str, Any] = {
         "id": task,
         "epoch": epoch,
-        "input": str(spec.get("prompt") or ""),
-        "target": str(spec.get("check") or ""),
+        "input": spec.prompt,
+        "target": spec.check or "",
         "messages": messages(job.trajectory),
         "output": {"model": "", "choices": [], "completion": str(r.reason or "")},
         "scores": {
             SCORER: {
                 "value": "C" if passed else "I",
-                "answer": r.status,
-                "explanation": "passed" if passed else (r.reason or r.status),
+                "answer": r.status.value,
+                "explanation": "passed" if passed else (r.reason or r.status.value),
                 "metadata": {
-                    "status": r.status,
+                    "status": r.status.value,
                     "class": failure_class(r),
                     "reason": r.reason,
                     "check_exit": r.check_exit,
@@ -177,8 +172,8 @@ def _sample(task: str, job: CellJob, epoch: int) -> dict[str, Any]:
         "metadata": {
             "job": r.job_id,
             "batch": r.batch,
-            "variant": spec.get("variant"),
-            "repeat": spec.get("repeat"),
+            "variant": spec.variant,
+            "repeat": spec.repeat,
             "cost_usd": r.cost_usd,
             "num_turns": r.num_turns,
             "image_id": r.image_id,
@@ -196,12 +191,6 @@ def _sample(task: str, job: CellJob, epoch: int) -> dict[str, Any]:
             "traceback_ansi": "",
         }
     return sample
-
-
-def _model(spec: Mapping[str, Any], usage: Mapping[str, Any]) -> str:
-    if isinstance(spec.get("model"), str) and spec["model"]:
-        return str(spec["model"])
-    return next(iter(usage), "unknown")
 
 
 def _sum_usage(parts: Sequence[Mapping[str, Mapping[str, Any]]]) -> dict[str, dict[str, Any]]:

@@ -8,30 +8,30 @@ classifies it as fatal. The request that crosses a budget is not cut short, so a
 overshoot by at most the responses in flight when it crossed.
 
 The batch's spend is the sum of every job's meter in the batch folder (so several gateways of
-one matrix share it); the job's budget is read from its record.json, which the host writes
-before the job's container starts and which no container can write.
+one matrix share it); the job's budget is read from its record.json (through the typed record),
+which the host writes before the job's container starts and which no container can write.
+Whether a cap is reached is the job model's one answer (jobmodel/budget.py).
 """
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from ..jobmodel.record import record_path
+from ..errors import RecordError
+from ..jobmodel.budget import Budget
+from ..jobmodel.record import read_record, record_path
 from .metering import MeterSummary, read_summary
 
 
-def job_budget(batch_dir: Path, job: str) -> float | None:
-    """The job's `budget_usd` from its record.json spec (None: no budget)."""
+def job_budget(batch_dir: Path, job: str) -> Budget:
+    """The job's own budget, from its record.json (no cap when there is no readable record)."""
     try:
-        data = json.loads(record_path(batch_dir, job).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    value = (data.get("spec") or {}).get("budget_usd") if isinstance(data, dict) else None
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+        return Budget(read_record(record_path(batch_dir, job)).budget_usd)
+    except (OSError, RecordError):
+        return Budget()
 
 
 def batch_spent(batch_dir: Path, fresher: Mapping[str, MeterSummary] | None = None) -> float:
@@ -67,15 +67,15 @@ class Budgets:
         self.rescan_s = rescan_s
         self.clock = clock
         self._lock = threading.Lock()
-        self._job_budgets: dict[str, tuple[float, float | None]] = {}  # job -> (mtime, budget)
+        self._job_budgets: dict[str, tuple[float, Budget]] = {}  # job -> (mtime, budget)
         self._others: tuple[float, float] | None = None  # (when, spend of the batch on disk)
 
-    def budget_of(self, job: str) -> float | None:
+    def budget_of(self, job: str) -> Budget:
         path = record_path(self.batch_dir, job)
         try:
             mtime = path.stat().st_mtime
         except OSError:
-            return None
+            return Budget()
         with self._lock:
             cached = self._job_budgets.get(job)
             if cached and cached[0] == mtime:
@@ -90,17 +90,18 @@ class Budgets:
         mine = summaries.get(job)
         spent = mine.spent_usd if mine else 0.0
         budget = self.budget_of(job)
-        if budget is not None and spent >= budget:
+        if budget.reached(spent):
             return (
                 f"flower-batch gateway: budget exhausted for job {job}: spent ${spent:.4f} of its "
-                f"${budget:.4f} budget (budget_usd in jobs.toml, or --budget-usd)"
+                f"{budget.describe()} budget (budget_usd in jobs.toml, or --budget-usd)"
             )
-        if self.batch_budget_usd is not None:
+        batch = Budget(self.batch_budget_usd)
+        if batch.cap is not None:
             total = self._batch_total(summaries)
-            if total >= self.batch_budget_usd:
+            if batch.reached(total):
                 return (
                     f"flower-batch gateway: batch budget exhausted: the batch spent ${total:.4f} of its "
-                    f"${self.batch_budget_usd:.4f} budget ([batch].budget_usd in jobs.toml, or --budget-usd)"
+                    f"{batch.describe()} budget ([batch].budget_usd in jobs.toml, or --budget-usd)"
                 )
         return None
 

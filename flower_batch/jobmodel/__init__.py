@@ -1,8 +1,12 @@
 """The job model, the bottom layer of flower_batch: what a job is and what became of it.
 
+    status    Status (queued, running and every final status), NOT_ENDED, Phase (progress only)
     spec      JobSpec, GatewaySpec, JobsFile: one job's inputs, the gateway it talks to
     modes     the gateway modes a job may name, and each one's label for people
-    record    JobRecord and record.json (read, write, load a batch's records)
+    record    JobRecord, typed, and record.json (read, write, load a batch's records)
+    budget    Budget: a cap, "is it reached?", and a wake's new cap or +N (BudgetChange)
+    pausing   a persistent job at its budget: the cap reached, its reason, the caps' history
+    resume    which jobs a matrix keeps, runs again or wakes
     outcome   Status, JobOutcome, StepSummary: how a run ended, decided from flower's manifest
     classes   FailureClass: agent / verifier / infrastructure, and the matrix exit codes
     units     durations and memory sizes (`90s`, `2g`), parsed and shown

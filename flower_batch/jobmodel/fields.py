@@ -16,6 +16,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .budget import BudgetChange
 from .spec import MIN_PIDS, NETWORKS, PLACEMENT
 from .units import DOCKER_MIN_MEMORY, format_memory, parse_duration, parse_memory
 
@@ -89,22 +90,7 @@ def budget_usd(value: object, show: Show = str) -> float | Problem:
     return float(value)
 
 
-@dataclass(frozen=True)
-class BudgetCap:
-    """A budget as `wake --budget-usd` takes it: an absolute cap ("0.50"), or "+0.20" to add."""
-
-    amount: float
-    added: bool = False
-
-    def applied(self, cap: float | None, spent: float) -> float:
-        """The new cap: the amount, or the amount on top of the current cap (of what was spent
-        when there was none: a job paused by its batch's budget)."""
-        if not self.added:
-            return self.amount
-        return round((cap if cap is not None else spent) + self.amount, 6)
-
-
-def budget_cap(value: object, show: Show = str) -> BudgetCap | Problem:
+def budget_cap(value: object, show: Show = str) -> BudgetChange | Problem:
     """A cap of US dollars ("0.50") or an amount to add to the current one ("+0.20")."""
     text = value.strip() if isinstance(value, str) else value
     added = isinstance(text, str) and text.startswith("+")
@@ -118,7 +104,7 @@ def budget_cap(value: object, show: Show = str) -> BudgetCap | Problem:
         return Problem(
             f"expected a positive amount of US dollars like 0.50, or +0.20 to add to the cap, got {show(value)}"
         )
-    return BudgetCap(amount, added)
+    return BudgetChange(amount, added)
 
 
 def persistent(value: object, show: Show = str) -> bool | Problem:

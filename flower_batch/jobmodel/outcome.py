@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .classes import FailureClass, class_from_status, parse_class
+from .modes import DEFAULT_MODE, GatewayMode, parse_mode
 from .status import Status
 
 
@@ -83,12 +84,17 @@ class JobOutcome:
     num_turns: int | None = None
     duration_s: float | None = None
     steps: tuple[StepSummary, ...] = ()
-    gateway_mode: str = "anthropic"
+    gateway_mode: GatewayMode = DEFAULT_MODE
     reason: str | None = None
     check_output: str | None = None
     log_tail: str | None = None
     failure_class: str | None = None
     """A FailureClass value (jobmodel/classes.py) when the runner knew the cause; else see `klass`."""
+
+    def __post_init__(self) -> None:
+        # A word from a file or a caller: the enum, or ValueError.
+        object.__setattr__(self, "status", Status(self.status))
+        object.__setattr__(self, "gateway_mode", GatewayMode(self.gateway_mode))
 
     @property
     def passed(self) -> bool:
@@ -110,7 +116,7 @@ class JobOutcome:
             "num_turns": self.num_turns,
             "duration_s": self.duration_s,
             "steps": [s.to_dict() for s in self.steps],
-            "gateway_mode": self.gateway_mode,
+            "gateway_mode": self.gateway_mode.value,
             "reason": self.reason,
             "check_output": self.check_output,
             "log_tail": self.log_tail,
@@ -128,7 +134,7 @@ class JobOutcome:
             num_turns=_int(data.get("num_turns")),
             duration_s=_float(data.get("duration_s")),
             steps=tuple(StepSummary.from_dict(s) for s in data.get("steps") or ()),
-            gateway_mode=data.get("gateway_mode") or "anthropic",
+            gateway_mode=parse_mode(data.get("gateway_mode")) or DEFAULT_MODE,
             reason=data.get("reason"),
             check_output=data.get("check_output"),
             log_tail=data.get("log_tail"),

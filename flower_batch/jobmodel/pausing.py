@@ -10,6 +10,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .budget import Budget
+
 
 @dataclass(frozen=True)
 class Spend:
@@ -22,11 +24,11 @@ class Spend:
 
     @property
     def job_cap_reached(self) -> bool:
-        return self.job_cap is not None and self.job_spent >= self.job_cap
+        return Budget(self.job_cap).reached(self.job_spent)
 
     @property
     def batch_cap_reached(self) -> bool:
-        return self.batch_cap is not None and self.batch_spent >= self.batch_cap
+        return Budget(self.batch_cap).reached(self.batch_spent)
 
 
 def pause_reason(spend: Spend, step: str | None = None) -> str:

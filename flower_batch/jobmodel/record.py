@@ -17,30 +17,30 @@ from typing import Any
 from flower.fileio import write_atomic
 from flower_batch.errors import RecordError
 
+from .classes import FailureClass, parse_class
+from .modes import DEFAULT_MODE, GatewayMode, parse_mode
 from .outcome import JobOutcome, StepSummary
 from .pausing import read_history
 from .spec import JobSpec
-from .status import Status
+from .status import Status, parse_status
 
 RECORD_FORMAT = "flower-batch/job-record@1"
 RECORD_NAME = "record.json"
-# Statuses a record can hold: the final ones plus the two in-flight ones.
-IN_FLIGHT = ("queued", "running")
-RECORD_STATUSES = (*IN_FLIGHT, *(s.value for s in Status))
 CHECK_OUTPUT_LIMIT = 8000
 
 
 @dataclass(frozen=True)
 class JobRecord:
-    """Fields of record.json (see docs/jobs-toml.md, "Job records")."""
+    """Fields of record.json (see docs/jobs-toml.md, "Job records"), typed: a record read from
+    disk is checked once here, and nothing above jobmodel reads the raw JSON."""
 
     job_id: str
     batch: str
     inputs_hash: str
     image_id: str
-    status: str
-    spec: dict[str, Any] = field(default_factory=dict)
-    gateway_mode: str = "anthropic"
+    status: Status
+    spec: JobSpec
+    gateway_mode: GatewayMode = DEFAULT_MODE
     attempt: int = 1
     reason: str | None = None
     exit_code: int | None = None
@@ -58,7 +58,7 @@ class JobRecord:
     node: str | None = None  # the machine that ran the job (a cluster node); None on a local engine
     backend: str | None = None  # docker | swarm
     versions: dict[str, str] = field(default_factory=dict)
-    failure_class: str | None = None  # see jobmodel/classes.py; None while in flight
+    failure_class: FailureClass | None = None  # see jobmodel/classes.py; None while in flight
     # Per step: continued its session or started fresh, and why (flower's runs/continuity.json).
     continuity: tuple[dict[str, Any], ...] = ()
     session: str | None = None  # the orchestrator session that wrote it (liveness: is it still there?)
@@ -66,16 +66,32 @@ class JobRecord:
     # Persistent jobs: per attempt, its caps and the spend metered (jobmodel/pausing.py).
     budget_history: tuple[dict[str, Any], ...] = ()
 
+    def __post_init__(self) -> None:
+        # Words from a caller: the enums, or ValueError (from_dict checks a file's words first).
+        object.__setattr__(self, "status", Status(self.status))
+        object.__setattr__(self, "gateway_mode", GatewayMode(self.gateway_mode))
+        if self.failure_class is not None:
+            object.__setattr__(self, "failure_class", FailureClass(self.failure_class))
+
     @property
     def finished(self) -> bool:
-        return self.status not in IN_FLIGHT
+        return self.status.ended
+
+    @property
+    def persistent(self) -> bool:
+        return self.spec.persistent
+
+    @property
+    def budget_usd(self) -> float | None:
+        """The job's own cap at its last attempt (None: no cap of its own)."""
+        return self.spec.budget_usd
 
     def with_outcome(self, outcome: JobOutcome, **timings: Any) -> JobRecord:
         """This record, finished with `outcome` (timings: finished_at=..., exit_code=...)."""
         check_output = outcome.check_output[-CHECK_OUTPUT_LIMIT:] if outcome.check_output else None
         return replace(
             self,
-            status=outcome.status.value,
+            status=outcome.status,
             reason=outcome.reason,
             workflow_ok=outcome.workflow_ok,
             check_exit=outcome.check_exit,
@@ -85,7 +101,7 @@ class JobRecord:
             steps=outcome.steps,
             duration_s=outcome.duration_s,
             gateway_mode=outcome.gateway_mode,
-            failure_class=outcome.klass.value,
+            failure_class=outcome.klass,
             **timings,
         )
 
@@ -95,7 +111,7 @@ class JobRecord:
             return None
         return JobOutcome(
             job_id=self.job_id,
-            status=Status(self.status),
+            status=self.status,
             workflow_ok=self.workflow_ok,
             check_exit=self.check_exit,
             cost_usd=self.cost_usd,
@@ -106,7 +122,7 @@ class JobRecord:
             reason=self.reason,
             check_output=self.check_output,
             log_tail=log_tail,
-            failure_class=self.failure_class,
+            failure_class=self.failure_class.value if self.failure_class else None,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -114,12 +130,12 @@ class JobRecord:
             "format": RECORD_FORMAT,
             "job_id": self.job_id,
             "batch": self.batch,
-            "status": self.status,
-            "class": self.failure_class,
+            "status": self.status.value,
+            "class": self.failure_class.value if self.failure_class else None,
             "reason": self.reason,
             "inputs_hash": self.inputs_hash,
             "image_id": self.image_id,
-            "gateway_mode": self.gateway_mode,
+            "gateway_mode": self.gateway_mode.value,
             "attempt": self.attempt,
             "exit_code": self.exit_code,
             "workflow_ok": self.workflow_ok,
@@ -140,28 +156,36 @@ class JobRecord:
             "session": self.session,
             "gateway_health": self.gateway_health,
             **({"budget_history": [dict(e) for e in self.budget_history]} if self.budget_history else {}),
-            "spec": self.spec,
+            "spec": self.spec.to_dict(),
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> JobRecord:
-        """Raises RecordError on a missing required field or an unknown status."""
+        """Raises RecordError on a missing required field, an unknown status or gateway mode, or
+        a spec that is not a job's. Every earlier format reads (tests/flower_batch/jobmodel/
+        test_record_formats.py holds one record of each)."""
         if not isinstance(data, Mapping):
             raise RecordError("not a JSON object")
         for key in ("job_id", "batch", "inputs_hash", "image_id", "status"):
             if not isinstance(data.get(key), str):
                 raise RecordError(f"missing or non-text field `{key}`")
-        if data["status"] not in RECORD_STATUSES:
+        status = parse_status(data["status"])
+        if status is None:
             raise RecordError(f"unknown status {data['status']!r}")
+        mode = parse_mode(data.get("gateway_mode") or DEFAULT_MODE.value)
+        if mode is None:
+            raise RecordError(f"unknown gateway mode {data.get('gateway_mode')!r}")
+        if not isinstance(data.get("spec"), Mapping):
+            raise RecordError("missing field `spec` (the job's inputs)")
         try:
             return cls(
                 job_id=data["job_id"],
                 batch=data["batch"],
                 inputs_hash=data["inputs_hash"],
                 image_id=data["image_id"],
-                status=data["status"],
-                spec=dict(data.get("spec") or {}),
-                gateway_mode=data.get("gateway_mode") or "anthropic",
+                status=status,
+                spec=JobSpec.from_dict(dict(data["spec"])),
+                gateway_mode=mode,
                 attempt=int(data.get("attempt") or 1),
                 reason=data.get("reason"),
                 exit_code=data.get("exit_code"),
@@ -179,7 +203,7 @@ class JobRecord:
                 node=data.get("node"),
                 backend=data.get("backend"),
                 versions=dict(data.get("versions") or {}),
-                failure_class=data.get("class") if isinstance(data.get("class"), str) else None,
+                failure_class=parse_class(data.get("class")),
                 continuity=tuple(dict(e) for e in data.get("continuity") or () if isinstance(e, Mapping)),
                 session=data.get("session") if isinstance(data.get("session"), str) else None,
                 gateway_health=dict(data["gateway_health"])
@@ -187,6 +211,8 @@ class JobRecord:
                 else None,
                 budget_history=read_history(data.get("budget_history")),
             )
+        except KeyError as exc:
+            raise RecordError(f"malformed field `spec`: no {exc}") from exc
         except (TypeError, ValueError, AttributeError) as exc:
             raise RecordError(f"malformed field: {exc}") from exc
 
@@ -238,7 +264,7 @@ def load_records(batch_dir: Path, job_ids: Iterable[str] | None = None) -> dict[
 
 
 def new_record(
-    job: JobSpec, *, batch: str, image_id: str, status: str = "queued", **fields: Any
+    job: JobSpec, *, batch: str, image_id: str, status: Status = Status.QUEUED, **fields: Any
 ) -> JobRecord:
     """A record for `job` before it runs; `fields` sets any other JobRecord field."""
     return JobRecord(
@@ -247,7 +273,7 @@ def new_record(
         inputs_hash=job.inputs_hash(image_id),
         image_id=image_id,
         status=status,
-        spec=job.to_dict(),
+        spec=job,
         gateway_mode=job.gateway.mode,
         **fields,
     )

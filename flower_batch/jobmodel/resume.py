@@ -20,6 +20,7 @@ from enum import StrEnum
 from flower_batch.errors import RecordError
 from flower_batch.jobmodel.record import JobRecord
 from flower_batch.jobmodel.spec import JobSpec
+from flower_batch.jobmodel.status import Status
 
 # Statuses that are a measurement of the workflow, worth keeping.
 VERDICTS = frozenset({"passed", "failed", "timeout", "budget"})
@@ -98,7 +99,7 @@ def _decide(
         return Decision(
             job.id, Action.RUN, f"unfinished (was {record.status} when the last run stopped)", record
         )
-    if record.status == "paused" and _same_but_budget(job, image_id, record):
+    if record.status is Status.PAUSED and _same_but_budget(job, image_id, record):
         return Decision(job.id, Action.WAKE, "paused at its budget: continued in its session", record)
     if record.inputs_hash != job.inputs_hash(image_id):
         return Decision(job.id, Action.RUN, _what_changed(job, image_id, record), record)
@@ -117,18 +118,14 @@ def _decide(
 def _same_but_budget(job: JobSpec, image_id: str, record: JobRecord) -> bool:
     """The job's inputs are the record's, but for its own budget_usd (raising it continues
     a paused job; the record's spec holds the cap of its last attempt)."""
-    before = record.spec.get("budget_usd")
-    cap = float(before) if isinstance(before, int | float) and not isinstance(before, bool) else None
-    return replace(job, budget_usd=cap).inputs_hash(image_id) == record.inputs_hash
+    return replace(job, budget_usd=record.budget_usd).inputs_hash(image_id) == record.inputs_hash
 
 
 def _what_changed(job: JobSpec, image_id: str, record: JobRecord) -> str:
     if record.image_id != image_id:
         return f"image changed ({_short(record.image_id)} -> {_short(image_id)})"
     current = job.hashed_inputs(image_id)
-    before = {**record.spec, "workspace": None}
-    if "gateway" in before and isinstance(before["gateway"], dict):
-        before["gateway"] = {**before["gateway"], "scenario": None, "recording": None}
+    before = record.spec.hashed_inputs(record.image_id)
     changed = [
         key for key in current if key not in ("format", "image_id") and before.get(key) != current[key]
     ]

@@ -16,10 +16,11 @@ from typing import Any
 from flower_batch.jobmodel.outcome import JobOutcome
 from flower_batch.jobmodel.record import JobRecord
 from flower_batch.jobmodel.spec import JobSpec, gateway_label
+from flower_batch.jobmodel.status import Status
 from flower_batch.jobmodel.units import format_duration
 
 from ..jobfiles import read_tail
-from ..workspace_diff import source_of, summarize
+from ..workspace_diff import summarize
 from ._stats import Cell, Comparison, compare
 
 RESULTS_FORMAT = "flower-batch/results@1"
@@ -67,7 +68,7 @@ class BatchResults:
         Jobs not run yet, skipped and paused jobs count as not passed.
         """
         total = len(self.jobs)
-        passed = sum(1 for job in self.jobs if self.status_of(job.id) == "passed")
+        passed = sum(1 for job in self.jobs if self.status_of(job.id) == Status.PASSED)
         if fail_under is None:
             return passed == total
         return total > 0 and passed / total >= fail_under
@@ -147,7 +148,7 @@ def results_from_records(
     """
     tails = log_tails or {}
     if jobs is None:
-        jobs = [JobSpec.from_dict(r.spec) for r in records.values() if r.spec]
+        jobs = [r.spec for r in records.values()]
     outcomes = {}
     for job in jobs:
         record = records.get(job.id)
@@ -189,7 +190,7 @@ def log_tails(batch_dir: Path, job_ids: Iterable[str], limit: int = LOG_TAIL_BYT
 
 def _diff_summaries(batch_dir: Path, records: Mapping[str, JobRecord]) -> dict[str, dict[str, Any]]:
     return {
-        job_id: summarize(source_of(r.spec), Path(batch_dir) / job_id / "workspace").summary()
+        job_id: summarize(r.spec.workspace, Path(batch_dir) / job_id / "workspace").summary()
         for job_id, r in records.items()
         if r.finished
     }

@@ -13,12 +13,11 @@ from flower_batch.errors import FlowerBatchError
 from flower_batch.gateway.host.sidecar import GatewaySettings
 from flower_batch.jobmodel.record import JobRecord
 from flower_batch.jobmodel.spec import JobSpec
+from flower_batch.jobmodel.status import State, still_going
 from flower_batch.layout import Home
 from flower_batch.running.infra_retry import run_with_infra_retries
 from flower_batch.running.lease import find_leaks, remove_leaks
 from flower_batch.running.scheduler import run_jobs
-
-ACTIVE = ("queued", "running", "checking")  # the states of a job that has not ended
 
 
 @dataclass(frozen=True)
@@ -26,7 +25,7 @@ class JobState:
     """A job changed state; `cost_usd`: what its record says it spent, once it ended."""
 
     job_id: str
-    state: str
+    state: State
     cost_usd: float | None = None
 
 
@@ -72,9 +71,9 @@ async def run_batch(
 ) -> dict[str, JobRecord]:
     """Run the plan's jobs; every state change and retry is an event. Returns the last records."""
 
-    def on_state(job_id: str, state: str) -> None:
+    def on_state(job_id: str, state: State) -> None:
         cost = None
-        if state not in ACTIVE:
+        if not still_going(state):
             try:
                 cost = plan.home.job(plan.batch, job_id).record().cost_usd
             except (OSError, FlowerBatchError):

@@ -21,6 +21,7 @@ from flower_batch.jobmodel.hashing import file_hash, tree_hash
 from flower_batch.jobmodel.modes import GatewayMode
 from flower_batch.jobmodel.record import JobRecord
 from flower_batch.jobmodel.spec import GatewaySpec, JobSpec
+from flower_batch.jobmodel.status import State
 from flower_batch.labels import RELAY_WAITS
 from flower_batch.layout import Home, JobDir
 from flower_batch.running.lease import Lease
@@ -154,7 +155,7 @@ async def start_job(
     waking: bool = False,
     wake_words: str | None = None,
     previous: JobRecord | None = None,
-    on_state: Callable[[str, str], None] | None = None,
+    on_state: Callable[[str, State], None] | None = None,
     search: list[Path] | None = None,
     flows_from: Path | None = None,
     settings: GatewaySettings | None = None,

@@ -22,6 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from flower_batch.jobmodel.record import JobRecord
+from flower_batch.jobmodel.status import Status
 from flower_batch.running.lease import is_alive, leases_dir
 
 ORPHANED = "orphaned"
@@ -55,11 +56,11 @@ class Liveness:
     def status(self, record: JobRecord) -> str:
         """The state to show: the record's own, or orphaned / never-started (see the module doc)."""
         if record.finished:
-            never = record.status == "skipped" and (record.reason or "").startswith(NEVER_STARTED_REASON)
+            never = record.status is Status.SKIPPED and (record.reason or "").startswith(NEVER_STARTED_REASON)
             return NEVER_STARTED if never else record.status
         if self.owner_alive(record):
             return record.status
-        return ORPHANED if record.status == "running" else NEVER_STARTED
+        return ORPHANED if record.status is Status.RUNNING else NEVER_STARTED
 
     def reason(self, record: JobRecord) -> str | None:
         """The record's reason, or for a stale record the one line that explains it."""

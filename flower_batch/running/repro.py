@@ -91,7 +91,7 @@ def plan_repro(
         raise ReproError(
             f"job {original.batch}/{original.job} is still {record.status}: reproduce it when it ended"
         )
-    spec = JobSpec.from_dict(record.spec)
+    spec = record.spec
     if spec.workspace is not None and not spec.workspace.is_dir():
         raise ReproError(f"the original workspace source {spec.workspace} is gone: restore it to reproduce")
     drift = drift_between(record, image_id, versions, spec)
@@ -132,7 +132,7 @@ def plan_repro(
         image_id=image_id,
         versions=versions,
         mode=mode,
-        persistent=bool(record.spec.get("persistent")),
+        persistent=record.persistent,
         flows_from=flows_from,
         drift=drift,
     )

@@ -33,7 +33,7 @@ from flower_batch.jobmodel.outcome import JobOutcome, decide_status, steps_from_
 from flower_batch.jobmodel.pausing import Spend, history_entry, pause_reason
 from flower_batch.jobmodel.record import JobRecord, write_record
 from flower_batch.jobmodel.spec import JobSpec
-from flower_batch.jobmodel.status import Status
+from flower_batch.jobmodel.status import Phase, State, Status
 from flower_batch.labels import labels
 from flower_batch.layout import FLOWS, RUNS, WORKSPACE, JobDir
 from flower_batch.running.attempts import keep_previous_attempt
@@ -57,7 +57,7 @@ class JobContext:
     image_id: str
     gateway: GatewaySidecar
     versions: dict[str, str] = field(default_factory=dict)
-    on_state: Callable[[str, str], None] | None = None  # (job id, state)
+    on_state: Callable[[str, State], None] | None = None  # (job id, state)
     search: list[Path] = field(default_factory=list)  # where workflow modules are looked up
     flows_from: Path | None = None  # repro: the original job's copy of its workflow code
     environ: Mapping[str, str] = field(default_factory=dict, repr=False)
@@ -182,8 +182,8 @@ def start_attempt(
         batch=ctx.batch,
         inputs_hash=job.inputs_hash(ctx.image_id),
         image_id=ctx.image_id,
-        status="running",
-        spec={**job.to_dict(), "persistent": persistent},
+        status=Status.RUNNING,
+        spec=replace(job, persistent=persistent),
         gateway_mode=job.gateway.mode,
         attempt=(previous.attempt + 1) if previous else 1,
         queued_at=now_iso(),
@@ -197,7 +197,7 @@ def start_attempt(
     if not waking:  # the new attempt starts now: the previous one moves to attempts/<n>/, kept
         keep_previous_attempt(jd, previous, record.attempt)
     write_record(jd.record_path, record)
-    _state(ctx, job.id, "running")
+    _state(ctx, job.id, Status.RUNNING)
     return Attempt(
         ctx,
         job,
@@ -276,7 +276,7 @@ async def _record_interrupted(attempt: Attempt, container: str | None, *, ran: R
             container=container,
             node=ran.node if ran else first.node,
             exit_code=ran.exit_code if ran else first.exit_code,
-            status=Status.ERROR.value,
+            status=Status.ERROR,
             reason="interrupted: the orchestrator was stopped",
             finished_at=now_iso(),
             duration_s=attempt.duration_s(),
@@ -284,7 +284,7 @@ async def _record_interrupted(attempt: Attempt, container: str | None, *, ran: R
             gateway_health=ctx.gateway.health.for_job(attempt.gateway_mark),
         ),
     )
-    _state(ctx, job.id, "interrupted")
+    _state(ctx, job.id, Phase.INTERRUPTED)
 
 
 def _container_spec(
@@ -384,7 +384,7 @@ async def check_if_due(attempt: Attempt, ran: Ran) -> Checked:
     ctx, job = attempt.ctx, attempt.job
     if ran.error is not None or ran.timed_out or ran.exit_code != 0 or not job.check:
         return Checked()
-    _state(ctx, job.id, "checking")
+    _state(ctx, job.id, Phase.CHECKING)
     try:
         code, output = await run_check(ctx, job, attempt.jd)  # removes its container, even on Ctrl-C
     except anyio.get_cancelled_exc_class():
@@ -436,7 +436,7 @@ def finish_record(attempt: Attempt, ran: Ran, checked: Checked, *, persistent: b
             record = replace(record, budget_history=(*record.budget_history, entry))
     record = replace(record, gateway_health=health)
     write_record(jd.record_path, record)
-    _state(ctx, job.id, verdict.status.value)
+    _state(ctx, job.id, verdict.status)
     return record
 
 
@@ -475,7 +475,7 @@ def decide(
     if error is not None and error == gateway.divergence:
         # The agent's requests left the recording: a verdict, not a fault.
         return replace(verdict, failure_class=FailureClass.AGENT)
-    if verdict.status is Status.BUDGET and gateway.over_budget and attempt.record.spec.get("persistent"):
+    if verdict.status is Status.BUDGET and gateway.over_budget and attempt.record.persistent:
         # Its session and workspace stay as they are: a higher cap continues it (wake, matrix).
         reason = pause_reason(_spend(attempt, gateway), _interrupted_step(attempt, rows))
         return Verdict(Status.PAUSED, reason, FailureClass.PAUSED)
@@ -617,6 +617,6 @@ async def _remove_quietly(backend: Backend, container: str) -> None:
         pass
 
 
-def _state(ctx: JobContext, job_id: str, state: str) -> None:
+def _state(ctx: JobContext, job_id: str, state: State) -> None:
     if ctx.on_state is not None:
         ctx.on_state(job_id, state)

@@ -24,10 +24,11 @@ from flower_batch.gateway.budget import batch_spent
 from flower_batch.gateway.host.sidecar import GatewaySettings, GatewaySidecar
 from flower_batch.gateway.host.supervisor import supervisors
 from flower_batch.gateway.metering import read_meter
+from flower_batch.jobmodel.budget import Budget
 from flower_batch.jobmodel.outcome import JobOutcome
 from flower_batch.jobmodel.record import JobRecord, new_record, read_record, write_record
 from flower_batch.jobmodel.spec import JobSpec
-from flower_batch.jobmodel.status import Status
+from flower_batch.jobmodel.status import Phase, State, Status
 from flower_batch.layout import Home, JobDir
 from flower_batch.running.attempts import keep_previous_attempt
 from flower_batch.running.jobs import starts_beside
@@ -35,7 +36,7 @@ from flower_batch.running.lease import Lease
 from flower_batch.running.liveness import NEVER_STARTED_REASON
 from flower_batch.running.runner import JobContext, run_job
 
-StateHook = Callable[[str, str], None]
+StateHook = Callable[[str, State], None]
 
 
 async def run_jobs(
@@ -134,7 +135,7 @@ class _BatchRun:
             if previous is None or not previous.finished:
                 write_record(jd.record_path, self.queued(job, previous))
             if self.on_state:
-                self.on_state(job.id, "queued")
+                self.on_state(job.id, Status.QUEUED)
 
     async def one(self, gateways: _Gateways, job: JobSpec, previous: JobRecord | None) -> None:
         """One job, once a slot is free: skipped when the batch's budget is spent, else run on its
@@ -149,11 +150,8 @@ class _BatchRun:
                 if self.on_state:
                     self.on_state(job.id, previous.status)
                 return
-            if (
-                self.budget_usd is not None
-                and batch_spent(self.home.batch_dir(self.batch)) >= self.budget_usd
-            ):
-                reason = f"not started: the batch budget (${self.budget_usd:.4f}) was spent"
+            if self._batch_budget_spent():
+                reason = f"not started: the batch budget ({Budget(self.budget_usd).describe()}) was spent"
                 keep_previous_attempt(jd, previous, queued.attempt)
                 self.done[job.id] = _finish(
                     jd.record_path, queued, job, Status.SKIPPED, reason, self.on_state
@@ -187,12 +185,16 @@ class _BatchRun:
                     keep_previous_attempt(jd, previous, queued.attempt)
                 self.done[job.id] = _finish(jd.record_path, queued, job, Status.ERROR, reason, self.on_state)
 
+    def _batch_budget_spent(self) -> bool:
+        batch = Budget(self.budget_usd)
+        return batch.cap is not None and batch.reached(batch_spent(self.home.batch_dir(self.batch)))
+
     def _still_capped(self, job: JobSpec, jd: JobDir) -> bool:
         """A paused job's cap is still reached: the batch's, or its own (meter over its wakes)."""
-        if self.budget_usd is not None and batch_spent(self.home.batch_dir(self.batch)) >= self.budget_usd:
+        if self._batch_budget_spent():
             return True
         meter = read_meter(jd.logs)
-        return job.budget_usd is not None and meter is not None and meter.spent_usd >= job.budget_usd
+        return meter is not None and Budget(job.budget_usd).reached(meter.spent_usd)
 
 
 class _Gateways:
@@ -279,7 +281,7 @@ def _mark_never_started(
             record = read_record(path)
         except (OSError, FlowerBatchError):
             continue
-        if record.status != "queued":
+        if record.status is not Status.QUEUED:
             continue
         reason = f"{NEVER_STARTED_REASON}: the orchestrator was stopped before the job's turn"
         outcome = JobOutcome(
@@ -287,7 +289,7 @@ def _mark_never_started(
         )
         write_record(path, record.with_outcome(outcome, finished_at=now_iso()))
         if on_state:
-            on_state(job.id, "never-started")
+            on_state(job.id, Phase.NEVER_STARTED)
 
 
 def _not_continued(path: Path, paused: JobRecord, why: str, on_state: StateHook | None) -> JobRecord:
@@ -310,5 +312,5 @@ def _finish(
     path.parent.mkdir(parents=True, exist_ok=True)
     write_record(path, record)
     if on_state:
-        on_state(job.id, status.value)
+        on_state(job.id, status)
     return record

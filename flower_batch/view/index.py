@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from flower_batch.jobmodel.record import RECORD_NAME, RECORD_STATUSES
+from flower_batch.jobmodel.record import RECORD_NAME
+from flower_batch.jobmodel.status import parse_status
 
 from ..jobfiles import read_head
 from ..layout import check_name
@@ -158,7 +159,7 @@ def _problem(data: Any) -> str | None:
     for key in ("job_id", "batch", "inputs_hash", "image_id", "status"):
         if not isinstance(data.get(key), str):
             return f"missing or non-text field `{key}`"
-    return None if data["status"] in RECORD_STATUSES else f"unknown status {data['status']!r}"
+    return None if parse_status(data["status"]) is not None else f"unknown status {data['status']!r}"
 
 
 def _short(value: object) -> str:

@@ -35,7 +35,7 @@ from ..errors import FlowerBatchError, RecordError
 from ..jobfiles import read_tail
 from ..layout import Home, JobDir
 from ..transcripts.steps import job_trajectory, read_in
-from ..workspace_diff import diff, source_of
+from ..workspace_diff import diff
 from .index import RECORD_BYTES, RecordIndex, select
 from .page import APP_CSS, APP_JS, PAGE_HTML
 
@@ -168,7 +168,7 @@ class _Handler(BaseHTTPRequestHandler):
             spec = _record(jd).spec
         except RecordError as exc:
             raise BadRequest(str(exc)) from None
-        return diff(source_of(spec), jd.workspace).to_dict()
+        return diff(spec.workspace, jd.workspace).to_dict()
 
     # -- plumbing ----------------------------------------------------------------------------
 

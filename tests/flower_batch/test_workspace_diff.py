@@ -13,7 +13,7 @@ import pytest
 from flower_batch import workspace_diff
 from flower_batch.jobmodel.record import load_records
 from flower_batch.reports import html_report, results_from_records
-from flower_batch.workspace_diff import diff, source_of, summarize
+from flower_batch.workspace_diff import diff, summarize
 from tests.hostile_fixtures import (
     SECRET,
     deep_tree,
@@ -100,7 +100,6 @@ def test_empty_source_and_missing_source(tmp_path):
     gone = summarize(tmp_path / "moved-away", ws).summary()
     assert gone["source_missing"] and not gone["available"] and gone["added"] == 0
     assert summarize(tmp_path, tmp_path / "no-ws").summary()["workspace_missing"]
-    assert source_of({"workspace": "/x/y"}) == Path("/x/y") and source_of({"workspace": None}) is None
 
 
 def test_report_carries_each_jobs_diff_summary(tmp_path):

@@ -65,7 +65,7 @@ def home_with_a_persistent_job(tmp_path: Path) -> Path:
     root = home / "adhoc" / "keep"
     root.mkdir(parents=True)
     rec = record("adhoc", "keep", "error", failure_class="infrastructure")
-    rec = replace(rec, spec={**rec.spec, "persistent": True})
+    rec = replace(rec, spec=replace(rec.spec, persistent=True))
     write_record(root / "record.json", rec)
     (root / "scenario.toml").write_text((REPO / "examples" / "scenarios" / "starter.toml").read_text())
     return home

@@ -56,7 +56,7 @@ def _job_with_reason(home: Path, reason: str, persistent: bool = True) -> None:
                 "reason": "lineage.json unreadable: [x]",
             },
         ),
-        spec={**record.spec, "persistent": persistent},
+        spec=replace(record.spec, persistent=persistent),
     )
     write_record(home.job("b", "j1").record_path, record)
 

@@ -12,6 +12,9 @@ from flower_batch.gateway.budget import Budgets, batch_spent, job_budget
 from flower_batch.gateway.metering import JobMeter, read_meter
 from flower_batch.gateway.prices import cost_usd, price_for
 from flower_batch.gateway.server.tap import refusal_plan
+from flower_batch.jobmodel.budget import Budget
+from flower_batch.jobmodel.record import new_record, write_record
+from flower_batch.jobmodel.spec import JobSpec
 
 # -- prices -------------------------------------------------------------------------------------
 
@@ -131,14 +134,15 @@ def test_replay_meters_tokens_but_bills_nothing(tmp_path: Path) -> None:
 
 
 def _record(batch_dir: Path, job: str, budget: float | None) -> None:
+    spec = JobSpec(id=job, task="t", variant="v", repeat=1, matrix={}, prompt="p", budget_usd=budget)
     (batch_dir / job).mkdir(parents=True, exist_ok=True)
-    (batch_dir / job / "record.json").write_text(json.dumps({"spec": {"budget_usd": budget}}))
+    write_record(batch_dir / job / "record.json", new_record(spec, batch="b", image_id="sha256:x"))
 
 
 def test_job_and_batch_budgets(tmp_path: Path) -> None:
     _record(tmp_path, "a", 0.001)
     _record(tmp_path, "b", None)
-    assert job_budget(tmp_path, "a") == 0.001 and job_budget(tmp_path, "b") is None
+    assert job_budget(tmp_path, "a") == Budget(0.001) and job_budget(tmp_path, "b") == Budget(None)
     meter_a = JobMeter(tmp_path / "a" / "logs", "a", "anthropic")
     budgets = Budgets(tmp_path, batch_budget_usd=0.002, rescan_s=0)
     assert budgets.refusal("a", {"a": meter_a.summary()}) is None

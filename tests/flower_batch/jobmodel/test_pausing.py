@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from flower_batch.jobmodel import fields
+from flower_batch.jobmodel.budget import BudgetChange
 from flower_batch.jobmodel.classes import (
     EXIT_BELOW_THRESHOLD,
     EXIT_INFRASTRUCTURE,
@@ -50,7 +51,7 @@ def test_a_budget_cap_is_absolute_or_added(
     given: object, cap: float | None, spent: float, new: float
 ) -> None:
     parsed = fields.budget_cap(given)
-    assert isinstance(parsed, fields.BudgetCap)
+    assert isinstance(parsed, BudgetChange)
     assert parsed.applied(cap, spent) == pytest.approx(new)
 
 
@@ -138,9 +139,11 @@ def test_the_record_keeps_its_history_through_json(tmp_path: Path) -> None:
     record = replace(new_record(job, batch="b", image_id=IMAGE, status="paused"), budget_history=(entry,))
     again = JobRecord.from_dict(record.to_dict())
     assert again.budget_history == (entry,) and again.status == "paused"
-    assert JobSpec.from_dict(again.spec).persistent is True
+    assert again.spec.persistent is True
     plain = new_record(replace(job, persistent=False), batch="b", image_id=IMAGE)
-    assert "budget_history" not in plain.to_dict() and "persistent" not in plain.spec  # hashes as before
+    assert (
+        "budget_history" not in plain.to_dict() and "persistent" not in plain.spec.to_dict()
+    )  # hashes as before
 
 
 # -- planning a batch that has paused jobs --------------------------------------------------------

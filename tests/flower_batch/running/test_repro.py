@@ -39,7 +39,7 @@ def test_drift_is_image_sdk_cli_and_workspace(tmp_path: Path) -> None:
     spec = JobSpec(id="j", task="t", variant="v", repeat=1, matrix={}, prompt="p")
     record = JobRecord(
         job_id="j", batch="b", inputs_hash="h", image_id="sha256:aaa", status="passed",
-        spec=spec.to_dict(), versions={"sdk": "0.2.184", "cli": "2.1.327"},
+        spec=spec, versions={"sdk": "0.2.184", "cli": "2.1.327"},
     )  # fmt: skip
     assert drift_between(record, "sha256:aaa", {"sdk": "0.2.184", "cli": "2.1.327"}, spec) == []
     drift = drift_between(record, "sha256:bbb", {"sdk": "0.2.185", "cli": "2.1.327"}, spec)

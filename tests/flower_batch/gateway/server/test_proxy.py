@@ -30,6 +30,8 @@ from flower_batch.gateway.recording import read_recording, read_state, stage_rec
 from flower_batch.gateway.server.responders import build_gateway
 from flower_batch.gateway.server.routing import JobRouter, PerJobLog
 from flower_batch.gateway.tokens import job_token, new_secret
+from flower_batch.jobmodel.record import new_record, write_record
+from flower_batch.jobmodel.spec import JobSpec
 from tests.gateway_fixtures.upstream import Counting
 
 REPO = Path(__file__).resolve().parents[4]
@@ -181,7 +183,8 @@ def test_a_client_gone_mid_stream_keeps_its_metered_input(tmp_path: Path) -> Non
 def test_a_job_over_its_budget_is_refused_with_a_fatal_error(rig: Rig) -> None:
     (rig.batch / "job-b").mkdir(parents=True)
     # two responses of the demo scenario cost $0.0174 at sonnet prices: the third request is refused
-    (rig.batch / "job-b" / "record.json").write_text(json.dumps({"spec": {"budget_usd": 0.015}}))
+    spec = JobSpec(id="job-b", task="t", variant="v", repeat=1, matrix={}, prompt="p", budget_usd=0.015)
+    write_record(rig.batch / "job-b" / "record.json", new_record(spec, batch="b", image_id="sha256:x"))
     runs = rig.run_flower("job-b", "examples/workflows.py:careful")
     assert rig.runs[-1].returncode != 0
     assert len(rig.counting.usages) == 2
