@@ -47,6 +47,7 @@ from flower_batch.backend.docker.loopback_hosts import cache_folder  # noqa: E40
 from flower_batch.backend.select import REGISTRY_ENV, open_backend  # noqa: E402
 from flower_batch.jobsfile import load_jobs_file  # noqa: E402
 from flower_batch.layout import Home  # noqa: E402
+from flower_batch.running.plan import BatchPlan  # noqa: E402
 from flower_batch.running.scheduler import run_jobs  # noqa: E402
 
 # Another test cluster (scripts/cluster/up.sh PREFIX=... ENV_FILE=...): FLOWER_BATCH_CLUSTER_ENV.
@@ -168,13 +169,15 @@ def run_matrix(side: str, jobs: int, parallel: int, image_id: str, env: dict[str
                 )
                 records = await run_jobs(
                     backend,
-                    home,
-                    jf.name,
-                    [(j, None) for j in jf.jobs],
-                    image_id=image_id,
-                    versions={},
-                    parallel=parallel,
-                    search=[project],
+                    BatchPlan(
+                        home,
+                        jf.name,
+                        [(j, None) for j in jf.jobs],
+                        image_id,
+                        {},
+                        parallel=parallel,
+                        search=[project],
+                    ),
                 )
                 for r in records.values():  # why a job did not pass, once per distinct reason
                     if r.status != "passed" and (r.reason or r.status) not in reasons:

@@ -47,10 +47,12 @@ from flower_batch.jobmodel.status import Status
 from flower_batch.jobmodel.units import format_duration
 from flower_batch.labels import BATCH, JOB, MANAGED
 from flower_batch.layout import Home, JobDir
+from flower_batch.running.batch import run_one
 from flower_batch.running.causes import continuity_lines
-from flower_batch.running.jobs import ADHOC_BATCH, adhoc_spec, job_scenario, option_value, start_job
+from flower_batch.running.jobs import ADHOC_BATCH, adhoc_spec, job_scenario, option_value
 from flower_batch.running.lease import Leak, find_leaks, on_the_nodes, remove_leaks
 from flower_batch.running.liveness import Liveness
+from flower_batch.running.plan import BatchPlan
 
 if TYPE_CHECKING:
     from flower_batch.running.attempts import Attempt  # loaded lazily by `show`
@@ -166,6 +168,7 @@ def run(
         placement=tuple(placement),
         pids=pids,
         network=network,
+        persistent=persistent,
         environ=settings.environ,
     )
     if h.job(ADHOC_BATCH, spec.id).record_path.exists():
@@ -184,21 +187,12 @@ def run(
         markup=False,
     )
 
+    plan = BatchPlan(h, ADHOC_BATCH, ((spec, None),), image_id, versions, settings=settings)
     engine = backend_for(home, backend_choice)
 
     async def go() -> JobRecord:
         async with engine as backend:
-            return await start_job(
-                backend,
-                h,
-                ADHOC_BATCH,
-                spec,
-                image_id=image_id,
-                versions=versions,
-                persistent=persistent,
-                on_state=progress,
-                settings=settings,
-            )
+            return await run_one(backend, plan, progress)
 
     _finish(run_async(go))
 
@@ -257,24 +251,21 @@ def wake(
     )
     err.print(f"waking {jd.batch}/{jd.job} (attempt {record.attempt + 1}) on image {record.image_id[:19]}")
 
+    plan = BatchPlan(
+        h,
+        jd.batch,
+        ((spec, record),),
+        record.image_id,
+        record.versions,
+        settings=settings,
+        wake=frozenset({spec.id}),
+        wake_words={spec.id: words} if words else {},
+    )
     engine = backend_for(home, backend_choice, record.backend)
 
     async def go() -> JobRecord:
         async with engine as backend:
-            return await start_job(
-                backend,
-                h,
-                jd.batch,
-                spec,
-                image_id=record.image_id,
-                versions=record.versions,
-                persistent=True,
-                waking=True,
-                wake_words=words,
-                previous=record,
-                on_state=progress,
-                settings=settings,
-            )
+            return await run_one(backend, plan, progress)
 
     result = run_async(go)
     _print_container_tail(h.job(jd.batch, jd.job))

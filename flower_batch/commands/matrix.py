@@ -54,9 +54,10 @@ from flower_batch.reports import (
     summary_line,
     write_reports,
 )
-from flower_batch.running.batch import BatchEvent, BatchPlan, InfraRetry, reap_batch, run_batch
+from flower_batch.running.batch import BatchEvent, InfraRetry, reap_batch, run_batch
 from flower_batch.running.jobs import option_value
 from flower_batch.running.liveness import Liveness
+from flower_batch.running.plan import BatchPlan
 
 # The live table's colours; a state not named here (an ended job that did not pass) is red.
 STATE_COLOURS: dict[State, str] = {

@@ -34,7 +34,8 @@ from flower_batch.jobmodel.record import JobRecord
 from flower_batch.jobmodel.units import format_duration
 from flower_batch.layout import JobDir
 from flower_batch.running.attempts import attempt_dir, attempt_numbers
-from flower_batch.running.jobs import start_job
+from flower_batch.running.batch import run_one
+from flower_batch.running.plan import BatchPlan
 from flower_batch.running.repro import (
     REPRO_BATCH,
     ReproDiff,
@@ -195,22 +196,20 @@ def repro(
     )
     _print_plan(plan)
 
+    batch = BatchPlan(
+        h,
+        REPRO_BATCH,
+        ((plan.spec, None),),
+        plan.image_id,
+        plan.versions,
+        settings=settings,
+        flows_from=plan.flows_from,
+    )
     engine = backend_for(home, backend_choice, record.backend)
 
     async def go() -> JobRecord:
         async with engine as backend:
-            return await start_job(
-                backend,
-                h,
-                REPRO_BATCH,
-                plan.spec,
-                image_id=plan.image_id,
-                versions=plan.versions,
-                persistent=plan.persistent,
-                on_state=progress,
-                flows_from=plan.flows_from,
-                settings=settings,
-            )
+            return await run_one(backend, batch, progress)
 
     result = run_async(go)
     new = h.job(REPRO_BATCH, plan.spec.id)

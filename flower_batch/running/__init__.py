@@ -1,9 +1,11 @@
 """Running jobs: from a JobSpec to a container, its checks and its record.
 
-    jobs         start one job with its gateway (the shared path of `run`, `wake`, `repro`)
+    plan         BatchPlan: what a run of jobs is given (`matrix`; `run`, `wake`, `repro`: a batch of one)
+    batch        the one path that runs a plan: rounds with infrastructure retries, events; run_one
+    jobs         a `run` job's inputs from the command line; whether a gateway starts beside its job
     runner       one job in one container: stage the workflow, run, check, write the record
     targets      where the job's workflow code is staged and what the container runs
-    scheduler    a matrix's jobs under a parallelism cap
+    scheduler    a plan's jobs under a parallelism cap: their records, gateways and contexts
     infra_retry  which infrastructure failures are run again
     attempts     earlier attempts kept under <job>/attempts/
     causes       the real cause of a job's end (runs/.exit.json, OOMKilled, exit 137)

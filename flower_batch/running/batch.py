@@ -5,18 +5,17 @@ Progress is reported through a callback of events; the command only prints them.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, replace
 
 from flower_batch.backend.base import Backend
-from flower_batch.errors import FlowerBatchError
-from flower_batch.gateway.host.sidecar import GatewaySettings
+from flower_batch.errors import FlowerBatchError, ImageMissing
 from flower_batch.jobmodel.record import JobRecord
 from flower_batch.jobmodel.spec import JobSpec
 from flower_batch.jobmodel.status import State, still_going
 from flower_batch.layout import Home
 from flower_batch.running.infra_retry import run_with_infra_retries
 from flower_batch.running.lease import find_leaks, remove_leaks
+from flower_batch.running.plan import BatchPlan
 from flower_batch.running.scheduler import run_jobs
 
 
@@ -40,23 +39,6 @@ class InfraRetry:
 BatchEvent = JobState | InfraRetry
 
 
-@dataclass(frozen=True)
-class BatchPlan:
-    """What to run: the jobs (each with its previous record), on which image, how."""
-
-    home: Home
-    batch: str
-    jobs: Sequence[tuple[JobSpec, JobRecord | None]]
-    image_id: str
-    versions: dict[str, str]
-    parallel: int
-    infra_retries: int
-    search: Sequence[Path] = ()
-    budget_usd: float | None = None
-    settings: GatewaySettings = field(default_factory=GatewaySettings)
-    wake: frozenset[str] = frozenset()  # paused jobs continued in their sessions (resume.py)
-
-
 async def reap_batch(engine: Backend, home: Home, batch: str) -> int:
     """Remove the containers, networks and gateways a killed earlier run of `batch` left (they may
     still be writing into the job folders this run is about to reset). Returns how many."""
@@ -69,7 +51,17 @@ async def reap_batch(engine: Backend, home: Home, batch: str) -> int:
 async def run_batch(
     engine: Backend, plan: BatchPlan, on_event: Callable[[BatchEvent], None]
 ) -> dict[str, JobRecord]:
-    """Run the plan's jobs; every state change and retry is an event. Returns the last records."""
+    """Run the plan's jobs on `engine` (opened and closed here); every state change and retry is an
+    event. Returns the last records."""
+    async with engine as backend:
+        return await run_plan(backend, plan, on_event)
+
+
+async def run_plan(
+    backend: Backend, plan: BatchPlan, on_event: Callable[[BatchEvent], None]
+) -> dict[str, JobRecord]:
+    """The one path that runs jobs, on an open backend: rounds of `run_jobs`, the infrastructure
+    failures of one round run again in the next (plan.infra_retries)."""
 
     def on_state(job_id: str, state: State) -> None:
         cost = None
@@ -80,27 +72,28 @@ async def run_batch(
                 pass
         on_event(JobState(job_id, state, cost))
 
-    async with engine as backend:
+    async def one_round(jobs: Sequence[tuple[JobSpec, JobRecord | None]]) -> dict[str, JobRecord]:
+        return await run_jobs(backend, replace(plan, jobs=jobs), on_state)
 
-        async def one_round(jobs: Sequence[tuple[JobSpec, JobRecord | None]]) -> dict[str, JobRecord]:
-            return await run_jobs(
-                backend,
-                plan.home,
-                plan.batch,
-                jobs,
-                image_id=plan.image_id,
-                versions=plan.versions,
-                parallel=plan.parallel,
-                on_state=on_state,
-                search=plan.search,
-                budget_usd=plan.budget_usd,
-                settings=plan.settings,
-                wake=plan.wake,
-            )
+    return await run_with_infra_retries(
+        one_round,
+        plan.jobs,
+        retries=plan.infra_retries,
+        on_retry=lambda n, ids: on_event(InfraRetry(n, ids)),
+    )
 
-        return await run_with_infra_retries(
-            one_round,
-            plan.jobs,
-            retries=plan.infra_retries,
-            on_retry=lambda n, ids: on_event(InfraRetry(n, ids)),
-        )
+
+async def run_one(backend: Backend, plan: BatchPlan, on_state: Callable[[str, State], None]) -> JobRecord:
+    """A batch of one (`run`, `wake`, `repro`) on an open backend: the path of `matrix`, with its
+    image checked first (one line if it is not in the engine, before any folder or gateway)."""
+    ((job, _previous),) = plan.jobs
+    try:
+        await backend.image_info(plan.image_id)
+    except ImageMissing as exc:
+        raise FlowerBatchError(f"image {plan.image_id[:19]} is not in the Docker engine: {exc}") from exc
+
+    def on_event(event: BatchEvent) -> None:
+        if isinstance(event, JobState):
+            on_state(event.job_id, event.state)
+
+    return (await run_plan(backend, plan, on_event))[job.id]

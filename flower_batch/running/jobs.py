@@ -1,31 +1,23 @@
-"""One job from start to record, with its gateway: the shared path of `run`, `wake` and `repro`."""
+"""A single job's inputs from the command line (`run`), and what a job's start depends on: whether its
+gateway may start beside it, and its scenario's copy."""
 
 from __future__ import annotations
 
 import re
 import secrets
-import shutil
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TypeVar
 
-import anyio
-
 from flower_batch.backend.base import Backend, ImageInfo
 from flower_batch.envnames import secret_name_problem, unset_names
-from flower_batch.errors import FlowerBatchError, ImageMissing
-from flower_batch.gateway.host.sidecar import GatewaySettings, GatewaySidecar
-from flower_batch.gateway.host.supervisor import supervisors
+from flower_batch.errors import FlowerBatchError
 from flower_batch.jobmodel import fields
 from flower_batch.jobmodel.hashing import file_hash, tree_hash
 from flower_batch.jobmodel.modes import GatewayMode
-from flower_batch.jobmodel.record import JobRecord
 from flower_batch.jobmodel.spec import GatewaySpec, JobSpec
-from flower_batch.jobmodel.status import State
 from flower_batch.labels import RELAY_WAITS
-from flower_batch.layout import Home, JobDir
-from flower_batch.running.lease import Lease
-from flower_batch.running.runner import JobContext, run_job
+from flower_batch.layout import JobDir
 from flower_batch.running.targets import locate
 
 ADHOC_BATCH = "adhoc"
@@ -63,6 +55,7 @@ def adhoc_spec(
     placement: tuple[str, ...] = (),
     pids: int | None = None,
     network: str = "gateway",
+    persistent: bool = False,
 ) -> JobSpec:
     """The spec of a `run` job, validated before any folder, gateway or container exists.
 
@@ -102,6 +95,7 @@ def adhoc_spec(
         placement=constraints,
         pids=pids,
         network=network,
+        persistent=persistent,
     )
 
 
@@ -142,79 +136,6 @@ def _refuse_bad_inputs(
         )
 
 
-# long: its fourteen parameters take seventeen lines; the body is one path, gateway beside the job
-async def start_job(
-    backend: Backend,
-    home: Home,
-    batch: str,
-    job: JobSpec,
-    *,
-    image_id: str,
-    versions: dict[str, str],
-    persistent: bool,
-    waking: bool = False,
-    wake_words: str | None = None,
-    previous: JobRecord | None = None,
-    on_state: Callable[[str, State], None] | None = None,
-    search: list[Path] | None = None,
-    flows_from: Path | None = None,
-    settings: GatewaySettings | None = None,
-) -> JobRecord:
-    """Run one job in its own orchestrator lease with its own gateway. `settings`: the host's
-    environment (the secrets' values, the credential) and the gateway's limits, read where the
-    process started."""
-    settings = GatewaySettings() if settings is None else settings
-    jd = home.job(batch, job.id)
-    if not waking:
-        _make_job_folder(jd, job.gateway.scenario)
-    beside = starts_beside(backend, await _require_image(backend, image_id))
-    with Lease(home.root) as lease:
-        gateway = GatewaySidecar(
-            backend,
-            batch=batch,
-            lease=lease.id,
-            image_id=image_id,
-            batch_dir=home.batch_dir(batch),
-            gateway=job.gateway,
-            settings=settings,
-        )
-        try:
-            if not beside:
-                await gateway.start()  # its error is the command's (no task group's)
-            # Beside: the gateway starts while the job's container does; flower's relay waits for
-            # the job's socket to be bound; one that does not start stops the job (start_beside).
-            async with supervisors() as supervise, anyio.create_task_group() as tg:
-                if beside:
-                    tg.start_soon(gateway.start_beside, supervise)  # then restarted if it dies
-                else:
-                    supervise(gateway)
-                ctx = JobContext(
-                    backend=backend,
-                    batch=batch,
-                    lease=lease.id,
-                    image_id=image_id,
-                    gateway=gateway,
-                    versions=versions,
-                    on_state=on_state,
-                    search=search or [],
-                    flows_from=flows_from,
-                    environ=settings.environ,
-                )
-                record = await run_job(
-                    ctx,
-                    job,
-                    jd,
-                    persistent=persistent,
-                    waking=waking,
-                    wake_words=wake_words,
-                    previous=previous,
-                )
-            return record
-        finally:
-            with anyio.CancelScope(shield=True):
-                await gateway.stop()
-
-
 def starts_beside(backend: Backend, image: ImageInfo) -> bool:
     """Whether a job's container may start while its gateway does: on one machine (the job
     reaches the gateway through a unix socket its flower waits for), with an image whose flower
@@ -228,20 +149,6 @@ def relay_waits(image: ImageInfo) -> bool:
     start while the job's container does. An image from before drops a request made before the
     gateway serves (a wake of an older job): its gateway starts first, as it used to."""
     return image.labels.get(RELAY_WAITS) == "1"
-
-
-async def _require_image(backend: Backend, image_id: str) -> ImageInfo:
-    try:
-        return await backend.image_info(image_id)
-    except ImageMissing as exc:
-        raise FlowerBatchError(f"image {image_id[:19]} is not in the Docker engine: {exc}") from exc
-
-
-def _make_job_folder(jd: JobDir, scenario: Path | None) -> None:
-    jd.root.mkdir(parents=True, exist_ok=True)
-    if scenario is not None:
-        # Keep the scenario with the job: a later wake or repro uses this copy.
-        shutil.copyfile(scenario, jd.root / f"scenario{scenario.suffix}")
 
 
 def job_scenario(jd: JobDir) -> Path | None:

@@ -44,7 +44,6 @@ class ReproPlan:
     image_id: str
     versions: dict[str, str]
     mode: GatewayMode
-    persistent: bool
     flows_from: Path | None
     drift: list[str] = field(default_factory=list)
 
@@ -132,7 +131,6 @@ def plan_repro(
         image_id=image_id,
         versions=versions,
         mode=mode,
-        persistent=record.persistent,
         flows_from=flows_from,
         drift=drift,
     )

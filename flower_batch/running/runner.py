@@ -65,9 +65,7 @@ class JobContext:
     are read (never os.environ here)."""
 
 
-def flower_command(
-    job: JobSpec, *, persistent: bool, wake_words: str | None = None, waking: bool = False
-) -> list[str]:
+def flower_command(job: JobSpec, *, wake_words: str | None = None, waking: bool = False) -> list[str]:
     """The `flower` command line the container runs."""
     base = ["flower", "-w", WORKSPACE, "-r", RUNS]
     if job.workflow is None:
@@ -77,7 +75,7 @@ def flower_command(
         words = wake_words if waking else job.prompt
         return [*base, "go", "--timeout", "0", *([words] if words else [])]
     cmd = [*base, "run", container_target(job.workflow)]
-    if not persistent:
+    if not job.persistent:
         cmd.append("--fresh")
     if job.prompt:
         cmd += ["--prompt", wake_words if (waking and wake_words) else job.prompt]
@@ -109,17 +107,16 @@ async def run_job(
     job: JobSpec,
     jd: JobDir,
     *,
-    persistent: bool = False,
     wake_words: str | None = None,
     waking: bool = False,
     previous: JobRecord | None = None,
 ) -> JobRecord:
     """Prepare, run, check and record one job; every end, but Ctrl-C's, is a finished record."""
-    attempt = start_attempt(ctx, job, jd, persistent=persistent, waking=waking, previous=previous)
-    command = flower_command(job, persistent=persistent, wake_words=wake_words, waking=waking)
+    attempt = start_attempt(ctx, job, jd, waking=waking, previous=previous)
+    command = flower_command(job, wake_words=wake_words, waking=waking)
     ran = await run_container(attempt, command, fresh=not waking)
     checked = await check_if_due(attempt, ran)
-    record = finish_record(attempt, ran, checked, persistent=persistent)
+    record = finish_record(attempt, ran, checked)
     await anyio.to_thread.run_sync(_write_trajectory, jd, record)
     return record
 
@@ -174,7 +171,7 @@ class Checked:
 
 
 def start_attempt(
-    ctx: JobContext, job: JobSpec, jd: JobDir, *, persistent: bool, waking: bool, previous: JobRecord | None
+    ctx: JobContext, job: JobSpec, jd: JobDir, *, waking: bool, previous: JobRecord | None
 ) -> Attempt:
     """A new attempt's 'running' record, written before anything else happens."""
     record = JobRecord(
@@ -183,7 +180,7 @@ def start_attempt(
         inputs_hash=job.inputs_hash(ctx.image_id),
         image_id=ctx.image_id,
         status=Status.RUNNING,
-        spec=replace(job, persistent=persistent),
+        spec=job,
         gateway_mode=job.gateway.mode,
         attempt=(previous.attempt + 1) if previous else 1,
         queued_at=now_iso(),
@@ -398,7 +395,7 @@ async def check_if_due(attempt: Attempt, ran: Ran) -> Checked:
     return Checked(exit_code=code, output=output)
 
 
-def finish_record(attempt: Attempt, ran: Ran, checked: Checked, *, persistent: bool) -> JobRecord:
+def finish_record(attempt: Attempt, ran: Ran, checked: Checked) -> JobRecord:
     """The finished record: the verdict, what it cost, how the gateway fared; written last."""
     ctx, job, jd = attempt.ctx, attempt.job, attempt.jd
     rows = jd.manifest()
@@ -423,7 +420,7 @@ def finish_record(attempt: Attempt, ran: Ran, checked: Checked, *, persistent: b
     )
     record = replace(attempt.record, container=ran.container, node=ran.node)
     record = record.with_outcome(outcome, finished_at=now_iso(), exit_code=ran.exit_code)
-    if persistent:
+    if attempt.job.persistent:
         record = replace(record, continuity=continuity_of(jd.runs, attempt.stamp))
         if job.budget_usd is not None or ctx.gateway.batch_budget_usd is not None:
             entry = history_entry(

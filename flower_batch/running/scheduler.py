@@ -10,7 +10,8 @@ plan decides again, from the same inputs, whether it must run).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Sequence
+import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from flower.clock import now_iso
 from flower_batch.backend.base import Backend
 from flower_batch.errors import FlowerBatchError
 from flower_batch.gateway.budget import batch_spent
-from flower_batch.gateway.host.sidecar import GatewaySettings, GatewaySidecar
+from flower_batch.gateway.host.sidecar import GatewaySidecar
 from flower_batch.gateway.host.supervisor import supervisors
 from flower_batch.gateway.metering import read_meter
 from flower_batch.jobmodel.budget import Budget
@@ -29,74 +30,50 @@ from flower_batch.jobmodel.outcome import JobOutcome
 from flower_batch.jobmodel.record import JobRecord, new_record, read_record, write_record
 from flower_batch.jobmodel.spec import JobSpec
 from flower_batch.jobmodel.status import Phase, State, Status
-from flower_batch.layout import Home, JobDir
+from flower_batch.layout import JobDir
 from flower_batch.running.attempts import keep_previous_attempt
 from flower_batch.running.jobs import starts_beside
 from flower_batch.running.lease import Lease
 from flower_batch.running.liveness import NEVER_STARTED_REASON
+from flower_batch.running.plan import BatchPlan
 from flower_batch.running.runner import JobContext, run_job
 
 StateHook = Callable[[str, State], None]
 
 
 async def run_jobs(
-    backend: Backend,
-    home: Home,
-    batch: str,
-    jobs: Sequence[tuple[JobSpec, JobRecord | None]],
-    *,
-    image_id: str,
-    versions: dict[str, str],
-    parallel: int,
-    on_state: StateHook | None = None,
-    search: Sequence[Path] = (),
-    budget_usd: float | None = None,
-    settings: GatewaySettings | None = None,
-    wake: frozenset[str] = frozenset(),
+    backend: Backend, plan: BatchPlan, on_state: StateHook | None = None
 ) -> dict[str, JobRecord]:
-    """Run `jobs` (each with its previous record, if any); returns the new records by job id.
+    """Run the plan's jobs (each with its previous record, if any); returns the new records by job id.
 
-    `budget_usd` is the batch's: its gateways refuse requests once the batch's metered spend
-    reaches it (running jobs end `budget`, persistent ones `paused`), and jobs not started by
-    then end `skipped`. `wake`: the paused jobs to continue in their sessions (resume.py); one
-    whose cap is still reached stays paused, its record untouched.
-    `settings`: the host's environment and the gateways' limits, read where the process started.
+    The one path of every command that runs jobs: `matrix`, and `run`, `wake` and `repro` (a
+    batch of one). The plan's `budget_usd` is the batch's: its gateways refuse requests once the
+    batch's metered spend reaches it (running jobs end `budget`, persistent ones `paused`), and
+    jobs not started by then end `skipped`. `wake`: the jobs to continue in their sessions
+    (resume.py, or `wake`); one whose cap is still reached stays paused, its record untouched.
 
     In phases, under the orchestrator's lease: every job's record says 'queued'
     (`_BatchRun.queue`); then, in one exit stack that stops the gateways and marks the jobs that
     never began, each job runs as its own task (`_BatchRun.one`) on its gateway (`_Gateways`).
     """
-    with Lease(home.root) as lease:
-        run = _BatchRun(
-            backend=backend,
-            home=home,
-            batch=batch,
-            lease=lease.id,
-            image_id=image_id,
-            versions=versions,
-            on_state=on_state,
-            search=list(search),
-            budget_usd=budget_usd,
-            settings=GatewaySettings() if settings is None else settings,
-            limiter=anyio.CapacityLimiter(max(1, parallel)),
-            wake=wake,
-        )
-        run.queue(jobs)
-        beside = await _starts_beside(backend, image_id)
+    with Lease(plan.home.root) as lease:
+        run = _BatchRun(backend, plan, lease.id, anyio.CapacityLimiter(max(1, plan.parallel)), on_state)
+        run.queue()
+        beside = await _starts_beside(backend, plan.image_id)
         async with contextlib.AsyncExitStack() as stack:
             # However this ends (Ctrl-C included), a job that never began says so.
-            stack.callback(_mark_never_started, home, batch, jobs, run.started, run.done, on_state)
+            stack.callback(_mark_never_started, plan, run.started, run.done, on_state)
             supervise = await stack.enter_async_context(supervisors())  # restarts a gateway that dies
             async with anyio.create_task_group() as tg:
                 gateways = _Gateways(run, stack, supervise, tg if beside else None)
-                for job, previous in jobs:
+                for job, previous in plan.jobs:
                     tg.start_soon(run.one, gateways, job, previous)
     return run.done
 
 
 async def _starts_beside(backend: Backend, image_id: str) -> bool:
-    """The batch's first jobs start while their gateway does, as `run`'s one job
-    (jobs.starts_beside), instead of after it serves."""
+    """The batch's first jobs start while their gateway does (jobs.starts_beside), instead of
+    after it serves."""
     if not backend.shares_unix_sockets:
         return False  # no need to ask the engine for the image
     try:
@@ -107,31 +84,43 @@ async def _starts_beside(backend: Backend, image_id: str) -> bool:
 
 @dataclass
 class _BatchRun:
-    """What every job of one `run_jobs` call shares, and what became of them (`done`, `started`)."""
+    """One `run_jobs` call: its plan, its lease, and what became of the jobs (`done`, `started`)."""
 
     backend: Backend
-    home: Home
-    batch: str
+    plan: BatchPlan
     lease: str
-    image_id: str
-    versions: dict[str, str]
-    on_state: StateHook | None
-    search: list[Path]
-    budget_usd: float | None
-    settings: GatewaySettings
     limiter: anyio.CapacityLimiter
-    wake: frozenset[str] = frozenset()
+    on_state: StateHook | None = None
     done: dict[str, JobRecord] = field(default_factory=dict)
     started: set[str] = field(default_factory=set)
 
-    def queued(self, job: JobSpec, previous: JobRecord | None) -> JobRecord:
-        return _queued(job, self.batch, self.image_id, self.versions, previous, self.lease)
+    def context(self, gateway: GatewaySidecar) -> JobContext:
+        """What the jobs of this run share: built here only, for `matrix` and `run` alike."""
+        plan = self.plan
+        return JobContext(
+            backend=self.backend,
+            batch=plan.batch,
+            lease=self.lease,
+            image_id=plan.image_id,
+            gateway=gateway,
+            versions=plan.versions,
+            on_state=self.on_state,
+            search=list(plan.search),
+            flows_from=plan.flows_from,
+            environ=plan.settings.environ,
+        )
 
-    def queue(self, jobs: Sequence[tuple[JobSpec, JobRecord | None]]) -> None:
+    def queued(self, job: JobSpec, previous: JobRecord | None) -> JobRecord:
+        return _queued(job, self.plan, previous, self.lease)
+
+    def queue(self) -> None:
         """Queued records name this lease: once it is gone, readers see them as never-started."""
-        for job, previous in jobs:
-            jd = self.home.job(self.batch, job.id)
+        for job, previous in self.plan.jobs:
+            jd = self.plan.home.job(self.plan.batch, job.id)
             jd.root.mkdir(parents=True, exist_ok=True)
+            if job.id not in self.plan.wake and job.gateway.scenario is not None:
+                # Kept with the job: a later wake or repro uses this copy.
+                shutil.copyfile(job.gateway.scenario, jd.root / f"scenario{job.gateway.scenario.suffix}")
             if previous is None or not previous.finished:
                 write_record(jd.record_path, self.queued(job, previous))
             if self.on_state:
@@ -142,35 +131,28 @@ class _BatchRun:
         gateway; a setup that fails ends that job `error` and the others go on."""
         async with self.limiter:
             self.started.add(job.id)
-            jd = self.home.job(self.batch, job.id)
+            jd = self.plan.home.job(self.plan.batch, job.id)
             queued = self.queued(job, previous)
-            waking = job.id in self.wake and previous is not None
+            waking = job.id in self.plan.wake and previous is not None
             if waking and previous is not None and self._still_capped(job, jd):
                 self.done[job.id] = previous  # paused it stays: its session waits for a higher cap
                 if self.on_state:
                     self.on_state(job.id, previous.status)
                 return
             if self._batch_budget_spent():
-                reason = f"not started: the batch budget ({Budget(self.budget_usd).describe()}) was spent"
+                reason = (
+                    f"not started: the batch budget ({Budget(self.plan.budget_usd).describe()}) was spent"
+                )
                 keep_previous_attempt(jd, previous, queued.attempt)
                 self.done[job.id] = _finish(
                     jd.record_path, queued, job, Status.SKIPPED, reason, self.on_state
                 )
                 return
             try:
-                ctx = JobContext(
-                    backend=self.backend,
-                    batch=self.batch,
-                    lease=self.lease,
-                    image_id=self.image_id,
-                    gateway=await gateways.for_job(job, waking=waking),
-                    versions=self.versions,
-                    on_state=self.on_state,
-                    search=list(self.search),
-                    environ=self.settings.environ,
-                )
+                ctx = self.context(await gateways.for_job(job, waking=waking))
+                words = self.plan.wake_words.get(job.id) if waking else None
                 self.done[job.id] = await run_job(
-                    ctx, job, jd, previous=previous, persistent=job.persistent, waking=waking
+                    ctx, job, jd, previous=previous, waking=waking, wake_words=words
                 )
             except FlowerBatchError as exc:
                 # One job's setup failed (its gateway did not start, its folder could not be
@@ -186,8 +168,8 @@ class _BatchRun:
                 self.done[job.id] = _finish(jd.record_path, queued, job, Status.ERROR, reason, self.on_state)
 
     def _batch_budget_spent(self) -> bool:
-        batch = Budget(self.budget_usd)
-        return batch.cap is not None and batch.reached(batch_spent(self.home.batch_dir(self.batch)))
+        batch = Budget(self.plan.budget_usd)
+        return batch.cap is not None and batch.reached(batch_spent(self.plan.home.batch_dir(self.plan.batch)))
 
     def _still_capped(self, job: JobSpec, jd: JobDir) -> bool:
         """A paused job's cap is still reached: the batch's, or its own (meter over its wakes)."""
@@ -227,16 +209,17 @@ class _Gateways:
         run = self._run
         async with self._lock:
             if key not in self._gateways:
+                plan = run.plan
                 gw = GatewaySidecar(
                     run.backend,
-                    batch=run.batch,
+                    batch=plan.batch,
                     lease=run.lease,
                     suffix=f"-g{len(self._gateways)}",
-                    image_id=run.image_id,
-                    batch_dir=run.home.batch_dir(run.batch),
+                    image_id=plan.image_id,
+                    batch_dir=plan.home.batch_dir(plan.batch),
                     gateway=job.gateway,
-                    batch_budget_usd=run.budget_usd,
-                    settings=run.settings,
+                    batch_budget_usd=plan.budget_usd,
+                    settings=plan.settings,
                 )
                 if self._beside is None:
                     self._gateways[key] = await self._stack.enter_async_context(gw)
@@ -248,35 +231,28 @@ class _Gateways:
             return self._gateways[key]
 
 
-def _queued(
-    job: JobSpec, batch: str, image_id: str, versions: dict[str, str], previous: JobRecord | None, lease: str
-) -> JobRecord:
+def _queued(job: JobSpec, plan: BatchPlan, previous: JobRecord | None, lease: str) -> JobRecord:
     attempt = previous.attempt + 1 if previous else 1
     return new_record(
         job,
-        batch=batch,
-        image_id=image_id,
+        batch=plan.batch,
+        image_id=plan.image_id,
         attempt=attempt,
         queued_at=now_iso(),
-        versions=versions,
+        versions=plan.versions,
         session=lease,
     )
 
 
 def _mark_never_started(
-    home: Home,
-    batch: str,
-    jobs: Sequence[tuple[JobSpec, JobRecord | None]],
-    started: set[str],
-    done: dict[str, JobRecord],
-    on_state: StateHook | None,
+    plan: BatchPlan, started: set[str], done: dict[str, JobRecord], on_state: StateHook | None
 ) -> None:
     """The orchestrator is stopping (Ctrl-C, an error): a job still queued never began. Its record
     says so (skipped, "never started: …"); a job that kept its earlier finished record keeps it."""
-    for job, _previous in jobs:
+    for job, _previous in plan.jobs:
         if job.id in started or job.id in done:
             continue
-        path = home.job(batch, job.id).record_path
+        path = plan.home.job(plan.batch, job.id).record_path
         try:
             record = read_record(path)
         except (OSError, FlowerBatchError):

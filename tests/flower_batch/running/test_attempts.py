@@ -64,6 +64,7 @@ async def test_a_rerun_whose_setup_fails_keeps_the_previous_verdict_as_an_attemp
     """No ANTHROPIC_API_KEY: the gateway cannot start, the job ends `error` — its earlier passed
     attempt (record, workspace, runs) is in attempts/1, not overwritten."""
     from flower_batch.jobmodel.record import read_record
+    from flower_batch.running.plan import BatchPlan
     from flower_batch.running.scheduler import run_jobs
     from tests.fake_backend import FakeBackend
 
@@ -73,7 +74,7 @@ async def test_a_rerun_whose_setup_fails_keeps_the_previous_verdict_as_an_attemp
     old = finished_attempt(jd, 1)
     async with FakeBackend() as backend:
         done = await run_jobs(
-            backend, home, "b", [(job_spec("j"), old)], image_id="sha256:x", versions={}, parallel=1
+            backend, BatchPlan(home, "b", [(job_spec("j"), old)], "sha256:x", {}, parallel=1)
         )
     assert done["j"].status == "error" and done["j"].attempt == 2
     kept = jd.root / "attempts" / "1"
@@ -90,6 +91,7 @@ async def test_ctrl_c_before_a_job_starts_leaves_its_old_attempt_where_it_was(tm
     from flower_batch.gateway.host.sidecar import READY_LINE
     from flower_batch.jobmodel.record import read_record
     from flower_batch.jobmodel.spec import GatewaySpec
+    from flower_batch.running.plan import BatchPlan
     from flower_batch.running.scheduler import run_jobs
     from tests.fake_backend import FakeBackend, Script
 
@@ -120,13 +122,8 @@ async def test_ctrl_c_before_a_job_starts_leaves_its_old_attempt_where_it_was(tm
         tg.start_soon(
             lambda: run_jobs(
                 backend,
-                home,
-                "b",
-                [(first, old_first), (second, old_second)],
-                image_id="sha256:x",
-                versions={},
-                parallel=1,
-                on_state=on_state,
+                BatchPlan(home, "b", [(first, old_first), (second, old_second)], "sha256:x", {}, parallel=1),
+                on_state,
             )
         )
         await first_runs.wait()

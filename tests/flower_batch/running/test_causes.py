@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -20,9 +21,10 @@ from flower_batch.jobmodel.record import read_record
 from flower_batch.jobmodel.spec import GatewaySpec, JobSpec
 from flower_batch.jobmodel.status import Status
 from flower_batch.layout import Home
+from flower_batch.running.batch import run_one
 from flower_batch.running.causes import Ending, explain
 from flower_batch.running.infra_retry import run_with_infra_retries
-from flower_batch.running.jobs import start_job
+from flower_batch.running.plan import BatchPlan
 from flower_batch.running.scheduler import run_jobs
 from tests.fake_backend import FakeBackend, FakeProcess, Script
 
@@ -82,7 +84,8 @@ async def _start(tmp_path: Path, program, *, persistent: bool = False, job: JobS
     home = Home(tmp_path / "home")
     job = job or _job(tmp_path)
     async with FakeBackend(programs={"python": GATEWAY, "flower": program}) as backend:
-        return await start_job(backend, home, "b", job, image_id=IMAGE_ID, versions={}, persistent=persistent)
+        plan = BatchPlan(home, "b", ((replace(job, persistent=persistent), None),), IMAGE_ID, {})
+        return await run_one(backend, plan, lambda job_id, state: None)
 
 
 @pytest.mark.anyio
@@ -222,7 +225,7 @@ async def _retrying(tmp_path: Path, failures: int, retries: int) -> tuple[dict, 
     async with FlakyStart(failures, programs={"python": GATEWAY, "flower": Script(exit_code=0)}) as backend:
 
         async def one_round(jobs):  # type: ignore[no-untyped-def]
-            return await run_jobs(backend, home, "b", jobs, image_id=IMAGE_ID, versions={}, parallel=1)
+            return await run_jobs(backend, BatchPlan(home, "b", jobs, IMAGE_ID, {}, parallel=1))
 
         done = await run_with_infra_retries(
             one_round, [(job, None)], retries=retries, on_retry=lambda n, ids: retried.append((n, ids))
@@ -255,7 +258,7 @@ async def test_verdicts_are_never_retried(tmp_path: Path) -> None:
 
         async def one_round(jobs):  # type: ignore[no-untyped-def]
             calls.append([j.id for j, _ in jobs])
-            return await run_jobs(backend, home, "b", jobs, image_id=IMAGE_ID, versions={}, parallel=1)
+            return await run_jobs(backend, BatchPlan(home, "b", jobs, IMAGE_ID, {}, parallel=1))
 
         done = await run_with_infra_retries(one_round, [(_job(tmp_path), None)], retries=2)
     assert calls == [["t.v.r1"]] and done["t.v.r1"].failure_class == "agent"

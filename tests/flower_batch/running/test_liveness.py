@@ -137,6 +137,7 @@ def test_report_shows_orphaned_and_never_started(tmp_path: Path) -> None:
 async def test_a_stopped_matrix_marks_its_never_started_jobs(tmp_path: Path, monkeypatch) -> None:
     """Ctrl-C while the first job runs (-j 1): the others never began and say so; none stays queued."""
     from flower_batch.gateway.host.sidecar import GatewaySettings
+    from flower_batch.running.plan import BatchPlan
     from flower_batch.running.scheduler import run_jobs
     from tests.fake_backend import FakeBackend, Script
 
@@ -160,14 +161,8 @@ async def test_a_stopped_matrix_marks_its_never_started_jobs(tmp_path: Path, mon
                 tg.start_soon(
                     lambda: run_jobs(
                         backend,
-                        home,
-                        "b",
-                        jobs,
-                        image_id=FakeBackend.IMAGE,
-                        versions={},
-                        parallel=1,
-                        on_state=lambda j, s: states.append((j, s)),
-                        settings=settings,
+                        BatchPlan(home, "b", jobs, FakeBackend.IMAGE, {}, parallel=1, settings=settings),
+                        lambda j, s: states.append((j, s)),
                     )
                 )
                 with anyio.fail_after(20):

@@ -8,6 +8,8 @@ from pathlib import Path
 import anyio
 import pytest
 
+from flower_batch.running.plan import BatchPlan
+
 
 def _spec(job_id: str, mode: str = "anthropic"):
     from flower_batch.jobmodel.spec import GatewaySpec, JobSpec
@@ -28,6 +30,7 @@ async def test_a_job_whose_gateway_cannot_start_ends_error_and_earlier_verdicts_
     from flower_batch.jobmodel.record import new_record, read_record, write_record
     from flower_batch.jobmodel.status import Status
     from flower_batch.layout import Home
+    from flower_batch.running.plan import BatchPlan
     from flower_batch.running.scheduler import run_jobs
     from tests.fake_backend import FakeBackend
 
@@ -48,13 +51,8 @@ async def test_a_job_whose_gateway_cannot_start_ends_error_and_earlier_verdicts_
     async with FakeBackend() as backend:
         done = await run_jobs(
             backend,
-            home,
-            "b",
-            [(first, None), (second, old)],
-            image_id="sha256:img",
-            versions={},
-            parallel=1,
-            on_state=on_state,
+            BatchPlan(home, "b", [(first, None), (second, old)], "sha256:img", {}, parallel=1),
+            on_state,
         )
     assert seen == {"second": "passed"}  # not overwritten by `queued` before it started
     for job_id in ("first", "second"):
@@ -100,10 +98,7 @@ async def test_a_paused_job_stays_paused_while_capped_or_when_its_wake_cannot_st
 
     async def go(budget: float) -> None:
         async with FakeBackend() as backend:
-            await run_jobs(
-                backend, home, "b", [(job, paused)], image_id="sha256:img", versions={}, parallel=1,
-                on_state=lambda _job, state: states.append(state), budget_usd=budget, wake=frozenset({"long"}),
-            )  # fmt: skip
+            await run_jobs(backend, BatchPlan(home, "b", [(job, paused)], "sha256:img", {}, parallel=1, budget_usd=budget, wake=frozenset({"long"})), lambda _job, state: states.append(state))  # fmt: skip
 
     before = jd.record_path.read_bytes()
     await go(0.02)  # still spent: untouched
@@ -145,13 +140,15 @@ async def _matrix_of_two(tmp_path: Path, backend, monkeypatch: pytest.MonkeyPatc
     with anyio.fail_after(20):
         done = await run_jobs(
             backend,
-            home,
-            "b",
-            [(job, paused if paused and paused.job_id == job.id else None) for job in jobs],
-            image_id=FakeBackend.IMAGE,
-            versions={},
-            parallel=2,
-            wake=frozenset({paused.job_id} if paused else ()),
+            BatchPlan(
+                home,
+                "b",
+                [(job, paused if paused and paused.job_id == job.id else None) for job in jobs],
+                FakeBackend.IMAGE,
+                {},
+                parallel=2,
+                wake=frozenset({paused.job_id} if paused else ()),
+            ),
         )
     return done, await backend.list_by_label({})
 

@@ -160,15 +160,19 @@ async def test_the_job_of_a_gateway_given_up_is_stopped_and_its_record_says_why(
 def one_machine(monkeypatch: pytest.MonkeyPatch) -> None:
     """The fake engine shares no unix socket (its gateway is reached by network), which alone
     keeps a job from starting beside its gateway: as on one machine, the image's label decides."""
-    from flower_batch.running import jobs
+    from flower_batch.running import jobs, scheduler
 
-    monkeypatch.setattr(jobs, "starts_beside", lambda backend, image: jobs.relay_waits(image))
+    async def by_label(backend: FakeBackend, image_id: str) -> bool:
+        return jobs.relay_waits(await backend.image_info(image_id))
+
+    monkeypatch.setattr(scheduler, "_starts_beside", by_label)
 
 
 async def _run_one_job(backend: FakeBackend, tmp_path: Path) -> JobRecord:
-    """`run` of one scripted job on `backend` (running/jobs.start_job), bounded in time."""
+    """`run` of one scripted job on `backend` (running/batch.run_one), bounded in time."""
     from flower_batch.layout import Home
-    from flower_batch.running.jobs import start_job
+    from flower_batch.running.batch import run_one
+    from flower_batch.running.plan import BatchPlan
 
     scenario = tmp_path / "s.toml"
     scenario.write_text('[[rules]]\nreply = "hi"\n')
@@ -182,22 +186,15 @@ async def _run_one_job(backend: FakeBackend, tmp_path: Path) -> JobRecord:
         gateway=GatewaySpec(mode="scripted", scenario=scenario),
     )
     with anyio.fail_after(20):
-        return await start_job(
-            backend,
-            Home(tmp_path / "home"),
-            "b",
-            spec,
-            image_id=FakeBackend.IMAGE,
-            versions={},
-            persistent=False,
-        )
+        plan = BatchPlan(Home(tmp_path / "home"), "b", ((spec, None),), FakeBackend.IMAGE, {})
+        return await run_one(backend, plan, lambda job, state: None)
 
 
 @pytest.mark.anyio
 async def test_a_gateway_that_does_not_start_beside_its_job_stops_the_job_with_the_reason(
     tmp_path: Path, one_machine: None
 ) -> None:
-    # run and wake start the gateway while the job's container starts (running/jobs.start_job).
+    # run and wake start the gateway while the job's container starts (running/scheduler.py).
     async def broken(proc: FakeProcess) -> int:
         await anyio.sleep(0.2)  # the job's container is created meanwhile
         proc.log("gateway: bad scenario")

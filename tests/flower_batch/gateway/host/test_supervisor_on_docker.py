@@ -184,7 +184,9 @@ async def test_a_gateway_down_longer_than_the_cli_retries_is_ridden_out_by_flowe
     from flower_batch.backend.docker.backend import DockerBackend
     from flower_batch.gateway.host import supervisor
     from flower_batch.layout import Home
-    from flower_batch.running.jobs import adhoc_spec, start_job
+    from flower_batch.running.batch import run_one
+    from flower_batch.running.jobs import adhoc_spec
+    from flower_batch.running.plan import BatchPlan
 
     slow = supervisor.RestartPolicy(backoff_s=45.0, backoff_max_s=45.0)
     from flower_batch.gateway.host.sidecar import GatewaySettings
@@ -205,6 +207,7 @@ async def test_a_gateway_down_longer_than_the_cli_retries_is_ridden_out_by_flowe
         secrets_=[],
         scenario=files["scenario"],
         environ={},
+        persistent=True,
     )
     job = Job(home, "adhoc", name)
     records: list = []
@@ -212,15 +215,17 @@ async def test_a_gateway_down_longer_than_the_cli_retries_is_ridden_out_by_flowe
     async def run() -> None:
         async with DockerBackend() as backend:
             records.append(
-                await start_job(
+                await run_one(
                     backend,
-                    Home(home),
-                    "adhoc",
-                    spec,
-                    image_id=image_id,
-                    versions={},
-                    persistent=True,
-                    settings=GatewaySettings(restarts=slow),
+                    BatchPlan(
+                        Home(home),
+                        "adhoc",
+                        ((spec, None),),
+                        image_id,
+                        {},
+                        settings=GatewaySettings(restarts=slow),
+                    ),
+                    lambda job, state: None,
                 )
             )
 
