@@ -231,7 +231,7 @@ class ReproError(FlowerBatchError):
 
 
 class NotRegular(OSError):
-    """A job's file that is not read (jobfiles.py): a symlink on the way, or not a regular file.
+    """A job's file that is not read (untrusted_files.py): a symlink on the way, or not a regular file.
     An OSError, not a FlowerBatchError: its readers treat it as a file they could not read."""
 
     def __init__(self, rel: str, why: str, shown: str) -> None:

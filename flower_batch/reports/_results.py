@@ -18,7 +18,7 @@ from flower_batch.jobmodel.record import JobRecord
 from flower_batch.jobmodel.spec import JobSpec, gateway_label
 from flower_batch.jobmodel.units import format_duration
 
-from ..jobfiles import read_tail
+from ..untrusted_files import read_tail
 from ..workspace_diff import source_of, summarize
 from ._stats import Cell, Comparison, compare
 
@@ -173,7 +173,7 @@ LOG_TAIL_BYTES = 4000  # of each job's container.log, for the report's log tails
 
 def log_tails(batch_dir: Path, job_ids: Iterable[str], limit: int = LOG_TAIL_BYTES) -> dict[str, str]:
     """The last `limit` bytes of each job's logs/container.log, read through no symlink and only from
-    a regular file (flower_batch/jobfiles.py): a FIFO or a link to a secret there is skipped, said."""
+    a regular file (flower_batch/untrusted_files.py): a FIFO or a link to a secret there is skipped, said."""
     tails = {}
     for job_id in job_ids:
         try:

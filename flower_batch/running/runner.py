@@ -27,7 +27,6 @@ from flower_batch.gateway.host.sidecar import GatewaySidecar
 from flower_batch.gateway.host.usage import GatewayOutcome, MeterMark, gateway_outcome, meter_mark
 from flower_batch.gateway.job_sockets import socket_key
 from flower_batch.gateway.recording import stage_recording
-from flower_batch.jobfiles import copy_tree, remove_tree
 from flower_batch.jobmodel.classes import FailureClass
 from flower_batch.jobmodel.outcome import JobOutcome, decide_status, steps_from_manifest
 from flower_batch.jobmodel.pausing import Spend, history_entry, pause_reason
@@ -41,6 +40,7 @@ from flower_batch.running.causes import Ending, Verdict, continuity_of, explain,
 from flower_batch.running.deadline import hard_timeout_s, limits_env
 from flower_batch.running.joblog import capped_text, save_capped
 from flower_batch.running.targets import container_target, stage_workflow
+from flower_batch.untrusted_files import copy_tree, remove_tree
 
 log = logging.getLogger(__name__)
 GRACE_S = 10.0

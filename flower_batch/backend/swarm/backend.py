@@ -77,9 +77,9 @@ from flower_batch.errors import (
     ReservationUnmet,
     SharedStorageMissing,
 )
-from flower_batch.jobfiles import read_head
 from flower_batch.jobmodel import units
 from flower_batch.labels import BATCH, BUILD_KEY, JOB, LEASE, MANAGED, ROLE, SERVICE
+from flower_batch.untrusted_files import read_head
 
 T = TypeVar("T")
 
