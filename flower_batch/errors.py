@@ -25,8 +25,7 @@
     ├── GatewayError            [3] the gateway sidecar did not start or stopped answering
     ├── GatewayModeError        the host side of a gateway mode cannot be set up
     ├── GatewayConfigError      the gateway process cannot start with its settings   also a ValueError
-    ├── UpstreamError           proxy mode: the upstream URL or credential is unusable  also a ValueError
-    ├── UpstreamAuthError       no usable upstream credential, or a bad upstream URL  also a ValueError
+    ├── UpstreamError           proxy mode: no usable upstream credential, or a bad upstream URL  also a ValueError
     ├── RecordingMissing        replay: the job has no recording             also a FileNotFoundError
     ├── RecordingFormatError    replay: a recording of another format, or of a newer flower-batch  also a ValueError
     ├── MatrixFileError         a jobs.toml is invalid; `errors` holds every FieldError  also a ValueError
@@ -152,11 +151,8 @@ class GatewayConfigError(FlowerBatchError, ValueError):
 
 
 class UpstreamError(FlowerBatchError, ValueError):
-    """The upstream base URL cannot be used."""
-
-
-class UpstreamAuthError(FlowerBatchError, ValueError):
-    """No usable credential, or an upstream URL that cannot be used (one line)."""
+    """Proxy mode's upstream cannot be used: no usable credential (on the host or in the gateway
+    container), or an upstream URL that cannot be one (one line)."""
 
 
 class RecordingMissing(FlowerBatchError, FileNotFoundError):
