@@ -13,9 +13,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from flower_batch.jobmodel.modes import mode_label
 from flower_batch.jobmodel.outcome import JobOutcome
 from flower_batch.jobmodel.record import JobRecord
-from flower_batch.jobmodel.spec import JobSpec, gateway_label
+from flower_batch.jobmodel.spec import JobSpec
 from flower_batch.jobmodel.units import format_duration
 
 from ..untrusted_files import read_tail
@@ -59,7 +60,7 @@ class BatchResults:
 
     @property
     def gateway_label(self) -> str:
-        return " + ".join(gateway_label(m) for m in self.gateway_modes) or "no model"
+        return " + ".join(mode_label(m) for m in self.gateway_modes) or "no model"
 
     def ci_passed(self, fail_under: float | None = None) -> bool:
         """The CI verdict: every job passed, or (with `fail_under`) passed/all jobs >= it.
