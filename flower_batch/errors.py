@@ -54,9 +54,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 
-def one_line(text: str) -> str:
-    """Control characters (a newline in a value or key the file holds) shown escaped: one problem,
-    one line."""
+def escape_controls(text: str) -> str:
+    """`text` with every unprintable character (a newline, a tab, a control character) shown
+    escaped as Python writes it (a newline as \\n), the rest kept as it is: a value or key quoted in
+    a problem stays on one line and still says what it holds.
+
+    Not `flower.exitinfo.one_line`, which folds whitespace into spaces: here a newline in a jobs.toml
+    key is part of what the person must see to fix it."""
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
@@ -175,7 +179,7 @@ class FieldError:
     def __str__(self) -> str:
         where = f"{self.file}:{self.line}" if self.line else self.file
         line = f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
-        return one_line(line)
+        return escape_controls(line)
 
 
 class MatrixFileError(FlowerBatchError, ValueError):
