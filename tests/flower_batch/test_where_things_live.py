@@ -42,7 +42,7 @@ def test_the_modules_a_container_or_a_person_runs_with_python_m_exist(module: st
 
 def test_the_commands_that_start_them_name_those_paths() -> None:
     sidecar = (ROOT / "gateway" / "host" / "sidecar.py").read_text(encoding="utf-8")
-    swarm = (ROOT / "backend" / "swarm" / "backend.py").read_text(encoding="utf-8")
+    swarm = (ROOT / "backend" / "swarm" / "service_spec.py").read_text(encoding="utf-8")  # what create runs
     # (whitespace as the formatter lays the command list out)
     assert re.search(r'"-m",\s*"flower_batch\.gateway\.server",\s*"serve"', sidecar)
     assert '"flower_batch.backend.swarm.task_signals"' in swarm
