@@ -81,7 +81,7 @@ def leave(
         "format": EXIT_FORMAT,
         "code": int(code),
         "class": kind,
-        "reason": one_line(reason),
+        "reason": one_line(reason, REASON_LIMIT),
         "step": step,
         "stamp": stamp,
         "at": now_iso(),
@@ -126,9 +126,13 @@ def parse(text: str, *, stamp: str | None = None) -> dict[str, Any] | None:
     }
 
 
-def one_line(text: str) -> str:
+def one_line(text: str, limit: int | None = None) -> str:
+    """`text` as one line: every run of whitespace (newlines and tabs too) one space, the ends
+    stripped; with a `limit`, at most that many characters, the last one "…" when it was cut.
+
+    The one such helper for flower and flower_batch (an error or a reason quoted in a line)."""
     flat = " ".join(str(text).split())
-    return flat if len(flat) <= REASON_LIMIT else flat[: REASON_LIMIT - 1] + "…"
+    return flat if limit is None or len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 def step_failure(ctx: dict[str, Any]) -> tuple[str, str, str] | None:

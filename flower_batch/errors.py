@@ -25,8 +25,7 @@
     ├── GatewayError            [3] the gateway sidecar did not start or stopped answering
     ├── GatewayModeError        the host side of a gateway mode cannot be set up
     ├── GatewayConfigError      the gateway process cannot start with its settings   also a ValueError
-    ├── UpstreamError           proxy mode: the upstream URL or credential is unusable  also a ValueError
-    ├── UpstreamAuthError       no usable upstream credential, or a bad upstream URL  also a ValueError
+    ├── UpstreamError           proxy mode: no usable upstream credential, or a bad upstream URL  also a ValueError
     ├── RecordingMissing        replay: the job has no recording             also a FileNotFoundError
     ├── RecordingFormatError    replay: a recording of another format, or of a newer flower-batch  also a ValueError
     ├── MatrixFileError         a jobs.toml is invalid; `errors` holds every FieldError  also a ValueError
@@ -55,9 +54,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 
-def one_line(text: str) -> str:
-    """Control characters (a newline in a value or key the file holds) shown escaped: one problem,
-    one line."""
+def escape_controls(text: str) -> str:
+    """`text` with every unprintable character (a newline, a tab, a control character) shown
+    escaped as Python writes it (a newline as \\n), the rest kept as it is: a value or key quoted in
+    a problem stays on one line and still says what it holds.
+
+    Not `flower.exitinfo.one_line`, which folds whitespace into spaces: here a newline in a jobs.toml
+    key is part of what the person must see to fix it."""
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
@@ -152,11 +155,8 @@ class GatewayConfigError(FlowerBatchError, ValueError):
 
 
 class UpstreamError(FlowerBatchError, ValueError):
-    """The upstream base URL cannot be used."""
-
-
-class UpstreamAuthError(FlowerBatchError, ValueError):
-    """No usable credential, or an upstream URL that cannot be used (one line)."""
+    """Proxy mode's upstream cannot be used: no usable credential (on the host or in the gateway
+    container), or an upstream URL that cannot be one (one line)."""
 
 
 class RecordingMissing(FlowerBatchError, FileNotFoundError):
@@ -179,7 +179,7 @@ class FieldError:
     def __str__(self) -> str:
         where = f"{self.file}:{self.line}" if self.line else self.file
         line = f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
-        return one_line(line)
+        return escape_controls(line)
 
 
 class MatrixFileError(FlowerBatchError, ValueError):
@@ -235,7 +235,7 @@ class ReproError(FlowerBatchError):
 
 
 class NotRegular(OSError):
-    """A job's file that is not read (jobfiles.py): a symlink on the way, or not a regular file.
+    """A job's file that is not read (untrusted_files.py): a symlink on the way, or not a regular file.
     An OSError, not a FlowerBatchError: its readers treat it as a file they could not read."""
 
     def __init__(self, rel: str, why: str, shown: str) -> None:

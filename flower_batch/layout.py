@@ -25,8 +25,8 @@ from typing import Any
 from flower.catalogue import MANIFEST_FILE
 
 from .errors import FlowerBatchError, JobNotFound, RecordError
-from .jobfiles import read_head
 from .jobmodel.record import RECORD_NAME, JobRecord, read_record, record_path
+from .untrusted_files import read_head
 
 WORKSPACE = "/workspace"
 RUNS = "/runs"

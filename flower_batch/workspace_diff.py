@@ -4,11 +4,11 @@
 job of a report. `diff` adds unified diffs, capped per file and in total, for the viewer. Binary
 files (a NUL byte in the first 8 KiB, or not UTF-8) are named, never diffed.
 
-The workspace is the job's model-written code's, so it is read through flower_batch/jobfiles.py:
+The workspace is the job's model-written code's, so it is read through flower_batch/untrusted_files.py:
 symlinks are compared by target and never followed; FIFOs, sockets and devices are listed with a
 note and never opened; a tree is walked without recursion and listed up to MAX_FILES entries
-(and jobfiles.MAX_DEPTH levels); what was not listed is in `skipped`. Paths are shown escaped
-(`jobfiles.shown`: bytes that are not UTF-8 as \\xNN, a newline as \\n), so JSON and HTML take them.
+(and untrusted_files.MAX_DEPTH levels); what was not listed is in `skipped`. Paths are shown escaped
+(`untrusted_files.shown`: bytes that are not UTF-8 as \\xNN, a newline as \\n), so JSON and HTML take them.
 
 A job whose spec has no source (`workspace` None) started from an empty directory: every file
 is "added". A source that no longer exists gives `source_missing` and no file list: the job's
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .jobfiles import Entry, Tree, open_file, read_head, shown, walk
+from .untrusted_files import Entry, Tree, open_file, read_head, shown, walk
 
 FILE_DIFF_LIMIT = 64 * 1024  # characters of unified diff shown per file
 TOTAL_DIFF_LIMIT = 1024 * 1024  # characters of unified diff over all files of a job
@@ -160,7 +160,7 @@ def _side(root: Path | None, tree: Tree, rel: str) -> _Side | None:
 
 
 def _tree(root: Path, out: WorkspaceDiff) -> Tree:
-    """Every file, symlink and special file under root, none followed (jobfiles.walk); what was
+    """Every file, symlink and special file under root, none followed (untrusted_files.walk); what was
     not listed goes to out.skipped, a cut listing to out.truncated."""
     try:
         tree = walk(root, max_entries=MAX_FILES)

@@ -8,7 +8,7 @@ import os
 import stat
 from pathlib import Path
 
-from flower_batch.jobfiles import remove_tree
+from flower_batch.untrusted_files import remove_tree
 
 SECRET = "root:x:0:0:outside-the-job"  # what a file outside the job holds: must never be shown
 NOT_UTF8 = b"caf\xe9.txt"  # latin-1 bytes: no UTF-8 decoding of this name exists

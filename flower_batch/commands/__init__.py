@@ -7,6 +7,7 @@
     compare       compare two batches, or a batch and its baseline
     repro         repro: a recorded job again, and the diff
     view          view: the trajectory viewer
+    export        export: a batch as ATIF trajectories or Inspect eval logs
     attempts      gc --attempts: the only way kept earlier attempts are removed
     preflight     the checks before a job runs, as the commands report them
     version       `--version`: the versions and the runtime image

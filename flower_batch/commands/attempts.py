@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from flower_batch.commands.common import err, fail, out
-from flower_batch.jobfiles import remove_tree
 from flower_batch.layout import Home
 from flower_batch.running.attempts import prunable
+from flower_batch.untrusted_files import remove_tree
 
 
 def gc_attempts(home: Home, *, keep: int, batch: str | None, dry_run: bool) -> None:

@@ -10,7 +10,7 @@ import typer
 
 from flower_batch.backend.docker.backend import DockerBackend
 from flower_batch.commands.common import chosen_backend, err, open_named, run_async, user_cache
-from flower_batch.errors import FlowerBatchError, one_line
+from flower_batch.errors import FlowerBatchError, escape_controls
 from flower_batch.jobmodel.spec import JobSpec
 from flower_batch.preflight import Preflight
 from flower_batch.preflight.import_cache import ImportCache
@@ -77,7 +77,7 @@ def finish_preflight(
     print_warnings(pf.warnings)
     if pf.problems:
         for line in dict.fromkeys(pf.problems):
-            err.print(f"flower-batch: {one_line(line)}", markup=False, highlight=False)
+            err.print(f"flower-batch: {escape_controls(line)}", markup=False, highlight=False)
         raise typer.Exit(2)
     if seen is not None and remember:
         seen.commit()
@@ -85,7 +85,7 @@ def finish_preflight(
 
 def print_warnings(lines: Sequence[str]) -> None:
     for line in lines:
-        err.print(f"warning: {one_line(line)}", markup=False, highlight=False)
+        err.print(f"warning: {escape_controls(line)}", markup=False, highlight=False)
 
 
 def flag_describe(field: str, value: str, jobs: Sequence[JobSpec]) -> str:

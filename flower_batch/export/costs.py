@@ -16,8 +16,8 @@ from typing import Any
 
 from flower_batch.gateway.metering import METER_LOG
 from flower_batch.gateway.prices import cost_usd, price_for
-from flower_batch.jobfiles import read_head
 from flower_batch.layout import JobDir
+from flower_batch.untrusted_files import read_head
 
 METER_BYTES = 32 * 1024 * 1024  # a meter line is ~300 bytes: 100,000 calls fit
 

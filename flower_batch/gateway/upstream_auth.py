@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from flower_batch.errors import UpstreamAuthError
+from flower_batch.errors import UpstreamError
 
 HOST_KEY_ENV = "ANTHROPIC_API_KEY"
 HOST_TOKEN_ENV = "ANTHROPIC_AUTH_TOKEN"
@@ -51,7 +51,7 @@ class UpstreamAuth:
         key = environ.get(HOST_KEY_ENV, "").strip()
         if key:
             return cls("x-api-key", key)
-        raise UpstreamAuthError(
+        raise UpstreamError(
             f"gateway mode anthropic needs your API key in {HOST_KEY_ENV} (the Anthropic API) or a bearer "
             f"token in {HOST_TOKEN_ENV} (a gateway such as LiteLLM) on this host "
             "(only the gateway container gets it; jobs get per-job tokens)"
@@ -66,7 +66,7 @@ class UpstreamAuth:
         key = environ.get(GATEWAY_KEY_ENV, "").strip()
         if key:
             return cls("x-api-key", key)
-        raise UpstreamAuthError(
+        raise UpstreamError(
             f"proxy mode needs the upstream credential in {GATEWAY_KEY_ENV} or {GATEWAY_TOKEN_ENV}"
         )
 

@@ -7,7 +7,7 @@
     budget    Budget: a cap, "is it reached?", and a wake's new cap or +N (BudgetChange)
     pausing   a persistent job at its budget: the cap reached, its reason, the caps' history
     resume    which jobs a matrix keeps, runs again or wakes
-    outcome   Status, JobOutcome, StepSummary: how a run ended, decided from flower's manifest
+    outcome   JobOutcome, StepSummary: how a run ended, decided from flower's manifest
     classes   FailureClass: agent / verifier / infrastructure, and the matrix exit codes
     units     durations and memory sizes (`90s`, `2g`), parsed and shown
     fields    one validator per job field (memory, cpus, pids, network, durations, budget,

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..envnames import unset_names
 from .hashing import json_hash
-from .modes import DEFAULT_MODE, GatewayMode, missing_need, mode_label
+from .modes import DEFAULT_MODE, GatewayMode, missing_need
 
 INPUTS_FORMAT = "flower-batch/inputs@1"
 # A Swarm placement constraint: node.labels.K / engine.labels.K / node.hostname|role|id|platform.*
@@ -21,7 +21,6 @@ PLACEMENT = re.compile(
     r"^(node\.labels\.[A-Za-z0-9_.-]+|engine\.labels\.[A-Za-z0-9_.-]+|node\.(hostname|role|id|platform\.os"
     r"|platform\.arch))\s*(==|!=)\s*\S+$"
 )
-gateway_label = mode_label  # how a gateway mode is named to people (one table: jobmodel/modes.py)
 
 
 @dataclass(frozen=True)

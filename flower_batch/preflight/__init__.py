@@ -9,6 +9,12 @@
     pf.raise_if_any()                   PreflightFailed(lines)
 
 `matrix`, `run`, `wake` and `repro` call it; any problem means exit 2 and nothing on disk changed.
+
+    scenarios     every scenario and recording a run would serve, read by the gateway's own code
+    limits        --cpus / --memory against what Docker accepts and the host has
+    imports       every workflow target imported in ONE container of the pinned image
+    import_cache  the targets already seen to load in an image, not imported again
+    include_keys  did-you-mean warnings for `include` keys that name no axis
 """
 
 from __future__ import annotations

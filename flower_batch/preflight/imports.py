@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 import anyio
 
+from flower.exitinfo import one_line
 from flower_batch.backend.base import Backend, ContainerSpec, Mount
 from flower_batch.running.targets import locate
 
@@ -214,12 +215,8 @@ def problems_by_target(
                 why = "not checked: an earlier workflow's import ended the check"
             out[target] = f"{target.label}: {why}"
         elif not item.get("ok"):
-            out[target] = f"{target.label}: {_one_line(_strip_prefix(str(item.get('error'))))}"
+            out[target] = f"{target.label}: {one_line(_strip_prefix(str(item.get('error'))))}"
     return out
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
 
 
 def host_target(written: str, label: str, search: Sequence[Path]) -> tuple[Target | None, str | None]:
@@ -227,7 +224,7 @@ def host_target(written: str, label: str, search: Sequence[Path]) -> tuple[Targe
     try:
         source, rel, _ = locate(written, search)
     except FlowerBatchError as exc:
-        return None, f"{label}: {_one_line(_strip_workflow(str(exc)))}{_did_you_mean(written, search)}"
+        return None, f"{label}: {one_line(_strip_workflow(str(exc)))}{_did_you_mean(written, search)}"
     except (OSError, ValueError) as exc:  # a NUL byte, a name too long: not even a path to look up
         return None, f"{label}: not a usable module path ({exc}); write module:attr or file.py:attr"
     return Target(written=written, label=label, source=source, rel=rel), None

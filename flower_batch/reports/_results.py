@@ -13,13 +13,14 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from flower_batch.jobmodel.modes import mode_label
 from flower_batch.jobmodel.outcome import JobOutcome
 from flower_batch.jobmodel.record import JobRecord
-from flower_batch.jobmodel.spec import JobSpec, gateway_label
+from flower_batch.jobmodel.spec import JobSpec
 from flower_batch.jobmodel.status import Status
 from flower_batch.jobmodel.units import format_duration
 
-from ..jobfiles import read_tail
+from ..untrusted_files import read_tail
 from ..workspace_diff import summarize
 from ._stats import Cell, Comparison, compare
 
@@ -60,7 +61,7 @@ class BatchResults:
 
     @property
     def gateway_label(self) -> str:
-        return " + ".join(gateway_label(m) for m in self.gateway_modes) or "no model"
+        return " + ".join(mode_label(m) for m in self.gateway_modes) or "no model"
 
     def ci_passed(self, fail_under: float | None = None) -> bool:
         """The CI verdict: every job passed, or (with `fail_under`) passed/all jobs >= it.
@@ -174,7 +175,7 @@ LOG_TAIL_BYTES = 4000  # of each job's container.log, for the report's log tails
 
 def log_tails(batch_dir: Path, job_ids: Iterable[str], limit: int = LOG_TAIL_BYTES) -> dict[str, str]:
     """The last `limit` bytes of each job's logs/container.log, read through no symlink and only from
-    a regular file (flower_batch/jobfiles.py): a FIFO or a link to a secret there is skipped, said."""
+    a regular file (flower_batch/untrusted_files.py): a FIFO or a link to a secret there is skipped, said."""
     tails = {}
     for job_id in job_ids:
         try:

@@ -4,13 +4,14 @@
     batch        the one path that runs a plan: rounds with infrastructure retries, events; run_one
     jobs         a `run` job's inputs from the command line; whether a gateway starts beside its job
     runner       one job in one container: stage the workflow, run, check, write the record
+    deadline     what flower is told of the job's limits, and how long the runner waits for it
     targets      where the job's workflow code is staged and what the container runs
     scheduler    a plan's jobs under a parallelism cap: their records, gateways and contexts
     infra_retry  which infrastructure failures are run again
     attempts     earlier attempts kept under <job>/attempts/
     causes       the real cause of a job's end (runs/.exit.json, OOMKilled, exit 137)
     joblog       the container log, capped per run
-    session      the orchestrator's lock, and finding what a dead one leaked (`gc`)
+    lease        the orchestrator's lock, and finding what a dead one leaked (`gc`)
     liveness     records whose orchestrator is gone: orphaned, never started
     image        the runtime image: build, reuse, versions (`python -m flower_batch.running.image`)
     repro        a recorded job again on its pinned image (plan, drift), and the two runs' diff

@@ -10,7 +10,7 @@ pre-flight failure or a Ctrl-C before the job starts leaves the old attempt wher
 Only `gc --attempts` removes them.
 
 The folders move by rename (nothing inside is opened or followed, a FIFO included); the files
-copied beside them (the record, the scenario copy) are read through flower_batch/jobfiles.py, so a
+copied beside them (the record, the scenario copy) are read through flower_batch/untrusted_files.py, so a
 symlink or a FIFO put in their place is never followed or opened.
 """
 
@@ -24,9 +24,9 @@ from typing import Any
 
 from flower_batch.errors import FlowerBatchError, RecordError
 from flower_batch.export.trajectory_file import TRAJECTORY_NAME
-from flower_batch.jobfiles import copy_file
 from flower_batch.jobmodel.record import RECORD_NAME, JobRecord, read_record, write_record
 from flower_batch.layout import JobDir
+from flower_batch.untrusted_files import copy_file
 
 ATTEMPTS = "attempts"
 # record.json is handled on its own; trajectory.json is the host's file, derived from runs/

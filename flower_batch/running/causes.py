@@ -18,10 +18,10 @@ from flower import exitinfo
 from flower.catalogue import CONTINUITY_FILE, EXIT_FILE
 from flower.flows.continuity import parse_continuity
 from flower_batch.errors import FlowerBatchError
-from flower_batch.jobfiles import read_head
 from flower_batch.jobmodel.classes import FailureClass, class_from_status
 from flower_batch.jobmodel.status import Status
 from flower_batch.jobmodel.units import format_memory
+from flower_batch.untrusted_files import read_head
 
 SIGKILL_EXIT = 137
 _API_STATUS = re.compile(r"\bAPI error (\d{3})\b")

@@ -25,12 +25,12 @@ from typing import Any
 from flower.catalogue import VERDICT_HINT, VERDICT_NO_CONCLUSION
 from flower_batch.errors import ImageMissing, ReproError
 from flower_batch.gateway.recording import read_state, recording_source
-from flower_batch.jobfiles import MAX_ENTRIES, copy_tree, open_file, shown, walk
 from flower_batch.jobmodel.hashing import tree_hash
 from flower_batch.jobmodel.modes import GatewayMode
 from flower_batch.jobmodel.record import JobRecord
 from flower_batch.jobmodel.spec import GatewaySpec, JobSpec
 from flower_batch.layout import Home, JobDir, check_name
+from flower_batch.untrusted_files import MAX_ENTRIES, copy_tree, open_file, shown, walk
 
 REPRO_BATCH = "repro"
 REPORT = "repro.json"
@@ -177,7 +177,7 @@ def _file_digest(root: Path, rel: str) -> str:
 
 
 def workspace_files(root: Path) -> dict[str, str]:
-    """shown path -> content digest of every file under `root` (jobfiles.walk: symlinks by target,
+    """shown path -> content digest of every file under `root` (untrusted_files.walk: symlinks by target,
     never followed; a FIFO, socket or device by its kind, never opened; bounded)."""
     out: dict[str, str] = {}
     if not root.is_dir() or root.is_symlink():

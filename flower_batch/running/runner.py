@@ -17,6 +17,7 @@ from typing import Any
 import anyio
 
 from flower.clock import now_iso
+from flower.exitinfo import one_line
 from flower_batch.backend.base import Backend, ContainerSpec, Mount
 from flower_batch.backend.confinement import DEFAULT_PIDS, Confinement, hand_over
 from flower_batch.errors import FlowerBatchError, NameConflict
@@ -27,7 +28,6 @@ from flower_batch.gateway.host.sidecar import GatewaySidecar
 from flower_batch.gateway.host.usage import GatewayOutcome, MeterMark, gateway_outcome, meter_mark
 from flower_batch.gateway.job_sockets import socket_key
 from flower_batch.gateway.recording import stage_recording
-from flower_batch.jobfiles import copy_tree, remove_tree
 from flower_batch.jobmodel.classes import FailureClass
 from flower_batch.jobmodel.outcome import JobOutcome, decide_status, steps_from_manifest
 from flower_batch.jobmodel.pausing import Spend, history_entry, pause_reason
@@ -41,6 +41,7 @@ from flower_batch.running.causes import Ending, Verdict, continuity_of, explain,
 from flower_batch.running.deadline import hard_timeout_s, limits_env
 from flower_batch.running.joblog import capped_text, save_capped
 from flower_batch.running.targets import container_target, stage_workflow
+from flower_batch.untrusted_files import copy_tree, remove_tree
 
 log = logging.getLogger(__name__)
 GRACE_S = 10.0
@@ -220,11 +221,11 @@ async def run_container(attempt: Attempt, command: list[str], *, fresh: bool) ->
     except LookupError as exc:  # a secret named in the job is not set on the host
         ran.error = str(exc).strip("'\"")
     except FlowerBatchError as exc:
-        ran.error = _one_line(str(exc))
+        ran.error = one_line(str(exc))
     except TimeoutError:  # the container did not stop even after a kill
         ran.error = "the container did not stop after a kill; it was removed"
     except OSError as exc:  # the job's folder: copying the workspace, writing logs
-        ran.error = _one_line(f"{type(exc).__name__}: {exc}")
+        ran.error = one_line(f"{type(exc).__name__}: {exc}")
     finally:
         with anyio.CancelScope(shield=True):
             if ran.container:
@@ -391,7 +392,7 @@ async def check_if_due(attempt: Attempt, ran: Ran) -> Checked:
     except TimeoutError:
         return Checked(error="the check's container did not stop after a kill; it was removed")
     except (FlowerBatchError, OSError) as exc:
-        return Checked(error=_one_line(f"the check could not run: {exc}"))
+        return Checked(error=one_line(f"the check could not run: {exc}"))
     return Checked(exit_code=code, output=output)
 
 
@@ -512,10 +513,6 @@ def _blame_the_gateway(health: dict[str, Any] | None, verdict: Verdict) -> Verdi
 
 def _workflow_ok(ran: Ran) -> bool | None:
     return None if ran.exit_code is None else ran.exit_code == 0
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
 
 
 def _last_error(rows: list[dict[str, Any]]) -> str:

@@ -8,7 +8,7 @@ immutable for us and we open it with `immutable=1`, which creates nothing. A sho
 keeps a page request from hanging behind a long write; the page polls again anyway.
 
 The db is the job's (its model-written code can replace it), so before SQLite opens it, it and
-its `-wal`/`-shm` must be regular files reached through no symlink (flower_batch/jobfiles.py;
+its `-wal`/`-shm` must be regular files reached through no symlink (flower_batch/untrusted_files.py;
 SQLite itself opens by path, so a swap in the instant between is not excluded), and what is read
 is bounded: entries over ENTRY_BYTES are left out and reading stops at TOTAL_BYTES, each said in
 the `notes` of the result.
@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from ..jobfiles import open_file
+from ..untrusted_files import open_file
 
 BUSY_TIMEOUT_S = 0.5
 ENTRY_BYTES = 4 * 1024 * 1024  # a transcript entry bigger than this is left out (and said)

@@ -10,7 +10,7 @@ Sessions in the db that no manifest row names yet belong to the step still runni
 Everything returned is plain data for JSON; the page escapes it when it renders.
 
 The files are the job's, written by its model-written code: each is read through
-flower_batch/jobfiles.py (no symlink followed, the runs and workspace folders themselves included;
+flower_batch/untrusted_files.py (no symlink followed, the runs and workspace folders themselves included;
 regular files only; a byte cap), and what was not read is said in `problem` or the handoff's
 `problem`, never replaced by what a symlink points at.
 """
@@ -28,7 +28,7 @@ from typing import Any
 from flower.catalogue import JUDGE_SUFFIX, MANIFEST_FILE, NOTES_DIR, SESSIONS_DB, WORKBENCH_DIR
 from flower.context.handoff import doc_path
 
-from ..jobfiles import Read, read_head
+from ..untrusted_files import Read, read_head
 from .sessions import SessionsUnreadable, Transcripts, read_transcripts, session_of, subpath_of
 
 TEXT_LIMIT = 200_000  # characters kept of any one message or tool result

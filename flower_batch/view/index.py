@@ -3,7 +3,7 @@
 A 5,000-job batch must list in well under 2 s and be polled every 2 s while it runs, so each
 record is parsed once and kept with its (mtime, size): a poll costs one stat per job, and a
 re-read only for records that changed. sessions.db is never opened for a list. A record is read
-through flower_batch/jobfiles.py (no symlink followed, a regular file, at most RECORD_BYTES).
+through flower_batch/untrusted_files.py (no symlink followed, a regular file, at most RECORD_BYTES).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from typing import Any
 from flower_batch.jobmodel.record import RECORD_NAME
 from flower_batch.jobmodel.status import parse_status
 
-from ..jobfiles import read_head
 from ..layout import check_name
+from ..untrusted_files import read_head
 
 RECORD_BYTES = 32 * 1024 * 1024  # a bigger record.json is listed as unreadable, never parsed
 STATUS_ORDER = (

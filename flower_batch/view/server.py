@@ -12,7 +12,7 @@ whose Host is not this server's loopback address are refused, so a web page else
 reach the viewer through DNS rebinding. Responses carry a Content-Security-Policy that forbids
 inline script: model text that slipped past escaping still could not run.
 
-Every file of a job is read through flower_batch/jobfiles.py (trajectory.read_in): a symlink a
+Every file of a job is read through flower_batch/untrusted_files.py (trajectory.read_in): a symlink a
 job made is never followed, only regular files are opened, and each read is capped.
 """
 
@@ -32,9 +32,9 @@ from flower.catalogue import SESSIONS_DB
 from flower_batch.jobmodel.record import RECORD_NAME, JobRecord
 
 from ..errors import FlowerBatchError, RecordError
-from ..jobfiles import read_tail
 from ..layout import Home, JobDir
 from ..transcripts.steps import job_trajectory, read_in
+from ..untrusted_files import read_tail
 from ..workspace_diff import diff
 from .index import RECORD_BYTES, RecordIndex, select
 from .page import APP_CSS, APP_JS, PAGE_HTML

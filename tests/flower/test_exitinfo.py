@@ -199,3 +199,22 @@ def test_an_unreadable_sessions_db_is_one_line_and_a_database_cause(tmp_path: Pa
     got = exitinfo.read(runs, stamp="stamp-1")
     assert got is not None and got["class"] == "database"
     assert "sessions.db cannot be opened: file is not a database" in got["reason"]
+
+
+def test_one_line_folds_whitespace_and_cuts_only_at_a_limit() -> None:
+    # The one one_line of flower and flower_batch: the exit file's reason (bounded), the runner's
+    # error and pre-flight's import problems (whole).
+    assert exitinfo.one_line("  Traceback:\n\tKeyError:  'x'\r\n") == "Traceback: KeyError: 'x'"
+    long = "word " * 200
+    assert exitinfo.one_line(long) == long.strip()
+    cut = exitinfo.one_line(long, 10)
+    assert cut == "word word…" and len(cut) == 10
+    assert exitinfo.one_line("just ten!!", 10) == "just ten!!"
+
+
+def test_an_exit_reason_is_one_line_of_at_most_reason_limit(tmp_path: Path) -> None:
+    exitinfo.leave(tmp_path, code=1, kind="crash", reason="boom\n" * 1000)
+    found = exitinfo.read(tmp_path)
+    assert found is not None
+    reason = found["reason"]
+    assert "\n" not in reason and len(reason) == exitinfo.REASON_LIMIT and reason.endswith("…")

@@ -29,7 +29,7 @@ LAYERS = {
         "flower_batch.errors",
         "flower_batch.envnames",
         "flower_batch.workspace_diff",
-        "flower_batch.jobfiles",
+        "flower_batch.untrusted_files",
         "flower_batch.outputlines",
         "flower_batch.labels",
     ],

@@ -19,13 +19,12 @@ def test_one_table_each_for_modes_labels_memory_and_image_versions(monkeypatch) 
     from flower_batch.gateway.host.sidecar import gateway_memory
     from flower_batch.gateway.server import responders as modes
     from flower_batch.jobmodel import modes as host_modes
-    from flower_batch.jobmodel.spec import gateway_label
     from flower_batch.jobmodel.units import parse_memory
     from flower_batch.running import image, repro
 
     assert modes.MODES is host_modes.MODES
     for mode in (*host_modes.MODES, "other"):
-        assert jobs_cmd.mode_label(mode) == gateway_label(mode) == host_modes.mode_label(mode)
+        assert jobs_cmd.mode_label(mode) == host_modes.mode_label(mode)
         assert modes.describe(mode, None).startswith(host_modes.mode_label(mode))
     # A size is parsed where it is given; a ContainerSpec carries bytes, the backends parse nothing.
     assert get_type_hints(backend_base.ContainerSpec)["memory"] == int | None

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from flower_batch.jobfiles import remove_tree
+from flower_batch.untrusted_files import remove_tree
 from flower_batch.workspace_diff import MAX_FILES
 from tests.batch_fixtures.rig import fb, fb_start, runtime_image
 

@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from flower_batch.jobfiles import remove_tree
+from flower_batch.untrusted_files import remove_tree
 from tests.batch_fixtures.rig import kill_started
 from tests.batch_fixtures.swarm import PREFIX, Cluster, cluster, fb_swarm, script_env
 from tests.hostile.test_hostile_jobs import (

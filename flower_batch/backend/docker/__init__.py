@@ -1,6 +1,7 @@
 """The Backend on the local Docker engine, and what else the engine does for us.
 
 backend     DockerBackend: containers, networks, volumes, logs, through the docker SDK's low-level API
+container_config  a ContainerSpec mapped onto the engine's create call, one field group at a time
 connection  connecting to the engine; the only place `docker` exceptions are translated
 engine      what the engine accepts and its host has (the facts pre-flight checks limits against)
 images      image build, inspect and remove for `flower_batch.running.image`

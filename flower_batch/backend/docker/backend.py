@@ -30,6 +30,7 @@ from flower_batch.backend.base import (
     signal_number,
 )
 from flower_batch.backend.docker.connection import Connection, Kind, is_read_timeout, translate
+from flower_batch.backend.docker.container_config import create_options, host_config, networking_config
 from flower_batch.backend.docker.loopback_hosts import loopback_hosts_file
 from flower_batch.backend.docker.secret_handover import receiving, start_handing_over
 from flower_batch.backend.docker.transient import retrying
@@ -98,64 +99,23 @@ class DockerBackend(Backend):
         return await anyio.to_thread.run_sync(run)
 
     # -- containers -------------------------------------------------------------------------
-    # long: a ContainerSpec mapped field by field onto the engine's create call (as swarm's create)
     async def create(self, spec: ContainerSpec) -> str:
+        """A container for `spec` (container_config.py maps each field); `start` runs it."""
         command, env, tmpfs = list(spec.command), dict(spec.env), dict(spec.confinement.tmpfs)
         if spec.secrets:  # on stdin at each start (secret_handover.py), never in the config
             command, env, tmpfs = receiving(spec)
-
         hosts_file = self._hosts_file if spec.network == "none" else None
-
-        def create(api: docker.APIClient) -> str:
-            mounts = [
-                docker.types.Mount(m.target, m.source, type=m.kind, read_only=m.read_only)
-                for m in spec.mounts
-            ]
-            if hosts_file:
-                mounts.append(docker.types.Mount("/etc/hosts", str(hosts_file), type="bind", read_only=True))
-            jail = spec.confinement
-            host_config = api.create_host_config(
-                mounts=mounts,
-                cap_drop=["ALL"],
-                security_opt=["no-new-privileges"],
-                pids_limit=jail.pids,
-                read_only=jail.read_only_root,
-                tmpfs=tmpfs or None,
-                nano_cpus=int(spec.cpus * 1e9) if spec.cpus else None,
-                mem_limit=spec.memory,
-                init=spec.init or None,
-                network_mode=spec.network,
-                # A container with secrets is restarted by its supervisor only, which hands them
-                # over again (the gateway, gateway/host/supervisor.py): the engine's own restart
-                # would leave it waiting for them.
-                restart_policy={"Name": "on-failure", "MaximumRetryCount": 3}
-                if spec.restart and not spec.secrets
-                else None,
-            )
-            networking_config = None
-            if spec.network and spec.network != "none":
-                endpoint = api.create_endpoint_config(aliases=spec.network_aliases or None)
-                networking_config = api.create_networking_config({spec.network: endpoint})
-            created = api.create_container(
-                spec.image,
-                command=command,
-                environment=env,
-                user=spec.user,
-                working_dir=spec.working_dir,
-                labels=dict(spec.labels),
-                name=spec.name,
-                host_config=host_config,
-                networking_config=networking_config,
-                network_disabled=hosts_file is not None,
-                # stdin open for one attach (docker-py sets that with detach=False): the secrets
-                detach=not spec.secrets,
-                stdin_open=bool(spec.secrets),
-            )
-            return str(created["Id"])
 
         def create_mapped() -> str:
             try:
-                return create(self._conn.api())
+                api = self._conn.api()
+                created = api.create_container(
+                    spec.image,
+                    host_config=host_config(api, spec, tmpfs, hosts_file),
+                    networking_config=networking_config(api, spec),
+                    **create_options(spec, command, env, hosts_file),
+                )
+                return str(created["Id"])
             except docker.errors.ImageNotFound as exc:
                 raise translate(exc, "image", spec.image) from None
             except Exception as exc:

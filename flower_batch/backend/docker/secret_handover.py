@@ -32,7 +32,7 @@ from typing import Any
 
 from flower_batch.backend.base import ContainerSpec
 from flower_batch.backend.secret_env import SECRET_NAMES_ENV, SECRETS_DIR
-from flower_batch.errors import BackendError, one_line
+from flower_batch.errors import BackendError, escape_controls
 
 TMPFS = "rw,nosuid,nodev,noexec,size=64k,mode=0700"
 WAIT_S = 120  # longer than the gateway supervisor's longest backoff (10 s)
@@ -89,7 +89,7 @@ def start_handing_over(api: Any, container_id: str, secrets: dict[str, str]) -> 
             raw.shutdown(socket.SHUT_WR)  # end of stdin: the engine closes it (stdin once)
         except OSError as exc:
             raise BackendError(
-                f"container {container_id[:12]}: could not hand it its secrets on stdin: {one_line(str(exc))}"
+                f"container {container_id[:12]}: could not hand it its secrets on stdin: {escape_controls(str(exc))}"
             ) from None
     finally:
         stream.close()

@@ -1,6 +1,7 @@
 """The Backend on a Docker Swarm cluster: each job a one-task service.
 
 backend       SwarmBackend: services, overlay networks, secrets, logs
+service_spec  a ContainerSpec mapped onto a Swarm service spec, one field group at a time (pure)
 tasks         a service's one task read as a container-like state (pure)
 fit           whether any node could ever hold a task's reservation (pure)
 logs          a service's log as it streams: lines and their stamps (pure)

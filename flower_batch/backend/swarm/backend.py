@@ -20,8 +20,10 @@ How each part of the contract maps onto Swarm:
   `task_signals`, which forwards what `signal`/`stop` append to a control file on shared storage.
 - networks are overlay networks (`internal=True`: no route out); volumes are node-local on Swarm,
   so a batch uses bind mounts on shared storage, which is checked from every node before the
-  first task that mounts a folder there (swarm_storage.py).
+  first task that mounts a folder there (storage.py).
 - a task whose node goes down makes `wait` raise `NodeLost`.
+
+`create` builds the service from service_spec.py's pure pieces, one per field group.
 """
 
 from __future__ import annotations
@@ -52,10 +54,16 @@ from flower_batch.backend.base import (
 from flower_batch.backend.docker.backend import image_info_from_inspect, label_filters
 from flower_batch.backend.docker.connection import Connection, Kind, translate
 from flower_batch.backend.docker.registry import repo_digest_for
-from flower_batch.backend.secret_env import SECRET_NAMES_ENV, SECRETS_DIR
 from flower_batch.backend.swarm import sweep
 from flower_batch.backend.swarm.fit import unmet_reservation
 from flower_batch.backend.swarm.logs import LOG_BATCH, LineSplitter, LogStamp, split_stamp
+from flower_batch.backend.swarm.service_spec import (
+    secret_name,
+    secret_reference,
+    service_options,
+    task_env,
+    task_template,
+)
 from flower_batch.backend.swarm.storage import Probe, refusal
 from flower_batch.backend.swarm.task_signals import EXPECTED_KEY_ENV, REPORT
 from flower_batch.backend.swarm.tasks import (
@@ -77,9 +85,8 @@ from flower_batch.errors import (
     ReservationUnmet,
     SharedStorageMissing,
 )
-from flower_batch.jobfiles import read_head
-from flower_batch.jobmodel import units
 from flower_batch.labels import BATCH, BUILD_KEY, JOB, LEASE, MANAGED, ROLE, SERVICE
+from flower_batch.untrusted_files import read_head
 
 T = TypeVar("T")
 
@@ -100,13 +107,6 @@ T = TypeVar("T")
 # Shutdown, no restart with condition "none"), and removing the service marks its tasks Remove,
 # which the reaper deletes: the enforcer counts it only while it runs, as the scheduler does.
 
-CONTROL_IN_TASK = "/run/flower-batch"
-SECRETS_IN_TASK = SECRETS_DIR
-# A task's peers on the overlay move: the gateway's replacement task has a new address, and a
-# connect to the dead one is never refused, it waits out the kernel's SYN retries (6: ~127 s, a
-# job stalled 135 s after its gateway was killed). Two (~7 s) let the CLI retry and resolve the
-# name again: 21 s in all. The namespace is the task's own, so nothing else is touched.
-SYN_RETRIES = 2
 PROBE_TIMEOUT_S = 300.0  # a node's first pull of the runtime image is part of the first probe
 # Swarm's constraint enforcer may still reject a task before it starts when something else on
 # the cluster left replicated-job tasks with reservations on the node (see RESERVATIONS).
@@ -397,13 +397,12 @@ class SwarmBackend(Backend):
         return self._hostnames[node_id]
 
     # -- tasks ------------------------------------------------------------------------------
-    # long: a ContainerSpec mapped field by field onto a Swarm service spec
     async def create(self, spec: ContainerSpec) -> str:
+        """A service of 0 replicas for `spec` (service_spec.py maps each field); `start` runs it."""
         name = spec.name or f"fb-task-{secrets.token_hex(6)}"
-        nano = int(spec.cpus * 1e9) if spec.cpus else None
-        memory = spec.memory
-        if nano or memory:  # pre-flight asked already; the nodes may have changed since
-            why = await self.reservation_problem(spec.cpus, memory, spec.placement)
+        nano = int(spec.cpus * 1e9) if spec.cpus else None  # as service_spec.resources reserves it
+        if nano or spec.memory:  # pre-flight asked already; the nodes may have changed since
+            why = await self.reservation_problem(spec.cpus, spec.memory, spec.placement)
             if why:
                 raise ReservationUnmet(f"no node of the swarm can run {_what(spec.labels, name)}: {why}")
         image = await self.resolve_image(spec.image)
@@ -413,107 +412,33 @@ class SwarmBackend(Backend):
         await self.ensure_shared([self.control_dir, *binds], image, spec.labels)
         control = self.control_dir / name
         await anyio.to_thread.run_sync(lambda: _fresh_control(control))
-        uid, _, gid = (spec.user or "0:0").partition(":")
         made: list[str] = []
         try:
-            refs = []
-            env = dict(spec.env)
-            key = await self._build_key(spec.image)
-            if key:  # the task reports the key its node ran and refuses any other (drift)
-                env[EXPECTED_KEY_ENV] = key
-            for key, value in spec.secrets.items():
-                tail = f"{key.lower().replace('_', '-')[:20]}-{secrets.token_hex(4)}"
-                secret_name = f"{name[: 63 - len(tail)].rstrip('-_.')}-{tail}"  # Swarm allows 64 characters
-                created_secret = await self._call(
-                    "engine",
-                    secret_name,
-                    lambda api, n=secret_name, v=value: api.create_secret(
-                        n, v.encode(), labels={**spec.labels, SERVICE: name}
-                    ),
-                )
-                sid = str(created_secret["ID"])
-                made.append(sid)
-                refs.append(
-                    docker.types.SecretReference(
-                        sid, secret_name, filename=key, uid=uid, gid=gid or uid, mode=0o400
-                    )
-                )
-                env[f"{key}_FILE"] = f"{SECRETS_IN_TASK}/{key}"
-            if spec.secrets and spec.secrets_as_env:  # names only: task_signals hands each value as env NAME
-                env[SECRET_NAMES_ENV] = ",".join(spec.secrets)
-            container = docker.types.ContainerSpec(
-                image,
-                [
-                    "python",
-                    "-m",
-                    "flower_batch.backend.swarm.task_signals",
-                    f"{CONTROL_IN_TASK}/signal",
-                    "--",
-                    *spec.command,
-                ],
-                env=env,
-                workdir=spec.working_dir,
-                user=spec.user,
-                labels=dict(spec.labels),
-                mounts=[
-                    docker.types.Mount(m.target, m.source, type=m.kind, read_only=m.read_only)
-                    for m in spec.mounts
-                ]
-                + [docker.types.Mount(CONTROL_IN_TASK, str(control), type="bind")],
-                secrets=refs or None,
-                init=spec.init or None,
-                # Confinement as on one machine (confinement.py), but no-new-privileges: a
-                # service has no such setting before API 1.44 (docs/security.md).
-                cap_drop=["ALL"],
-                read_only=spec.confinement.read_only_root,
-                sysctls={"net.ipv4.tcp_syn_retries": str(SYN_RETRIES)} if spec.network else None,
-            )
-            container["Mounts"] += [
-                _tmpfs(target, options) for target, options in spec.confinement.tmpfs.items()
-            ]
-            resources = docker.types.Resources(
-                cpu_limit=nano, mem_limit=memory, cpu_reservation=nano, mem_reservation=memory
-            )
-            if spec.confinement.pids:
-                resources.setdefault("Limits", {})["Pids"] = spec.confinement.pids
-            template = docker.types.TaskTemplate(
-                container,
-                # Reserved as much as it may use: the scheduler places a task only where its share
-                # is free, so -j N never packs more onto a node than the node has.
-                resources=resources,
-                restart_policy=(
-                    docker.types.RestartPolicy(
-                        "on-failure", delay=1_000_000_000, max_attempts=3, window=60_000_000_000
-                    )
-                    if spec.restart
-                    else docker.types.RestartPolicy("none")
-                ),
-                placement=docker.types.Placement(constraints=list(spec.placement))
-                if spec.placement
-                else None,
-                networks=[
-                    docker.types.NetworkAttachmentConfig(spec.network, aliases=spec.network_aliases or None)
-                ]
-                if spec.network
-                else None,
-            )
-            mode = docker.types.ServiceMode("replicated", replicas=0)
-            # DNS round robin, not a virtual IP: a service's alias resolves to its task itself,
-            # with no IPVS balancer in between (which nested engines may lack).
-            endpoint = docker.types.EndpointSpec(mode="dnsrr")
-            created = await self._call(
-                "container",
-                name,
-                lambda api: api.create_service(
-                    template, name=name, labels=dict(spec.labels), mode=mode, endpoint_spec=endpoint
-                ),
-            )
+            # the task reports the key its node ran and refuses any other (drift)
+            env = task_env(spec, await self._build_key(spec.image))
+            refs = [await self._secret(spec, name, key, value, made) for key, value in spec.secrets.items()]
+            template = task_template(spec, image, env, control, refs)
+            options = service_options(spec, name)
+            created = await self._call("container", name, lambda api: api.create_service(template, **options))
             return str(created["ID"])
         except BaseException:
             with anyio.CancelScope(shield=True):
                 for sid in made:
                     await self._quietly(self.remove_secret(sid))
             raise
+
+    async def _secret(
+        self, spec: ContainerSpec, service: str, key: str, value: str, made: list[str]
+    ) -> docker.types.SecretReference:
+        """An engine secret holding `value` for `service`'s task (its id added to `made`)."""
+        name = secret_name(service, key, secrets.token_hex(4))
+        created = await self._call(
+            "engine",
+            name,
+            lambda api: api.create_secret(name, value.encode(), labels={**spec.labels, SERVICE: service}),
+        )
+        made.append(str(created["ID"]))
+        return secret_reference(made[-1], name, key, spec.user)
 
     async def _update(self, service: str, change: Callable[[dict[str, Any]], bool]) -> None:
         """Apply `change` to the service's spec (it returns False when there is nothing to do)."""
@@ -928,12 +853,3 @@ def _drop_control(control: Path) -> None:
         control.rmdir()
     except OSError:
         pass
-
-
-def _tmpfs(target: str, options: str) -> dict[str, Any]:
-    """A tmpfs mount of a service from confinement's "rw,nosuid,nodev,size=1g" (its size only:
-    a service's tmpfs takes no other options; it is nosuid and nodev as Docker makes them)."""
-    size = next(
-        (units.parse_memory(o.split("=", 1)[1]) for o in options.split(",") if o.startswith("size=")), None
-    )
-    return {"Target": target, "Type": "tmpfs", **({"TmpfsOptions": {"SizeBytes": size}} if size else {})}

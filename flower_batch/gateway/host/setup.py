@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 
-from flower_batch.errors import GatewayModeError, UpstreamAuthError
+from flower_batch.errors import GatewayModeError, UpstreamError
 from flower_batch.gateway.upstream_auth import DEFAULT_UPSTREAM, UpstreamAuth, upstream_problem
 from flower_batch.jobmodel.modes import MODES, GatewayMode, missing_need, parse_mode
 
@@ -38,7 +38,7 @@ class ModeSetup:
 def _anthropic(setup: ModeSetup, scenario_path: str | None, environ: Mapping[str, str]) -> None:
     try:
         auth = UpstreamAuth.from_host(environ)
-    except UpstreamAuthError as exc:
+    except UpstreamError as exc:
         raise GatewayModeError(str(exc)) from None
     upstream = environ.get(UPSTREAM_ENV, "").strip() or DEFAULT_UPSTREAM
     if problem := upstream_problem(upstream):

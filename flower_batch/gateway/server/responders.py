@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from flower.scripted import Responder, Scenario, ScriptedResponder
-from flower_batch.errors import GatewayConfigError, UpstreamAuthError, UpstreamError
+from flower_batch.errors import GatewayConfigError, UpstreamError
 from flower_batch.gateway.budget import Budgets
 from flower_batch.gateway.server.proxy import ProxyResponder, Upstream
 from flower_batch.gateway.server.replay import ReplayResponder
@@ -42,7 +42,7 @@ def _anthropic(serve: Serve) -> Responder:
         return ProxyResponder(
             Upstream(serve.upstream or DEFAULT_UPSTREAM), UpstreamAuth.from_gateway(serve.environ)
         )
-    except (UpstreamError, UpstreamAuthError) as err:
+    except UpstreamError as err:
         raise GatewayConfigError(str(err)) from err
 
 

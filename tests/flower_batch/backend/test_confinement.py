@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from flower_batch.backend.confinement import SANDBOX_UID, hand_over
-from flower_batch.jobfiles import remove_tree
+from flower_batch.untrusted_files import remove_tree
 from tests.hostile_fixtures import deep_tree
 
 pytestmark = pytest.mark.skipif(

@@ -435,7 +435,7 @@ async def test_networks_by_label(rig: Rig) -> None:
 @pytest.mark.swarm
 async def test_a_task_on_the_overlay_gives_up_a_dead_address_in_seconds() -> None:
     # (the gateway's replacement task has a new address: the old one must not hold a job 2 min)
-    from flower_batch.backend.swarm.backend import SYN_RETRIES
+    from flower_batch.backend.swarm.service_spec import SYN_RETRIES
 
     labels = {"org.flower-batch.test": uuid.uuid4().hex[:12]}
     async for rig in _swarm_rig(labels):

@@ -7,9 +7,20 @@ import json
 import time
 from pathlib import Path
 
+import pytest
+
+from flower_batch.errors import ImageMissing, ReproError
 from flower_batch.jobmodel.record import JobRecord
 from flower_batch.jobmodel.spec import JobSpec
-from flower_batch.running.repro import ReproDiff, changes, copy_flows, drift_between, workspace_files
+from flower_batch.running import image
+from flower_batch.running.repro import (
+    ReproDiff,
+    changes,
+    copy_flows,
+    drift_between,
+    image_versions,
+    workspace_files,
+)
 from tests.hostile_fixtures import SECRET, hostile_workspace, outside_secret
 
 # -- repro's comparison ---------------------------------------------------------------------------
@@ -61,3 +72,15 @@ def test_a_hostile_workspace_is_listed_at_once_and_a_flows_copy_stays_inside(tmp
     skipped = dict(copy_flows(ws, flows))
     assert skipped == {name: kind for name, kind in kinds.items() if kind != "symlink"}
     assert (flows / "passwd-link").is_symlink() and (flows / "plain.txt").read_text() == "fine\n"
+
+
+def test_an_image_missing_from_the_engine_is_a_repro_error_naming_the_fix(monkeypatch) -> None:
+    # repro.image_versions is image.image_versions with repro's own one line when the image is gone.
+    def missing(ref: str) -> None:
+        raise ImageMissing(f"no image {ref}")
+
+    monkeypatch.setattr(image, "read_image", missing)
+    with pytest.raises(
+        ReproError, match="not in the Docker engine: rebuild it, or pass --image TAG --allow-drift"
+    ):
+        image_versions("sha256:" + "a" * 64)

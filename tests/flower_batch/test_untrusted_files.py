@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from flower_batch.jobfiles import NotRegular, copy_tree, open_file, read_head, read_tail, shown, walk
+from flower_batch.untrusted_files import NotRegular, copy_tree, open_file, read_head, read_tail, shown, walk
 from tests.hostile_fixtures import (
     NEWLINE_NAME,
     NOT_UTF8,
@@ -108,7 +108,7 @@ def test_copy_tree_keeps_symlinks_as_symlinks_and_skips_specials(hostile, tmp_pa
 
 
 def test_remove_tree_takes_any_depth_and_never_follows_a_link(tmp_path: Path) -> None:
-    from flower_batch.jobfiles import remove_tree
+    from flower_batch.untrusted_files import remove_tree
     from tests.hostile_fixtures import deep_tree
 
     outside = tmp_path / "outside"
