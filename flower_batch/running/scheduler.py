@@ -53,11 +53,11 @@ async def run_jobs(
     (resume.py, or `wake`); one whose cap is still reached stays paused, its record untouched.
 
     In phases, under the orchestrator's lease: every job's record says 'queued'
-    (`_BatchRun.queue`); then, in one exit stack that stops the gateways and marks the jobs that
-    never began, each job runs as its own task (`_BatchRun.one`) on its gateway (`_Gateways`).
+    (`BatchRun.queue`); then, in one exit stack that stops the gateways and marks the jobs that
+    never began, each job runs as its own task (`BatchRun.one`) on its gateway (`_Gateways`).
     """
     with Lease(plan.home.root) as lease:
-        run = _BatchRun(backend, plan, lease.id, anyio.CapacityLimiter(max(1, plan.parallel)), on_state)
+        run = BatchRun(backend, plan, lease.id, anyio.CapacityLimiter(max(1, plan.parallel)), on_state)
         run.queue()
         beside = await _starts_beside(backend, plan.image_id)
         async with contextlib.AsyncExitStack() as stack:
@@ -83,7 +83,7 @@ async def _starts_beside(backend: Backend, image_id: str) -> bool:
 
 
 @dataclass
-class _BatchRun:
+class BatchRun:
     """One `run_jobs` call: its plan, its lease, and what became of the jobs (`done`, `started`)."""
 
     backend: Backend
@@ -188,7 +188,7 @@ class _Gateways:
 
     def __init__(
         self,
-        run: _BatchRun,
+        run: BatchRun,
         stack: contextlib.AsyncExitStack,
         supervise: Callable[[GatewaySidecar], None],
         beside: TaskGroup | None = None,

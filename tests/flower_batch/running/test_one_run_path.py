@@ -1,6 +1,6 @@
 """One run path (issue 32): `run`, `wake` and `repro` run a batch of one through the path `matrix`
 takes (running/batch.py -> scheduler.run_jobs -> runner.run_job), so a change to a job's context
-made in its one place (`_BatchRun.context`) reaches both. FakeBackend, no Docker."""
+made in its one place (`BatchRun.context`) reaches both. FakeBackend, no Docker."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def _job(tmp_path: Path, job_id: str) -> JobSpec:
 @pytest.mark.anyio
 async def test_a_change_to_the_job_context_reaches_run_and_matrix_alike(tmp_path: Path, monkeypatch) -> None:
     marker = tmp_path / "marked"
-    made = scheduler._BatchRun.context
+    made = scheduler.BatchRun.context
 
     def marked_context(self, gateway):  # type: ignore[no-untyped-def]
         return replace(made(self, gateway), search=[marker])
@@ -52,7 +52,7 @@ async def test_a_change_to_the_job_context_reaches_run_and_matrix_alike(tmp_path
         outcome = JobOutcome(job_id=job.id, status=Status.PASSED, gateway_mode=job.gateway.mode)
         return new_record(job, batch=ctx.batch, image_id=ctx.image_id).with_outcome(outcome)
 
-    monkeypatch.setattr(scheduler._BatchRun, "context", marked_context)
+    monkeypatch.setattr(scheduler.BatchRun, "context", marked_context)
     monkeypatch.setattr(scheduler, "run_job", run_job)
     home = Home(tmp_path / "home")
     one = BatchPlan(home, "adhoc", ((_job(tmp_path, "single"), None),), FakeBackend.IMAGE, {})
