@@ -164,14 +164,7 @@ class JobRecord:
         """Raises RecordError on a missing required field, an unknown status or gateway mode, or
         a spec that is not a job's. Every earlier format reads (tests/flower_batch/jobmodel/
         test_record_formats.py holds one record of each)."""
-        if not isinstance(data, Mapping):
-            raise RecordError("not a JSON object")
-        for key in ("job_id", "batch", "inputs_hash", "image_id", "status"):
-            if not isinstance(data.get(key), str):
-                raise RecordError(f"missing or non-text field `{key}`")
-        status = parse_status(data["status"])
-        if status is None:
-            raise RecordError(f"unknown status {data['status']!r}")
+        status = _required(data)
         mode = parse_mode(data.get("gateway_mode") or DEFAULT_MODE.value)
         if mode is None:
             raise RecordError(f"unknown gateway mode {data.get('gateway_mode')!r}")
@@ -215,6 +208,66 @@ class JobRecord:
             raise RecordError(f"malformed field `spec`: no {exc}") from exc
         except (TypeError, ValueError, AttributeError) as exc:
             raise RecordError(f"malformed field: {exc}") from exc
+
+
+def _required(data: object) -> Status:
+    """The checks every reading of a record makes (a full one, a list's light one): its status."""
+    if not isinstance(data, Mapping):
+        raise RecordError("not a JSON object")
+    for key in ("job_id", "batch", "inputs_hash", "image_id", "status"):
+        if not isinstance(data.get(key), str):
+            raise RecordError(f"missing or non-text field `{key}`")
+    status = parse_status(data["status"])
+    if status is None:
+        raise RecordError(f"unknown status {data['status']!r}")
+    return status
+
+
+@dataclass(frozen=True)
+class RecordHead:
+    """What a list of jobs shows of a record, read without building the whole record: its steps
+    are most of the cost of parsing thousands (the viewer polls 5,000-job batches). The required
+    fields are checked as `JobRecord.from_dict` checks them; the others are taken as they are."""
+
+    job_id: str
+    status: Status
+    task: str
+    variant: str
+    repeat: object
+    matrix: Mapping[str, object]
+    steps: int
+    shown: Mapping[str, object]
+    """cost_usd, num_turns, duration_s, reason, attempt, started_at, finished_at, gateway_mode."""
+
+    SHOWN = (
+        "cost_usd",
+        "num_turns",
+        "duration_s",
+        "reason",
+        "attempt",
+        "started_at",
+        "finished_at",
+        "gateway_mode",
+    )
+
+    @classmethod
+    def from_dict(cls, data: object) -> RecordHead:
+        """Raises RecordError as JobRecord.from_dict does for a missing field or unknown status."""
+        status = _required(data)
+        assert isinstance(data, Mapping)  # checked by _required
+        given = data.get("spec")
+        spec: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
+        matrix = spec.get("matrix")
+        return cls(
+            job_id=data["job_id"],
+            status=status,
+            task=str(spec.get("task") or ""),
+            variant=str(spec.get("variant") or ""),
+            repeat=spec.get("repeat"),
+            matrix=matrix if isinstance(matrix, Mapping) else {},
+            steps=len(data.get("steps") or ()),
+            shown={k: data.get(k) for k in cls.SHOWN},
+        )
 
 
 def record_path(batch_dir: Path, job_id: str) -> Path:

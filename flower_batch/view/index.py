@@ -16,24 +16,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from flower_batch.jobmodel.record import RECORD_NAME
-from flower_batch.jobmodel.status import parse_status
+from flower_batch.errors import RecordError
+from flower_batch.jobmodel.record import RECORD_NAME, RecordHead
+from flower_batch.jobmodel.status import Status
 
 from ..layout import check_name
 from ..untrusted_files import read_head
 
 RECORD_BYTES = 32 * 1024 * 1024  # a bigger record.json is listed as unreadable, never parsed
+UNREADABLE = "unreadable"  # a row whose record.json could not be read: not a status of a job
 STATUS_ORDER = (
-    "running",
-    "queued",
-    "failed",
-    "error",
-    "timeout",
-    "budget",
-    "paused",
-    "passed",
-    "skipped",
-    "unreadable",
+    Status.RUNNING,
+    Status.QUEUED,
+    Status.FAILED,
+    Status.ERROR,
+    Status.TIMEOUT,
+    Status.BUDGET,
+    Status.PAUSED,
+    Status.PASSED,
+    Status.SKIPPED,
+    UNREADABLE,
 )
 
 
@@ -103,63 +105,38 @@ class RecordIndex:
 
 
 def _row(job: str, path: Path) -> dict[str, Any]:
-    # A light read: json + the record's required fields, without building a JobRecord (its step
-    # objects are most of the cost of parsing 5,000 records, and the list shows none of them).
+    # A light read (jobmodel's RecordHead): the record's required fields are checked, its steps
+    # are not built (most of the cost of parsing 5,000 records; the list shows none of them).
     try:
         read = read_head(path.parent.parent, f"{job}/{path.name}", RECORD_BYTES)
-        data: Any = {} if read.cut else json.loads(read.data)
-        problem = f"{path}: over {RECORD_BYTES} bytes, not read" if read.cut else _problem(data)
-    except (OSError, ValueError) as exc:
+        if read.cut:
+            raise RecordError(f"over {RECORD_BYTES} bytes, not read")
+        head = RecordHead.from_dict(json.loads(read.data))
+    except (OSError, ValueError) as exc:  # RecordError is a ValueError
         problem = f"{path}: {exc}"
-    if problem:
         return {
             "id": job,
-            "status": "unreadable",
+            "status": UNREADABLE,
             "reason": problem,
             "task": "",
             "variant": "",
             "matrix": "",
-            "search": f"{job} unreadable {problem}".lower(),
+            "search": f"{job} {UNREADABLE} {problem}".lower(),
         }
-    spec = data.get("spec") if isinstance(data.get("spec"), dict) else {}
-    matrix = spec.get("matrix")
-    axes = " ".join(f"{k}={_short(v)}" for k, v in matrix.items()) if isinstance(matrix, dict) else ""
     row = {
-        "id": data["job_id"],
-        "status": data["status"],
-        "task": str(spec.get("task") or ""),
-        "variant": str(spec.get("variant") or ""),
-        "repeat": spec.get("repeat"),
-        "matrix": axes,
-        **{
-            k: data.get(k)
-            for k in (
-                "cost_usd",
-                "num_turns",
-                "duration_s",
-                "reason",
-                "attempt",
-                "started_at",
-                "finished_at",
-                "gateway_mode",
-            )
-        },
-        "steps": len(data.get("steps") or ()),
+        "id": head.job_id,
+        "status": head.status.value,
+        "task": head.task,
+        "variant": head.variant,
+        "repeat": head.repeat,
+        "matrix": " ".join(f"{k}={_short(v)}" for k, v in head.matrix.items()),
+        **head.shown,
+        "steps": head.steps,
     }
     row["search"] = " ".join(
         str(row[k] or "") for k in ("id", "status", "task", "variant", "matrix", "reason")
     ).lower()
     return row
-
-
-def _problem(data: Any) -> str | None:
-    """What makes a record unusable (the same rules as JobRecord.from_dict), or None."""
-    if not isinstance(data, dict):
-        return "not a JSON object"
-    for key in ("job_id", "batch", "inputs_hash", "image_id", "status"):
-        if not isinstance(data.get(key), str):
-            return f"missing or non-text field `{key}`"
-    return None if parse_status(data["status"]) is not None else f"unknown status {data['status']!r}"
 
 
 def _short(value: object) -> str:

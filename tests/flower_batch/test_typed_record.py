@@ -107,6 +107,14 @@ def raw_record_reads(tree: ast.Module) -> list[str]:
             )
         ):
             found.append(f"{node.lineno}: {ast.unparse(node)[:80]}")
+        # data["spec"], data.get("spec"): a record's raw JSON read for its spec
+        key = None
+        if isinstance(node, ast.Subscript):
+            key = node.slice
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
+            key = node.args[0] if node.args else None
+        if isinstance(key, ast.Constant) and key.value == "spec":
+            found.append(f"{node.lineno}: {ast.unparse(node)[:80]}")
         # JobSpec.from_dict(<anything>.spec): a typed record's spec rebuilt
         if (
             isinstance(node, ast.Call)
@@ -161,6 +169,8 @@ def test_the_budget_is_decided_only_by_its_type() -> None:
         ("c = {'passed': 'green'}.get(record.status, 'red')", status_literal_compares),
         ("x = record.spec.get('persistent')", raw_record_reads),
         ("x = JobSpec.from_dict(record.spec)", raw_record_reads),
+        ("x = data.get('spec') or {}", raw_record_reads),
+        ("x = data['spec']['task']", raw_record_reads),
         ("x = spent >= job.budget_usd", cap_decisions),
         ("x = meter.spent_usd >= cap", cap_decisions),
     ],
