@@ -35,10 +35,9 @@ from flower_batch.commands.completion import complete_batch, complete_job
 from flower_batch.commands.ls_table import ls_table, wider
 from flower_batch.commands.preflight import engine_for, preflight_job
 from flower_batch.envnames import env_name_problem, looks_secret
-from flower_batch.errors import BudgetError, RecordError
+from flower_batch.errors import RecordError
 from flower_batch.gateway.host.health import describe_health
 from flower_batch.gateway.metering import read_meter, read_summary
-from flower_batch.jobmodel import fields
 from flower_batch.jobmodel.budget import Budget
 from flower_batch.jobmodel.classes import exit_code_for_job
 from flower_batch.jobmodel.modes import mode_label
@@ -49,10 +48,11 @@ from flower_batch.labels import BATCH, JOB, MANAGED
 from flower_batch.layout import Home, JobDir
 from flower_batch.running.batch import run_one
 from flower_batch.running.causes import continuity_lines
-from flower_batch.running.jobs import ADHOC_BATCH, adhoc_spec, job_scenario, option_value
+from flower_batch.running.jobs import ADHOC_BATCH, adhoc_spec
 from flower_batch.running.lease import Leak, find_leaks, on_the_nodes, remove_leaks
 from flower_batch.running.liveness import Liveness
 from flower_batch.running.plan import BatchPlan
+from flower_batch.running.wake import WakeAsked, plan_wake
 
 if TYPE_CHECKING:
     from flower_batch.running.attempts import Attempt  # loaded lazily by `show`
@@ -228,19 +228,12 @@ def wake(
         if _running_containers(jd, backend_for(home, backend_choice, record.backend)):
             fail(f"job {jd.job} is still {record.status}; stop it first (`flower-batch stop {jd.job}`)")
         err.print(f"job {jd.job} was left {record.status} by an orchestrator that is gone; continuing it")
-    if not record.persistent:
-        fail(f"job {jd.job} was not started with --persistent, so it has no conversation to continue")
-    spec = record.spec
-    gw = spec.gateway
-    chosen = scenario.resolve() if scenario else job_scenario(jd)
-    if gw.mode.rules.gateways_file and (chosen is None or not chosen.is_file()):
-        fail(f"job {jd.job}: its scenario copy is missing; pass --scenario FILE")
-    from dataclasses import replace
-
-    spec = replace(spec, gateway=replace(gw, scenario=chosen))
-    if timeout:
-        spec = replace(spec, timeout_s=option_value("--timeout", repr(timeout), fields.duration(timeout)))
-    spec = replace(spec, budget_usd=_wake_budget(jd, spec.budget_usd, budget_usd))
+    asked = WakeAsked(scenario=scenario, timeout=timeout, budget_usd=budget_usd, words=words)
+    waking = plan_wake(h, jd, record, asked, settings)  # a refusal is one line (cli.OneLineErrors)
+    if budget_usd is not None:
+        err.print(waking.budget_line, markup=False)
+    plan = waking.plan
+    ((spec, _record),) = plan.jobs
     preflight_job(
         spec,
         record.image_id,
@@ -251,16 +244,6 @@ def wake(
     )
     err.print(f"waking {jd.batch}/{jd.job} (attempt {record.attempt + 1}) on image {record.image_id[:19]}")
 
-    plan = BatchPlan(
-        h,
-        jd.batch,
-        ((spec, record),),
-        record.image_id,
-        record.versions,
-        settings=settings,
-        wake=frozenset({spec.id}),
-        wake_words={spec.id: words} if words else {},
-    )
     engine = backend_for(home, backend_choice, record.backend)
 
     async def go() -> JobRecord:
@@ -274,23 +257,6 @@ def wake(
     if result.persistent and not result.continuity and result.status is not Status.PASSED:
         err.print("  continuity unknown: flower did not get as far as its first step", markup=False)
     _finish(result)
-
-
-def _wake_budget(jd: JobDir, cap: float | None, given: str | None) -> float | None:
-    """The cap the woken job runs under (jobmodel/budget.py decides; --budget-usd is checked by
-    the field's one validator)."""
-    meter = read_meter(jd.logs)
-    spent = meter.spent_usd if meter else 0.0
-    change = None if given is None else option_value("--budget-usd", given, fields.budget_cap(given))
-    try:
-        new = Budget(cap).for_wake(spent, change, job=jd.job, given=given or "")
-    except BudgetError as exc:
-        fail(str(exc))
-    if change is not None:
-        err.print(
-            f"budget: ${spent:.4f} spent, cap {Budget(cap).describe()} -> {new.describe()}", markup=False
-        )
-    return new.cap
 
 
 def _running_containers(jd: JobDir, engine: Backend) -> int:

@@ -15,6 +15,7 @@
     liveness     records whose orchestrator is gone: orphaned, never started
     image        the runtime image: build, reuse, versions (`python -m flower_batch.running.image`)
     repro        a recorded job again on its pinned image (plan, drift), and the two runs' diff
+    wake         a persistent job continued: its record checked, its spec changed as asked, its batch of one
 
 It sits on the job model, layout, backend and gateway, and never imports the command line. Its
 modules import each other and the layers below by absolute name.
