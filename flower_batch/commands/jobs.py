@@ -16,6 +16,7 @@ from rich.text import Text
 
 from flower.catalogue import WAKE_LINE_MARKS
 from flower_batch.backend.base import Backend
+from flower_batch.commands import options as opt
 from flower_batch.commands.common import (
     BACKEND_OPT,
     HOME_OPT,
@@ -91,59 +92,26 @@ def _finish(record: JobRecord) -> None:
     raise typer.Exit(exit_code_for_job(record.failure_class, verdict_ok=record.status is Status.PASSED))
 
 
-# long: typer's option declarations take 50 of its lines; the body checks, pre-flights, prints and runs
+# long: each option is handed to adhoc_spec by name; the body checks, pre-flights, prints and runs
 def run(
-    workspace: Path = typer.Argument(..., help="folder copied fresh into the job's /workspace"),
-    task: str | None = typer.Argument(None, help="task text for flower's starter flow"),
-    workflow: str | None = typer.Option(
-        None, "--workflow", "-f", help="module:attr or file.py:attr of a Workflow"
-    ),
-    prompt: str | None = typer.Option(
-        None, "--prompt", help="with --workflow: text given to it as ctx['prompt']"
-    ),
-    image: str = typer.Option(
-        "flower-batch-runtime:latest", "--image", help="runtime image (tag or id); the id is pinned"
-    ),
-    timeout: str = typer.Option(
-        "30m", "--timeout", help="stop the job after this long (SIGTERM, grace, kill)"
-    ),
-    cpus: float | None = typer.Option(None, "--cpus"),
-    memory: str | None = typer.Option(None, "--memory", help="e.g. 2g"),
-    pids: int | None = typer.Option(
-        None, "--pids", help="processes and threads the job may hold (default 2048)"
-    ),
-    network: str = typer.Option(
-        "gateway",
-        "--network",
-        help="gateway: the model only; internet: also a route "
-        "out, for jobs that install packages (shown in the record)",
-    ),
-    env: list[str] = typer.Option([], "--env", "-e", help="KEY=VALUE for the job (repeatable)"),
-    secret: list[str] = typer.Option(
-        [], "--secret", help="NAME of a host env var passed to the job, never stored"
-    ),
-    name: str | None = typer.Option(None, "--name", help="job id (default: from the task)"),
-    persistent: bool = typer.Option(
-        False, "--persistent", help="keep the conversation so `wake` can continue it"
-    ),
-    scenario: Path | None = typer.Option(
-        None,
-        "--scenario",
-        help="scripted-model scenario for the gateway (without it: the Anthropic API via the gateway, "
-        "with your ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN, which stays on the host side)",
-    ),
-    budget_usd: float | None = typer.Option(
-        None, "--budget-usd", help="the gateway stops the job at this spend"
-    ),
-    upstream: str | None = typer.Option(
-        None,
-        "--upstream",
-        help="without --scenario: the Messages API to forward to (default "
-        "$FLOWER_BATCH_UPSTREAM, else https://api.anthropic.com)",
-    ),
-    placement: list[str] = typer.Option(
-        [], "--placement", help="on a cluster: a constraint such as node.labels.pool==big (repeatable)"
-    ),
+    workspace: opt.Workspace,
+    task: opt.TaskText = None,
+    workflow: opt.Workflow = None,
+    prompt: opt.Prompt = None,
+    image: opt.Image = "flower-batch-runtime:latest",
+    timeout: opt.Timeout = "30m",
+    cpus: opt.Cpus = None,
+    memory: opt.Memory = None,
+    pids: opt.Pids = None,
+    network: opt.Network = "gateway",
+    env: opt.Env = [],  # noqa: B006 - typer's default, never mutated
+    secret: opt.Secret = [],  # noqa: B006
+    name: opt.Name = None,
+    persistent: opt.Persistent = False,
+    scenario: opt.Scenario = None,
+    budget_usd: opt.JobBudget = None,
+    upstream: opt.Upstream = None,
+    placement: opt.Placement = [],  # noqa: B006
     home: Path | None = HOME_OPT,
     backend_choice: str | None = BACKEND_OPT,
 ) -> None:
@@ -197,7 +165,6 @@ def run(
     _finish(run_async(go))
 
 
-# long: one path: the record's checks in the order a person fixes them, then the run and its report
 def wake(
     job: str = typer.Argument(..., help="job id (or batch/job)", autocompletion=complete_job),
     words: str | None = typer.Argument(
@@ -207,12 +174,7 @@ def wake(
         None, "--scenario", help="use this scenario instead of the job's copy"
     ),
     timeout: str | None = typer.Option(None, "--timeout"),
-    budget_usd: str | None = typer.Option(
-        None,
-        "--budget-usd",
-        help="the job's new spending cap in US dollars (metered over all its runs), or +N to add N "
-        "to the cap: continues a job paused at its budget",
-    ),
+    budget_usd: opt.WakeBudget = None,
     home: Path | None = HOME_OPT,
     backend_choice: str | None = BACKEND_OPT,
 ) -> None:

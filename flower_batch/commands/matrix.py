@@ -17,6 +17,7 @@ from rich.text import Text
 from flower.clock import now_iso
 from flower.fileio import write_atomic
 from flower_batch.backend.base import Backend
+from flower_batch.commands import options as opt
 from flower_batch.commands.common import (
     BACKEND_OPT,
     HOME_OPT,
@@ -135,42 +136,22 @@ class MatrixProgress:
         return table
 
 
-# long: typer's option declarations take 27 of its lines; the body loads, checks, plans and prints
+# long: its twenty options take a line each (commands/options.py); the body loads, checks, plans and prints
 def matrix(
-    jobs_file: Path = typer.Argument(..., help="the jobs.toml describing tasks, variants and repeats"),
-    parallel: int = typer.Option(2, "-j", "--parallel", help="at most this many jobs at once"),
-    image: str | None = typer.Option(
-        None, "--image", help="runtime image (default: jobs.toml's, else flower-batch-runtime:latest)"
-    ),
-    retry_failed: bool = typer.Option(False, "--retry-failed", help="also re-run failed/timed-out jobs"),
-    fresh: bool = typer.Option(False, "--fresh", help="re-run every job, ignoring earlier results"),
-    fail_under: float | None = typer.Option(
-        None, "--fail-under", help="exit 0 if the pass rate is at least this (0..1)"
-    ),
-    dry_run: bool = typer.Option(False, "--dry-run", help="show the plan and exit"),
-    budget_usd: float | None = typer.Option(
-        None, "--budget-usd", help="spending limit for the whole batch (overrides [batch].budget_usd)"
-    ),
-    baseline_ref: str | None = typer.Option(
-        None,
-        "--baseline",
-        help="compare with this batch or results.json at the end (report.html, table, summary)",
-        autocompletion=complete_batch,
-    ),
+    jobs_file: opt.JobsFile,
+    parallel: opt.Parallel = 2,
+    image: opt.MatrixImage = None,
+    retry_failed: opt.RetryFailed = False,
+    fresh: opt.Fresh = False,
+    fail_under: opt.FailUnder = None,
+    dry_run: opt.DryRun = False,
+    budget_usd: opt.BatchBudget = None,
+    baseline_ref: opt.Baseline = None,
     alpha: float = ALPHA_OPT,
     fail_on_regression: bool = FAIL_OPT,
-    upstream: str | None = typer.Option(
-        None,
-        "--upstream",
-        help="anthropic mode: the Messages API to forward to (default $FLOWER_BATCH_UPSTREAM, "
-        "else https://api.anthropic.com)",
-    ),
-    infra_retries: int = typer.Option(
-        2,
-        "--infra-retries",
-        help="re-run jobs that ended in an infrastructure error, at most this many times",
-    ),
-    allow_large: bool = typer.Option(False, "--allow-large", help=f"allow more than {MAX_JOBS:,} jobs"),
+    upstream: opt.Upstream = None,
+    infra_retries: opt.InfraRetries = 2,
+    allow_large: opt.AllowLarge = False,
     home: Path | None = HOME_OPT,
     backend_choice: str | None = BACKEND_OPT,
 ) -> None:
