@@ -45,6 +45,7 @@ sys.path.insert(0, str(ROOT))
 from flower_batch.backend.base import Backend  # noqa: E402
 from flower_batch.backend.docker.loopback_hosts import cache_folder  # noqa: E402
 from flower_batch.backend.select import REGISTRY_ENV, open_backend  # noqa: E402
+from flower_batch.jobmodel.image import PinnedImage  # noqa: E402
 from flower_batch.jobsfile import load_jobs_file  # noqa: E402
 from flower_batch.layout import Home  # noqa: E402
 from flower_batch.running.plan import BatchPlan  # noqa: E402
@@ -173,8 +174,7 @@ def run_matrix(side: str, jobs: int, parallel: int, image_id: str, env: dict[str
                         home,
                         jf.name,
                         [(j, None) for j in jf.jobs],
-                        image_id,
-                        {},
+                        PinnedImage(image_id, {}),
                         parallel=parallel,
                         search=[project],
                     ),

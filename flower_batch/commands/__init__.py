@@ -12,6 +12,7 @@
     preflight     the checks before a job runs, as the commands report them
     version       `--version`: the versions and the runtime image
     completion    shell completion of job ids and batch names
+    options       the options shared by the commands, declared once (each --budget-usd says what it caps)
     common        what the commands share: consoles, `fail`, --home / --backend, job lookup,
                   the signal-aware async runner
 

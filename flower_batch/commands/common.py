@@ -109,12 +109,6 @@ def status_cell(status: str) -> str:
     return f"[{colour}]{status}[/{colour}]"
 
 
-def runtime_image(ref: str) -> tuple[str, dict[str, str]]:
-    from flower_batch.running.image import image_versions
-
-    return image_versions(ref)
-
-
 class Interrupted(Exception):
     pass
 

@@ -6,7 +6,8 @@ import json
 
 import typer
 
-from flower_batch.commands.common import err, runtime_image
+from flower_batch.commands.common import err
+from flower_batch.running.image import pinned_image
 
 
 def image_build(
@@ -30,7 +31,8 @@ def image_build(
 
 def image_show(ref: str = typer.Argument("flower-batch-runtime:latest")) -> None:
     """The id and versions of a runtime image."""
-    img_id, versions = runtime_image(ref)
+    pinned = pinned_image(ref)
+    img_id, versions = pinned.id, pinned.versions
     print(json.dumps({"id": img_id, **versions}))
 
 
@@ -41,7 +43,7 @@ def image_push(
     """Push the pinned runtime image to REGISTRY; prints the repo digest cluster jobs run."""
     from flower_batch.backend.docker.registry import push_image
 
-    img_id, _ = runtime_image(image)
+    img_id = pinned_image(image).id
     pushed = push_image(img_id, registry, on_line=lambda line: err.print(f"  {line}"))
     err.print(f"pushed {pushed.image_id[:19]} to {registry}")
     print(pushed.reference)

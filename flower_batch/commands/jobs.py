@@ -29,7 +29,6 @@ from flower_batch.commands.common import (
     out,
     progress,
     run_async,
-    runtime_image,
     status_cell,
 )
 from flower_batch.commands.completion import complete_batch, complete_job
@@ -49,6 +48,7 @@ from flower_batch.labels import BATCH, JOB, MANAGED
 from flower_batch.layout import Home, JobDir
 from flower_batch.running.batch import run_one
 from flower_batch.running.causes import continuity_lines
+from flower_batch.running.image import pinned_image
 from flower_batch.running.jobs import ADHOC_BATCH, adhoc_spec
 from flower_batch.running.lease import Leak, find_leaks, on_the_nodes, remove_leaks
 from flower_batch.running.liveness import Liveness
@@ -141,21 +141,21 @@ def run(
     )
     if h.job(ADHOC_BATCH, spec.id).record_path.exists():
         fail(f"job {spec.id} already exists: wake it (`flower-batch wake {spec.id}`) or pick another --name")
-    image_id, versions = runtime_image(image)
+    pinned = pinned_image(image)
     preflight_job(
         spec,
-        image_id,
+        pinned.id,
         ADHOC_BATCH,
         describe=None,
         flows_dir=None,
         engine=engine_for(h.root, backend_choice, None),
     )
     err.print(
-        f"job {ADHOC_BATCH}/{spec.id}  image {image_id[:19]}  model: {mode_label(spec.gateway.mode)}",
+        f"job {ADHOC_BATCH}/{spec.id}  image {pinned.short}  model: {mode_label(spec.gateway.mode)}",
         markup=False,
     )
 
-    plan = BatchPlan(h, ADHOC_BATCH, ((spec, None),), image_id, versions, settings=settings)
+    plan = BatchPlan(h, ADHOC_BATCH, ((spec, None),), pinned, settings=settings)
     engine = backend_for(home, backend_choice)
 
     async def go() -> JobRecord:

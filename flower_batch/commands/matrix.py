@@ -28,7 +28,6 @@ from flower_batch.commands.common import (
     host_settings,
     out,
     run_async,
-    runtime_image,
 )
 from flower_batch.commands.compare import ALPHA_OPT, FAIL_OPT, Baseline, baseline_or_exit
 from flower_batch.commands.completion import complete_batch
@@ -56,6 +55,7 @@ from flower_batch.reports import (
     write_reports,
 )
 from flower_batch.running.batch import BatchEvent, InfraRetry, reap_batch, run_batch
+from flower_batch.running.image import pinned_image
 from flower_batch.running.jobs import option_value
 from flower_batch.running.liveness import Liveness
 from flower_batch.running.plan import BatchPlan
@@ -173,7 +173,8 @@ def matrix(
     engine = backend_for(
         home, backend_choice, jf.backend
     )  # a bad choice is refused before anything is written
-    image_id, versions = runtime_image(image or jf.image or "flower-batch-runtime:latest")
+    pinned = pinned_image(image or jf.image or "flower-batch-runtime:latest")
+    image_id = pinned.id
     records = load_records(h.batch_dir(jf.name), [j.id for j in jf.jobs])
     plan = plan_resume(jf.jobs, image_id, records, retry_failed=retry_failed, fresh=fresh)
     # Pre-flight of the jobs that would run, before any folder, record or batch.json is written.
@@ -190,13 +191,12 @@ def matrix(
         for line in plan_lines(plan, jf.jobs):
             out.print(line, markup=False, highlight=False)
         raise typer.Exit(0)
-    write_batch_file(h.batch_dir(jf.name), jf.path, image_id, versions, modes)
+    write_batch_file(h.batch_dir(jf.name), jf.path, image_id, dict(pinned.versions), modes)
     batch = BatchPlan(
         home=h,
         batch=jf.name,
         jobs=[(by_id[d.job_id], d.previous) for d in plan.to_run],
-        image_id=image_id,
-        versions=versions,
+        image=pinned,
         parallel=parallel,
         infra_retries=infra_retries,
         search=[jf.path.parent],

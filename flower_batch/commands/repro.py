@@ -41,7 +41,7 @@ from flower_batch.running.repro import (
     ReproDiff,
     ReproPlan,
     compare_jobs,
-    image_versions,
+    pinned_image,
     plan_repro,
     write_report,
 )
@@ -89,7 +89,7 @@ def _diff_table(diff: ReproDiff) -> Table:
 def _print_plan(plan: ReproPlan) -> None:
     err.print(
         f"reproducing {plan.original.batch}/{plan.original.job} as {REPRO_BATCH}/{plan.spec.id} · "
-        f"image {plan.image_id[:19]} · model: {mode_label(plan.mode)}",
+        f"image {plan.image.short} · model: {mode_label(plan.mode)}",
         markup=False,
     )
     for item in plan.drift:
@@ -174,13 +174,12 @@ def repro(
     original, record = load_job(home, job)
     if attempt is not None:
         original, record = _earlier_attempt(original, attempt)
-    image_id, versions = image_versions(image or record.image_id)
+    pinned = pinned_image(image or record.image_id)
     plan = plan_repro(
         h,
         original,
         record,
-        image_id=image_id,
-        versions=versions,
+        image=pinned,
         live=live,
         allow_drift=allow_drift,
         workflow=workflow,
@@ -188,7 +187,7 @@ def repro(
     )
     preflight_job(
         plan.spec,
-        plan.image_id,
+        plan.image.id,
         REPRO_BATCH,
         describe=f"reproduction of {original.batch}/{original.job}",
         flows_dir=plan.flows_from,
@@ -200,8 +199,7 @@ def repro(
         h,
         REPRO_BATCH,
         ((plan.spec, None),),
-        plan.image_id,
-        plan.versions,
+        plan.image,
         settings=settings,
         flows_from=plan.flows_from,
     )

@@ -4,6 +4,7 @@
     spec      JobSpec, GatewaySpec, JobsFile: one job's inputs, the gateway it talks to
     modes     the gateway modes a job may name, and each one's label for people
     record    JobRecord, typed, and record.json (read, write, load a batch's records)
+    image     PinnedImage: the image a job runs on, by its immutable id, with its versions
     budget    Budget: a cap, "is it reached?", and a wake's new cap or +N (BudgetChange)
     pausing   a persistent job at its budget: the cap reached, its reason, the caps' history
     resume    which jobs a matrix keeps, runs again or wakes

@@ -18,6 +18,7 @@ from flower.fileio import write_atomic
 from flower_batch.errors import RecordError
 
 from .classes import FailureClass, parse_class
+from .image import PinnedImage
 from .modes import DEFAULT_MODE, GatewayMode, parse_mode
 from .outcome import JobOutcome, StepSummary
 from .pausing import read_history
@@ -76,6 +77,11 @@ class JobRecord:
     @property
     def finished(self) -> bool:
         return self.status.ended
+
+    @property
+    def image(self) -> PinnedImage:
+        """The image it ran on, pinned, with the versions inside it."""
+        return PinnedImage(self.image_id, dict(self.versions))
 
     @property
     def persistent(self) -> bool:

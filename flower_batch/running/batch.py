@@ -88,9 +88,9 @@ async def run_one(backend: Backend, plan: BatchPlan, on_state: Callable[[str, St
     image checked first (one line if it is not in the engine, before any folder or gateway)."""
     ((job, _previous),) = plan.jobs
     try:
-        await backend.image_info(plan.image_id)
+        await backend.image_info(plan.image.id)
     except ImageMissing as exc:
-        raise FlowerBatchError(f"image {plan.image_id[:19]} is not in the Docker engine: {exc}") from exc
+        raise FlowerBatchError(f"image {plan.image.short} is not in the Docker engine: {exc}") from exc
 
     def on_event(event: BatchEvent) -> None:
         if isinstance(event, JobState):

@@ -31,6 +31,7 @@ from pathlib import Path
 from flower_batch.backend.base import ImageInfo
 from flower_batch.backend.docker.images import DockerImages
 from flower_batch.errors import ImageBuildError, ImageMissing, NotARuntimeImage
+from flower_batch.jobmodel.image import PinnedImage
 from flower_batch.labels import BASE_IMAGE, BUILD_KEY, CLI_VERSION, SDK_VERSION, VERSION
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]  # flower_batch/running/image.py -> the checkout
@@ -80,6 +81,15 @@ class RuntimeImage:
     reused: bool = False
     """True when nothing changed and the existing image was returned without building."""
 
+    @property
+    def pinned(self) -> PinnedImage:
+        versions = {
+            "flower_batch": self.flower_batch_version,
+            "sdk": self.sdk_version,
+            "cli": self.cli_version,
+        }
+        return PinnedImage(self.id, versions)
+
     @classmethod
     def from_info(cls, info: ImageInfo, tag: str | None = None, reused: bool = False) -> RuntimeImage:
         labels = info.labels
@@ -102,10 +112,9 @@ class RuntimeImage:
         )
 
 
-def image_versions(ref: str) -> tuple[str, dict[str, str]]:
-    """(id, versions) of a runtime image by id or tag: what a job record pins (ImageMissing if absent)."""
-    img = read_image(ref)
-    return img.id, {"flower_batch": img.flower_batch_version, "sdk": img.sdk_version, "cli": img.cli_version}
+def pinned_image(ref: str) -> PinnedImage:
+    """A runtime image by id or tag, pinned: what a job record keeps (ImageMissing if absent)."""
+    return read_image(ref).pinned
 
 
 def read_image(ref: str, docker_host: str | None = None) -> RuntimeImage:

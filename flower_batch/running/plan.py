@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from flower_batch.gateway.host.sidecar import GatewaySettings
+from flower_batch.jobmodel.image import PinnedImage
 from flower_batch.jobmodel.record import JobRecord
 from flower_batch.jobmodel.spec import JobSpec
 from flower_batch.layout import Home
@@ -21,8 +22,7 @@ class BatchPlan:
     home: Home
     batch: str
     jobs: Sequence[tuple[JobSpec, JobRecord | None]]
-    image_id: str
-    versions: dict[str, str]
+    image: PinnedImage
     parallel: int = 1
     infra_retries: int = 0
     search: Sequence[Path] = ()

@@ -26,6 +26,7 @@ from flower.catalogue import VERDICT_HINT, VERDICT_NO_CONCLUSION
 from flower_batch.errors import ImageMissing, ReproError
 from flower_batch.gateway.recording import read_state, recording_source
 from flower_batch.jobmodel.hashing import tree_hash
+from flower_batch.jobmodel.image import PinnedImage
 from flower_batch.jobmodel.modes import GatewayMode
 from flower_batch.jobmodel.record import JobRecord
 from flower_batch.jobmodel.spec import GatewaySpec, JobSpec
@@ -41,8 +42,7 @@ class ReproPlan:
     original: JobDir
     record: JobRecord
     spec: JobSpec
-    image_id: str
-    versions: dict[str, str]
+    image: PinnedImage
     mode: GatewayMode
     flows_from: Path | None
     drift: list[str] = field(default_factory=list)
@@ -57,8 +57,9 @@ def new_job_id(home: Home, record: JobRecord) -> str:
     return check_name("job", f"{base}.r{n}")
 
 
-def drift_between(record: JobRecord, image_id: str, versions: dict[str, str], spec: JobSpec) -> list[str]:
+def drift_between(record: JobRecord, image: PinnedImage, spec: JobSpec) -> list[str]:
     """What differs from the record: image id, SDK and CLI versions, the workspace source."""
+    image_id, versions = image.id, image.versions
     drift: list[str] = []
     if image_id != record.image_id:
         drift.append(f"image {record.image_id[:19]} -> {image_id[:19]}")
@@ -78,8 +79,7 @@ def plan_repro(
     original: JobDir,
     record: JobRecord,
     *,
-    image_id: str,
-    versions: dict[str, str],
+    image: PinnedImage,
     live: bool = False,
     allow_drift: bool = False,
     workflow: str | None = None,
@@ -93,7 +93,7 @@ def plan_repro(
     spec = record.spec
     if spec.workspace is not None and not spec.workspace.is_dir():
         raise ReproError(f"the original workspace source {spec.workspace} is gone: restore it to reproduce")
-    drift = drift_between(record, image_id, versions, spec)
+    drift = drift_between(record, image, spec)
     if drift and not allow_drift:
         raise ReproError(
             f"refusing to reproduce {original.batch}/{original.job}: {'; '.join(drift)} "
@@ -128,8 +128,7 @@ def plan_repro(
         original=original,
         record=record,
         spec=new_spec,
-        image_id=image_id,
-        versions=versions,
+        image=image,
         mode=mode,
         flows_from=flows_from,
         drift=drift,
@@ -282,7 +281,7 @@ def write_report(plan: ReproPlan, repro: JobDir, record: JobRecord, diff: ReproD
         "original": f"{plan.original.batch}/{plan.original.job}",
         "repro": f"{repro.batch}/{repro.job}",
         "mode": plan.mode,
-        "image_id": plan.image_id,
+        "image_id": plan.image.id,
         "drift": plan.drift,
         "status": {"original": plan.record.status, "repro": record.status},
         "reason": {"original": plan.record.reason, "repro": record.reason},
@@ -294,12 +293,12 @@ def write_report(plan: ReproPlan, repro: JobDir, record: JobRecord, diff: ReproD
     return path
 
 
-def image_versions(ref: str) -> tuple[str, dict[str, str]]:
-    """(id, versions) of a runtime image; ReproError when it is not in the engine."""
-    from flower_batch.running.image import image_versions as read_versions
+def pinned_image(ref: str) -> PinnedImage:
+    """A runtime image, pinned; ReproError when it is not in the engine."""
+    from flower_batch.running.image import pinned_image as read_pinned
 
     try:
-        return read_versions(ref)
+        return read_pinned(ref)
     except ImageMissing:
         raise ReproError(
             f"image {ref[:19]} is not in the Docker engine: rebuild it, or pass --image TAG --allow-drift"

@@ -29,6 +29,7 @@ from flower_batch.gateway.host.usage import GatewayOutcome, MeterMark, gateway_o
 from flower_batch.gateway.job_sockets import socket_key
 from flower_batch.gateway.recording import stage_recording
 from flower_batch.jobmodel.classes import FailureClass
+from flower_batch.jobmodel.image import PinnedImage
 from flower_batch.jobmodel.outcome import JobOutcome, decide_status, steps_from_manifest
 from flower_batch.jobmodel.pausing import Spend, history_entry, pause_reason
 from flower_batch.jobmodel.record import JobRecord, write_record
@@ -55,9 +56,8 @@ class JobContext:
     backend: Backend
     batch: str
     lease: str  # the orchestrator's (running/lease.py)
-    image_id: str
+    image: PinnedImage
     gateway: GatewaySidecar
-    versions: dict[str, str] = field(default_factory=dict)
     on_state: Callable[[str, State], None] | None = None  # (job id, state)
     search: list[Path] = field(default_factory=list)  # where workflow modules are looked up
     flows_from: Path | None = None  # repro: the original job's copy of its workflow code
@@ -178,15 +178,15 @@ def start_attempt(
     record = JobRecord(
         job_id=job.id,
         batch=ctx.batch,
-        inputs_hash=job.inputs_hash(ctx.image_id),
-        image_id=ctx.image_id,
+        inputs_hash=job.inputs_hash(ctx.image.id),
+        image_id=ctx.image.id,
         status=Status.RUNNING,
         spec=job,
         gateway_mode=job.gateway.mode,
         attempt=(previous.attempt + 1) if previous else 1,
         queued_at=now_iso(),
         started_at=now_iso(),
-        versions=ctx.versions,
+        versions=dict(ctx.image.versions),
         session=ctx.lease,
         backend=ctx.backend.name,
         # A wake goes on with the job's meter, so with its history of caps and spend too.
@@ -298,7 +298,7 @@ def _container_spec(
     stay theirs), the job's limits, our labels, the gateway's network, and the workspace as the
     working directory; `mounts` come after the workspace."""
     return ContainerSpec(
-        image=ctx.image_id,
+        image=ctx.image.id,
         command=command,
         env=env,
         mounts=[Mount(str(jd.workspace), WORKSPACE), *mounts],

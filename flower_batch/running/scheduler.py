@@ -59,7 +59,7 @@ async def run_jobs(
     with Lease(plan.home.root) as lease:
         run = BatchRun(backend, plan, lease.id, anyio.CapacityLimiter(max(1, plan.parallel)), on_state)
         run.queue()
-        beside = await _starts_beside(backend, plan.image_id)
+        beside = await _starts_beside(backend, plan.image.id)
         async with contextlib.AsyncExitStack() as stack:
             # However this ends (Ctrl-C included), a job that never began says so.
             stack.callback(_mark_never_started, plan, run.started, run.done, on_state)
@@ -101,9 +101,8 @@ class BatchRun:
             backend=self.backend,
             batch=plan.batch,
             lease=self.lease,
-            image_id=plan.image_id,
+            image=plan.image,
             gateway=gateway,
-            versions=plan.versions,
             on_state=self.on_state,
             search=list(plan.search),
             flows_from=plan.flows_from,
@@ -215,7 +214,7 @@ class _Gateways:
                     batch=plan.batch,
                     lease=run.lease,
                     suffix=f"-g{len(self._gateways)}",
-                    image_id=plan.image_id,
+                    image_id=plan.image.id,
                     batch_dir=plan.home.batch_dir(plan.batch),
                     gateway=job.gateway,
                     batch_budget_usd=plan.budget_usd,
@@ -236,10 +235,10 @@ def _queued(job: JobSpec, plan: BatchPlan, previous: JobRecord | None, lease: st
     return new_record(
         job,
         batch=plan.batch,
-        image_id=plan.image_id,
+        image_id=plan.image.id,
         attempt=attempt,
         queued_at=now_iso(),
-        versions=plan.versions,
+        versions=dict(plan.image.versions),
         session=lease,
     )
 

@@ -8,13 +8,13 @@ from typing import get_type_hints
 import pytest
 
 from flower_batch.errors import FlowerBatchError
+from flower_batch.jobmodel.image import PinnedImage
 
 
 def test_one_table_each_for_modes_labels_memory_and_image_versions(monkeypatch) -> None:
     from types import SimpleNamespace
 
     from flower_batch.backend import base as backend_base
-    from flower_batch.commands import common as cmd_common
     from flower_batch.commands import jobs as jobs_cmd
     from flower_batch.gateway.host.sidecar import gateway_memory
     from flower_batch.gateway.server import responders as modes
@@ -35,10 +35,10 @@ def test_one_table_each_for_modes_labels_memory_and_image_versions(monkeypatch) 
         gateway_memory({"FLOWER_BATCH_GATEWAY_MEMORY": "lots"})
 
     fake = SimpleNamespace(id="sha256:abc", flower_batch_version="1", sdk_version="2", cli_version="3")
+    fake.pinned = image.RuntimeImage.pinned.fget(fake)  # type: ignore[attr-defined]
     monkeypatch.setattr(image, "read_image", lambda ref: fake)
     assert (
-        cmd_common.runtime_image("x")
-        == repro.image_versions("x")
-        == image.image_versions("x")
-        == ("sha256:abc", {"flower_batch": "1", "sdk": "2", "cli": "3"})
+        repro.pinned_image("x")
+        == image.pinned_image("x")
+        == PinnedImage("sha256:abc", {"flower_batch": "1", "sdk": "2", "cli": "3"})
     )

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from flower_batch.jobmodel.image import PinnedImage
 from flower_batch.jobmodel.record import new_record, write_record
 from flower_batch.layout import Home
 from flower_batch.running.attempts import attempt_numbers, keep_previous_attempt, list_attempts, prunable
@@ -74,7 +75,7 @@ async def test_a_rerun_whose_setup_fails_keeps_the_previous_verdict_as_an_attemp
     old = finished_attempt(jd, 1)
     async with FakeBackend() as backend:
         done = await run_jobs(
-            backend, BatchPlan(home, "b", [(job_spec("j"), old)], "sha256:x", {}, parallel=1)
+            backend, BatchPlan(home, "b", [(job_spec("j"), old)], PinnedImage("sha256:x", {}), parallel=1)
         )
     assert done["j"].status == "error" and done["j"].attempt == 2
     kept = jd.root / "attempts" / "1"
@@ -122,7 +123,13 @@ async def test_ctrl_c_before_a_job_starts_leaves_its_old_attempt_where_it_was(tm
         tg.start_soon(
             lambda: run_jobs(
                 backend,
-                BatchPlan(home, "b", [(first, old_first), (second, old_second)], "sha256:x", {}, parallel=1),
+                BatchPlan(
+                    home,
+                    "b",
+                    [(first, old_first), (second, old_second)],
+                    PinnedImage("sha256:x", {}),
+                    parallel=1,
+                ),
                 on_state,
             )
         )

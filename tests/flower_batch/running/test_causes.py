@@ -17,6 +17,7 @@ from flower import exitinfo
 from flower_batch.errors import BackendError
 from flower_batch.gateway.host.sidecar import READY_LINE
 from flower_batch.jobmodel.classes import FailureClass, count_classes, exit_code_for
+from flower_batch.jobmodel.image import PinnedImage
 from flower_batch.jobmodel.record import read_record
 from flower_batch.jobmodel.spec import GatewaySpec, JobSpec
 from flower_batch.jobmodel.status import Status
@@ -84,7 +85,7 @@ async def _start(tmp_path: Path, program, *, persistent: bool = False, job: JobS
     home = Home(tmp_path / "home")
     job = job or _job(tmp_path)
     async with FakeBackend(programs={"python": GATEWAY, "flower": program}) as backend:
-        plan = BatchPlan(home, "b", ((replace(job, persistent=persistent), None),), IMAGE_ID, {})
+        plan = BatchPlan(home, "b", ((replace(job, persistent=persistent), None),), PinnedImage(IMAGE_ID, {}))
         return await run_one(backend, plan, lambda job_id, state: None)
 
 
@@ -225,7 +226,7 @@ async def _retrying(tmp_path: Path, failures: int, retries: int) -> tuple[dict, 
     async with FlakyStart(failures, programs={"python": GATEWAY, "flower": Script(exit_code=0)}) as backend:
 
         async def one_round(jobs):  # type: ignore[no-untyped-def]
-            return await run_jobs(backend, BatchPlan(home, "b", jobs, IMAGE_ID, {}, parallel=1))
+            return await run_jobs(backend, BatchPlan(home, "b", jobs, PinnedImage(IMAGE_ID, {}), parallel=1))
 
         done = await run_with_infra_retries(
             one_round, [(job, None)], retries=retries, on_retry=lambda n, ids: retried.append((n, ids))
@@ -258,7 +259,7 @@ async def test_verdicts_are_never_retried(tmp_path: Path) -> None:
 
         async def one_round(jobs):  # type: ignore[no-untyped-def]
             calls.append([j.id for j, _ in jobs])
-            return await run_jobs(backend, BatchPlan(home, "b", jobs, IMAGE_ID, {}, parallel=1))
+            return await run_jobs(backend, BatchPlan(home, "b", jobs, PinnedImage(IMAGE_ID, {}), parallel=1))
 
         done = await run_with_infra_retries(one_round, [(_job(tmp_path), None)], retries=2)
     assert calls == [["t.v.r1"]] and done["t.v.r1"].failure_class == "agent"
@@ -294,7 +295,7 @@ def _matrix(tmp_path: Path, monkeypatch, backend_factory, *flags: str):  # type:
     from flower_batch.commands import matrix as matrix_cmd
 
     monkeypatch.setattr(matrix_cmd, "backend_for", lambda home, flag=None, recorded=None: backend_factory())
-    monkeypatch.setattr(matrix_cmd, "runtime_image", lambda ref: (IMAGE_ID, {}))
+    monkeypatch.setattr(matrix_cmd, "pinned_image", lambda ref: PinnedImage(IMAGE_ID, {}))
     jobs = _matrix_project(tmp_path)
     return CliRunner().invoke(app, ["matrix", str(jobs), *flags, "--home", str(tmp_path / "home")])
 

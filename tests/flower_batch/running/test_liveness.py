@@ -12,6 +12,7 @@ import anyio
 import pytest
 from typer.testing import CliRunner
 
+from flower_batch.jobmodel.image import PinnedImage
 from flower_batch.jobmodel.outcome import JobOutcome
 from flower_batch.jobmodel.record import new_record, read_record, write_record
 from flower_batch.jobmodel.spec import GatewaySpec, JobSpec
@@ -161,7 +162,9 @@ async def test_a_stopped_matrix_marks_its_never_started_jobs(tmp_path: Path, mon
                 tg.start_soon(
                     lambda: run_jobs(
                         backend,
-                        BatchPlan(home, "b", jobs, FakeBackend.IMAGE, {}, parallel=1, settings=settings),
+                        BatchPlan(
+                            home, "b", jobs, PinnedImage(FakeBackend.IMAGE, {}), parallel=1, settings=settings
+                        ),
                         lambda j, s: states.append((j, s)),
                     )
                 )

@@ -12,6 +12,7 @@ import anyio
 import pytest
 
 from flower_batch.gateway.host.sidecar import READY_LINE
+from flower_batch.jobmodel.image import PinnedImage
 from flower_batch.jobmodel.outcome import JobOutcome
 from flower_batch.jobmodel.record import new_record
 from flower_batch.jobmodel.spec import GatewaySpec, JobSpec
@@ -50,18 +51,17 @@ async def test_a_change_to_the_job_context_reaches_run_and_matrix_alike(tmp_path
     async def run_job(ctx, job, jd, **how):  # type: ignore[no-untyped-def]
         seen.append((ctx.batch, job.id, list(ctx.search)))
         outcome = JobOutcome(job_id=job.id, status=Status.PASSED, gateway_mode=job.gateway.mode)
-        return new_record(job, batch=ctx.batch, image_id=ctx.image_id).with_outcome(outcome)
+        return new_record(job, batch=ctx.batch, image_id=ctx.image.id).with_outcome(outcome)
 
     monkeypatch.setattr(scheduler.BatchRun, "context", marked_context)
     monkeypatch.setattr(scheduler, "run_job", run_job)
     home = Home(tmp_path / "home")
-    one = BatchPlan(home, "adhoc", ((_job(tmp_path, "single"), None),), FakeBackend.IMAGE, {})
+    one = BatchPlan(home, "adhoc", ((_job(tmp_path, "single"), None),), PinnedImage(FakeBackend.IMAGE, {}))
     many = BatchPlan(
         home,
         "b",
         [(_job(tmp_path, "m1"), None), (_job(tmp_path, "m2"), None)],
-        FakeBackend.IMAGE,
-        {},
+        PinnedImage(FakeBackend.IMAGE, {}),
         parallel=2,
     )
     with anyio.fail_after(20):
@@ -81,7 +81,9 @@ async def test_a_single_job_on_an_image_not_in_the_engine_is_one_line_before_any
     from flower_batch.errors import FlowerBatchError
 
     home = Home(tmp_path / "home")
-    plan = BatchPlan(home, "adhoc", ((_job(tmp_path, "single"), None),), "sha256:" + "0" * 64, {})
+    plan = BatchPlan(
+        home, "adhoc", ((_job(tmp_path, "single"), None),), PinnedImage("sha256:" + "0" * 64, {})
+    )
     async with FakeBackend() as backend:
         with pytest.raises(FlowerBatchError, match="is not in the Docker engine"):
             await batch.run_one(backend, plan, lambda job_id, state: None)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from flower_batch.errors import ImageMissing, ReproError
+from flower_batch.jobmodel.image import PinnedImage
 from flower_batch.jobmodel.record import JobRecord
 from flower_batch.jobmodel.spec import JobSpec
 from flower_batch.running import image
@@ -18,7 +19,7 @@ from flower_batch.running.repro import (
     changes,
     copy_flows,
     drift_between,
-    image_versions,
+    pinned_image,
     workspace_files,
 )
 from tests.hostile_fixtures import SECRET, hostile_workspace, outside_secret
@@ -52,8 +53,8 @@ def test_drift_is_image_sdk_cli_and_workspace(tmp_path: Path) -> None:
         job_id="j", batch="b", inputs_hash="h", image_id="sha256:aaa", status="passed",
         spec=spec, versions={"sdk": "0.2.184", "cli": "2.1.327"},
     )  # fmt: skip
-    assert drift_between(record, "sha256:aaa", {"sdk": "0.2.184", "cli": "2.1.327"}, spec) == []
-    drift = drift_between(record, "sha256:bbb", {"sdk": "0.2.185", "cli": "2.1.327"}, spec)
+    assert drift_between(record, PinnedImage("sha256:aaa", {"sdk": "0.2.184", "cli": "2.1.327"}), spec) == []
+    drift = drift_between(record, PinnedImage("sha256:bbb", {"sdk": "0.2.185", "cli": "2.1.327"}), spec)
     assert drift == ["image sha256:aaa -> sha256:bbb", "claude-agent-sdk 0.2.184 -> 0.2.185"]
 
 
@@ -75,7 +76,7 @@ def test_a_hostile_workspace_is_listed_at_once_and_a_flows_copy_stays_inside(tmp
 
 
 def test_an_image_missing_from_the_engine_is_a_repro_error_naming_the_fix(monkeypatch) -> None:
-    # repro.image_versions is image.image_versions with repro's own one line when the image is gone.
+    # repro.pinned_image is image.pinned_image with repro's own one line when the image is gone.
     def missing(ref: str) -> None:
         raise ImageMissing(f"no image {ref}")
 
@@ -83,4 +84,4 @@ def test_an_image_missing_from_the_engine_is_a_repro_error_naming_the_fix(monkey
     with pytest.raises(
         ReproError, match="not in the Docker engine: rebuild it, or pass --image TAG --allow-drift"
     ):
-        image_versions("sha256:" + "a" * 64)
+        pinned_image("sha256:" + "a" * 64)

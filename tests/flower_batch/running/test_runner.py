@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from flower_batch.jobmodel.image import PinnedImage
+
 
 def _spec(job_id: str, mode: str = "anthropic"):
     from flower_batch.jobmodel.spec import GatewaySpec, JobSpec
@@ -36,7 +38,12 @@ async def _run_one(tmp_path: Path, backend, job, on_state=None) -> object:  # ty
     )
     await backend.create_network(gw.network, {}, internal=True)
     ctx = JobContext(
-        backend=backend, batch="b", lease="s1", image_id=FakeBackend.IMAGE, gateway=gw, on_state=on_state
+        backend=backend,
+        batch="b",
+        lease="s1",
+        image=PinnedImage(FakeBackend.IMAGE),
+        gateway=gw,
+        on_state=on_state,
     )
     return await run_job(ctx, job, Home(tmp_path / "home").job("b", job.id))
 

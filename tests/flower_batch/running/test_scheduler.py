@@ -8,6 +8,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from flower_batch.jobmodel.image import PinnedImage
 from flower_batch.running.plan import BatchPlan
 
 
@@ -51,7 +52,7 @@ async def test_a_job_whose_gateway_cannot_start_ends_error_and_earlier_verdicts_
     async with FakeBackend() as backend:
         done = await run_jobs(
             backend,
-            BatchPlan(home, "b", [(first, None), (second, old)], "sha256:img", {}, parallel=1),
+            BatchPlan(home, "b", [(first, None), (second, old)], PinnedImage("sha256:img", {}), parallel=1),
             on_state,
         )
     assert seen == {"second": "passed"}  # not overwritten by `queued` before it started
@@ -98,7 +99,7 @@ async def test_a_paused_job_stays_paused_while_capped_or_when_its_wake_cannot_st
 
     async def go(budget: float) -> None:
         async with FakeBackend() as backend:
-            await run_jobs(backend, BatchPlan(home, "b", [(job, paused)], "sha256:img", {}, parallel=1, budget_usd=budget, wake=frozenset({"long"})), lambda _job, state: states.append(state))  # fmt: skip
+            await run_jobs(backend, BatchPlan(home, "b", [(job, paused)], PinnedImage("sha256:img", {}), parallel=1, budget_usd=budget, wake=frozenset({"long"})), lambda _job, state: states.append(state))  # fmt: skip
 
     before = jd.record_path.read_bytes()
     await go(0.02)  # still spent: untouched
@@ -144,8 +145,7 @@ async def _matrix_of_two(tmp_path: Path, backend, monkeypatch: pytest.MonkeyPatc
                 home,
                 "b",
                 [(job, paused if paused and paused.job_id == job.id else None) for job in jobs],
-                FakeBackend.IMAGE,
-                {},
+                PinnedImage(FakeBackend.IMAGE, {}),
                 parallel=2,
                 wake=frozenset({paused.job_id} if paused else ()),
             ),

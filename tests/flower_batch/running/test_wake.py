@@ -47,7 +47,7 @@ def test_a_wake_with_more_budget_continues_the_same_job_on_its_scenario_copy(tmp
     assert spec.gateway.scenario == jd.root / "scenario.toml"  # the job's copy, not the gone source
     assert wake.cap == Budget(0.011) and spec.budget_usd == pytest.approx(0.011)
     assert wake.budget_line == "budget: $0.0012 spent, cap $0.0010 -> $0.0110"
-    assert (wake.plan.image_id, wake.plan.batch) == ("sha256:img", "b")
+    assert (wake.plan.image, wake.plan.batch) == (record.image, "b") and record.image.id == "sha256:img"
 
 
 def test_a_new_timeout_is_checked_by_the_fields_validator(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ from flower_batch.gateway.host.sidecar import (
 )
 from flower_batch.gateway.host.supervisor import RESTARTS_ENV, RestartPolicy, supervisors
 from flower_batch.gateway.tokens import SECRET_ENV
+from flower_batch.jobmodel.image import PinnedImage
 from flower_batch.jobmodel.record import JobRecord
 from flower_batch.jobmodel.spec import GatewaySpec, JobSpec
 from tests.fake_backend import FakeBackend, FakeProcess, Script, starts_in_order
@@ -146,7 +147,9 @@ async def test_the_job_of_a_gateway_given_up_is_stopped_and_its_record_says_why(
                 prompt="hi",
                 gateway=GatewaySpec(mode="scripted", scenario=gw.scenario),
             )
-            ctx = JobContext(backend=backend, batch="b", lease="s1", image_id=FakeBackend.IMAGE, gateway=gw)
+            ctx = JobContext(
+                backend=backend, batch="b", lease="s1", image=PinnedImage(FakeBackend.IMAGE), gateway=gw
+            )
             with anyio.fail_after(20):
                 record = await run_job(ctx, spec, Home(tmp_path / "home").job("b", "j1"))
     assert record.status == "error", record
@@ -186,7 +189,7 @@ async def _run_one_job(backend: FakeBackend, tmp_path: Path) -> JobRecord:
         gateway=GatewaySpec(mode="scripted", scenario=scenario),
     )
     with anyio.fail_after(20):
-        plan = BatchPlan(Home(tmp_path / "home"), "b", ((spec, None),), FakeBackend.IMAGE, {})
+        plan = BatchPlan(Home(tmp_path / "home"), "b", ((spec, None),), PinnedImage(FakeBackend.IMAGE, {}))
         return await run_one(backend, plan, lambda job, state: None)
 
 

@@ -18,6 +18,7 @@ import pytest
 from bench import soakjob
 from flower.catalogue import NOTICE_OFFLINE_VIA, RESUME_PROMPT
 from flower_batch.gateway.host.sidecar import READY_LINE
+from flower_batch.jobmodel.image import PinnedImage
 from tests.batch_fixtures.rig import (
     BATCH,
     LEASE,
@@ -221,8 +222,7 @@ async def test_a_gateway_down_longer_than_the_cli_retries_is_ridden_out_by_flowe
                         Home(home),
                         "adhoc",
                         ((spec, None),),
-                        image_id,
-                        {},
+                        PinnedImage(image_id, {}),
                         settings=GatewaySettings(restarts=slow),
                     ),
                     lambda job, state: None,
