@@ -11,7 +11,7 @@ option              variable               meaning
 ==================  =====================  =========================================================
 --deadline WHEN     FLOWER_DEADLINE        when time is up: epoch seconds or ISO 8601 (no zone = UTC)
 --time-limit S      FLOWER_TIME_LIMIT      seconds allowed; alone: the deadline is now + S
---budget-usd USD    FLOWER_BUDGET_USD      the budget the agent is told about
+--budget-usd USD    FLOWER_BUDGET_USD      USD the agent is told it may spend (`once`: -b, and a CLI cap)
 (none)              FLOWER_SPENT_USD       USD already spent before this process (flower-batch's meter)
 --wrap-up S         FLOWER_WRAP_UP         seconds after the deadline to write notes (default 60; 0 off)
 --notices LIST      FLOWER_NOTICES         percentages that bring a notice (default 50,80,95); off
@@ -60,12 +60,32 @@ TimeLimitOption = Annotated[
         help=f"seconds this run may take; the agent is told what is left (${LIMIT_ENV['time_limit']})",
     ),
 ]
+# What --budget-usd caps, said the same on every command: the dollars the agent is told it may
+# spend (flower.runtime.limits). flower's runtime never stops for them; `once` also hands them to
+# the CLI as the session's own cap (upstream's `once -b`).
+BUDGET_TOLD = (
+    "USD the agent is told it may spend: each session starts with what is left (this, minus"
+    f" ${LIMIT_ENV['spent_usd']} and the cost the CLI reported for each turn), and notices come as"
+    " shares of it are used"
+)
 BudgetOption = Annotated[
     float | None,
     typer.Option(
         "--budget-usd",
         show_default=False,
-        help=f"the budget in USD the agent is told about, with what is left (${LIMIT_ENV['budget_usd']})",
+        help=f"{BUDGET_TOLD}; flower does not stop at it (under flower-batch the gateway refuses"
+        f" requests past it) (${LIMIT_ENV['budget_usd']})",
+    ),
+]
+OnceBudgetOption = Annotated[
+    float | None,
+    typer.Option(
+        "--budget-usd",
+        "-b",
+        show_default=False,
+        help=f"{BUDGET_TOLD}; and the Claude Code CLI ends the session once the session's own cost"
+        " passes it (the SDK's max_budget_usd). -b is upstream's spelling of this same option"
+        f" (${LIMIT_ENV['budget_usd']})",
     ),
 ]
 WrapUpOption = Annotated[

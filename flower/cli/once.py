@@ -22,9 +22,9 @@ from flower.cli.common import (
 )
 from flower.cli.display import Display
 from flower.cli.limits import (
-    BudgetOption,
     DeadlineOption,
     NoticesOption,
+    OnceBudgetOption,
     TimeLimitOption,
     WordingOption,
     WrapUpOption,
@@ -45,7 +45,6 @@ def once(
         "--permission-mode",
         help="default | acceptEdits | plan | bypassPermissions | dontAsk",
     ),
-    budget: float | None = typer.Option(None, "-b", "--budget", help="stop the run past this many USD"),
     resume: str | None = typer.Option(None, "--resume", help="continue this session id"),
     fork: bool = typer.Option(False, "--fork", help="with --resume: branch into a new session"),
     workspace: WorkspaceOption = None,
@@ -55,7 +54,7 @@ def once(
     trim: TrimOption = False,
     deadline: DeadlineOption = None,
     time_limit: TimeLimitOption = None,
-    budget_usd: BudgetOption = None,
+    budget_usd: OnceBudgetOption = None,
     wrap_up: WrapUpOption = None,
     notices: NoticesOption = None,
     notice_wording: WordingOption = None,
@@ -68,15 +67,13 @@ def once(
         fail("--fork needs --resume <session id>")
     if permission_mode not in PERMISSION_MODES:
         fail(f"-p {permission_mode!r}: use one of {', '.join(PERMISSION_MODES)}")
-    if budget is not None and budget <= 0:
-        fail(f"-b {budget}: a budget is a positive number of USD")
+    rt = make_runtime()  # its limits: --budget-usd/-b (checked there), typed or from the environment
     spec = AgentSpec(
         "once",
         allowed_tools=[t.strip() for t in tools.split(",") if t.strip()],
         permission_mode=permission_mode,
-        max_budget_usd=budget,
+        max_budget_usd=rt.limits.budget_usd,  # the one budget, the CLI's own cap here as upstream's -b
     )
-    rt = make_runtime()
     display = Display(verbose=G.verbose)
     try:
         # Same signals as `run`: one Ctrl-C interrupts and continues, SIGTERM/SIGHUP rescue the step.
