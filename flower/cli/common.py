@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.text import Text
 
 from flower import exitinfo
-from flower.catalogue import SESSIONS_DB
+from flower.catalogue.names import SESSIONS_DB
 from flower.cli import limits
 from flower.runtime.engine import Runtime
 

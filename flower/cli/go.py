@@ -8,8 +8,8 @@ import anyio
 import typer
 
 from flower import exitinfo
-from flower.catalogue import (
-    CLARIFY,
+from flower.catalogue.names import CLARIFY, GOAL, WORK
+from flower.catalogue.terminal import (
     GO_ASKS_HELP,
     GO_CLARIFY_ONLY_HELP,
     GO_ISOLATE_HELP,
@@ -21,10 +21,8 @@ from flower.catalogue import (
     GO_ROUNDS_HELP,
     GO_TIMEOUT_HELP,
     GO_WORDS_HELP,
-    GOAL,
     TASK_PROMPT,
     WAKE_QUESTION,
-    WORK,
 )
 from flower.cli import terminal
 from flower.cli.common import (

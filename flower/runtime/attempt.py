@@ -29,7 +29,7 @@ from typing import Any
 
 from claude_agent_sdk import ResultMessage
 
-from flower.catalogue import LIMITS_TIMED_OUT
+from flower.catalogue.runtime import LIMITS_TIMED_OUT
 from flower.runtime.background import Background
 
 

@@ -48,15 +48,9 @@ from claude_agent_sdk import (
     project_key_for_directory,
 )
 
-from flower.catalogue import (
-    DEGRADED_DOC,
-    HANDOFF_OWN_REPLY,
-    HANDOFF_REQUIRED,
-    MANIFEST_FILE,
-    SESSIONS_DB,
-    WRAP_UP_DEGRADED_DOC,
-    WRAP_UP_FILE,
-)
+from flower.catalogue.context import DEGRADED_DOC, HANDOFF_OWN_REPLY, HANDOFF_REQUIRED
+from flower.catalogue.names import MANIFEST_FILE, SESSIONS_DB, WRAP_UP_FILE
+from flower.catalogue.runtime import WRAP_UP_DEGRADED_DOC
 from flower.clock import now_iso
 from flower.context.handoff import (
     Handoff,

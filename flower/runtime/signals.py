@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from flower import exitinfo
-from flower.catalogue import INTERRUPT_NOTICE, INTERRUPT_PROMPT
+from flower.catalogue.runtime import INTERRUPT_NOTICE, INTERRUPT_PROMPT
 from flower.fileio import write_atomic
 from flower.protocols import Interruptible
 
