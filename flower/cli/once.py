@@ -6,34 +6,15 @@ import anyio
 import typer
 
 from flower import exitinfo
-from flower.cli.common import (
-    PERMISSION_MODES,
-    G,
-    RunDirOption,
-    TrimOption,
-    VerboseOption,
-    WorkbenchOption,
-    WorkspaceOption,
-    ended,
-    fail,
-    interrupted,
-    make_runtime,
-    set_globals,
-)
+from flower.cli.common import PERMISSION_MODES, G, ended, fail, interrupted, make_runtime
 from flower.cli.display import Display
-from flower.cli.limits import (
-    DeadlineOption,
-    NoticesOption,
-    OnceBudgetOption,
-    TimeLimitOption,
-    WordingOption,
-    WrapUpOption,
-)
-from flower.cli.limits import record as record_limits
+from flower.cli.limits import OnceBudgetOption
+from flower.cli.shared import shared_options
 from flower.runtime import signals
 from flower.spec import AgentSpec
 
 
+@shared_options(budget=OnceBudgetOption)
 def once(
     prompt: str = typer.Argument(..., help="what to ask"),
     tools: str = typer.Option(
@@ -47,21 +28,8 @@ def once(
     ),
     resume: str | None = typer.Option(None, "--resume", help="continue this session id"),
     fork: bool = typer.Option(False, "--fork", help="with --resume: branch into a new session"),
-    workspace: WorkspaceOption = None,
-    run_dir: RunDirOption = None,
-    verbose: VerboseOption = False,
-    workbench: WorkbenchOption = False,
-    trim: TrimOption = False,
-    deadline: DeadlineOption = None,
-    time_limit: TimeLimitOption = None,
-    budget_usd: OnceBudgetOption = None,
-    wrap_up: WrapUpOption = None,
-    notices: NoticesOption = None,
-    notice_wording: WordingOption = None,
 ) -> None:
     """One question, one session: no Workflow, no lineage."""
-    set_globals(workspace, run_dir, verbose, workbench, trim)
-    record_limits(deadline, time_limit, budget_usd, wrap_up, notices, notice_wording)
     exitinfo.clear(G.run_dir)
     if fork and not resume:
         fail("--fork needs --resume <session id>")
