@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 _EXPORTS = {
     "HumanChannel": "starter.channel",
-    "CLARIFY_RESUME": "catalogue",
+    "CLARIFY_RESUME": "catalogue.starter",
     "clarify_step": "starter.flow",
     "goal_step": "starter.flow",
     "starter_flow": "starter.flow",
@@ -19,7 +19,7 @@ _EXPORTS = {
     "Handoff": "context.handoff",
     "Lineage": "flows.lineage",
     "StepResult": "result",
-    "WORKER_RULES": "catalogue",
+    "WORKER_RULES": "catalogue.starter",
     "clarify": "starter.roles",
     "coordinator": "starter.roles",
     "judge": "starter.roles",
@@ -87,7 +87,7 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, eagerly
     from flower.starter.roles import clarify, coordinator, judge, oracle, worker
     from flower.starter.wake import wake_state
 
-    from .catalogue import CLARIFY_RESUME, WORKER_RULES
+    from .catalogue.starter import CLARIFY_RESUME, WORKER_RULES
     from .context.handoff import Handoff
     from .context.workbench import Workbench
     from .errors import StepAbort, WorkflowError

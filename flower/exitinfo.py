@@ -27,7 +27,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from flower.catalogue import EXIT_FILE, LIMITS_TIMED_OUT
+from flower.catalogue.names import EXIT_FILE
+from flower.catalogue.runtime import LIMITS_TIMED_OUT
 from flower.clock import now_iso
 from flower.fileio import write_atomic
 

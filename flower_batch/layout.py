@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from flower.catalogue import MANIFEST_FILE
+from flower.catalogue.names import MANIFEST_FILE
 
 from .errors import FlowerBatchError, JobNotFound, RecordError
 from .jobmodel.record import RECORD_NAME, JobRecord, read_record, record_path

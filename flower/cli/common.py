@@ -1,7 +1,8 @@
 """What every `flower` command shares: the global options, one-line failures, exit codes, runtimes.
 
 The global options (-w, -r, -v, -W, -T) are declared once here (`WorkspaceOption`, ...); the
-app's group and every command take them, so they work before or after the subcommand (`flower -w DIR run flows.py:main` and `flower run flows.py:main -w DIR`).
+app's group and every command take them (the commands through flower.cli.shared), so they work
+before or after the subcommand (`flower -w DIR run flows.py:main` and `flower run flows.py:main -w DIR`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from rich.console import Console
 from rich.text import Text
 
 from flower import exitinfo
-from flower.catalogue import SESSIONS_DB
+from flower.catalogue.names import SESSIONS_DB
 from flower.cli import limits
 from flower.runtime.engine import Runtime
 
@@ -104,6 +105,9 @@ WINDOW_ENV = "FLOWER_WINDOW"
 WINDOW_HELP = (
     f"the model's context window in tokens, for the handoff threshold (default ${WINDOW_ENV}, else 200000)"
 )
+
+
+WindowOption = Annotated[int | None, typer.Option("--window", show_default=False, help=WINDOW_HELP)]
 
 
 def window_or_env(window: int | None) -> int | None:

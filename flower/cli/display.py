@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from flower.catalogue import WOKE_MARK
+from flower.catalogue.terminal import WOKE_MARK
 from flower.events import (
     AssistantText,
     Event,

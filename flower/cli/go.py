@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import anyio
 import typer
 
 from flower import exitinfo
-from flower.catalogue import (
-    CLARIFY,
+from flower.catalogue.names import CLARIFY, GOAL, WORK
+from flower.catalogue.terminal import (
     GO_ASKS_HELP,
     GO_CLARIFY_ONLY_HELP,
     GO_ISOLATE_HELP,
@@ -21,50 +22,36 @@ from flower.catalogue import (
     GO_ROUNDS_HELP,
     GO_TIMEOUT_HELP,
     GO_WORDS_HELP,
-    GOAL,
     TASK_PROMPT,
     WAKE_QUESTION,
-    WORK,
 )
 from flower.cli import terminal
 from flower.cli.common import (
-    WINDOW_HELP,
     G,
-    RunDirOption,
-    TrimOption,
-    VerboseOption,
-    WorkbenchOption,
-    WorkspaceOption,
+    WindowOption,
     ended,
     err,
     fail,
     interrupted,
     new_runtime,
     quitting,
-    set_globals,
     window_or_env,
 )
 from flower.cli.display import Display
 from flower.cli.go_printer import GoPrinter
-from flower.cli.limits import (
-    BudgetOption,
-    DeadlineOption,
-    NoticesOption,
-    TimeLimitOption,
-    WordingOption,
-    WrapUpOption,
-    current_limits,
-)
-from flower.cli.limits import record as record_limits
+from flower.cli.limits import current_limits
+from flower.cli.shared import shared_options
 from flower.context.handoff import Handoff
 from flower.context.workbench import Workbench
+from flower.flows.workflow import Workflow
 from flower.runtime import signals
+from flower.runtime.engine import Runtime
 from flower.starter.flow import in_progress, starter_flow
 from flower.starter.roles import require_git
 from flower.starter.wake import display_path, wake_line
 
 
-# long: typer's option declarations take a third of it; the body is the command's one path
+@shared_options()
 def go(
     words: list[str] | None = typer.Argument(None, help=GO_WORDS_HELP, show_default=False),
     asks: int = typer.Option(-1, "--asks", help=GO_ASKS_HELP),
@@ -73,44 +60,20 @@ def go(
     judge_can_run: bool = typer.Option(False, "--judge-can-run", help=GO_JUDGE_CAN_RUN_HELP),
     timeout: float = typer.Option(1800.0, "--timeout", help=GO_TIMEOUT_HELP),
     isolate: bool = typer.Option(False, "--isolate", help=GO_ISOLATE_HELP),
-    window: int | None = typer.Option(None, "--window", help=WINDOW_HELP),
+    window: WindowOption = None,
     no_handoff: bool = typer.Option(False, "--no-handoff", help=GO_NO_HANDOFF_HELP),
     new: bool = typer.Option(False, "--new", help=GO_NEW_HELP),
     clarify_only: bool = typer.Option(False, "--clarify-only", help=GO_CLARIFY_ONLY_HELP),
     no_trim: bool = typer.Option(False, "--no-trim", help=GO_NO_TRIM_HELP),
-    workspace: WorkspaceOption = None,
-    run_dir: RunDirOption = None,
-    verbose: VerboseOption = False,
-    workbench: WorkbenchOption = False,
-    trim: TrimOption = False,
-    deadline: DeadlineOption = None,
-    time_limit: TimeLimitOption = None,
-    budget_usd: BudgetOption = None,
-    wrap_up: WrapUpOption = None,
-    notices: NoticesOption = None,
-    notice_wording: WordingOption = None,
 ) -> None:
     """确认需求 -> 设定目标 -> 干活, judged against 目标.md (the default command).
 
     In a directory already in progress, `flower` continues, `flower "words"` adds words
     (appended to 需求.md, 目标.md re-derived), `flower --new "task"` starts over.
     """
-    set_globals(workspace, run_dir, verbose, workbench, trim)
-    record_limits(deadline, time_limit, budget_usd, wrap_up, notices, notice_wording)
     ws = G.workspace
     exitinfo.clear(G.run_dir)
-    if not ws.is_dir():
-        fail(f"workspace {ws.resolve()} is not a directory: create it or pass -w DIR")
-    if rounds < 1:
-        fail(f"--rounds {rounds}: needs at least 1 round")
-    if asks < -1:
-        fail(f"--asks {asks}: use a number >= 0, or -1 for unlimited")
-    window = window_or_env(window)
-    if isolate:
-        try:
-            require_git(ws)
-        except ValueError as exc:
-            fail(str(exc).replace("isolate=True", "--isolate"))
+    window = _checked(ws, rounds=rounds, asks=asks, window=window, isolate=isolate)
     person = terminal.interactive() and timeout > 0  # someone may be asked; else fully automatic
     wb = Workbench(ws)
     try:
@@ -138,15 +101,44 @@ def go(
     except ValueError as exc:
         fail(str(exc))
         raise
-    handoff: bool | Handoff = False if no_handoff else (Handoff(window=window) if window else True)
-    rt = new_runtime(
-        workspace=ws,
+    rt = _runtime(wf, window=window, handoff=not no_handoff, trim=not no_trim)
+    ctx, display, printer = _run_flow(wf, rt, person)
+    display.summary(rt)
+    printer.outcome(ctx, wb, clarify_only=clarify_only, goal=not no_goal)
+    raise typer.Exit(ended(ctx))
+
+
+def _checked(ws: Path, *, rounds: int, asks: int, window: int | None, isolate: bool) -> int | None:
+    """go's options checked, each bad one a one-line usage error; the context window to use."""
+    if not ws.is_dir():
+        fail(f"workspace {ws.resolve()} is not a directory: create it or pass -w DIR")
+    if rounds < 1:
+        fail(f"--rounds {rounds}: needs at least 1 round")
+    if asks < -1:
+        fail(f"--asks {asks}: use a number >= 0, or -1 for unlimited")
+    window = window_or_env(window)
+    if isolate:
+        try:
+            require_git(ws)
+        except ValueError as exc:
+            fail(str(exc).replace("isolate=True", "--isolate"))
+    return window
+
+
+def _runtime(wf: Workflow, *, window: int | None, handoff: bool, trim: bool) -> Runtime:
+    """The Runtime the starter flow runs on: its workbench, the handoff at `window`, the limits."""
+    return new_runtime(
+        workspace=G.workspace,
         run_dir=G.run_dir,
-        trim=not no_trim,
+        trim=trim,
         workbench=wf.workbench,
-        handoff=handoff,
+        handoff=(Handoff(window=window) if window else True) if handoff else False,
         limits=current_limits(G.environ),
     )
+
+
+def _run_flow(wf: Workflow, rt: Runtime, person: bool) -> tuple[dict[str, Any], Display, GoPrinter]:
+    """The starter flow run to its end, what happens printed, the person's typed lines taken."""
     display = Display(verbose=G.verbose)
     printer = GoPrinter(display, person=person)
     channel = wf.channel
@@ -162,9 +154,7 @@ def go(
         raise
     finally:
         rt.close()
-    display.summary(rt)
-    printer.outcome(ctx, wb, clarify_only=clarify_only, goal=not no_goal)
-    raise typer.Exit(ended(ctx))
+    return ctx, display, printer
 
 
 def _what_to_do(ws: Path, wb: Workbench, text: str, *, new: bool, person: bool) -> tuple[str, bool]:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from flower.catalogue import (
+from flower.catalogue.names import QA_FILE, WORK
+from flower.catalogue.terminal import (
     ANSWER_LINES,
     ASK_HINT,
     CLARIFIED_ONLY,
@@ -17,13 +18,11 @@ from flower.catalogue import (
     JUDGE_LINE,
     NEXT_ROUND,
     NOTE_LABELS,
-    QA_FILE,
     ROUNDS_SPENT,
     STOPPED_AT,
     UNCLEAR_VERDICT,
     WAIT_MINUTES,
     WAIT_SECONDS,
-    WORK,
 )
 from flower.cli.display import Display
 from flower.context.workbench import Workbench

@@ -3,14 +3,15 @@
 On a host: `flower --time-limit 3600 --budget-usd 5 "task"`. In a flower-batch job the
 orchestrator sets the environment instead (it knows the job's timeout and budget). An option
 typed wins over its variable. The environment is read here, once, as the command starts; the
-runtime gets a `Limits` object (flower.runtime.limits).
+runtime gets a `Limits` object (flower.runtime.limits). The variables' names are the runtime's
+(flower.runtime.limit_env), where flower-batch finds them too.
 
 ==================  =====================  =========================================================
 option              variable               meaning
 ==================  =====================  =========================================================
 --deadline WHEN     FLOWER_DEADLINE        when time is up: epoch seconds or ISO 8601 (no zone = UTC)
 --time-limit S      FLOWER_TIME_LIMIT      seconds allowed; alone: the deadline is now + S
---budget-usd USD    FLOWER_BUDGET_USD      the budget the agent is told about
+--budget-usd USD    FLOWER_BUDGET_USD      USD the agent is told it may spend (`once`: -b, and a CLI cap)
 (none)              FLOWER_SPENT_USD       USD already spent before this process (flower-batch's meter)
 --wrap-up S         FLOWER_WRAP_UP         seconds after the deadline to write notes (default 60; 0 off)
 --notices LIST      FLOWER_NOTICES         percentages that bring a notice (default 50,80,95); off
@@ -31,17 +32,9 @@ from typing import Annotated, Any
 import typer
 
 from flower.errors import ConfigError
+from flower.runtime.limit_env import LIMIT_ENV
 from flower.runtime.limits import DEFAULT_THRESHOLDS, DEFAULT_WRAP_UP_S, Limits, Wording, load_wording
 
-ENV = {
-    "deadline": "FLOWER_DEADLINE",
-    "time_limit": "FLOWER_TIME_LIMIT",
-    "budget_usd": "FLOWER_BUDGET_USD",
-    "spent_usd": "FLOWER_SPENT_USD",
-    "wrap_up": "FLOWER_WRAP_UP",
-    "notices": "FLOWER_NOTICES",
-    "notice_wording": "FLOWER_NOTICE_WORDING",
-}
 OPTION = {
     "deadline": "--deadline",
     "time_limit": "--time-limit",
@@ -56,7 +49,7 @@ DeadlineOption = Annotated[
     typer.Option(
         "--deadline",
         show_default=False,
-        help=f"when the time is up: epoch seconds or ISO 8601, e.g. 2026-12-02T07:30Z (${ENV['deadline']})",
+        help=f"when the time is up: epoch seconds or ISO 8601, e.g. 2026-12-02T07:30Z (${LIMIT_ENV['deadline']})",
     ),
 ]
 TimeLimitOption = Annotated[
@@ -64,15 +57,35 @@ TimeLimitOption = Annotated[
     typer.Option(
         "--time-limit",
         show_default=False,
-        help=f"seconds this run may take; the agent is told what is left (${ENV['time_limit']})",
+        help=f"seconds this run may take; the agent is told what is left (${LIMIT_ENV['time_limit']})",
     ),
 ]
+# What --budget-usd caps, said the same on every command: the dollars the agent is told it may
+# spend (flower.runtime.limits). flower's runtime never stops for them; `once` also hands them to
+# the CLI as the session's own cap (upstream's `once -b`).
+BUDGET_TOLD = (
+    "USD the agent is told it may spend: each session starts with what is left (this, minus"
+    f" ${LIMIT_ENV['spent_usd']} and the cost the CLI reported for each turn), and notices come as"
+    " shares of it are used"
+)
 BudgetOption = Annotated[
     float | None,
     typer.Option(
         "--budget-usd",
         show_default=False,
-        help=f"the budget in USD the agent is told about, with what is left (${ENV['budget_usd']})",
+        help=f"{BUDGET_TOLD}; flower does not stop at it (under flower-batch the gateway refuses"
+        f" requests past it) (${LIMIT_ENV['budget_usd']})",
+    ),
+]
+OnceBudgetOption = Annotated[
+    float | None,
+    typer.Option(
+        "--budget-usd",
+        "-b",
+        show_default=False,
+        help=f"{BUDGET_TOLD}; and the Claude Code CLI ends the session once the session's own cost"
+        " passes it (the SDK's max_budget_usd). -b is upstream's spelling of this same option"
+        f" (${LIMIT_ENV['budget_usd']})",
     ),
 ]
 WrapUpOption = Annotated[
@@ -80,7 +93,7 @@ WrapUpOption = Annotated[
     typer.Option(
         "--wrap-up",
         show_default=False,
-        help=f"seconds after the deadline for the agent to write its notes (default 60, 0 = none; ${ENV['wrap_up']})",
+        help=f"seconds after the deadline for the agent to write its notes (default 60, 0 = none; ${LIMIT_ENV['wrap_up']})",
     ),
 ]
 NoticesOption = Annotated[
@@ -88,7 +101,7 @@ NoticesOption = Annotated[
     typer.Option(
         "--notices",
         show_default=False,
-        help=f"percent of time or budget used that bring a notice, e.g. 50,80,95; off = tell the agent nothing (${ENV['notices']})",
+        help=f"percent of time or budget used that bring a notice, e.g. 50,80,95; off = tell the agent nothing (${LIMIT_ENV['notices']})",
     ),
 ]
 WordingOption = Annotated[
@@ -96,7 +109,7 @@ WordingOption = Annotated[
     typer.Option(
         "--notice-wording",
         show_default=False,
-        help=f"a TOML file with the texts the agent reads about its limits (${ENV['notice_wording']})",
+        help=f"a TOML file with the texts the agent reads about its limits (${LIMIT_ENV['notice_wording']})",
     ),
 ]
 
@@ -146,8 +159,8 @@ def limits_from(typed: Mapping[str, Any], environ: Mapping[str, str], now: float
     def raw(key: str) -> tuple[Any, str] | None:
         if typed.get(key) is not None:
             return typed[key], OPTION.get(key, key)
-        text = environ.get(ENV[key], "").strip()
-        return (text, ENV[key]) if text else None
+        text = environ.get(LIMIT_ENV[key], "").strip()
+        return (text, LIMIT_ENV[key]) if text else None
 
     time_limit = _number(raw("time_limit"), "seconds, e.g. 3600", positive=True)
     deadline = _deadline(raw("deadline"))

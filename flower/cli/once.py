@@ -6,34 +6,15 @@ import anyio
 import typer
 
 from flower import exitinfo
-from flower.cli.common import (
-    PERMISSION_MODES,
-    G,
-    RunDirOption,
-    TrimOption,
-    VerboseOption,
-    WorkbenchOption,
-    WorkspaceOption,
-    ended,
-    fail,
-    interrupted,
-    make_runtime,
-    set_globals,
-)
+from flower.cli.common import PERMISSION_MODES, G, ended, fail, interrupted, make_runtime
 from flower.cli.display import Display
-from flower.cli.limits import (
-    BudgetOption,
-    DeadlineOption,
-    NoticesOption,
-    TimeLimitOption,
-    WordingOption,
-    WrapUpOption,
-)
-from flower.cli.limits import record as record_limits
+from flower.cli.limits import OnceBudgetOption
+from flower.cli.shared import shared_options
 from flower.runtime import signals
 from flower.spec import AgentSpec
 
 
+@shared_options(budget=OnceBudgetOption)
 def once(
     prompt: str = typer.Argument(..., help="what to ask"),
     tools: str = typer.Option(
@@ -45,38 +26,22 @@ def once(
         "--permission-mode",
         help="default | acceptEdits | plan | bypassPermissions | dontAsk",
     ),
-    budget: float | None = typer.Option(None, "-b", "--budget", help="stop the run past this many USD"),
     resume: str | None = typer.Option(None, "--resume", help="continue this session id"),
     fork: bool = typer.Option(False, "--fork", help="with --resume: branch into a new session"),
-    workspace: WorkspaceOption = None,
-    run_dir: RunDirOption = None,
-    verbose: VerboseOption = False,
-    workbench: WorkbenchOption = False,
-    trim: TrimOption = False,
-    deadline: DeadlineOption = None,
-    time_limit: TimeLimitOption = None,
-    budget_usd: BudgetOption = None,
-    wrap_up: WrapUpOption = None,
-    notices: NoticesOption = None,
-    notice_wording: WordingOption = None,
 ) -> None:
     """One question, one session: no Workflow, no lineage."""
-    set_globals(workspace, run_dir, verbose, workbench, trim)
-    record_limits(deadline, time_limit, budget_usd, wrap_up, notices, notice_wording)
     exitinfo.clear(G.run_dir)
     if fork and not resume:
         fail("--fork needs --resume <session id>")
     if permission_mode not in PERMISSION_MODES:
         fail(f"-p {permission_mode!r}: use one of {', '.join(PERMISSION_MODES)}")
-    if budget is not None and budget <= 0:
-        fail(f"-b {budget}: a budget is a positive number of USD")
+    rt = make_runtime()  # its limits: --budget-usd/-b (checked there), typed or from the environment
     spec = AgentSpec(
         "once",
         allowed_tools=[t.strip() for t in tools.split(",") if t.strip()],
         permission_mode=permission_mode,
-        max_budget_usd=budget,
+        max_budget_usd=rt.limits.budget_usd,  # the one budget, the CLI's own cap here as upstream's -b
     )
-    rt = make_runtime()
     display = Display(verbose=G.verbose)
     try:
         # Same signals as `run`: one Ctrl-C interrupts and continues, SIGTERM/SIGHUP rescue the step.

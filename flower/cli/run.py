@@ -2,37 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import anyio
 import typer
 
 from flower import exitinfo
-from flower.cli.common import (
-    WINDOW_HELP,
-    G,
-    RunDirOption,
-    TrimOption,
-    VerboseOption,
-    WorkbenchOption,
-    WorkspaceOption,
-    ended,
-    fail,
-    interrupted,
-    make_runtime,
-    set_globals,
-    window_or_env,
-)
+from flower.cli.common import G, WindowOption, ended, fail, interrupted, make_runtime, window_or_env
 from flower.cli.display import Display
-from flower.cli.limits import (
-    BudgetOption,
-    DeadlineOption,
-    NoticesOption,
-    TimeLimitOption,
-    WordingOption,
-    WrapUpOption,
-)
-from flower.cli.limits import record as record_limits
+from flower.cli.shared import shared_options
 from flower.context.handoff import Handoff
 from flower.events import StepStarted, parse
 from flower.flows.loader import load_workflow
@@ -40,7 +19,7 @@ from flower.runtime import signals
 from flower.starter.wake import notice, step_header, wake_line
 
 
-# long: typer's option declarations take half of it; the body is the command's one path
+@shared_options()
 def run(
     target: str = typer.Argument(..., help="module:attr or path/to/file.py:attr naming a Workflow"),
     prompt: str | None = typer.Option(
@@ -48,22 +27,9 @@ def run(
     ),
     values: list[str] = typer.Option([], "--set", help="KEY=VALUE into ctx['args'] (repeatable)"),
     fresh: bool = typer.Option(False, "--fresh", help="continuous=False: every step starts a new session"),
-    window: int | None = typer.Option(None, "--window", help=WINDOW_HELP),
-    workspace: WorkspaceOption = None,
-    run_dir: RunDirOption = None,
-    verbose: VerboseOption = False,
-    workbench: WorkbenchOption = False,
-    trim: TrimOption = False,
-    deadline: DeadlineOption = None,
-    time_limit: TimeLimitOption = None,
-    budget_usd: BudgetOption = None,
-    wrap_up: WrapUpOption = None,
-    notices: NoticesOption = None,
-    notice_wording: WordingOption = None,
+    window: WindowOption = None,
 ) -> None:
     """Run a Workflow defined in Python."""
-    set_globals(workspace, run_dir, verbose, workbench, trim)
-    record_limits(deadline, time_limit, budget_usd, wrap_up, notices, notice_wording)
     exitinfo.clear(G.run_dir)
     window = window_or_env(window)
     workflow = load_workflow(target)  # a TargetError is one line (flower.cli.app.main)
@@ -82,6 +48,22 @@ def run(
         line = wake_line(G.workspace, run_dir=G.run_dir, steps_order=[s.name for s in workflow.steps])
         if line:
             display.console.print(line, markup=False)
+    on_event = _step_printer(display)
+    try:
+        # One Ctrl-C interrupts and continues, two quit (130); SIGTERM/SIGHUP rescue the step.
+        with signals.install(rt, ask=signals.ask_on_terminal()):
+            ctx = anyio.run(lambda: workflow.run(rt, on_event=on_event, on_step=display.step_done))
+    except KeyboardInterrupt:
+        interrupted("interrupted (the session continues next time)")
+        raise
+    finally:
+        rt.close()
+    display.summary(rt)
+    raise typer.Exit(ended(ctx))
+
+
+def _step_printer(display: Display) -> Callable[[str, dict[str, Any]], Any]:
+    """The run's events on the terminal: each step's header, the notices, then the display's."""
 
     def on_event(kind: str, payload: dict[str, Any]) -> Any:
         event = parse(kind, payload)
@@ -97,14 +79,4 @@ def run(
         display.show(event)
         return None
 
-    try:
-        # One Ctrl-C interrupts and continues, two quit (130); SIGTERM/SIGHUP rescue the step.
-        with signals.install(rt, ask=signals.ask_on_terminal()):
-            ctx = anyio.run(lambda: workflow.run(rt, on_event=on_event, on_step=display.step_done))
-    except KeyboardInterrupt:
-        interrupted("interrupted (the session continues next time)")
-        raise
-    finally:
-        rt.close()
-    display.summary(rt)
-    raise typer.Exit(ended(ctx))
+    return on_event

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable
 from typing import IO, Any
 
-from flower.catalogue import ADD_PROMPT
+from flower.catalogue.terminal import ADD_PROMPT
 from flower.protocols import PersonChannel
 
 NEW = "/new"

@@ -35,21 +35,21 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from flower.catalogue import (
+from flower.catalogue.context import (
     DEGRADED_DOC,
     DEGRADED_NO_CALLS,
     DEGRADED_NOTHING_SAID,
     DEGRADED_PREVIOUS,
-    HANDOFF_FILE,
-    HANDOFF_NUMBERING,
     HANDOFF_SEE_DOC,
     HANDOFF_TITLE,
     TRUNCATED,
 )
-from flower.catalogue import HANDOFF_REQUIRED as REQUIRED
-from flower.catalogue import HANDOFF_SECTIONS as SECTIONS
-from flower.catalogue import HANDOFF_SEED_PROMPT as SEED_PROMPT
-from flower.catalogue import HANDOFF_WRITE_PROMPT as WRITE_PROMPT
+from flower.catalogue.context import HANDOFF_REQUIRED as REQUIRED
+from flower.catalogue.context import HANDOFF_SECTIONS as SECTIONS
+from flower.catalogue.context import HANDOFF_SEED_PROMPT as SEED_PROMPT
+from flower.catalogue.context import HANDOFF_WRITE_PROMPT as WRITE_PROMPT
+from flower.catalogue.names import HANDOFF_FILE
+from flower.catalogue.readback import HANDOFF_NUMBERING
 from flower.errors import ConfigError
 from flower.fileio import write_atomic
 

@@ -61,7 +61,7 @@ from typing import Any
 
 from claude_agent_sdk import SessionKey, SessionStore, SessionStoreEntry
 
-from flower.catalogue import CUT_OFF_NOTE, INTERRUPTED_NOTE
+from flower.catalogue.context import CUT_OFF_NOTE, INTERRUPTED_NOTE
 from flower.context.rows import gc_paused
 from flower.errors import ConfigError
 

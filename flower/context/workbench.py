@@ -17,22 +17,18 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from flower.catalogue import (
-    ARTIFACTS_DIR,
+from flower.catalogue.context import (
     BINARY_FILE,
     EMPTY_FILE,
     INDEX_COUNT,
     INDEX_EMPTY,
-    INDEX_FILE,
     INDEX_HEAD,
     INDEX_MORE,
-    NOTES_DIR,
-    SCRIPTS_DIR,
     WORKBENCH_BLOCK,
     WORKBENCH_COUNTED,
-    WORKBENCH_DIR,
     WORKBENCH_SUBDIRS,
 )
+from flower.catalogue.names import ARTIFACTS_DIR, INDEX_FILE, NOTES_DIR, SCRIPTS_DIR, WORKBENCH_DIR
 from flower.fileio import write_atomic
 
 ARTIFACT_THRESHOLD = 2000

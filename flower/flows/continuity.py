@@ -21,7 +21,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from flower.catalogue import CONTINUITY_FILE, MANIFEST_FILE
+from flower.catalogue.names import CONTINUITY_FILE, MANIFEST_FILE
 from flower.fileio import write_atomic
 from flower.flows.lineage import Lineage
 

@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from flower.catalogue import LINEAGE_FILE
+from flower.catalogue.names import LINEAGE_FILE
 from flower.fileio import write_atomic
 
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from flower.catalogue import LIMITS_TIMED_OUT
+from flower.catalogue.runtime import LIMITS_TIMED_OUT
 from flower.errors import StepAbort, WorkflowError
 from flower.events import StepStarted
 from flower.flows.continuity import ContinuityLog, decide, first_run

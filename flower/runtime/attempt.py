@@ -27,10 +27,11 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from claude_agent_sdk import ResultMessage
+from claude_agent_sdk import ClaudeSDKClient, ResultMessage
 
-from flower.catalogue import LIMITS_TIMED_OUT
+from flower.catalogue.runtime import LIMITS_TIMED_OUT
 from flower.runtime.background import Background
+from flower.runtime.turns import send
 
 
 class Phase(Enum):
@@ -84,6 +85,14 @@ class AttemptState:
     def add_text(self, key: str, text: str) -> None:
         self.texts.setdefault(key, []).append(text)
         self.last_text_id = key
+
+    async def prompt(self, client: ClaudeSDKClient, text: str) -> None:
+        """Send a prompt; its turn's result is the next one that counts (flower.runtime.turns)."""
+        self.sent, self.answered = await send(client, text), False
+
+    def last_reply(self) -> str:
+        """The latest main-thread message's text, left in place."""
+        return "".join(self.texts[self.last_text_id]) if self.last_text_id else ""
 
     def take_text(self) -> str:
         """The latest main-thread message's text; the next text starts a new answer."""

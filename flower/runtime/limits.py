@@ -26,7 +26,7 @@ import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
-from flower.catalogue import (
+from flower.catalogue.runtime import (
     LIMITS_BUDGET,
     LIMITS_JOIN,
     LIMITS_NOTES,

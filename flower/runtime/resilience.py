@@ -60,7 +60,7 @@ from urllib.parse import urlsplit
 
 import anyio
 
-from flower.catalogue import RESUME_PROMPT
+from flower.catalogue.runtime import RESUME_PROMPT
 from flower.errors import ConfigError
 from flower.runtime.model_socket import SOCKET_ENV, reachable_socket
 

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from flower import exitinfo
-from flower.catalogue import INTERRUPT_NOTICE, INTERRUPT_PROMPT
+from flower.catalogue.runtime import INTERRUPT_NOTICE, INTERRUPT_PROMPT
 from flower.fileio import write_atomic
 from flower.protocols import Interruptible
 
@@ -83,7 +83,7 @@ class SignalGuard:
         raise KeyboardInterrupt
 
     def on_terminate(self, signum: int, frame: Any) -> None:
-        steps = [getattr(r, "step", "?") for r in getattr(self.runtime, "_inflight", [])]
+        steps = [getattr(r, "step", "?") for r in getattr(self.runtime, "in_flight", [])]
         with contextlib.suppress(Exception):
             self.runtime.rescue("killed-by-signal")
         with contextlib.suppress(Exception):  # the cause, for an orchestrator that sees only 143

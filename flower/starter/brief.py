@@ -21,17 +21,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from flower.catalogue import (
-    BRIEF_ALIASES,
-    BRIEF_BLANKS,
-    HEADING_NUMBERING,
-    HEADING_PARENS,
-    RUN_HEADING,
-    WAKE_HEADING,
-)
-from flower.catalogue import BRIEF_HEADER as HEADER
-from flower.catalogue import BRIEF_SECTIONS as SECTIONS
-from flower.catalogue import EMPTY_MARK as EMPTY
+from flower.catalogue.readback import BRIEF_ALIASES, BRIEF_BLANKS, HEADING_NUMBERING, HEADING_PARENS
+from flower.catalogue.starter import BRIEF_HEADER as HEADER
+from flower.catalogue.starter import BRIEF_SECTIONS as SECTIONS
+from flower.catalogue.starter import EMPTY_MARK as EMPTY
+from flower.catalogue.starter import RUN_HEADING, WAKE_HEADING
 from flower.errors import ConfigError
 from flower.fileio import write_atomic
 

@@ -34,7 +34,7 @@ from typing import Any
 
 from claude_agent_sdk import create_sdk_mcp_server, tool
 
-from flower.catalogue import (
+from flower.catalogue.channel import (
     ANSWERED,
     ASK_DESCRIPTION,
     BUDGET_SPENT,
@@ -49,11 +49,10 @@ from flower.catalogue import (
     QA_OTHER,
     QA_QUESTION,
     QA_STATUS,
-    RUN_HEADING,
     TTY_QUESTION,
-    WAIT_MINUTES,
-    WAIT_SECONDS,
 )
+from flower.catalogue.starter import RUN_HEADING
+from flower.catalogue.terminal import WAIT_MINUTES, WAIT_SECONDS
 from flower.events import Answered, Asked
 from flower.protocols import EventSink
 from flower.starter.brief import append_to_section

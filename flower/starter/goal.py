@@ -21,9 +21,8 @@ import re
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from flower.catalogue import (
+from flower.catalogue.readback import (
     CHECK_BULLET,
-    CHECKS_HEADING,
     CHECKS_TITLES,
     EMPTY_MARKS,
     FEEDBACK_HEAD,
@@ -32,7 +31,6 @@ from flower.catalogue import (
     FEEDBACK_TAIL,
     FEEDBACK_UNCLEAR,
     FEEDBACK_UNPARSABLE,
-    GOAL_HEADING,
     GOAL_TITLES,
     NO_REASON_GIVEN,
     UNVERIFIABLE_MARK,
@@ -50,7 +48,8 @@ from flower.catalogue import (
     VERDICT_STATE_WORDS,
     VERDICT_VAGUE,
 )
-from flower.catalogue import EMPTY_MARK as EMPTY
+from flower.catalogue.starter import CHECKS_HEADING, GOAL_HEADING
+from flower.catalogue.starter import EMPTY_MARK as EMPTY
 from flower.starter.brief import HEADING, norm_title, strip_fences
 
 ACHIEVED, NOT_YET, UNREACHABLE = "achieved", "not_yet", "unreachable"

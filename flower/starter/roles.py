@@ -22,21 +22,20 @@ from typing import Any
 
 from claude_agent_sdk import AgentDefinition, HookMatcher
 
-from flower.catalogue import (
+from flower.catalogue.names import CLARIFY, ORACLE
+from flower.catalogue.readback import FILL_IN_MARK
+from flower.catalogue.starter import (
     CHANNEL_RULES,
-    CLARIFY,
     CLARIFY_RULES,
     COORDINATOR_RULES,
     DELEGATE_REASON,
     EMPTY_MARK,
-    FILL_IN_MARK,
     GLANCE_RULES,
     ISOLATE_HEADING,
     ISOLATE_RULES,
     JUDGE_CAN_RUN,
     JUDGE_NO_RUN,
     JUDGE_RULES,
-    ORACLE,
     ORACLE_RULES,
     VERDICT_FORMAT,
     WHITELIST_REASON,

@@ -26,14 +26,14 @@ from typing import Any
 
 from claude_agent_sdk import project_key_for_directory
 
-from flower.catalogue import (
+from flower.catalogue.names import BRIEF_FILE, GOAL_FILE, SESSIONS_DB
+from flower.catalogue.names import WORK as WORK_STEP
+from flower.catalogue.terminal import (
     BANNER,
     BANNER_BRIEF,
     BANNER_CHECKS,
     BANNER_CONTEXT,
     BANNER_WOKE,
-    BRIEF_FILE,
-    GOAL_FILE,
     NOTICE_CONTEXT,
     NOTICE_DEGRADED,
     NOTICE_HANDED_OVER,
@@ -42,10 +42,8 @@ from flower.catalogue import (
     NOTICE_OFFLINE,
     NOTICE_OFFLINE_VIA,
     NOTICE_TIME_UP,
-    SESSIONS_DB,
     WOKE_MARK,
 )
-from flower.catalogue import WORK as WORK_STEP
 from flower.context.store import context_from_newest, store_key
 from flower.context.workbench import notes_dir
 from flower.events import (

@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from flower.catalogue import WAKE_LINE_MARKS
+from flower.catalogue.terminal import WAKE_LINE_MARKS
 from flower_batch.backend.base import Backend
 from flower_batch.commands import options as opt
 from flower_batch.commands.common import (

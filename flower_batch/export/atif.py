@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from flower.catalogue import HANDOFF_TITLE
+from flower.catalogue.context import HANDOFF_TITLE
 from flower_batch import __version__
 from flower_batch.jobmodel.record import JobRecord
 from flower_batch.jobmodel.status import Status

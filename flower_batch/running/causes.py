@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from flower import exitinfo
-from flower.catalogue import CONTINUITY_FILE, EXIT_FILE
+from flower.catalogue.names import CONTINUITY_FILE, EXIT_FILE
 from flower.flows.continuity import parse_continuity
 from flower_batch.errors import FlowerBatchError
 from flower_batch.jobmodel.classes import FailureClass, class_from_status

@@ -12,10 +12,16 @@ The wrap-up window is the job's `FLOWER_WRAP_UP` (its `env`), else flower's defa
 
 from __future__ import annotations
 
+from flower.runtime.limit_env import (
+    BUDGET_USD_ENV,
+    DEADLINE_ENV,
+    SPENT_USD_ENV,
+    TIME_LIMIT_ENV,
+    WRAP_UP_ENV,
+)
 from flower.runtime.limits import DEFAULT_WRAP_UP_S
 from flower_batch.jobmodel.spec import JobSpec
 
-WRAP_UP_ENV = "FLOWER_WRAP_UP"
 # flower's work after the wrap-up window: stopping a turn that will not stop (its HARD_STOP_S,
 # 10 s), saving the notes and the manifest, exiting.
 MARGIN_S = 20.0
@@ -38,14 +44,14 @@ def hard_timeout_s(job: JobSpec) -> float:
 
 
 def limits_env(job: JobSpec, *, now: float, spent_usd: float | None) -> dict[str, str]:
-    """The variables flower reads its limits from (flower.cli.limits)."""
+    """The variables flower reads its limits from (their names: flower.runtime.limit_env)."""
     env = {
-        "FLOWER_DEADLINE": f"{now + job.timeout_s:.3f}",
-        "FLOWER_TIME_LIMIT": f"{job.timeout_s:g}",
+        DEADLINE_ENV: f"{now + job.timeout_s:.3f}",
+        TIME_LIMIT_ENV: f"{job.timeout_s:g}",
         WRAP_UP_ENV: f"{wrap_up_s(job):g}",
     }
     if job.budget_usd is not None:
-        env["FLOWER_BUDGET_USD"] = f"{job.budget_usd:g}"
+        env[BUDGET_USD_ENV] = f"{job.budget_usd:g}"
     if spent_usd:
-        env["FLOWER_SPENT_USD"] = f"{spent_usd:.6f}"
+        env[SPENT_USD_ENV] = f"{spent_usd:.6f}"
     return env

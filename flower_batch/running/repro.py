@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from flower.catalogue import VERDICT_HINT, VERDICT_NO_CONCLUSION
+from flower.catalogue.readback import VERDICT_HINT, VERDICT_NO_CONCLUSION
 from flower_batch.errors import ImageMissing, ReproError
 from flower_batch.gateway.recording import read_state, recording_source
 from flower_batch.jobmodel.hashing import tree_hash

@@ -25,7 +25,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from flower.catalogue import JUDGE_SUFFIX, MANIFEST_FILE, NOTES_DIR, SESSIONS_DB, WORKBENCH_DIR
+from flower.catalogue.names import JUDGE_SUFFIX, MANIFEST_FILE, NOTES_DIR, SESSIONS_DB, WORKBENCH_DIR
 from flower.context.handoff import doc_path
 
 from ..untrusted_files import Read, read_head

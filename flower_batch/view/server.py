@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from flower.catalogue import SESSIONS_DB
+from flower.catalogue.names import SESSIONS_DB
 from flower_batch.jobmodel.record import RECORD_NAME, JobRecord
 
 from ..errors import FlowerBatchError, RecordError

@@ -23,6 +23,7 @@ SUBPACKAGES = [
     ROOT / "backend" / "swarm",
     ROOT / "gateway" / "server",
     ROOT / "gateway" / "host",
+    Path(flower.__file__).parent / "catalogue",
     Path(flower.__file__).parent / "flows",
     Path(flower.__file__).parent / "starter",
 ]

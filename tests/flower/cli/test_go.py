@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from flower.catalogue import WAKE_PROMPT
+from flower.catalogue.starter import WAKE_PROMPT
 from flower.scripted import Scenario, ScriptedServer
 from tests.rig import message_requests, texts_of
 

@@ -123,3 +123,15 @@ def test_once_refuses_an_unknown_permission_mode(tmp_path):
         out = flower(tmp_path, srv, "once", "hi", "-p", "bogus")
     assert out.returncode == 2 and "-p 'bogus': use one of" in out.stderr
     assert not (tmp_path / "runs" / "manifest.json").exists()
+
+
+def test_once_b_is_the_one_budget_option_told_to_the_agent(tmp_path):
+    # upstream's `once -b` and `--budget-usd` are one option: the agent is told the budget
+    with scripted(tmp_path, SCENARIO) as srv:
+        out = flower(tmp_path, srv, "once", "say hello", "-b", "3")
+        bad = flower(tmp_path, srv, "once", "say hello", "-b", "0")
+        told = texts_of(message_requests(srv)[0])
+    assert out.returncode == 0, out.stderr
+    assert "$3.00" in told and "say hello" in told
+    assert bad.returncode == 2 and "--budget-usd=0.0: give USD" in bad.stderr, bad.stderr
+    assert "Traceback" not in bad.stderr

@@ -12,7 +12,7 @@ import pytest
 from claude_agent_sdk import InMemorySessionStore, SessionStore
 from claude_agent_sdk.testing import run_session_store_conformance
 
-from flower.catalogue import CUT_OFF_NOTE, INTERRUPTED_NOTE
+from flower.catalogue.context import CUT_OFF_NOTE, INTERRUPTED_NOTE
 from flower.context.pruning import (
     EXPIRED_NOTE,
     PruningSessionStore,

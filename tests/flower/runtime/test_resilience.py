@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from flower.catalogue import RESUME_PROMPT
+from flower.catalogue.runtime import RESUME_PROMPT
 from flower.runtime.resilience import Resilience, classify, classify_result, endpoint, reachable
 
 # Final synthetic texts the real CLI 2.1.327 produced (fact sheet §5.2) and related texts.

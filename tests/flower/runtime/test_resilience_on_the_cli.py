@@ -11,7 +11,7 @@ import time
 import pytest
 
 from flower import AgentSpec, Step, Workflow
-from flower.catalogue import RESUME_PROMPT
+from flower.catalogue.runtime import RESUME_PROMPT
 from flower.runtime.engine import Runtime
 from flower.runtime.resilience import Resilience
 from tests.rig import message_requests, scripted, texts_of

@@ -12,7 +12,7 @@ import json
 import pytest
 
 from flower import AgentSpec
-from flower.catalogue import INTERRUPTED_NOTE
+from flower.catalogue.context import INTERRUPTED_NOTE
 from flower.context.pruning import chain_problems
 from tests.rig import message_requests, runtime, scripted, texts_of
 

@@ -6,10 +6,10 @@ from datetime import datetime
 
 import pytest
 
-from flower.catalogue import BRIEF_HEADER as HEADER
-from flower.catalogue import BRIEF_SECTIONS as SECTIONS
-from flower.catalogue import EMPTY_MARK as EMPTY
-from flower.catalogue import VERDICT_FORMAT
+from flower.catalogue.starter import BRIEF_HEADER as HEADER
+from flower.catalogue.starter import BRIEF_SECTIONS as SECTIONS
+from flower.catalogue.starter import EMPTY_MARK as EMPTY
+from flower.catalogue.starter import VERDICT_FORMAT
 from flower.starter.brief import (
     Brief,
     append_to_section,

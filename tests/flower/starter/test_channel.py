@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from flower.catalogue import BUDGET_SPENT, DECLINED, INBOX_EMPTY, NO_ANSWER
+from flower.catalogue.channel import BUDGET_SPENT, DECLINED, INBOX_EMPTY, NO_ANSWER
 from flower.spec import AgentSpec
 from flower.starter.brief import parse_brief
 from flower.starter.channel import ASK_TOOL, INBOX_TOOL, HumanChannel, read_line

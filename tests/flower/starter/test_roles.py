@@ -7,7 +7,7 @@ import subprocess
 import pytest
 from claude_agent_sdk import AgentDefinition
 
-from flower.catalogue import VERDICT_FORMAT, WORKER_RULES
+from flower.catalogue.starter import VERDICT_FORMAT, WORKER_RULES
 from flower.starter.channel import HumanChannel
 from flower.starter.roles import (
     DEFAULT_WORKER_TOOLS,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from flower import CLARIFY_RESUME, AgentSpec, HumanChannel, Step, Workflow, starter_flow
-from flower.catalogue import WAKE_PROMPT, WORK_RESUME, WORKER_RULES
+from flower.catalogue.starter import WAKE_PROMPT, WORK_RESUME, WORKER_RULES
 from flower.runtime.engine import Runtime
 from flower.scripted import Scenario, ScriptedServer
 from flower.starter.brief import read_brief

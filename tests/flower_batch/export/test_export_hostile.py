@@ -7,7 +7,7 @@ import json
 import sqlite3
 from pathlib import Path
 
-from flower.catalogue import NOTES_DIR, WORKBENCH_DIR
+from flower.catalogue.names import NOTES_DIR, WORKBENCH_DIR
 from flower.context.handoff import doc_path
 from flower_batch.export.batch import export_batch
 from flower_batch.layout import Home

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from flower.catalogue import NOTES_DIR, WORKBENCH_DIR
+from flower.catalogue.names import NOTES_DIR, WORKBENCH_DIR
 from flower.context.handoff import doc_path
 from flower_batch.layout import Home
 from flower_batch.transcripts.steps import job_trajectory, step_kind

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from bench import soakjob
-from flower.catalogue import NOTICE_OFFLINE_VIA, RESUME_PROMPT
+from flower.catalogue.runtime import RESUME_PROMPT
+from flower.catalogue.terminal import NOTICE_OFFLINE_VIA
 from flower_batch.gateway.host.sidecar import READY_LINE
 from flower_batch.jobmodel.image import PinnedImage
 from tests.batch_fixtures.rig import (
