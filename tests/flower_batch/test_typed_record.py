@@ -16,19 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from flower_batch.jobmodel.status import Phase, Status
+
 PACKAGE = Path(__file__).resolve().parents[2] / "flower_batch"
-STATUS_WORDS = {
-    "queued",
-    "running",
-    "checking",
-    "passed",
-    "failed",
-    "error",
-    "timeout",
-    "budget",
-    "paused",
-    "skipped",
-}
+STATUS_WORDS = {s.value for s in Status} | {Phase.CHECKING.value}
 # Container and swarm-task states ("running", "exited") are the engine's words, not a job's.
 ENGINE_FOLDERS = ("backend", "gateway")
 
