@@ -35,5 +35,10 @@ class BatchPlan:
     """Paused (or left running) jobs continued in their sessions: `wake`, or matrix's resume."""
     wake_words: Mapping[str, str] = field(default_factory=dict)
     """Words a person added to a woken job (`wake JOB "words"`), by job id."""
+    wake_waits_for_gateway: bool = True
+    """A woken job's container starts once its gateway serves, so that a gateway that does not
+    start leaves the job paused, its session untouched (matrix's resume of paused jobs). False
+    (`wake` of one job): it starts beside its gateway, as a cold run does, as fast to its first
+    request; a gateway that does not start then ends it `error` with the reason, as any job."""
     flows_from: Path | None = None
     """repro: the original job's copy of its workflow code."""

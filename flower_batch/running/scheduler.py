@@ -148,7 +148,8 @@ class BatchRun:
                 )
                 return
             try:
-                ctx = self.context(await gateways.for_job(job, waking=waking))
+                wait = waking and self.plan.wake_waits_for_gateway
+                ctx = self.context(await gateways.for_job(job, waking=wait))
                 words = self.plan.wake_words.get(job.id) if waking else None
                 self.done[job.id] = await run_job(
                     ctx, job, jd, previous=previous, waking=waking, wake_words=words

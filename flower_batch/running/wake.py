@@ -74,5 +74,6 @@ def plan_wake(home: Home, jd: JobDir, record: JobRecord, asked: WakeAsked, setti
         settings=settings,
         wake=frozenset({spec.id}),
         wake_words={spec.id: asked.words} if asked.words else {},
+        wake_waits_for_gateway=False,  # as fast to its first request as a cold run
     )
     return Wake(plan, spent, before, cap)

@@ -44,6 +44,7 @@ def test_a_wake_with_more_budget_continues_the_same_job_on_its_scenario_copy(tmp
     wake = plan_wake(home, jd, record, WakeAsked(budget_usd="+0.01", words="go on"), GatewaySettings())
     ((spec, previous),) = wake.plan.jobs
     assert previous is record and wake.plan.wake == {"j"} and wake.plan.wake_words == {"j": "go on"}
+    assert not wake.plan.wake_waits_for_gateway  # `wake` starts beside its gateway, as a cold run
     assert spec.gateway.scenario == jd.root / "scenario.toml"  # the job's copy, not the gone source
     assert wake.cap == Budget(0.011) and spec.budget_usd == pytest.approx(0.011)
     assert wake.budget_line == "budget: $0.0012 spent, cap $0.0010 -> $0.0110"
