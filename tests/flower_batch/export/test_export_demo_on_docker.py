@@ -67,7 +67,7 @@ def test_read_eval_log_reads_the_demos_export(home, tmp_path):
     for log, sample in samples:
         record = records[sample.metadata["job"]]
         assert (log.eval.task, log.eval.task_args["variant"], sample.epoch) == (
-            record.spec["task"], record.spec["variant"], record.spec["repeat"],
+            record.spec.task, record.spec.variant, record.spec.repeat,
         )  # fmt: skip
         assert sample.scores["flower_batch"].value == ("C" if record.status == "passed" else "I")
         assert sample.scores["flower_batch"].metadata["class"] == record.failure_class
