@@ -177,6 +177,26 @@ def test_a_request_the_log_lost_is_found_in_the_next_one_of_its_session(tmp_path
     assert soakjob.unlogged_answers(files["scenario"], whole) == []
 
 
+def test_a_lost_answer_next_to_a_turn_of_three_messages_is_found(tmp_path: Path) -> None:
+    """A turn may add 3 messages (a step's end adds one more user message), so a session can grow
+    by an odd number with a request lost in between (CI: 27 -> 32 messages, the answer at 29
+    metered whole and its log line lost with the gateway): the answer is found all the same."""
+    files = soakjob.write_project(tmp_path, leg=4, handoff_at=None)
+    full = _turns(["count=1", "count=2", "count=3"])
+    full.insert(4, {"role": "user", "content": "a step's own extra message"})  # the turn at 3 adds 3
+    log = [
+        {**row, "body": {"messages": full[: row["n_messages"]]}}
+        for row in _log(("start", 1), ("count", 3), ("count", 8))  # the request at 6 is lost
+    ]
+    assert soakjob.unlogged_answers(files["scenario"], log) == [("count", MODEL)]
+    # the same growth with nothing lost: no answer but the logged ones
+    whole = [
+        {**row, "body": {"messages": full[: row["n_messages"]]}}
+        for row in _log(("start", 1), ("count", 3), ("count", 6), ("count", 8))
+    ]
+    assert soakjob.unlogged_answers(files["scenario"], whole) == []
+
+
 def _one_clean_leg(tmp_path: Path) -> tuple[soakjob.Expected, dict[str, dict[str, int]]]:
     """A leg of three answers, none cut, and the scenario's usages by rule."""
     files = soakjob.write_project(tmp_path, leg=5, handoff_at=None)
