@@ -47,9 +47,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def post(port: int, path: str, body: bytes) -> bytes:
+def post(port: int, path: str, body: bytes, timeout: float = 10) -> bytes:
     request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=body, method="POST")
-    with urllib.request.urlopen(request, timeout=10) as answer:
+    with urllib.request.urlopen(request, timeout=timeout) as answer:
         return bytes(answer.read())
 
 
@@ -122,13 +122,19 @@ def test_a_request_made_before_the_gateway_binds_the_socket_waits_for_it(
     )
     assert relay is not None
     answers: list[bytes] = []
-    asking = threading.Thread(target=lambda: answers.append(post(port, "/j/job-b/v1/messages", b"early")))
+    # The client waits as long as the relay may wait for the bind (BIND_WAIT_S), as the CLI does:
+    # a client of its own 10 s gave up first on a loaded machine (CI, busier run), while the relay
+    # was still doing what it promises.
+    bound = model_socket.BIND_WAIT_S
+    asking = threading.Thread(
+        target=lambda: answers.append(post(port, "/j/job-b/v1/messages", b"early", timeout=bound + 10))
+    )
     asking.start()
     asking.join(timeout=0.5)
     assert asking.is_alive() and not answers  # waiting for the bind, not reset
     gateway = JobSockets(root, http_port).start()
     assert ask(root, "open job-b") == folder.name
-    asking.join(timeout=10)
+    asking.join(timeout=bound + 10)  # until the answer came, or the client gave up
     assert answers == [b"/j/job-b/v1/messages" + b"early"]
     relay.close()
     gateway.stop()
