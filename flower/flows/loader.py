@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from flower.flows.workflow import Workflow
 
 
 def load_object(target: str) -> Any:
+    _add_flower_path()
     if ":" not in target:
         raise TargetError(f"target {target!r}: expected module:attr or file.py:attr (e.g. flows.py:main)")
     where, attr = target.rsplit(":", 1)
@@ -46,6 +48,14 @@ def load_object(target: str) -> Any:
         return getattr(module, attr)
     except AttributeError:
         raise TargetError(f"target {target!r}: {where} has no attribute {attr!r}") from None
+
+
+def _add_flower_path() -> None:
+    """FLOWER_PATH (os.pathsep-separated folders) is where workflow modules are imported from,
+    for flower only: unlike PYTHONPATH it changes nothing for the commands the agent runs."""
+    for folder in reversed(os.environ.get("FLOWER_PATH", "").split(os.pathsep)):
+        if folder and folder not in sys.path:
+            sys.path.insert(0, folder)
 
 
 def load_workflow(target: str) -> Workflow:

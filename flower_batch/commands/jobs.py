@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,7 @@ from flower_batch.commands.common import (
     BACKEND_OPT,
     HOME_OPT,
     backend_for,
+    chosen_backend,
     err,
     fail,
     home_at,
@@ -32,6 +34,7 @@ from flower_batch.commands.common import (
     status_cell,
 )
 from flower_batch.commands.completion import complete_batch, complete_job
+from flower_batch.commands.environments import build_recipe, pin_environments, split_image
 from flower_batch.commands.ls_table import ls_table, wider
 from flower_batch.commands.preflight import engine_for, preflight_job
 from flower_batch.envnames import env_name_problem, looks_secret
@@ -48,7 +51,6 @@ from flower_batch.labels import BATCH, JOB, MANAGED
 from flower_batch.layout import Home, JobDir
 from flower_batch.running.batch import run_one
 from flower_batch.running.causes import continuity_lines
-from flower_batch.running.image import pinned_image
 from flower_batch.running.jobs import ADHOC_BATCH, adhoc_spec
 from flower_batch.running.lease import Leak, find_leaks, on_the_nodes, remove_leaks
 from flower_batch.running.liveness import Liveness
@@ -98,7 +100,8 @@ def run(
     task: opt.TaskText = None,
     workflow: opt.Workflow = None,
     prompt: opt.Prompt = None,
-    image: opt.Image = "flower-batch-runtime:latest",
+    image: opt.Image = opt.DEFAULT_IMAGE,
+    build: opt.Build = None,
     timeout: opt.Timeout = "30m",
     cpus: opt.Cpus = None,
     memory: opt.Memory = None,
@@ -141,7 +144,14 @@ def run(
     )
     if h.job(ADHOC_BATCH, spec.id).record_path.exists():
         fail(f"job {spec.id} already exists: wake it (`flower-batch wake {spec.id}`) or pick another --name")
-    pinned = pinned_image(image)
+    if build is not None and image != opt.DEFAULT_IMAGE:
+        fail("give --image or --build, not both: a job runs in one image")
+    pinned, task_image = split_image(image)
+    spec = replace(spec, image=task_image, build=build_recipe(build) if build else None)
+    environments = pin_environments(
+        [spec], pinned, home=h, where="run", backend=chosen_backend(backend_choice, None)
+    )
+    (spec,) = environments.jobs
     preflight_job(
         spec,
         pinned.id,
@@ -150,12 +160,13 @@ def run(
         flows_dir=None,
         engine=engine_for(h.root, backend_choice, None),
     )
+    shown = f"{spec.task_image.describe()} + flower {pinned.short}" if spec.task_image else pinned.short
     err.print(
-        f"job {ADHOC_BATCH}/{spec.id}  image {pinned.short}  model: {mode_label(spec.gateway.mode)}",
+        f"job {ADHOC_BATCH}/{spec.id}  image {shown}  model: {mode_label(spec.gateway.mode)}",
         markup=False,
     )
 
-    plan = BatchPlan(h, ADHOC_BATCH, ((spec, None),), pinned, settings=settings)
+    plan = BatchPlan(h, ADHOC_BATCH, ((spec, None),), pinned, settings=settings, bundle=environments.bundle)
     engine = backend_for(home, backend_choice)
 
     async def go() -> JobRecord:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from flower_batch.errors import TemplateError
+from flower_batch.jobmodel.environment import BuildRecipe
 from flower_batch.jobmodel.hashing import path_hash, tree_hash
 from flower_batch.jobmodel.modes import DEFAULT_MODE, missing_need, parse_mode, unknown_mode
 from flower_batch.jobmodel.spec import GatewaySpec, JobSpec
@@ -165,6 +166,8 @@ class Expander:
         args = _render_tree(fields.get("args", {}), render)
         check = render(fields.get("check"))
         model = render(fields.get("model"))
+        image = render(fields.get("image"))
+        build = self._build(fields.get("build"), render)
         if len(self.problems) > before or gateway is None:
             return None
         return JobSpec(
@@ -192,6 +195,8 @@ class Expander:
             pids=fields.get("pids"),
             network=fields.get("network", "gateway"),
             persistent=fields.get("persistent", False),
+            image=image.strip() if image else None,
+            build=build,
         )
 
     def _renderer(self, context: RenderContext) -> Callable[[Template | None], str | None]:
@@ -229,6 +234,35 @@ class Expander:
         if path not in self._hashes:
             self._hashes[path] = tree_hash(path)
         return path, self._hashes[path]
+
+    def _build(
+        self, parts: dict[str, Any] | None, render: Callable[[Template | None], str | None]
+    ) -> BuildRecipe | None:
+        """The build folder, checked (a folder, with its Dockerfile) and hashed once per folder."""
+        if parts is None:
+            return None
+        text, dockerfile = render(parts["dir"]), render(parts.get("dockerfile")) or "Dockerfile"
+        args = {name: render(t) or "" for name, t in parts.get("args", {}).items()}
+        if text is None:
+            return None
+        where = parts["dir"].path
+        unusable = _unusable_path(self.base_dir, text)
+        folder = (self.base_dir / text).resolve()
+        if unusable or not folder.is_dir():
+            self.problems.add(
+                where,
+                unusable
+                or f'build folder "{text}" not found (looked for {folder}); paths are relative to the jobs file',
+            )
+            return None
+        if "/" in dockerfile or not (folder / dockerfile).is_file():
+            self.problems.add(
+                where, f'build folder "{text}" has no {dockerfile} (looked for {folder / dockerfile})'
+            )
+            return None
+        if folder not in self._hashes:
+            self._hashes[folder] = tree_hash(folder)
+        return BuildRecipe(folder, self._hashes[folder], dockerfile, args)
 
     def _gateway(
         self, fields: dict[str, Template], render: Callable[[Template | None], str | None], unit: Unit

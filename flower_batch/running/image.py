@@ -35,8 +35,10 @@ from flower_batch.jobmodel.image import PinnedImage
 from flower_batch.labels import BASE_IMAGE, BUILD_KEY, CLI_VERSION, SDK_VERSION, VERSION
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]  # flower_batch/running/image.py -> the checkout
-BASE_TAG = "flower-batch-base:bookworm"
+BASE_TAG = "flower-batch-base:bookworm-2"  # -2: with patchelf
 DEFAULT_TAG = "flower-batch-runtime:latest"
+RELOCATE_SCRIPT = "relocate-python.sh"
+"""Beside the Dockerfile: makes the runtime's Python self-contained (the bundle, running/bundle.py)."""
 
 
 # Wheels must run on the image's platform: Debian bookworm = glibc 2.36, CPython 3.11, x86_64.
@@ -212,7 +214,9 @@ def _inputs(base_id: str, project_root: Path, cache: Path, network: bool, log: L
         CLI_VERSION: bundled_cli_version(wheels),
     }
     dockerfile = project_root / "images" / "runtime" / "Dockerfile"
-    key = build_key(base_id, dockerfile.read_bytes(), requirements, wheels, project_wheel, versions, network)
+    # The Dockerfile and what it copies from beside it (relocate-python.sh) are one input.
+    recipe = b"".join(p.read_bytes() for p in (dockerfile, dockerfile.with_name(RELOCATE_SCRIPT)))
+    key = build_key(base_id, recipe, requirements, wheels, project_wheel, versions, network)
     labels = {**versions, BASE_IMAGE: base_id, BUILD_KEY: key}
     return _BuildInputs(dockerfile, requirements, wheels, project_wheel, labels)
 
@@ -409,11 +413,12 @@ def build_key(
 def assemble_context(
     ctx: Path, dockerfile: Path, wheels: list[Path], requirements: str, project_wheel: Path
 ) -> Path:
-    """The build context: Dockerfile + hard links to the cached wheels (nothing else is sent)."""
+    """The build context: the Dockerfile and its script, hard links to the cached wheels."""
     shutil.rmtree(ctx, ignore_errors=True)
     (ctx / "wheels").mkdir(parents=True)
     (ctx / "project").mkdir()
     shutil.copyfile(dockerfile, ctx / "Dockerfile")
+    shutil.copyfile(dockerfile.with_name(RELOCATE_SCRIPT), ctx / RELOCATE_SCRIPT)
     (ctx / "wheels" / "requirements.txt").write_text(requirements)
     for src, dest_dir in [*((w, ctx / "wheels") for w in wheels), (project_wheel, ctx / "project")]:
         try:
