@@ -47,7 +47,14 @@ def build_recipe(folder: Path, dockerfile: str = "Dockerfile") -> BuildRecipe:
 
 
 def pin_environments(
-    jobs: Sequence[JobSpec], runtime: PinnedImage, *, home: Home, where: str, backend: str
+    jobs: Sequence[JobSpec],
+    runtime: PinnedImage,
+    *,
+    home: Home,
+    where: str,
+    backend: str,
+    dry_run: bool = False,
+    keep_pinned: bool = False,
 ) -> Environments:
     """Every job's task image pinned (built, probed) before any job folder is touched."""
     if backend == "swarm" and any(job.image or job.build or job.task_image for job in jobs):
@@ -56,5 +63,11 @@ def pin_environments(
             "not yet on a cluster; run it with --backend docker"
         )
     return resolve_environments(
-        jobs, runtime, where=where, home_root=home.root, log=lambda line: err.print(line, markup=False)
+        jobs,
+        runtime,
+        where=where,
+        home_root=home.root,
+        log=lambda line: err.print(line, markup=False),
+        dry_run=dry_run,
+        keep_pinned=keep_pinned,
     )

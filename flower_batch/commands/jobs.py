@@ -207,6 +207,17 @@ def wake(
         err.print(waking.budget_line, markup=False)
     plan = waking.plan
     ((spec, _record),) = plan.jobs
+    # the same task image as before, by its id (flower brought in again), or one line
+    environments = pin_environments(
+        [spec],
+        plan.image,
+        home=h,
+        where=f"wake {jd.job}",
+        backend=chosen_backend(backend_choice, record.backend),
+        keep_pinned=True,
+    )
+    (spec,) = environments.jobs
+    plan = replace(plan, jobs=((spec, record),), bundle=environments.bundle)
     preflight_job(
         spec,
         record.image_id,
@@ -215,7 +226,12 @@ def wake(
         flows_dir=jd.flows if spec.workflow else None,
         engine=engine_for(h.root, backend_choice, record.backend),
     )
-    err.print(f"waking {jd.batch}/{jd.job} (attempt {record.attempt + 1}) on image {record.image_id[:19]}")
+    shown = (
+        f"{spec.task_image.describe()} + flower {record.image_id[:19]}"
+        if spec.task_image
+        else record.image_id[:19]
+    )
+    err.print(f"waking {jd.batch}/{jd.job} (attempt {record.attempt + 1}) on image {shown}", markup=False)
 
     engine = backend_for(home, backend_choice, record.backend)
 
@@ -280,6 +296,7 @@ def _rows(h: Home, batch: str | None) -> list[dict[str, Any]]:
                 "attempt": rec.attempt,
                 "persistent": rec.persistent,
                 "image_id": rec.image_id,
+                "task_image": rec.spec.task_image.to_dict() if rec.spec.task_image else None,
             }
         )
     return rows
@@ -339,6 +356,7 @@ def show(
         ("gateway", describe_health(record.gateway_health)),
         ("model", mode_label(record.gateway_mode)),
         ("image", record.image_id),
+        *((("task image", record.spec.task_image.describe()),) if record.spec.task_image else ()),
         ("versions", ", ".join(f"{k} {v}" for k, v in record.versions.items())),
         ("exit code", str(record.exit_code)),
         ("check exit", str(record.check_exit)),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import typer
@@ -22,6 +23,7 @@ from flower_batch.commands.common import (
     BACKEND_OPT,
     HOME_OPT,
     backend_for,
+    chosen_backend,
     err,
     fail,
     home_at,
@@ -31,6 +33,7 @@ from flower_batch.commands.common import (
 )
 from flower_batch.commands.compare import ALPHA_OPT, FAIL_OPT, Baseline, baseline_or_exit
 from flower_batch.commands.completion import complete_batch
+from flower_batch.commands.environments import pin_environments, split_image
 from flower_batch.commands.plan_summary import plan_lines
 from flower_batch.commands.preflight import engine_for, finish_preflight, print_warnings
 from flower_batch.errors import FlowerBatchError, MatrixFileError
@@ -55,7 +58,6 @@ from flower_batch.reports import (
     write_reports,
 )
 from flower_batch.running.batch import BatchEvent, InfraRetry, reap_batch, run_batch
-from flower_batch.running.image import pinned_image
 from flower_batch.running.jobs import option_value
 from flower_batch.running.liveness import Liveness
 from flower_batch.running.plan import BatchPlan
@@ -173,8 +175,18 @@ def matrix(
     engine = backend_for(
         home, backend_choice, jf.backend
     )  # a bad choice is refused before anything is written
-    pinned = pinned_image(image or jf.image or "flower-batch-runtime:latest")
+    pinned, task_image = split_image(image, jf.image)
     image_id = pinned.id
+    # Every job's own image pinned (built, probed) before anything is written; a dry run builds nothing.
+    environments = pin_environments(
+        [j if j.image or j.build or not task_image else replace(j, image=task_image) for j in jf.jobs],
+        pinned,
+        home=h,
+        where=jf.path.name,
+        backend=chosen_backend(backend_choice, jf.backend),
+        dry_run=dry_run,
+    )
+    jf = replace(jf, jobs=tuple(environments.jobs))
     records = load_records(h.batch_dir(jf.name), [j.id for j in jf.jobs])
     plan = plan_resume(jf.jobs, image_id, records, retry_failed=retry_failed, fresh=fresh)
     # Pre-flight of the jobs that would run, before any folder, record or batch.json is written.
@@ -203,6 +215,7 @@ def matrix(
         budget_usd=batch_budget,
         settings=settings,
         wake=plan.to_wake,
+        bundle=environments.bundle,
     )
     kept = {d.job_id: d.previous.status for d in plan.to_keep if d.previous}
     _run(engine, batch, MatrixProgress([j.id for j in jf.jobs], kept, err))

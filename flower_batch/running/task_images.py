@@ -15,16 +15,17 @@ A task image equal to the runtime image is the runtime image: nothing is mounted
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from flower_batch.backend.docker.images import DockerImages
 from flower_batch.errors import FlowerBatchError, ImageBuildError
 from flower_batch.jobmodel.environment import BuildRecipe, TaskImage
+from flower_batch.jobmodel.hashing import tree_hash
 from flower_batch.jobmodel.image import PinnedImage
 from flower_batch.jobmodel.spec import JobSpec
-from flower_batch.labels import MANAGED, TASK_BUILD, VERSION
+from flower_batch.labels import BUILD_KEY, CLI_VERSION, MANAGED, TASK_BUILD, VERSION
 from flower_batch.running.bundle import bundle_volume, probe
 
 from .. import __version__
@@ -50,8 +51,15 @@ def resolve_environments(
     home_root: Path,
     log: Log,
     docker_host: str | None = None,
+    dry_run: bool = False,
+    keep_pinned: bool = False,
 ) -> Environments:
-    """`where`: the jobs file's name (or the command) for the error lines."""
+    """`where`: the jobs file's name (or the command) for the error lines. `dry_run`: builds
+    nothing, probes nothing (a folder not built yet is pinned by its key: its image is its
+    content, so a job's inputs hash is the same either way). `keep_pinned`: each job runs in the
+    image its record pinned (`wake`, `repro`), which must still be in the engine."""
+    if keep_pinned:
+        jobs = [replace(job, image=None, build=None) for job in jobs]
     if not any(job.image or job.build or job.task_image for job in jobs):
         return Environments(list(jobs), None)
     images = DockerImages(docker_host)
@@ -60,8 +68,12 @@ def resolve_environments(
         for job in jobs:
             key = _key(job)
             if key not in pinned:
-                pinned[key] = _pin(images, job, runtime, where=where, home_root=home_root, log=log)
+                pinned[key] = _pin(
+                    images, job, runtime, where=where, home_root=home_root, log=log, dry_run=dry_run
+                )
         used = {t.id: t for t in pinned.values() if t is not None}
+        if dry_run:
+            return Environments([replace(job, task_image=pinned[_key(job)]) for job in jobs], None)
         volume = bundle_volume(images, runtime.id, log) if used else None
         for task_image in used.values():
             assert volume is not None
@@ -77,6 +89,10 @@ def resolve_environments(
         images.close()
 
 
+def _is_runtime(labels: Mapping[str, str]) -> bool:
+    return bool(labels.get(BUILD_KEY) and labels.get(CLI_VERSION))
+
+
 def _key(job: JobSpec) -> str:
     if job.build is not None:
         return "build " + job.build.key
@@ -86,10 +102,24 @@ def _key(job: JobSpec) -> str:
 
 
 def _pin(
-    images: DockerImages, job: JobSpec, runtime: PinnedImage, *, where: str, home_root: Path, log: Log
+    images: DockerImages,
+    job: JobSpec,
+    runtime: PinnedImage,
+    *,
+    where: str,
+    home_root: Path,
+    log: Log,
+    dry_run: bool = False,
 ) -> TaskImage | None:
     if job.build is not None:
+        if dry_run:
+            found = images.find_by_label(TASK_BUILD, job.build.key)[:1]
+            return TaskImage(
+                found[0].id if found else job.build.key, "build", _shown_folder(job.build.folder)
+            )
         return _built(images, job.task, job.build, where=where, home_root=home_root, log=log)
+    if job.image is None and job.task_image is None:
+        return None  # the runtime image
     if job.image is None:  # a record's pinned image (wake, repro): it must still be there
         assert job.task_image is not None
         ref, origin = job.task_image.id, job.task_image.origin
@@ -97,13 +127,18 @@ def _pin(
     else:
         ref, origin, shown = job.image, "image", job.image
     info = images.find(ref)
+    if info is None and job.image is None:
+        raise FlowerBatchError(
+            f"{where}: task {job.task}: the image it ran in, {shown}, is no longer in the Docker engine "
+            "(removed by gc?): rebuild or load it, or reproduce with --allow-drift"
+        )
     if info is None:
         raise FlowerBatchError(
             f"{where}: task {job.task}: image {shown} is not in the Docker engine (nothing is pulled); "
             "load or build it first (docker load / docker build -t), or give the task a build folder"
         )
-    if info.id == runtime.id:
-        return None
+    if info.id == runtime.id or _is_runtime(info.labels):
+        return None  # flower-batch's runtime image: a batch runs on one, its own
     if job.image is None and job.task_image is not None:
         return job.task_image
     return TaskImage(id=info.id, origin=origin, ref=ref)
@@ -158,3 +193,23 @@ def _shown_folder(folder: Path) -> str:
         return str(folder.relative_to(Path.cwd()))
     except ValueError:
         return str(folder)
+
+
+def task_image_drift(job: JobSpec, docker_host: str | None = None) -> list[str]:
+    """How the task's environment changed since the job ran (repro): its build folder's content,
+    or the image its tag names now. Empty: the pinned image is still what the task names."""
+    pinned = job.task_image
+    if job.build is not None:
+        now = tree_hash(job.build.folder) if job.build.folder.is_dir() else "(gone)"
+        if now != job.build.folder_hash:
+            return [f"build folder {job.build.folder} changed since the original ran"]
+        return []
+    if job.image is None or pinned is None or job.image == pinned.id:
+        return []
+    images = DockerImages(docker_host)
+    try:
+        info = images.find(job.image)
+    finally:
+        images.close()
+    now_id = info.id if info else "(not in the engine)"
+    return [] if now_id == pinned.id else [f"task image {job.image} {pinned.short} -> {now_id[:19]}"]
