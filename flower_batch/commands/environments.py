@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from flower_batch.errors import FlowerBatchError, NotARuntimeImage
+from flower_batch.errors import FlowerBatchError, ImageMissing, NotARuntimeImage
 from flower_batch.jobmodel.environment import BuildRecipe
 from flower_batch.jobmodel.hashing import tree_hash
 from flower_batch.jobmodel.image import PinnedImage
@@ -31,6 +31,13 @@ def split_image(ref: str | None, fallback: str | None = None) -> tuple[PinnedIma
         except NotARuntimeImage:
             if candidate is ref:
                 return pinned_image(DEFAULT_TAG), ref
+        except ImageMissing:
+            if candidate == DEFAULT_TAG:
+                raise
+            raise FlowerBatchError(
+                f"image {candidate} is not in the Docker engine (nothing is pulled): load or build it "
+                f"(docker load, docker build -t {candidate} DIR), or give a folder with --build DIR"
+            ) from None
     return pinned_image(DEFAULT_TAG), None
 
 
