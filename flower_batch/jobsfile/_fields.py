@@ -68,6 +68,8 @@ def parse_overlay(table: Mapping[str, Any], path: KeyPath, report: Report) -> Ov
             # An invalid value stays as the INVALID marker: the field counts as set (and
             # already reported), so later checks don't add a second, misleading error.
             overlay[name] = parse_field(name, table[name], (*path, name), report)
+    if all(name in table for name in ENVIRONMENT_FIELDS):
+        overlay["build"] = _INVALID  # reported above: not looked for as well
     return overlay
 
 
