@@ -496,16 +496,31 @@ def gc(
     attempts: bool = typer.Option(False, "--attempts", help="instead: prune jobs' kept earlier attempts"),
     keep: int = typer.Option(0, "--keep", help="with --attempts: keep each job's newest N earlier attempts"),
     batch: str | None = typer.Option(
-        None, "--batch", "-b", help="with --attempts: only this batch's jobs", autocompletion=complete_batch
+        None,
+        "--batch",
+        "-b",
+        help="with --attempts or --images: only this batch's",
+        autocompletion=complete_batch,
+    ),
+    images: bool = typer.Option(
+        False,
+        "--images",
+        help="instead: remove the images built from task folders and flower's runtime volumes",
     ),
     home: Path | None = HOME_OPT,
     backend_choice: str | None = BACKEND_OPT,
 ) -> None:
     """Remove containers, networks and volumes with our labels left by orchestrators of this home
     that died (their session lock is free); live ones and other homes' are never touched.
-    With --attempts: remove the earlier attempts kept under <job>/attempts/ instead."""
+    With --attempts: remove the earlier attempts kept under <job>/attempts/ instead. With
+    --images: the images built from task folders and the runtime bundle's volumes (in use: kept)."""
     h = home_at(home)
-    if attempts or keep or batch:
+    if images:  # with --batch: only what that batch's jobs pinned
+        from flower_batch.commands.gc_images import gc_images
+
+        gc_images(h, batch, dry_run)
+        return
+    if attempts or keep or (batch and not images):
         from flower_batch.commands.attempts import gc_attempts
 
         if not attempts:

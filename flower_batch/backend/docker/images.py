@@ -149,6 +149,36 @@ class DockerImages:
             image_id = info.id
         return image_id
 
+    def labelled(self, key: str) -> list[ImageInfo]:
+        """Every image carrying label `key`, whatever its value."""
+        try:
+            rows = self._api().images(filters={"label": key})
+            return [image_info_from_inspect(self._api().inspect_image(r["Id"])) for r in rows]
+        except Exception as exc:
+            raise translate(exc, "image", key, address=self.address) from None
+
+    def labelled_volumes(self, key: str) -> list[str]:
+        try:
+            found = self._api().volumes(filters={"label": key}).get("Volumes") or []
+            return sorted(v["Name"] for v in found)
+        except Exception as exc:
+            raise translate(exc, "volume", key, address=self.address) from None
+
+    def remove_unused(self, kind: str, ref: str) -> bool:
+        """Remove an image or volume unless a container uses it; False when one does."""
+        try:
+            if kind == "image":
+                self._api().remove_image(ref, force=False)
+            else:
+                self._api().remove_volume(ref, force=False)
+            return True
+        except docker.errors.APIError as exc:
+            if exc.status_code == 409:  # in use
+                return False
+            raise translate(
+                exc, "image" if kind == "image" else "volume", ref, address=self.address
+            ) from None
+
     # -- the runtime bundle's volume and the pre-flight probe (running/bundle.py) --------------
     def volume_exists(self, name: str) -> bool:
         try:

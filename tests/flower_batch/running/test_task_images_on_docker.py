@@ -281,3 +281,19 @@ def _one_line(proc: subprocess.CompletedProcess[str], *words: str) -> str:
     assert proc.returncode == 2 and len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert all(word in lines[0] for word in words), lines[0]
     return lines[0]
+
+
+def test_gc_removes_a_batchs_built_images_only_when_asked(project, tmp_path):
+    home = tmp_path / "home"
+    folder = tmp_path / "own"
+    folder.mkdir()
+    (folder / "Dockerfile").write_text(f"FROM {DEBIAN13}\nLABEL only.this.test={tmp_path.name}\n")
+    assert run_in(project, home, "--build", folder, name="g", check="").returncode == 0
+    pinned = Job(home, "adhoc", "g").record()["spec"]["task_image"]["id"]
+    assert fb("gc", home=home).returncode == 0  # plain gc: leaked containers only
+    assert subprocess.run(["docker", "image", "inspect", pinned], capture_output=True).returncode == 0
+    gone = fb("gc", "--images", "--batch", "adhoc", home=home)
+    assert gone.returncode == 0 and "removed image flower-batch-task:" in gone.stdout, gone.stderr
+    assert subprocess.run(["docker", "image", "inspect", pinned], capture_output=True).returncode != 0
+    refused = fb("repro", "g", home=home, timeout=300)  # the image it ran in is gone: one line
+    one_line_error(refused, "no longer in the Docker engine")
