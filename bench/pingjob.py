@@ -42,5 +42,15 @@ def raw_command(
         *("--user", user, "-w", "/workspace"),
         *(arg for m in mounts for arg in ("-v", m)),
         *(arg for e in env for arg in ("-e", e)),
-        *(image, "/opt/flower/bin/flower", "-w", "/workspace", "-r", "/runs", "run", f"{module}:main", "--fresh"),
+        *(
+            image,
+            "/opt/flower/bin/flower",
+            "-w",
+            "/workspace",
+            "-r",
+            "/runs",
+            "run",
+            f"{module}:main",
+            "--fresh",
+        ),
     ]

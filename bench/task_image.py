@@ -69,7 +69,9 @@ variant = [{{ name = "x" }}, {{ name = "y", args = {{ v = "y" }} }}]
 def run(cmd: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run(cmd, capture_output=True, text=True, **kw)  # type: ignore[call-overload]
     if proc.returncode != 0:
-        raise SystemExit(f"bench: {' '.join(map(str, cmd[:4]))} ... exited {proc.returncode}:\n{proc.stderr[-2000:]}")
+        raise SystemExit(
+            f"bench: {' '.join(map(str, cmd[:4]))} ... exited {proc.returncode}:\n{proc.stderr[-2000:]}"
+        )
     return proc
 
 
@@ -96,7 +98,13 @@ def fresh_image(base: str) -> str:
     """A new image id on `base` (one label): an image this home has never probed."""
     tag = f"flower-batch-bench:{uuid.uuid4().hex[:12]}"
     dockerfile = f"FROM {base}\nLABEL bench.nonce={uuid.uuid4().hex}\n"
-    subprocess.run(["docker", "build", "-q", "-t", tag, "-"], input=dockerfile, text=True, check=True, capture_output=True)
+    subprocess.run(
+        ["docker", "build", "-q", "-t", tag, "-"],
+        input=dockerfile,
+        text=True,
+        check=True,
+        capture_output=True,
+    )
     return tag
 
 
@@ -105,7 +113,13 @@ def layered(task: str, runtime: str) -> tuple[float, int]:
     tag = f"flower-batch-bench:layered-{uuid.uuid4().hex[:12]}"
     dockerfile = f"FROM {runtime} AS rt\nFROM {task}\nCOPY --from=rt /opt/flower /opt/flower\n"
     t0 = time.monotonic()
-    subprocess.run(["docker", "build", "-q", "-t", tag, "-"], input=dockerfile, text=True, check=True, capture_output=True)
+    subprocess.run(
+        ["docker", "build", "-q", "-t", tag, "-"],
+        input=dockerfile,
+        text=True,
+        check=True,
+        capture_output=True,
+    )
     seconds = time.monotonic() - t0
     size = int(run(["docker", "image", "inspect", "--format", "{{.Size}}", tag]).stdout.strip())
     base = int(run(["docker", "image", "inspect", "--format", "{{.Size}}", task]).stdout.strip())
@@ -158,7 +172,9 @@ def main() -> int:
 
     med = statistics.median
     rt, fo = med(in_runtime), med(in_foreign)
-    print(f"task images, median of {args.repeat} (runtime {runtime.id[:19]}, scripted model, {os.cpu_count()} cpus)")
+    print(
+        f"task images, median of {args.repeat} (runtime {runtime.id[:19]}, scripted model, {os.cpu_count()} cpus)"
+    )
     print(f"  to first model request: runtime image {rt:5.2f} s, Debian 13 {fo:5.2f} s")
     print(f"  ratio foreign / runtime image to first request   {fo / rt:5.2f}x   (goal <= 1.10x)")
     extra = med(new_total) - med(cached_total)
@@ -171,7 +187,9 @@ def main() -> int:
         f"{layer_bytes / 1e6:.0f} MB per new image (the volume: 0 s, 0 MB)"
     )
     print(f"  matrix 3 tasks x 2 variants: one image {med(one):5.1f} s, three images {med(three):5.1f} s")
-    print(f"  ratio three images / one image                   {med(three) / med(one):5.2f}x   (goal <= 1.10x)")
+    print(
+        f"  ratio three images / one image                   {med(three) / med(one):5.2f}x   (goal <= 1.10x)"
+    )
     return 0
 
 

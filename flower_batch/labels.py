@@ -25,6 +25,8 @@ BUILD_KEY = "org.flower-batch.build-key"  # the image's inputs, hashed (running/
 RELAY_WAITS = "org.flower-batch.relay-waits"
 # On an image built from a task's folder: the build's key (running/task_images.py); `gc --images`.
 TASK_BUILD = "org.flower-batch.task-build"
+# On the runtime bundle's volumes: the runtime build key they hold (not MANAGED: no batch owns them).
+RUNTIME_BUNDLE = "org.flower-batch.runtime-bundle"
 
 
 def labels(batch: str, lease: str, role: str, job: str | None = None) -> dict[str, str]:

@@ -14,7 +14,6 @@ from flower.flows.workflow import Workflow
 
 
 def load_object(target: str) -> Any:
-    _add_flower_path()
     if ":" not in target:
         raise TargetError(f"target {target!r}: expected module:attr or file.py:attr (e.g. flows.py:main)")
     where, attr = target.rsplit(":", 1)
@@ -50,10 +49,11 @@ def load_object(target: str) -> Any:
         raise TargetError(f"target {target!r}: {where} has no attribute {attr!r}") from None
 
 
-def _add_flower_path() -> None:
-    """FLOWER_PATH (os.pathsep-separated folders) is where workflow modules are imported from,
-    for flower only: unlike PYTHONPATH it changes nothing for the commands the agent runs."""
-    for folder in reversed(os.environ.get("FLOWER_PATH", "").split(os.pathsep)):
+def add_flower_path(folders: str) -> None:
+    """FLOWER_PATH (os.pathsep-separated folders, read by `flower`'s main) is where workflow modules
+    are imported from, for flower only: unlike PYTHONPATH it changes nothing for the commands the
+    agent runs (flower-batch sets it to /flows)."""
+    for folder in reversed(folders.split(os.pathsep)):
         if folder and folder not in sys.path:
             sys.path.insert(0, folder)
 

@@ -5,16 +5,19 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
-from flower_batch.errors import FlowerBatchError, ImageMissing, NotARuntimeImage
+from flower_batch.errors import FlowerBatchError, ImageMissing, NotARuntimeImage, ReproError
 from flower_batch.jobmodel.environment import BuildRecipe
 from flower_batch.jobmodel.hashing import tree_hash
 from flower_batch.jobmodel.image import PinnedImage
 from flower_batch.jobmodel.spec import JobSpec
 from flower_batch.layout import Home
 from flower_batch.running.image import DEFAULT_TAG, pinned_image
-from flower_batch.running.task_images import Environments, resolve_environments
+from flower_batch.running.plan import BatchPlan
+from flower_batch.running.repro import ReproPlan
+from flower_batch.running.task_images import Environments, resolve_environments, task_image_drift
 
 from .common import err
 
@@ -78,3 +81,33 @@ def pin_environments(
         dry_run=dry_run,
         keep_pinned=keep_pinned,
     )
+
+
+def pinned_again(plan: BatchPlan, *, home: Home, where: str, backend: str) -> BatchPlan:
+    """`wake`: the plan's job in the image its record pinned, by id (flower brought in again), or one line."""
+    ((spec, record),) = plan.jobs
+    found = pin_environments([spec], plan.image, home=home, where=where, backend=backend, keep_pinned=True)
+    return replace(plan, jobs=((found.jobs[0], record),), bundle=found.bundle)
+
+
+def for_repro(
+    plan: ReproPlan, *, home: Home, backend: str, allow_drift: bool
+) -> tuple[ReproPlan, str | None]:
+    """`repro`: the image the original ran in, unless the task's image drifted since (its build
+    folder's content, or the id its tag names): then refused, or with `allow_drift` the image the
+    task names now, built if need be. Returns the plan and the runtime bundle's volume."""
+    where = f"{plan.original.batch}/{plan.original.job}"
+    drift = task_image_drift(plan.spec)
+    if drift and not allow_drift:
+        raise ReproError(
+            f"refusing to reproduce {where}: {'; '.join(drift)} (pass --allow-drift to run anyway)"
+        )
+    found = pin_environments(
+        [plan.spec], plan.image, home=home, where=f"repro {where}", backend=backend, keep_pinned=not drift
+    )
+    return replace(plan, spec=found.jobs[0], drift=[*plan.drift, *drift]), found.bundle
+
+
+def describe_images(spec: JobSpec, runtime_id: str) -> str:
+    """For the line a command prints: `debian:13 (sha256:…) + flower sha256:…`, or the runtime's id."""
+    return f"{spec.task_image.describe()} + flower {runtime_id[:19]}" if spec.task_image else runtime_id[:19]

@@ -8,9 +8,8 @@ from __future__ import annotations
 from flower_batch.backend.docker.images import DockerImages
 from flower_batch.errors import RecordError
 from flower_batch.jobmodel.record import read_record
-from flower_batch.labels import TASK_BUILD
+from flower_batch.labels import RUNTIME_BUNDLE, TASK_BUILD
 from flower_batch.layout import Home
-from flower_batch.running.bundle import BUNDLE_LABEL
 
 from .common import err, out
 
@@ -25,7 +24,7 @@ def gc_images(home: Home, batch: str | None, dry_run: bool) -> None:
         found = [("image", image_id, shown) for image_id, shown in built.items()]
         if batch is None:
             # the copy before its marker: a volume in use keeps its marker, and stays usable
-            volumes = images.labelled_volumes(BUNDLE_LABEL)
+            volumes = images.labelled_volumes(RUNTIME_BUNDLE)
             found += [("volume", name, name) for name in volumes if not name.endswith("-ready")]
         removed = 0
         for kind, ref, shown in found:

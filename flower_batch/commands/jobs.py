@@ -34,7 +34,14 @@ from flower_batch.commands.common import (
     status_cell,
 )
 from flower_batch.commands.completion import complete_batch, complete_job
-from flower_batch.commands.environments import build_recipe, pin_environments, split_image
+from flower_batch.commands.environments import (
+    build_recipe,
+    describe_images,
+    pin_environments,
+    pinned_again,
+    split_image,
+)
+from flower_batch.commands.gc_images import gc_images
 from flower_batch.commands.ls_table import ls_table, wider
 from flower_batch.commands.preflight import engine_for, preflight_job
 from flower_batch.envnames import env_name_problem, looks_secret
@@ -160,10 +167,9 @@ def run(
         flows_dir=None,
         engine=engine_for(h.root, backend_choice, None),
     )
-    shown = f"{spec.task_image.describe()} + flower {pinned.short}" if spec.task_image else pinned.short
+    shown = describe_images(spec, pinned.id)
     err.print(
-        f"job {ADHOC_BATCH}/{spec.id}  image {shown}  model: {mode_label(spec.gateway.mode)}",
-        markup=False,
+        f"job {ADHOC_BATCH}/{spec.id}  image {shown}  model: {mode_label(spec.gateway.mode)}", markup=False
     )
 
     plan = BatchPlan(h, ADHOC_BATCH, ((spec, None),), pinned, settings=settings, bundle=environments.bundle)
@@ -205,19 +211,10 @@ def wake(
     waking = plan_wake(h, jd, record, asked, settings)  # a refusal is one line (cli.OneLineErrors)
     if budget_usd is not None:
         err.print(waking.budget_line, markup=False)
-    plan = waking.plan
-    ((spec, _record),) = plan.jobs
-    # the same task image as before, by its id (flower brought in again), or one line
-    environments = pin_environments(
-        [spec],
-        plan.image,
-        home=h,
-        where=f"wake {jd.job}",
-        backend=chosen_backend(backend_choice, record.backend),
-        keep_pinned=True,
+    plan = pinned_again(
+        waking.plan, home=h, where=f"wake {jd.job}", backend=chosen_backend(backend_choice, record.backend)
     )
-    (spec,) = environments.jobs
-    plan = replace(plan, jobs=((spec, record),), bundle=environments.bundle)
+    ((spec, _record),) = plan.jobs
     preflight_job(
         spec,
         record.image_id,
@@ -226,11 +223,7 @@ def wake(
         flows_dir=jd.flows if spec.workflow else None,
         engine=engine_for(h.root, backend_choice, record.backend),
     )
-    shown = (
-        f"{spec.task_image.describe()} + flower {record.image_id[:19]}"
-        if spec.task_image
-        else record.image_id[:19]
-    )
+    shown = describe_images(spec, record.image_id)
     err.print(f"waking {jd.batch}/{jd.job} (attempt {record.attempt + 1}) on image {shown}", markup=False)
 
     engine = backend_for(home, backend_choice, record.backend)
@@ -321,6 +314,7 @@ def _restarts(record: JobRecord) -> int:
     return int((record.gateway_health or {}).get("restarts") or 0)
 
 
+# long: one row per fact of the record, in the order people read them
 def show(
     job: str = typer.Argument(..., help="job id (or batch/job)", autocompletion=complete_job),
     as_json: bool = typer.Option(False, "--json"),
@@ -356,7 +350,7 @@ def show(
         ("gateway", describe_health(record.gateway_health)),
         ("model", mode_label(record.gateway_mode)),
         ("image", record.image_id),
-        *((("task image", record.spec.task_image.describe()),) if record.spec.task_image else ()),
+        *([("task image", record.spec.task_image.describe())] if record.spec.task_image else []),
         ("versions", ", ".join(f"{k} {v}" for k, v in record.versions.items())),
         ("exit code", str(record.exit_code)),
         ("check exit", str(record.check_exit)),
@@ -516,10 +510,7 @@ def gc(
     --images: the images built from task folders and the runtime bundle's volumes (in use: kept)."""
     h = home_at(home)
     if images:  # with --batch: only what that batch's jobs pinned
-        from flower_batch.commands.gc_images import gc_images
-
-        gc_images(h, batch, dry_run)
-        return
+        return gc_images(h, batch, dry_run)
     if attempts or keep or (batch and not images):
         from flower_batch.commands.attempts import gc_attempts
 

@@ -41,6 +41,7 @@ from flower_batch.gateway.host.setup import mode_problem
 from flower_batch.gateway.host.sidecar import GatewaySettings
 from flower_batch.jobmodel import fields
 from flower_batch.jobmodel.classes import exit_code_for
+from flower_batch.jobmodel.image import PinnedImage
 from flower_batch.jobmodel.record import JobRecord, load_records
 from flower_batch.jobmodel.resume import plan_resume
 from flower_batch.jobmodel.spec import JobsFile, JobSpec
@@ -175,18 +176,8 @@ def matrix(
     engine = backend_for(
         home, backend_choice, jf.backend
     )  # a bad choice is refused before anything is written
-    pinned, task_image = split_image(image, jf.image)
+    jf, pinned, bundle = _environments(jf, image, h, chosen_backend(backend_choice, jf.backend), dry_run)
     image_id = pinned.id
-    # Every job's own image pinned (built, probed) before anything is written; a dry run builds nothing.
-    environments = pin_environments(
-        [j if j.image or j.build or not task_image else replace(j, image=task_image) for j in jf.jobs],
-        pinned,
-        home=h,
-        where=jf.path.name,
-        backend=chosen_backend(backend_choice, jf.backend),
-        dry_run=dry_run,
-    )
-    jf = replace(jf, jobs=tuple(environments.jobs))
     records = load_records(h.batch_dir(jf.name), [j.id for j in jf.jobs])
     plan = plan_resume(jf.jobs, image_id, records, retry_failed=retry_failed, fresh=fresh)
     # Pre-flight of the jobs that would run, before any folder, record or batch.json is written.
@@ -215,7 +206,7 @@ def matrix(
         budget_usd=batch_budget,
         settings=settings,
         wake=plan.to_wake,
-        bundle=environments.bundle,
+        bundle=bundle,
     )
     kept = {d.job_id: d.previous.status for d in plan.to_keep if d.previous}
     _run(engine, batch, MatrixProgress([j.id for j in jf.jobs], kept, err))
@@ -305,6 +296,18 @@ def _describe(file: str) -> Describe:
         return f'{file}: {field} "{value}" ({who}, {len(jobs)} job{"" if len(jobs) == 1 else "s"})'
 
     return describe
+
+
+def _environments(
+    jf: JobsFile, image: str | None, h: Home, backend: str, dry_run: bool
+) -> tuple[JobsFile, PinnedImage, str | None]:
+    """The runtime, and every job's own image pinned (built, probed) before anything is written;
+    a dry run builds nothing. `--image` of an image `image build` did not make is the task image of
+    every job that names none."""
+    pinned, task_image = split_image(image, jf.image)
+    jobs = [j if j.image or j.build or not task_image else replace(j, image=task_image) for j in jf.jobs]
+    found = pin_environments(jobs, pinned, home=h, where=jf.path.name, backend=backend, dry_run=dry_run)
+    return replace(jf, jobs=tuple(found.jobs)), pinned, found.bundle
 
 
 def write_batch_file(

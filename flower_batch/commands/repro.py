@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +27,9 @@ from flower_batch.commands.common import (
     status_cell,
 )
 from flower_batch.commands.completion import complete_job
-from flower_batch.commands.environments import pin_environments
+from flower_batch.commands.environments import for_repro
 from flower_batch.commands.preflight import engine_for, preflight_job
-from flower_batch.errors import FlowerBatchError, ReproError
+from flower_batch.errors import FlowerBatchError
 from flower_batch.jobmodel.classes import exit_code_for_job
 from flower_batch.jobmodel.modes import mode_label
 from flower_batch.jobmodel.record import JobRecord
@@ -48,7 +47,6 @@ from flower_batch.running.repro import (
     plan_repro,
     write_report,
 )
-from flower_batch.running.task_images import task_image_drift
 
 
 def _calls(step: dict[str, Any]) -> str:
@@ -189,23 +187,8 @@ def repro(
         workflow=workflow,
         name=name,
     )
-    # The task's own image: the one the original ran in, unless it drifted (--allow-drift: the
-    # image the task names now, built if its folder changed).
-    task_drift = task_image_drift(plan.spec)
-    if task_drift and not allow_drift:
-        raise ReproError(
-            f"refusing to reproduce {original.batch}/{original.job}: {'; '.join(task_drift)} "
-            "(pass --allow-drift to run anyway)"
-        )
-    environments = pin_environments(
-        [plan.spec],
-        plan.image,
-        home=h,
-        where=f"repro {original.job}",
-        backend=chosen_backend(backend_choice, record.backend),
-        keep_pinned=not task_drift,
-    )
-    plan = replace(plan, spec=environments.jobs[0], drift=[*plan.drift, *task_drift])
+    backend = chosen_backend(backend_choice, record.backend)
+    plan, bundle = for_repro(plan, home=h, backend=backend, allow_drift=allow_drift)
     preflight_job(
         plan.spec,
         plan.image.id,
@@ -223,7 +206,7 @@ def repro(
         plan.image,
         settings=settings,
         flows_from=plan.flows_from,
-        bundle=environments.bundle,
+        bundle=bundle,
     )
     engine = backend_for(home, backend_choice, record.backend)
 

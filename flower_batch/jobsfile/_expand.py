@@ -135,6 +135,7 @@ class Expander:
 
     # --- resolution --------------------------------------------------------------------
 
+    # long: one line per job field, rendered and checked in the order of JobSpec
     def _resolve(self, unit: Unit, ident: str, repeat: int) -> JobSpec | None:
         merged = merge(self.parsed.defaults, self.parsed.tasks.get(unit.task, {}), *unit.overlays)
         # Invalid values were reported while parsing; resolve the rest as if they were unset.

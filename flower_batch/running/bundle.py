@@ -21,19 +21,18 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 from flower_batch.backend.confinement import sandbox_user
 from flower_batch.backend.docker.images import DockerImages
-from flower_batch.errors import FlowerBatchError, NotARuntimeImage
-from flower_batch.labels import BUILD_KEY
+from flower_batch.errors import FlowerBatchError, ImageUnsupported, NotARuntimeImage
+from flower_batch.labels import BUILD_KEY, RUNTIME_BUNDLE
 
 BUNDLE_PATH = "/opt/flower"
 """Where flower is, in every job's container: the runtime image's own, or the bundle's mount."""
 FLOWER = f"{BUNDLE_PATH}/bin/flower"
-BUNDLE_LABEL = "org.flower-batch.runtime-bundle"
-"""On the bundle's volumes: the runtime build key they hold (not MANAGED: no batch owns them)."""
 
 Log = Callable[[str], None]
 
@@ -45,10 +44,6 @@ out=$(/opt/flower/bin/claude --version 2>&1) || { echo "flower-probe: cli $out" 
 /opt/flower/bin/python3 -c "import flower.runtime.engine" || exit 5
 echo "flower-probe: ok"
 """
-
-
-class ImageUnsupported(FlowerBatchError):
-    """flower cannot run in this image (the probe says why)."""
 
 
 def volume_name(build_key: str) -> str:
@@ -73,7 +68,7 @@ def bundle_volume(images: DockerImages, runtime_id: str, log: Log) -> str:
             return name
         log(f"copying the flower runtime ({runtime_id[:19]}) into volume {name}, once")
         images.remove_volume(name)  # half-filled by a copy that was cut short
-        images.create_volume(name, {BUNDLE_LABEL: key})
+        images.create_volume(name, {RUNTIME_BUNDLE: key})
         # An empty volume mounted where the image has files gets a copy of them (the engine's own).
         code, output = images.run_to_end(
             runtime_id,
@@ -85,7 +80,7 @@ def bundle_volume(images: DockerImages, runtime_id: str, log: Log) -> str:
             raise FlowerBatchError(
                 f"could not fill volume {name} with the flower runtime: {output.strip()[-200:]}"
             )
-        images.create_volume(ready, {BUNDLE_LABEL: key})
+        images.create_volume(ready, {RUNTIME_BUNDLE: key})
     return name
 
 
@@ -126,7 +121,7 @@ def _reason(code: int, output: str) -> str:
 
 
 def _lock(name: str) -> _FileLock:
-    return _FileLock(Path(os.environ.get("TMPDIR", "/tmp")) / f"flower-batch-{name}.lock")
+    return _FileLock(Path(tempfile.gettempdir()) / f"flower-batch-{name}.lock")
 
 
 class _FileLock:
