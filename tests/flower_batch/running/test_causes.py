@@ -334,7 +334,9 @@ def test_matrix_counts_agent_verifier_and_infrastructure_apart(tmp_path: Path, m
     class OnlyUStarts(FakeBackend):
         async def start(self, container_id: str) -> None:
             spec = self._get(container_id).spec
-            if spec.command[:1] == ["/opt/flower/bin/flower"] and spec.env.get("FLOWER_BATCH_JOB", "").startswith("t."):
+            if spec.command[:1] == ["/opt/flower/bin/flower"] and spec.env.get(
+                "FLOWER_BATCH_JOB", ""
+            ).startswith("t."):
                 raise BackendError("Docker refused to start the container: no space left on device")
             await super().start(container_id)
 
