@@ -33,6 +33,9 @@ from flower_batch.labels import BUILD_KEY, RUNTIME_BUNDLE
 BUNDLE_PATH = "/opt/flower"
 """Where flower is, in every job's container: the runtime image's own, or the bundle's mount."""
 FLOWER = f"{BUNDLE_PATH}/bin/flower"
+TOOLS_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+"""PATH of the agent's commands and the check in the runtime image: its own, without flower's
+venv (/opt/flower/bin), so their python3 and pip are the image's, as in a task's own image."""
 
 Log = Callable[[str], None]
 

@@ -38,7 +38,7 @@ from flower_batch.jobmodel.status import Phase, State, Status
 from flower_batch.labels import labels
 from flower_batch.layout import FLOWS, RUNS, WORKSPACE, JobDir
 from flower_batch.running.attempts import keep_previous_attempt
-from flower_batch.running.bundle import BUNDLE_PATH, FLOWER
+from flower_batch.running.bundle import BUNDLE_PATH, FLOWER, TOOLS_PATH
 from flower_batch.running.causes import Ending, Verdict, continuity_of, explain, flower_exit, new_stamp
 from flower_batch.running.deadline import hard_timeout_s, limits_env
 from flower_batch.running.joblog import capped_text, save_capped
@@ -357,6 +357,7 @@ def job_container_spec(
     # The job's secrets and its gateway token travel as secrets, never as plain env.
     secret_env = {**{name: env.pop(name) for name in job.secrets}, **ctx.gateway.job_secrets(job.id)}
     env = {
+        **_tools_path(job),
         **env,
         **ctx.gateway.job_env(job.id),
         "CLAUDE_CONFIG_DIR": f"{RUNS}/.claude",
@@ -378,10 +379,16 @@ def job_container_spec(
     return replace(_container_spec(ctx, job, jd, "job", command, env, mounts), secrets=secret_env)
 
 
+def _tools_path(job: JobSpec) -> dict[str, str]:
+    """The runtime image's PATH leads to flower's venv: its jobs' commands get the image's own
+    (a task's own image keeps its PATH as it is). A job's `env` may set its own."""
+    return {} if job.task_image is not None else {"PATH": TOOLS_PATH}
+
+
 def check_container_spec(ctx: JobContext, job: JobSpec, jd: JobDir) -> ContainerSpec:
     """The check's container: the task's check command, reading the job's runs."""
     assert job.check
-    env = {"HOME": "/tmp", "FLOWER_BATCH_JOB": job.id}
+    env = {**_tools_path(job), "HOME": "/tmp", "FLOWER_BATCH_JOB": job.id}
     mounts = [Mount(str(jd.runs), RUNS, read_only=True)]
     return _container_spec(ctx, job, jd, "check", ["sh", "-c", job.check], env, mounts)
 
