@@ -9,6 +9,7 @@ before anything is written."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -45,6 +46,7 @@ LOOK = (
     "{ python3 --version 2>/dev/null || echo 'python3: not found'; } > where.txt; "
     'echo "PATH=$PATH" >> where.txt; '
     'echo "PYTHONPATH=${PYTHONPATH:-unset} LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-unset}" >> where.txt; '
+    'echo "uid=$(id -u) home=$HOME pwd=$(pwd)" >> where.txt; touch "$HOME/writable" && echo "home writable" >> where.txt; '
     "echo looked"
 )
 SCENARIO = f"""
@@ -120,26 +122,47 @@ def run_in(project: Path, home: Path, *where: str, name: str, check: str, persis
     )  # fmt: skip
 
 
+# An image whose default user is root, with another WORKDIR and a HOME that does not exist: the job
+# still runs as the sandbox uid, in /workspace, with a writable HOME.
+ODD_USER = f"FROM {DEBIAN13}\nUSER root\nWORKDIR /srv/odd\nENV HOME=/nonexistent\n"
+
+
 @pytest.mark.parametrize(
     ("where", "python", "tag"),
     [
         (("--image", DEBIAN13), "Python 3.13", DEBIAN13),
         (("--build", "envs/d11"), "python3: not found", None),
+        (("--build", "envs/odd-user"), "Python 3.13", None),
+        ((), "Python 3.11", None),  # the runtime image: its own python3, not flower's venv
     ],
-    ids=["debian13-image", "debian11-build"],
+    ids=["debian13-image", "debian11-build", "root-user-odd-home", "runtime-image"],
 )
 def test_the_agent_sees_the_images_own_python_and_path(project, tmp_path, where, python, tag):
+    (project / "envs" / "odd-user").mkdir(exist_ok=True)
+    (project / "envs" / "odd-user" / "Dockerfile").write_text(ODD_USER)
     home = tmp_path / "home"
-    ran = run_in(project, home, *where, name="look", check="")
+    in_runtime = not where
+    ran = run_in(project, home, *(where or ("--image", runtime_image())), name="look", check="")
     assert ran.returncode == 0, ran.stdout + ran.stderr
     job = Job(home, "adhoc", "look")
     seen = (job.root / "workspace" / "where.txt").read_text().splitlines()
-    assert seen[0].startswith(python) and seen[1:] == [DEFAULT_PATH, "PYTHONPATH=unset LD_LIBRARY_PATH=unset"]
+    uid = 10001 if os.getuid() == 0 else os.getuid()
+    assert seen[0].startswith(python), seen
+    assert seen[1:] == [
+        DEFAULT_PATH,
+        "PYTHONPATH=unset LD_LIBRARY_PATH=unset",
+        f"uid={uid} home=/tmp pwd=/workspace",
+        "home writable",
+    ]
+    if in_runtime:
+        assert "task_image" not in job.record()["spec"]
+        assert "task image" not in fb("show", "look", home=home).stdout
+        return
     pinned = job.record()["spec"]["task_image"]
     if tag:
         assert pinned["id"] == ensure(tag) and pinned["ref"] == tag and pinned["origin"] == "image"
     else:
-        assert pinned["origin"] == "build" and pinned["ref"].endswith("envs/d11")
+        assert pinned["origin"] == "build" and pinned["ref"].endswith(where[1])
     shown = fb("show", "look", home=home)
     assert f"task image  {pinned['ref'] if tag else 'build'}" in shown.stdout
     assert pinned["id"][:19] in shown.stdout
