@@ -194,7 +194,7 @@ def test_repro_replays_at_no_cost_and_refuses_a_rebuilt_image(project, tmp_path)
     repro_job = next(p.name for p in (home / "repro").iterdir() if p.is_dir())
     record = Job(home, "repro", repro_job).record()
     assert record["spec"]["task_image"]["id"] == Job(home, "adhoc", "r").record()["spec"]["task_image"]["id"]
-    assert record["gateway_mode"] == "replay" and not report["drift"]
+    assert record["gateway_mode"] == "replay" and record["cost_usd"] == 0 and not report["drift"]
     # The folder changes: the image it would build is another one, so the replay is refused.
     (folder / "Dockerfile").write_text(APT_DOCKERFILE + "ENV CHANGED=1\n")
     refused = fb("repro", "r", "--name", "again", home=home, timeout=300)
