@@ -16,8 +16,9 @@ from rich.text import Text
 from flower_batch.commands.common import status_cell
 from flower_batch.jobmodel.units import format_duration
 
-COLUMNS = ("batch", "job", "status", "cost (metered)", "turns", "time", "model", "wakes")
-DROPPABLE = ("wakes", "model", "time", "turns", "cost (metered)")  # dropped in this order
+COLUMNS = ("batch", "job", "status", "cost (metered)", "turns", "time", "model", "image", "wakes")
+DROPPABLE = ("wakes", "image", "model", "time", "turns", "cost (metered)")  # dropped in this order
+OPTIONAL = ("image",)  # shown only when a row has one: a task's own image (docs/environments.md)
 MIN_BATCH = 8
 BORDER = 3  # a column's padding and its rule: "│ x │" costs its text and 3 more, the table 1
 
@@ -33,6 +34,7 @@ def cells(row: Mapping[str, Any]) -> dict[str, str]:
         "turns": str(row.get("num_turns") or ""),
         "time": format_duration(row.get("duration_s") or 0),
         "model": row.get("gateway_mode") or "",
+        "image": (row.get("task_image") or {}).get("ref") or "",
         "wakes": str(row.get("attempt", 1) - 1) if row.get("persistent") else "-",
     }
 
@@ -58,13 +60,13 @@ def _total(widths: Mapping[str, int]) -> int:
 def fitted(rows: Sequence[Mapping[str, str]], width: int) -> tuple[dict[str, int], bool]:
     """Column -> its drawn width at a terminal `width` wide, and whether the batch moved into
     the title. Their total exceeds `width` only when the job ids alone do."""
-    shown = list(COLUMNS)
+    shown = [c for c in COLUMNS if c not in OPTIONAL or any(r[c] for r in rows)]
     least = {c: _least(c, rows) for c in shown}
 
     def fits(columns: Sequence[str]) -> bool:  # the batch counted whole: folding it is the last resort
         return _total({c: _full(c, rows) if c == "batch" else least[c] for c in columns}) <= width
 
-    for column in DROPPABLE:
+    for column in [c for c in DROPPABLE if c in shown]:
         if fits(shown):
             break
         shown.remove(column)

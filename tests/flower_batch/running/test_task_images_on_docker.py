@@ -221,6 +221,8 @@ def test_a_matrix_over_three_images_resumes_after_kill_9_and_exports(project, tm
         r.spec.task: (r.spec.task_image.origin if r.spec.task_image else None) for r in records.values()
     }
     assert images == {"runtime": None, "old": "build", "new": "image"}
+    listed = fb("ls", "--batch", "envs", home=home).stdout  # 160 columns: the image column fits
+    assert DEBIAN13 in listed and "envs/d11" in listed
     left = leftovers(home, "envs")
     assert not left, left.describe()
     html = (home / "envs" / "report" / "report.html").read_text()
