@@ -32,6 +32,9 @@ WORKSPACE = "/workspace"
 RUNS = "/runs"
 MANIFEST_CAP = 64 * 1024 * 1024  # a manifest row is a few hundred bytes: a million steps fit
 FLOWS = "/flows"
+FLOWER_PYTHON = "/opt/flower/bin/python"
+"""flower's own Python in every container (the runtime image's, or the bundle mounted in a task's
+image): called by its path, as a job's PATH leads to the image's own tools (running/bundle.py)."""
 HOME_ENV = "FLOWER_BATCH_HOME"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 

@@ -27,7 +27,7 @@ from flower_batch.backend.base import Backend, ContainerSpec, Mount
 from flower_batch.running.targets import locate
 
 from ..errors import FlowerBatchError
-from ..layout import FLOWS
+from ..layout import FLOWER_PYTHON, FLOWS
 
 IMPORT_TIMEOUT_S = 120.0
 
@@ -109,7 +109,7 @@ async def import_problems(
         mounts, argv = _stage(targets, staging, copy_flows=scratch is not None)
         spec = ContainerSpec(
             image=image_id,
-            command=["python", "-c", _SCRIPT, *argv],
+            command=[FLOWER_PYTHON, "-c", _SCRIPT, *argv],
             env={"HOME": "/tmp"},
             mounts=mounts,
             working_dir="/tmp",

@@ -23,6 +23,7 @@ from flower_batch.backend.base import ContainerSpec
 from flower_batch.backend.secret_env import SECRET_NAMES_ENV, SECRETS_DIR
 from flower_batch.backend.swarm.task_signals import EXPECTED_KEY_ENV
 from flower_batch.jobmodel import units
+from flower_batch.layout import FLOWER_PYTHON
 
 CONTROL_IN_TASK = "/run/flower-batch"
 SECRETS_IN_TASK = SECRETS_DIR
@@ -37,7 +38,7 @@ SECRET_NAME_MAX = 64  # characters, as Swarm allows
 def task_command(command: list[str]) -> list[str]:
     """The spec's command under task_signals, which forwards what `signal`/`stop` write."""
     return [
-        "python",
+        FLOWER_PYTHON,
         "-m",
         "flower_batch.backend.swarm.task_signals",
         f"{CONTROL_IN_TASK}/signal",

@@ -20,6 +20,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 
 from flower_batch.backend.base import NodeLeftover
+from flower_batch.layout import FLOWER_PYTHON
 
 ENGINE_SOCKET = "/var/run/docker.sock"
 GRACE_S = 20.0
@@ -93,7 +94,7 @@ def command(
         "grace_s": GRACE_S,
         "done": DONE,
     }
-    return ["python", "-c", SCRIPT, json.dumps(job)]
+    return [FLOWER_PYTHON, "-c", SCRIPT, json.dumps(job)]
 
 
 def read_report(lines: Iterable[str]) -> tuple[list[NodeLeftover], set[str]]:

@@ -31,6 +31,7 @@ from flower_batch.jobmodel.modes import missing_need
 from flower_batch.jobmodel.spec import GatewaySpec
 from flower_batch.jobmodel.units import DOCKER_MIN_MEMORY, format_memory
 from flower_batch.labels import labels
+from flower_batch.layout import FLOWER_PYTHON
 
 PORT = 8080
 ALIAS = "gateway"
@@ -261,7 +262,7 @@ class GatewaySidecar:
         spec = ContainerSpec(
             image=self.image_id,
             command=[
-                "python",
+                FLOWER_PYTHON,
                 "-m",
                 "flower_batch.gateway.server",
                 "serve",

@@ -35,7 +35,7 @@ def job(**kw: Any) -> ContainerSpec:
 
 def test_the_command_runs_under_task_signals() -> None:
     assert ss.task_command(["flower", "run"]) == [
-        "python",
+        "/opt/flower/bin/python",
         "-m",
         "flower_batch.backend.swarm.task_signals",
         "/run/flower-batch/signal",
@@ -160,7 +160,7 @@ def test_the_whole_task_of_a_job_as_the_engine_gets_it() -> None:
         "ContainerSpec": {
             "Image": "img@sha256:cd",
             "Command": [
-                "python",
+                "/opt/flower/bin/python",
                 "-m",
                 "flower_batch.backend.swarm.task_signals",
                 "/run/flower-batch/signal",

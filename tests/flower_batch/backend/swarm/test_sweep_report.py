@@ -10,7 +10,7 @@ from flower_batch.backend.swarm import sweep
 
 def test_each_node_is_told_the_labels_and_the_services_the_manager_still_has() -> None:
     cmd = sweep.command([{"m": "1", "lease": "a"}, {"m": "1", "lease": "b", "k": None}], {"s2", "s1"}, True)
-    assert cmd[:3] == ["python", "-c", sweep.SCRIPT]
+    assert cmd[:3] == ["/opt/flower/bin/python", "-c", sweep.SCRIPT]
     job = json.loads(cmd[3])
     assert job["filters"] == [["m=1", "lease=a"], ["m=1", "lease=b", "k"]]
     assert job["live_services"] == ["s1", "s2"] and job["remove"] is True
