@@ -112,6 +112,9 @@ def run(
     budget_usd: opt.JobBudget = None,
     upstream: opt.Upstream = None,
     placement: opt.Placement = [],  # noqa: B006
+    check: opt.Check = None,
+    exclude: opt.Exclude = [],  # noqa: B006
+    workspace_limit: opt.WorkspaceLimit = None,
     home: Path | None = HOME_OPT,
     backend_choice: str | None = BACKEND_OPT,
 ) -> None:
@@ -137,6 +140,10 @@ def run(
         pids=pids,
         network=network,
         persistent=persistent,
+        check=check,
+        exclude=tuple(exclude),
+        workspace_limit=workspace_limit,
+        home=h.root,
         environ=settings.environ,
     )
     if h.job(ADHOC_BATCH, spec.id).record_path.exists():
@@ -149,6 +156,7 @@ def run(
         describe=None,
         flows_dir=None,
         engine=engine_for(h.root, backend_choice, None),
+        copies_from=h.root,
     )
     err.print(
         f"job {ADHOC_BATCH}/{spec.id}  image {pinned.short}  model: {mode_label(spec.gateway.mode)}",

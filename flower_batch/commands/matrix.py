@@ -31,7 +31,7 @@ from flower_batch.commands.common import (
 )
 from flower_batch.commands.compare import ALPHA_OPT, FAIL_OPT, Baseline, baseline_or_exit
 from flower_batch.commands.completion import complete_batch
-from flower_batch.commands.plan_summary import plan_lines
+from flower_batch.commands.plan_summary import plan_lines, rerun_lines
 from flower_batch.commands.preflight import engine_for, finish_preflight, print_warnings
 from flower_batch.errors import FlowerBatchError, MatrixFileError
 from flower_batch.gateway.host.setup import mode_problem
@@ -181,12 +181,16 @@ def matrix(
     by_id = {j.id: j for j in jf.jobs}  # jf.job() is a scan: quadratic over 200,000 jobs
     pf = Preflight(_describe(jf.path.name), batch=jf.name)
     pf.add_jobs([by_id[d.job_id] for d in plan.to_run], search=[jf.path.parent])
+    fresh_copies = [by_id[d.job_id] for d in plan.to_run if d.job_id not in plan.to_wake]
+    pf.add_workspaces(fresh_copies, h.root, fix=f'workspace_limit = "2g" (or "none") in {jf.path.name}')
     finish_preflight(pf, image_id, engine_for(h.root, backend_choice, jf.backend), remember=not dry_run)
     modes = ", ".join(jf.gateway_modes)
     err.print(
         f"batch {jf.name}: {len(jf.jobs):,} jobs · image {image_id[:19]} · model: {modes} · {plan.summary()}",
         markup=False,
     )
+    for line in rerun_lines(plan):
+        err.print(line, markup=False, highlight=False)
     if dry_run:
         for line in plan_lines(plan, jf.jobs):
             out.print(line, markup=False, highlight=False)

@@ -104,6 +104,10 @@ class JobSpec:
     network: str = "gateway"
     """NETWORKS: "gateway" reaches its model and nothing else; "internet" also gets a route out
     (installing packages), of its own: shown in the record and the report."""
+    exclude: tuple[str, ...] = ()
+    """Patterns left out of the workspace copy, beside its .flowerbatchignore (workspace_scan.py)."""
+    workspace_limit: int | None = None
+    """Bytes of workspace a job copies at most; None: the default, 0: no size limit."""
     persistent: bool = False
     """Keeps its conversation: a budget pauses it (status `paused`) and a higher cap continues
     the same session (`wake --budget-usd`, `matrix --budget-usd`)."""
@@ -155,6 +159,8 @@ class JobSpec:
             **({"pids": self.pids} if self.pids is not None else {}),
             **({"network": self.network} if self.network != "gateway" else {}),
             **({"persistent": True} if self.persistent else {}),
+            **({"exclude": list(self.exclude)} if self.exclude else {}),
+            **({"workspace_limit": self.workspace_limit} if self.workspace_limit is not None else {}),
         }
 
     @classmethod
@@ -185,12 +191,17 @@ class JobSpec:
             pids=data.get("pids"),
             network=data.get("network") or "gateway",
             persistent=data.get("persistent") is True,
+            exclude=tuple(data.get("exclude") or ()),
+            workspace_limit=data.get("workspace_limit"),
         )
 
     def hashed_inputs(self, image_id: str) -> dict[str, Any]:
         """What `inputs_hash` covers: the resolved inputs by content, not by host path."""
         data = self.to_dict()
         data.pop("placement", None)  # where it runs changes no result
+        # The workspace's content hash covers what is left out; a limit changes no result.
+        data.pop("exclude", None)
+        data.pop("workspace_limit", None)
         data["workspace"] = None  # the content hash stands for it; moving the repo changes nothing
         data["gateway"] = {**data["gateway"], "scenario": None, "recording": None}
         return {"format": INPUTS_FORMAT, "image_id": image_id, **data}

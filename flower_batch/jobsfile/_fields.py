@@ -41,6 +41,8 @@ JOB_FIELDS = (
     "pids",
     "network",
     "persistent",
+    "exclude",
+    "workspace_limit",
 )
 GATEWAY_KEYS = ("mode", "scenario", "recording")
 _INVALID = object()
@@ -135,6 +137,19 @@ def _placement(value: Any, path: KeyPath, report: Report) -> Any:
             return _INVALID
         constraints.append(constraint)
     return tuple(constraints)
+
+
+def _exclude(value: Any, path: KeyPath, report: Report) -> Any:
+    if not isinstance(value, list):
+        report(path, f'expected a list of path patterns like ["data/", "*.bin"], got {_show(value)}')
+        return _INVALID
+    patterns: list[str] = []
+    for index, item in enumerate(value):
+        pattern = _checked(fields.exclude_pattern)(item, (*path, index), report)
+        if pattern is _INVALID:
+            return _INVALID
+        patterns.append(pattern)
+    return tuple(patterns)
 
 
 def _env(value: Any, path: KeyPath, report: Report) -> Any:
@@ -262,4 +277,6 @@ _PARSERS: dict[str, Callable[[Any, KeyPath, Report], Any]] = {
     "pids": _checked(fields.pids),
     "network": _checked(fields.network),
     "persistent": _checked(fields.persistent),
+    "exclude": _exclude,
+    "workspace_limit": _checked(fields.workspace_limit),
 }

@@ -4,6 +4,7 @@
     batch        the one path that runs a plan: rounds with infrastructure retries, events; run_one
     jobs         a `run` job's inputs from the command line; whether a gateway starts beside its job
     runner       one job in one container: stage the workflow, run, check, write the record
+    workspace_copy  a job's workspace copied by the scan's rules, off the event loop; the size limit
     deadline     what flower is told of the job's limits, and how long the runner waits for it
     targets      where the job's workflow code is staged and what the container runs
     scheduler    a plan's jobs under a parallelism cap: their records, gateways and contexts
