@@ -26,7 +26,7 @@ import sys
 import tempfile
 import time
 import zipfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -144,8 +144,11 @@ def build_image(
     cache_dir: Path | None = None,
     docker_host: str | None = None,
     log: Log | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> RuntimeImage:
     """Build (or reuse) the runtime image and tag it `tag`; returns its id, versions and labels.
+
+    environ: the command's environment, where an installed tool finds the user's cache folder.
 
     base_image: None → `flower-batch-base:bookworm`, made here with debootstrap when missing.
     network: allow network in RUN steps (only a base without git needs it); default: none.
@@ -157,7 +160,7 @@ def build_image(
     already carries that key (`_reuse`), else `docker build` (`_build`).
     """
     log = log or _stderr_log()
-    sources = locate_sources(project_root)
+    sources = locate_sources(project_root, environ)
     cache = cache_dir or sources.cache
     cache.mkdir(parents=True, exist_ok=True)
     log(f"  from {sources.origin}; cache {cache}")

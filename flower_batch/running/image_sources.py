@@ -21,7 +21,6 @@ import hashlib
 import importlib.metadata
 import importlib.resources
 import json
-import os
 import zipfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -64,7 +63,8 @@ def locate_sources(
     project_root: Path | None = None, environ: Mapping[str, str] | None = None
 ) -> ImageSources:
     """The sources of this flower-batch: its checkout when it runs from one (or `project_root`
-    is given: tests build from a copy), else the files installed with it."""
+    is given: tests build from a copy), else the files installed with it. `environ`: the
+    command's, for the user's cache folder."""
     root = project_root or CHECKOUT
     if is_checkout(root):
         return ImageSources(
@@ -82,7 +82,7 @@ def locate_sources(
             f"this flower-batch ({Path(flower_batch.__file__).parent}) has no {PACKAGED}/{missing[0]}: "
             "it was not installed from a wheel or sdist built by hatch_build.py; reinstall it from one"
         )
-    cache = cache_folder(os.environ if environ is None else environ)
+    cache = cache_folder(environ or {})
     if cache is None:
         raise ImageBuildError("no cache folder: set XDG_CACHE_HOME or HOME (image build caches wheels there)")
     return ImageSources(

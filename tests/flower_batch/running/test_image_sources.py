@@ -43,15 +43,15 @@ def test_the_wheel_ships_the_build_files_and_the_lock_of_uv_lock(wheel: Path) ->
 def test_the_checkout_builds_from_its_own_files() -> None:
     from flower_batch.running.image_sources import locate_sources
 
-    sources = locate_sources()
+    sources = locate_sources(environ=os.environ)
     assert sources.checkout == REPO and sources.cache == REPO / "images" / ".cache" and sources.lock is None
 
 
 INSTALLED = """
-import json, sys
+import json, os, sys
 from pathlib import Path
 from flower_batch.running.image_sources import install_origin, installed_wheel, locate_sources
-s = locate_sources()
+s = locate_sources(environ=os.environ)
 first = installed_wheel(Path(sys.argv[1]), lambda line: None)
 again = installed_wheel(Path(sys.argv[1]), lambda line: None)
 print(json.dumps({"origin": s.origin, "lock": str(s.lock), "cache": str(s.cache), "dockerfile": str(s.dockerfile),
