@@ -28,7 +28,7 @@ from flower_batch.gateway.host.setup import use_upstream
 from flower_batch.gateway.host.sidecar import GatewaySettings
 from flower_batch.jobmodel.record import JobRecord
 from flower_batch.jobmodel.status import Status
-from flower_batch.layout import Home, JobDir, home_root
+from flower_batch.layout import HOME_ENV, Home, JobDir, home_root
 from flower_batch.running.liveness import NEVER_STARTED, ORPHANED
 
 out = Console(highlight=False, soft_wrap=True)
@@ -77,6 +77,11 @@ def open_named(name: str, root: Path) -> Backend:
 def user_cache() -> Path | None:
     """$XDG_CACHE_HOME or ~/.cache, read here where the command starts (for loopback_hosts)."""
     return cache_folder(os.environ)
+
+
+def home_named(path: Path | None) -> bool:
+    """Whether the home was named (--home, $FLOWER_BATCH_HOME), not the default ./volumes."""
+    return path is not None or bool(os.environ.get(HOME_ENV))
 
 
 def home_at(path: Path | None) -> Home:

@@ -24,6 +24,7 @@ from flower_batch.commands.common import (
     err,
     fail,
     home_at,
+    home_named,
     host_settings,
     load_job,
     out,
@@ -157,6 +158,7 @@ def run(
         flows_dir=None,
         engine=engine_for(h.root, backend_choice, None),
         copies_from=h.root,
+        home_given=home_named(home),
     )
     err.print(
         f"job {ADHOC_BATCH}/{spec.id}  image {pinned.short}  model: {mode_label(spec.gateway.mode)}",

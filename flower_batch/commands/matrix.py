@@ -25,6 +25,7 @@ from flower_batch.commands.common import (
     err,
     fail,
     home_at,
+    home_named,
     host_settings,
     out,
     run_async,
@@ -39,7 +40,7 @@ from flower_batch.gateway.host.sidecar import GatewaySettings
 from flower_batch.jobmodel import fields
 from flower_batch.jobmodel.classes import exit_code_for
 from flower_batch.jobmodel.record import JobRecord, load_records
-from flower_batch.jobmodel.resume import plan_resume
+from flower_batch.jobmodel.resume import ResumePlan, plan_resume
 from flower_batch.jobmodel.spec import JobsFile, JobSpec
 from flower_batch.jobmodel.status import Phase, State, Status, still_going
 from flower_batch.jobsfile import MAX_JOBS, load_jobs_file
@@ -177,12 +178,8 @@ def matrix(
     image_id = pinned.id
     records = load_records(h.batch_dir(jf.name), [j.id for j in jf.jobs])
     plan = plan_resume(jf.jobs, image_id, records, retry_failed=retry_failed, fresh=fresh)
-    # Pre-flight of the jobs that would run, before any folder, record or batch.json is written.
     by_id = {j.id: j for j in jf.jobs}  # jf.job() is a scan: quadratic over 200,000 jobs
-    pf = Preflight(_describe(jf.path.name), batch=jf.name)
-    pf.add_jobs([by_id[d.job_id] for d in plan.to_run], search=[jf.path.parent])
-    fresh_copies = [by_id[d.job_id] for d in plan.to_run if d.job_id not in plan.to_wake]
-    pf.add_workspaces(fresh_copies, h.root, fix=f'workspace_limit = "2g" (or "none") in {jf.path.name}')
+    pf = _preflight(jf, plan, by_id, h, home_given=home_named(home))
     finish_preflight(pf, image_id, engine_for(h.root, backend_choice, jf.backend), remember=not dry_run)
     modes = ", ".join(jf.gateway_modes)
     err.print(
@@ -217,6 +214,19 @@ def matrix(
             results.class_counts(), threshold_met=results.ci_passed(fail_under), regression=bool(regressed)
         )
     )
+
+
+def _preflight(
+    jf: JobsFile, plan: ResumePlan, by_id: Mapping[str, JobSpec], h: Home, *, home_given: bool
+) -> Preflight:
+    """The host's pre-flight of the jobs that would run (their workspaces too), before any
+    folder, record or batch.json is written; the engine's part is finish_preflight's."""
+    pf = Preflight(_describe(jf.path.name), batch=jf.name)
+    pf.add_jobs([by_id[d.job_id] for d in plan.to_run], search=[jf.path.parent])
+    fresh_copies = [by_id[d.job_id] for d in plan.to_run if d.job_id not in plan.to_wake]
+    fix = f'workspace_limit = "2g" (or "none") in {jf.path.name}'
+    pf.add_workspaces(fresh_copies, h.root, fix=fix, home_given=home_given)
+    return pf
 
 
 def _batch_budget(given: float | None, jf: JobsFile) -> float | None:

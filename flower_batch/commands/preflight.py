@@ -47,6 +47,7 @@ def preflight_job(
     flows_dir: Path | None,
     engine: Engine | None = None,
     copies_from: Path | None = None,
+    home_given: bool = False,
 ) -> None:
     """Pre-flight of one job (run, wake, repro): exit 2 with one line per problem, nothing written.
     `copies_from`: the home of a job whose workspace is copied fresh (`run`), checked too."""
@@ -55,7 +56,7 @@ def preflight_job(
     )
     pf.add_jobs([spec], flows_dir=flows_dir)
     if copies_from is not None:
-        pf.add_workspaces([spec], copies_from, fix="--workspace-limit SIZE (or none)")
+        pf.add_workspaces([spec], copies_from, fix="--workspace-limit SIZE (or none)", home_given=home_given)
     finish_preflight(pf, image_id, engine)
 
 

@@ -88,9 +88,12 @@ class Preflight:
             elif found:
                 self.targets.append(found)
 
-    def add_workspaces(self, jobs: Sequence[JobSpec], home: Path | None, *, fix: str) -> None:
-        """The workspaces these jobs copy fresh (workspaces.py); `fix`: how to allow a larger one."""
-        found = workspace_findings(jobs, home, fix=fix)
+    def add_workspaces(
+        self, jobs: Sequence[JobSpec], home: Path | None, *, fix: str, home_given: bool = False
+    ) -> None:
+        """The workspaces these jobs copy fresh (workspaces.py); `fix`: how to allow a larger one;
+        `home_given`: the home was named (--home, $FLOWER_BATCH_HOME), not the default."""
+        found = workspace_findings(jobs, home, fix=fix, home_given=home_given)
         self.problems += found.problems
         self.warnings += found.warnings
 

@@ -73,3 +73,26 @@ def test_what_a_copy_would_skip_is_named_in_a_warning(tmp_path: Path) -> None:
     assert pf.problems == []
     (warning,) = pf.warnings
     assert "not copied: etc (symlink -> /etc: points out of the workspace); pipe (fifo)" in warning
+
+
+def test_a_home_given_inside_the_workspace_is_refused_the_default_one_is_left_out(tmp_path: Path) -> None:
+    ws = project(tmp_path)
+    pf = Preflight(lambda f, v, _: f"{f} {v}")
+    pf.add_workspaces([job(ws, workspace_limit=0)], ws / "volumes", fix="")  # ./volumes by default
+    assert pf.problems == []
+    pf.add_workspaces([job(ws, workspace_limit=0)], ws / "my-home", fix="", home_given=True)
+    (line,) = pf.problems
+    assert line == (
+        f"the flower-batch home {ws / 'my-home'} (--home or FLOWER_BATCH_HOME) is inside workspace {ws.resolve()}: "
+        "give a home outside it, or none (./volumes, left out of every copy)"
+    )
+
+
+def test_a_200_mb_file_is_over_the_default_limit(tmp_path: Path) -> None:
+    ws = project(tmp_path)
+    with (ws / "assets" / "dump.bin").open("wb") as f:
+        f.truncate(201 << 20)  # sparse: costs no disk
+    pf = Preflight(lambda f, v, _: f"{f} {v}")
+    pf.add_workspaces([job(ws)], None, fix="--workspace-limit SIZE (or none)")
+    (line,) = pf.problems
+    assert "is 203.0 MiB, over the 200.0 MiB a job copies (largest: assets/ 203.0 MiB, main.py 6 B)" in line
