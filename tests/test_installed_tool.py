@@ -1,5 +1,5 @@
 """flower-batch as a new user gets it (issue 34): the wheel built from this checkout, installed
-outside it (a fresh venv, or `uv tool install`), used in a project folder of the user's own (a
+outside it (a fresh venv, `uv tool install`, or the sdist into a fresh venv), used in a project folder of the user's own (a
 git repository with a file and a failing test): `image build`, `init`, `run .` with the default
 home, `run . --persistent` then `wake`, a 2 x 2 `matrix`, `report`. Each step's output is
 checked; at the end the project holds nothing but the home and init's files, and no container
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.batch_fixtures.rig import REPO, image_build_lock, labelled, runtime_image
+from tests.batch_fixtures.rig import REPO, image_build_lock, leftovers, runtime_image
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -38,21 +38,25 @@ def uv() -> str:
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sdist and the wheel built from it, as `uv build` makes them."""
     out = tmp_path_factory.mktemp("dist")
-    subprocess.run([uv(), "build", "--wheel", "--quiet", "--out-dir", str(out)], cwd=REPO, check=True)
-    (built,) = out.glob("*.whl")
-    return built
+    subprocess.run([uv(), "build", "--quiet", "--out-dir", str(out)], cwd=REPO, check=True)
+    return out
 
 
-def install(how: str, wheel: Path, where: Path) -> Path:
-    """The `flower-batch` of a tool installed from `wheel` outside the checkout."""
+def install(how: str, dist: Path, where: Path) -> Path:
+    """The `flower-batch` of a tool installed outside the checkout: from the wheel into a fresh
+    venv, from the sdist into a fresh venv (built there, its hook exporting the lock from the
+    sdist's uv.lock), or from the wheel by `uv tool install`."""
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT")}
-    if how == "venv":  # python -m venv + an installer, as a user does by hand
+    (wheel,) = dist.glob("*.whl")
+    if how in ("venv", "sdist"):  # python -m venv + an installer, as a user does by hand
         venv = where / "venv"
+        source = wheel if how == "venv" else next(dist.glob("*.tar.gz"))
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, cwd=where)
         subprocess.run(
-            [uv(), "pip", "install", "--quiet", "--python", str(venv / "bin" / "python"), str(wheel)],
+            [uv(), "pip", "install", "--quiet", "--python", str(venv / "bin" / "python"), str(source)],
             check=True,
             cwd=where,
             env=env,
@@ -97,11 +101,12 @@ def records(home: Path, batch: str) -> dict[str, dict]:
     return {p.parent.name: json.loads(p.read_text()) for p in (home / batch).glob("*/record.json")}
 
 
-@pytest.mark.parametrize("how", ["venv", "uv-tool"])
+@pytest.mark.parametrize("how", ["venv", "uv-tool", "sdist"])
 def test_the_installed_tool_works_in_a_project_of_its_own(
-    how: str, wheel: Path, user: dict[str, str], tmp_path: Path
+    how: str, dist: Path, user: dict[str, str], tmp_path: Path
 ) -> None:
-    tool = install(how, wheel, tmp_path)
+    tool = install(how, dist, tmp_path)
+    (wheel,) = dist.glob("*.whl")
     proj = project(tmp_path)
     batches: list[str] = []
 
@@ -116,7 +121,9 @@ def test_the_installed_tool_works_in_a_project_of_its_own(
     try:
         (origin,) = [line for line in fb("--version").stdout.splitlines() if "runs from" in line]
         assert origin.startswith(f"flower-batch runs from: installed in {tmp_path}/"), origin
-        assert "site-packages" in origin and wheel.name in origin, origin  # and from which wheel
+        assert "site-packages" in origin, origin
+        shipped = wheel.name if how != "sdist" else next(dist.glob("*.tar.gz")).name
+        assert shipped in origin, origin  # and from which file
         built = fb("image", "build", "--tag", TAG)
         assert "from installed" in built.stderr and str(user["XDG_CACHE_HOME"]) in built.stderr
         image_id = built.stdout.strip().splitlines()[-1]
@@ -134,6 +141,28 @@ def test_the_installed_tool_works_in_a_project_of_its_own(
         assert not (job / "workspace" / "volumes").exists()  # the home is never copied into a job
         assert (job / "workspace" / "calc.py").read_text() == (proj / "calc.py").read_text()
         batches.append("adhoc")
+
+        # --check is the verdict: the project's test still fails (the offline model wrote notes only).
+        fb(
+            "run",
+            ".",
+            "-f",
+            "flows.py:main",
+            *scenario[:2],
+            "--check",
+            "grep -q 'a + b' calc.py",
+            "--image",
+            TAG,
+            "--name",
+            "checked",
+            code=1,
+        )
+        checked = records(proj / "volumes", "adhoc")["checked"]
+        assert (checked["status"], checked["class"], checked["check_exit"]) == (
+            "failed",
+            "verifier",
+            1,
+        )
 
         fb("run", ".", "-f", "flows.py:main", *scenario, "--persistent", "--name", "kept")
         woke = fb("wake", "kept")
@@ -160,6 +189,6 @@ def test_the_installed_tool_works_in_a_project_of_its_own(
         assert {p.name for p in proj.iterdir()} == USER_FILES | INIT_FILES | {"volumes"}
         assert {p.name for p in (proj / "scenarios").iterdir()} == {"offline.toml"}
         assert not list(Path(str(tool)).resolve().parent.parent.rglob(".cache"))  # nothing in site-packages
-    finally:
-        left = [labelled(b) for b in batches]
+    finally:  # this home's orchestrators' containers only: other tests run adhoc jobs too
+        left = [leftovers(proj / "volumes", b) for b in batches]
     assert not any(left), [r.describe() for r in left if r]
