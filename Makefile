@@ -33,11 +33,14 @@ PYTEST_XDIST ?= -n $(TEST_WORKERS)
 # background while the image builds, then the suite runs (9 min 16 s from a clean clone on a
 # 2-core machine, aim 12; the swarm tests wait for the cluster, then find it up). The slowest
 # tests are listed at the end: where the next minutes are.
+# The task-image tests' Debian 11 and 13 images (tests/batch_fixtures/task_images.py, debootstrap
+# + docker import, about 80 s the first time on a machine) are made in the background too.
 # While the image builds, one collection writes pytest's rewritten test modules to __pycache__
 # (PYTHONDONTWRITEBYTECODE, set on these machines, stops that): each worker then loads them
 # instead of rewriting every assert again, about 15 s of CPU a worker.
 test: setup       ## the whole suite, Docker and swarm tests included (the swarm ones use the 3-node test cluster)
 	@$(PY) -m tests.batch_fixtures.swarm_background start --cluster-only
+	@$(PY) -m tests.batch_fixtures.task_images >/dev/null 2>&1 &
 	@PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q --collect-only -p no:xdist >/dev/null 2>&1 & \
 	  $(FB) image build; built=$$?; wait; exit $$built
 	$(PY) -m pytest -q $(PYTEST_XDIST) --durations=25

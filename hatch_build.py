@@ -2,6 +2,7 @@
 runtime image from any folder, with no checkout (flower_batch/running/image_sources.py):
 
     flower_batch/image_build/Dockerfile          images/runtime/Dockerfile
+    flower_batch/image_build/relocate-python.sh  images/runtime/relocate-python.sh
     flower_batch/image_build/mkrootfs.sh         images/base/mkrootfs.sh
     flower_batch/image_build/requirements.lock   uv.lock's runtime dependencies with their
                                                  hashes, exported now (`uv export`), so the image
@@ -21,7 +22,11 @@ from typing import Any
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
 PACKAGED = "flower_batch/image_build"
-FILES = {"images/runtime/Dockerfile": "Dockerfile", "images/base/mkrootfs.sh": "mkrootfs.sh"}
+FILES = {
+    "images/runtime/Dockerfile": "Dockerfile",
+    "images/runtime/relocate-python.sh": "relocate-python.sh",  # the Dockerfile copies it from beside it
+    "images/base/mkrootfs.sh": "mkrootfs.sh",
+}
 # The same command as flower_batch/running/image_sources.py's checkout export: keep them equal.
 EXPORT = ["export", "--frozen", "--no-dev", "--no-emit-project", "--no-header", "--quiet"]
 

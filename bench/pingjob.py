@@ -34,7 +34,7 @@ def raw_command(
         "ANTHROPIC_API_KEY=bench",
         "CLAUDE_CONFIG_DIR=/runs/.claude",
         "HOME=/tmp",
-        "PYTHONPATH=/flows",
+        "FLOWER_PATH=/flows",
         *extra_env,
     ]
     return [
@@ -42,5 +42,15 @@ def raw_command(
         *("--user", user, "-w", "/workspace"),
         *(arg for m in mounts for arg in ("-v", m)),
         *(arg for e in env for arg in ("-e", e)),
-        *(image, "flower", "-w", "/workspace", "-r", "/runs", "run", f"{module}:main", "--fresh"),
+        *(
+            image,
+            "/opt/flower/bin/flower",
+            "-w",
+            "/workspace",
+            "-r",
+            "/runs",
+            "run",
+            f"{module}:main",
+            "--fresh",
+        ),
     ]

@@ -96,6 +96,11 @@ class OutOfDisk(_Infrastructure, BackendError):
     """The engine ran out of disk space."""
 
 
+class ImageUnsupported(FlowerBatchError):
+    """flower cannot run in a task's image: another architecture, no /bin/sh, no glibc
+    (running/bundle.py's probe says which)."""
+
+
 class NotFound(BackendError):
     """A container, network or volume that was asked for does not exist."""
 

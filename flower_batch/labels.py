@@ -23,6 +23,10 @@ BUILD_KEY = "org.flower-batch.build-key"  # the image's inputs, hashed (running/
 # On the runtime image, "1": its flower's relay waits for the job's gateway socket to be bound, so
 # on one machine a job's container starts beside its gateway (running/jobs.starts_beside).
 RELAY_WAITS = "org.flower-batch.relay-waits"
+# On an image built from a task's folder: the build's key (running/task_images.py); `gc --images`.
+TASK_BUILD = "org.flower-batch.task-build"
+# On the runtime bundle's volumes: the runtime build key they hold (not MANAGED: no batch owns them).
+RUNTIME_BUNDLE = "org.flower-batch.runtime-bundle"
 
 
 def labels(batch: str, lease: str, role: str, job: str | None = None) -> dict[str, str]:

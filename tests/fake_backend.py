@@ -4,7 +4,7 @@ API nobody outside the tests uses.
 
 
 A container runs a *program* — an async Python callable `program(proc) -> exit code` — chosen
-by the container's `command[0]` (`programs`), by a `resolve(spec)` function, or the default.
+by the container's `command[0]`'s file name (`programs`: "flower" runs /opt/flower/bin/flower), by a `resolve(spec)` function, or the default.
 `Script` is a ready-made program: log lines, a duration, an exit code, and how it reacts to
 SIGTERM. Signals behave as in a container with an init: SIGKILL ends the program at once (137);
 a signal the program `trap`s is queued for it (`await proc.next_signal()`); any other
@@ -340,7 +340,7 @@ class FakeBackend(Backend):
                 await self.create_volume(m.source, {})  # Docker creates a named volume on first use
         cid = hashlib.sha256(f"fake-{next(self._ids)}".encode()).hexdigest()
         program = (self.resolve(spec) if self.resolve else None) or self.programs.get(
-            spec.command[0] if spec.command else "", self.default
+            Path(spec.command[0]).name if spec.command else "", self.default
         )
         self._containers[cid] = _Container(self, cid, spec.name or f"fake_{cid[:8]}", spec, program)
         if spec.network:

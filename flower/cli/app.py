@@ -49,6 +49,7 @@ from flower.cli.limits import record as record_limits
 from flower.cli.once import once
 from flower.cli.run import run
 from flower.errors import FlowerError
+from flower.flows.loader import add_flower_path
 from flower.runtime import model_socket
 from flower.versions import version_lines
 
@@ -137,6 +138,7 @@ def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     G.environ = dict(os.environ)  # read here, where the process starts, and passed on from G
     terminal.take_ctrl_c()  # before any prompt: a launcher's ignored SIGINT is not the person's
+    add_flower_path(G.environ.get("FLOWER_PATH", ""))  # where flower-batch puts the workflow code
     try:
         model_socket.start_from_env(G.environ)  # a job container with no network reaches its model so
     except (OSError, ValueError) as exc:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,15 @@ def load_object(target: str) -> Any:
         return getattr(module, attr)
     except AttributeError:
         raise TargetError(f"target {target!r}: {where} has no attribute {attr!r}") from None
+
+
+def add_flower_path(folders: str) -> None:
+    """FLOWER_PATH (os.pathsep-separated folders, read by `flower`'s main) is where workflow modules
+    are imported from, for flower only: unlike PYTHONPATH it changes nothing for the commands the
+    agent runs (flower-batch sets it to /flows)."""
+    for folder in reversed(folders.split(os.pathsep)):
+        if folder and folder not in sys.path:
+            sys.path.insert(0, folder)
 
 
 def load_workflow(target: str) -> Workflow:

@@ -132,6 +132,8 @@ class ImageInfo:
     tags: list[str]
     labels: dict[str, str]
     size_bytes: int
+    architecture: str = ""
+    """The engine's name for its platform ("amd64"); empty when not known."""
 
 
 class Backend(abc.ABC):

@@ -5,7 +5,8 @@ Every container (a job, its check, the gateway, pre-flight's import check) runs:
   theirs), else SANDBOX_UID, with the folders it writes handed over to it (`hand_over`);
 - with every capability dropped and no-new-privileges (no setuid binary gains anything);
 - with a pids limit (a fork bomb stays inside its container);
-- on a read-only root filesystem, with a tmpfs at /tmp (where HOME is).
+- on a read-only root filesystem, with a tmpfs at /tmp (where HOME is; exec: a task may run
+  what it builds there, as in its workspace).
 
 docs/security.md says what each of these stops and what it does not.
 """
@@ -48,7 +49,7 @@ class Confinement:
 
     pids: int | None = DEFAULT_PIDS
     read_only_root: bool = True
-    tmpfs: dict[str, str] = field(default_factory=lambda: {"/tmp": f"rw,nosuid,nodev,size={TMP_SIZE}"})
+    tmpfs: dict[str, str] = field(default_factory=lambda: {"/tmp": f"rw,exec,nosuid,nodev,size={TMP_SIZE}"})
 
 
 def hand_over(path: Path, *, recursive: bool = True) -> None:

@@ -10,6 +10,8 @@
     view          view: the trajectory viewer
     export        export: a batch as ATIF trajectories or Inspect eval logs
     attempts      gc --attempts: the only way kept earlier attempts are removed
+    gc_images     gc --images: the images built from task folders, flower's runtime volumes
+    environments  --image / --build and jobs.toml's image/build: the runtime and the task's own image, pinned
     preflight     the checks before a job runs, as the commands report them
     version       `--version`: the versions and the runtime image
     completion    shell completion of job ids and batch names

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,7 @@ from flower_batch.commands.common import (
     BACKEND_OPT,
     HOME_OPT,
     backend_for,
+    chosen_backend,
     err,
     fail,
     home_at,
@@ -33,6 +35,14 @@ from flower_batch.commands.common import (
     status_cell,
 )
 from flower_batch.commands.completion import complete_batch, complete_job
+from flower_batch.commands.environments import (
+    build_recipe,
+    describe_images,
+    pin_environments,
+    pinned_again,
+    split_image,
+)
+from flower_batch.commands.gc_images import gc_images
 from flower_batch.commands.ls_table import ls_table, wider
 from flower_batch.commands.preflight import engine_for, preflight_job
 from flower_batch.envnames import env_name_problem, looks_secret
@@ -49,7 +59,6 @@ from flower_batch.labels import BATCH, JOB, MANAGED
 from flower_batch.layout import Home, JobDir
 from flower_batch.running.batch import run_one
 from flower_batch.running.causes import continuity_lines
-from flower_batch.running.image import pinned_image
 from flower_batch.running.jobs import ADHOC_BATCH, adhoc_spec
 from flower_batch.running.lease import Leak, find_leaks, on_the_nodes, remove_leaks
 from flower_batch.running.liveness import Liveness
@@ -99,7 +108,8 @@ def run(
     task: opt.TaskText = None,
     workflow: opt.Workflow = None,
     prompt: opt.Prompt = None,
-    image: opt.Image = "flower-batch-runtime:latest",
+    image: opt.Image = opt.DEFAULT_IMAGE,
+    build: opt.Build = None,
     timeout: opt.Timeout = "30m",
     cpus: opt.Cpus = None,
     memory: opt.Memory = None,
@@ -149,7 +159,14 @@ def run(
     )
     if h.job(ADHOC_BATCH, spec.id).record_path.exists():
         fail(f"job {spec.id} already exists: wake it (`flower-batch wake {spec.id}`) or pick another --name")
-    pinned = pinned_image(image)
+    if build is not None and image != opt.DEFAULT_IMAGE:
+        fail("give --image or --build, not both: a job runs in one image")
+    pinned, task_image = split_image(image)
+    spec = replace(spec, image=task_image, build=build_recipe(build) if build else None)
+    environments = pin_environments(
+        [spec], pinned, home=h, where="run", backend=chosen_backend(backend_choice, None)
+    )
+    (spec,) = environments.jobs
     preflight_job(
         spec,
         pinned.id,
@@ -160,13 +177,17 @@ def run(
         copies_from=h.root,
         home_given=home_named(home),
     )
-    err.print(
-        f"job {ADHOC_BATCH}/{spec.id}  image {pinned.short}  model: {mode_label(spec.gateway.mode)}",
-        markup=False,
-    )
+    plan = BatchPlan(h, ADHOC_BATCH, ((spec, None),), pinned, settings=settings, bundle=environments.bundle)
+    _run_planned(plan, backend_for(home, backend_choice))
 
-    plan = BatchPlan(h, ADHOC_BATCH, ((spec, None),), pinned, settings=settings)
-    engine = backend_for(home, backend_choice)
+
+def _run_planned(plan: BatchPlan, engine: Backend) -> None:
+    """`run`'s one job, pre-flighted: said, run, and its verdict printed (the exit code follows)."""
+    ((spec, _),) = plan.jobs
+    shown = describe_images(spec, plan.image.id)
+    err.print(
+        f"job {ADHOC_BATCH}/{spec.id}  image {shown}  model: {mode_label(spec.gateway.mode)}", markup=False
+    )
 
     async def go() -> JobRecord:
         async with engine as backend:
@@ -204,7 +225,9 @@ def wake(
     waking = plan_wake(h, jd, record, asked, settings)  # a refusal is one line (cli.OneLineErrors)
     if budget_usd is not None:
         err.print(waking.budget_line, markup=False)
-    plan = waking.plan
+    plan = pinned_again(
+        waking.plan, home=h, where=f"wake {jd.job}", backend=chosen_backend(backend_choice, record.backend)
+    )
     ((spec, _record),) = plan.jobs
     preflight_job(
         spec,
@@ -214,7 +237,8 @@ def wake(
         flows_dir=jd.flows if spec.workflow else None,
         engine=engine_for(h.root, backend_choice, record.backend),
     )
-    err.print(f"waking {jd.batch}/{jd.job} (attempt {record.attempt + 1}) on image {record.image_id[:19]}")
+    shown = describe_images(spec, record.image_id)
+    err.print(f"waking {jd.batch}/{jd.job} (attempt {record.attempt + 1}) on image {shown}", markup=False)
 
     engine = backend_for(home, backend_choice, record.backend)
 
@@ -279,6 +303,7 @@ def _rows(h: Home, batch: str | None) -> list[dict[str, Any]]:
                 "attempt": rec.attempt,
                 "persistent": rec.persistent,
                 "image_id": rec.image_id,
+                "task_image": rec.spec.task_image.to_dict() if rec.spec.task_image else None,
             }
         )
     return rows
@@ -303,6 +328,7 @@ def _restarts(record: JobRecord) -> int:
     return int((record.gateway_health or {}).get("restarts") or 0)
 
 
+# long: one row per fact of the record, in the order people read them
 def show(
     job: str = typer.Argument(..., help="job id (or batch/job)", autocompletion=complete_job),
     as_json: bool = typer.Option(False, "--json"),
@@ -338,6 +364,7 @@ def show(
         ("gateway", describe_health(record.gateway_health)),
         ("model", mode_label(record.gateway_mode)),
         ("image", record.image_id),
+        *([("task image", record.spec.task_image.describe())] if record.spec.task_image else []),
         ("versions", ", ".join(f"{k} {v}" for k, v in record.versions.items())),
         ("exit code", str(record.exit_code)),
         ("check exit", str(record.check_exit)),
@@ -477,16 +504,28 @@ def gc(
     attempts: bool = typer.Option(False, "--attempts", help="instead: prune jobs' kept earlier attempts"),
     keep: int = typer.Option(0, "--keep", help="with --attempts: keep each job's newest N earlier attempts"),
     batch: str | None = typer.Option(
-        None, "--batch", "-b", help="with --attempts: only this batch's jobs", autocompletion=complete_batch
+        None,
+        "--batch",
+        "-b",
+        help="with --attempts or --images: only this batch's",
+        autocompletion=complete_batch,
+    ),
+    images: bool = typer.Option(
+        False,
+        "--images",
+        help="instead: remove the images built from task folders and flower's runtime volumes",
     ),
     home: Path | None = HOME_OPT,
     backend_choice: str | None = BACKEND_OPT,
 ) -> None:
     """Remove containers, networks and volumes with our labels left by orchestrators of this home
     that died (their session lock is free); live ones and other homes' are never touched.
-    With --attempts: remove the earlier attempts kept under <job>/attempts/ instead."""
+    With --attempts: remove the earlier attempts kept under <job>/attempts/ instead. With
+    --images: the images built from task folders and the runtime bundle's volumes (in use: kept)."""
     h = home_at(home)
-    if attempts or keep or batch:
+    if images:  # with --batch: only what that batch's jobs pinned
+        return gc_images(h, batch, dry_run)
+    if attempts or keep or (batch and not images):
         from flower_batch.commands.attempts import gc_attempts
 
         if not attempts:

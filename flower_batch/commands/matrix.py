@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import typer
@@ -22,6 +23,7 @@ from flower_batch.commands.common import (
     BACKEND_OPT,
     HOME_OPT,
     backend_for,
+    chosen_backend,
     err,
     fail,
     home_at,
@@ -32,6 +34,7 @@ from flower_batch.commands.common import (
 )
 from flower_batch.commands.compare import ALPHA_OPT, FAIL_OPT, Baseline, baseline_or_exit
 from flower_batch.commands.completion import complete_batch
+from flower_batch.commands.environments import pin_environments, split_image
 from flower_batch.commands.plan_summary import plan_lines, rerun_lines
 from flower_batch.commands.preflight import engine_for, finish_preflight, print_warnings
 from flower_batch.errors import FlowerBatchError, MatrixFileError
@@ -39,6 +42,7 @@ from flower_batch.gateway.host.setup import mode_problem
 from flower_batch.gateway.host.sidecar import GatewaySettings
 from flower_batch.jobmodel import fields
 from flower_batch.jobmodel.classes import exit_code_for
+from flower_batch.jobmodel.image import PinnedImage
 from flower_batch.jobmodel.record import JobRecord, load_records
 from flower_batch.jobmodel.resume import ResumePlan, plan_resume
 from flower_batch.jobmodel.spec import JobsFile, JobSpec
@@ -56,7 +60,6 @@ from flower_batch.reports import (
     write_reports,
 )
 from flower_batch.running.batch import BatchEvent, InfraRetry, reap_batch, run_batch
-from flower_batch.running.image import pinned_image
 from flower_batch.running.jobs import option_value
 from flower_batch.running.liveness import Liveness
 from flower_batch.running.plan import BatchPlan
@@ -174,7 +177,7 @@ def matrix(
     engine = backend_for(
         home, backend_choice, jf.backend
     )  # a bad choice is refused before anything is written
-    pinned = pinned_image(image or jf.image or "flower-batch-runtime:latest")
+    jf, pinned, bundle = _environments(jf, image, h, chosen_backend(backend_choice, jf.backend), dry_run)
     image_id = pinned.id
     records = load_records(h.batch_dir(jf.name), [j.id for j in jf.jobs])
     plan = plan_resume(jf.jobs, image_id, records, retry_failed=retry_failed, fresh=fresh)
@@ -204,6 +207,7 @@ def matrix(
         budget_usd=batch_budget,
         settings=settings,
         wake=plan.to_wake,
+        bundle=bundle,
     )
     kept = {d.job_id: d.previous.status for d in plan.to_keep if d.previous}
     _run(engine, batch, MatrixProgress([j.id for j in jf.jobs], kept, err))
@@ -306,6 +310,18 @@ def _describe(file: str) -> Describe:
         return f'{file}: {field} "{value}" ({who}, {len(jobs)} job{"" if len(jobs) == 1 else "s"})'
 
     return describe
+
+
+def _environments(
+    jf: JobsFile, image: str | None, h: Home, backend: str, dry_run: bool
+) -> tuple[JobsFile, PinnedImage, str | None]:
+    """The runtime, and every job's own image pinned (built, probed) before anything is written;
+    a dry run builds nothing. `--image` of an image `image build` did not make is the task image of
+    every job that names none."""
+    pinned, task_image = split_image(image, jf.image)
+    jobs = [j if j.image or j.build or not task_image else replace(j, image=task_image) for j in jf.jobs]
+    found = pin_environments(jobs, pinned, home=h, where=jf.path.name, backend=backend, dry_run=dry_run)
+    return replace(jf, jobs=tuple(found.jobs)), pinned, found.bundle
 
 
 def write_batch_file(

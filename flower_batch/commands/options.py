@@ -31,7 +31,22 @@ Workflow = Annotated[
 Prompt = Annotated[
     str | None, typer.Option("--prompt", help="with --workflow: text given to it as ctx['prompt']")
 ]
-Image = Annotated[str, typer.Option("--image", help="runtime image (tag or id); the id is pinned")]
+DEFAULT_IMAGE = "flower-batch-runtime:latest"
+Image = Annotated[
+    str,
+    typer.Option(
+        "--image",
+        help="the image to run in (tag or id; its id is pinned): flower-batch's runtime image, or "
+        "any x86_64 glibc image of yours, flower brought in (docs/environments.md)",
+    ),
+]
+Build = Annotated[
+    Path | None,
+    typer.Option(
+        "--build",
+        help="a folder with a Dockerfile: the job runs in the image built from it (once per content)",
+    ),
+]
 Timeout = Annotated[
     str, typer.Option("--timeout", help="stop the job after this long (SIGTERM, grace, kill)")
 ]

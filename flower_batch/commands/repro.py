@@ -15,6 +15,7 @@ from flower_batch.commands.common import (
     BACKEND_OPT,
     HOME_OPT,
     backend_for,
+    chosen_backend,
     err,
     fail,
     home_at,
@@ -26,6 +27,7 @@ from flower_batch.commands.common import (
     status_cell,
 )
 from flower_batch.commands.completion import complete_job
+from flower_batch.commands.environments import for_repro
 from flower_batch.commands.preflight import engine_for, preflight_job
 from flower_batch.errors import FlowerBatchError
 from flower_batch.jobmodel.classes import exit_code_for_job
@@ -185,6 +187,8 @@ def repro(
         workflow=workflow,
         name=name,
     )
+    backend = chosen_backend(backend_choice, record.backend)
+    plan, bundle = for_repro(plan, home=h, backend=backend, allow_drift=allow_drift)
     preflight_job(
         plan.spec,
         plan.image.id,
@@ -202,6 +206,7 @@ def repro(
         plan.image,
         settings=settings,
         flows_from=plan.flows_from,
+        bundle=bundle,
     )
     engine = backend_for(home, backend_choice, record.backend)
 

@@ -228,6 +228,9 @@ class _Builder:
                 "sdk": self.versions.get("sdk"),
                 "cli": self.versions.get("cli"),
                 "image_id": self.record.image_id if self.record else None,
+                "task_image": task_image.to_dict()
+                if self.record and (task_image := self.record.spec.task_image)
+                else None,
                 "models": models,
             }
             out["extra"] = {k: v for k, v in extra.items() if v is not None}

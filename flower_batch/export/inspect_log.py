@@ -177,6 +177,7 @@ def _sample(task: str, job: CellJob, epoch: int) -> dict[str, Any]:
             "cost_usd": r.cost_usd,
             "num_turns": r.num_turns,
             "image_id": r.image_id,
+            **({"task_image": spec.task_image.to_dict()} if spec.task_image else {}),
         },
         "model_usage": usage,
         "started_at": r.started_at,

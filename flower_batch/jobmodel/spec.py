@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..envnames import unset_names
+from .environment import BuildRecipe, TaskImage
 from .hashing import json_hash
 from .modes import DEFAULT_MODE, GatewayMode, missing_need
 
@@ -111,6 +112,13 @@ class JobSpec:
     persistent: bool = False
     """Keeps its conversation: a budget pauses it (status `paused`) and a higher cap continues
     the same session (`wake --budget-usd`, `matrix --budget-usd`)."""
+    image: str | None = None
+    """The task's own image (tag or id) as written; None: the runtime image or `build`."""
+    build: BuildRecipe | None = None
+    """The task's image built from a folder with a Dockerfile (never together with `image`)."""
+    task_image: TaskImage | None = None
+    """`image` or `build` resolved to a pinned id before anything runs (running/task_images.py);
+    None: the job runs in the batch's runtime image."""
 
     @property
     def uses_starter_flow(self) -> bool:
@@ -159,6 +167,9 @@ class JobSpec:
             **({"pids": self.pids} if self.pids is not None else {}),
             **({"network": self.network} if self.network != "gateway" else {}),
             **({"persistent": True} if self.persistent else {}),
+            **({"image": self.image} if self.image else {}),
+            **({"build": self.build.to_dict()} if self.build else {}),
+            **({"task_image": self.task_image.to_dict()} if self.task_image else {}),
             **({"exclude": list(self.exclude)} if self.exclude else {}),
             **({"workspace_limit": self.workspace_limit} if self.workspace_limit is not None else {}),
         }
@@ -191,6 +202,9 @@ class JobSpec:
             pids=data.get("pids"),
             network=data.get("network") or "gateway",
             persistent=data.get("persistent") is True,
+            image=data.get("image"),
+            build=BuildRecipe.from_dict(data["build"]) if data.get("build") else None,
+            task_image=TaskImage.from_dict(data["task_image"]) if data.get("task_image") else None,
             exclude=tuple(data.get("exclude") or ()),
             workspace_limit=data.get("workspace_limit"),
         )
@@ -204,6 +218,10 @@ class JobSpec:
         data.pop("workspace_limit", None)
         data["workspace"] = None  # the content hash stands for it; moving the repo changes nothing
         data["gateway"] = {**data["gateway"], "scenario": None, "recording": None}
+        if "build" in data:  # the folder's content, not where it lies; its image is that content
+            data["build"] = {**data["build"], "folder": None}
+            data.get("task_image", {}).pop("id", None)
+        data.get("task_image", {}).pop("ref", None)
         return {"format": INPUTS_FORMAT, "image_id": image_id, **data}
 
     def inputs_hash(self, image_id: str) -> str:

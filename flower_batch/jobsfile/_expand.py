@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from flower_batch.errors import TemplateError
+from flower_batch.jobmodel.environment import BuildRecipe
 from flower_batch.jobmodel.hashing import path_hash, tree_hash
 from flower_batch.jobmodel.modes import DEFAULT_MODE, missing_need, parse_mode, unknown_mode
 from flower_batch.jobmodel.spec import GatewaySpec, JobSpec
@@ -136,7 +137,7 @@ class Expander:
 
     # --- resolution --------------------------------------------------------------------
 
-    # long: one JobSpec built field by field, each resolved and rendered where it is passed
+    # long: one line per job field, rendered and checked in the order of JobSpec
     def _resolve(self, unit: Unit, ident: str, repeat: int) -> JobSpec | None:
         merged = merge(self.parsed.defaults, self.parsed.tasks.get(unit.task, {}), *unit.overlays)
         # Invalid values were reported while parsing; resolve the rest as if they were unset.
@@ -169,6 +170,8 @@ class Expander:
         args = _render_tree(fields.get("args", {}), render)
         check = render(fields.get("check"))
         model = render(fields.get("model"))
+        image = render(fields.get("image"))
+        build = self._build(fields.get("build"), render)
         if len(self.problems) > before or gateway is None:
             return None
         return JobSpec(
@@ -196,6 +199,8 @@ class Expander:
             pids=fields.get("pids"),
             network=fields.get("network", "gateway"),
             persistent=fields.get("persistent", False),
+            image=image.strip() if image else None,
+            build=build,
             exclude=exclude,
             workspace_limit=fields.get("workspace_limit"),
         )
@@ -240,6 +245,35 @@ class Expander:
         if key not in self._tree_hashes:
             self._tree_hashes[key] = tree_hash(path, rules_for(path, exclude))
         return path, self._tree_hashes[key]
+
+    def _build(
+        self, parts: dict[str, Any] | None, render: Callable[[Template | None], str | None]
+    ) -> BuildRecipe | None:
+        """The build folder, checked (a folder, with its Dockerfile) and hashed once per folder."""
+        if parts is None:
+            return None
+        text, dockerfile = render(parts["dir"]), render(parts.get("dockerfile")) or "Dockerfile"
+        args = {name: render(t) or "" for name, t in parts.get("args", {}).items()}
+        if text is None:
+            return None
+        where = parts["dir"].path
+        unusable = _unusable_path(self.base_dir, text)
+        folder = (self.base_dir / text).resolve()
+        if unusable or not folder.is_dir():
+            self.problems.add(
+                where,
+                unusable
+                or f'build folder "{text}" not found (looked for {folder}); paths are relative to the jobs file',
+            )
+            return None
+        if "/" in dockerfile or not (folder / dockerfile).is_file():
+            self.problems.add(
+                where, f'build folder "{text}" has no {dockerfile} (looked for {folder / dockerfile})'
+            )
+            return None
+        if folder not in self._hashes:
+            self._hashes[folder] = tree_hash(folder)
+        return BuildRecipe(folder, self._hashes[folder], dockerfile, args)
 
     def _gateway(
         self, fields: dict[str, Template], render: Callable[[Template | None], str | None], unit: Unit

@@ -41,9 +41,14 @@ JOB_FIELDS = (
     "pids",
     "network",
     "persistent",
+    "image",
+    "build",
     "exclude",
     "workspace_limit",
 )
+ENVIRONMENT_FIELDS = ("image", "build")
+"""A job's environment: one or the other; a later layer's choice replaces an earlier one's."""
+BUILD_KEYS = ("dir", "dockerfile", "args")
 GATEWAY_KEYS = ("mode", "scenario", "recording")
 _INVALID = object()
 _MERGED = ("env", "args", "gateway", "secrets")
@@ -58,11 +63,15 @@ def close_field(name: str) -> str | None:
 def parse_overlay(table: Mapping[str, Any], path: KeyPath, report: Report) -> Overlay:
     """Parse the job fields present in `table` (other keys are the caller's business)."""
     overlay: Overlay = {}
+    if all(name in table for name in ENVIRONMENT_FIELDS):
+        report((*path, "build"), "set `image` or `build`, not both: a task runs in one image")
     for name in JOB_FIELDS:
         if name in table:
             # An invalid value stays as the INVALID marker: the field counts as set (and
             # already reported), so later checks don't add a second, misleading error.
             overlay[name] = parse_field(name, table[name], (*path, name), report)
+    if all(name in table for name in ENVIRONMENT_FIELDS):
+        overlay["build"] = _INVALID  # reported above: not looked for as well
     return overlay
 
 
@@ -85,6 +94,10 @@ def merge(*overlays: Overlay) -> Overlay:
                 merged[name] = _INVALID  # merging into a broken value gives a broken value
             elif name in ("env", "args", "gateway") and name in merged:
                 merged[name] = {**merged[name], **value}
+            elif name in ENVIRONMENT_FIELDS:
+                for other in ENVIRONMENT_FIELDS:
+                    merged.pop(other, None)
+                merged[name] = value
             elif name == "secrets" and name in merged:
                 merged[name] = tuple(dict.fromkeys((*merged[name], *value)))
             else:
@@ -244,6 +257,36 @@ def _gateway(value: Any, path: KeyPath, report: Report) -> Any:
     return gateway
 
 
+def _build(value: Any, path: KeyPath, report: Report) -> Any:
+    """`build = "envs/node"` or `build = { dir = "envs/node", dockerfile = "Dockerfile.ci",
+    args = { NODE = "20" } }`: each part a template, the folder relative to the jobs file."""
+    folder = _template("a folder with a Dockerfile, relative to the jobs file")
+    if isinstance(value, str):
+        dir_ = folder(value, path, report)
+        return _INVALID if dir_ is _INVALID else {"dir": dir_}
+    if not isinstance(value, Mapping):
+        report(
+            path, f'expected a folder like "envs/node" or a table {{ dir = "envs/node" }}, got {_show(value)}'
+        )
+        return _INVALID
+    parsed: dict[str, Any] = {}
+    for key, raw in value.items():
+        where = (*path, key)
+        if key == "dir":
+            parsed[key] = folder(raw, where, report)
+        elif key == "dockerfile":
+            parsed[key] = _template('a file name in the folder, like "Dockerfile.ci"')(raw, where, report)
+        elif key == "args":
+            parsed[key] = _env(raw, where, report)
+        else:
+            report(where, f"unknown build key; use {', '.join(BUILD_KEYS)}")
+            return _INVALID
+    if "dir" not in parsed:
+        report(path, 'has no dir; write build = { dir = "envs/node" }')
+        return _INVALID
+    return _INVALID if _INVALID in parsed.values() else parsed
+
+
 def _show(value: Any) -> str:
     if isinstance(value, str):
         return f'"{value}"' if len(value) <= 60 else f'"{value[:57]}..."'
@@ -277,6 +320,8 @@ _PARSERS: dict[str, Callable[[Any, KeyPath, Report], Any]] = {
     "pids": _checked(fields.pids),
     "network": _checked(fields.network),
     "persistent": _checked(fields.persistent),
+    "image": _template('an image tag or id like "debian:12"'),
+    "build": _build,
     "exclude": _exclude,
     "workspace_limit": _checked(fields.workspace_limit),
 }

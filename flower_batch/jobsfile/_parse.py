@@ -131,16 +131,10 @@ class Parser:
     # --- [defaults] and [tasks.NAME] ---------------------------------------------------
 
     def _defaults(self, table: Mapping[str, Any]) -> None:
-        self._check_keys(table, ("defaults",), (*JOB_FIELDS, "image"))
-        if "image" in table:
-            image = table["image"]
-            if isinstance(image, str) and image.strip():
-                self.out.image = image.strip()
-            else:
-                self.report(
-                    ("defaults", "image"),
-                    f'expected an image tag or id like "flower-batch:latest", got {show_value(image)}',
-                )
+        self._check_keys(table, ("defaults",), JOB_FIELDS)
+        image = table.get("image")
+        if isinstance(image, str) and image.strip():  # also the runtime, when it is one (matrix)
+            self.out.image = image.strip()
         self.out.defaults = parse_overlay(table, ("defaults",), self.report)
 
     def _tasks(self, table: Mapping[str, Any]) -> None:
@@ -171,9 +165,7 @@ class Parser:
             if key in allowed:
                 continue
             where = (*path, key)
-            if key == "image":
-                self.report(where, "the image is pinned once per batch; set it in [defaults] only")
-            elif key == "task":
+            if key == "task":
                 self.report(
                     where,
                     'the starter flow takes `prompt` as its task text; write prompt = "..." and leave out `workflow`',
@@ -218,9 +210,6 @@ class Parser:
                 "axis names may use letters, digits, - and _, starting with a letter (they are used as ${{ matrix.NAME }})",
             )
             return
-        if axis == "image":
-            self.report(path, "the image is pinned once per batch and can't be an axis; set it in [defaults]")
-            return
         if not isinstance(values, list) or not values:
             got = "an empty list" if values == [] else show_value(values)
             self.report(path, f'an axis is a non-empty list of values, e.g. {axis} = ["a", "b"]; got {got}')
@@ -256,11 +245,8 @@ class Parser:
             if is_invalid(parsed):
                 return None
             return Val(raw, value_label(key, raw), path, {key: parsed})
-        if key in ("repeat", "image"):
-            self.report(
-                path,
-                f"`{key}` can't vary per combination; set it once ({'[matrix]' if key == 'repeat' else '[defaults]'})",
-            )
+        if key == "repeat":
+            self.report(path, "`repeat` can't vary per combination; set it once ([matrix])")
             return None
         if isinstance(raw, Mapping):
             return self._table_value(key, raw, path)
@@ -276,7 +262,7 @@ class Parser:
             where = (*path, inner)
             if inner in JOB_FIELDS:
                 continue
-            if inner in ("task", "repeat", "image"):
+            if inner in ("task", "repeat"):
                 self.report(
                     where,
                     f"`{inner}` can't be set inside a matrix value; use {'an include entry' if inner == 'task' else 'its own section'}",

@@ -69,6 +69,7 @@ details.job[open] > summary { border-bottom: 1px solid var(--line); background: 
 .s-passed { background: var(--good); } .s-failed, .s-timeout, .s-budget { background: var(--bad); }
 .s-error { background: #8250df; } .s-skipped, .s-pending, .s-running, .s-queued { background: var(--none); }
 .s-orphaned, .s-never-started, .s-paused { background: #9a6700; }
+.badge.image { background: #0969da; } .task-image { font-size: 12px; font-weight: normal; color: #57606a; }
 .kv td { padding: 2px 10px 2px 0; vertical-align: top; } .kv td:first-child { color: #57606a; white-space: nowrap; }
 .steps th, .steps td { border-bottom: 1px solid var(--line); padding: 3px 10px 3px 0; text-align: left; }
 pre { background: #0d1117; color: #e6edf3; padding: 10px; border-radius: 6px; overflow: auto; max-height: 360px; white-space: pre-wrap; }
@@ -174,6 +175,12 @@ def _header(results: BatchResults) -> str:
     )
 
 
+def _task_images(results: BatchResults, task: str) -> str:
+    """Under a task's name: the images its jobs ran in, when not the runtime image."""
+    shown = dict.fromkeys(j.task_image.describe() for j in results.jobs if j.task == task and j.task_image)
+    return "".join(f'<div class="task-image">in {escape(s)}</div>' for s in shown)
+
+
 def _comparison(results: BatchResults) -> str:
     c = results.comparison
     head = "".join(f"<th>{escape(v)}</th>" for v in c.variants)
@@ -181,7 +188,7 @@ def _comparison(results: BatchResults) -> str:
     for task in c.tasks:
         title = escape(results.descriptions.get(task, ""), quote=True)
         cells = "".join(_cell(c.cell(task, v), task, v) for v in c.variants)
-        rows.append(f'<tr><th title="{title}">{escape(task)}</th>{cells}</tr>')
+        rows.append(f'<tr><th title="{title}">{escape(task)}{_task_images(results, task)}</th>{cells}</tr>')
     if len(c.tasks) > 1:
         cells = "".join(_cell(c.variant_totals[v], "", v, clickable=False) for v in c.variants)
         rows.append(f'<tr class="totals"><th>all tasks</th>{cells}</tr>')
@@ -265,6 +272,9 @@ def _job(
         if job.network == "internet"
         else ""
     )
+    if job.task_image is not None:  # the task's own image, flower brought in
+        shown = escape(job.task_image.describe(), quote=True)
+        net += f'<span class="badge image" title="ran in {shown}">{escape(job.task_image.ref)}</span>'
     summary = (
         f'<span class="id">{escape(job.id)}</span><span class="badge s-{status}">{status}</span>{net}'
         f"<span>{escape(cost)}</span><span>{escape(turns)}</span><span>{escape(duration)}</span>"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -117,6 +117,8 @@ class BatchResults:
             "repeat": job.repeat,
             "matrix": job.matrix,
             "network": job.network,  # "internet": this job had a route out (docs/security.md)
+            # the task's own image (flower brought in), or None: the batch's runtime image
+            "task_image": job.task_image.to_dict() if job.task_image else None,
             "status": self.status_of(job.id),
             "class": outcome.klass.value if outcome else None,
             **(
@@ -150,6 +152,8 @@ def results_from_records(
     tails = log_tails or {}
     if jobs is None:
         jobs = [r.spec for r in records.values()]
+    else:  # the image a job ran in is what its record pinned (a jobs file names it, unresolved)
+        jobs = [_pinned(job, records.get(job.id)) for job in jobs]
     outcomes = {}
     for job in jobs:
         record = records.get(job.id)
@@ -168,6 +172,12 @@ def results_from_records(
         diffs=diffs,
         in_flight=dict(in_flight or {}),
     )
+
+
+def _pinned(job: JobSpec, record: JobRecord | None) -> JobSpec:
+    if record is None or job.task_image is not None or record.spec.task_image is None:
+        return job
+    return replace(job, task_image=record.spec.task_image)
 
 
 LOG_TAIL_BYTES = 4000  # of each job's container.log, for the report's log tails

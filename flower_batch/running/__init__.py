@@ -15,6 +15,8 @@
     lease        the orchestrator's lock, and finding what a dead one leaked (`gc`)
     liveness     records whose orchestrator is gone: orphaned, never started
     image        the runtime image: build, reuse, versions (`python -m flower_batch.running.image`)
+    task_images  each job's own image (`image`, `build`) resolved, built and pinned before anything runs
+    bundle       flower brought into an image it did not build (the runtime's volume), and the image's probe
     image_sources  where the build's files, lock and caches are: the checkout, or the installed tool
     repro        a recorded job again on its pinned image (plan, drift), and the two runs' diff
     wake         a persistent job continued: its record checked, its spec changed as asked, its batch of one

@@ -38,8 +38,10 @@ from flower_batch.labels import BASE_IMAGE, BUILD_KEY, CLI_VERSION, SDK_VERSION,
 from flower_batch.running.image_sources import CHECKOUT, ImageSources, installed_wheel, locate_sources
 
 PROJECT_ROOT = CHECKOUT  # the checkout, when flower_batch runs from one (image_sources.py)
-BASE_TAG = "flower-batch-base:bookworm"
+BASE_TAG = "flower-batch-base:bookworm-2"  # -2: with patchelf
 DEFAULT_TAG = "flower-batch-runtime:latest"
+RELOCATE_SCRIPT = "relocate-python.sh"
+"""Beside the Dockerfile: makes the runtime's Python self-contained (the bundle, running/bundle.py)."""
 
 
 # Wheels must run on the image's platform: Debian bookworm = glibc 2.36, CPython 3.11, x86_64.
@@ -228,7 +230,9 @@ def _inputs(base_id: str, sources: ImageSources, cache: Path, network: bool, log
         CLI_VERSION: bundled_cli_version(wheels),
     }
     dockerfile = sources.dockerfile
-    key = build_key(base_id, dockerfile.read_bytes(), requirements, wheels, project_wheel, versions, network)
+    # The Dockerfile and what it copies from beside it (relocate-python.sh) are one input.
+    recipe = b"".join(p.read_bytes() for p in (dockerfile, dockerfile.with_name(RELOCATE_SCRIPT)))
+    key = build_key(base_id, recipe, requirements, wheels, project_wheel, versions, network)
     labels = {**versions, BASE_IMAGE: base_id, BUILD_KEY: key}
     return _BuildInputs(dockerfile, requirements, wheels, project_wheel, labels)
 
@@ -398,7 +402,8 @@ def bundled_cli_version(wheels: Iterable[Path]) -> str:
 def _source_fingerprint(root: Path) -> Iterable[bytes]:
     # The wheel carries the lock, the Dockerfile and the base script too (hatch_build.py).
     paths = [root / n for n in ("pyproject.toml", "README.md", "hatch_build.py", "uv.lock")]
-    paths += [root / "images" / "runtime" / "Dockerfile", root / "images" / "base" / "mkrootfs.sh"]
+    paths += [root / "images" / "runtime" / n for n in ("Dockerfile", RELOCATE_SCRIPT)]
+    paths.append(root / "images" / "base" / "mkrootfs.sh")
     for pkg in ("flower", "flower_batch"):
         paths += [p for p in (root / pkg).rglob("*") if p.is_file() and "__pycache__" not in p.parts]
     for path in sorted(paths):
@@ -427,11 +432,12 @@ def build_key(
 def assemble_context(
     ctx: Path, dockerfile: Path, wheels: list[Path], requirements: str, project_wheel: Path
 ) -> Path:
-    """The build context: Dockerfile + hard links to the cached wheels (nothing else is sent)."""
+    """The build context: the Dockerfile and its script, hard links to the cached wheels."""
     shutil.rmtree(ctx, ignore_errors=True)
     (ctx / "wheels").mkdir(parents=True)
     (ctx / "project").mkdir()
     shutil.copyfile(dockerfile, ctx / "Dockerfile")
+    shutil.copyfile(dockerfile.with_name(RELOCATE_SCRIPT), ctx / RELOCATE_SCRIPT)
     (ctx / "wheels" / "requirements.txt").write_text(requirements)
     for src, dest_dir in [*((w, ctx / "wheels") for w in wheels), (project_wheel, ctx / "project")]:
         try:

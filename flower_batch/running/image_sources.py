@@ -76,7 +76,8 @@ def locate_sources(
             lock=None,
         )
     packaged = Path(str(importlib.resources.files(flower_batch) / PACKAGED))
-    missing = [n for n in ("Dockerfile", "mkrootfs.sh", LOCK_NAME) if not (packaged / n).is_file()]
+    shipped = ("Dockerfile", "relocate-python.sh", "mkrootfs.sh", LOCK_NAME)  # hatch_build.py's FILES
+    missing = [n for n in shipped if not (packaged / n).is_file()]
     if missing:
         raise ImageBuildError(
             f"this flower-batch ({Path(flower_batch.__file__).parent}) has no {PACKAGED}/{missing[0]}: "

@@ -38,6 +38,7 @@ from flower_batch.jobmodel.status import Phase, State, Status
 from flower_batch.labels import labels
 from flower_batch.layout import FLOWS, RUNS, WORKSPACE, JobDir
 from flower_batch.running.attempts import keep_previous_attempt
+from flower_batch.running.bundle import BUNDLE_PATH, FLOWER, TOOLS_PATH
 from flower_batch.running.causes import Ending, Verdict, continuity_of, explain, flower_exit, new_stamp
 from flower_batch.running.deadline import hard_timeout_s, limits_env
 from flower_batch.running.joblog import capped_text, save_capped
@@ -60,6 +61,9 @@ class JobContext:
     lease: str  # the orchestrator's (running/lease.py)
     image: PinnedImage
     gateway: GatewaySidecar
+    bundle: str | None = None
+    """The runtime bundle's volume, mounted at /opt/flower in a job whose task has its own image
+    (running/bundle.py); None when every job runs in the runtime image."""
     on_state: Callable[[str, State], None] | None = None  # (job id, state)
     search: list[Path] = field(default_factory=list)  # where workflow modules are looked up
     flows_from: Path | None = None  # repro: the original job's copy of its workflow code
@@ -71,7 +75,7 @@ class JobContext:
 
 def flower_command(job: JobSpec, *, wake_words: str | None = None, waking: bool = False) -> list[str]:
     """The `flower` command line the container runs."""
-    base = ["flower", "-w", WORKSPACE, "-r", RUNS]
+    base = [FLOWER, "-w", WORKSPACE, "-r", RUNS]
     if job.workflow is None:
         # The starter flow: the job's prompt is the task. A wake continues it: words given on wake
         # go under 需求.md's 唤醒时追加, become the work step's prompt and re-derive 目标.md; a wake
@@ -340,7 +344,7 @@ def _container_spec(
     stay theirs), the job's limits, our labels, the gateway's network, and the workspace as the
     working directory; `mounts` come after the workspace."""
     return ContainerSpec(
-        image=ctx.image.id,
+        image=job.task_image.id if job.task_image else ctx.image.id,
         command=command,
         env=env,
         mounts=[Mount(str(jd.workspace), WORKSPACE), *mounts],
@@ -395,11 +399,13 @@ def job_container_spec(
     # The job's secrets and its gateway token travel as secrets, never as plain env.
     secret_env = {**{name: env.pop(name) for name in job.secrets}, **ctx.gateway.job_secrets(job.id)}
     env = {
+        **_tools_path(job),
         **env,
         **ctx.gateway.job_env(job.id),
         "CLAUDE_CONFIG_DIR": f"{RUNS}/.claude",
         "HOME": "/tmp",
-        "PYTHONPATH": FLOWS,
+        # flower finds the workflow code here itself: no PYTHONPATH reaches the agent's commands
+        "FLOWER_PATH": FLOWS,
         "FLOWER_BATCH_JOB": job.id,
         "FLOWER_RUN_STAMP": stamp,
         **limits_env(job, now=time.time(), spent_usd=gateway_outcome(jd.logs, job.gateway.mode).cost_usd),
@@ -408,13 +414,23 @@ def job_container_spec(
         env["ANTHROPIC_MODEL"] = job.model
     # `reach`: the job's own socket into the gateway (one machine; nothing on a cluster)
     mounts = [Mount(str(jd.runs), RUNS), Mount(str(jd.flows), FLOWS, read_only=True), *reach]
+    if job.task_image is not None:  # flower, brought into an image it was not built into
+        if ctx.bundle is None:
+            raise FlowerBatchError(f"job {job.id}: its task image has no flower runtime volume to mount")
+        mounts.append(Mount(ctx.bundle, BUNDLE_PATH, read_only=True, kind="volume"))
     return replace(_container_spec(ctx, job, jd, "job", command, env, mounts), secrets=secret_env)
+
+
+def _tools_path(job: JobSpec) -> dict[str, str]:
+    """The runtime image's PATH leads to flower's venv: its jobs' commands get the image's own
+    (a task's own image keeps its PATH as it is). A job's `env` may set its own."""
+    return {} if job.task_image is not None else {"PATH": TOOLS_PATH}
 
 
 def check_container_spec(ctx: JobContext, job: JobSpec, jd: JobDir) -> ContainerSpec:
     """The check's container: the task's check command, reading the job's runs."""
     assert job.check
-    env = {"HOME": "/tmp", "FLOWER_BATCH_JOB": job.id}
+    env = {**_tools_path(job), "HOME": "/tmp", "FLOWER_BATCH_JOB": job.id}
     mounts = [Mount(str(jd.runs), RUNS, read_only=True)]
     return _container_spec(ctx, job, jd, "check", ["sh", "-c", job.check], env, mounts)
 

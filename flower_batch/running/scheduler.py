@@ -105,6 +105,7 @@ class BatchRun:
             lease=self.lease,
             image=plan.image,
             gateway=gateway,
+            bundle=plan.bundle,
             on_state=self.on_state,
             search=list(plan.search),
             flows_from=plan.flows_from,

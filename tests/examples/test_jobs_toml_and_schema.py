@@ -46,9 +46,16 @@ def test_schema_accepts_the_example_and_rejects_mistakes():
     bad = [
         {**example, "defaults": {**example["defaults"], "timeout": "ten"}},
         {**example, "defaults": {**example["defaults"], "secrets": ["ANTHROPIC_API_KEY"]}},
-        {**example, "tasks": {"hello": {"prompt": "x", "image": "other"}}},
+        {**example, "tasks": {"hello": {"prompt": "x", "build": {"dockerfile": "Dockerfile.ci"}}}},
         {**example, "matrix": {"variant": []}},
         {**example, "jobs": [{"task": "hello"}]},
         {**example, "defaultz": {}},
     ]
     assert [bool(list(validator.iter_errors(doc))) for doc in bad] == [True] * len(bad)
+    # a task's own environment: an image, or a folder to build
+    for env in (
+        {"image": "debian:13"},
+        {"build": "envs/node"},
+        {"build": {"dir": "envs/node", "args": {"V": "1"}}},
+    ):
+        assert list(validator.iter_errors({**example, "tasks": {"hello": {"prompt": "x", **env}}})) == []

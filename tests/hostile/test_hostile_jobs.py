@@ -30,6 +30,7 @@ import pytest
 from flower_batch.untrusted_files import remove_tree
 from flower_batch.workspace_diff import MAX_FILES
 from tests.batch_fixtures.rig import fb, fb_start, runtime_image
+from tests.batch_fixtures.task_images import DEBIAN13, ensure
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -48,6 +49,7 @@ ATTACKS = {  # every attack the suite must see fail; the host's addresses are ad
     "pids-limited",
     "mknod",
     "rootfs-write",
+    "flower-write",
     "read-victim-files",
     "gateway-victim-path-own-token",
     "gateway-victim-path-no-token-get",
@@ -70,6 +72,9 @@ workspace = "tasks/{role}"
 workflow = "flows:{role}"
 prompt = "go"
 """
+# The attacker runs in an image flower-batch did not build (Debian 13, its own python3), flower
+# brought in: the sandbox holds there as in the runtime image (the swarm suite attacks from that).
+ATTACKER_IMAGE = 'image = "{image}"\n'
 
 
 def attacks_of(out: Path) -> dict[str, dict]:
@@ -144,12 +149,18 @@ def neighbour() -> Iterator[tuple[str, int]]:
         subprocess.run(["docker", "rm", "-f", name], capture_output=True)
 
 
-def make_batch(root: Path, name: str, roles: list[str], targets: dict, backend: str = "docker") -> Path:
+def make_batch(
+    root: Path, name: str, roles: list[str], targets: dict, backend: str = "docker", foreign: bool = False
+) -> Path:
     shutil.copytree(PROJECT, root, dirs_exist_ok=True)
     (root / "tasks" / "attacker" / "targets.json").write_text(json.dumps(targets))
     (root / "tasks" / "victim" / "hold-seconds").write_text("45\n")
     path = root / "jobs.toml"
-    path.write_text(JOBS.format(name=name, backend=backend) + "".join(TASK.format(role=r) for r in roles))
+    tasks = "".join(
+        TASK.format(role=r) + (ATTACKER_IMAGE.format(image=DEBIAN13) if r == "attacker" and foreign else "")
+        for r in roles
+    )
+    path.write_text(JOBS.format(name=name, backend=backend) + tasks)
     return path
 
 
@@ -188,7 +199,8 @@ def ran(
     other = make_batch(tmp / "b", "hostile-b", ["victim"], targets)
     second = fb_start("matrix", other, "-j", "1", "--image", runtime_image(), home=home, log=tmp / "b.log")
     try:
-        jobs = make_batch(tmp / "a", "hostile-a", ["attacker", "victim"], targets)
+        ensure(DEBIAN13)
+        jobs = make_batch(tmp / "a", "hostile-a", ["attacker", "victim"], targets, foreign=True)
         started = time.monotonic()
         result = fb(
             "matrix", jobs, "-j", "2", "--image", runtime_image(), "--fail-under", "0", home=home, timeout=900
@@ -199,6 +211,12 @@ def ran(
     attacks = attacks_of(next((home / "hostile-a").glob("attacker*")) / "workspace" / "attack.out")
     yield Ran(home, "hostile-a", result, attacks, seconds)
     remove_tree(home)  # the attacker's 2,000-deep tree: pytest's own cleanup recurses
+
+
+def test_the_attacker_ran_in_the_foreign_image(ran: Ran) -> None:
+    record = json.loads((ran.job_dir("attacker") / "record.json").read_text())
+    assert record["spec"]["task_image"]["ref"] == DEBIAN13
+    assert "Python 3.13" in (ran.job_dir("attacker") / "workspace" / "attack.out").read_text()
 
 
 def test_every_attack_from_inside_the_job_fails(ran: Ran) -> None:

@@ -304,4 +304,5 @@ def image_info_from_inspect(data: Mapping[str, Any]) -> ImageInfo:
         tags=list(data.get("RepoTags") or []),
         labels=dict((data.get("Config") or {}).get("Labels") or {}),
         size_bytes=int(data.get("Size") or 0),
+        architecture=str(data.get("Architecture") or ""),
     )

@@ -23,7 +23,13 @@ from flower_batch.backend.base import ContainerSpec
 
 def mounts(spec: ContainerSpec, hosts_file: Path | None) -> list[docker.types.Mount]:
     """The spec's binds and volumes, and `hosts_file` read-only at /etc/hosts when given."""
-    found = [docker.types.Mount(m.target, m.source, type=m.kind, read_only=m.read_only) for m in spec.mounts]
+    # A read-only volume is never filled from the image (the runtime bundle over an image's own /opt/flower).
+    found = [
+        docker.types.Mount(
+            m.target, m.source, type=m.kind, read_only=m.read_only, no_copy=m.kind == "volume" and m.read_only
+        )
+        for m in spec.mounts
+    ]
     if hosts_file:
         found.append(docker.types.Mount("/etc/hosts", str(hosts_file), type="bind", read_only=True))
     return found

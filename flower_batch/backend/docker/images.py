@@ -11,10 +11,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import docker
+import docker.errors
+import docker.types
+
 from flower_batch.backend.base import ImageInfo
 from flower_batch.backend.docker.backend import image_info_from_inspect
 from flower_batch.backend.docker.connection import OUT_OF_DISK_HINT, Connection, is_out_of_disk, translate
-from flower_batch.errors import ImageBuildError, ImageMissing, OutOfDisk
+from flower_batch.errors import ImageBuildError, ImageMissing, NotFound, OutOfDisk
 
 LogLine = Callable[[str], None]
 
@@ -94,6 +98,7 @@ class DockerImages:
         network_mode: str | None = "none",
         on_line: LogLine = lambda line: None,
         nocache: bool = False,
+        dockerfile: str = "Dockerfile",
     ) -> str:
         """Build `context/Dockerfile` with the classic builder; returns the image id.
 
@@ -113,6 +118,7 @@ class DockerImages:
                 forcerm=True,
                 nocache=nocache,
                 pull=False,
+                dockerfile=dockerfile,
                 decode=True,
             )
             for event in events:
@@ -142,6 +148,112 @@ class DockerImages:
                 raise ImageBuildError(f"image build of {ref} ended without an image id")
             image_id = info.id
         return image_id
+
+    def labelled(self, key: str) -> list[ImageInfo]:
+        """Every image carrying label `key`, whatever its value."""
+        try:
+            rows = self._api().images(filters={"label": key})
+            return [image_info_from_inspect(self._api().inspect_image(r["Id"])) for r in rows]
+        except Exception as exc:
+            raise translate(exc, "image", key, address=self.address) from None
+
+    def labelled_volumes(self, key: str) -> list[str]:
+        try:
+            found = self._api().volumes(filters={"label": key}).get("Volumes") or []
+            return sorted(v["Name"] for v in found)
+        except Exception as exc:
+            raise translate(exc, "volume", key, address=self.address) from None
+
+    def remove_unused(self, kind: str, ref: str) -> bool:
+        """Remove an image or volume unless a container uses it; False when one does."""
+        try:
+            if kind == "image":
+                self._api().remove_image(ref, force=False)
+            else:
+                self._api().remove_volume(ref, force=False)
+            return True
+        except docker.errors.APIError as exc:
+            if exc.status_code == 409:  # in use
+                return False
+            raise translate(
+                exc, "image" if kind == "image" else "volume", ref, address=self.address
+            ) from None
+
+    # -- the runtime bundle's volume and the pre-flight probe (running/bundle.py) --------------
+    def volume_exists(self, name: str) -> bool:
+        try:
+            self._api().inspect_volume(name)
+            return True
+        except Exception as exc:
+            err = translate(exc, "volume", name, address=self.address)
+            if isinstance(err, NotFound):
+                return False
+            raise err from None
+
+    def create_volume(self, name: str, labels: dict[str, str]) -> None:
+        try:
+            self._api().create_volume(name, labels=labels)
+        except Exception as exc:
+            raise translate(exc, "volume", name, address=self.address) from None
+
+    def remove_volume(self, name: str) -> None:
+        try:
+            self._api().remove_volume(name, force=True)
+        except Exception as exc:
+            err = translate(exc, "volume", name, address=self.address)
+            if not isinstance(err, NotFound):
+                raise err from None
+
+    def run_to_end(
+        self,
+        image: str,
+        command: list[str],
+        *,
+        volumes: dict[str, tuple[str, bool]],
+        user: str,
+        env: dict[str, str] | None = None,
+        timeout: float = 120.0,
+    ) -> tuple[int, str]:
+        """Run `command` in a confined container of `image` (no network, no capability, a
+        read-only root, `volumes` {name: (target, read_only)}) to its end; (exit code, its output,
+        bounded). An image with nothing to run `command` with gives exit 127 and the engine's
+        words. The container is removed whatever happens."""
+        api = self._api()
+        mounts = [
+            docker.types.Mount(target, name, type="volume", read_only=ro, no_copy=ro)
+            for name, (target, ro) in volumes.items()
+        ]
+        host = api.create_host_config(
+            mounts=mounts,
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            network_mode="none",
+            read_only=True,
+            tmpfs={"/tmp": "rw,exec,nosuid,nodev,size=64m"},
+            pids_limit=256,
+        )
+        try:
+            created = api.create_container(
+                image, command, user=user, host_config=host, entrypoint=[], environment=env
+            )
+        except Exception as exc:
+            raise translate(exc, "image", image, address=self.address) from None
+        cid = created["Id"]
+        try:
+            try:
+                api.start(cid)
+            except docker.errors.APIError as exc:  # e.g. no /bin/sh: the OCI runtime cannot exec
+                return 127, str(exc.explanation or exc)
+            code = int(api.wait(cid, timeout=timeout).get("StatusCode", 1))
+            output = api.logs(cid, stdout=True, stderr=True, tail=40).decode(errors="replace")
+            return code, output[-4000:]
+        except Exception as exc:
+            raise translate(exc, "container", cid, address=self.address) from None
+        finally:
+            try:
+                api.remove_container(cid, force=True)
+            except Exception:  # noqa: BLE001 - already gone: nothing left behind
+                pass
 
     def remove(self, ref: str) -> None:
         try:

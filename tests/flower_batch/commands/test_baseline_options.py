@@ -14,6 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from flower_batch.cli import app
+from flower_batch.commands import environments as environments_cmd
 from flower_batch.commands import matrix as matrix_cmd
 from flower_batch.jobmodel.image import PinnedImage
 from flower_batch.jobmodel.outcome import JobOutcome
@@ -63,7 +64,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
             finished_at="2026-12-01T03:30:00+00:00",
         )
         write_record(home.job("nightly", job.id).record_path, record)
-    monkeypatch.setattr(matrix_cmd, "pinned_image", lambda ref: PinnedImage(IMAGE_ID, {}))
+    monkeypatch.setattr(environments_cmd, "pinned_image", lambda ref: PinnedImage(IMAGE_ID, {}))
     monkeypatch.setattr(matrix_cmd, "backend_for", lambda home, flag=None, recorded=None: FakeBackend())
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     return tmp_path

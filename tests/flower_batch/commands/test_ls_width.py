@@ -80,5 +80,5 @@ def test_ls_json_is_the_same_at_any_width(home: Path) -> None:
     assert sorted(r["job"] for r in narrow) == sorted(IDS)
     assert set(narrow[0]) == {
         "batch", "job", "status", "recorded_status", "class", "reason", "gateway_restarts", "cost_usd",
-        "metered", "num_turns", "duration_s", "started_at", "gateway_mode", "attempt", "persistent", "image_id",
+        "metered", "num_turns", "duration_s", "started_at", "gateway_mode", "attempt", "persistent", "image_id", "task_image",
     }  # fmt: skip

@@ -33,9 +33,22 @@ CASES = {
         HEAD + 'chek = "true"\n',
         "jobs.toml:4: tasks.a.chek: unknown field; did you mean `check`?",
     ),
-    "image outside defaults": (
-        HEAD + 'image = "other:1"\n',
-        "jobs.toml:4: tasks.a.image: the image is pinned once per batch; set it in [defaults] only",
+    "image and build": (
+        HEAD + 'image = "other:1"\nbuild = "tasks/a"\n',
+        "jobs.toml:5: tasks.a.build: set `image` or `build`, not both: a task runs in one image",
+    ),
+    "build folder without a Dockerfile": (
+        HEAD + 'build = "tasks/a"\n',
+        'jobs.toml:4: tasks.a.build: build folder "tasks/a" has no Dockerfile (looked for {root}/tasks/a/Dockerfile)',
+    ),
+    "build folder missing": (
+        HEAD + 'build = "envs/none"\n',
+        'jobs.toml:4: tasks.a.build: build folder "envs/none" not found (looked for {root}/envs/none); '
+        "paths are relative to the jobs file",
+    ),
+    "build key unknown": (
+        HEAD + 'build = { dir = "tasks/a", context = "." }\n',
+        "jobs.toml:4: tasks.a.build.context: unknown build key; use dir, dockerfile, args",
     ),
     "task text key": (
         '[defaults]\ntask = "fix the bug"\n' + HEAD,

@@ -210,7 +210,7 @@ class FlakyStart(FakeBackend):
         self.job_starts = 0
 
     async def start(self, container_id: str) -> None:
-        if self._get(container_id).spec.command[:1] == ["flower"]:
+        if self._get(container_id).spec.command[:1] == ["/opt/flower/bin/flower"]:
             self.job_starts += 1
             if self.job_starts <= self.failures:
                 raise BackendError(
@@ -292,10 +292,11 @@ def _matrix(tmp_path: Path, monkeypatch, backend_factory, *flags: str):  # type:
     from typer.testing import CliRunner
 
     from flower_batch.cli import app
+    from flower_batch.commands import environments as environments_cmd
     from flower_batch.commands import matrix as matrix_cmd
 
     monkeypatch.setattr(matrix_cmd, "backend_for", lambda home, flag=None, recorded=None: backend_factory())
-    monkeypatch.setattr(matrix_cmd, "pinned_image", lambda ref: PinnedImage(IMAGE_ID, {}))
+    monkeypatch.setattr(environments_cmd, "pinned_image", lambda ref: PinnedImage(IMAGE_ID, {}))
     jobs = _matrix_project(tmp_path)
     return CliRunner().invoke(app, ["matrix", str(jobs), *flags, "--home", str(tmp_path / "home")])
 
@@ -333,7 +334,9 @@ def test_matrix_counts_agent_verifier_and_infrastructure_apart(tmp_path: Path, m
     class OnlyUStarts(FakeBackend):
         async def start(self, container_id: str) -> None:
             spec = self._get(container_id).spec
-            if spec.command[:1] == ["flower"] and spec.env.get("FLOWER_BATCH_JOB", "").startswith("t."):
+            if spec.command[:1] == ["/opt/flower/bin/flower"] and spec.env.get(
+                "FLOWER_BATCH_JOB", ""
+            ).startswith("t."):
                 raise BackendError("Docker refused to start the container: no space left on device")
             await super().start(container_id)
 

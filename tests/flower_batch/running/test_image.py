@@ -60,7 +60,7 @@ def test_build_key_covers_every_input(tmp_path: Path) -> None:
         assert image.build_key(*variant) != key, f"input {i} does not change the key"
 
 
-def test_context_holds_only_dockerfile_and_wheels(tmp_path: Path) -> None:
+def test_context_holds_only_dockerfile_its_script_and_wheels(tmp_path: Path) -> None:
     wheel = tmp_path / "a-1.0-py3-none-any.whl"
     wheel.write_bytes(b"a")
     project = tmp_path / "flower_batch-0.1.0-py3-none-any.whl"
@@ -71,6 +71,7 @@ def test_context_holds_only_dockerfile_and_wheels(tmp_path: Path) -> None:
     assert files == [
         "Dockerfile",
         "project/flower_batch-0.1.0-py3-none-any.whl",
+        "relocate-python.sh",
         "wheels/a-1.0-py3-none-any.whl",
         "wheels/requirements.txt",
     ]

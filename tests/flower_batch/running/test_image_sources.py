@@ -34,10 +34,12 @@ def test_the_wheel_ships_the_build_files_and_the_lock_of_uv_lock(wheel: Path) ->
         lock = zf.read("flower_batch/image_build/requirements.lock").decode()
         dockerfile = zf.read("flower_batch/image_build/Dockerfile")
         script = zf.read("flower_batch/image_build/mkrootfs.sh")
+        relocate = zf.read("flower_batch/image_build/relocate-python.sh")
     assert lock == image.export_requirements(REPO)  # drifts from uv.lock: this fails
     assert "--hash=sha256:" in lock and image.pinned_version(lock, "claude-agent-sdk") == "0.2.184"
     assert dockerfile == (REPO / "images" / "runtime" / "Dockerfile").read_bytes()
     assert script == (REPO / "images" / "base" / "mkrootfs.sh").read_bytes()
+    assert relocate == (REPO / "images" / "runtime" / "relocate-python.sh").read_bytes()
 
 
 def test_the_checkout_builds_from_its_own_files() -> None:

@@ -196,7 +196,11 @@ async def test_the_record_is_written_before_create_after_create_and_at_the_end(t
     assert run.placement == ["node.labels.pool==big"]  # the check too: it runs where its job may (issue 13)
     assert check.command == ["sh", "-c", "test -d /workspace"]
     assert check.env == {"HOME": "/tmp", "FLOWER_BATCH_JOB": "w"}
-    assert run.command[0] == "flower" and run.env["FLOWER_BATCH_JOB"] == "w" and run.env["FLOWER_RUN_STAMP"]
+    assert (
+        run.command[0] == "/opt/flower/bin/flower"
+        and run.env["FLOWER_BATCH_JOB"] == "w"
+        and run.env["FLOWER_RUN_STAMP"]
+    )
 
 
 @pytest.mark.anyio

@@ -10,10 +10,12 @@ import json
 import os
 import socket
 import stat
+import sys
 import urllib.error
 import urllib.request
 
 T = json.load(open("/workspace/targets.json"))
+print(f"Python {sys.version.split()[0]}", flush=True)
 MARK = T["victim_marker"]
 
 
@@ -91,6 +93,12 @@ try:
     say("rootfs-write", False, "wrote /etc/hacked")
 except OSError as exc:
     say("rootfs-write", True, exc)
+# flower itself, brought into the image (a shared read-only volume in a task's own image)
+try:
+    open("/opt/flower/bin/flower", "a").write("# hacked")
+    say("flower-write", False, "appended to /opt/flower/bin/flower")
+except OSError as exc:
+    say("flower-write", True, exc)
 
 # -- another job's files -----------------------------------------------------------------------
 hits = []

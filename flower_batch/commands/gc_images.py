@@ -1,0 +1,57 @@
+"""`gc --images`: what flower-batch built for tasks and copied for their jobs, removed only when
+asked. With `--batch`: the images built from task folders (`build =`) that the batch's records
+pinned. Without: every image built from a task folder (label org.flower-batch.task-build) and the
+runtime bundle's volumes (running/bundle.py). Whatever a container still uses is kept, and said."""
+
+from __future__ import annotations
+
+from flower_batch.backend.docker.images import DockerImages
+from flower_batch.errors import RecordError
+from flower_batch.jobmodel.record import read_record
+from flower_batch.labels import RUNTIME_BUNDLE, TASK_BUILD
+from flower_batch.layout import Home
+
+from .common import err, out
+
+
+def gc_images(home: Home, batch: str | None, dry_run: bool) -> None:
+    images = DockerImages()
+    try:
+        built = {info.id: (info.tags or [info.id[:19]])[0] for info in images.labelled(TASK_BUILD)}
+        if batch is not None:
+            pinned = _pinned_by(home, batch)
+            built = {image_id: shown for image_id, shown in built.items() if image_id in pinned}
+        found = [("image", image_id, shown) for image_id, shown in built.items()]
+        if batch is None:
+            # the copy before its marker: a volume in use keeps its marker, and stays usable
+            volumes = images.labelled_volumes(RUNTIME_BUNDLE)
+            found += [("volume", name, name) for name in volumes if not name.endswith("-ready")]
+        removed = 0
+        for kind, ref, shown in found:
+            if dry_run:
+                out.print(f"would remove {kind} {shown}", markup=False)
+                continue
+            if not images.remove_unused(kind, ref):
+                err.print(f"kept {kind} {shown}: a container uses it", markup=False)
+                continue
+            if kind == "volume":
+                images.remove_unused(kind, ref + "-ready")
+            out.print(f"removed {kind} {shown}", markup=False)
+            removed += 1
+        verb = "would remove" if dry_run else "removed"
+        err.print(f"{verb} {len(found) if dry_run else removed} task image(s) and runtime volume(s)")
+    finally:
+        images.close()
+
+
+def _pinned_by(home: Home, batch: str) -> set[str]:
+    """The task images the batch's records pinned (a record that cannot be read pins nothing)."""
+    found = set()
+    for jd in home.jobs(batch):
+        try:
+            task_image = read_record(jd.record_path).spec.task_image
+        except (OSError, RecordError):
+            continue
+        if task_image is not None and task_image.origin == "build":
+            found.add(task_image.id)
+    return found
