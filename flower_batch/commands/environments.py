@@ -65,6 +65,7 @@ def pin_environments(
     backend: str,
     dry_run: bool = False,
     keep_pinned: bool = False,
+    parallel: int = 1,
 ) -> Environments:
     """Every job's task image pinned (built, probed) before any job folder is touched."""
     if backend == "swarm" and any(job.image or job.build or job.task_image for job in jobs):
@@ -80,6 +81,7 @@ def pin_environments(
         log=lambda line: err.print(line, markup=False),
         dry_run=dry_run,
         keep_pinned=keep_pinned,
+        parallel=parallel,
     )
 
 

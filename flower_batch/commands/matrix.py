@@ -177,7 +177,9 @@ def matrix(
     engine = backend_for(
         home, backend_choice, jf.backend
     )  # a bad choice is refused before anything is written
-    jf, pinned, bundle = _environments(jf, image, h, chosen_backend(backend_choice, jf.backend), dry_run)
+    jf, pinned, bundle = _environments(
+        jf, image, h, chosen_backend(backend_choice, jf.backend), dry_run, parallel
+    )
     image_id = pinned.id
     records = load_records(h.batch_dir(jf.name), [j.id for j in jf.jobs])
     plan = plan_resume(jf.jobs, image_id, records, retry_failed=retry_failed, fresh=fresh)
@@ -313,14 +315,16 @@ def _describe(file: str) -> Describe:
 
 
 def _environments(
-    jf: JobsFile, image: str | None, h: Home, backend: str, dry_run: bool
+    jf: JobsFile, image: str | None, h: Home, backend: str, dry_run: bool, parallel: int
 ) -> tuple[JobsFile, PinnedImage, str | None]:
     """The runtime, and every job's own image pinned (built, probed) before anything is written;
-    a dry run builds nothing. `--image` of an image `image build` did not make is the task image of
-    every job that names none."""
+    a dry run builds nothing; folders build `parallel` at once. `--image` of an image `image build`
+    did not make is the task image of every job that names none."""
     pinned, task_image = split_image(image, jf.image)
     jobs = [j if j.image or j.build or not task_image else replace(j, image=task_image) for j in jf.jobs]
-    found = pin_environments(jobs, pinned, home=h, where=jf.path.name, backend=backend, dry_run=dry_run)
+    found = pin_environments(
+        jobs, pinned, home=h, where=jf.path.name, backend=backend, dry_run=dry_run, parallel=parallel
+    )
     return replace(jf, jobs=tuple(found.jobs)), pinned, found.bundle
 
 

@@ -127,6 +127,11 @@ def _lock(name: str) -> _FileLock:
     return _FileLock(Path(tempfile.gettempdir()) / f"flower-batch-{name}.lock")
 
 
+def build_lock(key: str) -> _FileLock:
+    """One build of a task folder (by its key) at a time on this machine."""
+    return _lock("build-" + key.removeprefix("sha256:")[:16])
+
+
 class _FileLock:
     """One filler of a volume at a time on this machine (two orchestrators may start together)."""
 
@@ -153,7 +158,7 @@ def _read_cache(path: Path) -> dict[str, str]:
 def _write_cache(path: Path, data: dict[str, str]) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")  # two orchestrators write at once
         tmp.write_text(json.dumps(data))
         tmp.replace(path)
     except OSError:

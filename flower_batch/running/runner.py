@@ -159,7 +159,11 @@ async def run_job(
     ran = await run_container(attempt, command, fresh=not waking)
     checked = await check_if_due(attempt, ran)
     record = finish_record(attempt, ran, checked)
+    # The trajectory before the record that says the job ended: an orchestrator killed in between
+    # leaves a job that runs again, never a finished one without its trajectory.json.
     await anyio.to_thread.run_sync(_write_trajectory, jd, record)
+    write_record(jd.record_path, record)
+    _state(ctx, job.id, record.status)
     return record
 
 
@@ -455,7 +459,8 @@ async def check_if_due(attempt: Attempt, ran: Ran) -> Checked:
 
 
 def finish_record(attempt: Attempt, ran: Ran, checked: Checked) -> JobRecord:
-    """The finished record: the verdict, what it cost, how the gateway fared; written last."""
+    """The finished record: the verdict, what it cost, how the gateway fared (the caller writes
+    it, last)."""
     ctx, job, jd = attempt.ctx, attempt.job, attempt.jd
     rows = jd.manifest()
     # metered outside the container: survives a kill
@@ -490,10 +495,7 @@ def finish_record(attempt: Attempt, ran: Ran, checked: Checked) -> JobRecord:
                 step=_interrupted_step(attempt, rows) if verdict.status is Status.PAUSED else None,
             )
             record = replace(record, budget_history=(*record.budget_history, entry))
-    record = replace(record, gateway_health=health)
-    write_record(jd.record_path, record)
-    _state(ctx, job.id, verdict.status)
-    return record
+    return replace(record, gateway_health=health)
 
 
 def decide(

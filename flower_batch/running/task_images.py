@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from flower_batch.jobmodel.hashing import tree_hash
 from flower_batch.jobmodel.image import PinnedImage
 from flower_batch.jobmodel.spec import JobSpec
 from flower_batch.labels import BUILD_KEY, CLI_VERSION, MANAGED, TASK_BUILD, VERSION
-from flower_batch.running.bundle import bundle_volume, probe
+from flower_batch.running.bundle import build_lock, bundle_volume, probe
 
 from .. import __version__
 
@@ -53,11 +54,13 @@ def resolve_environments(
     docker_host: str | None = None,
     dry_run: bool = False,
     keep_pinned: bool = False,
+    parallel: int = 1,
 ) -> Environments:
     """`where`: the jobs file's name (or the command) for the error lines. `dry_run`: builds
     nothing, probes nothing (a folder not built yet is pinned by its key: its image is its
     content, so a job's inputs hash is the same either way). `keep_pinned`: each job runs in the
-    image its record pinned (`wake`, `repro`), which must still be in the engine."""
+    image its record pinned (`wake`, `repro`), which must still be in the engine. `parallel`:
+    folders built at once (matrix's -j)."""
     if keep_pinned:
         jobs = [replace(job, image=None, build=None) for job in jobs]
     if not any(job.image or job.build or job.task_image for job in jobs):
@@ -65,12 +68,27 @@ def resolve_environments(
     images = DockerImages(docker_host)
     try:
         pinned: dict[str, TaskImage | None] = {}
+        to_build: dict[str, JobSpec] = {}
         for job in jobs:
             key = _key(job)
-            if key not in pinned:
-                pinned[key] = _pin(
-                    images, job, runtime, where=where, home_root=home_root, log=log, dry_run=dry_run
-                )
+            if key in pinned or key in to_build:
+                continue
+            if job.build is not None and not dry_run and not images.find_by_label(TASK_BUILD, job.build.key):
+                to_build[key] = job  # built below, several at once
+                continue
+            pinned[key] = _pin(
+                images, job, runtime, where=where, home_root=home_root, log=log, dry_run=dry_run
+            )
+        pinned.update(
+            _build_all(
+                to_build,
+                where=where,
+                home_root=home_root,
+                log=log,
+                parallel=parallel,
+                docker_host=docker_host,
+            )
+        )
         used = {t.id: t for t in pinned.values() if t is not None}
         if dry_run:
             return Environments([replace(job, task_image=pinned[_key(job)]) for job in jobs], None)
@@ -78,15 +96,17 @@ def resolve_environments(
         for task_image in used.values():
             assert volume is not None
             owner = next(job for job in jobs if pinned[_key(job)] == task_image)
-            try:
-                probe(
-                    images, task_image.id, volume, home_root / ".cache" / "probed.json", task_image.describe()
-                )
-            except FlowerBatchError as exc:
-                raise FlowerBatchError(f"{where}: task {owner.task}: {exc}") from None
+            _probe(images, task_image, volume, home_root, f"{where}: task {owner.task}")
         return Environments([replace(job, task_image=pinned[_key(job)]) for job in jobs], volume)
     finally:
         images.close()
+
+
+def _probe(images: DockerImages, task_image: TaskImage, volume: str, home_root: Path, whose: str) -> None:
+    try:
+        probe(images, task_image.id, volume, home_root / ".cache" / "probed.json", task_image.describe())
+    except FlowerBatchError as exc:
+        raise FlowerBatchError(f"{whose}: {exc}") from None
 
 
 def _is_runtime(labels: Mapping[str, str]) -> bool:
@@ -144,11 +164,49 @@ def _pin(
     return TaskImage(id=info.id, origin=origin, ref=ref)
 
 
+def _build_all(
+    jobs: Mapping[str, JobSpec],
+    *,
+    where: str,
+    home_root: Path,
+    log: Log,
+    parallel: int,
+    docker_host: str | None,
+) -> dict[str, TaskImage | None]:
+    """The folders to build, at most `parallel` at once, each on a connection of its own; the
+    first failure (in the jobs' order) is the one line."""
+
+    def one(job: JobSpec) -> TaskImage:
+        assert job.build is not None
+        images = DockerImages(docker_host)
+        try:
+            return _built(images, job.task, job.build, where=where, home_root=home_root, log=log)
+        finally:
+            images.close()
+
+    with ThreadPoolExecutor(max_workers=max(1, min(parallel, len(jobs) or 1))) as pool:
+        futures = {key: pool.submit(one, job) for key, job in jobs.items()}
+        wait(futures.values())
+    for future in futures.values():
+        error = future.exception()
+        if error is not None:
+            raise error
+    return {key: future.result() for key, future in futures.items()}
+
+
 def _built(
     images: DockerImages, task: str, recipe: BuildRecipe, *, where: str, home_root: Path, log: Log
 ) -> TaskImage:
     """The image of a build folder: found by its key, else built (with the network: a task's
-    Dockerfile may install packages)."""
+    Dockerfile may install packages). One build of a folder at a time on this machine: a second
+    orchestrator finds the image the first built."""
+    with build_lock(recipe.key):
+        return _found_or_built(images, task, recipe, where=where, home_root=home_root, log=log)
+
+
+def _found_or_built(
+    images: DockerImages, task: str, recipe: BuildRecipe, *, where: str, home_root: Path, log: Log
+) -> TaskImage:
     shown = _shown_folder(recipe.folder)
     for found in images.find_by_label(TASK_BUILD, recipe.key)[:1]:
         return TaskImage(id=found.id, origin="build", ref=shown)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from flower_batch.jobmodel.image import PinnedImage
+from flower_batch.running.bundle import TOOLS_PATH
 
 
 def _spec(job_id: str, mode: str = "anthropic"):
@@ -195,7 +196,8 @@ async def test_the_record_is_written_before_create_after_create_and_at_the_end(t
     assert (run.labels[ROLE], check.labels[ROLE]) == ("job", "check")
     assert run.placement == ["node.labels.pool==big"]  # the check too: it runs where its job may (issue 13)
     assert check.command == ["sh", "-c", "test -d /workspace"]
-    assert check.env == {"HOME": "/tmp", "FLOWER_BATCH_JOB": "w"}
+    # the runtime image's own PATH, not flower's venv: the check's python3 is the image's
+    assert check.env == {"PATH": TOOLS_PATH, "HOME": "/tmp", "FLOWER_BATCH_JOB": "w"}
     assert (
         run.command[0] == "/opt/flower/bin/flower"
         and run.env["FLOWER_BATCH_JOB"] == "w"
