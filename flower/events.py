@@ -118,7 +118,8 @@ class HandoffDue(_Event):
 @dataclass(frozen=True)
 class LimitsTold(_Event):
     kind: ClassVar[str] = "limits"
-    text: str
+    text: str  # what the agent was told, in the workflow's wording
+    summary: str = ""  # the same limits as the person reads them (runtime.limits.limits_summary)
 
 
 @dataclass(frozen=True)

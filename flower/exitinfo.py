@@ -29,6 +29,7 @@ from typing import Any
 
 from flower.catalogue.names import EXIT_FILE
 from flower.catalogue.runtime import LIMITS_TIMED_OUT
+from flower.catalogue.terminal import step_label
 from flower.clock import now_iso
 from flower.fileio import write_atomic
 
@@ -145,20 +146,21 @@ def step_failure(ctx: dict[str, Any]) -> tuple[str, str, str] | None:
     failed = ctx.get("_failed_at")
     if not failed:
         return None
+    shown = step_label(failed)  # the person reads the reason; `step` keeps the workflow's name
     result = (ctx.get("_results") or {}).get(failed)
     aborted = ctx.get("_aborted")
     if aborted:
-        return "step", f"step {failed}: its gate gave up: {aborted}", failed
+        return "step", f"step {shown}: its gate gave up: {aborted}", failed
     if result is None:
-        return "step", f"step {failed} failed", failed
+        return "step", f"step {shown} failed", failed
     if result.ok:
-        return "step", f"step {failed}: its gate did not pass the result", failed
+        return "step", f"step {shown}: its gate did not pass the result", failed
     error = result.error or "failed"
     if error.startswith(LIMITS_TIMED_OUT):
-        return "timeout", f"step {failed}: {error}", failed
+        return "timeout", f"step {shown}: {error}", failed
     if "DatabaseError" in error or "database disk image" in error:
-        return "database", f"step {failed}: the session store failed: {error}", failed
+        return "database", f"step {shown}: the session store failed: {error}", failed
     status = getattr(result, "api_error_status", None)
     if status is not None and 400 <= status < 500 and status not in (408, 429):
-        return "api", f"step {failed}: API error {status}: {error}", failed
-    return "step", f"step {failed} failed: {error}", failed
+        return "api", f"step {shown}: API error {status}: {error}", failed
+    return "step", f"step {shown} failed: {error}", failed

@@ -8,6 +8,7 @@ Its layers, bottom to top (docs/architecture.md; tests/flower_batch/test_layerin
     outputlines      a container's output split into bounded lines
     untrusted_files  the files a job wrote, read as untrusted input: bounded, no symlink followed
     workspace_diff   what a job did to its workspace
+    workspace_scan   what a job's workspace copy holds: no home, no ignored path, bounded
     jobmodel/        what a job is and what became of it: spec, record, outcome, resume
     layout           where a job's files are (Home, JobDir)
     backend/         the container engines behind one Backend: docker/, swarm/

@@ -1,4 +1,4 @@
-"""The `flower-batch` command, assembled: run / wake / ls / show / logs / stop / gc / image, matrix,
+"""The `flower-batch` command, assembled: init / run / wake / ls / show / logs / stop / gc / image, matrix,
 report, compare, repro, view, export.
 
 The command modules (flower_batch/commands/: jobs, image, matrix, compare, repro, view) export
@@ -29,6 +29,7 @@ from .errors import FlowerBatchError
 # line that names one imports only its module (`main`): `run` starts without compare, export,
 # reports and view (about a quarter of a second of every job's start).
 COMMANDS: tuple[tuple[str, str, str], ...] = (
+    ("init", "init", "init"),
     ("run", "jobs", "run"),
     ("wake", "jobs", "wake"),
     ("ls", "jobs", "ls"),

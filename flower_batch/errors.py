@@ -34,6 +34,8 @@
     ├── RecordError             a record.json is unreadable or misses a field       also a ValueError
     ├── JobNotFound             a job reference names no job of this home
     ├── TargetNotFound          a workflow target (module:attr, file.py:attr) names no file
+    ├── WorkspaceUnusable       a job's workspace cannot be copied (too big, too deep, a file that
+    │                           cannot be read): the job's input, never retried as infrastructure
     ├── PreflightFailed         problems found before anything ran; `lines`, one per problem
     ├── SideError               `compare`: a side is no batch, results.json or baseline file
     └── ReproError              `repro`: the job cannot be reproduced (no record, no image, ...)
@@ -221,6 +223,10 @@ class JobNotFound(FlowerBatchError):
 
 class TargetNotFound(FlowerBatchError):
     """A workflow target names no file or module that exists."""
+
+
+class WorkspaceUnusable(FlowerBatchError):
+    pass
 
 
 class PreflightFailed(FlowerBatchError):

@@ -18,11 +18,13 @@ copy alone cannot say what changed.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .untrusted_files import Entry, Tree, open_file, read_head, shown, walk
+from .workspace_scan import rules_for, scan
 
 FILE_DIFF_LIMIT = 64 * 1024  # characters of unified diff shown per file
 TOTAL_DIFF_LIMIT = 1024 * 1024  # characters of unified diff over all files of a job
@@ -102,18 +104,21 @@ class WorkspaceDiff:
         return {**self.summary(), "skipped": self.skipped, "files": [f.to_dict() for f in self.files]}
 
 
-def summarize(source: Path | None, workspace: Path) -> WorkspaceDiff:
-    return _compare(source, workspace, with_text=False)
+def summarize(source: Path | None, workspace: Path, exclude: Sequence[str] = ()) -> WorkspaceDiff:
+    return _compare(source, workspace, with_text=False, exclude=exclude)
 
 
 def diff(
     source: Path | None,
     workspace: Path,
     *,
+    exclude: Sequence[str] = (),
     file_limit: int = FILE_DIFF_LIMIT,
     total_limit: int = TOTAL_DIFF_LIMIT,
 ) -> WorkspaceDiff:
-    return _compare(source, workspace, with_text=True, file_limit=file_limit, total_limit=total_limit)
+    return _compare(
+        source, workspace, with_text=True, exclude=exclude, file_limit=file_limit, total_limit=total_limit
+    )
 
 
 def _compare(
@@ -121,9 +126,12 @@ def _compare(
     workspace: Path,
     *,
     with_text: bool,
+    exclude: Sequence[str] = (),
     file_limit: int = FILE_DIFF_LIMIT,
     total_limit: int = TOTAL_DIFF_LIMIT,
 ) -> WorkspaceDiff:
+    """`exclude`: the job's patterns; with the source's .flowerbatchignore and any home in it,
+    what its copy left out is not counted as removed (workspace_scan.py)."""
     out = WorkspaceDiff(source=str(source) if source else None)
     if source is not None and not source.is_dir():
         out.source_missing = True
@@ -132,6 +140,10 @@ def _compare(
         out.workspace_missing = True
         return out
     before = _tree(source, out) if source is not None else Tree()
+    if source is not None:
+        copied = scan(source, rules_for(source, exclude))
+        kept = copied.files.keys() | copied.symlinks.keys()
+        before.entries = {rel: e for rel, e in before.entries.items() if rel in kept}
     after = _tree(workspace, out)
     budget = total_limit
     for rel in sorted(before.entries.keys() | after.entries.keys()):

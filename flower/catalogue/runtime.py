@@ -18,9 +18,8 @@ RESUME_PROMPT = (
 )
 
 # -- runtime.signals: Ctrl-C ----------------------------------------------------------------
-INTERRUPT_NOTICE = "flower: 收到 Ctrl-C，在下一个消息边界停下 (再按一次 Ctrl-C 退出)"
-# (Ctrl-C received: stopping at the next message boundary; press again to quit)
-INTERRUPT_PROMPT = "补充一句? 回车 = 直接接着做 (Ctrl-C 退出)\n> "  # add a word? Enter = just continue
+INTERRUPT_NOTICE = "flower: Ctrl-C received: stopping at the next message boundary (Ctrl-C again quits)"
+INTERRUPT_PROMPT = "Add a word? Enter = just continue (Ctrl-C quits)\n> "
 
 # -- runtime.limits: what the agent is told about its time and budget ---------------------------
 # Each is the default of one key of a wording file (`--notice-wording FILE`, docs/limits.md).

@@ -6,62 +6,70 @@ and the words flower_batch finds in every wake line flower prints.
 from __future__ import annotations
 
 # -- cli.terminal -----------------------------------------------------------------------------
+# Everything here is said to the person, in English. What the agent is told, and the names of the
+# published flower's files and steps (需求.md, 目标.md, 确认需求 …), stay as the workflow defines
+# them (names.py, starter.py); a step is shown to the person by its label (STEP_LABELS).
 
-WAKE_QUESTION = "接着上次? 直接回车 = 接着做;也可以说点新的;/new = 重开一件事(Ctrl-C 退出)\n> "
-# ("Continue? Enter = go on; or say something new; /new = start something else (Ctrl-C quits)")
-TASK_PROMPT = "要做什么? 一句话就够,回车开始(Ctrl-C 退出)\n> "
-# ("What shall I do? One sentence is enough; Enter starts (Ctrl-C quits)")
-ADD_PROMPT = "补充一句? 回车 = 直接接着做 (再按 Ctrl-C 退出)\n> "
-# ("Add a word? Enter = just continue (Ctrl-C again quits)")
+WAKE_QUESTION = (
+    "Continue? Enter = go on; or say something new; /new = start something else (Ctrl-C quits)\n> "
+)
+TASK_PROMPT = "What shall I do? One sentence is enough; Enter starts (Ctrl-C quits)\n> "
+ADD_PROMPT = "Add a word? Enter = just continue (Ctrl-C again quits)\n> "
 
 # -- what the person sees on the terminal ------------------------------------------------------
 # (flower.cli.display, flower.cli.go_printer, flower.starter.wake)
-WOKE_MARK = "  <- 接上次 · 第 {woke} 次唤醒"  # after a step header: continued, the N-th wake
-BANNER = "<- 在 {where} 接上上次  "  # the wake banner: "back in <dir> where we left off"
-BANNER_BRIEF = "需求已确认"  # the brief is settled
-BANNER_CHECKS = "目标 {checks} 条"  # the goal has N checks
-BANNER_CONTEXT = "{step}上下文 {tokens}"  # the step's context size
-BANNER_WOKE = "第 {woke} 次唤醒"  # the N-th wake
+WOKE_MARK = "  <- continued · wake #{woke}"  # after a step header
+BANNER = "<- back in {where} where we left off  "  # the wake banner
+BANNER_BRIEF = "brief settled"
+BANNER_CHECKS = "goal: {checks} checks"
+BANNER_CONTEXT = "{step} context {tokens}"
+BANNER_WOKE = "wake #{woke}"
 NOTICE_HANDOFF_DUE = (
-    "  上下文 {context} 过了交接线 {at}: 停下来写交接文档"  # context past the line: writing the handoff
+    "  context {context} is past the handoff line {at}: stopping to write the handoff document"
 )
-NOTICE_HANDED_OVER = "  交接: 新会话接手 (第 {generation} 代), 文档 {doc}"  # a fresh session took over
-NOTICE_LIMITS = "  限制: {text}"  # what the agent was told of its time and budget
-NOTICE_TIME_UP = "  时间到: 给 {seconds} 秒写收尾笔记 {notes}"  # time is up: N seconds to write the notes
-NOTICE_DEGRADED = "  上下文装不下了: 运行时代写交接文档 (降级交接)"  # full: the runtime wrote the document
-NOTICE_CONTEXT = "  上下文 {context}, 交接线 {at}"  # context size, the handoff line
-NOTICE_OFFLINE = "  连不上 {host}:{port}: 等网络恢复后接着同一个会话做"  # unreachable: waiting, same session
+NOTICE_HANDED_OVER = "  handoff: a fresh session took over (generation {generation}), document {doc}"
+NOTICE_LIMITS = "  limits: {text}"  # the time and budget the agent was told it has left (LIMITS_SUMMARY)
+LIMITS_SUMMARY_TIME = "{time_left} left (deadline {deadline})"
+LIMITS_SUMMARY_BUDGET = "${budget_left} of ${budget} budget left (${spent} spent)"
+LIMITS_SUMMARY_JOIN = " · "
+NOTICE_TIME_UP = "  time is up: {seconds} seconds to write the wrap-up notes {notes}"
+NOTICE_DEGRADED = "  the context is full: the runtime wrote the handoff document (degraded handoff)"
+NOTICE_CONTEXT = "  context {context}, handoff line {at}"
+NOTICE_OFFLINE = "  cannot reach {host}:{port}: waiting for the network, then the same session goes on"
 NOTICE_OFFLINE_VIA = (
-    "  连不上 {host}:{port} (经 {via}): 等网络恢复后接着同一个会话做"  # the same, through a socket
+    "  cannot reach {host}:{port} (through {via}): waiting for the network, then the same session goes on"
 )
-FROZEN_LINE = "== {name}: 已定下, 跳过 ({path})"  # already settled: skipped (its content still flows on)
-GOAL_LINE = "  目标: {statement}  ·  判定清单 {count} 条  ->  {path}"
-JUDGE_LINE = "  -- {name}: 独立判定者 (全新会话) 对照 目标.md 检查"  # an independent judge, a fresh session
-WAIT_MINUTES = "{n:.0f} 分钟"
-WAIT_SECONDS = "{n:.0f} 秒"
-ASK_HINT = "   回车提交;空行 = 不回答;{wait}内不答由 agent 自己决定"
-# (Enter submits; an empty line = no answer; unanswered after <wait>, the agent decides)
-UNCLEAR_VERDICT = "    (结论不清楚, 按未达成算: {note})"  # unclear verdict: counted as not achieved
-NEXT_ROUND = "  -> 带着没通过的项回到同一个会话接着做 (第 {round}/{rounds} 轮)"  # back with the failed checks
-INBOX_DELIVERED = "  -> 放进收件箱 (agent 在阶段之间会读), 也记进了 需求.md 的「运行中补充」"
-# (into the inbox — the agent reads it between phases — and into 需求.md)
-ROUNDS_SPENT = "判定没通过, 轮数用完了"  # the judge did not pass it and the rounds ran out
-STOPPED_AT = "没做完: 停在「{step}」"  # not finished: stopped at <step>
-HOW_TO_CONTINUE = '  再运行 flower 接着做, 或 flower "补充的话" 加一句 (--rounds N 给更多轮)'
-# (run flower again to continue, or add words; --rounds N for more rounds)
-CLARIFIED_ONLY = "需求已确认 (--clarify-only: 到此为止)"
-DONE_JUDGED = "做完了: 独立判定者确认目标已达成"  # done: the judge confirmed the goal
-DONE = "做完了"
-NOTE_LABELS = ("需求", "目标", "问答")  # the notes listed at the end: brief, goal, Q&A log
+FROZEN_LINE = "== {name}: settled, skipped ({path})"  # its content still flows on
+GOAL_LINE = "  goal: {statement}  ·  {count} checks  ->  {path}"
+JUDGE_LINE = "  -- {name}: an independent judge (a fresh session) checks against 目标.md"
+WAIT_MINUTES = "{n:.0f} minutes"
+WAIT_SECONDS = "{n:.0f} seconds"
+ASK_HINT = "   Enter submits; an empty line = no answer; unanswered after {wait}, the agent decides"
+UNCLEAR_VERDICT = "    (unclear verdict, counted as not achieved: {note})"
+NEXT_ROUND = "  -> back to the same session with the checks that failed (round {round}/{rounds})"
+INBOX_DELIVERED = "  -> in the inbox (the agent reads it between phases), and in 需求.md's 运行中补充"
+ROUNDS_SPENT = "the judge did not pass it and the rounds ran out"
+STOPPED_AT = "not finished: stopped at {step}"
+HOW_TO_CONTINUE = (
+    '  run flower again to continue, or flower "more words" to add some (--rounds N for more rounds)'
+)
+CLARIFIED_ONLY = "brief settled (--clarify-only: stopping here)"
+DONE_JUDGED = "done: an independent judge confirmed the goal"
+DONE = "done"
+NOTE_LABELS = ("brief", "goal", "Q&A")  # the notes listed at the end: 需求.md, 目标.md, 问答记录.md
+
+# The starter flow's steps as the person reads them in progress lines and errors; the step
+# names themselves (lineage, manifest, the notes' file names) are the published flower's.
+STEP_LABELS = {"确认需求": "clarify", "设定目标": "set goal", "干活": "work", "干活·判定": "work·judge"}
 
 # -- cli.go_printer ---------------------------------------------------------------------------
 
 ANSWER_LINES = {  # how a question to the person ended, by Exchange.status
-    "answered": "   ✓ 收到回答",  # answer received
-    "auto": "   (全自动: 没人回答, agent 自己决定并记下假设)",  # fully automatic: the agent decides
-    "timeout": "   (没等到回答: agent 自己决定并记下假设)",  # no answer in time
-    "declined": "   (不回答: agent 自己决定)",  # declined
-    "budget": "   (提问次数用完, 没有转给你)",  # question budget spent
+    "answered": "   ✓ answer received",
+    "auto": "   (fully automatic: nobody answers; the agent decides and records its assumption)",
+    "timeout": "   (no answer in time: the agent decides and records its assumption)",
+    "declined": "   (no answer: the agent decides)",
+    "budget": "   (the question budget is spent; not passed on to you)",
 }
 
 
@@ -81,4 +89,13 @@ GO_NO_TRIM_HELP = "keep old large tool results in the context on resume"
 
 # -- what flower_batch finds in flower's output ----------------------------------------------------
 
-WAKE_LINE_MARKS = ("接上", "唤醒")  # words in every wake line flower prints (BANNER, WOKE_MARK, BANNER_WOKE)
+# Words in every wake line flower prints (BANNER, WOKE_MARK, BANNER_WOKE); the Chinese ones are
+# an earlier flower's, still in the logs of jobs it ran.
+WAKE_LINE_MARKS = ("where we left off", "wake #", "接上", "唤醒")
+
+
+def step_label(name: str) -> str:
+    """A step's name as the person reads it: the starter flow's steps by their label (干活·判定#2
+    -> work·judge#2), any other step as its workflow names it."""
+    base, sep, attempt = name.partition("#")
+    return STEP_LABELS.get(base, base) + sep + attempt

@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from flower.catalogue.terminal import WOKE_MARK
+from flower.catalogue.terminal import WOKE_MARK, step_label
 from flower.events import (
     AssistantText,
     Event,
@@ -43,7 +43,7 @@ class Display:
         match event:
             case StepStarted(name=name, index=index, total=total, resumed=resumed, woke=woke):
                 again = WOKE_MARK.format(woke=woke) if resumed else ""
-                c.rule(f"{escape(str(name))}  {index}/{total}{again}", align="left")
+                c.rule(f"{escape(step_label(str(name)))}  {index}/{total}{again}", align="left")
             case ToolCalled(name=name, input=tool_input):
                 c.print(f"  [dim]· {escape(str(name))}[/dim] {_short(tool_input)}")
             case AssistantText(text=text) if self.verbose:
@@ -60,7 +60,7 @@ class Display:
     def step_done(self, name: str, result: StepResult) -> None:
         mark = "[green]ok[/green]" if result.ok else f"[red]failed[/red] {_short(result.error, 160)}"
         self.console.print(
-            f"  {escape(name)}: {mark}  ${result.cost_usd:.4f}  {result.num_turns} turns  {result.duration_s:.1f}s"
+            f"  {escape(step_label(name))}: {mark}  ${result.cost_usd:.4f}  {result.num_turns} turns  {result.duration_s:.1f}s"
         )
 
     def final_text(self, result: StepResult) -> None:
@@ -77,7 +77,7 @@ class Display:
                 table.add_column(col)
             for r in results:
                 table.add_row(
-                    escape(r.step),
+                    escape(step_label(r.step)),
                     "yes" if r.ok else "no",
                     f"{r.cost_usd:.4f}",
                     str(r.num_turns),

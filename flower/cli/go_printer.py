@@ -23,6 +23,7 @@ from flower.catalogue.terminal import (
     UNCLEAR_VERDICT,
     WAIT_MINUTES,
     WAIT_SECONDS,
+    step_label,
 )
 from flower.cli.display import Display
 from flower.context.workbench import Workbench
@@ -62,10 +63,19 @@ class GoPrinter:
         match event:
             case StepStarted():
                 self.say(
-                    step_header(event.name, event.index, event.total, resumed=event.resumed, woke=event.woke)
+                    step_header(
+                        step_label(event.name),
+                        event.index,
+                        event.total,
+                        resumed=event.resumed,
+                        woke=event.woke,
+                    )
                 )
             case Frozen():
-                self.say(FROZEN_LINE.format(name=event.name, path=display_path(event.path)), style="dim")
+                self.say(
+                    FROZEN_LINE.format(name=step_label(event.name), path=display_path(event.path)),
+                    style="dim",
+                )
             case Asked():
                 self._ask(event)
             case Answered():
@@ -79,7 +89,7 @@ class GoPrinter:
                     )
                 )
             case Judging():
-                self.say(JUDGE_LINE.format(name=event.name), style="cyan")
+                self.say(JUDGE_LINE.format(name=step_label(event.name)), style="cyan")
             case Judged():
                 self._verdict(event)
             case Warned():
@@ -100,7 +110,10 @@ class GoPrinter:
     def _verdict(self, event: Judged) -> None:
         state = event.state
         style = "green" if state == "achieved" else "yellow" if state == "not_yet" else "red"
-        self.say(f"  {event.name}: {state}" + (f"  {event.reason}" if event.reason else ""), style=style)
+        self.say(
+            f"  {step_label(event.name)}: {state}" + (f"  {event.reason}" if event.reason else ""),
+            style=style,
+        )
         for item in event.missing or []:
             self.say(f"    - {item}")
         if event.note:
@@ -122,7 +135,7 @@ class GoPrinter:
             if not why:
                 result = ctx.get("_results", {}).get(failed)
                 why = (result.error or "") if result is not None else ""
-            self.say(STOPPED_AT.format(step=failed) + (f" — {why}" if why else ""), style="red")
+            self.say(STOPPED_AT.format(step=step_label(failed)) + (f" — {why}" if why else ""), style="red")
             self.say(HOW_TO_CONTINUE)
         elif clarify_only:
             self.say(CLARIFIED_ONLY, style="green")

@@ -37,6 +37,7 @@ from flower.catalogue.runtime import (
     LIMITS_WHAT_BUDGET,
     LIMITS_WHAT_TIME,
 )
+from flower.catalogue.terminal import LIMITS_SUMMARY_BUDGET, LIMITS_SUMMARY_JOIN, LIMITS_SUMMARY_TIME
 from flower.errors import ConfigError
 
 DEFAULT_THRESHOLDS = (0.5, 0.8, 0.95)
@@ -171,6 +172,25 @@ def crossed(before: float, now: float, thresholds: tuple[float, ...]) -> float |
     """The highest threshold t with before < t <= now (one notice, even for a jump past two)."""
     passed = [t for t in thresholds if before < t <= now]
     return max(passed) if passed else None
+
+
+def limits_summary(lim: Limits, now: float, spent_here: float) -> str:
+    """The time and budget left, as the person reads them (the agent's wording may be any
+    language: `Wording`)."""
+    parts = []
+    if lim.deadline is not None:
+        left = format_duration(lim.time_left(now) or 0)
+        parts.append(LIMITS_SUMMARY_TIME.format(time_left=left, deadline=format_deadline(lim.deadline)))
+    if lim.budget_usd is not None:
+        spent = lim.spent(spent_here)
+        parts.append(
+            LIMITS_SUMMARY_BUDGET.format(
+                budget_left=format_usd(max(0.0, lim.budget_usd - spent)),
+                budget=format_usd(lim.budget_usd),
+                spent=format_usd(spent),
+            )
+        )
+    return LIMITS_SUMMARY_JOIN.join(parts)
 
 
 def format_duration(seconds: float) -> str:

@@ -31,7 +31,7 @@ from flower.runtime.attempt import AttemptState, Phase
 from flower.runtime.emit import EventHook, emit
 from flower.runtime.handover import keep_reply, write_degraded
 from flower.runtime.interrupts import safe_interrupt
-from flower.runtime.limits import Limits, LimitWatch
+from flower.runtime.limits import Limits, LimitWatch, limits_summary
 
 REMINDER_OPEN, REMINDER_CLOSE = "<system-reminder>", "</system-reminder>"
 HARD_STOP_S = 10.0  # after the wrap-up window, how long an interrupted turn may take to stop
@@ -57,10 +57,11 @@ class WrapUp:
         """The limits in front of a session's first prompt ("" when none); on a resume, where
         the notes are that the step wrote when its time was up last time."""
         path = self.notes_path(notes, step)
-        text = self.watch.opening(time.time(), self.spent_here, path if resume and path.is_file() else None)
+        now = time.time()
+        text = self.watch.opening(now, self.spent_here, path if resume and path.is_file() else None)
         if not text:
             return ""
-        await emit(on_event, LimitsTold(text=text))
+        await emit(on_event, LimitsTold(text=text, summary=limits_summary(self.limits, now, self.spent_here)))
         # As a system reminder, the way the CLI adds its own context: the words the agent reads,
         # yet not the workflow's prompt (a replay compares prompts; the time left never repeats).
         return f"{REMINDER_OPEN}\n{text}\n{REMINDER_CLOSE}\n\n"

@@ -43,6 +43,7 @@ from flower.catalogue.terminal import (
     NOTICE_OFFLINE_VIA,
     NOTICE_TIME_UP,
     WOKE_MARK,
+    step_label,
 )
 from flower.context.store import context_from_newest, store_key
 from flower.context.workbench import notes_dir
@@ -154,7 +155,9 @@ def banner(
     if state.get("checks"):
         parts.append(BANNER_CHECKS.format(checks=state["checks"]))
     if context is not None:
-        parts.append(BANNER_CONTEXT.format(step=context_step or "", tokens=format_tokens(context)))
+        parts.append(
+            BANNER_CONTEXT.format(step=step_label(context_step or ""), tokens=format_tokens(context))
+        )
     parts.append(BANNER_WOKE.format(woke=int(state.get("woke") or 0) + 1))
     return BANNER.format(where=display_path(workspace)) + " · ".join(parts)
 
@@ -299,8 +302,8 @@ def notice(event: Event | None) -> str | None:
             return NOTICE_HANDED_OVER.format(generation=generation, doc=doc)
         case HandoffDegraded():
             return NOTICE_DEGRADED
-        case LimitsTold(text=text):
-            return NOTICE_LIMITS.format(text=" ".join(text.split()))
+        case LimitsTold(text=text, summary=summary):
+            return NOTICE_LIMITS.format(text=summary or " ".join(text.split()))
         case TimeUp(notes=notes, wrap_up_s=wrap_up_s):
             return NOTICE_TIME_UP.format(seconds=round(wrap_up_s), notes=notes)
         case ContextWarning(context=context, at=at):

@@ -1,5 +1,6 @@
 """The `flower-batch` command line's commands; `flower_batch.cli` assembles them into the app.
 
+    init          init: a project's starter files (jobs, workflows, an offline scenario), never overwriting
     jobs          run, wake, ls/status, show, logs, stop, gc
     ls_table      the `ls` table, fitted to the terminal without cutting a job id
     image         image build / show / push

@@ -28,7 +28,7 @@ from flower_batch.gateway.host.setup import use_upstream
 from flower_batch.gateway.host.sidecar import GatewaySettings
 from flower_batch.jobmodel.record import JobRecord
 from flower_batch.jobmodel.status import Status
-from flower_batch.layout import Home, JobDir, home_root
+from flower_batch.layout import HOME_ENV, Home, JobDir, home_root
 from flower_batch.running.liveness import NEVER_STARTED, ORPHANED
 
 out = Console(highlight=False, soft_wrap=True)
@@ -79,6 +79,11 @@ def user_cache() -> Path | None:
     return cache_folder(os.environ)
 
 
+def home_named(path: Path | None) -> bool:
+    """Whether the home was named (--home, $FLOWER_BATCH_HOME), not the default ./volumes."""
+    return path is not None or bool(os.environ.get(HOME_ENV))
+
+
 def home_at(path: Path | None) -> Home:
     """--home, else $FLOWER_BATCH_HOME, else ./volumes: read here, where the command starts."""
     return Home(home_root(path, os.environ))
@@ -110,7 +115,22 @@ def status_cell(status: str) -> str:
 
 
 class Interrupted(Exception):
-    pass
+    """The command was stopped by a signal; `signum` says which (the exit code is 128 + it)."""
+
+    def __init__(self, signum: int = signal.SIGINT) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _stopped_exit(signum: int) -> typer.Exit:
+    """What a stopped command says and exits with: 130 after Ctrl-C, 143 after SIGTERM (as a
+    shell reports a process a signal ended; CI systems cancel with SIGTERM)."""
+    name = "SIGTERM" if signum == signal.SIGTERM else "Ctrl-C"
+    err.print(
+        f"flower-batch: stopped by {name}; the jobs' containers are stopped and their records written",
+        markup=False,
+    )
+    return typer.Exit(128 + signum)
 
 
 def _leaf_errors(exc: BaseException) -> Iterator[BaseException]:
@@ -129,15 +149,15 @@ def run_async(fn: Any) -> Any:
     async def main() -> Any:
         result: list[Any] = []
         failure: list[Exception] = []
-        stopped = False
+        stopped: int | None = None  # the signal that stopped it
         async with anyio.create_task_group() as tg:
 
             async def watch() -> None:
                 nonlocal stopped
                 with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-                    async for _ in signals:
+                    async for signum in signals:
                         err.print("flower-batch: stopping — stopping containers and writing records")
-                        stopped = True
+                        stopped = int(signum)
                         tg.cancel_scope.cancel()
                         return
 
@@ -152,8 +172,8 @@ def run_async(fn: Any) -> Any:
             tg.start_soon(work)
         if failure:
             raise failure[0]
-        if stopped:
-            raise Interrupted
+        if stopped is not None:
+            raise Interrupted(stopped)
         return result[0] if result else None
 
     try:
@@ -165,9 +185,10 @@ def run_async(fn: Any) -> Any:
             first = leaves[0]
             fail(" ".join(str(first).split()), getattr(first, "exit_code", 2))
         if leaves and all(isinstance(e, Interrupted | KeyboardInterrupt) for e in leaves):
-            err.print("flower-batch: interrupted; the jobs' containers are stopped and their records written")
-            raise typer.Exit(130) from None
+            first = leaves[0]
+            raise _stopped_exit(first.signum if isinstance(first, Interrupted) else signal.SIGINT) from None
         raise
-    except (Interrupted, KeyboardInterrupt):
-        err.print("flower-batch: interrupted; the jobs' containers are stopped and their records written")
-        raise typer.Exit(130) from None
+    except Interrupted as stop:
+        raise _stopped_exit(stop.signum) from None
+    except KeyboardInterrupt:
+        raise _stopped_exit(signal.SIGINT) from None

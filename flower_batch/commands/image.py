@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import typer
 
@@ -21,7 +22,7 @@ def image_build(
     """Build (or reuse) the runtime image; prints its immutable id."""
     from flower_batch.running.image import build_image
 
-    img = build_image(tag=tag, base_image=base, network=network, no_cache=no_cache)
+    img = build_image(tag=tag, base_image=base, network=network, no_cache=no_cache, environ=dict(os.environ))
     err.print(
         f"flower-batch {img.flower_batch_version} · claude-agent-sdk {img.sdk_version} · "
         f"CLI {img.cli_version} · {'reused' if img.reused else 'built'}"

@@ -26,6 +26,7 @@ from flower_batch.commands.common import (
     err,
     fail,
     home_at,
+    home_named,
     host_settings,
     load_job,
     out,
@@ -122,6 +123,9 @@ def run(
     budget_usd: opt.JobBudget = None,
     upstream: opt.Upstream = None,
     placement: opt.Placement = [],  # noqa: B006
+    check: opt.Check = None,
+    exclude: opt.Exclude = [],  # noqa: B006
+    workspace_limit: opt.WorkspaceLimit = None,
     home: Path | None = HOME_OPT,
     backend_choice: str | None = BACKEND_OPT,
 ) -> None:
@@ -147,6 +151,10 @@ def run(
         pids=pids,
         network=network,
         persistent=persistent,
+        check=check,
+        exclude=tuple(exclude),
+        workspace_limit=workspace_limit,
+        home=h.root,
         environ=settings.environ,
     )
     if h.job(ADHOC_BATCH, spec.id).record_path.exists():
@@ -166,14 +174,20 @@ def run(
         describe=None,
         flows_dir=None,
         engine=engine_for(h.root, backend_choice, None),
+        copies_from=h.root,
+        home_given=home_named(home),
     )
-    shown = describe_images(spec, pinned.id)
+    plan = BatchPlan(h, ADHOC_BATCH, ((spec, None),), pinned, settings=settings, bundle=environments.bundle)
+    _run_planned(plan, backend_for(home, backend_choice))
+
+
+def _run_planned(plan: BatchPlan, engine: Backend) -> None:
+    """`run`'s one job, pre-flighted: said, run, and its verdict printed (the exit code follows)."""
+    ((spec, _),) = plan.jobs
+    shown = describe_images(spec, plan.image.id)
     err.print(
         f"job {ADHOC_BATCH}/{spec.id}  image {shown}  model: {mode_label(spec.gateway.mode)}", markup=False
     )
-
-    plan = BatchPlan(h, ADHOC_BATCH, ((spec, None),), pinned, settings=settings, bundle=environments.bundle)
-    engine = backend_for(home, backend_choice)
 
     async def go() -> JobRecord:
         async with engine as backend:

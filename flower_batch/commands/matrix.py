@@ -27,6 +27,7 @@ from flower_batch.commands.common import (
     err,
     fail,
     home_at,
+    home_named,
     host_settings,
     out,
     run_async,
@@ -34,7 +35,7 @@ from flower_batch.commands.common import (
 from flower_batch.commands.compare import ALPHA_OPT, FAIL_OPT, Baseline, baseline_or_exit
 from flower_batch.commands.completion import complete_batch
 from flower_batch.commands.environments import pin_environments, split_image
-from flower_batch.commands.plan_summary import plan_lines
+from flower_batch.commands.plan_summary import plan_lines, rerun_lines
 from flower_batch.commands.preflight import engine_for, finish_preflight, print_warnings
 from flower_batch.errors import FlowerBatchError, MatrixFileError
 from flower_batch.gateway.host.setup import mode_problem
@@ -43,7 +44,7 @@ from flower_batch.jobmodel import fields
 from flower_batch.jobmodel.classes import exit_code_for
 from flower_batch.jobmodel.image import PinnedImage
 from flower_batch.jobmodel.record import JobRecord, load_records
-from flower_batch.jobmodel.resume import plan_resume
+from flower_batch.jobmodel.resume import ResumePlan, plan_resume
 from flower_batch.jobmodel.spec import JobsFile, JobSpec
 from flower_batch.jobmodel.status import Phase, State, Status, still_going
 from flower_batch.jobsfile import MAX_JOBS, load_jobs_file
@@ -182,16 +183,16 @@ def matrix(
     image_id = pinned.id
     records = load_records(h.batch_dir(jf.name), [j.id for j in jf.jobs])
     plan = plan_resume(jf.jobs, image_id, records, retry_failed=retry_failed, fresh=fresh)
-    # Pre-flight of the jobs that would run, before any folder, record or batch.json is written.
     by_id = {j.id: j for j in jf.jobs}  # jf.job() is a scan: quadratic over 200,000 jobs
-    pf = Preflight(_describe(jf.path.name), batch=jf.name)
-    pf.add_jobs([by_id[d.job_id] for d in plan.to_run], search=[jf.path.parent])
+    pf = _preflight(jf, plan, by_id, h, home_given=home_named(home))
     finish_preflight(pf, image_id, engine_for(h.root, backend_choice, jf.backend), remember=not dry_run)
     modes = ", ".join(jf.gateway_modes)
     err.print(
         f"batch {jf.name}: {len(jf.jobs):,} jobs · image {image_id[:19]} · model: {modes} · {plan.summary()}",
         markup=False,
     )
+    for line in rerun_lines(plan):
+        err.print(line, markup=False, highlight=False)
     if dry_run:
         for line in plan_lines(plan, jf.jobs):
             out.print(line, markup=False, highlight=False)
@@ -219,6 +220,19 @@ def matrix(
             results.class_counts(), threshold_met=results.ci_passed(fail_under), regression=bool(regressed)
         )
     )
+
+
+def _preflight(
+    jf: JobsFile, plan: ResumePlan, by_id: Mapping[str, JobSpec], h: Home, *, home_given: bool
+) -> Preflight:
+    """The host's pre-flight of the jobs that would run (their workspaces too), before any
+    folder, record or batch.json is written; the engine's part is finish_preflight's."""
+    pf = Preflight(_describe(jf.path.name), batch=jf.name)
+    pf.add_jobs([by_id[d.job_id] for d in plan.to_run], search=[jf.path.parent])
+    fresh_copies = [by_id[d.job_id] for d in plan.to_run if d.job_id not in plan.to_wake]
+    fix = f'workspace_limit = "2g" (or "none") in {jf.path.name}'
+    pf.add_workspaces(fresh_copies, h.root, fix=fix, home_given=home_given)
+    return pf
 
 
 def _batch_budget(given: float | None, jf: JobsFile) -> float | None:

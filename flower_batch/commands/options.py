@@ -68,6 +68,26 @@ Secret = Annotated[
     list[str], typer.Option("--secret", help="NAME of a host env var passed to the job, never stored")
 ]
 Name = Annotated[str | None, typer.Option("--name", help="job id (default: from the task)")]
+Check = Annotated[
+    str | None,
+    typer.Option(
+        "--check",
+        help="a shell command run in the job's workspace after it: exit 0 = passed (as jobs.toml's check)",
+    ),
+]
+Exclude = Annotated[
+    list[str],
+    typer.Option(
+        "--exclude", help="a path pattern left out of the workspace copy (repeatable; as .flowerbatchignore)"
+    ),
+]
+WorkspaceLimit = Annotated[
+    str | None,
+    typer.Option(
+        "--workspace-limit",
+        help='the most workspace the job copies ("2g"; default 200m); "none": no size limit',
+    ),
+]
 Persistent = Annotated[
     bool, typer.Option("--persistent", help="keep the conversation so `wake` can continue it")
 ]

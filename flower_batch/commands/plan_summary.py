@@ -41,6 +41,22 @@ def plan_lines(plan: ResumePlan, jobs: Sequence[JobSpec], limit: int | None = No
     return out
 
 
+def rerun_lines(plan: ResumePlan, shown_ids: int = 3) -> list[str]:
+    """Why finished jobs run again (an input changed, --fresh, --retry-failed), one line per
+    reason with its first jobs: what `matrix` says before it runs, --dry-run or not."""
+    by_reason: dict[str, list[str]] = {}
+    for d in plan.to_run:
+        if d.previous is not None and d.previous.finished:
+            by_reason.setdefault(d.reason, []).append(d.job_id)
+    out = []
+    for reason, ids in by_reason.items():
+        names = ", ".join(ids[:shown_ids]) + (
+            f" and {len(ids) - shown_ids} more" if len(ids) > shown_ids else ""
+        )
+        out.append(f"{len(ids)} finished job{'' if len(ids) == 1 else 's'} run again: {reason} ({names})")
+    return out
+
+
 def _axes(jobs: Sequence[JobSpec]) -> list[str]:
     per_axis: dict[str, Counter[object]] = {}
     for job in jobs:

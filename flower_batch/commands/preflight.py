@@ -46,12 +46,17 @@ def preflight_job(
     describe: str | None,
     flows_dir: Path | None,
     engine: Engine | None = None,
+    copies_from: Path | None = None,
+    home_given: bool = False,
 ) -> None:
-    """Pre-flight of one job (run, wake, repro): exit 2 with one line per problem, nothing written."""
+    """Pre-flight of one job (run, wake, repro): exit 2 with one line per problem, nothing written.
+    `copies_from`: the home of a job whose workspace is copied fresh (`run`), checked too."""
     pf = Preflight(
         flag_describe if describe is None else (lambda f, v, _: f"{describe}: {f} {v}"), batch=batch
     )
     pf.add_jobs([spec], flows_dir=flows_dir)
+    if copies_from is not None:
+        pf.add_workspaces([spec], copies_from, fix="--workspace-limit SIZE (or none)", home_given=home_given)
     finish_preflight(pf, image_id, engine)
 
 

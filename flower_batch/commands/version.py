@@ -1,6 +1,7 @@
-"""`flower-batch --version`: flower's lines (flower/versions.py) and the runtime image
+"""`flower-batch --version`: flower's lines (flower/versions.py), the runtime image
 `flower-batch-runtime:latest` as the local engine has it: its id and what it was built with,
-"not built", or why the engine could not say. Never fails: no engine is an answer too."""
+"not built", or why the engine could not say, and where this flower-batch runs from (its
+checkout, or where it is installed and from what). Never fails: no engine is an answer too."""
 
 from __future__ import annotations
 
@@ -39,7 +40,9 @@ def show_version(value: bool) -> None:
     """The eager `--version` option's callback: print, then exit 0 before any command runs."""
     if not value:
         return
-    for line in [*version_lines("flower-batch"), image_line()]:
+    from flower_batch.running.image_sources import install_origin
+
+    for line in [*version_lines("flower-batch"), image_line(), f"flower-batch runs from: {install_origin()}"]:
         out.print(line, markup=False)
     raise typer.Exit(0)
 

@@ -114,6 +114,23 @@ def persistent(value: object, show: Show = str) -> bool | Problem:
     return value
 
 
+def workspace_limit(value: object, show: Show = str) -> int | Problem:
+    """Bytes of workspace a job may copy, from "500m", "2g" or bytes; "none" (0): no size limit."""
+    if value == "none":
+        return 0
+    size = parse_memory(value)
+    if size is None:
+        return Problem(f'expected a size like "500m" or "2g", or "none" for no size limit, got {show(value)}')
+    return size
+
+
+def exclude_pattern(value: object, show: Show = str) -> str | Problem:
+    """One pattern left out of the workspace copy, as a line of .flowerbatchignore."""
+    if not isinstance(value, str) or not value.strip() or "\n" in value or "\x00" in value:
+        return Problem(f'expected a path pattern like "data/" or "*.bin", got {show(value)}')
+    return value.strip()
+
+
 def placement(value: object, show: Show = str) -> str | Problem:
     """One Swarm placement constraint (PLACEMENT), stripped."""
     if not isinstance(value, str) or not PLACEMENT.match(value.strip()):

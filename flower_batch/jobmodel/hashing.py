@@ -9,6 +9,8 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from flower_batch.workspace_scan import Rules, scan
+
 _CHUNK = 1 << 20
 
 
@@ -28,36 +30,43 @@ def file_hash(path: Path) -> str:
     return "sha256:" + digest.hexdigest()
 
 
-def tree_hash(root: Path) -> str:
-    """Hash of every entry below `root`: relative path, kind, executable bit, content.
+def tree_hash(root: Path, rules: Rules | None = None) -> str:
+    """Hash of what a copy of `root` holds (workspace_scan.py: the same rules, the same bounds):
+    relative path, kind, executable bit, content.
 
-    Paths are walked in sorted order and symlinks are hashed by their target text (never
-    followed), so the same tree gives the same hash on any machine and at any location.
+    Paths are in sorted order and symlinks are hashed by their target text (never followed), so
+    the same tree gives the same hash on any machine and at any location. What a copy leaves out
+    (a home inside it, ignored paths, FIFOs) changes nothing.
     """
+    found = scan(root, rules or Rules())
+    entries = [(rel, "D") for rel in found.dirs]
+    entries += [(rel, "F") for rel in found.files]
+    entries += [(rel, "L") for rel in found.symlinks]
     digest = hashlib.sha256()
-    for relative, full in _walk(root):
-        info = full.lstat()
-        if stat.S_ISLNK(info.st_mode):
-            entry = f"L {relative} {os.readlink(full)}"
-        elif stat.S_ISDIR(info.st_mode):
+    for relative, kind in sorted(entries):
+        if kind == "L":
+            entry = f"L {relative} {found.symlinks[relative]}"
+        elif kind == "D":
             entry = f"D {relative}"
         else:
-            executable = "x" if info.st_mode & stat.S_IXUSR else "-"
-            entry = f"F {relative} {executable} {file_hash(full)}"
+            entry = _file_entry(found.root, relative)
         digest.update(entry.encode("utf-8", "surrogateescape") + b"\0")
+    if found.cut:
+        digest.update(f"cut {found.cut}".encode("utf-8", "surrogateescape"))
     return "sha256:" + digest.hexdigest()
 
 
-def _walk(root: Path) -> list[tuple[str, Path]]:
-    entries: list[tuple[str, Path]] = []
-    for directory, dirnames, filenames in os.walk(root):
-        dirnames.sort()
-        base = Path(directory)
-        for name in sorted([*dirnames, *filenames]):
-            full = base / name
-            entries.append((full.relative_to(root).as_posix(), full))
-    entries.sort(key=lambda item: item[0])
-    return entries
+def _file_entry(root: Path, relative: str) -> str:
+    """A regular file's line, read without following a symlink swapped in since the scan."""
+    fd = os.open(root / relative, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        digest = hashlib.sha256()
+        if stat.S_ISREG(info.st_mode):
+            while chunk := handle.read(_CHUNK):
+                digest.update(chunk)
+    executable = "x" if info.st_mode & stat.S_IXUSR else "-"
+    return f"F {relative} {executable} sha256:{digest.hexdigest()}"
 
 
 def path_hash(path: Path) -> str:

@@ -105,6 +105,10 @@ class JobSpec:
     network: str = "gateway"
     """NETWORKS: "gateway" reaches its model and nothing else; "internet" also gets a route out
     (installing packages), of its own: shown in the record and the report."""
+    exclude: tuple[str, ...] = ()
+    """Patterns left out of the workspace copy, beside its .flowerbatchignore (workspace_scan.py)."""
+    workspace_limit: int | None = None
+    """Bytes of workspace a job copies at most; None: the default, 0: no size limit."""
     persistent: bool = False
     """Keeps its conversation: a budget pauses it (status `paused`) and a higher cap continues
     the same session (`wake --budget-usd`, `matrix --budget-usd`)."""
@@ -166,6 +170,8 @@ class JobSpec:
             **({"image": self.image} if self.image else {}),
             **({"build": self.build.to_dict()} if self.build else {}),
             **({"task_image": self.task_image.to_dict()} if self.task_image else {}),
+            **({"exclude": list(self.exclude)} if self.exclude else {}),
+            **({"workspace_limit": self.workspace_limit} if self.workspace_limit is not None else {}),
         }
 
     @classmethod
@@ -199,12 +205,17 @@ class JobSpec:
             image=data.get("image"),
             build=BuildRecipe.from_dict(data["build"]) if data.get("build") else None,
             task_image=TaskImage.from_dict(data["task_image"]) if data.get("task_image") else None,
+            exclude=tuple(data.get("exclude") or ()),
+            workspace_limit=data.get("workspace_limit"),
         )
 
     def hashed_inputs(self, image_id: str) -> dict[str, Any]:
         """What `inputs_hash` covers: the resolved inputs by content, not by host path."""
         data = self.to_dict()
         data.pop("placement", None)  # where it runs changes no result
+        # The workspace's content hash covers what is left out; a limit changes no result.
+        data.pop("exclude", None)
+        data.pop("workspace_limit", None)
         data["workspace"] = None  # the content hash stands for it; moving the repo changes nothing
         data["gateway"] = {**data["gateway"], "scenario": None, "recording": None}
         if "build" in data:  # the folder's content, not where it lies; its image is that content

@@ -20,6 +20,7 @@ from flower_batch.jobmodel.environment import BuildRecipe
 from flower_batch.jobmodel.hashing import path_hash, tree_hash
 from flower_batch.jobmodel.modes import DEFAULT_MODE, missing_need, parse_mode, unknown_mode
 from flower_batch.jobmodel.spec import GatewaySpec, JobSpec
+from flower_batch.workspace_scan import rules_for
 
 from ._combos import Combination, combinations
 from ._fields import Overlay, is_invalid, merge, show_value
@@ -55,6 +56,7 @@ class Expander:
         self.base_dir = base_dir
         self.problems = problems
         self._hashes: dict[Path, str] = {}
+        self._tree_hashes: dict[tuple[Path, tuple[str, ...]], str] = {}
         self._workspaces: dict[str, Path | None] = {}
         self._files: dict[
             str, tuple[Path, str]
@@ -161,7 +163,8 @@ class Expander:
                 ("tasks", unit.task),
                 'has no prompt; the starter flow (used when no `workflow` is set) needs prompt = "..."',
             )
-        workspace, workspace_hash = self._workspace(fields.get("workspace"), render)
+        exclude = tuple(fields.get("exclude", ()))
+        workspace, workspace_hash = self._workspace(fields.get("workspace"), render, exclude)
         gateway = self._gateway(fields.get("gateway", {}), render, unit)
         env = {name: render(t) or "" for name, t in fields.get("env", {}).items()}
         args = _render_tree(fields.get("args", {}), render)
@@ -198,6 +201,8 @@ class Expander:
             persistent=fields.get("persistent", False),
             image=image.strip() if image else None,
             build=build,
+            exclude=exclude,
+            workspace_limit=fields.get("workspace_limit"),
         )
 
     def _renderer(self, context: RenderContext) -> Callable[[Template | None], str | None]:
@@ -213,7 +218,10 @@ class Expander:
         return render
 
     def _workspace(
-        self, template: Template | None, render: Callable[[Template | None], str | None]
+        self,
+        template: Template | None,
+        render: Callable[[Template | None], str | None],
+        exclude: tuple[str, ...] = (),
     ) -> tuple[Path | None, str | None]:
         text = render(template)
         if template is None or text is None:
@@ -232,9 +240,11 @@ class Expander:
                 f'directory "{text}" not found (looked for {path}); paths are relative to the jobs file',
             )
             return None, None
-        if path not in self._hashes:
-            self._hashes[path] = tree_hash(path)
-        return path, self._hashes[path]
+        # What the copy holds: the workspace's .flowerbatchignore, the job's exclude, no home.
+        key = (path, exclude)
+        if key not in self._tree_hashes:
+            self._tree_hashes[key] = tree_hash(path, rules_for(path, exclude))
+        return path, self._tree_hashes[key]
 
     def _build(
         self, parts: dict[str, Any] | None, render: Callable[[Template | None], str | None]

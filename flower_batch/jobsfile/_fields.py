@@ -43,6 +43,8 @@ JOB_FIELDS = (
     "persistent",
     "image",
     "build",
+    "exclude",
+    "workspace_limit",
 )
 ENVIRONMENT_FIELDS = ("image", "build")
 """A job's environment: one or the other; a later layer's choice replaces an earlier one's."""
@@ -148,6 +150,19 @@ def _placement(value: Any, path: KeyPath, report: Report) -> Any:
             return _INVALID
         constraints.append(constraint)
     return tuple(constraints)
+
+
+def _exclude(value: Any, path: KeyPath, report: Report) -> Any:
+    if not isinstance(value, list):
+        report(path, f'expected a list of path patterns like ["data/", "*.bin"], got {_show(value)}')
+        return _INVALID
+    patterns: list[str] = []
+    for index, item in enumerate(value):
+        pattern = _checked(fields.exclude_pattern)(item, (*path, index), report)
+        if pattern is _INVALID:
+            return _INVALID
+        patterns.append(pattern)
+    return tuple(patterns)
 
 
 def _env(value: Any, path: KeyPath, report: Report) -> Any:
@@ -307,4 +322,6 @@ _PARSERS: dict[str, Callable[[Any, KeyPath, Report], Any]] = {
     "persistent": _checked(fields.persistent),
     "image": _template('an image tag or id like "debian:12"'),
     "build": _build,
+    "exclude": _exclude,
+    "workspace_limit": _checked(fields.workspace_limit),
 }

@@ -15,6 +15,7 @@
     imports       every workflow target imported in ONE container of the pinned image
     import_cache  the targets already seen to load in an image, not imported again
     include_keys  did-you-mean warnings for `include` keys that name no axis
+    workspaces    every workspace a run copies: its size and bounds, what it would skip
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from ..labels import BATCH, MANAGED, ROLE
 from .imports import Target, TargetsSeen, host_target, import_problems
 from .limits import cpus_problem, memory_problem, memory_warning
 from .scenarios import recording_problems, scenario_problems
+from .workspaces import workspace_findings
 
 Describe = Callable[[str, str, Sequence[JobSpec]], str]
 
@@ -85,6 +87,15 @@ class Preflight:
                 self.problems.append(problem)
             elif found:
                 self.targets.append(found)
+
+    def add_workspaces(
+        self, jobs: Sequence[JobSpec], home: Path | None, *, fix: str, home_given: bool = False
+    ) -> None:
+        """The workspaces these jobs copy fresh (workspaces.py); `fix`: how to allow a larger one;
+        `home_given`: the home was named (--home, $FLOWER_BATCH_HOME), not the default."""
+        found = workspace_findings(jobs, home, fix=fix, home_given=home_given)
+        self.problems += found.problems
+        self.warnings += found.warnings
 
     def _limits(self, jobs: Sequence[JobSpec], facts: EngineFacts | None) -> None:
         for users in _grouped(jobs, lambda j: j.memory_bytes).values():

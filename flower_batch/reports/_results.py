@@ -201,7 +201,7 @@ def log_tails(batch_dir: Path, job_ids: Iterable[str], limit: int = LOG_TAIL_BYT
 
 def _diff_summaries(batch_dir: Path, records: Mapping[str, JobRecord]) -> dict[str, dict[str, Any]]:
     return {
-        job_id: summarize(r.spec.workspace, Path(batch_dir) / job_id / "workspace").summary()
+        job_id: summarize(r.spec.workspace, Path(batch_dir) / job_id / "workspace", r.spec.exclude).summary()
         for job_id, r in records.items()
         if r.finished
     }

@@ -4,6 +4,7 @@
     batch        the one path that runs a plan: rounds with infrastructure retries, events; run_one
     jobs         a `run` job's inputs from the command line; whether a gateway starts beside its job
     runner       one job in one container: stage the workflow, run, check, write the record
+    workspace_copy  a job's workspace copied by the scan's rules, off the event loop; the size limit
     deadline     what flower is told of the job's limits, and how long the runner waits for it
     targets      where the job's workflow code is staged and what the container runs
     scheduler    a plan's jobs under a parallelism cap: their records, gateways and contexts
@@ -16,6 +17,7 @@
     image        the runtime image: build, reuse, versions (`python -m flower_batch.running.image`)
     task_images  each job's own image (`image`, `build`) resolved, built and pinned before anything runs
     bundle       flower brought into an image it did not build (the runtime's volume), and the image's probe
+    image_sources  where the build's files, lock and caches are: the checkout, or the installed tool
     repro        a recorded job again on its pinned image (plan, drift), and the two runs' diff
     wake         a persistent job continued: its record checked, its spec changed as asked, its batch of one
 

@@ -10,6 +10,8 @@ Steps (each cached, so a rebuild with no change takes about a second and yields 
    and a build key over all inputs; an image already carrying that key is reused as it is.
 
 `flower-batch image build` calls `build_image()` and prints `RuntimeImage.id`; jobs pin that id.
+Where the Dockerfile, the base script, the lock and the project wheel come from, and where the
+caches go (a checkout's images/.cache, an installed tool's user cache folder): image_sources.py.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import sys
 import tempfile
 import time
 import zipfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,8 +35,9 @@ from flower_batch.backend.docker.images import DockerImages
 from flower_batch.errors import ImageBuildError, ImageMissing, NotARuntimeImage
 from flower_batch.jobmodel.image import PinnedImage
 from flower_batch.labels import BASE_IMAGE, BUILD_KEY, CLI_VERSION, SDK_VERSION, VERSION
+from flower_batch.running.image_sources import CHECKOUT, ImageSources, installed_wheel, locate_sources
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]  # flower_batch/running/image.py -> the checkout
+PROJECT_ROOT = CHECKOUT  # the checkout, when flower_batch runs from one (image_sources.py)
 BASE_TAG = "flower-batch-base:bookworm-2"  # -2: with patchelf
 DEFAULT_TAG = "flower-batch-runtime:latest"
 RELOCATE_SCRIPT = "relocate-python.sh"
@@ -139,12 +142,15 @@ def build_image(
     base_image: str | None = None,
     network: bool = False,
     no_cache: bool = False,
-    project_root: Path = PROJECT_ROOT,
+    project_root: Path | None = None,
     cache_dir: Path | None = None,
     docker_host: str | None = None,
     log: Log | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> RuntimeImage:
     """Build (or reuse) the runtime image and tag it `tag`; returns its id, versions and labels.
+
+    environ: the command's environment, where an installed tool finds the user's cache folder.
 
     base_image: None → `flower-batch-base:bookworm`, made here with debootstrap when missing.
     network: allow network in RUN steps (only a base without git needs it); default: none.
@@ -156,13 +162,15 @@ def build_image(
     already carries that key (`_reuse`), else `docker build` (`_build`).
     """
     log = log or _stderr_log()
-    cache = cache_dir or project_root / "images" / ".cache"
+    sources = locate_sources(project_root, environ)
+    cache = cache_dir or sources.cache
     cache.mkdir(parents=True, exist_ok=True)
+    log(f"  from {sources.origin}; cache {cache}")
     started = time.monotonic()
     images = DockerImages(docker_host)
     try:
-        base_ref, base_id = _base(images, base_image, project_root, cache, log)
-        inputs = _inputs(base_id, project_root, cache, network, log)
+        base_ref, base_id = _base(images, base_image, sources.base_script, cache, log)
+        inputs = _inputs(base_id, sources, cache, network, log)
         reused = None if no_cache else _reuse(images, tag, inputs.labels[BUILD_KEY])
         if reused is not None:
             log(f"✓ unchanged: reusing {reused.id} ({time.monotonic() - started:.1f}s)")
@@ -187,33 +195,41 @@ class _BuildInputs:
 
 
 def _base(
-    images: DockerImages, base_image: str | None, project_root: Path, cache: Path, log: Log
+    images: DockerImages, base_image: str | None, base_script: Path, cache: Path, log: Log
 ) -> tuple[str, str]:
     """(the base's reference, its id): made with debootstrap when the default base is missing."""
     with _step(log, "base image"):
         base_ref = base_image or BASE_TAG
         base = images.find(base_ref)
         if base is None and base_image is None:
-            make_base_image(images, project_root / "images" / "base" / "mkrootfs.sh", cache, log)
+            make_base_image(images, base_script, cache, log)
             base = images.find(base_ref)
         base_id = base.id if base else base_ref  # an unknown registry base is pulled by the build
         log(f"  base {base_ref} = {base_id[:19]}")
     return base_ref, base_id
 
 
-def _inputs(base_id: str, project_root: Path, cache: Path, network: bool, log: Log) -> _BuildInputs:
-    """The wheelhouse and the project wheel (each cached), the versions and the build key."""
+def _inputs(base_id: str, sources: ImageSources, cache: Path, network: bool, log: Log) -> _BuildInputs:
+    """The wheelhouse and the project wheel (each cached), the versions and the build key. An
+    installed tool builds from its packaged lock and from itself (image_sources.py)."""
     with _step(log, "wheelhouse"):
-        requirements = export_requirements(project_root)
+        if sources.lock is not None:
+            requirements = sources.lock.read_text(encoding="utf-8")
+        else:
+            assert sources.checkout is not None
+            requirements = export_requirements(sources.checkout)
         wheels = prepare_wheelhouse(requirements, cache / "wheels", log)
     with _step(log, "project wheel"):
-        project_wheel = build_project_wheel(project_root, cache / "project", log)
+        if sources.checkout is not None:
+            project_wheel = build_project_wheel(sources.checkout, cache / "project", log)
+        else:
+            project_wheel = installed_wheel(cache / "project", log)
     versions = {
         VERSION: _wheel_version(project_wheel),
         SDK_VERSION: pinned_version(requirements, "claude-agent-sdk"),
         CLI_VERSION: bundled_cli_version(wheels),
     }
-    dockerfile = project_root / "images" / "runtime" / "Dockerfile"
+    dockerfile = sources.dockerfile
     # The Dockerfile and what it copies from beside it (relocate-python.sh) are one input.
     recipe = b"".join(p.read_bytes() for p in (dockerfile, dockerfile.with_name(RELOCATE_SCRIPT)))
     key = build_key(base_id, recipe, requirements, wheels, project_wheel, versions, network)
@@ -384,7 +400,10 @@ def bundled_cli_version(wheels: Iterable[Path]) -> str:
 
 # -- helpers ---------------------------------------------------------------------------------
 def _source_fingerprint(root: Path) -> Iterable[bytes]:
-    paths = [root / "pyproject.toml", root / "README.md"]
+    # The wheel carries the lock, the Dockerfile and the base script too (hatch_build.py).
+    paths = [root / n for n in ("pyproject.toml", "README.md", "hatch_build.py", "uv.lock")]
+    paths += [root / "images" / "runtime" / n for n in ("Dockerfile", RELOCATE_SCRIPT)]
+    paths.append(root / "images" / "base" / "mkrootfs.sh")
     for pkg in ("flower", "flower_batch"):
         paths += [p for p in (root / pkg).rglob("*") if p.is_file() and "__pycache__" not in p.parts]
     for path in sorted(paths):

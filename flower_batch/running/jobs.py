@@ -19,6 +19,7 @@ from flower_batch.jobmodel.spec import GatewaySpec, JobSpec
 from flower_batch.labels import RELAY_WAITS
 from flower_batch.layout import JobDir
 from flower_batch.running.targets import locate
+from flower_batch.workspace_scan import rules_for
 
 ADHOC_BATCH = "adhoc"
 T = TypeVar("T")
@@ -37,6 +38,7 @@ def option_value(option: str, given: str, parsed: T | fields.Problem) -> T:
     return parsed
 
 
+# long: every option is checked by its field's one validator, one line each, before the spec is built
 def adhoc_spec(
     *,
     workspace: Path,
@@ -56,6 +58,10 @@ def adhoc_spec(
     pids: int | None = None,
     network: str = "gateway",
     persistent: bool = False,
+    check: str | None = None,
+    exclude: tuple[str, ...] = (),
+    workspace_limit: str | None = None,
+    home: Path | None = None,
 ) -> JobSpec:
     """The spec of a `run` job, validated before any folder, gateway or container exists.
 
@@ -73,8 +79,18 @@ def adhoc_spec(
     network = option_value("--network", repr(network), fields.network(network))
     timeout_s = option_value("--timeout", repr(timeout), fields.duration(timeout))
     memory_bytes = option_value("--memory", memory, fields.memory(memory)) if memory else None
-    # Hashed as the matrix does: inputs_hash covers the contents, and `repro` sees a drifted source.
+    exclude = tuple(option_value("--exclude", repr(p), fields.exclude_pattern(p)) for p in exclude)
+    limit = (
+        None
+        if workspace_limit is None
+        else option_value("--workspace-limit", repr(workspace_limit), fields.workspace_limit(workspace_limit))
+    )
+    if check is not None and not check.strip():
+        raise FlowerBatchError("--check is empty: give a shell command, e.g. --check 'python -m pytest -q'")
+    # Hashed as the matrix does: inputs_hash covers the contents (what the copy holds: no home,
+    # nothing .flowerbatchignore or --exclude leaves out), and `repro` sees a drifted source.
     source = workspace.resolve()
+    rules = rules_for(source, exclude, leave_out=() if home is None else (home,))
     return JobSpec(
         id=name or f"{slug(task or workflow or 'job')}-{secrets.token_hex(2)}",
         task=ADHOC_BATCH,
@@ -84,7 +100,10 @@ def adhoc_spec(
         prompt=(task or prompt or ""),
         workflow=workflow,
         workspace=source,
-        workspace_hash=tree_hash(source),
+        workspace_hash=tree_hash(source, rules),
+        check=check,
+        exclude=exclude,
+        workspace_limit=limit,
         timeout_s=timeout_s,
         cpus=cpus,
         memory_bytes=memory_bytes,

@@ -32,6 +32,7 @@ from flower_batch.jobmodel.record import JobRecord
 from flower_batch.jobmodel.spec import GatewaySpec, JobSpec
 from flower_batch.layout import Home, JobDir, check_name
 from flower_batch.untrusted_files import MAX_ENTRIES, copy_tree, open_file, shown, walk
+from flower_batch.workspace_scan import rules_for
 
 REPRO_BATCH = "repro"
 REPORT = "repro.json"
@@ -68,7 +69,8 @@ def drift_between(record: JobRecord, image: PinnedImage, spec: JobSpec) -> list[
         if before != now:
             drift.append(f"{label} {before or '(not recorded)'} -> {now}")
     if spec.workspace is not None and spec.workspace_hash and spec.workspace.is_dir():
-        if tree_hash(spec.workspace) != spec.workspace_hash:
+        # The rules the original was hashed by; a home inside it carries its mark.
+        if tree_hash(spec.workspace, rules_for(spec.workspace, spec.exclude)) != spec.workspace_hash:
             drift.append(f"workspace source {spec.workspace} changed since the original ran")
     return drift
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import logging
 import shlex
-import shutil
 import signal
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -20,7 +20,7 @@ from flower.clock import now_iso
 from flower.exitinfo import one_line
 from flower_batch.backend.base import Backend, ContainerSpec, Mount
 from flower_batch.backend.confinement import DEFAULT_PIDS, Confinement, hand_over
-from flower_batch.errors import FlowerBatchError, NameConflict
+from flower_batch.errors import FlowerBatchError, NameConflict, WorkspaceUnusable
 from flower_batch.export.trajectory_file import write_trajectory
 from flower_batch.gateway.budget import batch_spent
 from flower_batch.gateway.host.health import describe_health
@@ -43,7 +43,9 @@ from flower_batch.running.causes import Ending, Verdict, continuity_of, explain,
 from flower_batch.running.deadline import hard_timeout_s, limits_env
 from flower_batch.running.joblog import capped_text, save_capped
 from flower_batch.running.targets import container_target, stage_workflow
+from flower_batch.running.workspace_copy import copy_workspace
 from flower_batch.untrusted_files import copy_tree, remove_tree
+from flower_batch.workspace_scan import rules_for
 
 log = logging.getLogger(__name__)
 GRACE_S = 10.0
@@ -65,6 +67,7 @@ class JobContext:
     on_state: Callable[[str, State], None] | None = None  # (job id, state)
     search: list[Path] = field(default_factory=list)  # where workflow modules are looked up
     flows_from: Path | None = None  # repro: the original job's copy of its workflow code
+    home: Path | None = None  # left out of every workspace copy (the default ./volumes under `run .`)
     environ: Mapping[str, str] = field(default_factory=dict, repr=False)
     """The host's environment as the process started with it: where the jobs' secrets' values
     are read (never os.environ here)."""
@@ -90,21 +93,55 @@ def flower_command(job: JobSpec, *, wake_words: str | None = None, waking: bool 
 
 
 def prepare(
-    jd: JobDir, job: JobSpec, *, fresh: bool, search: Sequence[Path] = (), flows_from: Path | None = None
+    jd: JobDir,
+    job: JobSpec,
+    *,
+    fresh: bool,
+    search: Sequence[Path] = (),
+    flows_from: Path | None = None,
+    home: Path | None = None,
+    stop: threading.Event | None = None,
 ) -> None:
-    """A fresh copy of the task's workspace and the workflow code, unless waking."""
+    """A fresh copy of the task's workspace and the workflow code, unless waking. Blocking: the
+    runner calls it in a worker thread, `stop` set when the command stops."""
     if fresh:
         for d in (jd.workspace, jd.runs, jd.logs, jd.flows):
             remove_tree(d)  # the job made it: any depth, no symlink followed
     jd.make()
     if fresh and job.workspace is not None:
-        shutil.copytree(job.workspace, jd.workspace, dirs_exist_ok=True, symlinks=True)
+        rules = rules_for(job.workspace, job.exclude, leave_out=() if home is None else (home,))
+        copied = copy_workspace(
+            job.workspace, jd.workspace, rules, limit_bytes=job.workspace_limit, stop=stop
+        )
+        if copied.skipped:  # FIFOs, sockets, devices, symlinks out of it: named, never copied
+            log.warning("job %s: not copied from its workspace: %s", job.id, copied.skipped_line())
     if fresh and flows_from is not None:  # repro: the earlier job's copy, which it could write
         copy_tree(flows_from, jd.flows)
     elif fresh and job.workflow is not None:
         stage_workflow(job.workflow, jd.flows, search)
     if fresh and job.gateway.mode.rules.replays and job.gateway.recording is not None:
         stage_recording(job.gateway.recording, jd.root)  # what the replay gateway serves this job
+
+
+async def prepare_off_the_loop(
+    jd: JobDir,
+    job: JobSpec,
+    *,
+    fresh: bool,
+    search: Sequence[Path] = (),
+    flows_from: Path | None = None,
+    home: Path | None = None,
+) -> None:
+    """`prepare` in a worker thread: Ctrl-C and SIGTERM are answered at once (the thread is left
+    to end on its own), and the copy stops at its next chunk."""
+    stop = threading.Event()
+    try:
+        await anyio.to_thread.run_sync(
+            lambda: prepare(jd, job, fresh=fresh, search=search, flows_from=flows_from, home=home, stop=stop),
+            abandon_on_cancel=True,
+        )
+    finally:
+        stop.set()
 
 
 async def run_job(
@@ -168,6 +205,7 @@ class Ran:
     node: str | None = None  # which machine ran it (a cluster node); None on a local engine
     error: str | None = None  # why the run could not start or finish, one line
     inspected: bool = False  # its end was inspected (oom, node): once is enough
+    input_failed: bool = False  # its workspace could not be prepared: the job's input, not infrastructure
 
 
 @dataclass(frozen=True)
@@ -228,6 +266,8 @@ async def run_container(attempt: Attempt, command: list[str], *, fresh: bool) ->
         raise
     except LookupError as exc:  # a secret named in the job is not set on the host
         ran.error = str(exc).strip("'\"")
+    except WorkspaceUnusable as exc:  # the job's input: a verdict, never retried as infrastructure
+        ran.error, ran.input_failed = one_line(str(exc)), True
     except FlowerBatchError as exc:
         ran.error = one_line(str(exc))
     except TimeoutError:  # the container did not stop even after a kill
@@ -251,7 +291,9 @@ async def _run_in_container(attempt: Attempt, command: list[str], ran: Ran, *, f
     ctx, job, jd = attempt.ctx, attempt.job, attempt.jd
     if ctx.gateway.health.gave_up:
         raise FlowerBatchError(f"not started: {ctx.gateway.health.gave_up}")
-    prepare(jd, job, fresh=fresh, search=ctx.search, flows_from=ctx.flows_from)
+    await prepare_off_the_loop(
+        jd, job, fresh=fresh, search=ctx.search, flows_from=ctx.flows_from, home=ctx.home
+    )
     for folder in (jd.workspace, jd.runs, jd.logs):  # the job's and the gateway's to write
         await anyio.to_thread.run_sync(hand_over, folder)
     reach = await ctx.gateway.open_job(job.id)
@@ -488,6 +530,8 @@ def decide(
         check_exit=checked.exit_code,
         fallback=fallback,
     )
+    if ran.input_failed:  # like a workflow module that does not import: the job's own input
+        return Verdict(Status.FAILED, error, FailureClass.AGENT)
     if error is not None and error == gateway.divergence:
         # The agent's requests left the recording: a verdict, not a fault.
         return replace(verdict, failure_class=FailureClass.AGENT)

@@ -37,6 +37,7 @@ from flower_batch.running.lease import Lease
 from flower_batch.running.liveness import NEVER_STARTED_REASON
 from flower_batch.running.plan import BatchPlan
 from flower_batch.running.runner import JobContext, run_job
+from flower_batch.workspace_scan import mark_home
 
 StateHook = Callable[[str, State], None]
 
@@ -56,6 +57,7 @@ async def run_jobs(
     (`BatchRun.queue`); then, in one exit stack that stops the gateways and marks the jobs that
     never began, each job runs as its own task (`BatchRun.one`) on its gateway (`_Gateways`).
     """
+    mark_home(plan.home.root)  # a workspace that holds this home leaves it out, wherever it is scanned
     with Lease(plan.home.root) as lease:
         run = BatchRun(backend, plan, lease.id, anyio.CapacityLimiter(max(1, plan.parallel)), on_state)
         run.queue()
@@ -107,6 +109,7 @@ class BatchRun:
             on_state=self.on_state,
             search=list(plan.search),
             flows_from=plan.flows_from,
+            home=plan.home.root,
             environ=plan.settings.environ,
         )
 

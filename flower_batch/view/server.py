@@ -168,7 +168,7 @@ class _Handler(BaseHTTPRequestHandler):
             spec = _record(jd).spec
         except RecordError as exc:
             raise BadRequest(str(exc)) from None
-        return diff(spec.workspace, jd.workspace).to_dict()
+        return diff(spec.workspace, jd.workspace, exclude=spec.exclude).to_dict()
 
     # -- plumbing ----------------------------------------------------------------------------
 

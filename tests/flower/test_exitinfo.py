@@ -218,3 +218,16 @@ def test_an_exit_reason_is_one_line_of_at_most_reason_limit(tmp_path: Path) -> N
     assert found is not None
     reason = found["reason"]
     assert "\n" not in reason and len(reason) == exitinfo.REASON_LIMIT and reason.endswith("…")
+
+
+def test_the_starter_flows_steps_are_named_to_the_person_by_their_labels() -> None:
+    # The reason is read by a person (flower-batch's record, show, the report); `step` keeps the
+    # workflow's own name (lineage, the manifest).
+    gated = StepResult(step="确认需求", ok=True)
+    assert exitinfo.step_failure(_ctx(gated)) == (
+        "step",
+        "step clarify: its gate did not pass the result",
+        "确认需求",
+    )
+    judged = StepResult(step="干活·判定#2", ok=False, error="x")
+    assert exitinfo.step_failure(_ctx(judged))[1] == "step work·judge#2 failed: x"

@@ -30,6 +30,7 @@ LAYERS = {
         "flower_batch.envnames",
         "flower_batch.workspace_diff",
         "flower_batch.untrusted_files",
+        "flower_batch.workspace_scan",
         "flower_batch.outputlines",
         "flower_batch.labels",
     ],

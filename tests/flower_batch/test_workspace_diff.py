@@ -191,3 +191,26 @@ def test_100000_files_are_summarized_in_bounded_time(tmp_path):
     d = summarize(None, tmp_path / "ws")
     assert time.monotonic() - started < 30
     assert d.truncated and len(d.files) <= workspace_diff.MAX_FILES
+
+
+def test_what_the_copy_left_out_is_not_counted_removed(tmp_path):
+    # issue 34: `run .` copies the project without its home and what .flowerbatchignore and
+    # `exclude` name; the job's diff compares it with the copy it got, not with those.
+    from flower_batch.workspace_scan import mark_home
+
+    src, ws = tmp_path / "src", tmp_path / "ws"
+    (src / "data").mkdir(parents=True)
+    (src / "main.py").write_text("x = 1\n")
+    (src / "data" / "big.csv").write_text("1,2\n")
+    (src / "model.bin").write_bytes(b"0")
+    (src / ".flowerbatchignore").write_text("*.bin\n")
+    mark_home(src / "volumes")
+    (src / "volumes" / "b" / "j").mkdir(parents=True)
+    (src / "volumes" / "b" / "j" / "record.json").write_text("{}")
+    ws.mkdir()
+    (ws / "main.py").write_text("x = 2\n")
+    (ws / ".flowerbatchignore").write_text("*.bin\n")
+    got = summarize(src, ws, ("data/",))
+    assert [(f.path, f.kind) for f in got.files] == [("main.py", "changed")]
+    unfiltered = summarize(src, ws)  # without the job's exclude, data/ was copied: now it is gone
+    assert ("data/big.csv", "removed") in [(f.path, f.kind) for f in unfiltered.files]

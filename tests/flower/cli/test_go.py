@@ -75,10 +75,10 @@ def test_orchestrator_commands_first_run_silent_wake_words_and_new(tmp_path):
         out = first.stdout + first.stderr
         for text in (
             "❓ hello.txt 里只写 hi",
-            "全自动",
-            "干活·判定#1: not_yet",
-            "干活·判定#2: achieved",
-            "做完了",
+            "fully automatic",
+            "work·judge#1: not_yet",  # the starter's steps by their labels (STEP_LABELS)
+            "work·judge#2: achieved",
+            "done: an independent judge confirmed the goal",
             "offline scripted model",
             "total cost $",
             str(runs / "manifest.json"),
@@ -92,11 +92,11 @@ def test_orchestrator_commands_first_run_silent_wake_words_and_new(tmp_path):
         silent = flower(srv, tmp_path, *base)
         assert silent.returncode == 0, silent.stderr
         assert (
-            "<- 在" in silent.stderr
-            and "需求已确认 · 目标 2 条" in silent.stderr
-            and "第 2 次唤醒" in silent.stderr
+            "<- back in" in silent.stderr
+            and "brief settled · goal: 2 checks" in silent.stderr
+            and "wake #2" in silent.stderr
         )
-        assert "确认需求: 已定下, 跳过" in silent.stderr and "<- 接上次 · 第 2 次唤醒" in silent.stderr
+        assert "clarify: settled, skipped" in silent.stderr and "<- continued · wake #2" in silent.stderr
         assert ((notes / "需求.md").read_bytes(), (notes / "目标.md").read_bytes()) == (brief, goal)
         assert rows_of_last_run(runs) == ["干活", "干活·判定#1"]
         assert set(roles(message_requests(srv)[seen:])) == {"work", "judge"}
@@ -137,7 +137,7 @@ def test_rounds_run_out_exit_1(tmp_path):
     with ScriptedServer(Scenario.load(STARTER), keep_requests=True) as srv:
         out = flower(srv, tmp_path / "ws", "make hello.txt say hi", "--timeout", "0", "--rounds", "1")
     assert out.returncode == 1, out.stderr
-    assert "没做完: 停在「干活」" in out.stderr and "Traceback" not in out.stderr
+    assert "not finished: stopped at work" in out.stderr and "Traceback" not in out.stderr
     assert rows_of_last_run(tmp_path / "ws" / "runs") == ["确认需求", "设定目标", "干活", "干活·判定#1"]
 
 
@@ -162,7 +162,7 @@ def test_piped_stdin_goes_to_the_inbox_and_nobody_is_waited_for(tmp_path):
     assert "## 运行中补充" in brief and "PIPED-NOTE keep it lowercase" in brief and "## 未知与假设" in brief
     qa = (notes / "问答记录.md").read_text()
     assert "插话" in qa and "PIPED-NOTE" in qa and "hello.txt 里只写 hi" in qa
-    assert "放进收件箱" in out.stderr
+    assert "in the inbox (the agent reads it between phases)" in out.stderr
 
 
 BAD_INPUT = [
@@ -221,5 +221,5 @@ def test_asks_budget_zero_means_the_question_never_reaches_you(tmp_path):
     with ScriptedServer(Scenario.load(STARTER), keep_requests=True) as srv:
         out = flower(srv, tmp_path / "ws", "make hello.txt say hi", "--clarify-only", "--asks", "0")
     assert out.returncode == 0, out.stderr
-    assert "提问次数用完" in out.stderr
+    assert "the question budget is spent" in out.stderr
     assert "提问次数已用完" in (tmp_path / "ws" / ".flower" / "notes" / "问答记录.md").read_text()

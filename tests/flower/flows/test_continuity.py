@@ -112,7 +112,10 @@ async def test_second_process_continues_same_session_and_wake_reports_it(tmp_pat
         assert state["brief"]["边界"] == "只用标准库"
         assert state["woke"] == 1 and state["steps"] == {"干活": sid}
         line = wake_line(ws, run_dir=runs, state=state)
-        assert line == f"<- 在 {ws} 接上上次  需求已确认 · 目标 3 条 · 干活上下文 80.2K · 第 2 次唤醒"
+        assert (
+            line
+            == f"<- back in {ws} where we left off  brief settled · goal: 3 checks · work context 80.2K · wake #2"
+        )
         assert snapshot(ws, runs) == before
 
         headers: list[str] = []
@@ -134,7 +137,7 @@ async def test_second_process_continues_same_session_and_wake_reports_it(tmp_pat
         assert (
             second["_results"]["干活"].text == "continued"
         )  # Step.resume_prompt was sent, not the prompt: it is what continuing says
-        assert headers == ["== 干活 " + "=" * 32 + "  1/1  <- 接上次 · 第 2 次唤醒"]
+        assert headers == ["== 干活 " + "=" * 32 + "  1/1  <- continued · wake #2"]
         last = message_requests(srv)[-1]
         assert last["session"] == sid and "do the work" in texts_of(last) and "worked" in texts_of(last)
 
@@ -283,17 +286,17 @@ def test_suffixed_names_never_enter_lineage_and_writes_are_atomic(tmp_path):
 
 def test_banner_parts_and_header():
     state = {"waking": False, "brief": None, "goal": None, "checks": 0, "woke": 0, "steps": {"s": "x"}}
-    assert banner(state, workspace="/srv/proj") == "<- 在 /srv/proj 接上上次  第 1 次唤醒"
+    assert banner(state, workspace="/srv/proj") == "<- back in /srv/proj where we left off  wake #1"
     state.update(waking=True, checks=15, woke=2)
     assert banner(state, workspace="/srv/proj", context=80_213) == (
-        "<- 在 /srv/proj 接上上次  需求已确认 · 目标 15 条 · 干活上下文 80.2K · 第 3 次唤醒"
+        "<- back in /srv/proj where we left off  brief settled · goal: 15 checks · work context 80.2K · wake #3"
     )
     assert banner(state, workspace=Path.home() / "proj", context=950, context_step="查资料").startswith(
-        "<- 在 ~/proj 接上上次"
+        "<- back in ~/proj where we left off"
     )
     assert [format_tokens(n) for n in (950, 80_213, 1_234_567)] == ["950", "80.2K", "1.23M"]
     assert step_header("干活", 3, 3, resumed=True, woke=3) == (
-        "== 干活 " + "=" * 32 + "  3/3  <- 接上次 · 第 3 次唤醒"
+        "== 干活 " + "=" * 32 + "  3/3  <- continued · wake #3"
     )  # 40 columns before the count
     assert step_header("write", 1, 2) == "== write " + "=" * 31 + "  1/2"
 

@@ -97,8 +97,8 @@ def assert_continued(tmp_path, srv, sid: str, again: Child) -> None:
     out = again.output
     assert "Traceback" not in out
     # The wake banner and the step header both say this is the second wake.
-    assert "接上上次" in out and "第 2 次唤醒" in out, out
-    assert f"== {STEP1} " in out and "<- 接上次 · 第 2 次唤醒" in out, out
+    assert "where we left off" in out and "wake #2" in out, out
+    assert f"== {STEP1} " in out and "<- continued · wake #2" in out, out
     lin = lineage(tmp_path / "runs")
     assert lin["woke"] == 2
     assert lin["steps"][STEP1] == sid  # the same session, continued

@@ -173,3 +173,18 @@ def test_the_hook_tells_the_main_thread_and_keeps_the_notice_from_a_subagent(tmp
     assert in_subagent == {} and again == {}  # the subagent's call consumed nothing; said once
     assert main["hookSpecificOutput"]["hookEventName"] == "PostToolUse"
     assert "时间已用 50%" in main["hookSpecificOutput"]["additionalContext"]
+
+
+def test_the_person_reads_the_limits_in_english_whatever_the_agent_is_told() -> None:
+    from flower.events import LimitsTold
+    from flower.runtime.limits import format_deadline, limits_summary
+    from flower.starter.wake import notice
+
+    now = 1_000_000.0
+    lim = Limits(deadline=now + 600, time_limit_s=1200, budget_usd=1.0, spent_usd=0.25)
+    summary = limits_summary(lim, now, 0.0)
+    deadline = format_deadline(now + 600)
+    assert summary == f"10m 00s left (deadline {deadline}) · $0.7500 of $1.00 budget left ($0.2500 spent)"
+    told = "[flower] 本次运行的限制：剩余时间 10m。请按这个安排工作。"  # the agent's wording
+    assert notice(LimitsTold(text=told, summary=summary)) == f"  limits: {summary}"
+    assert notice(LimitsTold(text=told)) == f"  limits: {told}"  # an event of an earlier flower: its text

@@ -17,7 +17,7 @@ from tests.scripts.child import FLOW, Child, alive, descendants, lineage, manife
 pytestmark = pytest.mark.slow
 
 STEP1, STEP2 = "查资料", "写结论"
-ASKED = "补充一句?"
+ASKED = "Add a word?"
 
 SCENARIO = {
     "rules": [
@@ -156,4 +156,4 @@ def test_two_ctrl_c_quit_with_130_and_the_next_run_continues(tmp_path):
     rows = manifest(tmp_path / "runs")
     assert rows[0]["step"] == STEP1 and rows[0]["session_id"] == sid and rows[0]["resumed"] is True
     assert rows[0]["text"] == "resumed"
-    assert "第 2 次唤醒" in again.output
+    assert "wake #2" in again.output

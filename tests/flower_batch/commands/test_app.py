@@ -12,6 +12,7 @@ import typer.main
 COMMANDS = {
     "run",
     "wake",
+    "init",
     "ls",
     "status",
     "show",

@@ -56,7 +56,7 @@ def test_task_job_runs_the_starter_flow_and_wakes(home: Path, tmp_path: Path) ->
 
     silent = fb("wake", "hello-go", home=home)
     assert silent.returncode == 0, silent.stderr
-    assert "第 2 次唤醒" in (job / "logs" / "container.log").read_text()
+    assert "wake #2" in (job / "logs" / "container.log").read_text()
     assert next(job.joinpath("workspace").rglob("需求.md")).read_text() == brief  # nothing re-derived
     lineage = json.loads((job / "runs" / "lineage.json").read_text())
     assert lineage["woke"] == 2 and set(lineage["steps"]) == {"确认需求", "设定目标", "干活"}

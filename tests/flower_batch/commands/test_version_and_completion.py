@@ -55,6 +55,11 @@ def test_flower_batch_version_without_an_engine_still_answers() -> None:
     assert lines[3].startswith(
         "runtime image flower-batch-runtime:latest: unknown (Docker daemon is not reachable"
     )
+    from flower_batch.running.image import PROJECT_ROOT
+
+    assert (
+        lines[4] == f"flower-batch runs from: checkout {PROJECT_ROOT}"
+    )  # an installed one: tests/test_installed_tool.py
 
 
 @pytest.mark.docker

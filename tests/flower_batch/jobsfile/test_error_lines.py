@@ -66,6 +66,14 @@ CASES = {
         '[defaults]\nsecrets = [\n  "GITHUB_TOKEN",\n  "sk-ant-123",\n]\n' + HEAD,
         'jobs.toml:4: defaults.secrets[1]: expected the NAME of a host environment variable (not its value), got "sk-ant-123"',
     ),
+    "exclude not a list": (
+        HEAD + 'exclude = "data/"\n',
+        'jobs.toml:4: tasks.a.exclude: expected a list of path patterns like ["data/", "*.bin"], got "data/"',
+    ),
+    "bad workspace limit": (
+        HEAD + 'workspace_limit = "huge"\n',
+        'jobs.toml:4: tasks.a.workspace_limit: expected a size like "500m" or "2g", or "none" for no size limit, got "huge"',
+    ),
     "missing workspace": (
         '[tasks.a]\nworkspace = "tasks/zz"\nprompt = "p"\n',
         'jobs.toml:2: tasks.a.workspace: directory "tasks/zz" not found (looked for {root}/tasks/zz); paths are relative to the jobs file',
@@ -277,3 +285,15 @@ def test_pids_and_network_reach_the_job(tmp_path: Path) -> None:
     assert jobs[0].to_dict()["network"] == "internet"
     plain = parse_jobs_text(HEAD, path=tmp_path / "jobs.toml", label="jobs.toml").jobs[0]
     assert (plain.pids, plain.network) == (None, "gateway") and "network" not in plain.to_dict()
+
+
+def test_exclude_and_workspace_limit_reach_the_job_and_its_workspace_hash(tmp_path: Path) -> None:
+    (tmp_path / "tasks/a").mkdir(parents=True)
+    (tmp_path / "tasks/a/keep.py").write_text("x\n")
+    plain = parse_jobs_text(HEAD, path=tmp_path / "jobs.toml").jobs[0]
+    (tmp_path / "tasks/a/model.bin").write_bytes(b"0")
+    text = HEAD + 'exclude = ["*.bin"]\nworkspace_limit = "1g"\n'
+    job = parse_jobs_text(text, path=tmp_path / "jobs.toml").jobs[0]
+    assert job.exclude == ("*.bin",) and job.workspace_limit == 1 << 30
+    assert job.workspace_hash == plain.workspace_hash  # what is left out changes nothing
+    assert parse_jobs_text(HEAD, path=tmp_path / "jobs.toml").jobs[0].workspace_hash != plain.workspace_hash

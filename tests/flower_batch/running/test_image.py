@@ -93,7 +93,7 @@ def test_unlabelled_image_is_not_a_runtime_image() -> None:
 def _snapshot_project(dest: Path) -> Path:
     """A frozen copy of the sources, so concurrent edits cannot change what is built twice."""
     root = image.PROJECT_ROOT
-    for name in ("pyproject.toml", "uv.lock", "README.md"):
+    for name in ("pyproject.toml", "uv.lock", "README.md", "hatch_build.py"):
         if (root / name).exists():
             shutil.copy2(root / name, dest / name)
     ignore = shutil.ignore_patterns("__pycache__", ".cache")

@@ -50,7 +50,9 @@ async def _run_one(tmp_path: Path, backend, job, on_state=None) -> object:  # ty
 
 
 @pytest.mark.anyio
-async def test_a_job_whose_workspace_cannot_be_copied_ends_error_with_a_record(tmp_path: Path) -> None:
+async def test_a_job_whose_workspace_cannot_be_copied_failed_on_its_input_with_a_record(
+    tmp_path: Path,
+) -> None:
     from dataclasses import replace
 
     from flower_batch.jobmodel.record import read_record
@@ -61,7 +63,9 @@ async def test_a_job_whose_workspace_cannot_be_copied_ends_error_with_a_record(t
     async with FakeBackend() as backend:
         record = await _run_one(tmp_path, backend, job)
     on_disk = read_record(Home(tmp_path / "home").job("b", "gone").record_path)
-    assert on_disk.status == "error" and on_disk.finished and on_disk == record
+    # The job's input, like a workflow that does not import: a verdict, never retried as infrastructure.
+    assert on_disk.status == "failed" and on_disk.finished and on_disk == record
+    assert on_disk.failure_class == "agent"
     assert "no-such-workspace" in (on_disk.reason or "") and "\n" not in (on_disk.reason or "")
 
 
@@ -235,3 +239,46 @@ async def test_ctrl_c_during_the_check_records_interrupted_and_keeps_what_the_jo
     )  # the job's, which ended
     assert (jd.logs / "container.log").exists()  # the job's log, not overwritten by a stop
     assert states == [("v", "running"), ("v", "checking"), ("v", "interrupted")]
+
+
+@pytest.mark.anyio
+async def test_the_workspace_copy_runs_off_the_event_loop_and_stops_with_the_command(tmp_path: Path) -> None:
+    import time
+    from dataclasses import replace
+
+    import anyio
+
+    from flower_batch.layout import Home
+    from flower_batch.running.runner import prepare_off_the_loop
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    files = 8000
+    for i in range(files):
+        (ws / f"f{i:05}").write_bytes(b"x" * 512)
+    jd = Home(tmp_path / "home").job("b", "copy")
+    job = replace(_spec("copy"), workspace=ws)
+    ticks, cancel_asked = 0, 0.0
+    with anyio.CancelScope() as scope:
+        async with anyio.create_task_group() as tg:
+
+            async def beat() -> None:  # the event loop keeps answering while the copy runs
+                nonlocal ticks, cancel_asked
+                while True:
+                    ticks += 1
+                    if jd.workspace.is_dir() and any(jd.workspace.iterdir()):
+                        cancel_asked = time.monotonic()
+                        scope.cancel()  # the command stops (Ctrl-C, SIGTERM) mid-copy
+                    await anyio.sleep(0.001)
+
+            tg.start_soon(beat)
+            await prepare_off_the_loop(jd, job, fresh=True)
+    assert scope.cancelled_caught and ticks > 1
+    assert time.monotonic() - cancel_asked < 0.5  # answered at once, not after the copy
+    counts = [len(list(jd.workspace.iterdir()))]
+    while True:  # the abandoned thread stops at its next file: the count settles below all of them
+        await anyio.sleep(0.05)
+        counts.append(len(list(jd.workspace.iterdir())))
+        if counts[-1] == counts[-2]:
+            break
+    assert counts[-1] < files
