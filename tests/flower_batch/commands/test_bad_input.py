@@ -214,6 +214,7 @@ CASES = [
         [
             ["warning:", 'memory "', "more than the Docker host has", "limits nothing"],
             ["batch i11-campaign:"],
+            ["1 finished job run again", "inputs changed: memory_bytes"],  # the seed's alpha
         ],
         edit=_limits('memory = "64t"'),
         code=0,
