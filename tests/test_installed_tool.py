@@ -141,6 +141,10 @@ def test_the_installed_tool_works_in_a_project_of_its_own(
         assert not (job / "workspace" / "volumes").exists()  # the home is never copied into a job
         assert (job / "workspace" / "calc.py").read_text() == (proj / "calc.py").read_text()
         batches.append("adhoc")
+        if (
+            how == "sdist"
+        ):  # what the sdist may get wrong is its packaging: it builds and runs; the rest is the wheel's
+            return
 
         # --check is the verdict: the project's test still fails (the offline model wrote notes only).
         fb(
