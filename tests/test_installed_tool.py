@@ -141,58 +141,57 @@ def test_the_installed_tool_works_in_a_project_of_its_own(
         assert not (job / "workspace" / "volumes").exists()  # the home is never copied into a job
         assert (job / "workspace" / "calc.py").read_text() == (proj / "calc.py").read_text()
         batches.append("adhoc")
-        if (
-            how == "sdist"
-        ):  # what the sdist may get wrong is its packaging: it builds and runs; the rest is the wheel's
-            return
+        # what the sdist may get wrong is its packaging: it builds its image and runs; the walk is the wheel's
+        if how != "sdist":
+            # --check is the verdict: the project's test still fails (the offline model wrote notes only).
+            fb(
+                "run",
+                ".",
+                "-f",
+                "flows.py:main",
+                *scenario[:2],
+                "--check",
+                "grep -q 'a + b' calc.py",
+                "--image",
+                TAG,
+                "--name",
+                "checked",
+                code=1,
+            )
+            checked = records(proj / "volumes", "adhoc")["checked"]
+            assert (checked["status"], checked["class"], checked["check_exit"]) == (
+                "failed",
+                "verifier",
+                1,
+            )
 
-        # --check is the verdict: the project's test still fails (the offline model wrote notes only).
-        fb(
-            "run",
-            ".",
-            "-f",
-            "flows.py:main",
-            *scenario[:2],
-            "--check",
-            "grep -q 'a + b' calc.py",
-            "--image",
-            TAG,
-            "--name",
-            "checked",
-            code=1,
-        )
-        checked = records(proj / "volumes", "adhoc")["checked"]
-        assert (checked["status"], checked["class"], checked["check_exit"]) == (
-            "failed",
-            "verifier",
-            1,
-        )
+            fb("run", ".", "-f", "flows.py:main", *scenario, "--persistent", "--name", "kept")
+            woke = fb("wake", "kept")
+            assert "kept: passed" in woke.stderr
+            kept = records(proj / "volumes", "adhoc")["kept"]
+            assert kept["status"] == "passed" and kept["spec"]["persistent"] is True
 
-        fb("run", ".", "-f", "flows.py:main", *scenario, "--persistent", "--name", "kept")
-        woke = fb("wake", "kept")
-        assert "kept: passed" in woke.stderr
-        kept = records(proj / "volumes", "adhoc")["kept"]
-        assert kept["status"] == "passed" and kept["spec"]["persistent"] is True
+            matrix = fb("matrix", "jobs.toml", "-j", "2", "--image", TAG)
+            assert "4/4 passed" in matrix.stdout + matrix.stderr
+            batch = proj.name
+            batches.append(batch)
+            assert {j: r["status"] for j, r in records(proj / "volumes", batch).items()} == {
+                "notes.main.r1": "passed",
+                "notes.main.r2": "passed",
+                "notes.careful.r1": "passed",
+                "notes.careful.r2": "passed",
+            }
+            again = fb("matrix", "jobs.toml", "-j", "2", "--image", TAG)  # the home grew: nothing re-runs
+            assert "4 kept, 0 to run" in again.stderr
 
-        matrix = fb("matrix", "jobs.toml", "-j", "2", "--image", TAG)
-        assert "4/4 passed" in matrix.stdout + matrix.stderr
-        batch = proj.name
-        batches.append(batch)
-        assert {j: r["status"] for j, r in records(proj / "volumes", batch).items()} == {
-            "notes.main.r1": "passed",
-            "notes.main.r2": "passed",
-            "notes.careful.r1": "passed",
-            "notes.careful.r2": "passed",
-        }
-        again = fb("matrix", "jobs.toml", "-j", "2", "--image", TAG)  # the home grew: nothing re-runs
-        assert "4 kept, 0 to run" in again.stderr
+            report = fb("report", batch)
+            assert (proj / "volumes" / batch / "report" / "report.html").is_file(), report.stdout
 
-        report = fb("report", batch)
-        assert (proj / "volumes" / batch / "report" / "report.html").is_file(), report.stdout
-
-        assert {p.name for p in proj.iterdir()} == USER_FILES | INIT_FILES | {"volumes"}
-        assert {p.name for p in (proj / "scenarios").iterdir()} == {"offline.toml"}
-        assert not list(Path(str(tool)).resolve().parent.parent.rglob(".cache"))  # nothing in site-packages
+            assert {p.name for p in proj.iterdir()} == USER_FILES | INIT_FILES | {"volumes"}
+            assert {p.name for p in (proj / "scenarios").iterdir()} == {"offline.toml"}
+            assert not list(
+                Path(str(tool)).resolve().parent.parent.rglob(".cache")
+            )  # nothing in site-packages
     finally:  # this home's orchestrators' containers only: other tests run adhoc jobs too
         left = [leftovers(proj / "volumes", b) for b in batches]
     assert not any(left), [r.describe() for r in left if r]
