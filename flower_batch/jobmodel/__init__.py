@@ -13,6 +13,8 @@
     units     durations and memory sizes (`90s`, `2g`), parsed and shown
     fields    one validator per job field (memory, cpus, pids, network, durations, budget,
               placement), shared by jobs.toml, the command line and the environment
+    grading   Verifier (hidden tests run after the workflow) and Reward (what they wrote)
+    harbor_task  HarborTask: where a task from a Harbor task folder came from
     hashing   the stable hashes of files, folders and JSON that decide what a resume re-runs
 
 Everything above may import these modules (backend, layout, running, reports, the command line);

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .classes import FailureClass, class_from_status, parse_class
+from .grading import Reward
 from .modes import DEFAULT_MODE, GatewayMode, parse_mode
 from .status import Status
 
@@ -90,6 +91,8 @@ class JobOutcome:
     log_tail: str | None = None
     failure_class: str | None = None
     """A FailureClass value (jobmodel/classes.py) when the runner knew the cause; else see `klass`."""
+    reward: Reward | None = None
+    """What the task's verifier wrote (grading.py); None: no verifier, or it wrote nothing valid."""
 
     def __post_init__(self) -> None:
         # A word from a file or a caller: the enum, or ValueError.
@@ -121,6 +124,7 @@ class JobOutcome:
             "check_output": self.check_output,
             "log_tail": self.log_tail,
             "class": self.klass.value,
+            **({"reward": self.reward.to_dict()} if self.reward else {}),
         }
 
     @classmethod
@@ -139,6 +143,7 @@ class JobOutcome:
             check_output=data.get("check_output"),
             log_tail=data.get("log_tail"),
             failure_class=data.get("class"),
+            reward=Reward.from_dict(data["reward"]) if data.get("reward") else None,
         )
 
 

@@ -10,12 +10,21 @@ from typing import Any
 
 from ..envnames import unset_names
 from .environment import BuildRecipe, TaskImage
+from .grading import Verifier
+from .harbor_task import HarborTask
 from .hashing import json_hash
 from .modes import DEFAULT_MODE, GatewayMode, missing_need
 
 INPUTS_FORMAT = "flower-batch/inputs@1"
 # A Swarm placement constraint: node.labels.K / engine.labels.K / node.hostname|role|id|platform.*
 NETWORKS = ("gateway", "internet")
+ROOTS = ("read-only", "writable")
+"""`root`: the container's root filesystem; "writable" lets the image's package managers work
+(its writes bounded, and kept for wake: running/ docs/security.md)."""
+RUN_AS = ("sandbox", "root")
+"""`user`: the sandbox uid (always, unless a task asks), or uid 0 with the fewest capabilities
+package managers need and no-new-privileges (docs/security.md)."""
+WORKSPACE_PATH = "/workspace"
 MIN_PIDS = 64  # the CLI, flower and a shell already hold about 40 threads
 
 PLACEMENT = re.compile(
@@ -119,6 +128,21 @@ class JobSpec:
     task_image: TaskImage | None = None
     """`image` or `build` resolved to a pinned id before anything runs (running/task_images.py);
     None: the job runs in the batch's runtime image."""
+    root: str = "read-only"
+    """ROOTS."""
+    user: str = "sandbox"
+    """RUN_AS."""
+    workdir: str | None = None
+    """Where the workspace is in the container and the agent works; None: WORKSPACE_PATH. A Harbor
+    task's is its image's WORKDIR (the same fixed path on every run and wake)."""
+    verifier: Verifier | None = None
+    """Hidden tests run after the workflow, whose reward decides the pass (grading.py)."""
+    harbor: HarborTask | None = None
+    """Where the task came from, when a Harbor task folder (harbor_task.py)."""
+
+    @property
+    def workspace_path(self) -> str:
+        return self.workdir or WORKSPACE_PATH
 
     @property
     def uses_starter_flow(self) -> bool:
@@ -172,6 +196,11 @@ class JobSpec:
             **({"task_image": self.task_image.to_dict()} if self.task_image else {}),
             **({"exclude": list(self.exclude)} if self.exclude else {}),
             **({"workspace_limit": self.workspace_limit} if self.workspace_limit is not None else {}),
+            **({"root": self.root} if self.root != "read-only" else {}),
+            **({"user": self.user} if self.user != "sandbox" else {}),
+            **({"workdir": self.workdir} if self.workdir else {}),
+            **({"verifier": self.verifier.to_dict()} if self.verifier else {}),
+            **({"harbor": self.harbor.to_dict()} if self.harbor else {}),
         }
 
     @classmethod
@@ -207,6 +236,11 @@ class JobSpec:
             task_image=TaskImage.from_dict(data["task_image"]) if data.get("task_image") else None,
             exclude=tuple(data.get("exclude") or ()),
             workspace_limit=data.get("workspace_limit"),
+            root=data.get("root") or "read-only",
+            user=data.get("user") or "sandbox",
+            workdir=data.get("workdir"),
+            verifier=Verifier.from_dict(data["verifier"]) if data.get("verifier") else None,
+            harbor=HarborTask.from_dict(data["harbor"]) if data.get("harbor") else None,
         )
 
     def hashed_inputs(self, image_id: str) -> dict[str, Any]:
@@ -222,6 +256,9 @@ class JobSpec:
             data["build"] = {**data["build"], "folder": None}
             data.get("task_image", {}).pop("id", None)
         data.get("task_image", {}).pop("ref", None)
+        for moved in ("verifier", "harbor"):  # by content (their hash/digest), not where they lie
+            if moved in data:
+                data[moved] = {**data[moved], "folder": None}
         return {"format": INPUTS_FORMAT, "image_id": image_id, **data}
 
     def inputs_hash(self, image_id: str) -> str:
