@@ -201,6 +201,11 @@ class MatrixTooLarge(MatrixFileError):
     """More jobs than MAX_JOBS without an explicit flag (one line)."""
 
 
+class HarborTaskError(FlowerBatchError, ValueError):
+    """A Harbor task folder flower-batch cannot read or does not honour yet: one line naming
+    the folder's file and the fix (flower_batch/harbor/)."""
+
+
 class TemplateError(FlowerBatchError, ValueError):
     """A reference that cannot be rendered; the message says why and how to fix it."""
 

@@ -149,6 +149,8 @@ def matrix(
     fresh: opt.Fresh = False,
     fail_under: opt.FailUnder = None,
     dry_run: opt.DryRun = False,
+    include: opt.OnlyTasks = [],  # noqa: B006 - typer's default, never mutated
+    exclude: opt.SkipTasks = [],  # noqa: B006
     budget_usd: opt.BatchBudget = None,
     baseline_ref: opt.Baseline = None,
     alpha: float = ALPHA_OPT,
@@ -165,7 +167,7 @@ def matrix(
     errors remained after --infra-retries, 4 below it with jobs paused at the budget (run
     again with a higher --budget-usd to continue them). Paused jobs count as not passed.
     """
-    jf = _load(jobs_file, allow_large)
+    jf = _load(jobs_file, allow_large, include, exclude)
     settings = _checked_options(
         jf, parallel=parallel, upstream=upstream, infra_retries=infra_retries, fail_under=fail_under
     )
@@ -242,9 +244,12 @@ def _batch_budget(given: float | None, jf: JobsFile) -> float | None:
     return option_value("--budget-usd", f"{given:g}", fields.budget_usd(given))
 
 
-def _load(jobs_file: Path, allow_large: bool) -> JobsFile:
+def _load(jobs_file: Path, allow_large: bool, include: list[str], exclude: list[str]) -> JobsFile:
+    """The jobs file, narrowed by `-i`/`-x` globs on task names; its problems one line each."""
     try:
-        return load_jobs_file(jobs_file, max_jobs=None if allow_large else MAX_JOBS)
+        return load_jobs_file(
+            jobs_file, max_jobs=None if allow_large else MAX_JOBS, include=include, exclude=exclude
+        )
     except MatrixFileError as exc:  # one line per problem, each naming its file and field
         err.print(str(exc), markup=False)
         raise typer.Exit(2) from None

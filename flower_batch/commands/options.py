@@ -125,6 +125,16 @@ FailUnder = Annotated[
     float | None, typer.Option("--fail-under", help="exit 0 if the pass rate is at least this (0..1)")
 ]
 DryRun = Annotated[bool, typer.Option("--dry-run", help="show the plan and exit")]
+OnlyTasks = Annotated[
+    list[str],
+    typer.Option(
+        "-i", "--include", help="only the tasks whose name matches this glob, e.g. 'fix-*' (repeatable)"
+    ),
+]
+SkipTasks = Annotated[
+    list[str],
+    typer.Option("-x", "--exclude", help="leave out the tasks whose name matches this glob (repeatable)"),
+]
 BatchBudget = Annotated[
     float | None,
     typer.Option(

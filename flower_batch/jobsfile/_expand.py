@@ -1,6 +1,7 @@
 """`Parsed` -> `JobSpec`s: combinations, ids, layered fields, rendered templates.
 
-Precedence, lowest first: [defaults] < [tasks.X] < matrix values (axes in declaration
+Precedence, lowest first: [defaults] < a Harbor task's folder < [tasks.X] or its
+[tasksets.X] section < matrix values (axes in declaration
 order, then include-added keys) < the [[jobs]] entry. Problems found while resolving a
 job (undefined template references, missing directories) go to the same `Problems`.
 """
@@ -28,6 +29,7 @@ from ._ids import job_id, slugify, variant_of
 from ._keypath import KeyPath
 from ._parse import Explicit, Parsed, Val, match
 from ._problems import Problems
+from ._tasksets import graded
 from ._templating import RenderContext, Template
 
 DEFAULT_TIMEOUT_S = 1800.0
@@ -139,7 +141,9 @@ class Expander:
 
     # long: one line per job field, rendered and checked in the order of JobSpec
     def _resolve(self, unit: Unit, ident: str, repeat: int) -> JobSpec | None:
-        merged = merge(self.parsed.defaults, self.parsed.tasks.get(unit.task, {}), *unit.overlays)
+        source = self.parsed.harbor.get(unit.task)
+        folder = [source.folder_layer] if source else []  # a Harbor task's folder: above [defaults]
+        merged = merge(self.parsed.defaults, *folder, self.parsed.tasks.get(unit.task, {}), *unit.overlays)
         # Invalid values were reported while parsing; resolve the rest as if they were unset.
         fields = {name: value for name, value in merged.items() if not is_invalid(value)}
         context = RenderContext(unit.values, unit.task, ident, repeat)
@@ -203,6 +207,7 @@ class Expander:
             build=build,
             exclude=exclude,
             workspace_limit=fields.get("workspace_limit"),
+            **(graded(source) if source else {}),
         )
 
     def _renderer(self, context: RenderContext) -> Callable[[Template | None], str | None]:

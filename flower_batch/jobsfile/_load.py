@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Sequence
 from pathlib import Path
 
 from flower_batch.errors import FieldError, MatrixFileError, MatrixTooLarge
@@ -15,14 +16,22 @@ from ._locate import KeyLines
 from ._parse import Parser
 from ._problems import Problems
 from ._size import breakdown, count_jobs
+from ._tasksets import Narrowing
 
 _TOML_POSITION = re.compile(r"\s*\(at line (\d+), column \d+\)$")
 
 
-def load_jobs_file(path: str | Path, *, max_jobs: int | None = None) -> JobsFile:
+def load_jobs_file(
+    path: str | Path,
+    *,
+    max_jobs: int | None = None,
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+) -> JobsFile:
     """Parse, validate and expand the jobs file at `path`.
 
     With `max_jobs`, a file making more jobs than that is refused before it is expanded.
+    `include`/`exclude` (matrix -i/-x) are globs on task names: only the tasks they select.
 
     Raises:
         MatrixFileError: the file is missing, unreadable or invalid; `.errors` lists every
@@ -36,11 +45,17 @@ def load_jobs_file(path: str | Path, *, max_jobs: int | None = None) -> JobsFile
         raise MatrixFileError(
             [FieldError(str(path), None, "", f"cannot read the jobs file: {reason}")]
         ) from exc
-    return parse_jobs_text(text, path=path, max_jobs=max_jobs)
+    return parse_jobs_text(text, path=path, max_jobs=max_jobs, include=include, exclude=exclude)
 
 
 def parse_jobs_text(
-    text: str, *, path: Path, label: str | None = None, max_jobs: int | None = None
+    text: str,
+    *,
+    path: Path,
+    label: str | None = None,
+    max_jobs: int | None = None,
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
 ) -> JobsFile:
     """Like `load_jobs_file` for text already read; relative paths resolve against `path`'s folder."""
     label = label or str(path)
@@ -53,7 +68,8 @@ def parse_jobs_text(
         message = _TOML_POSITION.sub("", message)
         raise MatrixFileError([FieldError(label, line, "", f"not valid TOML: {message}")]) from None
     problems = Problems(label, KeyLines(text))
-    parsed = Parser(problems).parse(data)
+    base_dir = path.resolve().parent
+    parsed = Parser(problems, base_dir, Narrowing(tuple(include), tuple(exclude))).parse(data)
     if max_jobs is not None and (count := count_jobs(parsed)) > max_jobs:
         problems.add(
             ("matrix",),
@@ -61,7 +77,6 @@ def parse_jobs_text(
             "--allow-large to run (or --dry-run) that many, or shrink an axis",
         )
         raise MatrixTooLarge(problems.errors())  # with the file's other problems: all before any expansion
-    base_dir = path.resolve().parent
     jobs = Expander(parsed, base_dir, problems).expand()
     problems.raise_if_any()
     tasks = tuple(dict.fromkeys(job.task for job in jobs))

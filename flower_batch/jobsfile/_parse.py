@@ -9,14 +9,18 @@ import difflib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+from flower_batch.harbor.taskset import select, unmatched
 
 from ._fields import JOB_FIELDS, Overlay, close_field, is_invalid, parse_field, parse_overlay, show_value
 from ._ids import value_label
 from ._keypath import KeyPath
 from ._problems import Problems
+from ._tasksets import HarborSource, Narrowing, parse_tasksets
 
-SECTIONS = ("batch", "defaults", "tasks", "matrix", "jobs")
+SECTIONS = ("batch", "defaults", "tasks", "tasksets", "matrix", "jobs")
 _TASK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 _AXIS_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 _BATCH_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -60,6 +64,10 @@ class Parsed:
     exclude: list[dict[str, Val]] = field(default_factory=list)
     repeat: int = 1
     explicit: list[Explicit] = field(default_factory=list)
+    harbor: dict[str, HarborSource] = field(default_factory=dict)
+    """The tasks of [tasksets.NAME] sections, by name (their section's fields are in `tasks`)."""
+    dropped: set[str] = field(default_factory=set)
+    """Task names `-i`/`-x` left out: a matrix value naming one is passed over, not a mistake."""
 
 
 def match(filter_value: Val, value: Val) -> bool:
@@ -75,9 +83,12 @@ def match(filter_value: Val, value: Val) -> bool:
 
 
 class Parser:
-    def __init__(self, problems: Problems) -> None:
+    def __init__(self, problems: Problems, base_dir: Path, narrowing: Narrowing | None = None) -> None:
         self.problems = problems
+        self.base_dir = base_dir
+        self.narrowing = narrowing or Narrowing()
         self.out = Parsed()
+        self._all_names: list[str] = []
 
     def report(self, path: KeyPath, message: str) -> None:
         self.problems.add(path, message)
@@ -88,12 +99,17 @@ class Parser:
                 self.report(
                     (key,),
                     _unknown(
-                        "section", key, SECTIONS, "[batch], [defaults], [tasks.NAME], [matrix] or [[jobs]]"
+                        "section",
+                        key,
+                        SECTIONS,
+                        "[batch], [defaults], [tasks.NAME], [tasksets.NAME], [matrix] or [[jobs]]",
                     ),
                 )
         self._batch(self._table(data, "batch"))
         self._defaults(self._table(data, "defaults"))
-        self._tasks(self._table(data, "tasks"))
+        self._tasks(self._table(data, "tasks"), has_tasksets=bool(data.get("tasksets")))
+        self._tasksets(self._table(data, "tasksets"))
+        self._narrow()
         self._matrix(self._table(data, "matrix"))
         self._jobs(data.get("jobs", []))
         return self.out
@@ -137,10 +153,12 @@ class Parser:
             self.out.image = image.strip()
         self.out.defaults = parse_overlay(table, ("defaults",), self.report)
 
-    def _tasks(self, table: Mapping[str, Any]) -> None:
-        if not table:
+    def _tasks(self, table: Mapping[str, Any], *, has_tasksets: bool = False) -> None:
+        if not table and not has_tasksets:
             self.report(
-                ("tasks",), "no tasks defined; add a [tasks.NAME] table with a prompt and a workspace"
+                ("tasks",),
+                "no tasks defined; add a [tasks.NAME] table with a prompt and a workspace "
+                '(or a [tasksets.NAME] with harbor = "path")',
             )
         for name, task in table.items():
             path: KeyPath = ("tasks", name)
@@ -159,6 +177,37 @@ class Parser:
                         (*path, "description"), f"expected a string, got {show_value(task['description'])}"
                     )
             self.out.tasks[name] = parse_overlay(task, path, self.report)
+
+    def _tasksets(self, table: Mapping[str, Any]) -> None:
+        found = parse_tasksets(table, self.base_dir, self.report, self.narrowing)
+        for name in found.names:
+            if name in self.out.tasks:
+                self.report(
+                    ("tasksets", found.sources[name].taskset if name in found.sources else "", "harbor"),
+                    f'task "{name}" is also a [tasks.{name}]; rename one (task names make job ids)',
+                )
+        for name, source in found.sources.items():
+            if name in self.out.tasks:
+                continue
+            self.out.harbor[name] = source
+            self.out.tasks[name] = found.overlays[name]
+            if source.task.description:
+                self.out.descriptions[name] = source.task.description
+        self._all_names = [*self.out.tasks, *(n for n in found.names if n not in self.out.tasks)]
+
+    def _narrow(self) -> None:
+        """`-i`/`-x` on every task's name; a glob that selects nothing is a mistake worth a line."""
+        if not self.narrowing:
+            return
+        names = self._all_names
+        for flag, globs in (("-i", self.narrowing.include), ("-x", self.narrowing.exclude)):
+            for glob in unmatched(names, globs):
+                self.report((), f'{flag} "{glob}" selects no task ({len(names)} in the file); fix the glob')
+        kept = set(select(list(self.out.tasks), self.narrowing.include, self.narrowing.exclude))
+        self.out.dropped = {n for n in names if n not in kept}
+        self.out.tasks = {n: o for n, o in self.out.tasks.items() if n in kept}
+        if names and not kept and not self.problems:
+            self.report((), "-i/-x leave no task to run; widen them")
 
     def _check_keys(self, table: Mapping[str, Any], path: KeyPath, allowed: tuple[str, ...]) -> None:
         for key in table:
@@ -233,6 +282,8 @@ class Parser:
     def _value(self, key: str, raw: Any, path: KeyPath) -> Val | None:
         """Parse a value given to matrix key `key` (axis value or include entry value)."""
         if key == "task":
+            if isinstance(raw, str) and raw in self.out.dropped:  # left out by -i/-x: no mistake
+                return None
             if not isinstance(raw, str) or raw not in self.out.tasks:  # a list or table is no task name
                 known = ", ".join(self.out.tasks) or "none defined"
                 self.report(
@@ -314,6 +365,8 @@ class Parser:
             path: KeyPath = ("matrix", "exclude", index)
             parsed: dict[str, Val] = {}
             for key, raw in entry.items():
+                if key == "task" and isinstance(raw, str) and raw in self.out.dropped:
+                    break  # the task is left out by -i/-x: so is this entry
                 if key not in self.out.axes:
                     self.report(
                         (*path, key), f"not an axis; exclude entries match axis values (axes: {axes})"
@@ -368,6 +421,8 @@ class Parser:
             (*JOB_FIELDS, "name", "matrix"),
         )
         name, task = entry.get("name"), entry.get("task")
+        if isinstance(task, str) and task in self.out.dropped:
+            return None  # left out by -i/-x
         ok = True
         if not isinstance(name, str) or not _TASK_NAME.match(name):
             self.report(

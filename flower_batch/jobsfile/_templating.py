@@ -54,6 +54,21 @@ class Template:
 
 
 @dataclass(frozen=True)
+class Literal(Template):
+    """Text taken as written, never rendered: a Harbor task's instruction or path (its `${{` is
+    the task's own text, not a reference)."""
+
+    def references(self) -> list[str]:
+        return []
+
+    def syntax_problem(self) -> str | None:
+        return None
+
+    def render(self, context: RenderContext) -> str:
+        return self.text
+
+
+@dataclass(frozen=True)
 class RenderContext:
     """What references resolve against for one job."""
 
