@@ -1,7 +1,8 @@
-"""What `matrix --dry-run` prints: every job while they fit on a screen, else a summary.
+"""What `matrix --dry-run` prints: every job up to LISTED (a task set of hundreds is listed, a
+line per job, to read or grep), else a summary.
 
-Past a screenful a line per job helps nobody (200,000 lines take longer to print than to plan):
-the summary gives the counts per action and reason, per axis, and the first and last jobs.
+Past that a line per job helps nobody (200,000 lines take longer to print than to plan): the
+summary gives the counts per action and reason, per axis, and the first and last jobs.
 """
 
 from __future__ import annotations
@@ -15,10 +16,13 @@ from flower_batch.jobmodel.resume import Decision, ResumePlan
 from flower_batch.jobmodel.spec import JobSpec
 
 EDGE = 5  # jobs shown at each end of a summarised plan
+LISTED = 1000
+"""Jobs a plan lists one per line at least, whatever the screen's height."""
 
 
 def screenful() -> int:
-    return max(20, shutil.get_terminal_size((80, 24)).lines - 6)
+    """The jobs listed one per line: LISTED, or a taller screen's worth."""
+    return max(LISTED, shutil.get_terminal_size((80, 24)).lines - 6)
 
 
 def _line(d: Decision) -> str:
@@ -30,7 +34,7 @@ def plan_lines(plan: ResumePlan, jobs: Sequence[JobSpec], limit: int | None = No
     decisions = plan.decisions
     if len(decisions) <= limit:
         return [_line(d) for d in decisions]
-    out = [f"{len(decisions):,} jobs (more than a screenful: summarised)"]
+    out = [f"{len(decisions):,} jobs (more than {limit:,}: summarised)"]
     for (action, reason), n in Counter((d.action.value, d.reason) for d in decisions).most_common(EDGE):
         out.append(f"  {action:5} {n:>9,}  {reason}")
     out += _axes(jobs)

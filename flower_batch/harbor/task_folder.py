@@ -27,7 +27,7 @@ from typing import Any
 from flower_batch.errors import HarborTaskError
 from flower_batch.jobmodel.grading import Verifier
 from flower_batch.jobmodel.harbor_task import HarborTask
-from flower_batch.jobmodel.hashing import tree_hash
+from flower_batch.jobmodel.hashing import tree_hashes
 
 SCHEMA_VERSIONS = re.compile(r"^1\.[0-4](\.\d+)?$")
 """The task.toml versions read: 1.0 (Terminal-Bench 2's) to 1.4; a later one may mean more."""
@@ -48,6 +48,7 @@ class TaskFolder:
     image: str | None
     build_dir: Path | None
     """environment/, when the task builds its image from environment/Dockerfile."""
+    build_hash: str | None
     timeout_s: float | None
     cpus: float | None
     memory_bytes: int | None
@@ -76,11 +77,11 @@ def read_task(folder: Path) -> TaskFolder:
     agent = _table(folder, config, "agent")
     image, build_dir = _environment(folder, environment)
     policy, network = _network(folder, environment)
-    digest = tree_hash(folder)
+    hashes = tree_hashes(folder, ("tests", "environment"))  # one walk of the folder
     metadata = _metadata(folder, config, environment)
     harbor = HarborTask(
         folder=folder,
-        digest=digest,
+        digest=hashes[""],
         name=task_name(folder),
         schema_version=version,
         metadata=metadata,
@@ -93,12 +94,13 @@ def read_task(folder: Path) -> TaskFolder:
         prompt=_instruction(folder),
         image=image,
         build_dir=build_dir,
+        build_hash=hashes.get("environment") if build_dir else None,
         timeout_s=_number(folder, agent, "timeout_sec", "agent"),
         cpus=_number(folder, environment, "cpus", "environment"),
         memory_bytes=_megabytes(folder, environment, "memory_mb"),
         network=network,
         user=_user(folder, agent),
-        verifier=_verifier(folder, _table(folder, config, "verifier")),
+        verifier=_verifier(folder, _table(folder, config, "verifier"), hashes.get("tests", "")),
         harbor=harbor,
         description=description if isinstance(description, str) else None,
     )
@@ -228,7 +230,7 @@ def _user(folder: Path, agent: Mapping[str, Any]) -> str:
     )
 
 
-def _verifier(folder: Path, section: Mapping[str, Any]) -> Verifier:
+def _verifier(folder: Path, section: Mapping[str, Any], tests_hash: str) -> Verifier:
     tests = folder / "tests"
     if not (tests / "test.sh").is_file():
         raise HarborTaskError(f"{tests / 'test.sh'}: not found; a Harbor task is graded by tests/test.sh")
@@ -238,7 +240,7 @@ def _verifier(folder: Path, section: Mapping[str, Any]) -> Verifier:
     timeout = _number(folder, section, "timeout_sec", "verifier")
     return Verifier(
         folder=tests.resolve(),
-        folder_hash=tree_hash(tests),
+        folder_hash=tests_hash,
         timeout_s=timeout if timeout is not None else 600.0,
         env={str(k): str(v) for k, v in env.items()},
     )

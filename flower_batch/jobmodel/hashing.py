@@ -9,7 +9,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from flower_batch.workspace_scan import Rules, scan
+from flower_batch.workspace_scan import Rules, Scan, scan
 
 _CHUNK = 1 << 20
 
@@ -39,25 +39,51 @@ def tree_hash(root: Path, rules: Rules | None = None) -> str:
     (a home inside it, ignored paths, FIFOs) changes nothing.
     """
     found = scan(root, rules or Rules())
-    entries = [(rel, "D") for rel in found.dirs]
-    entries += [(rel, "F") for rel in found.files]
-    entries += [(rel, "L") for rel in found.symlinks]
+    return _digest(_entries(found), found.cut)
+
+
+def tree_hashes(root: Path, subfolders: tuple[str, ...]) -> dict[str, str]:
+    """`tree_hash` of `root` ("") and of each of its `subfolders` (that exist), from one walk:
+    a Harbor task folder, its tests/ and its environment/ read once (hundreds of tasks plan)."""
+    found = scan(root, Rules())
+    if found.cut:  # the walk stopped early: each part on its own, with its own bounds
+        hashes = {"": _digest(_entries(found), found.cut)}
+        return hashes | {sub: tree_hash(root / sub) for sub in subfolders if (root / sub).is_dir()}
+    entries = _entries(found)
+    hashes = {"": _digest(entries, None)}
+    for sub in subfolders:
+        if sub in found.dirs:
+            prefix = f"{sub}/"
+            inner = [
+                (rel.removeprefix(prefix), kind, text)
+                for rel, kind, text in entries
+                if rel.startswith(prefix)
+            ]
+            hashes[sub] = _digest(inner, None)
+    return hashes
+
+
+def _entries(found: Scan) -> list[tuple[str, str, str]]:
+    """(relative path, kind, what the line says after the path), in path order."""
+    entries = [(rel, "D", "") for rel in found.dirs]
+    entries += [(rel, "F", _file_entry(found.root, rel)) for rel in found.files]
+    entries += [(rel, "L", found.symlinks[rel]) for rel in found.symlinks]
+    return sorted(entries)
+
+
+def _digest(entries: list[tuple[str, str, str]], cut: str | None) -> str:
     digest = hashlib.sha256()
-    for relative, kind in sorted(entries):
-        if kind == "L":
-            entry = f"L {relative} {found.symlinks[relative]}"
-        elif kind == "D":
-            entry = f"D {relative}"
-        else:
-            entry = _file_entry(found.root, relative)
+    for relative, kind, text in entries:
+        entry = f"{kind} {relative}" + (f" {text}" if kind != "D" else "")
         digest.update(entry.encode("utf-8", "surrogateescape") + b"\0")
-    if found.cut:
-        digest.update(f"cut {found.cut}".encode("utf-8", "surrogateescape"))
+    if cut:
+        digest.update(f"cut {cut}".encode("utf-8", "surrogateescape"))
     return "sha256:" + digest.hexdigest()
 
 
 def _file_entry(root: Path, relative: str) -> str:
-    """A regular file's line, read without following a symlink swapped in since the scan."""
+    """A regular file's line after its path, read without following a symlink swapped in since
+    the scan."""
     fd = os.open(root / relative, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     with os.fdopen(fd, "rb") as handle:
         info = os.fstat(handle.fileno())
@@ -66,7 +92,7 @@ def _file_entry(root: Path, relative: str) -> str:
             while chunk := handle.read(_CHUNK):
                 digest.update(chunk)
     executable = "x" if info.st_mode & stat.S_IXUSR else "-"
-    return f"F {relative} {executable} sha256:{digest.hexdigest()}"
+    return f"{executable} sha256:{digest.hexdigest()}"
 
 
 def path_hash(path: Path) -> str:

@@ -57,7 +57,11 @@ class Expander:
         self.parsed = parsed
         self.base_dir = base_dir
         self.problems = problems
-        self._hashes: dict[Path, str] = {}
+        self._hashes: dict[Path, str] = {
+            source.task.build_dir: source.task.build_hash  # hashed when the folder was read
+            for source in parsed.harbor.values()
+            if source.task.build_dir and source.task.build_hash
+        }
         self._tree_hashes: dict[tuple[Path, tuple[str, ...]], str] = {}
         self._workspaces: dict[str, Path | None] = {}
         self._files: dict[

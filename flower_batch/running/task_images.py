@@ -69,16 +69,19 @@ def resolve_environments(
     try:
         pinned: dict[str, TaskImage | None] = {}
         to_build: dict[str, JobSpec] = {}
+        built = images.ids_by_label(TASK_BUILD) if any(job.build for job in jobs) else {}  # one request
         for job in jobs:
             key = _key(job)
             if key in pinned or key in to_build:
                 continue
-            if job.build is not None and not dry_run and not images.find_by_label(TASK_BUILD, job.build.key):
+            if dry_run and job.build is not None:  # a plan builds nothing: each folder by its key
+                found = built.get(job.build.key)
+                pinned[key] = TaskImage(found or job.build.key, "build", _shown_folder(job.build.folder))
+                continue
+            if job.build is not None and job.build.key not in built:
                 to_build[key] = job  # built below, several at once
                 continue
-            pinned[key] = _pin(
-                images, job, runtime, where=where, home_root=home_root, log=log, dry_run=dry_run
-            )
+            pinned[key] = _pin(images, job, runtime, where=where, home_root=home_root, log=log)
         pinned.update(
             _build_all(
                 to_build,
@@ -129,14 +132,8 @@ def _pin(
     where: str,
     home_root: Path,
     log: Log,
-    dry_run: bool = False,
 ) -> TaskImage | None:
     if job.build is not None:
-        if dry_run:
-            found = images.find_by_label(TASK_BUILD, job.build.key)[:1]
-            return TaskImage(
-                found[0].id if found else job.build.key, "build", _shown_folder(job.build.folder)
-            )
         return _built(images, job.task, job.build, where=where, home_root=home_root, log=log)
     if job.image is None and job.task_image is None:
         return None  # the runtime image

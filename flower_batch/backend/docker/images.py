@@ -53,6 +53,20 @@ class DockerImages:
         except Exception as exc:
             raise translate(exc, "image", f"{key}={value}", address=self.address) from None
 
+    def ids_by_label(self, key: str) -> dict[str, str]:
+        """Label `key`'s value -> the id of the newest image carrying it: one request for all
+        (a plan of hundreds of task folders asks once, not once per folder)."""
+        try:
+            rows = self._api().images(filters={"label": key})
+        except Exception as exc:
+            raise translate(exc, "image", key, address=self.address) from None
+        found: dict[str, str] = {}
+        for row in sorted(rows, key=lambda r: r.get("Created", 0)):
+            value = (row.get("Labels") or {}).get(key)
+            if value is not None:
+                found[value] = row["Id"]
+        return found
+
     def tag(self, image_id: str, ref: str) -> None:
         repo, _, tag = ref.rpartition(":") if ":" in ref.rsplit("/", 1)[-1] else (ref, "", "latest")
         try:

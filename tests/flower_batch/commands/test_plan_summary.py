@@ -1,4 +1,4 @@
-"""What `matrix --dry-run` prints: every job while they fit on a screen, else a summary."""
+"""What `matrix --dry-run` prints: every job up to LISTED (or a screenful), else a summary."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def test_the_dry_run_lists_jobs_that_fit_and_summarises_the_rest(tmp_path: Path)
     assert len(plan_lines(plan, jf.jobs, limit=120)) == 120
     summary = plan_lines(plan, jf.jobs, limit=40)
     assert len(summary) < 40
-    assert summary[0] == "120 jobs (more than a screenful: summarised)"
+    assert summary[0] == "120 jobs (more than 40: summarised)"
     assert "axis a: 30 values (0, 1, 2, …) · 4 jobs each" in summary
     assert summary[-1].strip().startswith(f"run   {jf.jobs[-1].id}")
 

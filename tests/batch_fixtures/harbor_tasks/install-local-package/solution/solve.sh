@@ -1,0 +1,4 @@
+#!/bin/bash
+set -e
+apt-get install -y flower-greeter
+flower-greeter > /app/greeting.txt
