@@ -1,5 +1,7 @@
 """jobs.toml -> JobsFile: parse, validate every field (all problems at once), render `${{ }}`,
-expand the matrix. Nothing here touches Docker or a job's files.
+expand the matrix. Nothing here touches Docker or a job's files. `[tasksets.NAME]` sections read
+Harbor task folders as tasks (flower_batch/harbor); `include`/`exclude` globs (matrix -i/-x)
+narrow any file by task name.
 
     load_jobs_file(path) -> JobsFile     parse_jobs_text(text, ...) for text already read
     Template / RenderContext             `${{ }}` templating     combinations(...) the matrix's rows
