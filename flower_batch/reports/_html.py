@@ -30,6 +30,8 @@ from ._results import (
     fmt_cost,
     fmt_passed,
     fmt_rate,
+    fmt_reward,
+    harbor_lines,
     rate_class,
 )
 from ._stats import Cell
@@ -70,6 +72,7 @@ details.job[open] > summary { border-bottom: 1px solid var(--line); background: 
 .s-error { background: #8250df; } .s-skipped, .s-pending, .s-running, .s-queued { background: var(--none); }
 .s-orphaned, .s-never-started, .s-paused { background: #9a6700; }
 .badge.image { background: #0969da; } .task-image { font-size: 12px; font-weight: normal; color: #57606a; }
+.badge.reward { background: #8250df; }
 .kv td { padding: 2px 10px 2px 0; vertical-align: top; } .kv td:first-child { color: #57606a; white-space: nowrap; }
 .steps th, .steps td { border-bottom: 1px solid var(--line); padding: 3px 10px 3px 0; text-align: left; }
 pre { background: #0d1117; color: #e6edf3; padding: 10px; border-radius: 6px; overflow: auto; max-height: 360px; white-space: pre-wrap; }
@@ -176,9 +179,12 @@ def _header(results: BatchResults) -> str:
 
 
 def _task_images(results: BatchResults, task: str) -> str:
-    """Under a task's name: the images its jobs ran in, when not the runtime image."""
+    """Under a task's name: the images its jobs ran in, when not the runtime image; a Harbor
+    task's metadata, digest and network (as its task.toml asks, as its jobs ran)."""
     shown = dict.fromkeys(j.task_image.describe() for j in results.jobs if j.task == task and j.task_image)
-    return "".join(f'<div class="task-image">in {escape(s)}</div>' for s in shown)
+    harbor = next((j for j in results.jobs if j.task == task and j.harbor), None)
+    lines = [f"in {s}" for s in shown] + (harbor_lines(harbor) if harbor else [])
+    return "".join(f'<div class="task-image">{escape(line)}</div>' for line in lines)
 
 
 def _comparison(results: BatchResults) -> str:
@@ -194,8 +200,10 @@ def _comparison(results: BatchResults) -> str:
         rows.append(f'<tr class="totals"><th>all tasks</th>{cells}</tr>')
     return (
         "<h2>Comparison</h2>"
-        '<p class="detail">Pass rate over repeats with its 95% Wilson interval; then mean cost (metered by '
-        "the gateway, outside the container), turns and duration. Click a cell to list its jobs.</p>"
+        '<p class="detail">Pass rate over repeats with its 95% Wilson interval; then '
+        + ("the mean reward its verifier gave, " if c.has_rewards else "")
+        + "mean cost (metered by the gateway, outside the container), turns and duration. Click a cell "
+        "to list its jobs.</p>"
         f'<table class="compare" id="comparison"><thead><tr><th>task</th>{head}</tr></thead>'
         f"<tbody>{''.join(rows)}</tbody></table>"
     )
@@ -272,6 +280,8 @@ def _job(
         if job.network == "internet"
         else ""
     )
+    if outcome is not None and outcome.reward is not None:
+        net += f'<span class="badge reward" title="the verifier\'s reward">reward {fmt_reward(outcome.reward.value)}</span>'
     if job.task_image is not None:  # the task's own image, flower brought in
         shown = escape(job.task_image.describe(), quote=True)
         net += f'<span class="badge image" title="ran in {shown}">{escape(job.task_image.ref)}</span>'

@@ -61,6 +61,19 @@ JOB_BODY_JS = r"""
       ['model', i.model || "the workflow's default"],
       ['limits', 'timeout ' + duration(i.timeout_s) + ', cpus ' + (i.cpus || 'unlimited') + ', memory ' +
         memory(i.memory_bytes) + ', budget ' + (i.budget_usd ? cost(i.budget_usd) : 'none')]];
+    var h = j.harbor;
+    if (h) {
+      var m = h.metadata || {};
+      rows.push(['harbor task', h.folder + ' (' + (h.digest || '').slice(0, 19) + '…, schema ' + (h.schema_version || '?') + ')']);
+      rows.push(['metadata', ['difficulty', 'category'].filter(function (k) { return m[k]; }).map(function (k) { return k + ' ' + m[k]; })
+        .concat(m.tags ? ['tags ' + [].concat(m.tags).join(', ')] : []).join(' · ') || 'none']);
+      rows.push(['network', 'task.toml asks ' + h.network_policy + '; ran with ' + h.network_as_run]);
+    }
+    if (o && o.reward) {
+      var detail = Object.keys(o.reward.detail || {}).map(function (k) { return k + ' ' + o.reward.detail[k]; }).join(', ');
+      rows.push(['reward', o.reward.value + (h && h.pass_reward !== null ? ' (passes at ' + h.pass_reward + ')' : '') +
+        (detail ? '; ' + detail : '')]);
+    }
     if (o) {
       var verdict = o.workflow_ok ? 'ok' : (o.workflow_ok === false ? 'not ok' : 'unknown');
       rows.push(['verdict', 'workflow ' + verdict + '; check ' + (o.check_exit === null ? 'not run' : 'exit ' + o.check_exit)]);

@@ -7,7 +7,9 @@ skipped, not run yet                -> <skipped message=...> (a skipped job stil
 paused                              -> <skipped message="paused: REASON">: no verdict yet (a higher
                                        budget continues it); counted apart in the suite's `paused`
                                        property (and `--fail-under` counts it as not passed)
-The check's output (and the log tail) go to <system-out>. Element order and attributes
+A graded job's reward (Harbor tasks) is in its <system-out> and its failure's details, each
+suite's mean reward in its `mean_reward` property. The check's output (and the log tail) go to
+<system-out>. Element order and attributes
 stay inside the common Jenkins/Ant JUnit schema.
 """
 
@@ -22,7 +24,7 @@ from flower_batch.jobmodel.outcome import JobOutcome
 from flower_batch.jobmodel.spec import JobSpec
 from flower_batch.jobmodel.status import Status
 
-from ._results import BatchResults
+from ._results import BatchResults, fmt_reward
 
 # Characters XML 1.0 forbids (terminal escapes in logs would make the file unreadable).
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
@@ -74,6 +76,7 @@ def _suite(results: BatchResults, task: str, jobs: list[JobSpec]) -> ET.Element:
         ("gateway_mode", ",".join(results.gateway_modes)),
         ("model", results.gateway_label),
         ("paused", str(sum(1 for o in outcomes if o and o.status is Status.PAUSED))),
+        *_mean_reward(outcomes),
     ):
         ET.SubElement(properties, "property", name=name, value=_clean(value))
     for job, outcome in zip(jobs, outcomes, strict=True):
@@ -95,18 +98,30 @@ def _case(job: JobSpec, outcome: JobOutcome | None, pending_reason: str | None =
         ET.SubElement(case, "skipped", message=_clean(f"paused: {reason}"))
     elif klass is FailureClass.INFRASTRUCTURE:
         element = ET.SubElement(case, "error", message=_clean(reason), type=klass.value)
-        element.text = _clean(_details(outcome))
+        element.text = _clean(_details(job, outcome))
     elif klass in _FAILURES:
         element = ET.SubElement(case, "failure", message=_clean(reason), type=klass.value)
-        element.text = _clean(_details(outcome))
+        element.text = _clean(_details(job, outcome))
     out = _system_out(job, outcome)
     if out:
         ET.SubElement(case, "system-out").text = _clean(out)
     return case
 
 
-def _details(outcome: JobOutcome) -> str:
-    lines = [f"status: {outcome.status.value}", f"class: {outcome.klass.value}"]
+def _mean_reward(outcomes: list[JobOutcome | None]) -> list[tuple[str, str]]:
+    rewards = [o.reward.value for o in outcomes if o and o.reward]
+    return [("mean_reward", fmt_reward(sum(rewards) / len(rewards)))] if rewards else []
+
+
+def _reward_line(job: JobSpec, outcome: JobOutcome) -> list[str]:
+    if outcome.reward is None:
+        return []
+    threshold = f" (passes at {fmt_reward(job.verifier.pass_reward)})" if job.verifier else ""
+    return [f"reward: {fmt_reward(outcome.reward.value)}{threshold}"]
+
+
+def _details(job: JobSpec, outcome: JobOutcome) -> str:
+    lines = [f"status: {outcome.status.value}", f"class: {outcome.klass.value}", *_reward_line(job, outcome)]
     if outcome.workflow_ok is not None:
         lines.append(f"workflow ok: {outcome.workflow_ok}")
     if outcome.check_exit is not None:
@@ -120,7 +135,8 @@ def _details(outcome: JobOutcome) -> str:
 
 def _system_out(job: JobSpec, outcome: JobOutcome) -> str:
     parts = [
-        f"cost_usd: {outcome.cost_usd if outcome.cost_usd is not None else 'unknown'}; turns: {outcome.num_turns}; model: {outcome.gateway_mode}"
+        *_reward_line(job, outcome),
+        f"cost_usd: {outcome.cost_usd if outcome.cost_usd is not None else 'unknown'}; turns: {outcome.num_turns}; model: {outcome.gateway_mode}",
     ]
     if job.check:
         parts.append(f"$ {job.check}\n{outcome.check_output or ''}".rstrip())

@@ -1,7 +1,8 @@
 """The side-by-side comparison: rows = tasks, columns = variants, one `Cell` each.
 
 A cell aggregates the repeats of one (task, variant): pass rate with a 95% Wilson
-interval, mean cost (over jobs whose cost is known), mean turns and mean duration.
+interval, mean reward (over jobs a verifier graded: Harbor tasks), mean cost (over jobs whose
+cost is known), mean turns and mean duration.
 Jobs without an outcome yet are `pending`; skipped and paused jobs (no verdict yet) are not
 counted in `n`.
 """
@@ -47,6 +48,9 @@ class Cell:
     cost_known: int = 0
     mean_turns: float | None = None
     mean_duration_s: float | None = None
+    mean_reward: float | None = None
+    rewarded: int = 0
+    """Jobs whose verifier wrote a reward (the mean is over these)."""
 
     @property
     def pass_rate(self) -> float | None:
@@ -66,6 +70,8 @@ class Cell:
             "cost_known": self.cost_known,
             "mean_turns": self.mean_turns,
             "mean_duration_s": self.mean_duration_s,
+            # Only where a verifier graded a job: a batch without one reads as before.
+            **({"mean_reward": self.mean_reward, "rewarded": self.rewarded} if self.rewarded else {}),
         }
 
 
@@ -74,6 +80,7 @@ def aggregate(job_ids: Sequence[str], outcomes: Mapping[str, JobOutcome]) -> Cel
     counted = [o for o in done if o.status not in (Status.SKIPPED, Status.PAUSED)]
     passed = sum(o.passed for o in counted)
     costs = [o.cost_usd for o in counted if o.cost_usd is not None]
+    rewards = [o.reward.value for o in counted if o.reward is not None]
     statuses: dict[str, int] = {}
     for outcome in done:
         statuses[outcome.status.value] = statuses.get(outcome.status.value, 0) + 1
@@ -89,6 +96,8 @@ def aggregate(job_ids: Sequence[str], outcomes: Mapping[str, JobOutcome]) -> Cel
         cost_known=len(costs),
         mean_turns=_mean([o.num_turns for o in counted if o.num_turns is not None]),
         mean_duration_s=_mean([o.duration_s for o in counted if o.duration_s is not None]),
+        mean_reward=_mean(rewards),
+        rewarded=len(rewards),
     )
 
 
@@ -103,6 +112,11 @@ class Comparison:
     cells: dict[tuple[str, str], Cell]
     variant_totals: dict[str, Cell]
     overall: Cell
+
+    @property
+    def has_rewards(self) -> bool:
+        """Some job was graded by a verifier: the reward is shown beside the pass rate."""
+        return self.overall.rewarded > 0
 
     def cell(self, task: str, variant: str) -> Cell | None:
         """None when the matrix has no job for this pair (e.g. excluded)."""

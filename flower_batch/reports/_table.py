@@ -7,7 +7,15 @@ from rich.text import Text
 
 from flower_batch.jobmodel.classes import describe_counts
 
-from ._results import BatchResults, fmt_cell_detail, fmt_ci, fmt_passed, fmt_rate, rate_class
+from ._results import (
+    BatchResults,
+    fmt_cell_detail,
+    fmt_ci,
+    fmt_mean_reward,
+    fmt_passed,
+    fmt_rate,
+    rate_class,
+)
 from ._stats import Cell
 
 _STYLES = {"good": "bold green", "mid": "bold yellow", "bad": "bold red", "none": "dim"}
@@ -16,10 +24,11 @@ _STYLES = {"good": "bold green", "mid": "bold yellow", "bad": "bold red", "none"
 def comparison_table(results: BatchResults) -> Table:
     """Each cell: passed/n, pass rate, 95% interval; then mean cost, turns, duration."""
     c = results.comparison
+    reward = " · mean reward (verifier)" if c.has_rewards else ""
     table = Table(
         title=Text(f"{results.batch} · model: {results.gateway_label}"),
-        caption="pass rate over repeats [95% Wilson interval] · mean cost (metered at the gateway) · mean turns"
-        " · mean duration",
+        caption=f"pass rate over repeats [95% Wilson interval]{reward} · mean cost (metered at the gateway)"
+        " · mean turns · mean duration",
         show_lines=True,
     )
     table.add_column("task", style="bold")
@@ -35,9 +44,15 @@ def comparison_table(results: BatchResults) -> Table:
 
 
 def summary_line(results: BatchResults) -> str:
-    """e.g. `6/8 passed (75%) · $0.0120 · model: scripted model`."""
+    """e.g. `6/8 passed (75%) · mean reward 0.81 · total $0.0120 · model: scripted model` (the
+    reward only where a verifier graded a job)."""
     overall = results.comparison.overall
-    text = f"{fmt_passed(overall)} passed ({fmt_rate(overall)}) · total {_total_cost(overall)} · model: {results.gateway_label}"
+    reward = fmt_mean_reward(overall)
+    text = (
+        f"{fmt_passed(overall)} passed ({fmt_rate(overall)})"
+        + (f" · mean {reward}" if reward else "")
+        + f" · total {_total_cost(overall)} · model: {results.gateway_label}"
+    )
     classes = describe_counts(results.class_counts())
     return (
         text
