@@ -335,6 +335,7 @@ def show(
     home: Path | None = HOME_OPT,
 ) -> None:
     """A job's record and its manifest rows (one per step attempt)."""
+    from flower_batch.harbor.shown import harbor_rows, reward_text
     from flower_batch.running.attempts import list_attempts
 
     jd, record = load_job(home, job)
@@ -365,6 +366,8 @@ def show(
         ("model", mode_label(record.gateway_mode)),
         ("image", record.image_id),
         *([("task image", record.spec.task_image.describe())] if record.spec.task_image else []),
+        *([("reward", reward_text(record.reward, record.spec))] if record.reward else []),
+        *harbor_rows(record.spec),
         ("versions", ", ".join(f"{k} {v}" for k, v in record.versions.items())),
         ("exit code", str(record.exit_code)),
         ("check exit", str(record.check_exit)),

@@ -18,6 +18,7 @@ from flower.fileio import write_atomic
 from flower_batch.errors import RecordError
 
 from .classes import FailureClass, parse_class
+from .grading import Reward
 from .image import PinnedImage
 from .modes import DEFAULT_MODE, GatewayMode, parse_mode
 from .outcome import JobOutcome, StepSummary
@@ -66,6 +67,8 @@ class JobRecord:
     gateway_health: dict[str, Any] | None = None  # gateway deaths and restarts while the job ran
     # Persistent jobs: per attempt, its caps and the spend metered (jobmodel/pausing.py).
     budget_history: tuple[dict[str, Any], ...] = ()
+    reward: Reward | None = None
+    """What the job's hidden tests wrote (grading.py); None: no verifier, or nothing valid."""
 
     def __post_init__(self) -> None:
         # Words from a caller: the enums, or ValueError (from_dict checks a file's words first).
@@ -108,6 +111,7 @@ class JobRecord:
             duration_s=outcome.duration_s,
             gateway_mode=outcome.gateway_mode,
             failure_class=outcome.klass,
+            reward=outcome.reward,
             **timings,
         )
 
@@ -129,6 +133,7 @@ class JobRecord:
             check_output=self.check_output,
             log_tail=log_tail,
             failure_class=self.failure_class.value if self.failure_class else None,
+            reward=self.reward,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -162,6 +167,7 @@ class JobRecord:
             "session": self.session,
             "gateway_health": self.gateway_health,
             **({"budget_history": [dict(e) for e in self.budget_history]} if self.budget_history else {}),
+            **({"reward": self.reward.to_dict()} if self.reward else {}),
             "spec": self.spec.to_dict(),
         }
 
@@ -209,6 +215,7 @@ class JobRecord:
                 if isinstance(data.get("gateway_health"), dict)
                 else None,
                 budget_history=read_history(data.get("budget_history")),
+                reward=Reward.from_dict(data["reward"]) if isinstance(data.get("reward"), Mapping) else None,
             )
         except KeyError as exc:
             raise RecordError(f"malformed field `spec`: no {exc}") from exc

@@ -211,7 +211,10 @@ class Expander:
             build=build,
             exclude=exclude,
             workspace_limit=fields.get("workspace_limit"),
-            **(graded(source) if source else {}),
+            root=fields.get("root", "read-only"),
+            user=fields.get("user", "sandbox"),
+            workdir=fields.get("workdir"),
+            **graded(source),
         )
 
     def _renderer(self, context: RenderContext) -> Callable[[Template | None], str | None]:

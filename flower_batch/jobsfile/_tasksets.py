@@ -113,8 +113,16 @@ def _read_section(
 
 
 def folder_layer(task: TaskFolder, where: KeyPath) -> Overlay:
-    """The job fields a task folder sets, as a layer of parsed values (its text never rendered)."""
-    layer: Overlay = {"prompt": Literal(task.prompt, where), "network": task.network}
+    """The job fields a task folder sets, as a layer of parsed values (its text never rendered).
+    Every Harbor task gets a writable root (Terminal-Bench tasks change files anywhere in their
+    image) and works in its image's WORKDIR, found when the image is built (running/)."""
+    layer: Overlay = {
+        "prompt": Literal(task.prompt, where),
+        "network": task.network,
+        "root": "writable",
+        "user": task.user,
+        "workdir": IMAGE_WORKDIR,
+    }
     if task.image:
         layer["image"] = Literal(task.image, where)
     if task.build_dir:
@@ -125,12 +133,12 @@ def folder_layer(task: TaskFolder, where: KeyPath) -> Overlay:
     return layer
 
 
-def graded(source: HarborSource) -> dict[str, Any]:
-    """The JobSpec fields every job of a Harbor task gets (the runner honours them: running/)."""
+def graded(source: HarborSource | None) -> dict[str, Any]:
+    """The JobSpec fields a Harbor task's jobs get beyond its job fields: its hidden tests (with
+    the section's pass_reward) and where it came from."""
+    if source is None:
+        return {}
     return {
-        "root": "writable",  # Terminal-Bench tasks change files anywhere in their image
-        "user": source.task.user,
-        "workdir": IMAGE_WORKDIR,  # the image's WORKDIR, found when it is built
         "verifier": replace(source.task.verifier, pass_reward=source.pass_reward),
         "harbor": source.task.harbor,
     }

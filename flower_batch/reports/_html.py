@@ -16,6 +16,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from flower_batch.harbor.shown import fmt_reward, harbor_lines
 from flower_batch.jobmodel.outcome import JobOutcome
 from flower_batch.jobmodel.spec import JobSpec
 from flower_batch.jobmodel.units import format_duration
@@ -30,8 +31,6 @@ from ._results import (
     fmt_cost,
     fmt_passed,
     fmt_rate,
-    fmt_reward,
-    harbor_lines,
     rate_class,
 )
 from ._stats import Cell

@@ -19,12 +19,13 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from flower_batch.harbor.shown import fmt_reward
 from flower_batch.jobmodel.classes import FailureClass
 from flower_batch.jobmodel.outcome import JobOutcome
 from flower_batch.jobmodel.spec import JobSpec
 from flower_batch.jobmodel.status import Status
 
-from ._results import BatchResults, fmt_reward
+from ._results import BatchResults
 
 # Characters XML 1.0 forbids (terminal escapes in logs would make the file unreadable).
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")

@@ -13,6 +13,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from flower_batch.harbor.shown import fmt_reward, harbor_facts
 from flower_batch.jobmodel.modes import mode_label
 from flower_batch.jobmodel.outcome import JobOutcome
 from flower_batch.jobmodel.record import JobRecord
@@ -239,40 +240,12 @@ def fmt_turns(value: float | None) -> str:
     return "? turns" if value is None else f"{value:.1f} turns"
 
 
-def fmt_reward(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
-
-
 def fmt_mean_reward(cell: Cell) -> str | None:
     """`reward 0.81` (`(3/4 graded)` when some jobs have none), or None: no job was graded."""
     if not cell.rewarded:
         return None
     graded = f" ({cell.rewarded}/{cell.n} graded)" if cell.rewarded < cell.n else ""
     return f"reward {fmt_reward(cell.mean_reward)}{graded}"
-
-
-def harbor_facts(job: JobSpec) -> dict[str, Any]:
-    """What the record and the report show of a Harbor task: its folder, digest, metadata, and
-    the network its task.toml asked for beside the one the job ran with."""
-    assert job.harbor is not None
-    return {
-        **job.harbor.to_dict(),
-        "network_as_run": job.network,
-        "pass_reward": job.verifier.pass_reward if job.verifier else None,
-    }
-
-
-def harbor_lines(job: JobSpec) -> list[str]:
-    """A Harbor task for people: `difficulty medium · category logs · tags a, b`, then
-    `sha256:0123abcd… · network: asks public, ran internet` (the report's task column)."""
-    assert job.harbor is not None
-    meta = job.harbor.metadata
-    shown = [f"{key} {meta[key]}" for key in ("difficulty", "category") if meta.get(key)]
-    tags = meta.get("tags")
-    if isinstance(tags, list) and tags:
-        shown.append("tags " + ", ".join(str(t) for t in tags))
-    network = f"network: asks {job.harbor.network_policy}, ran {job.network}"
-    return [*([" · ".join(shown)] if shown else []), f"{job.harbor.digest[:19]}… · {network}"]
 
 
 def fmt_cell_detail(cell: Cell) -> str:
