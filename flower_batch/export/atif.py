@@ -14,7 +14,12 @@ How a flower job maps onto it (docs/export.md says the same for readers):
 - a subagent (the Agent tool) is an embedded ATIF trajectory in `subagent_trajectories`,
   referenced by `trajectory_id` from the observation of the call that launched it;
 - `final_metrics`: the job's tokens (subagents included) and cost (the gateway's meter, as in
-  record.json), with the verdict (status, failure class, reason) in its `extra`.
+  record.json), with the verdict (status, failure class, reason, and a graded job's reward) in
+  its `extra`;
+- a job its verifier graded (a Harbor task): the reward where Harbor keeps it, in a trial's
+  `verifier_result.rewards` (`{"reward": 0.75, ...reward.json's other keys}`), here under the
+  trajectory's `extra` (ATIF itself has no reward field); the task's folder, digest, metadata
+  and network in `extra.flower_batch.harbor`.
 
 Everything here is plain JSON data: the writer needs no ATIF library, and the tests check the
 result with harbor's own validator.
@@ -27,6 +32,7 @@ from typing import Any
 
 from flower.catalogue.context import HANDOFF_TITLE
 from flower_batch import __version__
+from flower_batch.harbor.shown import harbor_facts
 from flower_batch.jobmodel.record import JobRecord
 from flower_batch.jobmodel.status import Status
 from flower_batch.layout import JobDir
@@ -98,7 +104,7 @@ class _Builder:
             "steps": [_ordered(s) for s in self.steps],
             "notes": NOTES,
             "final_metrics": self.final_metrics(),
-            "extra": {"flower_batch": self.job_facts()},
+            "extra": {"flower_batch": self.job_facts(), **self.verifier_result()},
         }
         if self.subagents:
             out["subagent_trajectories"] = list(self.subagents.values())
@@ -263,12 +269,22 @@ class _Builder:
             "check_exit": r.check_exit,
             "num_turns": r.num_turns,
             "duration_s": r.duration_s,
+            **({"reward": r.reward.value} if r.reward else {}),
         }
+
+    def verifier_result(self) -> dict[str, Any]:
+        """Harbor's `verifier_result` of a graded job: its rewards by name, `reward` first."""
+        r = self.record
+        if r is None or r.reward is None:
+            return {}
+        return {"verifier_result": {"rewards": {"reward": r.reward.value, **r.reward.detail}}}
 
     def job_facts(self) -> dict[str, Any]:
         facts: dict[str, Any] = {"batch": self.jd.batch, "job": self.jd.job}
         spec = self.record.spec.to_dict() if self.record else {}
         facts.update({k: spec.get(k) for k in ("task", "variant", "repeat", "matrix", "workflow")})
+        if self.record and self.record.spec.harbor:
+            facts["harbor"] = harbor_facts(self.record.spec)
         if self.job.problems:
             facts["not_exported"] = list(self.job.problems)
         return facts

@@ -9,7 +9,9 @@ log per batch would average different variants into one headline.
 
 In each log: the task is the one sample (id = the task's name), each job of the cell is that
 sample at epoch = its repeat; the score `flower_batch` is C (passed) or I (not), with the status,
-the failure class and the reason; the messages are the job's transcript (inspect_messages.py),
+the failure class and the reason, or, for a job its verifier graded (a Harbor task), the reward
+itself as the score's value (the pass beside it in the metadata; the cell's mean reward is the
+score's `mean` metric and the sample's reduction); the messages are the job's transcript (inspect_messages.py),
 with model usage and cost. An infrastructure failure also carries Inspect's sample `error`: no
 verdict was reached. Jobs still queued or running are left out and the log's status is `started`.
 """
@@ -23,6 +25,7 @@ from typing import Any
 
 from flower.clock import now_iso
 from flower_batch import __version__
+from flower_batch.harbor.shown import harbor_facts
 from flower_batch.jobmodel.record import JobRecord
 from flower_batch.jobmodel.status import Status
 
@@ -65,6 +68,7 @@ def eval_log(batch: str, task: str, variant: str, jobs: Sequence[CellJob], unfin
     ends = [j.record.finished_at for j in ordered if j.record.finished_at]
     usage = _sum_usage([s["model_usage"] for s in samples])
     passed = sum(1 for j in ordered if j.record.status is Status.PASSED)
+    rewards = [j.record.reward.value for j in ordered if j.record.reward is not None]
     versions = first.versions if first else {}
     return {
         "version": LOG_VERSION,
@@ -90,14 +94,16 @@ def eval_log(batch: str, task: str, variant: str, jobs: Sequence[CellJob], unfin
             "metadata": {"batch": batch, "variant": variant, "workflow": workflow},
         },
         "plan": {"name": "plan", "steps": [{"solver": workflow or "flower", "params": {}}]},
-        "results": _results(len(samples), unfinished, passed),
+        "results": _results(len(samples), unfinished, passed, rewards),
         "stats": {"started_at": created, "completed_at": max(ends) if ends else "", "model_usage": usage},
         "samples": samples,
         "reductions": [
             {
                 "scorer": SCORER,
                 "reducer": "mean",
-                "samples": [{"value": _rate(passed, samples), "sample_id": task}],
+                "samples": [
+                    {"value": _mean(rewards) if rewards else _rate(passed, samples), "sample_id": task}
+                ],
             }
         ],
     }
@@ -107,9 +113,15 @@ def _rate(passed: int, samples: Sequence[Any]) -> float:
     return passed / len(samples) if samples else 0.0
 
 
-def _results(scored: int, unfinished: int, passed: int) -> dict[str, Any]:
-    """Inspect's results: the cell's pass rate as the `accuracy` of the `flower_batch` score."""
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values)
+
+
+def _results(scored: int, unfinished: int, passed: int, rewards: Sequence[float] = ()) -> dict[str, Any]:
+    """Inspect's results: the cell's pass rate as the `accuracy` of the `flower_batch` score, and
+    the mean reward as its `mean` where a verifier graded jobs."""
     rate = passed / scored if scored else 0.0
+    mean = {"mean": {"name": "mean", "value": _mean(rewards)}} if rewards else {}
     return {
         "total_samples": scored + unfinished,
         "completed_samples": scored,
@@ -119,7 +131,7 @@ def _results(scored: int, unfinished: int, passed: int) -> dict[str, Any]:
                 "scorer": SCORER,
                 "reducer": "mean",
                 "scored_samples": scored,
-                "metrics": {"accuracy": {"name": "accuracy", "value": rate}},
+                "metrics": {"accuracy": {"name": "accuracy", "value": rate}, **mean},
             }
         ],
     }
@@ -157,7 +169,7 @@ def _sample(task: str, job: CellJob, epoch: int) -> dict[str, Any]:
         "output": {"model": "", "choices": [], "completion": str(r.reason or "")},
         "scores": {
             SCORER: {
-                "value": "C" if passed else "I",
+                "value": r.reward.value if r.reward else ("C" if passed else "I"),
                 "answer": r.status.value,
                 "explanation": "passed" if passed else (r.reason or r.status.value),
                 "metadata": {
@@ -166,6 +178,7 @@ def _sample(task: str, job: CellJob, epoch: int) -> dict[str, Any]:
                     "reason": r.reason,
                     "check_exit": r.check_exit,
                     "workflow_ok": r.workflow_ok,
+                    **_graded(r),
                 },
             }
         },
@@ -178,6 +191,7 @@ def _sample(task: str, job: CellJob, epoch: int) -> dict[str, Any]:
             "num_turns": r.num_turns,
             "image_id": r.image_id,
             **({"task_image": spec.task_image.to_dict()} if spec.task_image else {}),
+            **({"harbor": harbor_facts(spec)} if spec.harbor else {}),
         },
         "model_usage": usage,
         "started_at": r.started_at,
@@ -192,6 +206,17 @@ def _sample(task: str, job: CellJob, epoch: int) -> dict[str, Any]:
             "traceback_ansi": "",
         }
     return sample
+
+
+def _graded(r: JobRecord) -> dict[str, Any]:
+    """A graded job's score metadata: the pass beside the reward, its threshold and named keys."""
+    if r.reward is None:
+        return {}
+    return {
+        "passed": r.status is Status.PASSED,
+        "pass_reward": r.spec.verifier.pass_reward if r.spec.verifier else None,
+        "reward_detail": dict(r.reward.detail),
+    }
 
 
 def _sum_usage(parts: Sequence[Mapping[str, Mapping[str, Any]]]) -> dict[str, dict[str, Any]]:
