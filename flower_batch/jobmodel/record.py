@@ -250,7 +250,8 @@ class RecordHead:
     matrix: Mapping[str, object]
     steps: int
     shown: Mapping[str, object]
-    """cost_usd, num_turns, duration_s, reason, attempt, started_at, finished_at, gateway_mode."""
+    """cost_usd, num_turns, duration_s, reason, attempt, started_at, finished_at, gateway_mode,
+    reward (a graded job's {"value", "detail"}, else None)."""
 
     SHOWN = (
         "cost_usd",
@@ -261,6 +262,7 @@ class RecordHead:
         "started_at",
         "finished_at",
         "gateway_mode",
+        "reward",
     )
 
     @classmethod

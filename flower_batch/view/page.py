@@ -50,7 +50,7 @@ tr.job { cursor: pointer; } tr.job:hover { background: var(--bg); } tr.job.open 
 .id { font-family: ui-monospace, monospace; font-weight: 600; }
 .badge { border-radius: 10px; padding: 0 8px; font-size: 12px; font-weight: 600; color: white; background: var(--none); }
 .s-passed { background: var(--good); } .s-failed, .s-timeout, .s-budget { background: var(--bad); }
-.s-error, .s-unreadable { background: #8250df; } .s-running { background: #0969da; } .s-queued, .s-paused { background: #9a6700; }
+.s-error, .s-unreadable { background: #8250df; } .reward { font-weight: 600; color: #8250df; } .s-running { background: #0969da; } .s-queued, .s-paused { background: #9a6700; }
 td.trajectory { background: #fbfcfd; padding: 8px 12px 16px; }
 .kv td { border: none !important; padding: 1px 12px 1px 0 !important; } .kv td:first-child { color: #57606a; }
 details { margin: 4px 0; } summary { cursor: pointer; }
@@ -221,7 +221,7 @@ APP_JS = r"""
     var rows = [['status', r.status + (r.reason ? ' — ' + r.reason : '')], ['attempt', num(r.attempt)],
       ['workflow', spec.workflow || 'starter flow'], ['prompt', spec.prompt || ''], ['started', r.started_at || ''],
       ['finished', r.finished_at || ''], ['cost', money(r.cost_usd)], ['turns', num(r.num_turns)],
-      ['workspace source', spec.workspace || '(empty)']];
+      ['workspace source', spec.workspace || '(empty)']].concat(harborRows(r, spec));
     rows = rows.filter(function (p) { return p[1] !== ''; });  // a queued job has no times yet
     var kv = el('table', {'class': 'kv'}, rows.map(function (p) { return el('tr', {}, [el('td', {}, [p[0]]), el('td', {}, [p[1]])]); }));
     var parts = [kv];
@@ -295,9 +295,33 @@ APP_JS = r"""
     loadDetail(job);
   }
 
+  // A graded job's reward beside its status (a job without a verifier shows nothing more).
+  function rewardNote(reward) {
+    if (!reward || typeof reward.value !== 'number') { return null; }
+    return el('span', {'class': 'reward'}, [' reward ' + reward.value.toFixed(2)]);
+  }
+
+  function harborRows(r, spec) {
+    var h = spec.harbor, rows = [];
+    if (r.reward && typeof r.reward.value === 'number') {
+      var detail = Object.keys(r.reward.detail || {}).map(function (k) { return k + ' ' + r.reward.detail[k]; }).join(', ');
+      var at = spec.verifier ? ' (passes at ' + spec.verifier.pass_reward + ')' : '';
+      rows.push(['reward', r.reward.value + at + (detail ? ' · ' + detail : '')]);
+    }
+    if (h) {
+      var m = h.metadata || {};
+      var meta = ['difficulty', 'category'].filter(function (k) { return m[k]; }).map(function (k) { return k + ' ' + m[k]; })
+        .concat(m.tags ? ['tags ' + [].concat(m.tags).join(', ')] : []).join(' · ');
+      rows.push(['harbor task', h.folder + ' (' + h.digest + ')']);
+      if (meta) { rows.push(['metadata', meta]); }
+      rows.push(['network', 'asks ' + h.network_policy + ', ran ' + (spec.network || 'gateway')]);
+    }
+    return rows;
+  }
+
   function jobRow(j) {
     var tr = el('tr', {'class': 'job', 'data-job': j.id, 'data-status': j.status}, [
-      el('td', {'class': 'id'}, [j.id]), el('td', {}, [badge(j.status, 's-' + j.status)]), el('td', {}, [j.task]),
+      el('td', {'class': 'id'}, [j.id]), el('td', {}, [badge(j.status, 's-' + j.status), rewardNote(j.reward)]), el('td', {}, [j.task]),
       el('td', {}, [j.variant + (j.matrix ? '  ' : ''), el('span', {'class': 'meta'}, [j.matrix || ''])]),
       el('td', {}, [money(j.cost_usd)]), el('td', {}, [num(j.num_turns)]), el('td', {}, [secs(j.duration_s)]),
       el('td', {'class': 'meta'}, [j.reason || ''])]);
