@@ -46,6 +46,9 @@ class SideStats:
     mean_cost_usd: float | None = None
     mean_turns: float | None = None
     mean_duration_s: float | None = None
+    mean_reward: float | None = None
+    rewarded: int = 0
+    """Jobs a verifier graded (the mean reward is over these)."""
 
     @property
     def pass_rate(self) -> float | None:
@@ -62,6 +65,7 @@ class SideStats:
             "mean_cost_usd": self.mean_cost_usd,
             "mean_turns": self.mean_turns,
             "mean_duration_s": self.mean_duration_s,
+            **({"mean_reward": self.mean_reward, "rewarded": self.rewarded} if self.rewarded else {}),
         }
 
 
@@ -78,6 +82,8 @@ def side_stats(rows: Iterable[JobRow]) -> SideStats:
         mean_cost_usd=_mean([r.cost_usd for r in counted]),
         mean_turns=_mean([r.num_turns for r in counted]),
         mean_duration_s=_mean([r.duration_s for r in counted]),
+        mean_reward=_mean([r.reward for r in counted]),
+        rewarded=sum(r.reward is not None for r in counted),
     )
 
 
@@ -123,6 +129,10 @@ class RowDiff:
     def duration_delta(self) -> float | None:
         return _delta(self.new.mean_duration_s, self.base.mean_duration_s)
 
+    @property
+    def reward_delta(self) -> float | None:
+        return _delta(self.new.mean_reward, self.base.mean_reward)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "task": self.task,
@@ -136,6 +146,7 @@ class RowDiff:
             "mean_cost_delta_usd": self.cost_delta,
             "mean_turns_delta": self.turns_delta,
             "mean_duration_delta_s": self.duration_delta,
+            **({"mean_reward_delta": self.reward_delta} if self.base.rewarded or self.new.rewarded else {}),
         }
 
 
@@ -186,6 +197,11 @@ class BatchDiff:
     @property
     def improvements(self) -> tuple[RowDiff, ...]:
         return tuple(r for r in self.rows if r.verdict == IMPROVEMENT)
+
+    @property
+    def has_rewards(self) -> bool:
+        """A verifier graded jobs on either side: the mean reward gets a column."""
+        return self.overall.base.rewarded > 0 or self.overall.new.rewarded > 0
 
     def headline(self) -> str:
         """e.g. `1 regression, 0 improvements, 3 no change (2 cells only in the baseline)`."""

@@ -7,7 +7,7 @@ import json
 from html import escape
 
 from .diff import IMPROVEMENT, REGRESSION, BatchDiff
-from .render import COLUMNS, one_sided_lines, row_cells
+from .render import columns, one_sided_lines, row_cells
 
 _CSS = """
 #baseline table { border-collapse: collapse; }
@@ -26,7 +26,7 @@ def comparison_section(diff: BatchDiff) -> str:
     rows, regressions first."""
     rows = []
     for row in diff.verdict_first:
-        cells = row_cells(row)
+        cells = row_cells(row, diff.has_rewards)
         kind = row.verdict.replace(" ", "-")
         head, *rest = cells
         tds = "".join(
@@ -46,7 +46,7 @@ def comparison_section(diff: BatchDiff) -> str:
     one_sided = "".join(f"<li>{escape(line)}</li>" for line in one_sided_lines(diff))
     data = json.dumps(diff.to_document(), ensure_ascii=False)
     data = data.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-    head = "".join(f"<th>{escape(c)}</th>" for c in COLUMNS)
+    head = "".join(f"<th>{escape(c)}</th>" for c in columns(diff))
     return (
         f'<section id="baseline"><style>{_CSS}</style>'
         f"<h2>Against the baseline {escape(diff.base.label)}</h2>"

@@ -49,13 +49,22 @@ def fmt_duration_delta(row: RowDiff) -> str:
     return "?" if d is None else ("+" if d >= 0 else "-") + format_duration(abs(d))
 
 
+def fmt_reward_change(row: RowDiff) -> str:
+    """`0.75 → 0.88 (+0.13)`: the mean reward of each side, where a verifier graded jobs."""
+    base, new = row.base.mean_reward, row.new.mean_reward
+    if base is None and new is None:
+        return "-"
+    shown = f"{'-' if base is None else f'{base:.2f}'} → {'-' if new is None else f'{new:.2f}'}"
+    return shown + (f" ({row.reward_delta:+.2f})" if row.reward_delta is not None else "")
+
+
 def fmt_classes(s: SideStats) -> str:
     return ", ".join(f"{count} {name}" for name, count in s.classes.items()) or "-"
 
 
-def row_cells(row: RowDiff) -> list[str]:
-    """The strings of one row, in column order (see COLUMNS)."""
-    return [
+def row_cells(row: RowDiff, rewards: bool = False) -> list[str]:
+    """The strings of one row, in column order (see COLUMNS; with `rewards`, columns())."""
+    cells = [
         row.name,
         fmt_side(row.base),
         fmt_side(row.new),
@@ -67,6 +76,7 @@ def row_cells(row: RowDiff) -> list[str]:
         fmt_duration_delta(row),
         f"{fmt_classes(row.base)} → {fmt_classes(row.new)}",
     ]
+    return [*cells[:-1], fmt_reward_change(row), cells[-1]] if rewards else cells
 
 
 COLUMNS = [
@@ -83,6 +93,14 @@ COLUMNS = [
 ]
 
 
+REWARD_COLUMN = "mean reward (base → new)"
+
+
+def columns(diff: BatchDiff) -> list[str]:
+    """COLUMNS, with the mean reward before the classes when a verifier graded jobs."""
+    return [*COLUMNS[:-1], REWARD_COLUMN, COLUMNS[-1]] if diff.has_rewards else COLUMNS
+
+
 def _level(diff: BatchDiff) -> str:
     return f"{1 - diff.alpha:.0%}"
 
@@ -96,7 +114,7 @@ def diff_table(diff: BatchDiff) -> Table:
         ),
         show_lines=False,
     )
-    for column in COLUMNS:
+    for column in columns(diff):
         table.add_column(
             Text(column), no_wrap=column in ("cell", "verdict")
         )  # Text: "[interval]" is no style
@@ -108,7 +126,7 @@ def diff_table(diff: BatchDiff) -> Table:
     groups = [g for g in (diff.regressions, *rest) if g]
     for i, group in enumerate(groups):
         for j, row in enumerate(group):
-            cells = row_cells(row)
+            cells = row_cells(row, diff.has_rewards)
             style = _VERDICT_STYLE.get(row.verdict)
             texts = [Text(c, style=style or "") if k == 5 else Text(c) for k, c in enumerate(cells)]
             if row.task is None:
@@ -138,11 +156,11 @@ def diff_markdown(diff: BatchDiff) -> str:
         "",
         f"{_md(diff.headline())}. Model: {_md(diff.new.gateway_label)} (baseline: {_md(diff.base.gateway_label)}).",
         "",
-        "| " + " | ".join(COLUMNS) + " |",
-        "|" + "|".join("---" for _ in COLUMNS) + "|",
+        "| " + " | ".join(columns(diff)) + " |",
+        "|" + "|".join("---" for _ in columns(diff)) + "|",
     ]
     for row in diff.verdict_first:
-        cells = [_md(c) for c in row_cells(row)]
+        cells = [_md(c) for c in row_cells(row, diff.has_rewards)]
         cells[5] = _VERDICT_MARK.get(row.verdict, cells[5])
         if row.task is None:
             cells[0] = f"**{cells[0]}**"

@@ -35,6 +35,8 @@ class JobRow:
     cost_usd: float | None
     num_turns: float | None
     duration_s: float | None
+    reward: float | None = None
+    """The verifier's reward of a graded job (a Harbor task); None: no verifier, or none written."""
 
     @property
     def counted(self) -> bool:
@@ -126,6 +128,7 @@ def _row(entry: Any, where: str) -> JobRow:
         cost_usd=_number(outcome.get("cost_usd")),
         num_turns=_number(outcome.get("num_turns")),
         duration_s=_number(outcome.get("duration_s")),
+        reward=_number(entry.get("reward")),
     )
 
 
