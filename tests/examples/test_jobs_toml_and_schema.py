@@ -36,6 +36,8 @@ def test_schema_lists_every_job_field():
     assert set(properties["defaults"]["properties"]) == {*JOB_FIELDS, "image"}
     assert set(properties["tasks"]["additionalProperties"]["properties"]) == {*JOB_FIELDS, "description"}
     assert set(properties["jobs"]["items"]["properties"]) == {*JOB_FIELDS, "name", "task", "repeat", "matrix"}
+    taskset = set(properties["tasksets"]["additionalProperties"]["properties"])
+    assert taskset == {*JOB_FIELDS, "harbor", "include", "exclude", "pass_reward"}
 
 
 def test_schema_accepts_the_example_and_rejects_mistakes():
@@ -50,6 +52,9 @@ def test_schema_accepts_the_example_and_rejects_mistakes():
         {**example, "matrix": {"variant": []}},
         {**example, "jobs": [{"task": "hello"}]},
         {**example, "defaultz": {}},
+        {"tasksets": {"tb": {"include": ["fix-*"]}}},  # no harbor
+        {"tasksets": {"tb": {"harbor": "tasks", "workspace_exclude": []}}},
+        {"defaults": {}},  # no tasks and no task set
     ]
     assert [bool(list(validator.iter_errors(doc))) for doc in bad] == [True] * len(bad)
     # a task's own environment: an image, or a folder to build
@@ -59,3 +64,5 @@ def test_schema_accepts_the_example_and_rejects_mistakes():
         {"build": {"dir": "envs/node", "args": {"V": "1"}}},
     ):
         assert list(validator.iter_errors({**example, "tasks": {"hello": {"prompt": "x", **env}}})) == []
+    tasksets = {"tb": {"harbor": "tasks/tb2", "include": ["fix-*"], "exclude": "*-git", "pass_reward": 0.5}}
+    assert list(validator.iter_errors({"tasksets": tasksets, "matrix": {"variant": ["a"]}})) == []
