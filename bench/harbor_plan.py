@@ -55,7 +55,9 @@ def main() -> int:
             load_jobs_file(jobs, max_jobs=None)
             loads.append(time.perf_counter() - started)
     print(f"harbor task set of {args.tasks} tasks, {args.repeat} runs")
-    print(f"  matrix --dry-run: median {statistics.median(walls):.2f} s (max {max(walls):.2f} s), {listed} jobs listed")
+    print(
+        f"  matrix --dry-run: median {statistics.median(walls):.2f} s (max {max(walls):.2f} s), {listed} jobs listed"
+    )
     print(f"  load_jobs_file alone: median {statistics.median(loads):.2f} s")
     return 0
 

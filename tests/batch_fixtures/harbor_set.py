@@ -25,9 +25,9 @@ def write_taskset(root: Path, count: int, base: str = DEBIAN13) -> Path:
     (root / "scenario.json").write_text(json.dumps(SCENARIO))
     jobs = root / "jobs.toml"
     jobs.write_text(
-        "[batch]\nname = \"harbor-set\"\n\n"
-        "[defaults]\ngateway = { mode = \"scripted\", scenario = \"scenario.json\" }\n\n"
-        "[tasksets.generated]\nharbor = \"tasks\"\n"
+        '[batch]\nname = "harbor-set"\n\n'
+        '[defaults]\ngateway = { mode = "scripted", scenario = "scenario.json" }\n\n'
+        '[tasksets.generated]\nharbor = "tasks"\n'
     )
     return jobs
 

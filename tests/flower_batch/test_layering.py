@@ -38,7 +38,7 @@ LAYERS = {
     "layout": ["flower_batch.layout"],
     "backend": ["flower_batch.backend"],
     "gateway": ["flower_batch.gateway"],
-    "jobs file": ["flower_batch.jobsfile"],
+    "jobs file": ["flower_batch.jobsfile", "flower_batch.harbor"],
     "export": ["flower_batch.transcripts", "flower_batch.export"],
     "running": ["flower_batch.running"],
     "pre-flight": ["flower_batch.preflight"],
