@@ -14,6 +14,7 @@ Its layers, bottom to top (docs/architecture.md; tests/flower_batch/test_layerin
     backend/         the container engines behind one Backend: docker/, swarm/
     gateway/         the model gateway each batch's jobs talk to
     jobsfile/        jobs.toml parsed, validated, templated and expanded
+    harbor/          Harbor task folders (Terminal-Bench 2's format) read as tasks
     transcripts/     a job's conversations read from its sessions.db
     export/          a batch as ATIF trajectories and Inspect eval logs
     running/         a job in a container: the runner, the scheduler, the image, repro

@@ -161,7 +161,8 @@ CASES = {
     ),
     "no tasks": (
         '[defaults]\nimage = "x"\n',
-        "jobs.toml: tasks: no tasks defined; add a [tasks.NAME] table with a prompt and a workspace",
+        "jobs.toml: tasks: no tasks defined; add a [tasks.NAME] table with a prompt and a workspace "
+        '(or a [tasksets.NAME] with harbor = "path")',
     ),
     "starter flow without prompt": (
         '[tasks.a]\nworkspace = "tasks/a"\n',
