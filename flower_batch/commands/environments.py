@@ -66,8 +66,10 @@ def pin_environments(
     dry_run: bool = False,
     keep_pinned: bool = False,
     parallel: int = 1,
+    keep_going: bool = False,
 ) -> Environments:
-    """Every job's task image pinned (built, probed) before any job folder is touched."""
+    """Every job's task image pinned (built, probed) before any job folder is touched; with
+    `keep_going` a failed build leaves out only its task's jobs (`Environments.unbuilt`)."""
     if backend == "swarm" and any(job.image or job.build or job.task_image for job in jobs):
         raise FlowerBatchError(
             f"{where}: a task's own image (image/build) runs on the local Docker engine only, "
@@ -82,6 +84,7 @@ def pin_environments(
         dry_run=dry_run,
         keep_pinned=keep_pinned,
         parallel=parallel,
+        keep_going=keep_going,
     )
 
 

@@ -43,7 +43,8 @@ from flower_batch.gateway.host.sidecar import GatewaySettings
 from flower_batch.jobmodel import fields
 from flower_batch.jobmodel.classes import exit_code_for
 from flower_batch.jobmodel.image import PinnedImage
-from flower_batch.jobmodel.record import JobRecord, load_records
+from flower_batch.jobmodel.outcome import JobOutcome
+from flower_batch.jobmodel.record import JobRecord, load_records, new_record, write_record
 from flower_batch.jobmodel.resume import ResumePlan, plan_resume
 from flower_batch.jobmodel.spec import JobsFile, JobSpec
 from flower_batch.jobmodel.status import Phase, State, Status, still_going
@@ -177,7 +178,7 @@ def matrix(
     # is this same batch means its results as they were before this run.
     baseline = baseline_or_exit(baseline_ref, h, alpha, fail_on_regression)
     engine = backend_for(home, backend_choice, jf.backend)  # a bad choice: refused before any write
-    jf, pinned, bundle = _environments(
+    jf, pinned, bundle, unbuilt = _environments(
         jf, image, h, chosen_backend(backend_choice, jf.backend), dry_run, parallel
     )
     image_id = pinned.id
@@ -197,11 +198,11 @@ def matrix(
         for line in plan_lines(plan, jf.jobs):
             out.print(line, markup=False, highlight=False)
         raise typer.Exit(0)
-    write_batch_file(h.batch_dir(jf.name), jf.path, image_id, dict(pinned.versions), modes)
+    _start_batch(h, jf, pinned, modes, unbuilt, plan)
     batch = BatchPlan(
         home=h,
         batch=jf.name,
-        jobs=[(by_id[d.job_id], d.previous) for d in plan.to_run],
+        jobs=[(by_id[d.job_id], d.previous) for d in plan.to_run if d.job_id not in unbuilt],
         image=pinned,
         parallel=parallel,
         infra_retries=infra_retries,
@@ -211,7 +212,7 @@ def matrix(
         wake=plan.to_wake,
         bundle=bundle,
     )
-    kept = {d.job_id: d.previous.status for d in plan.to_keep if d.previous}
+    kept = _kept(plan, unbuilt)
     _run(engine, batch, MatrixProgress([j.id for j in jf.jobs], kept, err))
     results = _report(h, jf.name, jobs=list(jf.jobs), image_id=image_id, baseline=baseline)
     regressed = fail_on_regression and baseline is not None and baseline.regressed
@@ -319,16 +320,52 @@ def _describe(file: str) -> Describe:
 
 def _environments(
     jf: JobsFile, image: str | None, h: Home, backend: str, dry_run: bool, parallel: int
-) -> tuple[JobsFile, PinnedImage, str | None]:
+) -> tuple[JobsFile, PinnedImage, str | None, dict[str, str]]:
     """The runtime, and every job's own image pinned (built, probed) before anything is written;
     a dry run builds nothing; folders build `parallel` at once. `--image` of an image `image build`
-    did not make is the task image of every job that names none."""
+    did not make is the task image of every job that names none. A failed build is one line and
+    leaves out only its task's jobs: the last value, job id -> that line (their records say so)."""
     pinned, task_image = split_image(image, jf.image)
     jobs = [j if j.image or j.build or not task_image else replace(j, image=task_image) for j in jf.jobs]
     found = pin_environments(
-        jobs, pinned, home=h, where=jf.path.name, backend=backend, dry_run=dry_run, parallel=parallel
+        jobs,
+        pinned,
+        home=h,
+        where=jf.path.name,
+        backend=backend,
+        dry_run=dry_run,
+        parallel=parallel,
+        keep_going=True,
     )
-    return replace(jf, jobs=tuple(found.jobs)), pinned, found.bundle
+    for line in dict.fromkeys(found.unbuilt.values()):
+        err.print(f"{line}; its jobs are not run (the other tasks are)", markup=False)
+    ready = {j.id: j for j in found.jobs}
+    return replace(jf, jobs=tuple(ready.get(j.id, j) for j in jobs)), pinned, found.bundle, found.unbuilt
+
+
+def _kept(plan: ResumePlan, unbuilt: Mapping[str, str]) -> dict[str, State]:
+    """The live table's jobs that do not run: kept ones as they ended, unbuilt ones `error`."""
+    kept: dict[str, State] = {d.job_id: d.previous.status for d in plan.to_keep if d.previous}
+    return kept | dict.fromkeys(unbuilt, Status.ERROR)
+
+
+def _start_batch(
+    h: Home, jf: JobsFile, pinned: PinnedImage, modes: str, unbuilt: Mapping[str, str], plan: ResumePlan
+) -> None:
+    """batch.json, and an `error` record for each job whose task's image did not build (the next
+    run builds it again: a job with no verdict runs again)."""
+    write_batch_file(h.batch_dir(jf.name), jf.path, pinned.id, dict(pinned.versions), modes)
+    previous = {d.job_id: d.previous for d in plan.to_run if d.job_id in unbuilt}
+    for job in jf.jobs:
+        if job.id in unbuilt:
+            before = previous.get(job.id)
+            outcome = JobOutcome(job.id, Status.ERROR, reason=unbuilt[job.id], failure_class="infrastructure")
+            record = new_record(
+                job, batch=jf.name, image_id=pinned.id, attempt=before.attempt + 1 if before else 1
+            )
+            write_record(
+                h.job(jf.name, job.id).record_path, record.with_outcome(outcome, finished_at=now_iso())
+            )
 
 
 def write_batch_file(

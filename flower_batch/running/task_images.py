@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from flower_batch.backend.docker.images import DockerImages
@@ -42,6 +42,9 @@ class Environments:
 
     jobs: list[JobSpec]
     bundle: str | None
+    unbuilt: dict[str, str] = field(default_factory=dict)
+    """With `keep_going`: job id -> the one line of its task's failed build (those jobs are not
+    in `jobs`: every other task still runs)."""
 
 
 def resolve_environments(
@@ -55,12 +58,14 @@ def resolve_environments(
     dry_run: bool = False,
     keep_pinned: bool = False,
     parallel: int = 1,
+    keep_going: bool = False,
 ) -> Environments:
     """`where`: the jobs file's name (or the command) for the error lines. `dry_run`: builds
     nothing, probes nothing (a folder not built yet is pinned by its key: its image is its
     content, so a job's inputs hash is the same either way). `keep_pinned`: each job runs in the
     image its record pinned (`wake`, `repro`), which must still be in the engine. `parallel`:
-    folders built at once (matrix's -j)."""
+    folders built at once (matrix's -j). `keep_going`: a failed build leaves out only its task's
+    jobs (`unbuilt`, one line each) instead of stopping everything (a matrix of hundreds)."""
     if keep_pinned:
         jobs = [replace(job, image=None, build=None) for job in jobs]
     if not any(job.image or job.build or job.task_image for job in jobs):
@@ -69,29 +74,27 @@ def resolve_environments(
     try:
         pinned: dict[str, TaskImage | None] = {}
         to_build: dict[str, JobSpec] = {}
-        built = images.ids_by_label(TASK_BUILD) if any(job.build for job in jobs) else {}  # one request
+        labelled = images.ids_by_label(TASK_BUILD) if any(job.build for job in jobs) else {}  # one request
         for job in jobs:
             key = _key(job)
             if key in pinned or key in to_build:
                 continue
             if dry_run and job.build is not None:  # a plan builds nothing: each folder by its key
-                found = built.get(job.build.key)
+                found = labelled.get(job.build.key)
                 pinned[key] = TaskImage(found or job.build.key, "build", _shown_folder(job.build.folder))
                 continue
-            if job.build is not None and job.build.key not in built:
+            if job.build is not None and job.build.key not in labelled:
                 to_build[key] = job  # built below, several at once
                 continue
             pinned[key] = _pin(images, job, runtime, where=where, home_root=home_root, log=log)
-        pinned.update(
-            _build_all(
-                to_build,
-                where=where,
-                home_root=home_root,
-                log=log,
-                parallel=parallel,
-                docker_host=docker_host,
-            )
+        built, failed = _build_all(
+            to_build, where=where, home_root=home_root, log=log, parallel=parallel, docker_host=docker_host
         )
+        if failed and not keep_going:
+            raise next(iter(failed.values()))  # the first in the jobs' order
+        pinned.update(built)
+        unbuilt = {job.id: str(failed[_key(job)]) for job in jobs if _key(job) in failed}
+        jobs = [job for job in jobs if job.id not in unbuilt]
         used = {t.id: t for t in pinned.values() if t is not None}
         if dry_run:
             return Environments([replace(job, task_image=pinned[_key(job)]) for job in jobs], None)
@@ -100,7 +103,7 @@ def resolve_environments(
             assert volume is not None
             owner = next(job for job in jobs if pinned[_key(job)] == task_image)
             _probe(images, task_image, volume, home_root, f"{where}: task {owner.task}")
-        return Environments([replace(job, task_image=pinned[_key(job)]) for job in jobs], volume)
+        return Environments([replace(job, task_image=pinned[_key(job)]) for job in jobs], volume, unbuilt)
     finally:
         images.close()
 
@@ -169,9 +172,9 @@ def _build_all(
     log: Log,
     parallel: int,
     docker_host: str | None,
-) -> dict[str, TaskImage | None]:
-    """The folders to build, at most `parallel` at once, each on a connection of its own; the
-    first failure (in the jobs' order) is the one line."""
+) -> tuple[dict[str, TaskImage | None], dict[str, FlowerBatchError]]:
+    """The folders to build, at most `parallel` at once, each on a connection of its own: the
+    images built, and each failed build's one line (by key, in the jobs' order)."""
 
     def one(job: JobSpec) -> TaskImage:
         assert job.build is not None
@@ -184,11 +187,17 @@ def _build_all(
     with ThreadPoolExecutor(max_workers=max(1, min(parallel, len(jobs) or 1))) as pool:
         futures = {key: pool.submit(one, job) for key, job in jobs.items()}
         wait(futures.values())
-    for future in futures.values():
+    built: dict[str, TaskImage | None] = {}
+    failed: dict[str, FlowerBatchError] = {}
+    for key, future in futures.items():
         error = future.exception()
-        if error is not None:
+        if isinstance(error, FlowerBatchError):
+            failed[key] = error
+        elif error is not None:
             raise error
-    return {key: future.result() for key, future in futures.items()}
+        else:
+            built[key] = future.result()
+    return built, failed
 
 
 def _built(
