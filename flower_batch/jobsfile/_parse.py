@@ -183,7 +183,7 @@ class Parser:
         for name in found.names:
             if name in self.out.tasks:
                 self.report(
-                    ("tasksets", found.sources[name].taskset if name in found.sources else "", "harbor"),
+                    ("tasksets", found.names[name], "harbor"),
                     f'task "{name}" is also a [tasks.{name}]; rename one (task names make job ids)',
                 )
         for name, source in found.sources.items():

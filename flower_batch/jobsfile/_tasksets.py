@@ -56,8 +56,8 @@ class TaskSets:
     sources: dict[str, HarborSource] = field(default_factory=dict)
     overlays: dict[str, Overlay] = field(default_factory=dict)
     """Task name -> its section's job fields (the [tasks.NAME] layer of a Harbor task)."""
-    names: list[str] = field(default_factory=list)
-    """Every task name the sections select, before `-i`/`-x` narrow them."""
+    names: dict[str, str] = field(default_factory=dict)
+    """Every task name the sections select (before `-i`/`-x` narrow them) -> its section."""
 
 
 def parse_tasksets(
@@ -100,7 +100,13 @@ def _read_section(
         which = "include" if glob in include else "exclude"
         report((*path, which), f'"{glob}" selects no task ({_listing(names)}); fix the glob')
     chosen = select(names, include, exclude)
-    out.names += chosen
+    for task in chosen:
+        if task in out.names:
+            report(
+                (*path, "harbor"), f'task "{task}" is also in [tasksets.{out.names[task]}]; select it in one'
+            )
+    chosen = [task for task in chosen if task not in out.names]
+    out.names.update(dict.fromkeys(chosen, name))
     for task in select(chosen, narrowing.include, narrowing.exclude):
         try:
             found = read_task(folders[task])

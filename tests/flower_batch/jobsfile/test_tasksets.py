@@ -127,6 +127,11 @@ BAD = [
         TEXT.replace("[tasks.inline]", "[tasks.regex-log]"),
         'task "regex-log" is also a [tasks.regex-log]',
     ),
+    (
+        "in-two-sets",
+        TEXT + '\n[tasksets.again]\nharbor = "harbor_tasks/regex-log"\n',
+        'tasksets.again.harbor: task "regex-log" is also in [tasksets.tb]; select it in one',
+    ),
 ]
 
 
