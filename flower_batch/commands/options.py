@@ -128,12 +128,14 @@ DryRun = Annotated[bool, typer.Option("--dry-run", help="show the plan and exit"
 OnlyTasks = Annotated[
     list[str],
     typer.Option(
-        "-i", "--include", help="only the tasks whose name matches this glob, e.g. 'fix-*' (repeatable)"
+        "-i", "--include-tasks", help="only the tasks whose name matches this glob, e.g. 'fix-*' (repeatable)"
     ),
 ]
 SkipTasks = Annotated[
     list[str],
-    typer.Option("-x", "--exclude", help="leave out the tasks whose name matches this glob (repeatable)"),
+    typer.Option(
+        "-x", "--exclude-tasks", help="leave out the tasks whose name matches this glob (repeatable)"
+    ),
 ]
 BatchBudget = Annotated[
     float | None,
