@@ -78,7 +78,7 @@ def _run_slice(jobs: Path, home: Path, count: int, parallel: int) -> None:
     )
     wall = time.perf_counter() - started
     builds = done.stderr.count("building the image of task")
-    summary = next((line for line in done.stdout.splitlines() if " passed (" in line), "")
+    summary = next((line for line in (done.stdout + done.stderr).splitlines() if " passed (" in line), "")
     print(
         f"  a {count}-task slice at -j {parallel}: {wall:.1f} s, exit {done.returncode}, {builds} images built"
     )
