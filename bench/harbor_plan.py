@@ -83,12 +83,11 @@ def _run_slice(jobs: Path, home: Path, count: int, parallel: int) -> None:
         f"  a {count}-task slice at -j {parallel}: {wall:.1f} s, exit {done.returncode}, {builds} images built"
     )
     print(f"    {summary.strip()}")
-    # What this run built (and kept for wake), removed: only this batch's, never another's.
-    subprocess.run(
-        [str(FB), "gc", "--images", "--batch", "harbor-set", "--home", str(home)],
-        capture_output=True,
-        check=False,
-    )
+    # What this run built (and kept for wake), removed: only this batch's, never another's. Twice:
+    # a task image with a job's state image committed from it goes only once that one is gone.
+    for _ in range(2):
+        command = [str(FB), "gc", "--images", "--batch", "harbor-set", "--home", str(home)]
+        subprocess.run(command, capture_output=True, check=False)
 
 
 if __name__ == "__main__":
