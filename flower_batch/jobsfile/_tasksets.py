@@ -19,7 +19,7 @@ from flower_batch.harbor.task_folder import IMAGE_WORKDIR, TaskFolder, read_task
 from flower_batch.harbor.taskset import select, task_folders, unmatched
 from flower_batch.jobmodel.grading import DEFAULT_PASS_REWARD
 
-from ._fields import JOB_FIELDS, Overlay, parse_overlay, show_value
+from ._fields import JOB_FIELDS, Overlay, is_invalid, parse_overlay, show_value
 from ._keypath import KeyPath
 from ._templating import Literal
 
@@ -89,9 +89,7 @@ def _read_section(
     overlay = parse_overlay(fields, path, report)
     include = _globs(section, "include", path, report)
     exclude = _globs(section, "exclude", path, report)
-    pass_reward = _pass_reward(
-        section.get("pass_reward", DEFAULT_PASS_REWARD), (*path, "pass_reward"), report
-    )
+    pass_reward = _section_pass_reward(section, overlay, (*path, "pass_reward"), report)
     folders = _folders(section.get("harbor"), base_dir, (*path, "harbor"), report)
     if folders is None or include is None or exclude is None:
         return
@@ -179,6 +177,17 @@ def _globs(section: Mapping[str, Any], key: str, path: KeyPath, report: Report) 
         )
         return None
     return list(raw)
+
+
+def _section_pass_reward(
+    section: Mapping[str, Any], overlay: Overlay, where: KeyPath, report: Report
+) -> float | None:
+    """The section's pass_reward: checked here, or, where it is a job field too (jobs.toml's
+    `pass_reward`), as that field was (its one problem already reported)."""
+    if "pass_reward" in SECTION_FIELDS:
+        value = overlay.get("pass_reward", DEFAULT_PASS_REWARD)
+        return None if is_invalid(value) else float(value)
+    return _pass_reward(section.get("pass_reward", DEFAULT_PASS_REWARD), where, report)
 
 
 def _pass_reward(raw: Any, where: KeyPath, report: Report) -> float | None:

@@ -120,7 +120,7 @@ BAD = [
     ),
     ("exclude-selects-nothing", TEXT.replace('"install-*"', '"nope-*"'), '"nope-*" selects no task'),
     ("unknown-key", TEXT.replace("cpus = 2", "cpu = 2"), "tasksets.tb.cpu: unknown key"),
-    ("bad-pass-reward", TEXT.replace("0.75", '"high"'), "pass_reward: expected the reward"),
+    ("bad-pass-reward", TEXT.replace("0.75", '"high"'), "tasksets.tb.pass_reward: expected "),
     ("no-harbor", TEXT.replace('harbor = "harbor_tasks"', ""), "has no harbor"),
     (
         "name-twice",
