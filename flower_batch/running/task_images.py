@@ -65,7 +65,8 @@ def resolve_environments(
     content, so a job's inputs hash is the same either way). `keep_pinned`: each job runs in the
     image its record pinned (`wake`, `repro`), which must still be in the engine. `parallel`:
     folders built at once (matrix's -j). `keep_going`: a failed build leaves out only its task's
-    jobs (`unbuilt`, one line each) instead of stopping everything (a matrix of hundreds)."""
+    jobs (`unbuilt`, one line each) instead of stopping everything (a matrix of hundreds), unless
+    no job is left to run: then, as without it, the first failure is the one line."""
     if keep_pinned:
         jobs = [replace(job, image=None, build=None) for job in jobs]
     if not any(job.image or job.build or job.task_image for job in jobs):
@@ -90,10 +91,10 @@ def resolve_environments(
         built, failed = _build_all(
             to_build, where=where, home_root=home_root, log=log, parallel=parallel, docker_host=docker_host
         )
-        if failed and not keep_going:
-            raise next(iter(failed.values()))  # the first in the jobs' order
-        pinned.update(built)
         unbuilt = {job.id: str(failed[_key(job)]) for job in jobs if _key(job) in failed}
+        if failed and (not keep_going or len(unbuilt) == len(jobs)):
+            raise next(iter(failed.values()))  # the first in the jobs' order; nothing is written
+        pinned.update(built)
         jobs = [job for job in jobs if job.id not in unbuilt]
         used = {t.id: t for t in pinned.values() if t is not None}
         if dry_run:

@@ -78,3 +78,11 @@ def test_without_keep_going_the_first_failure_stops_everything(jobs, tmp_path: P
         task_images.resolve_environments(
             jobs, RUNTIME, where="jobs.toml", home_root=tmp_path, log=lambda line: None
         )
+
+
+def test_when_every_task_fails_to_build_the_first_failure_stops_everything(jobs, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    only_bad = [j for j in jobs if j.task == "bad"]
+    with pytest.raises(FlowerBatchError, match="task bad: the build of envs/bad failed"):
+        task_images.resolve_environments(
+            only_bad, RUNTIME, where="jobs.toml", home_root=tmp_path, log=lambda line: None, keep_going=True
+        )
