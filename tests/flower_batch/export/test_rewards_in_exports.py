@@ -4,8 +4,11 @@ pass beside it), the cell's mean reward a metric; in ATIF, where Harbor keeps it
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
+
+import pytest
 
 from flower_batch.export.atif import job_atif
 from flower_batch.export.inspect_log import CellJob, eval_log
@@ -53,3 +56,14 @@ def test_a_job_without_a_verifier_has_no_reward_in_its_exports(tmp_path: Path) -
     log = eval_log(BATCH, "regex-log", "a", [CellJob(plain, trajectory)], 0)
     assert log["samples"][0]["scores"]["flower_batch"]["value"] == "I"
     assert "mean" not in log["results"]["scores"][0]["metrics"]
+
+
+@pytest.mark.slow
+def test_a_graded_trajectory_passes_harbor_s_own_validator(tmp_path: Path) -> None:
+    from tests.flower_batch.export.harbor_check import validate
+
+    home, records = harbor_home(tmp_path)
+    record = records["regex-log.a.r1"]
+    path = tmp_path / "trajectory.json"
+    path.write_text(json.dumps(job_atif(home.job(BATCH, record.job_id), record)))
+    assert validate([path]) == {str(path): []}
