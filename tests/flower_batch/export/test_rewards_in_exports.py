@@ -67,3 +67,20 @@ def test_a_graded_trajectory_passes_harbor_s_own_validator(tmp_path: Path) -> No
     path = tmp_path / "trajectory.json"
     path.write_text(json.dumps(job_atif(home.job(BATCH, record.job_id), record)))
     assert validate([path]) == {str(path): []}
+
+
+@pytest.mark.slow
+def test_inspect_reads_a_graded_log_back_with_the_reward_as_the_score(tmp_path: Path) -> None:
+    from inspect_ai.log import read_eval_log  # here: importing it costs a worker ~4 s of CPU
+
+    home, records = harbor_home(tmp_path)
+    record = records["regex-log.a.r1"]
+    log = eval_log(
+        BATCH, "regex-log", "a", [CellJob(record, job_atif(home.job(BATCH, record.job_id), record))], 0
+    )
+    path = tmp_path / "regex-log-a.json"
+    path.write_text(json.dumps(log))
+    read = read_eval_log(str(path))
+    assert read.samples is not None and read.samples[0].scores is not None
+    assert read.samples[0].scores["flower_batch"].value == 0.75
+    assert read.results is not None and read.results.scores[0].metrics["mean"].value == 0.75
