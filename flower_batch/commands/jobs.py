@@ -59,7 +59,7 @@ from flower_batch.labels import BATCH, JOB, MANAGED
 from flower_batch.layout import Home, JobDir
 from flower_batch.running.batch import run_one
 from flower_batch.running.causes import continuity_lines
-from flower_batch.running.jobs import ADHOC_BATCH, adhoc_spec
+from flower_batch.running.jobs import ADHOC_BATCH, Sandbox, adhoc_spec
 from flower_batch.running.lease import Leak, find_leaks, on_the_nodes, remove_leaks
 from flower_batch.running.liveness import Liveness
 from flower_batch.running.plan import BatchPlan
@@ -126,6 +126,11 @@ def run(
     check: opt.Check = None,
     exclude: opt.Exclude = [],  # noqa: B006
     workspace_limit: opt.WorkspaceLimit = None,
+    root: opt.Root = "read-only",
+    user: opt.RunAs = "sandbox",
+    workdir: opt.Workdir = None,
+    tests: opt.Tests = None,
+    pass_reward: opt.PassReward = None,
     home: Path | None = HOME_OPT,
     backend_choice: str | None = BACKEND_OPT,
 ) -> None:
@@ -156,6 +161,7 @@ def run(
         workspace_limit=workspace_limit,
         home=h.root,
         environ=settings.environ,
+        sandbox=Sandbox(root, user, workdir, tests, pass_reward),
     )
     if h.job(ADHOC_BATCH, spec.id).record_path.exists():
         fail(f"job {spec.id} already exists: wake it (`flower-batch wake {spec.id}`) or pick another --name")

@@ -203,6 +203,10 @@ class Expander:
             build=build,
             exclude=exclude,
             workspace_limit=fields.get("workspace_limit"),
+            root=fields.get("root", "read-only"),
+            user=fields.get("user", "sandbox"),
+            workdir=fields.get("workdir"),
+            pass_reward=fields.get("pass_reward"),
         )
 
     def _renderer(self, context: RenderContext) -> Callable[[Template | None], str | None]:
