@@ -173,16 +173,8 @@ def run(
         [spec], pinned, home=h, where="run", backend=chosen_backend(backend_choice, None)
     )
     (spec,) = environments.jobs
-    preflight_job(
-        spec,
-        pinned.id,
-        ADHOC_BATCH,
-        describe=None,
-        flows_dir=None,
-        engine=engine_for(h.root, backend_choice, None),
-        copies_from=h.root,
-        home_given=home_named(home),
-    )
+    engine = engine_for(h.root, backend_choice, None)
+    preflight_job(spec, pinned.id, ADHOC_BATCH, describe=None, flows_dir=None, engine=engine, copies_from=h.root, home_given=home_named(home))  # fmt: skip
     plan = BatchPlan(h, ADHOC_BATCH, ((spec, None),), pinned, settings=settings, bundle=environments.bundle)
     _run_planned(plan, backend_for(home, backend_choice))
 

@@ -190,3 +190,11 @@ PassReward = Annotated[
     float | None,
     typer.Option("--pass-reward", help="the reward a job with --tests needs to pass (default 1.0)"),
 ]
+Oracle = Annotated[
+    bool,
+    typer.Option(
+        "--oracle",
+        help="run each Harbor task's solution/solve.sh instead of a workflow (no model, $0), then its "
+        "hidden tests, in <batch>-oracle; lists every task not solved (exit 1)",
+    ),
+]

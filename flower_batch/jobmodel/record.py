@@ -18,6 +18,7 @@ from flower.fileio import write_atomic
 from flower_batch.errors import RecordError
 
 from .classes import FailureClass, parse_class
+from .grading import Reward
 from .image import PinnedImage
 from .modes import DEFAULT_MODE, GatewayMode, parse_mode
 from .outcome import JobOutcome, StepSummary
@@ -66,6 +67,14 @@ class JobRecord:
     gateway_health: dict[str, Any] | None = None  # gateway deaths and restarts while the job ran
     # Persistent jobs: per attempt, its caps and the spend metered (jobmodel/pausing.py).
     budget_history: tuple[dict[str, Any], ...] = ()
+    reward: Reward | None = None
+    """What the job's hidden tests wrote (grading.py); None: no verifier, or nothing valid."""
+    state_image: str | None = None
+    """A writable-root job's container committed when it ended (running/state_image.py): its id,
+    what `wake` runs from and `gc --images` removes."""
+    sandbox: str | None = None
+    """How a job that asked for more than the sandbox ran (running/job_root.py): its root, its
+    uid and what that uid is on the host."""
 
     def __post_init__(self) -> None:
         # Words from a caller: the enums, or ValueError (from_dict checks a file's words first).
@@ -108,6 +117,7 @@ class JobRecord:
             duration_s=outcome.duration_s,
             gateway_mode=outcome.gateway_mode,
             failure_class=outcome.klass,
+            reward=outcome.reward,
             **timings,
         )
 
@@ -129,6 +139,7 @@ class JobRecord:
             check_output=self.check_output,
             log_tail=log_tail,
             failure_class=self.failure_class.value if self.failure_class else None,
+            reward=self.reward,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -162,6 +173,9 @@ class JobRecord:
             "session": self.session,
             "gateway_health": self.gateway_health,
             **({"budget_history": [dict(e) for e in self.budget_history]} if self.budget_history else {}),
+            **({"reward": self.reward.to_dict()} if self.reward else {}),
+            **({"state_image": self.state_image} if self.state_image else {}),
+            **({"sandbox": self.sandbox} if self.sandbox else {}),
             "spec": self.spec.to_dict(),
         }
 
@@ -209,6 +223,9 @@ class JobRecord:
                 if isinstance(data.get("gateway_health"), dict)
                 else None,
                 budget_history=read_history(data.get("budget_history")),
+                reward=Reward.from_dict(data["reward"]) if isinstance(data.get("reward"), Mapping) else None,
+                state_image=data.get("state_image"),
+                sandbox=data.get("sandbox"),
             )
         except KeyError as exc:
             raise RecordError(f"malformed field `spec`: no {exc}") from exc
