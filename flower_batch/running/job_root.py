@@ -45,8 +45,11 @@ class JobRoot:
             read_only_root=not self.writable,
             cap_add=ROOT_CAPABILITIES if self.as_root else (),
         )
+        # The CLI refuses bypassPermissions as uid 0 unless told it is in a sandbox: it is.
+        env = {**spec.env, "IS_SANDBOX": "1"} if self.as_root else spec.env
         return replace(
             spec,
+            env=env,
             confinement=jail,
             user=ROOT_USER if self.as_root else spec.user,
             disk_bytes=self.disk_bytes if self.writable else None,

@@ -347,7 +347,7 @@ async def _run_in_container(
     await save_logs(ctx.backend, ran.container, jd.logs / "container.log")
     if ran.root.writable:  # every process of it gone: its whole state, for the tests and a wake
         ran.state_image = await keep_state(
-            ctx.backend, ran.container, batch=ctx.batch, lease=ctx.lease, job=job.id
+            ctx.backend, ran.container, home=str(ctx.home), batch=ctx.batch, lease=ctx.lease, job=job.id
         )
         if attempt.previous_state != ran.state_image:
             await drop_state(ctx.backend, attempt.previous_state)

@@ -19,16 +19,18 @@ from flower_batch.labels import STATE_IMAGE, labels
 REPOSITORY = "flower-batch-state"
 
 
-def state_ref(batch: str, job: str) -> str:
-    """The job's one tag: readable, and unique per batch/job (a tag takes [a-z0-9_.-], 128 chars)."""
+def state_ref(home: str, batch: str, job: str) -> str:
+    """The job's one tag: readable, and unique per home, batch and job (two homes on one engine
+    never share one; a tag takes [a-z0-9_.-], 128 characters)."""
     readable = re.sub(r"[^a-z0-9_.-]+", "-", f"{batch}.{job}".lower())[:100].strip(".-") or "job"
-    return f"{REPOSITORY}:{readable}-{hashlib.sha256(f'{batch}/{job}'.encode()).hexdigest()[:10]}"
+    key = hashlib.sha256(f"{home}\0{batch}/{job}".encode()).hexdigest()[:12]
+    return f"{REPOSITORY}:{readable}-{key}"
 
 
-async def keep_state(backend: Backend, container: str, *, batch: str, lease: str, job: str) -> str:
+async def keep_state(backend: Backend, container: str, *, home: str, batch: str, lease: str, job: str) -> str:
     """The ended `container` committed: the image's id."""
     found = {**labels(batch, lease, "state", job), STATE_IMAGE: f"{batch}/{job}"}
-    return await backend.commit(container, state_ref(batch, job), found)
+    return await backend.commit(container, state_ref(home, batch, job), found)
 
 
 async def drop_state(backend: Backend, image_id: str | None) -> None:
