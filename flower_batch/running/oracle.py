@@ -73,6 +73,8 @@ def oracle_failures(records: Sequence[JobRecord]) -> list[str]:
             and record.reward.value >= ORACLE_REWARD
         ):
             continue
-        got = f"reward {record.reward.value:g}" if record.reward else record.status.value
-        lines.append(f"{record.job_id}: {got}: {record.reason or ''}".rstrip(": "))
+        why = record.reason or "no reason recorded"
+        lines.append(
+            f"{record.job_id}: {why}" if record.reward else f"{record.job_id}: {record.status.value}: {why}"
+        )
     return lines

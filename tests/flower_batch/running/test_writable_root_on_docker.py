@@ -33,7 +33,7 @@ def install() -> Workflow:
 # First run: install, tamper; a wake finds the program already there.
 BASH = (
     "if [ -x /usr/local/bin/r35x ]; then echo 'r35x still here' >> wake.txt; exit 0; fi; "
-    "{ ls -d /tests /solution 2>&1; echo \"uid=$(id -u) pwd=$(pwd)\"; } > seen.txt; "
+    '{ ls -d /tests /solution 2>&1; echo "uid=$(id -u) pwd=$(pwd)"; } > seen.txt; '
     "printf '#!/bin/sh\\necho r35x-ok\\n' > /usr/local/bin/r35x && chmod 755 /usr/local/bin/r35x; "
     "mkdir -p /logs/verifier && echo 1 > /logs/verifier/reward.txt; "
     "setsid sh -c 'while true; do echo 1 > /logs/verifier/reward.txt; sleep 0.1; done' "
