@@ -58,6 +58,8 @@ from flower_batch.untrusted_files import copy_tree, remove_tree
 from flower_batch.workspace_scan import rules_for
 
 log = logging.getLogger(__name__)
+INSTRUCTION_FILE = "instruction.md"
+"""In the job's runs (/runs/instruction.md, FLOWER_BATCH_INSTRUCTION): a graded task's prompt."""
 GRACE_S = 10.0
 LOG_TAIL = 4000
 
@@ -135,6 +137,13 @@ def prepare(
         stage_workflow(job.workflow, jd.flows, search)
     if fresh and job.gateway.mode.rules.replays and job.gateway.recording is not None:
         stage_recording(job.gateway.recording, jd.root)  # what the replay gateway serves this job
+    if fresh and _has_instruction(job):  # a task's instruction, as a file too (docs/jobs-toml.md)
+        (jd.runs / INSTRUCTION_FILE).write_text(job.prompt)
+
+
+def _has_instruction(job: JobSpec) -> bool:
+    """A graded task (hidden tests, a Harbor folder) has an instruction the workflow may read as a file."""
+    return bool(job.prompt) and (job.verifier is not None or job.harbor is not None)
 
 
 async def prepare_off_the_loop(
@@ -490,6 +499,8 @@ def job_container_spec(
     }
     if job.model:
         env["ANTHROPIC_MODEL"] = job.model
+    if _has_instruction(job):
+        env["FLOWER_BATCH_INSTRUCTION"] = f"{RUNS}/{INSTRUCTION_FILE}"
     # `reach`: the job's own socket into the gateway (one machine; nothing on a cluster)
     mounts = [Mount(str(jd.runs), RUNS), Mount(str(jd.flows), FLOWS, read_only=True), *reach]
     if job.task_image is not None:  # flower, brought into an image it was not built into

@@ -33,7 +33,7 @@ def install() -> Workflow:
 # First run: install, tamper; a wake finds the program already there.
 BASH = (
     "if [ -x /usr/local/bin/r35x ]; then echo 'r35x still here' >> wake.txt; exit 0; fi; "
-    '{ ls -d /tests /solution 2>&1; echo "uid=$(id -u) pwd=$(pwd)"; } > seen.txt; '
+    '{ ls -d /tests /solution 2>&1; echo "uid=$(id -u) pwd=$(pwd)"; cat "$FLOWER_BATCH_INSTRUCTION"; } > seen.txt; '
     "printf '#!/bin/sh\\necho r35x-ok\\n' > /usr/local/bin/r35x && chmod 755 /usr/local/bin/r35x; "
     "mkdir -p /logs/verifier && echo 1 > /logs/verifier/reward.txt; "
     "setsid sh -c 'while true; do echo 1 > /logs/verifier/reward.txt; sleep 0.1; done' "
@@ -74,7 +74,7 @@ def test_a_writable_root_job_is_graded_on_its_state_and_wakes_in_it(tmp_path: Pa
     home = tmp_path / "home"
     ran = fb(
         "run", project / "ws", "-f", f"{project / 'flows.py'}:install", "--image", DEBIAN13,
-        "--scenario", project / "scenario.toml", "--name", "w", "--persistent",
+        "--scenario", project / "scenario.toml", "--name", "w", "--persistent", "--prompt", "Install r35x, then stop.\n",
         "--root", "writable", "--user", "root", "--workdir", "/app",
         "--tests", project / "tests", "--pass-reward", "0.5",
         home=home, timeout=600, cwd=project,
@@ -86,6 +86,7 @@ def test_a_writable_root_job_is_graded_on_its_state_and_wakes_in_it(tmp_path: Pa
         seen = (job.root / "workspace" / "seen.txt").read_text()
         assert "'/tests': No such file" in seen and "'/solution': No such file" in seen, seen
         assert "uid=0 pwd=/app" in seen, seen
+        assert seen.endswith("Install r35x, then stop.\n"), seen  # the instruction, as a file too
         # the agent's 1, and its loop, never reached the verifier: an empty folder, its own reward
         assert record["reward"] == {"value": 0.5, "detail": {}}, record
         assert record["status"] == "passed" and "reward 0.5" in record["reason"]
