@@ -12,7 +12,10 @@ from flower_batch.backend.base import Backend
 from flower_batch.errors import FlowerBatchError
 from flower_batch.jobmodel.units import format_memory
 
-WATCH_EVERY_S = 2.0
+WATCH_EVERY_S = 10.0
+"""Each look costs the engine about a second (it sizes the image's whole root too, through
+fuse-overlayfs: bench/writable_root.py), so a job may overshoot its bound by what it writes in
+this long."""
 
 
 @dataclass
