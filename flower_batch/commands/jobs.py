@@ -363,6 +363,8 @@ def show(
         ("model", mode_label(record.gateway_mode)),
         ("image", record.image_id),
         *([("task image", record.spec.task_image.describe())] if record.spec.task_image else []),
+        *([("sandbox", record.sandbox)] if record.sandbox else []),
+        *([("state image", record.state_image)] if record.state_image else []),
         ("versions", ", ".join(f"{k} {v}" for k, v in record.versions.items())),
         ("exit code", str(record.exit_code)),
         ("check exit", str(record.check_exit)),

@@ -1,6 +1,7 @@
 """A task that asks for more than the default sandbox, on the engine, with the scripted model: a
 writable root as uid 0 (four capabilities back) in Debian 13, its workspace at /app, and hidden
-tests. The agent's Bash finds no /tests and no /solution, installs a program into /usr/local/bin,
+tests. The agent's Bash finds no /tests and no /solution, builds a .deb and installs it with
+`apt-get install` (apt drops to _apt: the capabilities are enough),
 writes /logs/verifier/reward.txt with 1 and leaves a setsid loop that keeps writing it. The hidden
 tests run after it, in a fresh container of the committed state: they see the program, write a
 fractional reward, and that reward (not the agent's 1) lands in the record; the status follows the
@@ -34,7 +35,11 @@ def install() -> Workflow:
 BASH = (
     "if [ -x /usr/local/bin/r35x ]; then echo 'r35x still here' >> wake.txt; exit 0; fi; "
     '{ ls -d /tests /solution 2>&1; echo "uid=$(id -u) pwd=$(pwd)"; cat "$FLOWER_BATCH_INSTRUCTION"; } > seen.txt; '
-    "printf '#!/bin/sh\\necho r35x-ok\\n' > /usr/local/bin/r35x && chmod 755 /usr/local/bin/r35x; "
+    "mkdir -p /tmp/pkg/DEBIAN /tmp/pkg/usr/local/bin; "
+    "printf 'Package: r35x\\nVersion: 1.0\\nArchitecture: all\\nMaintainer: t <t@t>\\nDescription: t\\n' "
+    "> /tmp/pkg/DEBIAN/control; "
+    "printf '#!/bin/sh\\necho r35x-ok\\n' > /tmp/pkg/usr/local/bin/r35x && chmod 755 /tmp/pkg/usr/local/bin/r35x; "
+    "dpkg-deb --build /tmp/pkg /tmp/r35x.deb > /dev/null && apt-get install -y -q /tmp/r35x.deb > apt.txt 2>&1; "
     "mkdir -p /logs/verifier && echo 1 > /logs/verifier/reward.txt; "
     "setsid sh -c 'while true; do echo 1 > /logs/verifier/reward.txt; sleep 0.1; done' "
     ">/dev/null 2>&1 < /dev/null & "
@@ -56,7 +61,7 @@ reply = "Done."
 # The hidden tests: the installed program, run by the verifier as it finds it; a fractional reward.
 TEST_SH = """#!/bin/bash
 found=$(ls -A /logs/verifier); echo "$found" > /logs/verifier/found.txt
-if [ "$(/usr/local/bin/r35x)" = r35x-ok ] && [ -f /app/seen.txt ]; then echo 0.5 > /logs/verifier/reward.txt
+if [ "$(/usr/local/bin/r35x)" = r35x-ok ] && dpkg -s r35x > /dev/null && [ -f /app/seen.txt ]; then echo 0.5 > /logs/verifier/reward.txt
 else echo 0 > /logs/verifier/reward.txt; fi
 echo "graded as $(id -u) in $(pwd) with GRADE_ENV=$GRADE_ENV"
 """
@@ -99,6 +104,8 @@ def test_a_writable_root_job_is_graded_on_its_state_and_wakes_in_it(tmp_path: Pa
         labels = _image_labels(state)
         assert labels["org.flower-batch.state-image"] == "adhoc/w"
         # wake: from the committed state, the same session; the program is still installed
+        shown = fb("show", "w", home=home).stdout
+        assert "host root: this engine has no user namespace" in shown and state[:19] in shown
         woke = fb("wake", "w", home=home, timeout=300)
         assert woke.returncode == 0, woke.stdout + woke.stderr
         after = job.record()
