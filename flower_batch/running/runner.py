@@ -20,7 +20,7 @@ from flower.clock import now_iso
 from flower.exitinfo import one_line
 from flower_batch.backend.base import Backend, ContainerSpec, Mount
 from flower_batch.backend.confinement import DEFAULT_PIDS, Confinement, hand_over
-from flower_batch.errors import FlowerBatchError, NameConflict, WorkspaceUnusable
+from flower_batch.errors import FlowerBatchError, ImageMissing, NameConflict, WorkspaceUnusable
 from flower_batch.export.trajectory_file import write_trajectory
 from flower_batch.gateway.budget import batch_spent
 from flower_batch.gateway.host.health import describe_health
@@ -335,6 +335,8 @@ async def _run_in_container(
     ctx, job, jd = attempt.ctx, attempt.job, attempt.jd
     if ctx.gateway.health.gave_up:
         raise FlowerBatchError(f"not started: {ctx.gateway.health.gave_up}")
+    if attempt.base_image:  # a wake from the state the job left: said in one line when it is gone
+        await _state_image_present(ctx.backend, job, attempt.base_image)
     ran.root = await resolve_root(ctx.backend, job, attempt.image)
     await prepare_off_the_loop(
         jd, job, fresh=fresh, search=ctx.search, flows_from=ctx.flows_from, home=ctx.home
@@ -360,6 +362,16 @@ async def _run_in_container(
         )
         if attempt.previous_state != ran.state_image:
             await drop_state(ctx.backend, attempt.previous_state)
+
+
+async def _state_image_present(backend: Backend, job: JobSpec, image: str) -> None:
+    try:
+        await backend.image_info(image)
+    except ImageMissing:
+        raise FlowerBatchError(
+            f"job {job.id}: its state image {image[:19]} is gone (`gc --images` removes them), so its "
+            "changes outside the workspace are lost: run it again instead (matrix --fresh, or a new run)"
+        ) from None
 
 
 async def _stage_for_the_sandbox(attempt: Attempt, ran: Ran, *, fresh: bool) -> None:
