@@ -63,7 +63,7 @@ from flower_batch.reports import (
 from flower_batch.running.batch import BatchEvent, InfraRetry, reap_batch, run_batch
 from flower_batch.running.jobs import option_value
 from flower_batch.running.liveness import Liveness
-from flower_batch.running.oracle import ORACLE_SUFFIX, oracle_failures, oracle_jobs
+from flower_batch.running.oracle import ORACLE_SUFFIX, oracle_failures, oracle_jobs, oracle_scenario
 from flower_batch.running.plan import BatchPlan
 
 # The live table's colours; a state not named here (an ended job that did not pass) is red.
@@ -169,6 +169,7 @@ def matrix(
     again with a higher --budget-usd to continue them). Paused jobs count as not passed.
     """
     jf = _load(jobs_file, allow_large)
+    jf = _as_oracle(jf, home_at(home)) if oracle else jf
     settings = _checked_options(
         jf, parallel=parallel, upstream=upstream, infra_retries=infra_retries, fail_under=fail_under
     )
@@ -183,7 +184,6 @@ def matrix(
     jf, pinned, bundle = _environments(
         jf, image, h, chosen_backend(backend_choice, jf.backend), dry_run, parallel
     )
-    jf = _as_oracle(jf) if oracle else jf
     image_id = pinned.id
     records = load_records(h.batch_dir(jf.name), [j.id for j in jf.jobs])
     plan = plan_resume(jf.jobs, image_id, records, retry_failed=retry_failed, fresh=fresh)
@@ -233,10 +233,10 @@ def _exit(results: BatchResults, fail_under: float | None, *, regressed: bool) -
     )
 
 
-def _as_oracle(jf: JobsFile) -> JobsFile:
+def _as_oracle(jf: JobsFile, h: Home) -> JobsFile:
     """The jobs file's tasks as the oracle runs them: one job per task with hidden tests, in a
-    batch of its own; a task with no solution/solve.sh is said, and not run."""
-    found = oracle_jobs(jf.jobs)
+    batch of its own, asking no model; a task with no solution/solve.sh is said, and not run."""
+    found = oracle_jobs(jf.jobs, oracle_scenario(h.root / ".cache"))
     for task in found.unsolvable:
         err.print(f"oracle: {task}: no solution/solve.sh, not checked", markup=False)
     if not found.jobs:

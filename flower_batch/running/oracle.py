@@ -11,8 +11,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from flower_batch.jobmodel.hashing import file_hash
+from flower_batch.jobmodel.modes import GatewayMode
 from flower_batch.jobmodel.record import JobRecord
-from flower_batch.jobmodel.spec import JobSpec
+from flower_batch.jobmodel.spec import GatewaySpec, JobSpec
 from flower_batch.jobmodel.status import Status
 from flower_batch.layout import JobDir
 from flower_batch.untrusted_files import copy_tree, remove_tree
@@ -21,6 +23,20 @@ SOLUTION_PATH = "/solution"
 ORACLE_COMMAND = ("bash", f"{SOLUTION_PATH}/solve.sh")
 ORACLE_SUFFIX = "-oracle"
 ORACLE_REWARD = 1.0
+SCENARIO = """description = "matrix --oracle: each task's solution/solve.sh runs; no model is asked"
+[[rules]]
+name = "none"
+reply = "The oracle asks no model."
+"""
+
+
+def oracle_scenario(cache: Path) -> Path:
+    """The oracle's gateway's scenario (scripted: no key, no spend), written into `cache`."""
+    cache.mkdir(parents=True, exist_ok=True)
+    path = cache / "oracle-scenario.toml"
+    if not path.is_file() or path.read_text() != SCENARIO:
+        path.write_text(SCENARIO)
+    return path
 
 
 def solution_folder(jd: JobDir) -> Path:
@@ -45,9 +61,11 @@ class OracleSet:
     unsolvable: tuple[str, ...]
 
 
-def oracle_jobs(specs: Iterable[JobSpec]) -> OracleSet:
-    """One job per task with hidden tests: named after the task, no workflow, no check, no model
-    settings that matter, its verifier's pass at ORACLE_REWARD."""
+def oracle_jobs(specs: Iterable[JobSpec], scenario: Path) -> OracleSet:
+    """One job per task with hidden tests: named after the task, no workflow, no check, no
+    secrets, a scripted gateway on `scenario` (oracle_scenario: nothing is asked of a model, so
+    no key is needed), its verifier's pass at ORACLE_REWARD."""
+    gateway = GatewaySpec(GatewayMode.SCRIPTED, scenario, file_hash(scenario))
     jobs: dict[str, JobSpec] = {}
     unsolvable: list[str] = []
     for spec in specs:
@@ -59,6 +77,7 @@ def oracle_jobs(specs: Iterable[JobSpec]) -> OracleSet:
         jobs[spec.task] = replace(
             spec, id=spec.task, variant="oracle", repeat=1, persistent=False, check=None,
             pass_reward=ORACLE_REWARD, workflow=None, prompt=spec.prompt or "oracle",
+            gateway=gateway, secrets=(), budget_usd=None,
         )  # fmt: skip
     return OracleSet(tuple(jobs.values()), tuple(unsolvable))
 

@@ -3,7 +3,8 @@ stand-in gives each task of a plain jobs.toml its tests/ as hidden tests and its
 Harbor task): each task's solution/solve.sh runs in the task's image, in its WORKDIR (/app, which
 starts as a copy of the files the Dockerfile put there), with no model; its hidden tests grade it.
 The task whose solve.sh is wrong is listed and the exit code is 1; a task with no solution is said
-and not run; the results are a batch of their own, at $0."""
+and not run; the results are a batch of their own, at $0, with no API key though the tasks ask for
+the anthropic model."""
 
 from __future__ import annotations
 
@@ -63,7 +64,7 @@ name = "orc"
 build = "env"
 workdir = "image"
 prompt = "answer the question"
-gateway = { mode = "scripted", scenario = "scenario.toml" }
+gateway = { mode = "anthropic" }  # the oracle asks no model: no key needed
 
 [tasks.good]
 [tasks.bad]
@@ -80,9 +81,6 @@ def test_the_oracle_lists_the_task_whose_solution_is_wrong(tmp_path: Path) -> No
     (project / "env").mkdir(parents=True)
     (project / "env" / "Dockerfile").write_text(DOCKERFILE)
     (project / "env" / "question.txt").write_text("q7\n")
-    (project / "scenario.toml").write_text(
-        'description = "never asked"\n[[rules]]\nname = "x"\nreply = "no"\n'
-    )
     (project / "jobs.toml").write_text(JOBS)
     for task in ("good", "bad", "nosolution"):
         (project / "tasks" / task / "tests").mkdir(parents=True)
@@ -93,10 +91,11 @@ def test_the_oracle_lists_the_task_whose_solution_is_wrong(tmp_path: Path) -> No
     script = tmp_path / "as_harbor.py"
     script.write_text(AS_HARBOR.format(repo=str(REPO), tasks=str(project / "tasks")))
     home = tmp_path / "home"
+    without_key = {k: v for k, v in command_env().items() if not k.startswith("ANTHROPIC_")}
     try:
         ran = subprocess.run(
             [sys.executable, str(script), "matrix", str(project / "jobs.toml"), "--oracle", "--home", str(home)],
-            capture_output=True, text=True, timeout=600, cwd=project, env=command_env(),
+            capture_output=True, text=True, timeout=600, cwd=project, env=without_key,
         )  # fmt: skip
         assert ran.returncode == 1, ran.stdout + ran.stderr
         assert "oracle: nosolution: no solution/solve.sh, not checked" in ran.stderr

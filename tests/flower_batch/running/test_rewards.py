@@ -15,7 +15,7 @@ from flower_batch.jobmodel.record import JobRecord
 from flower_batch.jobmodel.spec import JobSpec
 from flower_batch.jobmodel.status import Status
 from flower_batch.running.grading_verdict import graded_verdict
-from flower_batch.running.oracle import oracle_failures, oracle_jobs
+from flower_batch.running.oracle import oracle_failures, oracle_jobs, oracle_scenario
 from flower_batch.running.rewards import REWARD_LIMIT, read_reward
 from flower_batch.running.verifier import Graded
 
@@ -114,10 +114,11 @@ def test_the_oracle_runs_one_job_per_task_with_a_solution(tmp_path: Path) -> Non
         _spec("nosol", tmp_path, solved=False),
         _spec("plain", tmp_path, solved=True, verifier=False),  # no hidden tests: nothing to check
     ]
-    found = oracle_jobs(specs)
+    found = oracle_jobs(specs, oracle_scenario(tmp_path / "cache"))
     assert [j.id for j in found.jobs] == ["good"] and found.unsolvable == ("nosol",)
     (job,) = found.jobs
     assert job.workflow is None and job.check is None and not job.persistent and job.threshold == 1.0
+    assert job.gateway.mode.value == "scripted" and job.secrets == ()  # no model, no key
 
 
 def test_the_oracle_lists_each_task_not_solved(tmp_path: Path) -> None:
