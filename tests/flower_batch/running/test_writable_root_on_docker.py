@@ -106,6 +106,11 @@ def test_a_writable_root_job_is_graded_on_its_state_and_wakes_in_it(tmp_path: Pa
         # wake: from the committed state, the same session; the program is still installed
         shown = fb("show", "w", home=home).stdout
         assert "host root: this engine has no user namespace" in shown and state[:19] in shown
+        assert fb("report", "adhoc", home=home).returncode == 0
+        results = json.loads(next((home / "adhoc").rglob("results.json")).read_text())
+        (entry,) = results["jobs"]
+        assert (entry["root"], entry["user"]) == ("writable", "root")
+        assert "writable root, uid 0" in next((home / "adhoc").rglob("report.html")).read_text()
         woke = fb("wake", "w", home=home, timeout=300)
         assert woke.returncode == 0, woke.stdout + woke.stderr
         after = job.record()
