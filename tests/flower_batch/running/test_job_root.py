@@ -175,3 +175,37 @@ def test_a_state_images_tag_is_valid_and_its_jobs_own() -> None:
     repository, tag = ref.split(":")
     assert repository == "flower-batch-state" and re.fullmatch(r"[a-z0-9_.-]{1,128}", tag), ref
     assert state_ref("/home/a", "b", "j") != state_ref("/home/b", "b", "j") != state_ref("/home/a", "b", "k")
+
+
+@pytest.mark.anyio
+async def test_a_wake_whose_state_image_is_gone_is_one_line(tmp_path: Path) -> None:
+    from flower_batch.gateway.host.sidecar import GatewaySidecar
+    from flower_batch.jobmodel.image import PinnedImage
+    from flower_batch.jobmodel.record import JobRecord
+    from flower_batch.jobmodel.spec import GatewaySpec
+    from flower_batch.jobmodel.status import Status
+    from flower_batch.layout import Home
+    from flower_batch.running.runner import JobContext, run_job
+
+    job = _job(root="writable", persistent=True, gateway={"mode": "replay"})
+    previous = JobRecord(
+        job_id="j", batch="b", inputs_hash="h", image_id=FakeBackend.IMAGE, status=Status.PAUSED, spec=job,
+        state_image="sha256:" + "0" * 64,
+    )  # fmt: skip
+    async with FakeBackend() as backend:
+        gw = GatewaySidecar(
+            backend, batch="b", lease="s1", image_id=FakeBackend.IMAGE, batch_dir=tmp_path / "b",
+            gateway=GatewaySpec(mode="replay"),
+        )  # fmt: skip
+        await backend.create_network(gw.network, {}, internal=True)
+        ctx = JobContext(
+            backend=backend, batch="b", lease="s1", image=PinnedImage(FakeBackend.IMAGE), gateway=gw
+        )
+        record = await run_job(
+            ctx, job, Home(tmp_path / "home").job("b", "j"), waking=True, previous=previous
+        )
+    assert record.status is Status.ERROR and record.reason, record
+    assert record.reason.startswith(
+        "job j: its state image sha256:000000000000 is gone (`gc --images` removes them)"
+    )
+    assert record.state_image == previous.state_image  # still pinned: the record says what it needed
