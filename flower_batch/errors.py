@@ -38,7 +38,9 @@
     │                           cannot be read): the job's input, never retried as infrastructure
     ├── PreflightFailed         problems found before anything ran; `lines`, one per problem
     ├── SideError               `compare`: a side is no batch, results.json or baseline file
-    └── ReproError              `repro`: the job cannot be reproduced (no record, no image, ...)
+    ├── ReproError              `repro`: the job cannot be reproduced (no record, no image, ...)
+    └── RewardUnreadable        a verifier's reward.txt / reward.json is missing, too big, or not
+                                a finite number: the job is `error` with this reason
 
     FieldError                  not an exception: one problem of a jobs.toml (file, line, field,
                                 message), as MatrixFileError lists them
@@ -248,6 +250,10 @@ class SideError(FlowerBatchError):
 
 class ReproError(FlowerBatchError):
     """A job that cannot be reproduced (its record, image or inputs are missing or changed)."""
+
+
+class RewardUnreadable(FlowerBatchError):
+    """What a task's hidden tests wrote as their reward cannot be taken (running/rewards.py)."""
 
 
 class NotRegular(OSError):

@@ -27,6 +27,9 @@ RELAY_WAITS = "org.flower-batch.relay-waits"
 TASK_BUILD = "org.flower-batch.task-build"
 # On the runtime bundle's volumes: the runtime build key they hold (not MANAGED: no batch owns them).
 RUNTIME_BUNDLE = "org.flower-batch.runtime-bundle"
+# On a writable-root job's container committed when it ended: "<batch>/<job>" (running/state_image.py;
+# `wake` runs from it, `gc --images` removes it).
+STATE_IMAGE = "org.flower-batch.state-image"
 
 
 def labels(batch: str, lease: str, role: str, job: str | None = None) -> dict[str, str]:

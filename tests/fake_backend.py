@@ -295,9 +295,9 @@ class FakeBackend(Backend):
                 shutil.rmtree(self._root, ignore_errors=True)
 
     # -- test helpers -----------------------------------------------------------------------
-    def add_image(self, tag: str, labels: Mapping[str, str] | None = None) -> ImageInfo:
+    def add_image(self, tag: str, labels: Mapping[str, str] | None = None, workdir: str = "") -> ImageInfo:
         digest = "sha256:" + hashlib.sha256(tag.encode()).hexdigest()
-        info = ImageInfo(id=digest, tags=[tag], labels=dict(labels or {}), size_bytes=0)
+        info = ImageInfo(id=digest, tags=[tag], labels=dict(labels or {}), size_bytes=0, workdir=workdir)
         self._images[tag] = self._images[digest] = info
         return info
 

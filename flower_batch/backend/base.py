@@ -20,10 +20,12 @@ from __future__ import annotations
 import abc
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import TracebackType
 from typing import Literal, Self
 
 from flower_batch.backend.confinement import Confinement, sandbox_user
+from flower_batch.errors import BackendError
 
 LabelFilter = Mapping[str, str | None]
 """Labels to match: `{"k": "v"}` requires k=v, `{"k": None}` only requires k to be present."""
@@ -70,6 +72,9 @@ class ContainerSpec:
     restart: bool = False
     """A long-running service: the engine restarts it when it dies (the gateway)."""
     confinement: Confinement = field(default_factory=Confinement)
+    disk_bytes: int | None = None
+    """A writable root's bound: the engine's own quota where it has one (storage-opt size);
+    elsewhere the runner's watchdog (running/root_watch.py) enforces it."""
 
 
 ContainerState = Literal["created", "running", "paused", "restarting", "removing", "exited", "dead"]
@@ -134,6 +139,8 @@ class ImageInfo:
     size_bytes: int
     architecture: str = ""
     """The engine's name for its platform ("amd64"); empty when not known."""
+    workdir: str = ""
+    """The image's WORKDIR (its config's WorkingDir); empty: none, i.e. "/"."""
 
 
 class Backend(abc.ABC):
@@ -206,6 +213,31 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     async def image_info(self, ref: str) -> ImageInfo:
         """Look up an image by id or tag (never pulls); ImageMissing if absent."""
+
+    # -- a writable root's state (one machine's engine) ---------------------------------------
+    async def commit(self, container_id: str, ref: str, labels: Mapping[str, str]) -> str:
+        """The ended container's filesystem as an image tagged `ref` with `labels`; its id."""
+        raise BackendError(
+            f"the {self.name} engine cannot keep a container's files: run with --backend docker"
+        )
+
+    async def written_bytes(self, container_id: str) -> int | None:
+        """What the container wrote into its own layer (SizeRw); None when the engine does not say."""
+        return None
+
+    async def archive(self, container_id: str, path: str, dest: Path, limit_bytes: int) -> bool:
+        """`path` of a (created) container as a tar into the file `dest`; False when the path
+        does not exist. More than `limit_bytes`: BackendError."""
+        raise BackendError(
+            f"the {self.name} engine cannot copy files out of an image: run with --backend docker"
+        )
+
+    async def remove_image(self, ref: str) -> None:  # noqa: B027 - an engine without images of ours
+        """Remove an image of ours (a job's state image); NotFound when it is gone."""
+
+    async def engine_security(self) -> tuple[str, ...]:
+        """The engine's security options (`docker info`: "name=userns", "name=rootless", ...)."""
+        return ()
 
     # -- engine secrets and shared storage (cluster engines) ----------------------------------
     async def list_secrets_by_label(self, labels: LabelFilter) -> list[SecretInfo]:

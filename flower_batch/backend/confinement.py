@@ -25,6 +25,13 @@ DEFAULT_PIDS = 2048
 """Processes and threads of one container: the CLI, flower, the agent's tools and a parallel
 build fit; a fork bomb does not."""
 
+ROOT_CAPABILITIES = ("CHOWN", "DAC_OVERRIDE", "SETUID", "SETGID")
+"""What uid 0 gets back, and only for a job whose task asks for `user = "root"`: the fewest with
+which `apt-get update && apt-get install` and `dpkg -i` work (measured one by one, docs/security.md):
+CHOWN (files of other owners), DAC_OVERRIDE (apt's partial folders owned by _apt), SETUID and
+SETGID (apt drops to _apt). FOWNER, FSETID, SETFCAP, MKNOD, NET_RAW and the rest stay dropped."""
+ROOT_USER = "0:0"
+
 TMP_SIZE = "1g"
 """The tmpfs at /tmp (HOME): in memory, so it also counts against the container's memory limit."""
 
@@ -45,10 +52,12 @@ def sandbox_user() -> str:
 @dataclass(frozen=True)
 class Confinement:
     """The container settings that are not the job's business. Capabilities are always all
-    dropped and no-new-privileges always set: nothing here turns them off."""
+    dropped and no-new-privileges always set: nothing here turns them off. `cap_add`: only
+    ROOT_CAPABILITIES, only for a uid-0 job (running/job_root.py)."""
 
     pids: int | None = DEFAULT_PIDS
     read_only_root: bool = True
+    cap_add: tuple[str, ...] = ()
     tmpfs: dict[str, str] = field(default_factory=lambda: {"/tmp": f"rw,exec,nosuid,nodev,size={TMP_SIZE}"})
 
 

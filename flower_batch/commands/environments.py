@@ -75,6 +75,11 @@ def pin_environments(
             f"{where}: a task's own image (image/build) runs on the local Docker engine only, "
             "not yet on a cluster; run it with --backend docker"
         )
+    if backend == "swarm" and any(job.root == "writable" for job in jobs):
+        raise FlowerBatchError(
+            f'{where}: root = "writable" keeps the job\'s state in an image of the machine that ran '
+            "it: local Docker engine only, not yet on a cluster; run it with --backend docker"
+        )
     return resolve_environments(
         jobs,
         runtime,

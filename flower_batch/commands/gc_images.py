@@ -1,6 +1,6 @@
 """`gc --images`: what flower-batch built for tasks and copied for their jobs, removed only when
 asked. With `--batch`: the images built from task folders (`build =`) that the batch's records
-pinned. Without: every image built from a task folder (label org.flower-batch.task-build) and the
+pinned, and its writable-root jobs' state images (after which those jobs cannot be woken). Without: every image built from a task folder (label org.flower-batch.task-build) and the
 runtime bundle's volumes (running/bundle.py). Whatever a container still uses is kept, and said."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 from flower_batch.backend.docker.images import DockerImages
 from flower_batch.errors import RecordError
 from flower_batch.jobmodel.record import read_record
-from flower_batch.labels import RUNTIME_BUNDLE, TASK_BUILD
+from flower_batch.labels import RUNTIME_BUNDLE, STATE_IMAGE, TASK_BUILD
 from flower_batch.layout import Home
 
 from .common import err, out
@@ -22,6 +22,11 @@ def gc_images(home: Home, batch: str | None, dry_run: bool) -> None:
             pinned = _pinned_by(home, batch)
             built = {image_id: shown for image_id, shown in built.items() if image_id in pinned}
         found = [("image", image_id, shown) for image_id, shown in built.items()]
+        # writable-root jobs' kept state (running/state_image.py): what `wake` would run from
+        for info in images.labelled(STATE_IMAGE):
+            owner = info.labels.get(STATE_IMAGE, "")
+            if batch is None or owner.startswith(f"{batch}/"):
+                found.append(("image", info.id, f"{(info.tags or [info.id[:19]])[0]} (state of {owner})"))
         if batch is None:
             # the copy before its marker: a volume in use keeps its marker, and stays usable
             volumes = images.labelled_volumes(RUNTIME_BUNDLE)

@@ -59,7 +59,7 @@ from flower_batch.labels import BATCH, JOB, MANAGED
 from flower_batch.layout import Home, JobDir
 from flower_batch.running.batch import run_one
 from flower_batch.running.causes import continuity_lines
-from flower_batch.running.jobs import ADHOC_BATCH, adhoc_spec
+from flower_batch.running.jobs import ADHOC_BATCH, Sandbox, adhoc_spec
 from flower_batch.running.lease import Leak, find_leaks, on_the_nodes, remove_leaks
 from flower_batch.running.liveness import Liveness
 from flower_batch.running.plan import BatchPlan
@@ -126,6 +126,11 @@ def run(
     check: opt.Check = None,
     exclude: opt.Exclude = [],  # noqa: B006
     workspace_limit: opt.WorkspaceLimit = None,
+    root: opt.Root = "read-only",
+    user: opt.RunAs = "sandbox",
+    workdir: opt.Workdir = None,
+    tests: opt.Tests = None,
+    pass_reward: opt.PassReward = None,
     home: Path | None = HOME_OPT,
     backend_choice: str | None = BACKEND_OPT,
 ) -> None:
@@ -156,6 +161,7 @@ def run(
         workspace_limit=workspace_limit,
         home=h.root,
         environ=settings.environ,
+        sandbox=Sandbox(root, user, workdir, tests, pass_reward),
     )
     if h.job(ADHOC_BATCH, spec.id).record_path.exists():
         fail(f"job {spec.id} already exists: wake it (`flower-batch wake {spec.id}`) or pick another --name")
@@ -167,16 +173,8 @@ def run(
         [spec], pinned, home=h, where="run", backend=chosen_backend(backend_choice, None)
     )
     (spec,) = environments.jobs
-    preflight_job(
-        spec,
-        pinned.id,
-        ADHOC_BATCH,
-        describe=None,
-        flows_dir=None,
-        engine=engine_for(h.root, backend_choice, None),
-        copies_from=h.root,
-        home_given=home_named(home),
-    )
+    engine = engine_for(h.root, backend_choice, None)
+    preflight_job(spec, pinned.id, ADHOC_BATCH, describe=None, flows_dir=None, engine=engine, copies_from=h.root, home_given=home_named(home))  # fmt: skip
     plan = BatchPlan(h, ADHOC_BATCH, ((spec, None),), pinned, settings=settings, bundle=environments.bundle)
     _run_planned(plan, backend_for(home, backend_choice))
 
@@ -368,6 +366,8 @@ def show(
         *([("task image", record.spec.task_image.describe())] if record.spec.task_image else []),
         *([("reward", reward_text(record.reward, record.spec))] if record.reward else []),
         *harbor_rows(record.spec),
+        *([("sandbox", record.sandbox)] if record.sandbox else []),
+        *([("state image", record.state_image)] if record.state_image else []),
         ("versions", ", ".join(f"{k} {v}" for k, v in record.versions.items())),
         ("exit code", str(record.exit_code)),
         ("check exit", str(record.check_exit)),

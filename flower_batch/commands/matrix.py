@@ -7,6 +7,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import NoReturn
 
 import typer
 from rich.console import Console
@@ -63,6 +64,7 @@ from flower_batch.reports import (
 from flower_batch.running.batch import BatchEvent, InfraRetry, reap_batch, run_batch
 from flower_batch.running.jobs import option_value
 from flower_batch.running.liveness import Liveness
+from flower_batch.running.oracle import ORACLE_SUFFIX, oracle_failures, oracle_jobs, oracle_scenario
 from flower_batch.running.plan import BatchPlan
 
 # The live table's colours; a state not named here (an ended job that did not pass) is red.
@@ -159,6 +161,7 @@ def matrix(
     upstream: opt.Upstream = None,
     infra_retries: opt.InfraRetries = 2,
     allow_large: opt.AllowLarge = False,
+    oracle: opt.Oracle = False,
     home: Path | None = HOME_OPT,
     backend_choice: str | None = BACKEND_OPT,
 ) -> None:
@@ -169,6 +172,7 @@ def matrix(
     again with a higher --budget-usd to continue them). Paused jobs count as not passed.
     """
     jf = _load(jobs_file, allow_large, include, exclude)
+    jf = _as_oracle(jf, home_at(home)) if oracle else jf
     settings = _checked_options(
         jf, parallel=parallel, upstream=upstream, infra_retries=infra_retries, fail_under=fail_under
     )
@@ -211,16 +215,44 @@ def matrix(
         settings=settings,
         wake=plan.to_wake,
         bundle=bundle,
+        oracle=oracle,
     )
     kept = _kept(plan, unbuilt)
     _run(engine, batch, MatrixProgress([j.id for j in jf.jobs], kept, err))
     results = _report(h, jf.name, jobs=list(jf.jobs), image_id=image_id, baseline=baseline)
-    regressed = fail_on_regression and baseline is not None and baseline.regressed
+    if oracle:
+        _oracle_verdict(h, jf)
+    _exit(results, fail_under, regressed=fail_on_regression and baseline is not None and baseline.regressed)
+
+
+def _exit(results: BatchResults, fail_under: float | None, *, regressed: bool) -> NoReturn:
+    """The batch's exit code: its classes, --fail-under, and a regression against the baseline."""
     raise typer.Exit(
         exit_code_for(
-            results.class_counts(), threshold_met=results.ci_passed(fail_under), regression=bool(regressed)
+            results.class_counts(), threshold_met=results.ci_passed(fail_under), regression=regressed
         )
     )
+
+
+def _as_oracle(jf: JobsFile, h: Home) -> JobsFile:
+    """The jobs file's tasks as the oracle runs them: one job per task with hidden tests, in a
+    batch of its own, asking no model; a task with no solution/solve.sh is said, and not run."""
+    found = oracle_jobs(jf.jobs, oracle_scenario(h.root / ".cache"))
+    for task in found.unsolvable:
+        err.print(f"oracle: {task}: no solution/solve.sh, not checked", markup=False)
+    if not found.jobs:
+        fail(f"--oracle: no task of {jf.path.name} has hidden tests and a solution/solve.sh to run")
+    return replace(jf, name=jf.name + ORACLE_SUFFIX, jobs=found.jobs)
+
+
+def _oracle_verdict(h: Home, jf: JobsFile) -> None:
+    """Every task whose solution did not reach reward 1, one line each; exit 1 if any."""
+    records = load_records(h.batch_dir(jf.name), [j.id for j in jf.jobs])
+    failures = oracle_failures([r for r in records.values() if isinstance(r, JobRecord)])
+    for line in failures:
+        err.print(f"oracle failed: {line}", markup=False)
+    err.print(f"oracle: {len(jf.jobs) - len(failures)} of {len(jf.jobs)} task(s) solved", markup=False)
+    raise typer.Exit(1 if failures else 0)
 
 
 def _preflight(

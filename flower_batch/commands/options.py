@@ -170,3 +170,43 @@ WakeBudget = Annotated[
         "cap: continues a job paused at its budget",
     ),
 ]
+Root = Annotated[
+    str,
+    typer.Option(
+        "--root",
+        help="read-only (the default) or writable: the job may change the image's files (bounded by its "
+        "memory; kept for wake)",
+    ),
+]
+RunAs = Annotated[
+    str,
+    typer.Option(
+        "--user", help="sandbox (the default) or root: uid 0 with the capabilities package managers need"
+    ),
+]
+Workdir = Annotated[
+    str | None,
+    typer.Option(
+        "--workdir", help='where the workspace is in the container (default /workspace); "image": its WORKDIR'
+    ),
+]
+Tests = Annotated[
+    Path | None,
+    typer.Option(
+        "--tests",
+        help="hidden tests: a folder with test.sh, run at /tests after the workflow; its reward.txt or "
+        "reward.json decides the pass",
+    ),
+]
+PassReward = Annotated[
+    float | None,
+    typer.Option("--pass-reward", help="the reward a job with --tests needs to pass (default 1.0)"),
+]
+Oracle = Annotated[
+    bool,
+    typer.Option(
+        "--oracle",
+        help="run each Harbor task's solution/solve.sh instead of a workflow (no model, $0), then its "
+        "hidden tests, in <batch>-oracle; lists every task not solved (exit 1)",
+    ),
+]

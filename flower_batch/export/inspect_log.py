@@ -214,7 +214,7 @@ def _graded(r: JobRecord) -> dict[str, Any]:
         return {}
     return {
         "passed": r.status is Status.PASSED,
-        "pass_reward": r.spec.verifier.pass_reward if r.spec.verifier else None,
+        "pass_reward": r.spec.threshold,
         "reward_detail": dict(r.reward.detail),
     }
 

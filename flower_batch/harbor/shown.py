@@ -14,7 +14,7 @@ def fmt_reward(value: float | None) -> str:
 
 def reward_text(reward: Reward, job: JobSpec) -> str:
     """`0.75 (passes at 1.00) · checks_passed 3`: the value, the threshold, reward.json's keys."""
-    threshold = f" (passes at {fmt_reward(job.verifier.pass_reward)})" if job.verifier else ""
+    threshold = f" (passes at {fmt_reward(job.threshold)})" if job.threshold is not None else ""
     detail = " · ".join(f"{key} {value:g}" for key, value in reward.detail.items())
     return f"{fmt_reward(reward.value)}{threshold}" + (f" · {detail}" if detail else "")
 
@@ -66,5 +66,5 @@ def harbor_facts(job: JobSpec) -> dict[str, Any]:
     return {
         **job.harbor.to_dict(),
         "network_as_run": job.network,
-        "pass_reward": job.verifier.pass_reward if job.verifier else None,
+        "pass_reward": job.threshold,
     }

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .budget import BudgetChange
-from .spec import MIN_PIDS, NETWORKS, PLACEMENT
+from .spec import MIN_PIDS, NETWORKS, PLACEMENT, ROOTS, RUN_AS, WORKDIR_FROM_IMAGE, reserved_workdir
 from .units import DOCKER_MIN_MEMORY, format_memory, parse_duration, parse_memory
 
 Show = Callable[[object], str]
@@ -138,3 +138,49 @@ def placement(value: object, show: Show = str) -> str | Problem:
             f'expected a constraint like "node.labels.pool==big" or "node.role!=manager", got {show(value)}'
         )
     return value.strip()
+
+
+def root(value: object, show: Show = str) -> str | Problem:
+    """One of ROOTS: "read-only" (the default) or "writable" (the image's package managers work)."""
+    if not isinstance(value, str) or value not in ROOTS:
+        return Problem(
+            f'expected "read-only" (the default) or "writable" (the job may change the image\'s '
+            f"files, its writes bounded), got {show(value)}"
+        )
+    return value
+
+
+def user(value: object, show: Show = str) -> str | Problem:
+    """One of RUN_AS: "sandbox" (the default) or "root" (uid 0 with a package manager's capabilities)."""
+    if not isinstance(value, str) or value not in RUN_AS:
+        return Problem(
+            f'expected "sandbox" (an unprivileged uid: the default) or "root" (uid 0 with the few '
+            f"capabilities package managers need), got {show(value)}"
+        )
+    return value
+
+
+def workdir(value: object, show: Show = str) -> str | Problem:
+    """An absolute container path where the workspace is mounted and the agent works, or "image"
+    (the task image's WORKDIR); never one of the paths flower or the system own."""
+    if value == WORKDIR_FROM_IMAGE:
+        return value
+    text = value.strip() if isinstance(value, str) else None
+    if not text or not text.startswith("/") or "\x00" in text or "\n" in text:
+        return Problem(f'expected an absolute container path like "/app", or "image", got {show(value)}')
+    parts = [p for p in text.split("/") if p]
+    if any(p in (".", "..") for p in parts):
+        return Problem(f'expected a plain absolute path (no "." or ".."), got {show(value)}')
+    path = "/" + "/".join(parts)
+    if why := reserved_workdir(path):
+        return Problem(f'{show(value)} is reserved ({why}); pick a folder of its own, like "/app"')
+    return path
+
+
+def pass_reward(value: object, show: Show = str) -> float | Problem:
+    """The reward at or above which a job with hidden tests passes: a finite number."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return Problem(
+            f"expected a number like 1.0 or 0.5 (the reward a job needs to pass), got {show(value)}"
+        )
+    return float(value)

@@ -69,6 +69,12 @@ class JobRecord:
     budget_history: tuple[dict[str, Any], ...] = ()
     reward: Reward | None = None
     """What the job's hidden tests wrote (grading.py); None: no verifier, or nothing valid."""
+    state_image: str | None = None
+    """A writable-root job's container committed when it ended (running/state_image.py): its id,
+    what `wake` runs from and `gc --images` removes."""
+    sandbox: str | None = None
+    """How a job that asked for more than the sandbox ran (running/job_root.py): its root, its
+    uid and what that uid is on the host."""
 
     def __post_init__(self) -> None:
         # Words from a caller: the enums, or ValueError (from_dict checks a file's words first).
@@ -168,6 +174,8 @@ class JobRecord:
             "gateway_health": self.gateway_health,
             **({"budget_history": [dict(e) for e in self.budget_history]} if self.budget_history else {}),
             **({"reward": self.reward.to_dict()} if self.reward else {}),
+            **({"state_image": self.state_image} if self.state_image else {}),
+            **({"sandbox": self.sandbox} if self.sandbox else {}),
             "spec": self.spec.to_dict(),
         }
 
@@ -216,6 +224,8 @@ class JobRecord:
                 else None,
                 budget_history=read_history(data.get("budget_history")),
                 reward=Reward.from_dict(data["reward"]) if isinstance(data.get("reward"), Mapping) else None,
+                state_image=data.get("state_image"),
+                sandbox=data.get("sandbox"),
             )
         except KeyError as exc:
             raise RecordError(f"malformed field `spec`: no {exc}") from exc

@@ -25,6 +25,58 @@ RUN_AS = ("sandbox", "root")
 """`user`: the sandbox uid (always, unless a task asks), or uid 0 with the fewest capabilities
 package managers need and no-new-privileges (docs/security.md)."""
 WORKSPACE_PATH = "/workspace"
+WORKDIR_FROM_IMAGE = "image"
+"""`workdir = "image"`: the task image's WORKDIR, read from the pinned image at run time (its
+config, so the same path on every run and wake); an image without one ("/") works in
+WORKSPACE_PATH."""
+_RESERVED_WORKDIRS = {
+    "/": "the root itself",
+    "/tmp": "the job's HOME (a tmpfs)",
+    "/runs": "flower's run folder",
+    "/flows": "the workflow code",
+    "/opt/flower": "flower's runtime",
+    "/tests": "where hidden tests are put after the agent",
+    "/solution": "where the oracle's solution is put",
+    "/logs": "where the verifier writes its reward",
+    "/proc": "the kernel's",
+    "/sys": "the kernel's",
+    "/dev": "the kernel's",
+    "/run": "the engine's and the secrets'",
+    "/etc": "the system's configuration",
+    "/usr": "the system's programs",
+    "/bin": "the system's programs",
+    "/sbin": "the system's programs",
+    "/lib": "the system's libraries",
+    "/lib64": "the system's libraries",
+    "/var": "the system's state",
+    "/boot": "the system's",
+}
+
+
+_WHOLE_TREES = {
+    "/tmp",
+    "/runs",
+    "/flows",
+    "/opt/flower",
+    "/tests",
+    "/solution",
+    "/logs",
+    "/proc",
+    "/sys",
+    "/dev",
+    "/run",
+}
+"""Reserved with everything under them (elsewhere only the folder itself: /usr/src/app is fine)."""
+
+
+def reserved_workdir(path: str) -> str | None:
+    """Why `path` (absolute, normalised) cannot hold a job's workspace, or None."""
+    for owned, why in _RESERVED_WORKDIRS.items():
+        if path == owned or (owned != "/" and path.startswith(owned + "/") and owned in _WHOLE_TREES):
+            return why
+    return None
+
+
 MIN_PIDS = 64  # the CLI, flower and a shell already hold about 40 threads
 
 PLACEMENT = re.compile(
@@ -139,10 +191,21 @@ class JobSpec:
     """Hidden tests run after the workflow, whose reward decides the pass (grading.py)."""
     harbor: HarborTask | None = None
     """Where the task came from, when a Harbor task folder (harbor_task.py)."""
+    pass_reward: float | None = None
+    """`pass_reward` in jobs.toml: the verifier's threshold for this job; None: the verifier's own."""
 
     @property
     def workspace_path(self) -> str:
-        return self.workdir or WORKSPACE_PATH
+        """Where the workspace is in the container, unless `workdir` is the image's (resolved
+        at run time: running/job_root.py)."""
+        return self.workdir if self.workdir and self.workdir != WORKDIR_FROM_IMAGE else WORKSPACE_PATH
+
+    @property
+    def threshold(self) -> float | None:
+        """The reward at which the job passes: jobs.toml's `pass_reward`, else its verifier's."""
+        if self.verifier is None:
+            return None
+        return self.pass_reward if self.pass_reward is not None else self.verifier.pass_reward
 
     @property
     def uses_starter_flow(self) -> bool:
@@ -201,6 +264,7 @@ class JobSpec:
             **({"workdir": self.workdir} if self.workdir else {}),
             **({"verifier": self.verifier.to_dict()} if self.verifier else {}),
             **({"harbor": self.harbor.to_dict()} if self.harbor else {}),
+            **({"pass_reward": self.pass_reward} if self.pass_reward is not None else {}),
         }
 
     @classmethod
@@ -241,6 +305,7 @@ class JobSpec:
             workdir=data.get("workdir"),
             verifier=Verifier.from_dict(data["verifier"]) if data.get("verifier") else None,
             harbor=HarborTask.from_dict(data["harbor"]) if data.get("harbor") else None,
+            pass_reward=data.get("pass_reward"),
         )
 
     def hashed_inputs(self, image_id: str) -> dict[str, Any]:

@@ -215,6 +215,7 @@ class Expander:
             user=fields.get("user", "sandbox"),
             workdir=fields.get("workdir"),
             **graded(source),
+            pass_reward=fields.get("pass_reward"),
         )
 
     def _renderer(self, context: RenderContext) -> Callable[[Template | None], str | None]:

@@ -45,6 +45,10 @@ JOB_FIELDS = (
     "build",
     "exclude",
     "workspace_limit",
+    "root",
+    "user",
+    "workdir",
+    "pass_reward",
 )
 ENVIRONMENT_FIELDS = ("image", "build")
 """A job's environment: one or the other; a later layer's choice replaces an earlier one's."""
@@ -324,4 +328,8 @@ _PARSERS: dict[str, Callable[[Any, KeyPath, Report], Any]] = {
     "build": _build,
     "exclude": _exclude,
     "workspace_limit": _checked(fields.workspace_limit),
+    "root": _checked(fields.root),
+    "user": _checked(fields.user),
+    "workdir": _checked(fields.workdir),
+    "pass_reward": _checked(fields.pass_reward),
 }

@@ -284,6 +284,14 @@ def _job(
     if job.task_image is not None:  # the task's own image, flower brought in
         shown = escape(job.task_image.describe(), quote=True)
         net += f'<span class="badge image" title="ran in {shown}">{escape(job.task_image.ref)}</span>'
+    if job.root == "writable" or job.user == "root":  # asked for more than the sandbox (security.md)
+        asked = ", ".join(
+            [
+                *(["writable root"] if job.root == "writable" else []),
+                *(["uid 0"] if job.user == "root" else []),
+            ]
+        )
+        net += f'<span class="badge net" title="the record\'s sandbox line says what this cost">{escape(asked)}</span>'
     summary = (
         f'<span class="id">{escape(job.id)}</span><span class="badge s-{status}">{status}</span>{net}'
         f"<span>{escape(cost)}</span><span>{escape(turns)}</span><span>{escape(duration)}</span>"

@@ -117,7 +117,7 @@ def _mean_reward(outcomes: list[JobOutcome | None]) -> list[tuple[str, str]]:
 def _reward_line(job: JobSpec, outcome: JobOutcome) -> list[str]:
     if outcome.reward is None:
         return []
-    threshold = f" (passes at {fmt_reward(job.verifier.pass_reward)})" if job.verifier else ""
+    threshold = f" (passes at {fmt_reward(job.threshold)})" if job.threshold is not None else ""
     return [f"reward: {fmt_reward(outcome.reward.value)}{threshold}"]
 
 

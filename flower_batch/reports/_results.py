@@ -120,6 +120,9 @@ class BatchResults:
             "network": job.network,  # "internet": this job had a route out (docs/security.md)
             # the task's own image (flower brought in), or None: the batch's runtime image
             "task_image": job.task_image.to_dict() if job.task_image else None,
+            # a sandbox asked for beyond the default: a writable root, uid 0 (docs/security.md)
+            **({"root": job.root} if job.root != "read-only" else {}),
+            **({"user": job.user} if job.user != "sandbox" else {}),
             "status": self.status_of(job.id),
             "class": outcome.klass.value if outcome else None,
             **({"reward": outcome.reward.value} if outcome and outcome.reward else {}),

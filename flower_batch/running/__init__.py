@@ -20,6 +20,14 @@
     image_sources  where the build's files, lock and caches are: the checkout, or the installed tool
     repro        a recorded job again on its pinned image (plan, drift), and the two runs' diff
     wake         a persistent job continued: its record checked, its spec changed as asked, its batch of one
+    job_root     the sandbox a job asked for (root, user, workdir) resolved against its image and engine
+    workdir_seed  a workspace that is the image's own folder: copied out of the image as hostile input
+    root_watch   a writable root's writes bounded where the engine has no quota (SizeRw watchdog)
+    state_image  a writable-root job's ended container committed: for its tests and `wake`
+    verifier     hidden tests after the workflow, in a fresh container of the job's final state
+    rewards      a verifier's reward.txt / reward.json read as hostile input
+    grading_verdict  the verdict from a reward and the job's threshold
+    oracle       `matrix --oracle`: each Harbor task's solution/solve.sh instead of a workflow
 
 It sits on the job model, layout, backend and gateway, and never imports the command line. Its
 modules import each other and the layers below by absolute name.

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import secrets
 from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TypeVar
 
@@ -13,6 +14,7 @@ from flower_batch.backend.base import Backend, ImageInfo
 from flower_batch.envnames import secret_name_problem, unset_names
 from flower_batch.errors import FlowerBatchError
 from flower_batch.jobmodel import fields
+from flower_batch.jobmodel.grading import Verifier
 from flower_batch.jobmodel.hashing import file_hash, tree_hash
 from flower_batch.jobmodel.modes import GatewayMode
 from flower_batch.jobmodel.spec import GatewaySpec, JobSpec
@@ -36,6 +38,44 @@ def option_value(option: str, given: str, parsed: T | fields.Problem) -> T:
     if isinstance(parsed, fields.Problem):
         raise FlowerBatchError(f"{option} {given}: {parsed.text}")
     return parsed
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """`run --root --user --workdir --tests --pass-reward`, as typed."""
+
+    root: str = "read-only"
+    user: str = "sandbox"
+    workdir: str | None = None
+    tests: Path | None = None
+    pass_reward: float | None = None
+
+    def applied(self, spec: JobSpec) -> JobSpec:
+        """`spec` with these, each checked by its field's validator (one line each)."""
+        root = option_value("--root", repr(self.root), fields.root(self.root))
+        user = option_value("--user", repr(self.user), fields.user(self.user))
+        workdir = (
+            None
+            if self.workdir is None
+            else option_value("--workdir", repr(self.workdir), fields.workdir(self.workdir))
+        )
+        verifier = None
+        if self.tests is not None:
+            folder = self.tests.resolve()
+            if not (folder / "test.sh").is_file():
+                raise FlowerBatchError(
+                    f"--tests {self.tests}: no test.sh in it; give a folder holding test.sh"
+                )
+            verifier = Verifier(folder=folder, folder_hash=tree_hash(folder))
+        if self.pass_reward is not None:
+            if verifier is None:
+                raise FlowerBatchError(
+                    "--pass-reward needs --tests: it is the reward the hidden tests must give"
+                )
+            option_value("--pass-reward", str(self.pass_reward), fields.pass_reward(self.pass_reward))
+        return replace(
+            spec, root=root, user=user, workdir=workdir, verifier=verifier, pass_reward=self.pass_reward
+        )
 
 
 # long: every option is checked by its field's one validator, one line each, before the spec is built
@@ -62,6 +102,7 @@ def adhoc_spec(
     exclude: tuple[str, ...] = (),
     workspace_limit: str | None = None,
     home: Path | None = None,
+    sandbox: Sandbox = Sandbox(),
 ) -> JobSpec:
     """The spec of a `run` job, validated before any folder, gateway or container exists.
 
@@ -91,7 +132,7 @@ def adhoc_spec(
     # nothing .flowerbatchignore or --exclude leaves out), and `repro` sees a drifted source.
     source = workspace.resolve()
     rules = rules_for(source, exclude, leave_out=() if home is None else (home,))
-    return JobSpec(
+    spec = JobSpec(
         id=name or f"{slug(task or workflow or 'job')}-{secrets.token_hex(2)}",
         task=ADHOC_BATCH,
         variant="default",
@@ -116,6 +157,7 @@ def adhoc_spec(
         network=network,
         persistent=persistent,
     )
+    return sandbox.applied(spec)
 
 
 def _adhoc_gateway(scenario: Path | None) -> GatewaySpec:

@@ -42,5 +42,7 @@ class BatchPlan:
     request; a gateway that does not start then ends it `error` with the reason, as any job."""
     flows_from: Path | None = None
     """repro: the original job's copy of its workflow code."""
+    oracle: bool = False
+    """`matrix --oracle`: each job runs its task's solution, not a workflow (running/oracle.py)."""
     bundle: str | None = None
     """The runtime bundle's volume, for the jobs whose task has its own image (running/task_images.py)."""

@@ -20,7 +20,7 @@ from flower.clock import now_iso
 from flower.exitinfo import one_line
 from flower_batch.backend.base import Backend, ContainerSpec, Mount
 from flower_batch.backend.confinement import DEFAULT_PIDS, Confinement, hand_over
-from flower_batch.errors import FlowerBatchError, NameConflict, WorkspaceUnusable
+from flower_batch.errors import FlowerBatchError, ImageMissing, NameConflict, WorkspaceUnusable
 from flower_batch.export.trajectory_file import write_trajectory
 from flower_batch.gateway.budget import batch_spent
 from flower_batch.gateway.host.health import describe_health
@@ -41,13 +41,25 @@ from flower_batch.running.attempts import keep_previous_attempt
 from flower_batch.running.bundle import BUNDLE_PATH, FLOWER, TOOLS_PATH
 from flower_batch.running.causes import Ending, Verdict, continuity_of, explain, flower_exit, new_stamp
 from flower_batch.running.deadline import hard_timeout_s, limits_env
+from flower_batch.running.grading_verdict import graded_verdict
+from flower_batch.running.job_root import JobRoot, resolve_root
 from flower_batch.running.joblog import capped_text, save_capped
+from flower_batch.running.oracle import ORACLE_COMMAND, SOLUTION_PATH, solution_folder, stage_solution
+from flower_batch.running.root_watch import RootOver, watch_root
+from flower_batch.running.state_image import drop_state, keep_state
 from flower_batch.running.targets import container_target, stage_workflow
+from flower_batch.running.verifier import COMMAND as VERIFY_COMMAND
+from flower_batch.running.verifier import Graded, run_verifier
+from flower_batch.running.verifier import mounts as verifier_mounts
+from flower_batch.running.verifier import staged as stage_tests
+from flower_batch.running.workdir_seed import seed_from_image
 from flower_batch.running.workspace_copy import copy_workspace
 from flower_batch.untrusted_files import copy_tree, remove_tree
 from flower_batch.workspace_scan import rules_for
 
 log = logging.getLogger(__name__)
+INSTRUCTION_FILE = "instruction.md"
+"""In the job's runs (/runs/instruction.md, FLOWER_BATCH_INSTRUCTION): a graded task's prompt."""
 GRACE_S = 10.0
 LOG_TAIL = 4000
 
@@ -71,11 +83,15 @@ class JobContext:
     environ: Mapping[str, str] = field(default_factory=dict, repr=False)
     """The host's environment as the process started with it: where the jobs' secrets' values
     are read (never os.environ here)."""
+    oracle: bool = False
+    """`matrix --oracle`: each job runs its Harbor task's solution/solve.sh, not a workflow (oracle.py)."""
 
 
-def flower_command(job: JobSpec, *, wake_words: str | None = None, waking: bool = False) -> list[str]:
-    """The `flower` command line the container runs."""
-    base = [FLOWER, "-w", WORKSPACE, "-r", RUNS]
+def flower_command(
+    job: JobSpec, *, wake_words: str | None = None, waking: bool = False, workdir: str = WORKSPACE
+) -> list[str]:
+    """The `flower` command line the container runs, its workspace at `workdir` (job_root.py)."""
+    base = [FLOWER, "-w", workdir, "-r", RUNS]
     if job.workflow is None:
         # The starter flow: the job's prompt is the task. A wake continues it: words given on wake
         # go under 需求.md's 唤醒时追加, become the work step's prompt and re-derive 目标.md; a wake
@@ -121,6 +137,13 @@ def prepare(
         stage_workflow(job.workflow, jd.flows, search)
     if fresh and job.gateway.mode.rules.replays and job.gateway.recording is not None:
         stage_recording(job.gateway.recording, jd.root)  # what the replay gateway serves this job
+    if fresh and _has_instruction(job):  # a task's instruction, as a file too (docs/jobs-toml.md)
+        (jd.runs / INSTRUCTION_FILE).write_text(job.prompt)
+
+
+def _has_instruction(job: JobSpec) -> bool:
+    """A graded task (hidden tests, a Harbor folder) has an instruction the workflow may read as a file."""
+    return bool(job.prompt) and (job.verifier is not None or job.harbor is not None)
 
 
 async def prepare_off_the_loop(
@@ -155,10 +178,16 @@ async def run_job(
 ) -> JobRecord:
     """Prepare, run, check and record one job; every end, but Ctrl-C's, is a finished record."""
     attempt = start_attempt(ctx, job, jd, waking=waking, previous=previous)
-    command = flower_command(job, wake_words=wake_words, waking=waking)
+
+    def command(workdir: str) -> list[str]:
+        if ctx.oracle:
+            return list(ORACLE_COMMAND)
+        return flower_command(job, wake_words=wake_words, waking=waking, workdir=workdir)
+
     ran = await run_container(attempt, command, fresh=not waking)
     checked = await check_if_due(attempt, ran)
-    record = finish_record(attempt, ran, checked)
+    graded = await grade_if_due(attempt, ran, checked)
+    record = finish_record(attempt, ran, checked, graded)
     # The trajectory before the record that says the job ended: an orchestrator killed in between
     # leaves a job that runs again, never a finished one without its trajectory.json.
     await anyio.to_thread.run_sync(_write_trajectory, jd, record)
@@ -189,6 +218,12 @@ class Attempt:
     gateway_mark: int  # the gateway's deaths from here on are this job's too
     started: float  # time.monotonic()
     meter: MeterMark = MeterMark()  # the job's meter before this attempt (a wake continues it)
+    base_image: str = ""  # what its container runs: its image, or on a wake its kept state (state_image.py)
+    previous_state: str | None = None  # the state image an earlier attempt kept
+
+    @property
+    def image(self) -> str:
+        return self.base_image or (self.job.task_image.id if self.job.task_image else self.ctx.image.id)
 
     def duration_s(self) -> float:
         return round(time.monotonic() - self.started, 2)
@@ -206,6 +241,9 @@ class Ran:
     error: str | None = None  # why the run could not start or finish, one line
     inspected: bool = False  # its end was inspected (oom, node): once is enough
     input_failed: bool = False  # its workspace could not be prepared: the job's input, not infrastructure
+    root: JobRoot = field(default_factory=JobRoot)  # where its workspace is, its root, its uid
+    state_image: str | None = None  # a writable root's container, committed when it ended
+    over: RootOver = field(default_factory=RootOver)  # set when the watchdog stopped it
 
 
 @dataclass(frozen=True)
@@ -237,6 +275,8 @@ def start_attempt(
         backend=ctx.backend.name,
         # A wake goes on with the job's meter, so with its history of caps and spend too.
         budget_history=previous.budget_history if (waking and previous) else (),
+        # and from the whole state the job left, when its root was writable
+        state_image=previous.state_image if (waking and previous and job.root == "writable") else None,
     )
     if not waking:  # the new attempt starts now: the previous one moves to attempts/<n>/, kept
         keep_previous_attempt(jd, previous, record.attempt)
@@ -251,10 +291,12 @@ def start_attempt(
         gateway_mark=ctx.gateway.health.mark(),
         started=time.monotonic(),
         meter=meter_mark(jd.logs) if waking else MeterMark(),
+        base_image=record.state_image or "",
+        previous_state=previous.state_image if previous else None,
     )
 
 
-async def run_container(attempt: Attempt, command: list[str], *, fresh: bool) -> Ran:
+async def run_container(attempt: Attempt, command: Callable[[str], list[str]], *, fresh: bool) -> Ran:
     """The job's container from create to remove. A failure becomes `Ran.error`; Ctrl-C stops the
     container, writes an 'interrupted' record and goes on."""
     ctx, ran = attempt.ctx, Ran()
@@ -285,27 +327,70 @@ async def run_container(attempt: Attempt, command: list[str], *, fresh: bool) ->
     return ran
 
 
-async def _run_in_container(attempt: Attempt, command: list[str], ran: Ran, *, fresh: bool) -> None:
+async def _run_in_container(
+    attempt: Attempt, command: Callable[[str], list[str]], ran: Ran, *, fresh: bool
+) -> None:
     # All of it inside run_container's try: a workspace that cannot be copied, a workflow that
     # cannot be found still end with a finished record saying why.
     ctx, job, jd = attempt.ctx, attempt.job, attempt.jd
     if ctx.gateway.health.gave_up:
         raise FlowerBatchError(f"not started: {ctx.gateway.health.gave_up}")
+    if attempt.base_image:  # a wake from the state the job left: said in one line when it is gone
+        await _state_image_present(ctx.backend, job, attempt.base_image)
+    ran.root = await resolve_root(ctx.backend, job, attempt.image)
     await prepare_off_the_loop(
         jd, job, fresh=fresh, search=ctx.search, flows_from=ctx.flows_from, home=ctx.home
     )
-    for folder in (jd.workspace, jd.runs, jd.logs):  # the job's and the gateway's to write
-        await anyio.to_thread.run_sync(hand_over, folder)
+    await _stage_for_the_sandbox(attempt, ran, fresh=fresh)
     reach = await ctx.gateway.open_job(job.id)
     await open_network(ctx, job)
-    ran.container = await ctx.backend.create(job_container_spec(ctx, job, jd, command, attempt.stamp, reach))
+    spec = job_container_spec(ctx, job, jd, command(ran.root.workdir), attempt.stamp, reach, root=ran.root)
+    ran.container = await ctx.backend.create(replace(spec, image=attempt.image))
     write_record(jd.record_path, replace(attempt.record, container=ran.container))
     await ctx.backend.start(ran.container)
     # flower stops itself at the deadline after a wrap-up window (running/deadline.py): wait for it.
-    ran.exit_code, ran.timed_out = await _wait_unless_gateway_gone(ctx, ran.container, hard_timeout_s(job))
+    watch = ran.root.disk_bytes if ran.root.writable else None
+    ran.exit_code, ran.timed_out = await _wait_unless_gateway_gone(
+        ctx, ran.container, hard_timeout_s(job), watch=(watch, ran.over)
+    )
     ran.oom_killed, ran.node = await _ending(ctx.backend, ran.container)
     ran.inspected = True
     await save_logs(ctx.backend, ran.container, jd.logs / "container.log")
+    if ran.root.writable:  # every process of it gone: its whole state, for the tests and a wake
+        ran.state_image = await keep_state(
+            ctx.backend, ran.container, home=str(ctx.home), batch=ctx.batch, lease=ctx.lease, job=job.id
+        )
+        if attempt.previous_state != ran.state_image:
+            await drop_state(ctx.backend, attempt.previous_state)
+
+
+async def _state_image_present(backend: Backend, job: JobSpec, image: str) -> None:
+    try:
+        await backend.image_info(image)
+    except ImageMissing:
+        raise FlowerBatchError(
+            f"job {job.id}: its state image {image[:19]} is gone (`gc --images` removes them), so its "
+            "changes outside the workspace are lost: run it again instead (matrix --fresh, or a new run)"
+        ) from None
+
+
+async def _stage_for_the_sandbox(attempt: Attempt, ran: Ran, *, fresh: bool) -> None:
+    """The image's own workdir as the workspace (a job with none of its own), the oracle's
+    solution, and the folders handed to the sandbox uid."""
+    ctx, job, jd = attempt.ctx, attempt.job, attempt.jd
+    if fresh and job.workspace is None and ran.root.workdir != WORKSPACE:
+        skipped = await seed_from_image(
+            ctx.backend, attempt.image, ran.root.workdir, jd.workspace,
+            batch=ctx.batch, lease=ctx.lease, job=job.id, limit_bytes=job.workspace_limit,
+        )  # fmt: skip
+        if skipped:
+            log.warning(
+                "job %s: not copied from the image's %s: %s", job.id, ran.root.workdir, "; ".join(skipped[:5])
+            )
+    if ctx.oracle:
+        await anyio.to_thread.run_sync(stage_solution, job, jd)
+    for folder in (jd.workspace, jd.runs, jd.logs):  # the job's and the gateway's to write
+        await anyio.to_thread.run_sync(hand_over, folder)
 
 
 async def _record_interrupted(attempt: Attempt, container: str | None, *, ran: Ran | None = None) -> None:
@@ -343,16 +428,18 @@ def _container_spec(
     command: list[str],
     env: dict[str, str],
     mounts: Sequence[Mount],
+    root: JobRoot | None = None,
 ) -> ContainerSpec:
     """What the job's container and its check's share: the image, the host's user (the files
     stay theirs), the job's limits, our labels, the gateway's network, and the workspace as the
     working directory; `mounts` come after the workspace."""
-    return ContainerSpec(
+    root = root or JobRoot()
+    spec = ContainerSpec(
         image=job.task_image.id if job.task_image else ctx.image.id,
         command=command,
         env=env,
-        mounts=[Mount(str(jd.workspace), WORKSPACE), *mounts],
-        working_dir=WORKSPACE,
+        mounts=[Mount(str(jd.workspace), root.workdir), *mounts],
+        working_dir=root.workdir,
         cpus=job.cpus,
         memory=job.memory_bytes,
         labels=labels(ctx.batch, ctx.lease, role, job.id),
@@ -360,6 +447,7 @@ def _container_spec(
         placement=list(job.placement),  # the job's nodes, for its check too
         confinement=Confinement(pids=job.pids or DEFAULT_PIDS),
     )
+    return root.applied(spec)
 
 
 def job_network(ctx: JobContext, job: JobSpec) -> str:
@@ -395,7 +483,14 @@ async def close_network(ctx: JobContext, job: JobSpec) -> None:
 
 
 def job_container_spec(
-    ctx: JobContext, job: JobSpec, jd: JobDir, command: list[str], stamp: str, reach: Sequence[Mount] = ()
+    ctx: JobContext,
+    job: JobSpec,
+    jd: JobDir,
+    command: list[str],
+    stamp: str,
+    reach: Sequence[Mount] = (),
+    *,
+    root: JobRoot | None = None,
 ) -> ContainerSpec:
     """The job's container: flower on its runs and its (read-only) workflow code, its model behind
     the gateway. The one place the job's env and spec are built."""
@@ -416,13 +511,17 @@ def job_container_spec(
     }
     if job.model:
         env["ANTHROPIC_MODEL"] = job.model
+    if _has_instruction(job):
+        env["FLOWER_BATCH_INSTRUCTION"] = f"{RUNS}/{INSTRUCTION_FILE}"
     # `reach`: the job's own socket into the gateway (one machine; nothing on a cluster)
     mounts = [Mount(str(jd.runs), RUNS), Mount(str(jd.flows), FLOWS, read_only=True), *reach]
     if job.task_image is not None:  # flower, brought into an image it was not built into
         if ctx.bundle is None:
             raise FlowerBatchError(f"job {job.id}: its task image has no flower runtime volume to mount")
         mounts.append(Mount(ctx.bundle, BUNDLE_PATH, read_only=True, kind="volume"))
-    return replace(_container_spec(ctx, job, jd, "job", command, env, mounts), secrets=secret_env)
+    if ctx.oracle:  # the task's solution, for the oracle only: never in a workflow's container
+        mounts.append(Mount(str(solution_folder(jd)), SOLUTION_PATH, read_only=True))
+    return replace(_container_spec(ctx, job, jd, "job", command, env, mounts, root), secrets=secret_env)
 
 
 def _tools_path(job: JobSpec) -> dict[str, str]:
@@ -431,12 +530,27 @@ def _tools_path(job: JobSpec) -> dict[str, str]:
     return {} if job.task_image is not None else {"PATH": TOOLS_PATH}
 
 
-def check_container_spec(ctx: JobContext, job: JobSpec, jd: JobDir) -> ContainerSpec:
-    """The check's container: the task's check command, reading the job's runs."""
+def check_container_spec(ctx: JobContext, job: JobSpec, jd: JobDir, ran: Ran | None = None) -> ContainerSpec:
+    """The check's container: the task's check command, reading the job's runs, in the job's
+    final state (`ran`: its sandbox and kept state image)."""
     assert job.check
     env = {**_tools_path(job), "HOME": "/tmp", "FLOWER_BATCH_JOB": job.id}
     mounts = [Mount(str(jd.runs), RUNS, read_only=True)]
-    return _container_spec(ctx, job, jd, "check", ["sh", "-c", job.check], env, mounts)
+    spec = _container_spec(
+        ctx, job, jd, "check", ["sh", "-c", job.check], env, mounts, ran.root if ran else None
+    )
+    return replace(spec, image=ran.state_image) if ran and ran.state_image else spec
+
+
+def verifier_container_spec(attempt: Attempt, ran: Ran, tests: Path, logs: Path) -> ContainerSpec:
+    """The hidden tests' container: a fresh one of the job's final state (verifier.py)."""
+    ctx, job = attempt.ctx, attempt.job
+    assert job.verifier
+    env = {**_tools_path(job), "HOME": "/tmp", **job.verifier.env}
+    spec = _container_spec(
+        ctx, job, attempt.jd, "verifier", VERIFY_COMMAND, env, verifier_mounts(tests, logs), ran.root
+    )
+    return replace(spec, image=ran.state_image or attempt.image)
 
 
 async def check_if_due(attempt: Attempt, ran: Ran) -> Checked:
@@ -446,7 +560,7 @@ async def check_if_due(attempt: Attempt, ran: Ran) -> Checked:
         return Checked()
     _state(ctx, job.id, Phase.CHECKING)
     try:
-        code, output = await run_check(ctx, job, attempt.jd)  # removes its container, even on Ctrl-C
+        code, output = await run_check(ctx, job, attempt.jd, ran)  # removes its container, even on Ctrl-C
     except anyio.get_cancelled_exc_class():
         with anyio.CancelScope(shield=True):
             await _record_interrupted(attempt, ran.container, ran=ran)
@@ -458,7 +572,38 @@ async def check_if_due(attempt: Attempt, ran: Ran) -> Checked:
     return Checked(exit_code=code, output=output)
 
 
-def finish_record(attempt: Attempt, ran: Ran, checked: Checked) -> JobRecord:
+async def grade_if_due(attempt: Attempt, ran: Ran, checked: Checked) -> Graded | None:
+    """The hidden tests, when the job has them and the workflow (and any check) got through."""
+    ctx, job, jd = attempt.ctx, attempt.job, attempt.jd
+    if (
+        job.verifier is None
+        or ran.error is not None
+        or ran.timed_out
+        or ran.exit_code != 0
+        or ran.over.written
+    ):
+        return None
+    if checked.error is not None or checked.exit_code not in (None, 0):
+        return None
+    _state(ctx, job.id, Phase.CHECKING)
+    try:
+        tests, logs = await anyio.to_thread.run_sync(stage_tests, job.verifier, jd)
+        await open_network(ctx, job)
+        try:
+            spec = verifier_container_spec(attempt, ran, tests, logs)
+            return await run_verifier(ctx.backend, spec, job.verifier, jd, logs)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await close_network(ctx, job)
+    except anyio.get_cancelled_exc_class():
+        with anyio.CancelScope(shield=True):
+            await _record_interrupted(attempt, ran.container, ran=ran)
+        raise
+    except (FlowerBatchError, OSError) as exc:
+        return Graded(error=one_line(f"the hidden tests could not run: {exc}"))
+
+
+def finish_record(attempt: Attempt, ran: Ran, checked: Checked, graded: Graded | None = None) -> JobRecord:
     """The finished record: the verdict, what it cost, how the gateway fared (the caller writes
     it, last)."""
     ctx, job, jd = attempt.ctx, attempt.job, attempt.jd
@@ -466,7 +611,7 @@ def finish_record(attempt: Attempt, ran: Ran, checked: Checked) -> JobRecord:
     # metered outside the container: survives a kill
     gateway = gateway_outcome(jd.logs, job.gateway.mode, attempt.meter)
     health = ctx.gateway.health.for_job(attempt.gateway_mark)
-    verdict = _blame_the_gateway(health, decide(attempt, ran, checked, gateway, rows))
+    verdict = _blame_the_gateway(health, decide(attempt, ran, checked, gateway, rows, graded))
     costs: list[float] = [float(r["cost_usd"]) for r in rows if isinstance(r.get("cost_usd"), int | float)]
     outcome = JobOutcome(
         job_id=job.id,
@@ -479,10 +624,17 @@ def finish_record(attempt: Attempt, ran: Ran, checked: Checked) -> JobRecord:
         steps=steps_from_manifest(rows),
         gateway_mode=job.gateway.mode,
         reason=verdict.reason,
-        check_output=checked.output,
+        check_output=checked.output if checked.output is not None else (graded.output if graded else None),
         failure_class=verdict.failure_class.value,
+        reward=graded.reward if graded else None,
     )
-    record = replace(attempt.record, container=ran.container, node=ran.node)
+    record = replace(
+        attempt.record,
+        container=ran.container,
+        node=ran.node,
+        state_image=ran.state_image or attempt.record.state_image,
+        sandbox=ran.root.note,
+    )
     record = record.with_outcome(outcome, finished_at=now_iso(), exit_code=ran.exit_code)
     if attempt.job.persistent:
         record = replace(record, continuity=continuity_of(jd.runs, attempt.stamp))
@@ -498,8 +650,14 @@ def finish_record(attempt: Attempt, ran: Ran, checked: Checked) -> JobRecord:
     return replace(record, gateway_health=health)
 
 
+# long: every source of a verdict in one order (the container, flower, the check, the hidden tests, the gateway)
 def decide(
-    attempt: Attempt, ran: Ran, checked: Checked, gateway: GatewayOutcome, rows: list[dict[str, Any]]
+    attempt: Attempt,
+    ran: Ran,
+    checked: Checked,
+    gateway: GatewayOutcome,
+    rows: list[dict[str, Any]],
+    graded: Graded | None = None,
 ) -> Verdict:
     """Status, reason and whose fault, from the container's end, flower's exit file, the check
     and the gateway's meter."""
@@ -532,6 +690,10 @@ def decide(
     )
     if ran.input_failed:  # like a workflow module that does not import: the job's own input
         return Verdict(Status.FAILED, error, FailureClass.AGENT)
+    if ran.over.written:  # the job's own doing: not infrastructure, never retried as such
+        return Verdict(Status.ERROR, ran.over.reason, FailureClass.AGENT)
+    if graded is not None and verdict.status is Status.PASSED:
+        return graded_verdict(graded, attempt.job.threshold)
     if error is not None and error == gateway.divergence:
         # The agent's requests left the recording: a verdict, not a fault.
         return replace(verdict, failure_class=FailureClass.AGENT)
@@ -584,10 +746,19 @@ def _last_error(rows: list[dict[str, Any]]) -> str:
     return ""
 
 
-async def _wait_unless_gateway_gone(ctx: JobContext, container: str, timeout_s: float) -> tuple[int, bool]:
+async def _wait_unless_gateway_gone(
+    ctx: JobContext,
+    container: str,
+    timeout_s: float,
+    watch: tuple[int | None, RootOver] = (None, RootOver()),
+) -> tuple[int, bool]:
     """As `_wait`; and once the gateway's supervisor gives up, the job is stopped the way a
-    timeout stops it (flower records the step): it would only wait out flower's offline wait."""
+    timeout stops it (flower records the step): it would only wait out flower's offline wait.
+    `watch`: a writable root's bound, kept by root_watch.py meanwhile."""
     async with anyio.create_task_group() as tg:
+        limit, over = watch
+        if limit:
+            tg.start_soon(watch_root, ctx.backend, container, limit, over)
 
         async def stop_when_gateway_gone() -> None:
             await ctx.gateway.gave_up.wait()
@@ -629,12 +800,12 @@ async def _ending(backend: Backend, container: str) -> tuple[bool, str | None]:
     return info.oom_killed, info.node
 
 
-async def run_check(ctx: JobContext, job: JobSpec, jd: JobDir) -> tuple[int, str]:
+async def run_check(ctx: JobContext, job: JobSpec, jd: JobDir, ran: Ran | None = None) -> tuple[int, str]:
     """The verifier: the task's check command in a fresh container on the job's workspace."""
     assert job.check
     await open_network(ctx, job)
     try:
-        container = await ctx.backend.create(check_container_spec(ctx, job, jd))
+        container = await ctx.backend.create(check_container_spec(ctx, job, jd, ran))
     except BaseException:
         with anyio.CancelScope(shield=True):
             await close_network(ctx, job)

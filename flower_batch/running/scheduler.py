@@ -111,6 +111,7 @@ class BatchRun:
             flows_from=plan.flows_from,
             home=plan.home.root,
             environ=plan.settings.environ,
+            oracle=plan.oracle,
         )
 
     def queued(self, job: JobSpec, previous: JobRecord | None) -> JobRecord:

@@ -305,7 +305,8 @@ APP_JS = r"""
     var h = spec.harbor, rows = [];
     if (r.reward && typeof r.reward.value === 'number') {
       var detail = Object.keys(r.reward.detail || {}).map(function (k) { return k + ' ' + r.reward.detail[k]; }).join(', ');
-      var at = spec.verifier ? ' (passes at ' + spec.verifier.pass_reward + ')' : '';
+      var need = spec.pass_reward != null ? spec.pass_reward : (spec.verifier ? spec.verifier.pass_reward : null);
+      var at = need != null ? ' (passes at ' + need + ')' : '';
       rows.push(['reward', r.reward.value + at + (detail ? ' · ' + detail : '')]);
     }
     if (h) {

@@ -43,14 +43,19 @@ def restart_policy(spec: ContainerSpec) -> dict[str, Any] | None:
 
 
 def host_config(
-    api: docker.APIClient, spec: ContainerSpec, tmpfs: dict[str, str], hosts_file: Path | None
+    api: docker.APIClient,
+    spec: ContainerSpec,
+    tmpfs: dict[str, str],
+    hosts_file: Path | None,
+    quota: bool = False,
 ) -> dict[str, Any]:
     """Confinement, limits, init, network mode and restart policy (`tmpfs`: confinement's, or
-    secret_handover's with the secrets' own)."""
+    secret_handover's with the secrets' own; `quota`: the engine bounds a writable root itself)."""
     jail = spec.confinement
     config: dict[str, Any] = api.create_host_config(
         mounts=mounts(spec, hosts_file),
         cap_drop=["ALL"],
+        cap_add=list(jail.cap_add) or None,
         security_opt=["no-new-privileges"],
         pids_limit=jail.pids,
         read_only=jail.read_only_root,
@@ -60,6 +65,7 @@ def host_config(
         init=spec.init or None,
         network_mode=spec.network,
         restart_policy=restart_policy(spec),
+        storage_opt={"size": str(spec.disk_bytes)} if spec.disk_bytes and quota else None,
     )
     return config
 
