@@ -19,7 +19,7 @@ from flower_batch.running.plan import BatchPlan
 from flower_batch.running.repro import ReproPlan
 from flower_batch.running.task_images import Environments, resolve_environments, task_image_drift
 
-from .common import err
+from .common import cluster_registry_setting, err
 
 
 def split_image(ref: str | None, fallback: str | None = None) -> tuple[PinnedImage, str | None]:
@@ -67,12 +67,8 @@ def pin_environments(
     keep_pinned: bool = False,
     parallel: int = 1,
 ) -> Environments:
-    """Every job's task image pinned (built, probed) before any job folder is touched."""
-    if backend == "swarm" and any(job.image or job.build or job.task_image for job in jobs):
-        raise FlowerBatchError(
-            f"{where}: a task's own image (image/build) runs on the local Docker engine only, "
-            "not yet on a cluster; run it with --backend docker"
-        )
+    """Every job's task image pinned (built, probed) before any job folder is touched; on the
+    swarm, with the runtime layered onto it and pushed to the cluster's registry."""
     return resolve_environments(
         jobs,
         runtime,
@@ -82,6 +78,8 @@ def pin_environments(
         dry_run=dry_run,
         keep_pinned=keep_pinned,
         parallel=parallel,
+        on_cluster=backend == "swarm",
+        registry=cluster_registry_setting(),
     )
 
 

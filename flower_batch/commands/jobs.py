@@ -365,6 +365,11 @@ def show(
         ("model", mode_label(record.gateway_mode)),
         ("image", record.image_id),
         *([("task image", record.spec.task_image.describe())] if record.spec.task_image else []),
+        *(
+            [("ran as", layered)]
+            if record.spec.task_image and (layered := record.spec.task_image.layered)
+            else []
+        ),
         ("versions", ", ".join(f"{k} {v}" for k, v in record.versions.items())),
         ("exit code", str(record.exit_code)),
         ("check exit", str(record.check_exit)),
@@ -513,7 +518,8 @@ def gc(
     images: bool = typer.Option(
         False,
         "--images",
-        help="instead: remove the images built from task folders and flower's runtime volumes",
+        help="instead: remove the images built from task folders, their copies with flower layered "
+        "onto them (a cluster's) and flower's runtime volumes",
     ),
     home: Path | None = HOME_OPT,
     backend_choice: str | None = BACKEND_OPT,
@@ -521,7 +527,8 @@ def gc(
     """Remove containers, networks and volumes with our labels left by orchestrators of this home
     that died (their session lock is free); live ones and other homes' are never touched.
     With --attempts: remove the earlier attempts kept under <job>/attempts/ instead. With
-    --images: the images built from task folders and the runtime bundle's volumes (in use: kept)."""
+    --images: the images built from task folders, the copies with flower layered onto them that
+    a cluster ran, and the runtime bundle's volumes (in use: kept)."""
     h = home_at(home)
     if images:  # with --batch: only what that batch's jobs pinned
         return gc_images(h, batch, dry_run)

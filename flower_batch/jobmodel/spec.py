@@ -222,6 +222,7 @@ class JobSpec:
             data["build"] = {**data["build"], "folder": None}
             data.get("task_image", {}).pop("id", None)
         data.get("task_image", {}).pop("ref", None)
+        data.get("task_image", {}).pop("layered", None)  # where it ran (a cluster's copy), not what
         return {"format": INPUTS_FORMAT, "image_id": image_id, **data}
 
     def inputs_hash(self, image_id: str) -> str:

@@ -87,11 +87,13 @@ def bundle_volume(images: DockerImages, runtime_id: str, log: Log) -> str:
     return name
 
 
-def probe(images: DockerImages, image_id: str, volume: str, cache: Path, describe: str) -> None:
+def probe(images: DockerImages, image_id: str, volume: str | None, cache: Path, describe: str) -> None:
     """Refuse, with one line, an image flower cannot run in. Remembered per (image, bundle) in
-    `cache` (a JSON file of the home's), so a second run pays nothing."""
+    `cache` (a JSON file of the home's), so a second run pays nothing. `volume` None: the image
+    holds flower itself (a cluster's layered image, running/layered.py)."""
     seen = _read_cache(cache)
-    if seen.get(f"{image_id} {volume}") == "ok":
+    key = f"{image_id} {volume or 'layered'}"
+    if seen.get(key) == "ok":
         return
     info = images.find(image_id)
     if info is not None and info.architecture and info.architecture != "amd64":
@@ -101,13 +103,13 @@ def probe(images: DockerImages, image_id: str, volume: str, cache: Path, describ
     code, output = images.run_to_end(
         image_id,
         ["/bin/sh", "-c", _PROBE],
-        volumes={volume: (BUNDLE_PATH, True)},
+        volumes={volume: (BUNDLE_PATH, True)} if volume else {},
         user=sandbox_user(),
         env={"HOME": "/tmp"},
     )
     if code != 0:
         raise ImageUnsupported(f"image {describe} cannot run flower: {_reason(code, output)}")
-    seen[f"{image_id} {volume}"] = "ok"
+    seen[key] = "ok"
     _write_cache(cache, seen)
 
 
