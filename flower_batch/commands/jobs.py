@@ -518,8 +518,7 @@ def gc(
     images: bool = typer.Option(
         False,
         "--images",
-        help="instead: remove the images built from task folders, their copies with flower layered "
-        "onto them (a cluster's) and flower's runtime volumes",
+        help="instead: remove the task images built or layered by flower-batch and its runtime volumes",
     ),
     home: Path | None = HOME_OPT,
     backend_choice: str | None = BACKEND_OPT,
@@ -527,8 +526,7 @@ def gc(
     """Remove containers, networks and volumes with our labels left by orchestrators of this home
     that died (their session lock is free); live ones and other homes' are never touched.
     With --attempts: remove the earlier attempts kept under <job>/attempts/ instead. With
-    --images: the images built from task folders, the copies with flower layered onto them that
-    a cluster ran, and the runtime bundle's volumes (in use: kept)."""
+    --images: task images built from folders or layered for a cluster, and the runtime volumes."""
     h = home_at(home)
     if images:  # with --batch: only what that batch's jobs pinned
         return gc_images(h, batch, dry_run)

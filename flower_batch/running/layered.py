@@ -7,7 +7,8 @@ generated Dockerfile, `FROM <task image id>` and `COPY --from=<runtime image id>
 /opt/flower`, built on the manager's engine with no network, labelled with the pair of ids
 (LAYERED: the same pair is never layered twice) and with the runtime's build key (the key each
 task checks its node ran: backend/swarm/task_signals.py). Each layered image is probed like any
-task image (no volume: it holds flower itself) before anything is pushed; then each is pushed as
+task image (no volume: it holds flower itself) before anything is pushed, and an image of no
+glibc or no shell is refused before it is layered at all; then each is pushed as
 `REGISTRY/flower-batch-task:<12 hex of its id>` and the job's service runs its repo digest.
 
 Cost, measured (docs/scale.md): the copy and commit of /opt/flower per new task image, its push,
@@ -28,7 +29,7 @@ from flower_batch.jobmodel.environment import TaskImage
 from flower_batch.jobmodel.hashing import json_hash
 from flower_batch.jobmodel.image import PinnedImage
 from flower_batch.labels import BUILD_KEY, LAYERED, MANAGED, VERSION
-from flower_batch.running.bundle import BUNDLE_PATH, build_lock, probe
+from flower_batch.running.bundle import BUNDLE_PATH, build_lock, probe, probe_without_flower
 
 from .. import __version__
 
@@ -105,6 +106,10 @@ def _layered_and_probed(
         found = images.find_by_label(LAYERED, pair(task_image.id, runtime.id))[:1]
         image_id = found[0].id if found else ""
         if not image_id:
+            try:  # an image of no glibc or no shell is refused before it costs a layer
+                probe_without_flower(images, task_image.id, task_image.describe())
+            except FlowerBatchError as exc:
+                raise FlowerBatchError(f"{whose}: {exc}") from None
             image_id, made_now = _layer(images, task_image, runtime, log), True
     try:
         probe(images, image_id, None, cache, task_image.describe())
