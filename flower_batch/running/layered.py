@@ -28,7 +28,7 @@ from flower_batch.errors import FlowerBatchError, NotARuntimeImage
 from flower_batch.jobmodel.environment import TaskImage
 from flower_batch.jobmodel.hashing import json_hash
 from flower_batch.jobmodel.image import PinnedImage
-from flower_batch.labels import BUILD_KEY, LAYERED, MANAGED, VERSION
+from flower_batch.labels import BUILD_KEY, LAYERED, MANAGED, TASK_BUILD, VERSION
 from flower_batch.running.bundle import BUNDLE_PATH, build_lock, probe, probe_without_flower
 
 from .. import __version__
@@ -134,5 +134,13 @@ def _layer(images: DockerImages, task_image: TaskImage, runtime: PinnedImage, lo
             Path(folder),
             None,
             {},
-            {LAYERED: pair(task_image.id, runtime.id), BUILD_KEY: key, MANAGED: "1", VERSION: __version__},
+            {
+                LAYERED: pair(task_image.id, runtime.id),
+                BUILD_KEY: key,
+                MANAGED: "1",
+                VERSION: __version__,
+                # not the build it was layered onto (an image inherits its base's labels): a
+                # lookup of that build by its key must never find this copy
+                TASK_BUILD: "",
+            },
         )
