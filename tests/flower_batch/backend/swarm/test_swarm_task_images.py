@@ -2,8 +2,8 @@
 Debian 13 test image and one in an image built from a folder, runs on the 3-node test cluster.
 The runtime is layered onto each task image on the manager, pushed to the cluster's registry,
 and each job's service runs that digest: the agent's Bash sees its image's own python3, the
-record names the task image and the digest, and nothing of the batch is left on any node; then
-`gc --images --batch` removes the layered copies (and the build) from the manager. An image
+record names the task image and the digest, and nothing of the batch is left on any node; `repro` of a job replays in the image its record
+pinned, on the same digest; then `gc --images --batch` removes the layered copies (and the build) from the manager. An image
 flower cannot run in, a missing one and a failing build are each one line, before anything of
 the batch is written or pushed."""
 
@@ -169,6 +169,16 @@ def test_a_matrix_in_two_task_images_runs_on_the_swarm_and_refusals_come_first(
     again = fb_swarm(swarm, "matrix", path, "--image", swarm.image_id, home=home, timeout=300)
     assert again.returncode == 0 and "layering" not in again.stderr, again.stderr
     assert _layered_on_manager(swarm) == layered
+
+    # repro on the swarm: in the task image the record pinned, the same layered digest (same pair)
+    original = json.loads((home / batch / "built.r1" / "record.json").read_text())
+    replayed = fb_swarm(swarm, "repro", f"{batch}/built.r1", home=home, timeout=400)
+    assert replayed.returncode == 0, replayed.stdout[-2000:] + replayed.stderr[-2000:]
+    (path,) = (home / "repro").glob(f"{batch}.built.r1.r1/record.json")
+    again = json.loads(path.read_text())
+    assert again["status"] == "passed" and again["backend"] == "swarm" and again["gateway_mode"] == "replay"
+    assert again["spec"]["task_image"] == original["spec"]["task_image"], again["spec"]["task_image"]
+    assert nothing_of(swarm, "repro") == {}
 
     ids = {swarm.manager("image", "inspect", "-f", "{{.Id}}", digest).strip() for digest in ran.values()}
     built = json.loads((home / batch / "built.r1" / "record.json").read_text())["spec"]["task_image"]
