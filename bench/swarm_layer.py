@@ -34,7 +34,7 @@ from flower_batch.backend.docker.registry import TASK_REPOSITORY, push_image  # 
 from flower_batch.jobmodel.environment import TaskImage  # noqa: E402
 from flower_batch.running.bundle import probe, probe_without_flower  # noqa: E402
 from flower_batch.running.image import read_image  # noqa: E402
-from flower_batch.running.layered import _layer  # noqa: E402
+from flower_batch.running.layered import layer_runtime_onto  # noqa: E402
 from tests.batch_fixtures.task_images import DEBIAN13  # noqa: E402
 
 ENV_FILE = Path(os.environ.get("FLOWER_BATCH_CLUSTER_ENV") or ROOT / "images" / ".cache" / "cluster.env")
@@ -74,7 +74,7 @@ def main() -> int:
         probe_without_flower(images, task_id, "bench")
         timed["bare probe"] = time.monotonic() - began
         began = time.monotonic()
-        layered = _layer(images, task, runtime, lambda line: None)
+        layered = layer_runtime_onto(images, task, runtime, lambda line: None)
         made.insert(0, layered)
         timed["layer"] = time.monotonic() - began
         began = time.monotonic()

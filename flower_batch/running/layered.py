@@ -110,7 +110,7 @@ def _layered_and_probed(
                 probe_without_flower(images, task_image.id, task_image.describe())
             except FlowerBatchError as exc:
                 raise FlowerBatchError(f"{whose}: {exc}") from None
-            image_id, made_now = _layer(images, task_image, runtime, log), True
+            image_id, made_now = layer_runtime_onto(images, task_image, runtime, log), True
     try:
         probe(images, image_id, None, cache, task_image.describe())
     except FlowerBatchError as exc:
@@ -120,7 +120,9 @@ def _layered_and_probed(
     return image_id
 
 
-def _layer(images: DockerImages, task_image: TaskImage, runtime: PinnedImage, log: Log) -> str:
+def layer_runtime_onto(images: DockerImages, task_image: TaskImage, runtime: PinnedImage, log: Log) -> str:
+    """Build the layered image of the pair on the engine of `images`, with no network; its id.
+    (`layered_for_cluster` finds one already made first.)"""
     info = images.find(runtime.id)
     key = info.labels.get(BUILD_KEY) if info else None
     if not key:
