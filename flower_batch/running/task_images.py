@@ -148,16 +148,18 @@ def _layered(
     """A cluster: each task image with the runtime layered onto it, probed, then pushed; each
     job's task image names the digest it runs (running/layered.py)."""
     used = _owners(jobs, pinned, where)
-    if not used:
-        return Environments(list(jobs), None)
-    layered = layered_for_cluster(
-        images,
-        used,
-        runtime,
-        registry=cluster_registry(registry, runtime, docker_host),
-        cache=home_root / ".cache" / "probed.json",
-        log=log,
-        docker_host=docker_host,
+    layered = (
+        layered_for_cluster(
+            images,
+            used,
+            runtime,
+            registry=cluster_registry(registry, runtime, docker_host),
+            cache=home_root / ".cache" / "probed.json",
+            log=log,
+            docker_host=docker_host,
+        )
+        if used
+        else {}  # every job named the runtime image itself
     )
     return Environments(
         [replace(job, task_image=with_layered(pinned[_key(job)], layered)) for job in jobs], None
