@@ -25,6 +25,9 @@ BUILD_KEY = "org.flower-batch.build-key"  # the image's inputs, hashed (running/
 RELAY_WAITS = "org.flower-batch.relay-waits"
 # On an image built from a task's folder: the build's key (running/task_images.py); `gc --images`.
 TASK_BUILD = "org.flower-batch.task-build"
+# On an image flower-batch layered for a cluster (running/layered.py): "<task image id> <runtime
+# image id>", the pair it was made from (the same pair is never layered twice); `gc --images`.
+LAYERED = "org.flower-batch.layered"
 # On the runtime bundle's volumes: the runtime build key they hold (not MANAGED: no batch owns them).
 RUNTIME_BUNDLE = "org.flower-batch.runtime-bundle"
 # On a writable-root job's container committed when it ended: "<batch>/<job>" (running/state_image.py;

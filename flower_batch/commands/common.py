@@ -71,7 +71,12 @@ def chosen_backend(flag: str | None, recorded: str | None) -> str:
 
 def open_named(name: str, root: Path) -> Backend:
     """The backend `name` names, with the cluster's registry from $FLOWER_BATCH_REGISTRY."""
-    return open_backend(name, root, registry=os.environ.get(REGISTRY_ENV), cache=user_cache())
+    return open_backend(name, root, registry=cluster_registry_setting(), cache=user_cache())
+
+
+def cluster_registry_setting() -> str | None:
+    """$FLOWER_BATCH_REGISTRY: the registry a cluster's nodes pull from (None: not set)."""
+    return os.environ.get(REGISTRY_ENV) or None
 
 
 def user_cache() -> Path | None:

@@ -19,7 +19,7 @@ from flower_batch.running.plan import BatchPlan
 from flower_batch.running.repro import ReproPlan
 from flower_batch.running.task_images import Environments, resolve_environments, task_image_drift
 
-from .common import err
+from .common import cluster_registry_setting, err
 
 
 def split_image(ref: str | None, fallback: str | None = None) -> tuple[PinnedImage, str | None]:
@@ -68,13 +68,9 @@ def pin_environments(
     parallel: int = 1,
     keep_going: bool = False,
 ) -> Environments:
-    """Every job's task image pinned (built, probed) before any job folder is touched; with
+    """Every job's task image pinned (built, probed) before any job folder is touched; on the
+    swarm, with the runtime layered onto it and pushed to the cluster's registry. With
     `keep_going` a failed build leaves out only its task's jobs (`Environments.unbuilt`)."""
-    if backend == "swarm" and any(job.image or job.build or job.task_image for job in jobs):
-        raise FlowerBatchError(
-            f"{where}: a task's own image (image/build) runs on the local Docker engine only, "
-            "not yet on a cluster; run it with --backend docker"
-        )
     if backend == "swarm" and any(job.root == "writable" for job in jobs):
         raise FlowerBatchError(
             f'{where}: root = "writable" keeps the job\'s state in an image of the machine that ran '
@@ -90,6 +86,8 @@ def pin_environments(
         keep_pinned=keep_pinned,
         parallel=parallel,
         keep_going=keep_going,
+        on_cluster=backend == "swarm",
+        registry=cluster_registry_setting(),
     )
 
 

@@ -1,14 +1,19 @@
 """`gc --images`: what flower-batch built for tasks and copied for their jobs, removed only when
 asked. With `--batch`: the images built from task folders (`build =`) that the batch's records
-pinned, and its writable-root jobs' state images (after which those jobs cannot be woken). Without: every image built from a task folder (label org.flower-batch.task-build) and the
-runtime bundle's volumes (running/bundle.py). Whatever a container still uses is kept, and said."""
+pinned, its writable-root jobs' state images (after which those jobs cannot be woken), and the
+copies with the runtime layered onto them that its jobs ran on a cluster (running/layered.py).
+Without: every image built from a task folder (label org.flower-batch.task-build), every state
+image, every layered copy (org.flower-batch.layered) and the runtime bundle's volumes
+(running/bundle.py). Whatever a container still uses is kept, and said. State images go first: a
+task image is not removed while an image committed from it exists. The engine is the one
+DOCKER_HOST names: on a cluster, the manager's, where they were made."""
 
 from __future__ import annotations
 
 from flower_batch.backend.docker.images import DockerImages
 from flower_batch.errors import RecordError
 from flower_batch.jobmodel.record import read_record
-from flower_batch.labels import RUNTIME_BUNDLE, STATE_IMAGE, TASK_BUILD
+from flower_batch.labels import LAYERED, RUNTIME_BUNDLE, STATE_IMAGE, TASK_BUILD
 from flower_batch.layout import Home
 
 from .common import err, out
@@ -17,16 +22,21 @@ from .common import err, out
 def gc_images(home: Home, batch: str | None, dry_run: bool) -> None:
     images = DockerImages()
     try:
-        built = {info.id: (info.tags or [info.id[:19]])[0] for info in images.labelled(TASK_BUILD)}
+        built = {
+            info.id: (info.tags or [info.id[:19]])[0]
+            for info in [*images.labelled(TASK_BUILD), *images.labelled(LAYERED)]
+        }
         if batch is not None:
-            pinned = _pinned_by(home, batch)
+            pinned = _pinned_by(home, batch, images)
             built = {image_id: shown for image_id, shown in built.items() if image_id in pinned}
-        found = [("image", image_id, shown) for image_id, shown in built.items()]
-        # writable-root jobs' kept state (running/state_image.py): what `wake` would run from
+        found = []
+        # writable-root jobs' kept state (running/state_image.py): what `wake` would run from;
+        # first, as each is a child of its task image
         for info in images.labelled(STATE_IMAGE):
             owner = info.labels.get(STATE_IMAGE, "")
             if batch is None or owner.startswith(f"{batch}/"):
                 found.append(("image", info.id, f"{(info.tags or [info.id[:19]])[0]} (state of {owner})"))
+        found += [("image", image_id, shown) for image_id, shown in built.items()]
         if batch is None:
             # the copy before its marker: a volume in use keeps its marker, and stays usable
             volumes = images.labelled_volumes(RUNTIME_BUNDLE)
@@ -49,9 +59,11 @@ def gc_images(home: Home, batch: str | None, dry_run: bool) -> None:
         images.close()
 
 
-def _pinned_by(home: Home, batch: str) -> set[str]:
-    """The task images the batch's records pinned (a record that cannot be read pins nothing)."""
+def _pinned_by(home: Home, batch: str, images: DockerImages) -> set[str]:
+    """The task images the batch's records pinned, built from folders, and the layered copies
+    they ran on a cluster (a record that cannot be read pins nothing)."""
     found = set()
+    layered = set()
     for jd in home.jobs(batch):
         try:
             task_image = read_record(jd.record_path).spec.task_image
@@ -59,4 +71,10 @@ def _pinned_by(home: Home, batch: str) -> set[str]:
             continue
         if task_image is not None and task_image.origin == "build":
             found.add(task_image.id)
+        if task_image is not None and task_image.layered:
+            layered.add(task_image.layered)
+    for reference in layered:  # a repo digest: the engine that pushed it knows its image
+        info = images.find(reference)
+        if info is not None and info.labels.get(LAYERED):
+            found.add(info.id)
     return found

@@ -364,6 +364,11 @@ def show(
         ("model", mode_label(record.gateway_mode)),
         ("image", record.image_id),
         *([("task image", record.spec.task_image.describe())] if record.spec.task_image else []),
+        *(
+            [("ran as", layered)]
+            if record.spec.task_image and (layered := record.spec.task_image.layered)
+            else []
+        ),
         *([("reward", reward_text(record.reward, record.spec))] if record.reward else []),
         *harbor_rows(record.spec),
         *([("sandbox", record.sandbox)] if record.sandbox else []),
@@ -516,7 +521,7 @@ def gc(
     images: bool = typer.Option(
         False,
         "--images",
-        help="instead: remove the images built from task folders and flower's runtime volumes",
+        help="instead: remove the task images built or layered by flower-batch and its runtime volumes",
     ),
     home: Path | None = HOME_OPT,
     backend_choice: str | None = BACKEND_OPT,
@@ -524,7 +529,7 @@ def gc(
     """Remove containers, networks and volumes with our labels left by orchestrators of this home
     that died (their session lock is free); live ones and other homes' are never touched.
     With --attempts: remove the earlier attempts kept under <job>/attempts/ instead. With
-    --images: the images built from task folders and the runtime bundle's volumes (in use: kept)."""
+    --images: task images built from folders or layered for a cluster, and the runtime volumes."""
     h = home_at(home)
     if images:  # with --batch: only what that batch's jobs pinned
         return gc_images(h, batch, dry_run)

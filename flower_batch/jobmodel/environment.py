@@ -3,7 +3,7 @@
 A task names either a ready image (`image = "my-toolchain:1"`) or a folder to build
 (`build = "envs/node"`, a `BuildRecipe`). Before anything runs, each is resolved to a `TaskImage`,
 pinned by its immutable id like the runtime image; flower is brought into it from the runtime
-image (running/bundle.py). The record keeps the `TaskImage` in its spec, so `wake` and `repro`
+image (running/bundle.py; on a cluster layered onto it, running/layered.py). The record keeps the `TaskImage` in its spec, so `wake` and `repro`
 run in the same image and `show`, `ls`, the report and the exports name it.
 """
 
@@ -61,6 +61,9 @@ class TaskImage:
     origin: Origin
     ref: str
     """As the user named it: the image's tag or id, or the build folder's path."""
+    layered: str | None = None
+    """On a cluster: the repo digest the job ran, this image with the runtime layered onto it
+    (running/layered.py); None on one machine, where the runtime is a volume. Not an input."""
 
     @property
     def short(self) -> str:
@@ -72,11 +75,22 @@ class TaskImage:
         return where if where == self.id else f"{where} ({self.short})"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "origin": self.origin, "ref": self.ref}
+        return {
+            "id": self.id,
+            "origin": self.origin,
+            "ref": self.ref,
+            **({"layered": self.layered} if self.layered else {}),
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TaskImage:
         origin = data.get("origin")
         if origin not in ("image", "build"):
             raise ValueError(f"task_image.origin: expected image or build, got {origin!r}")
-        return cls(id=str(data["id"]), origin=origin, ref=str(data.get("ref") or data["id"]))
+        layered = data.get("layered")
+        return cls(
+            id=str(data["id"]),
+            origin=origin,
+            ref=str(data.get("ref") or data["id"]),
+            layered=str(layered) if layered else None,
+        )

@@ -321,6 +321,7 @@ class JobSpec:
             data["build"] = {**data["build"], "folder": None}
             data.get("task_image", {}).pop("id", None)
         data.get("task_image", {}).pop("ref", None)
+        data.get("task_image", {}).pop("layered", None)  # where it ran (a cluster's copy), not what
         for moved in ("verifier", "harbor"):  # by content (their hash/digest), not where they lie
             if moved in data:
                 data[moved] = {**data[moved], "folder": None}

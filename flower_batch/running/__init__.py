@@ -17,6 +17,7 @@
     image        the runtime image: build, reuse, versions (`python -m flower_batch.running.image`)
     task_images  each job's own image (`image`, `build`) resolved, built and pinned before anything runs
     bundle       flower brought into an image it did not build (the runtime's volume), and the image's probe
+    layered      on a cluster: the runtime layered onto each task image, probed, pushed to the registry
     image_sources  where the build's files, lock and caches are: the checkout, or the installed tool
     repro        a recorded job again on its pinned image (plan, drift), and the two runs' diff
     wake         a persistent job continued: its record checked, its spec changed as asked, its batch of one

@@ -41,12 +41,16 @@ Log = Callable[[str], None]
 
 # The image's own loader runs the CLI (a glibc program: musl has none at this path); the bundle's
 # Python runs on its own glibc whatever the image has.
-_PROBE = """
+_HAS_GLIBC = """
 test -e /lib64/ld-linux-x86-64.so.2 || { echo "flower-probe: no-glibc"; exit 3; }
-out=$(/opt/flower/bin/claude --version 2>&1) || { echo "flower-probe: cli $out" | tail -c 300; exit 4; }
+"""
+_PROBE = (
+    _HAS_GLIBC
+    + """out=$(/opt/flower/bin/claude --version 2>&1) || { echo "flower-probe: cli $out" | tail -c 300; exit 4; }
 /opt/flower/bin/python3 -c "import flower.runtime.engine" || exit 5
 echo "flower-probe: ok"
 """
+)
 
 
 def volume_name(build_key: str) -> str:
@@ -87,28 +91,46 @@ def bundle_volume(images: DockerImages, runtime_id: str, log: Log) -> str:
     return name
 
 
-def probe(images: DockerImages, image_id: str, volume: str, cache: Path, describe: str) -> None:
+def probe(images: DockerImages, image_id: str, volume: str | None, cache: Path, describe: str) -> None:
     """Refuse, with one line, an image flower cannot run in. Remembered per (image, bundle) in
-    `cache` (a JSON file of the home's), so a second run pays nothing."""
+    `cache` (a JSON file of the home's), so a second run pays nothing. `volume` None: the image
+    holds flower itself (a cluster's layered image, running/layered.py)."""
     seen = _read_cache(cache)
-    if seen.get(f"{image_id} {volume}") == "ok":
+    key = f"{image_id} {volume or 'layered'}"
+    if seen.get(key) == "ok":
         return
-    info = images.find(image_id)
-    if info is not None and info.architecture and info.architecture != "amd64":
-        raise ImageUnsupported(
-            f"image {describe} is for {info.architecture}: flower runs in x86_64 (amd64) images only"
-        )
+    _refuse_another_arch(images, image_id, describe)
     code, output = images.run_to_end(
         image_id,
         ["/bin/sh", "-c", _PROBE],
-        volumes={volume: (BUNDLE_PATH, True)},
+        volumes={volume: (BUNDLE_PATH, True)} if volume else {},
         user=sandbox_user(),
         env={"HOME": "/tmp"},
     )
     if code != 0:
         raise ImageUnsupported(f"image {describe} cannot run flower: {_reason(code, output)}")
-    seen[f"{image_id} {volume}"] = "ok"
+    seen[key] = "ok"
     _write_cache(cache, seen)
+
+
+def probe_without_flower(images: DockerImages, image_id: str, describe: str) -> None:
+    """The part of the probe an image answers without flower in it (its architecture, a
+    /bin/sh, a glibc loader): what a cluster checks before it layers the runtime onto an image
+    (running/layered.py), so that an Alpine image costs no layer."""
+    _refuse_another_arch(images, image_id, describe)
+    code, output = images.run_to_end(
+        image_id, ["/bin/sh", "-c", _HAS_GLIBC], volumes={}, user=sandbox_user(), env={"HOME": "/tmp"}
+    )
+    if code != 0:
+        raise ImageUnsupported(f"image {describe} cannot run flower: {_reason(code, output)}")
+
+
+def _refuse_another_arch(images: DockerImages, image_id: str, describe: str) -> None:
+    info = images.find(image_id)
+    if info is not None and info.architecture and info.architecture != "amd64":
+        raise ImageUnsupported(
+            f"image {describe} is for {info.architecture}: flower runs in x86_64 (amd64) images only"
+        )
 
 
 def _reason(code: int, output: str) -> str:

@@ -75,7 +75,8 @@ class JobContext:
     gateway: GatewaySidecar
     bundle: str | None = None
     """The runtime bundle's volume, mounted at /opt/flower in a job whose task has its own image
-    (running/bundle.py); None when every job runs in the runtime image."""
+    (running/bundle.py); None when every job runs in the runtime image, or on a cluster, where
+    the task image's layered copy holds flower (running/layered.py)."""
     on_state: Callable[[str, State], None] | None = None  # (job id, state)
     search: list[Path] = field(default_factory=list)  # where workflow modules are looked up
     flows_from: Path | None = None  # repro: the original job's copy of its workflow code
@@ -435,7 +436,7 @@ def _container_spec(
     working directory; `mounts` come after the workspace."""
     root = root or JobRoot()
     spec = ContainerSpec(
-        image=job.task_image.id if job.task_image else ctx.image.id,
+        image=_image_of(ctx, job),
         command=command,
         env=env,
         mounts=[Mount(str(jd.workspace), root.workdir), *mounts],
@@ -448,6 +449,13 @@ def _container_spec(
         confinement=Confinement(pids=job.pids or DEFAULT_PIDS),
     )
     return root.applied(spec)
+
+
+def _image_of(ctx: JobContext, job: JobSpec) -> str:
+    """The runtime image, or the task's own: on a cluster its layered copy's digest (flower in it)."""
+    if job.task_image is None:
+        return ctx.image.id
+    return job.task_image.layered or job.task_image.id
 
 
 def job_network(ctx: JobContext, job: JobSpec) -> str:
@@ -515,7 +523,7 @@ def job_container_spec(
         env["FLOWER_BATCH_INSTRUCTION"] = f"{RUNS}/{INSTRUCTION_FILE}"
     # `reach`: the job's own socket into the gateway (one machine; nothing on a cluster)
     mounts = [Mount(str(jd.runs), RUNS), Mount(str(jd.flows), FLOWS, read_only=True), *reach]
-    if job.task_image is not None:  # flower, brought into an image it was not built into
+    if job.task_image is not None and not job.task_image.layered:  # flower, brought into an image
         if ctx.bundle is None:
             raise FlowerBatchError(f"job {job.id}: its task image has no flower runtime volume to mount")
         mounts.append(Mount(ctx.bundle, BUNDLE_PATH, read_only=True, kind="volume"))

@@ -9,6 +9,8 @@ Pre-flight, in this order, before any job folder is touched:
    naming the task, the folder, the failing step and the log;
 3. the runtime bundle's volume (running/bundle.py), once per runtime build;
 4. each distinct task image is probed: one line if flower cannot run in it.
+On a cluster, 3 and 4 are instead: the runtime layered onto each task image (once per pair of
+ids), each probed, then each pushed to the cluster's registry (running/layered.py).
 A task image equal to the runtime image is the runtime image: nothing is mounted.
 """
 
@@ -28,6 +30,7 @@ from flower_batch.jobmodel.image import PinnedImage
 from flower_batch.jobmodel.spec import JobSpec
 from flower_batch.labels import BUILD_KEY, CLI_VERSION, MANAGED, TASK_BUILD, VERSION
 from flower_batch.running.bundle import build_lock, bundle_volume, probe
+from flower_batch.running.layered import cluster_registry, layered_for_cluster, with_layered
 
 from .. import __version__
 
@@ -47,6 +50,7 @@ class Environments:
     in `jobs`: every other task still runs)."""
 
 
+# long: each option takes a line; the body pins, builds (several at once), then mounts or layers
 def resolve_environments(
     jobs: Sequence[JobSpec],
     runtime: PinnedImage,
@@ -59,6 +63,8 @@ def resolve_environments(
     keep_pinned: bool = False,
     parallel: int = 1,
     keep_going: bool = False,
+    on_cluster: bool = False,
+    registry: str | None = None,
 ) -> Environments:
     """`where`: the jobs file's name (or the command) for the error lines. `dry_run`: builds
     nothing, probes nothing (a folder not built yet is pinned by its key: its image is its
@@ -66,7 +72,8 @@ def resolve_environments(
     image its record pinned (`wake`, `repro`), which must still be in the engine. `parallel`:
     folders built at once (matrix's -j). `keep_going`: a failed build leaves out only its task's
     jobs (`unbuilt`, one line each) instead of stopping everything (a matrix of hundreds), unless
-    no job is left to run: then, as without it, the first failure is the one line."""
+    no job is left to run. `on_cluster`: the runtime is layered onto each task image and pushed
+    to `registry` (running/layered.py), not mounted from a volume."""
     if keep_pinned:
         jobs = [replace(job, image=None, build=None) for job in jobs]
     if not any(job.image or job.build or job.task_image for job in jobs):
@@ -96,17 +103,78 @@ def resolve_environments(
             raise next(iter(failed.values()))  # the first in the jobs' order; nothing is written
         pinned.update(built)
         jobs = [job for job in jobs if job.id not in unbuilt]
-        used = {t.id: t for t in pinned.values() if t is not None}
         if dry_run:
             return Environments([replace(job, task_image=pinned[_key(job)]) for job in jobs], None)
-        volume = bundle_volume(images, runtime.id, log) if used else None
-        for task_image in used.values():
-            assert volume is not None
-            owner = next(job for job in jobs if pinned[_key(job)] == task_image)
-            _probe(images, task_image, volume, home_root, f"{where}: task {owner.task}")
-        return Environments([replace(job, task_image=pinned[_key(job)]) for job in jobs], volume, unbuilt)
+        envs = (
+            _layered(images, jobs, pinned, runtime, where, home_root, log, docker_host, registry)
+            if on_cluster
+            else _mounted(images, jobs, pinned, runtime, where, home_root, log)
+        )
+        return replace(envs, unbuilt=unbuilt)
     finally:
         images.close()
+
+
+def _owners(
+    jobs: Sequence[JobSpec], pinned: Mapping[str, TaskImage | None], where: str
+) -> list[tuple[TaskImage, str]]:
+    """Each distinct task image and the task an error line names for it."""
+    found: dict[str, tuple[TaskImage, str]] = {}
+    for job in jobs:
+        task_image = pinned[_key(job)]
+        if task_image is not None and task_image.id not in found:
+            found[task_image.id] = (task_image, f"{where}: task {job.task}")
+    return list(found.values())
+
+
+def _mounted(
+    images: DockerImages,
+    jobs: Sequence[JobSpec],
+    pinned: Mapping[str, TaskImage | None],
+    runtime: PinnedImage,
+    where: str,
+    home_root: Path,
+    log: Log,
+) -> Environments:
+    """One machine: the bundle's volume, and each task image probed with it mounted."""
+    used = _owners(jobs, pinned, where)
+    volume = bundle_volume(images, runtime.id, log) if used else None
+    for task_image, whose in used:
+        assert volume is not None
+        _probe(images, task_image, volume, home_root, whose)
+    return Environments([replace(job, task_image=pinned[_key(job)]) for job in jobs], volume)
+
+
+def _layered(
+    images: DockerImages,
+    jobs: Sequence[JobSpec],
+    pinned: Mapping[str, TaskImage | None],
+    runtime: PinnedImage,
+    where: str,
+    home_root: Path,
+    log: Log,
+    docker_host: str | None,
+    registry: str | None,
+) -> Environments:
+    """A cluster: each task image with the runtime layered onto it, probed, then pushed; each
+    job's task image names the digest it runs (running/layered.py)."""
+    used = _owners(jobs, pinned, where)
+    layered = (
+        layered_for_cluster(
+            images,
+            used,
+            runtime,
+            registry=cluster_registry(registry, runtime, docker_host),
+            cache=home_root / ".cache" / "probed.json",
+            log=log,
+            docker_host=docker_host,
+        )
+        if used
+        else {}  # every job named the runtime image itself
+    )
+    return Environments(
+        [replace(job, task_image=with_layered(pinned[_key(job)], layered)) for job in jobs], None
+    )
 
 
 def _probe(images: DockerImages, task_image: TaskImage, volume: str, home_root: Path, whose: str) -> None:
@@ -161,7 +229,7 @@ def _pin(
     if info.id == runtime.id or _is_runtime(info.labels):
         return None  # flower-batch's runtime image: a batch runs on one, its own
     if job.image is None and job.task_image is not None:
-        return job.task_image
+        return replace(job.task_image, layered=None)  # a cluster's copy is made again where needed
     return TaskImage(id=info.id, origin=origin, ref=ref)
 
 

@@ -106,7 +106,7 @@ class DockerImages:
     def build(
         self,
         context: Path,
-        ref: str,
+        ref: str | None,
         buildargs: dict[str, str],
         labels: dict[str, str],
         network_mode: str | None = "none",
@@ -114,7 +114,8 @@ class DockerImages:
         nocache: bool = False,
         dockerfile: str = "Dockerfile",
     ) -> str:
-        """Build `context/Dockerfile` with the classic builder; returns the image id.
+        """Build `context/Dockerfile` with the classic builder; returns the image id. `ref`: its
+        tag (None: untagged).
 
         `labels` become one final LABEL step (cached like any other step).
         `network_mode="none"` gives every RUN step no network at all, proving the build is offline.
@@ -155,11 +156,11 @@ class DockerImages:
         except (ImageBuildError, OutOfDisk):
             raise
         except Exception as exc:
-            raise translate(exc, "image", ref, address=self.address) from None
+            raise translate(exc, "image", ref or str(context), address=self.address) from None
         if image_id is None:
-            info = self.find(ref)
+            info = self.find(ref) if ref else None
             if info is None:
-                raise ImageBuildError(f"image build of {ref} ended without an image id")
+                raise ImageBuildError(f"image build of {ref or context} ended without an image id")
             image_id = info.id
         return image_id
 

@@ -15,32 +15,53 @@ from flower_batch.backend.docker.connection import Connection, translate
 from flower_batch.errors import BackendError, FlowerBatchError, ImageDrift, ImageMissing, RegistryError
 
 REPOSITORY = "flower-batch-runtime"
+TASK_REPOSITORY = "flower-batch-task"
+"""Where the task images with the runtime layered onto them go (running/layered.py)."""
 
 
 @dataclass(frozen=True)
 class Pushed:
     image_id: str
     reference: str
-    """`REGISTRY/flower-batch-runtime@sha256:...`: what services run."""
+    """`REGISTRY/flower-batch-runtime@sha256:...` (or `flower-batch-task@`): what services run."""
 
 
-def push_reference(registry: str, image_id: str) -> str:
+def push_reference(registry: str, image_id: str, repository: str = REPOSITORY) -> str:
     registry = registry.strip().rstrip("/")
     if not registry or "://" in registry or " " in registry:
         raise RegistryError(f"registry {registry!r}: expected HOST[:PORT] (e.g. registry.example:5000)")
-    return f"{registry}/{REPOSITORY}:{image_id.removeprefix('sha256:')[:12]}"
+    return f"{registry}/{repository}:{image_id.removeprefix('sha256:')[:12]}"
 
 
-def repo_digest_for(repo_digests: list[str], registry: str) -> str | None:
+def repo_digest_for(repo_digests: list[str], registry: str, repository: str = REPOSITORY) -> str | None:
     """The repo digest of `registry`'s copy among an image's RepoDigests."""
-    prefix = f"{registry.strip().rstrip('/')}/{REPOSITORY}@sha256:"
+    prefix = f"{registry.strip().rstrip('/')}/{repository}@sha256:"
     return next((d for d in repo_digests if d.startswith(prefix)), None)
 
 
+def registries_holding(ref: str, docker_host: str | None = None) -> list[str]:
+    """The registries the engine pushed the runtime image `ref` to (from its repo digests)."""
+    conn = Connection(docker_host)
+    try:
+        try:
+            digests = list(conn.api().inspect_image(ref).get("RepoDigests") or [])
+        except Exception as exc:
+            raise translate(exc, "image", ref, address=conn.address) from None
+    finally:
+        conn.close()
+    marker = f"/{REPOSITORY}@sha256:"
+    return sorted({d.split(marker, 1)[0] for d in digests if marker in d})
+
+
 def push_image(
-    ref: str, registry: str, docker_host: str | None = None, on_line: Callable[[str], None] = lambda _: None
+    ref: str,
+    registry: str,
+    docker_host: str | None = None,
+    on_line: Callable[[str], None] = lambda _: None,
+    repository: str = REPOSITORY,
 ) -> Pushed:
-    """Tag and push the image `ref` (id or tag) to `registry`; returns its repo digest."""
+    """Tag and push the image `ref` (id or tag) to `registry` as `repository`; returns its repo
+    digest."""
     conn = Connection(docker_host, timeout=1800)
     try:
         api = conn.api()
@@ -49,7 +70,7 @@ def push_image(
         except Exception as exc:
             raise translate(exc, "image", ref, address=conn.address) from None
         image_id = image["Id"]
-        target = push_reference(registry, image_id)
+        target = push_reference(registry, image_id, repository)
         repo, _, tag = target.rpartition(":")
         try:
             held = api.inspect_image(target)["Id"]
@@ -75,7 +96,7 @@ def push_image(
             raise
         except Exception as exc:
             raise translate(exc, "image", target, address=conn.address) from None
-        reference = repo_digest_for(digests, registry)
+        reference = repo_digest_for(digests, registry, repository)
         if reference is None:
             raise BackendError(f"pushed {target} but the engine reports no repo digest for it")
         return Pushed(image_id=image_id, reference=reference)

@@ -1,5 +1,6 @@
-"""The commands' side of task images that needs no engine: a cluster refuses a task's own image
-in one line before anything is looked up, and `--build` is checked before anything is written."""
+"""The commands' side of task images that needs no engine: jobs in the runtime image ask no engine
+on any backend, and `--build` is checked before anything is written. (A task's own image on the
+swarm: tests/flower_batch/backend/swarm/test_swarm_task_images.py.)"""
 
 from __future__ import annotations
 
@@ -16,19 +17,6 @@ from flower_batch.layout import Home
 
 def _job(**fields: object) -> JobSpec:
     return JobSpec(id="t.r1", task="t", variant="default", repeat=1, matrix={}, prompt="p", **fields)  # type: ignore[arg-type]
-
-
-def test_a_task_image_on_the_swarm_is_one_line_before_the_engine_is_asked(tmp_path: Path) -> None:
-    with pytest.raises(FlowerBatchError) as refused:
-        pin_environments(
-            [_job(image="debian:13")],
-            PinnedImage("sha256:" + "0" * 64),
-            home=Home(tmp_path),
-            where="jobs.toml",
-            backend="swarm",
-        )
-    assert "local Docker engine only" in str(refused.value) and "--backend docker" in str(refused.value)
-    assert not any(tmp_path.iterdir())  # nothing written
 
 
 def test_jobs_without_an_image_of_their_own_need_no_engine_on_any_backend(tmp_path: Path) -> None:

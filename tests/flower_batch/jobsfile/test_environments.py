@@ -101,3 +101,17 @@ def test_the_record_keeps_the_task_image_and_where_it_came_from(tmp_path):
         and again.task_image.describe() == "build envs/node (sha256:333333333333)"
     )
     assert "task_image" not in load(tmp_path)["plain"].to_dict()  # a record from before: unchanged
+
+
+def test_the_layered_digest_a_cluster_ran_is_kept_but_is_no_input(tmp_path):
+    plain = load(tmp_path)["plain"]
+    here = replace(plain, task_image=TaskImage("sha256:" + "4" * 64, "image", "debian:13"))
+    there = replace(
+        here, task_image=replace(here.task_image, layered="reg:5000/flower-batch-task@sha256:" + "5" * 64)
+    )
+    again = JobSpec.from_dict(there.to_dict())
+    assert again == there and again.task_image is not None
+    assert again.task_image.layered == "reg:5000/flower-batch-task@sha256:" + "5" * 64
+    # the same task image on one machine or a cluster: a finished result is kept either way
+    assert there.inputs_hash("sha256:rt") == here.inputs_hash("sha256:rt")
+    assert "layered" not in here.to_dict()["task_image"]  # a one-machine record: unchanged

@@ -282,3 +282,43 @@ async def test_the_workspace_copy_runs_off_the_event_loop_and_stops_with_the_com
         if counts[-1] == counts[-2]:
             break
     assert counts[-1] < files
+
+
+@pytest.mark.parametrize("on_cluster", [False, True], ids=["one-machine", "cluster"])
+def test_a_task_image_gets_flower_from_the_volume_here_and_from_its_layered_copy_on_a_cluster(
+    tmp_path: Path, on_cluster: bool
+) -> None:
+    from dataclasses import replace
+
+    from flower_batch.gateway.host.sidecar import GatewaySidecar
+    from flower_batch.jobmodel.environment import TaskImage
+    from flower_batch.jobmodel.spec import GatewaySpec
+    from flower_batch.layout import Home
+    from flower_batch.running.bundle import BUNDLE_PATH
+    from flower_batch.running.runner import JobContext, check_container_spec, job_container_spec
+    from tests.fake_backend import FakeBackend
+
+    layered = "reg:5000/flower-batch-task@sha256:" + "5" * 64 if on_cluster else None
+    task_image = TaskImage("sha256:" + "4" * 64, "image", "debian:13", layered=layered)
+    job = replace(_spec("t", mode="replay"), check="true", task_image=task_image)
+    backend = FakeBackend()
+    gateway = GatewaySidecar(
+        backend, batch="b", lease="s1", image_id=FakeBackend.IMAGE, batch_dir=tmp_path / "b",
+        gateway=GatewaySpec(mode="replay"),
+    )  # fmt: skip
+    ctx = JobContext(
+        backend=backend,
+        batch="b",
+        lease="s1",
+        image=PinnedImage(FakeBackend.IMAGE),
+        gateway=gateway,
+        bundle=None if on_cluster else "flower-runtime-0123456789abcdef",
+    )
+    jd = Home(tmp_path / "home").job("b", "t")
+    run = job_container_spec(ctx, job, jd, ["flower"], "stamp")
+    check = check_container_spec(ctx, job, jd)
+    assert run.image == check.image == (layered or task_image.id)
+    bundles = [(m.source, m.kind, m.read_only) for m in run.mounts if m.target == BUNDLE_PATH]
+    # on a cluster the image holds flower itself: no volume (a volume stays on its node)
+    assert bundles == ([] if on_cluster else [("flower-runtime-0123456789abcdef", "volume", True)])
+    assert "PATH" not in run.env and "PATH" not in check.env  # the image's own PATH either way
