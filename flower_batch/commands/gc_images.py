@@ -25,6 +25,7 @@ def gc_images(home: Home, batch: str | None, dry_run: bool) -> None:
         built = {
             info.id: (info.tags or [info.id[:19]])[0]
             for info in [*images.labelled(TASK_BUILD), *images.labelled(LAYERED)]
+            if info.labels.get(TASK_BUILD) or info.labels.get(LAYERED)  # a state image blanks its own
         }
         if batch is not None:
             pinned = _pinned_by(home, batch, images)

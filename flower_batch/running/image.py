@@ -34,7 +34,7 @@ from flower_batch.backend.base import ImageInfo
 from flower_batch.backend.docker.images import DockerImages
 from flower_batch.errors import ImageBuildError, ImageMissing, NotARuntimeImage
 from flower_batch.jobmodel.image import PinnedImage
-from flower_batch.labels import BASE_IMAGE, BUILD_KEY, CLI_VERSION, SDK_VERSION, VERSION
+from flower_batch.labels import BASE_IMAGE, BUILD_KEY, CLI_VERSION, LAYERED, SDK_VERSION, VERSION
 from flower_batch.running.image_sources import CHECKOUT, ImageSources, installed_wheel, locate_sources
 
 PROJECT_ROOT = CHECKOUT  # the checkout, when flower_batch runs from one (image_sources.py)
@@ -242,7 +242,9 @@ def _reuse(images: DockerImages, tag: str, key: str) -> ImageInfo | None:
     so a rebuild never flips between equal images."""
     current = images.find(tag)
     same = [current] if current and current.labels.get(BUILD_KEY) == key else []
-    for found in same or images.find_by_label(BUILD_KEY, key)[:1]:
+    # a copy with the runtime layered onto a task image carries the key too: never the runtime
+    built = [info for info in images.find_by_label(BUILD_KEY, key) if not info.labels.get(LAYERED)]
+    for found in same or built[:1]:
         if tag not in found.tags:
             images.tag(found.id, tag)
         return found

@@ -14,7 +14,7 @@ import re
 
 from flower_batch.backend.base import Backend
 from flower_batch.errors import FlowerBatchError
-from flower_batch.labels import STATE_IMAGE, labels
+from flower_batch.labels import BUILD_KEY, STATE_IMAGE, TASK_BUILD, labels
 
 REPOSITORY = "flower-batch-state"
 
@@ -29,7 +29,14 @@ def state_ref(home: str, batch: str, job: str) -> str:
 
 async def keep_state(backend: Backend, container: str, *, home: str, batch: str, lease: str, job: str) -> str:
     """The ended `container` committed: the image's id."""
-    found = {**labels(batch, lease, "state", job), STATE_IMAGE: f"{batch}/{job}"}
+    # A commit inherits its image's labels: blank the ones that say "built from these inputs", or
+    # a later build of the task folder (or of the runtime) would find this state instead.
+    found = {
+        **labels(batch, lease, "state", job),
+        STATE_IMAGE: f"{batch}/{job}",
+        TASK_BUILD: "",
+        BUILD_KEY: "",
+    }
     return await backend.commit(container, state_ref(home, batch, job), found)
 
 

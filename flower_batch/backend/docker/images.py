@@ -63,7 +63,7 @@ class DockerImages:
         found: dict[str, str] = {}
         for row in sorted(rows, key=lambda r: r.get("Created", 0)):
             value = (row.get("Labels") or {}).get(key)
-            if value is not None:
+            if value:  # a state image blanks the label it inherited
                 found[value] = row["Id"]
         return found
 
