@@ -52,6 +52,13 @@ Timeout = Annotated[
 ]
 Cpus = Annotated[float | None, typer.Option("--cpus")]
 Memory = Annotated[str | None, typer.Option("--memory", help="e.g. 2g")]
+Disk = Annotated[
+    str | None,
+    typer.Option(
+        "--disk",
+        help="what the job may write: workspace, runs, /tmp, its check (e.g. 2g; default 10g)",
+    ),
+]
 Pids = Annotated[
     int | None, typer.Option("--pids", help="processes and threads the job may hold (default 2048)")
 ]

@@ -17,6 +17,10 @@ INPUTS_FORMAT = "flower-batch/inputs@1"
 # A Swarm placement constraint: node.labels.K / engine.labels.K / node.hostname|role|id|platform.*
 NETWORKS = ("gateway", "internet")
 MIN_PIDS = 64  # the CLI, flower and a shell already hold about 40 threads
+DEFAULT_DISK = 10 * 1024**3
+"""What a job may write (its workspace, runs folder, /tmp and its check) when `disk` is not set."""
+MIN_DISK = 64 * 1024**2
+"""The smallest `disk`: its filesystem's own overhead, flower's runs folder and a small workspace."""
 
 PLACEMENT = re.compile(
     r"^(node\.labels\.[A-Za-z0-9_.-]+|engine\.labels\.[A-Za-z0-9_.-]+|node\.(hostname|role|id|platform\.os"
@@ -109,6 +113,9 @@ class JobSpec:
     """Patterns left out of the workspace copy, beside its .flowerbatchignore (workspace_scan.py)."""
     workspace_limit: int | None = None
     """Bytes of workspace a job copies at most; None: the default, 0: no size limit."""
+    disk: int | None = None
+    """Bytes the job may write (workspace, runs, /tmp, its check's writes): a filesystem of its
+    own (running/job_disk.py); None: DEFAULT_DISK."""
     persistent: bool = False
     """Keeps its conversation: a budget pauses it (status `paused`) and a higher cap continues
     the same session (`wake --budget-usd`, `matrix --budget-usd`)."""
@@ -119,6 +126,11 @@ class JobSpec:
     task_image: TaskImage | None = None
     """`image` or `build` resolved to a pinned id before anything runs (running/task_images.py);
     None: the job runs in the batch's runtime image."""
+
+    @property
+    def disk_bytes(self) -> int:
+        """The job's disk limit in bytes: its own `disk`, else the default."""
+        return self.disk if self.disk is not None else DEFAULT_DISK
 
     @property
     def uses_starter_flow(self) -> bool:
@@ -172,6 +184,7 @@ class JobSpec:
             **({"task_image": self.task_image.to_dict()} if self.task_image else {}),
             **({"exclude": list(self.exclude)} if self.exclude else {}),
             **({"workspace_limit": self.workspace_limit} if self.workspace_limit is not None else {}),
+            **({"disk": self.disk} if self.disk is not None else {}),
         }
 
     @classmethod
@@ -207,6 +220,7 @@ class JobSpec:
             task_image=TaskImage.from_dict(data["task_image"]) if data.get("task_image") else None,
             exclude=tuple(data.get("exclude") or ()),
             workspace_limit=data.get("workspace_limit"),
+            disk=data.get("disk"),
         )
 
     def hashed_inputs(self, image_id: str) -> dict[str, Any]:

@@ -203,6 +203,7 @@ class Expander:
             build=build,
             exclude=exclude,
             workspace_limit=fields.get("workspace_limit"),
+            disk=fields.get("disk"),
         )
 
     def _renderer(self, context: RenderContext) -> Callable[[Template | None], str | None]:

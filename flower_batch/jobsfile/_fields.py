@@ -45,6 +45,7 @@ JOB_FIELDS = (
     "build",
     "exclude",
     "workspace_limit",
+    "disk",
 )
 ENVIRONMENT_FIELDS = ("image", "build")
 """A job's environment: one or the other; a later layer's choice replaces an earlier one's."""
@@ -324,4 +325,5 @@ _PARSERS: dict[str, Callable[[Any, KeyPath, Report], Any]] = {
     "build": _build,
     "exclude": _exclude,
     "workspace_limit": _checked(fields.workspace_limit),
+    "disk": _checked(fields.disk),
 }

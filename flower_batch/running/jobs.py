@@ -62,6 +62,7 @@ def adhoc_spec(
     exclude: tuple[str, ...] = (),
     workspace_limit: str | None = None,
     home: Path | None = None,
+    disk: str | None = None,
 ) -> JobSpec:
     """The spec of a `run` job, validated before any folder, gateway or container exists.
 
@@ -79,6 +80,7 @@ def adhoc_spec(
     network = option_value("--network", repr(network), fields.network(network))
     timeout_s = option_value("--timeout", repr(timeout), fields.duration(timeout))
     memory_bytes = option_value("--memory", memory, fields.memory(memory)) if memory else None
+    disk_bytes = option_value("--disk", repr(disk), fields.disk(disk)) if disk is not None else None
     exclude = tuple(option_value("--exclude", repr(p), fields.exclude_pattern(p)) for p in exclude)
     limit = (
         None
@@ -107,6 +109,7 @@ def adhoc_spec(
         timeout_s=timeout_s,
         cpus=cpus,
         memory_bytes=memory_bytes,
+        disk=disk_bytes,
         env=env,
         secrets=tuple(dict.fromkeys(secrets_)),
         gateway=_adhoc_gateway(scenario),

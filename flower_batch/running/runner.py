@@ -19,7 +19,7 @@ import anyio
 from flower.clock import now_iso
 from flower.exitinfo import one_line
 from flower_batch.backend.base import Backend, ContainerSpec, Mount
-from flower_batch.backend.confinement import DEFAULT_PIDS, Confinement, hand_over
+from flower_batch.backend.confinement import DEFAULT_PIDS, Confinement, hand_over, tmp_mount
 from flower_batch.errors import FlowerBatchError, NameConflict, WorkspaceUnusable
 from flower_batch.export.trajectory_file import write_trajectory
 from flower_batch.gateway.budget import batch_spent
@@ -37,10 +37,12 @@ from flower_batch.jobmodel.spec import JobSpec
 from flower_batch.jobmodel.status import Phase, State, Status
 from flower_batch.labels import labels
 from flower_batch.layout import FLOWS, RUNS, WORKSPACE, JobDir
+from flower_batch.running import job_disk
 from flower_batch.running.attempts import keep_previous_attempt
 from flower_batch.running.bundle import BUNDLE_PATH, FLOWER, TOOLS_PATH
 from flower_batch.running.causes import Ending, Verdict, continuity_of, explain, flower_exit, new_stamp
 from flower_batch.running.deadline import hard_timeout_s, limits_env
+from flower_batch.running.job_disk import DiskUse, JobDisk, disk_problem
 from flower_batch.running.joblog import capped_text, save_capped
 from flower_batch.running.targets import container_target, stage_workflow
 from flower_batch.running.workspace_copy import copy_workspace
@@ -156,8 +158,13 @@ async def run_job(
     """Prepare, run, check and record one job; every end, but Ctrl-C's, is a finished record."""
     attempt = start_attempt(ctx, job, jd, waking=waking, previous=previous)
     command = flower_command(job, wake_words=wake_words, waking=waking)
-    ran = await run_container(attempt, command, fresh=not waking)
-    checked = await check_if_due(attempt, ran)
+    ran = Ran()
+    try:
+        await run_container(attempt, command, fresh=not waking, ran=ran)
+        checked = await check_if_due(attempt, ran)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await _detach_disk(attempt, ran)
     record = finish_record(attempt, ran, checked)
     # The trajectory before the record that says the job ended: an orchestrator killed in between
     # leaves a job that runs again, never a finished one without its trajectory.json.
@@ -165,6 +172,41 @@ async def run_job(
     write_record(jd.record_path, record)
     _state(ctx, job.id, record.status)
     return record
+
+
+_warned: set[str] = set()
+
+
+async def _attach_disk(ctx: JobContext, job: JobSpec, jd: JobDir) -> JobDisk | None:
+    """The job's own disk of `disk` bytes, or None (with one warning per process) where this
+    machine cannot make one."""
+    problem = disk_problem(ctx.backend)
+    if problem is not None:
+        if problem not in _warned:
+            _warned.add(problem)
+            log.warning("jobs run without a disk limit of their own: %s", problem)
+        return None
+    name = f"{ctx.gateway.name}-disk-{socket_key(job.id)[:12]}"
+    return await job_disk.attach(
+        ctx.backend,
+        jd=jd,
+        size=job.disk_bytes,
+        image_id=ctx.image.id,
+        batch=ctx.batch,
+        lease=ctx.lease,
+        name=name,
+    )
+
+
+async def _detach_disk(attempt: Attempt, ran: Ran) -> None:
+    """The job's disk measured, its folders copied back to the host, and released."""
+    if ran.disk is None:
+        return
+    disk, ran.disk = ran.disk, None
+    try:
+        ran.disk_use = await job_disk.detach(attempt.ctx.backend, disk, attempt.jd)
+    except OSError as exc:
+        ran.error = ran.error or one_line(str(exc))
 
 
 def _write_trajectory(jd: JobDir, record: JobRecord) -> None:
@@ -206,6 +248,8 @@ class Ran:
     error: str | None = None  # why the run could not start or finish, one line
     inspected: bool = False  # its end was inspected (oom, node): once is enough
     input_failed: bool = False  # its workspace could not be prepared: the job's input, not infrastructure
+    disk: JobDisk | None = None  # the job's own disk while it is attached (running/job_disk.py)
+    disk_use: DiskUse | None = None  # what the job left on it
 
 
 @dataclass(frozen=True)
@@ -254,10 +298,11 @@ def start_attempt(
     )
 
 
-async def run_container(attempt: Attempt, command: list[str], *, fresh: bool) -> Ran:
+async def run_container(attempt: Attempt, command: list[str], *, fresh: bool, ran: Ran | None = None) -> Ran:
     """The job's container from create to remove. A failure becomes `Ran.error`; Ctrl-C stops the
-    container, writes an 'interrupted' record and goes on."""
-    ctx, ran = attempt.ctx, Ran()
+    container, writes an 'interrupted' record and goes on. The job's own disk, when it got one,
+    stays attached in `ran.disk` for its check (`_detach_disk` releases it)."""
+    ctx, ran = attempt.ctx, ran if ran is not None else Ran()
     try:
         await _run_in_container(attempt, command, ran, fresh=fresh)
     except anyio.get_cancelled_exc_class():
@@ -296,9 +341,11 @@ async def _run_in_container(attempt: Attempt, command: list[str], ran: Ran, *, f
     )
     for folder in (jd.workspace, jd.runs, jd.logs):  # the job's and the gateway's to write
         await anyio.to_thread.run_sync(hand_over, folder)
+    ran.disk = await _attach_disk(ctx, job, jd)
     reach = await ctx.gateway.open_job(job.id)
     await open_network(ctx, job)
-    ran.container = await ctx.backend.create(job_container_spec(ctx, job, jd, command, attempt.stamp, reach))
+    spec = job_container_spec(ctx, job, jd, command, attempt.stamp, reach, disk=ran.disk)
+    ran.container = await ctx.backend.create(spec)
     write_record(jd.record_path, replace(attempt.record, container=ran.container))
     await ctx.backend.start(ran.container)
     # flower stops itself at the deadline after a wrap-up window (running/deadline.py): wait for it.
@@ -343,6 +390,7 @@ def _container_spec(
     command: list[str],
     env: dict[str, str],
     mounts: Sequence[Mount],
+    disk: JobDisk | None = None,
 ) -> ContainerSpec:
     """What the job's container and its check's share: the image, the host's user (the files
     stay theirs), the job's limits, our labels, the gateway's network, and the workspace as the
@@ -351,14 +399,14 @@ def _container_spec(
         image=job.task_image.id if job.task_image else ctx.image.id,
         command=command,
         env=env,
-        mounts=[Mount(str(jd.workspace), WORKSPACE), *mounts],
+        mounts=[Mount(disk.source("workspace") if disk else str(jd.workspace), WORKSPACE), *mounts],
         working_dir=WORKSPACE,
         cpus=job.cpus,
         memory=job.memory_bytes,
         labels=labels(ctx.batch, ctx.lease, role, job.id),
         network=job_network(ctx, job),
         placement=list(job.placement),  # the job's nodes, for its check too
-        confinement=Confinement(pids=job.pids or DEFAULT_PIDS),
+        confinement=Confinement(pids=job.pids or DEFAULT_PIDS, tmpfs=tmp_mount(job.disk_bytes)),
     )
 
 
@@ -395,7 +443,14 @@ async def close_network(ctx: JobContext, job: JobSpec) -> None:
 
 
 def job_container_spec(
-    ctx: JobContext, job: JobSpec, jd: JobDir, command: list[str], stamp: str, reach: Sequence[Mount] = ()
+    ctx: JobContext,
+    job: JobSpec,
+    jd: JobDir,
+    command: list[str],
+    stamp: str,
+    reach: Sequence[Mount] = (),
+    *,
+    disk: JobDisk | None = None,
 ) -> ContainerSpec:
     """The job's container: flower on its runs and its (read-only) workflow code, its model behind
     the gateway. The one place the job's env and spec are built."""
@@ -417,12 +472,13 @@ def job_container_spec(
     if job.model:
         env["ANTHROPIC_MODEL"] = job.model
     # `reach`: the job's own socket into the gateway (one machine; nothing on a cluster)
-    mounts = [Mount(str(jd.runs), RUNS), Mount(str(jd.flows), FLOWS, read_only=True), *reach]
+    runs = disk.source("runs") if disk else str(jd.runs)
+    mounts = [Mount(runs, RUNS), Mount(str(jd.flows), FLOWS, read_only=True), *reach]
     if job.task_image is not None:  # flower, brought into an image it was not built into
         if ctx.bundle is None:
             raise FlowerBatchError(f"job {job.id}: its task image has no flower runtime volume to mount")
         mounts.append(Mount(ctx.bundle, BUNDLE_PATH, read_only=True, kind="volume"))
-    return replace(_container_spec(ctx, job, jd, "job", command, env, mounts), secrets=secret_env)
+    return replace(_container_spec(ctx, job, jd, "job", command, env, mounts, disk), secrets=secret_env)
 
 
 def _tools_path(job: JobSpec) -> dict[str, str]:
@@ -431,12 +487,15 @@ def _tools_path(job: JobSpec) -> dict[str, str]:
     return {} if job.task_image is not None else {"PATH": TOOLS_PATH}
 
 
-def check_container_spec(ctx: JobContext, job: JobSpec, jd: JobDir) -> ContainerSpec:
-    """The check's container: the task's check command, reading the job's runs."""
+def check_container_spec(
+    ctx: JobContext, job: JobSpec, jd: JobDir, disk: JobDisk | None = None
+) -> ContainerSpec:
+    """The check's container: the task's check command, reading the job's runs (its writes go
+    to the job's own disk when it has one)."""
     assert job.check
     env = {**_tools_path(job), "HOME": "/tmp", "FLOWER_BATCH_JOB": job.id}
-    mounts = [Mount(str(jd.runs), RUNS, read_only=True)]
-    return _container_spec(ctx, job, jd, "check", ["sh", "-c", job.check], env, mounts)
+    mounts = [Mount(disk.source("runs") if disk else str(jd.runs), RUNS, read_only=True)]
+    return _container_spec(ctx, job, jd, "check", ["sh", "-c", job.check], env, mounts, disk)
 
 
 async def check_if_due(attempt: Attempt, ran: Ran) -> Checked:
@@ -446,7 +505,9 @@ async def check_if_due(attempt: Attempt, ran: Ran) -> Checked:
         return Checked()
     _state(ctx, job.id, Phase.CHECKING)
     try:
-        code, output = await run_check(ctx, job, attempt.jd)  # removes its container, even on Ctrl-C
+        code, output = await run_check(
+            ctx, job, attempt.jd, ran.disk
+        )  # removes its container, even on Ctrl-C
     except anyio.get_cancelled_exc_class():
         with anyio.CancelScope(shield=True):
             await _record_interrupted(attempt, ran.container, ran=ran)
@@ -532,6 +593,10 @@ def decide(
     )
     if ran.input_failed:  # like a workflow module that does not import: the job's own input
         return Verdict(Status.FAILED, error, FailureClass.AGENT)
+    if ran.disk_use is not None and ran.disk_use.full:
+        # Its own doing, whatever it broke on the way (flower's writes to /runs fail too): never
+        # retried as infrastructure, kept on a re-run like any verdict.
+        return Verdict(Status.DISK, ran.disk_use.reason(), FailureClass.DISK)
     if error is not None and error == gateway.divergence:
         # The agent's requests left the recording: a verdict, not a fault.
         return replace(verdict, failure_class=FailureClass.AGENT)
@@ -629,12 +694,14 @@ async def _ending(backend: Backend, container: str) -> tuple[bool, str | None]:
     return info.oom_killed, info.node
 
 
-async def run_check(ctx: JobContext, job: JobSpec, jd: JobDir) -> tuple[int, str]:
+async def run_check(
+    ctx: JobContext, job: JobSpec, jd: JobDir, disk: JobDisk | None = None
+) -> tuple[int, str]:
     """The verifier: the task's check command in a fresh container on the job's workspace."""
     assert job.check
     await open_network(ctx, job)
     try:
-        container = await ctx.backend.create(check_container_spec(ctx, job, jd))
+        container = await ctx.backend.create(check_container_spec(ctx, job, jd, disk))
     except BaseException:
         with anyio.CancelScope(shield=True):
             await close_network(ctx, job)

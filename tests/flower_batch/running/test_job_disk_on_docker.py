@@ -1,0 +1,138 @@
+"""A job's own disk on Docker (issue 36), as root like CI, on a home that is a loop filesystem
+of its own: a 3-job matrix in which one job writes until it cannot. The writer ends `disk` at
+its limit, naming it and the folder that grew; both neighbours pass; the report is written;
+nothing is retried; the same command again keeps all three; the home's filesystem was never
+filled and nothing of the disks (holder, volume, loop device, image file) is left.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.batch_fixtures.rig import fb, leftovers, private_home, project_copy, runtime_image
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+WRITER_TASK = "# WRITER-TASK\n\nFill the disk.\n"
+SCENARIO = """
+description = "issue 36: one job writes until it cannot"
+
+[defaults]
+usage = { input_tokens = 1000, output_tokens = 100 }
+
+[[rules]]
+name = "read the task"
+last_is_tool_result = false
+last_user_contains = "TASK.md"
+reply = [{ text = "Reading the task." }, { tool_use = { name = "Read", input = { file_path = "{cwd}/TASK.md" } } }]
+
+[[rules]]
+name = "writer: fill"
+last_is_tool_result = true
+tool_result_contains = "WRITER-TASK"
+reply = [{ tool_use = { name = "Bash", input = { command = "dd if=/dev/zero of=big.bin bs=1M 2>&1 | tail -2; echo dd-ended", description = "fill" } } }]
+
+[[rules]]
+name = "writer: done"
+last_is_tool_result = true
+tool_result_contains = "dd-ended"
+reply = "The disk is full."
+
+[[rules]]
+name = "alpha: write"
+last_is_tool_result = true
+tool_result_contains = "ALPHA-TASK"
+reply = [{ tool_use = { name = "Write", input = { file_path = "{cwd}/answer.txt", content = "alpha\\n" } } }]
+
+[[rules]]
+name = "written"
+last_is_tool_result = true
+tool_result_contains = "answer.txt"
+reply = "Wrote answer.txt."
+"""
+JOBS_TOML = """
+[batch]
+name = "{name}"
+
+[defaults]
+workflow = "flows:solo"
+prompt = "Read TASK.md and do what it asks."
+timeout = "2m"
+check_timeout = "30s"
+memory = "1g"
+gateway = {{ mode = "scripted", scenario = "scenarios/disk.toml" }}
+
+[tasks.writer]
+workspace = "tasks/writer"
+disk = "96m"
+
+[tasks.alpha]
+workspace = "tasks/alpha"
+check = "grep -qx alpha answer.txt"
+
+[tasks.alpha2]
+workspace = "tasks/alpha"
+check = "grep -qx alpha answer.txt"
+"""
+HOME_FS = 600 * 1024**2
+
+
+@pytest.fixture
+def loop_home(tmp_path: Path) -> Iterator[Path]:
+    """A home on an ext4 filesystem of its own (a loop device), unmounted at the end."""
+    if os.getuid() != 0:
+        pytest.fail("this test runs as root, as CI does: a job's disk needs a loop device")
+    image = tmp_path / "home.img"
+    with open(image, "wb") as f:
+        f.truncate(HOME_FS)
+    subprocess.run(["mkfs.ext4", "-q", "-F", "-m", "0", str(image)], check=True)
+    mount = tmp_path / "mnt"
+    mount.mkdir()
+    subprocess.run(["mount", "-o", "loop", str(image), str(mount)], check=True)
+    try:
+        yield from private_home(mount)
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_one_job_fills_its_own_disk_and_its_neighbours_pass(tmp_path: Path, loop_home: Path) -> None:
+    project = project_copy(tmp_path / "project")
+    (project / "tasks" / "writer").mkdir()
+    (project / "tasks" / "writer" / "TASK.md").write_text(WRITER_TASK)
+    (project / "scenarios" / "disk.toml").write_text(SCENARIO)
+    name = f"fb36-disk-{os.getpid()}"
+    (project / "jobs.toml").write_text(JOBS_TOML.format(name=name))
+    command = ["matrix", str(project / "jobs.toml"), "-j", "3", "--image", runtime_image()]
+
+    first = fb(*command, home=loop_home, cwd=project, timeout=300)
+    out = first.stdout + first.stderr
+    assert "Traceback" not in out, out
+    batch = loop_home / name
+    records = {p.parent.name: json.loads(p.read_text()) for p in batch.glob("*/record.json")}
+    writer = records["writer.r1"]
+    assert (writer["status"], writer["class"]) == ("disk", "disk"), writer
+    assert 'limit of 96m (disk = "96m")' in writer["reason"] and "workspace/big.bin" in writer["reason"], writer
+    assert writer["attempt"] == 1  # never retried as infrastructure
+    neighbours = [r for job, r in records.items() if job != "writer.r1"]
+    assert len(neighbours) == 2 and all(r["status"] == "passed" for r in neighbours), neighbours
+    assert (batch / "report" / "results.json").is_file() and (batch / "report" / "junit.xml").is_file()
+    # The writer's files came back to the host: what it wrote, bounded by its disk
+    big = batch / "writer.r1" / "workspace" / "big.bin"
+    assert 60 * 1024**2 < big.stat().st_size <= 96 * 1024**2
+    assert first.returncode == 1, out  # not all passed; no infrastructure error (3)
+    # Nothing of the disks is left: no image file, no volume or holder, no loop device on them
+    assert not list(batch.glob("*/disk.img"))
+    assert not leftovers(loop_home, name), leftovers(loop_home, name).describe()
+    loops = subprocess.run(["losetup", "-l", "-n", "-O", "BACK-FILE"], capture_output=True, text=True).stdout
+    assert str(batch) not in loops, loops
+
+    again = fb(*command, home=loop_home, cwd=project, timeout=120)
+    assert "3 kept, 0 to run" in again.stdout + again.stderr, again.stdout + again.stderr
+    kept = {p.parent.name: json.loads(p.read_text()) for p in batch.glob("*/record.json")}
+    assert kept == records
