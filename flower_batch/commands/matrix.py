@@ -47,6 +47,7 @@ from flower_batch.jobmodel.record import JobRecord, load_records
 from flower_batch.jobmodel.resume import ResumePlan, plan_resume
 from flower_batch.jobmodel.spec import JobsFile, JobSpec
 from flower_batch.jobmodel.status import Phase, State, Status, still_going
+from flower_batch.jobmodel.units import parse_memory
 from flower_batch.jobsfile import MAX_JOBS, load_jobs_file
 from flower_batch.layout import Home
 from flower_batch.preflight import Describe, Preflight
@@ -60,6 +61,7 @@ from flower_batch.reports import (
     write_reports,
 )
 from flower_batch.running.batch import BatchEvent, InfraRetry, reap_batch, run_batch
+from flower_batch.running.home_space import reserve_problem
 from flower_batch.running.jobs import option_value
 from flower_batch.running.liveness import Liveness
 from flower_batch.running.plan import BatchPlan
@@ -156,6 +158,7 @@ def matrix(
     upstream: opt.Upstream = None,
     infra_retries: opt.InfraRetries = 2,
     allow_large: opt.AllowLarge = False,
+    reserve: opt.Reserve = None,
     home: Path | None = HOME_OPT,
     backend_choice: str | None = BACKEND_OPT,
 ) -> None:
@@ -171,6 +174,7 @@ def matrix(
     )
     batch_budget = _batch_budget(budget_usd, jf)
     h = home_at(home)
+    reserve_size = _reserve(reserve, h.root)
     # Read now: a missing baseline stops the run before anything is spent, and a baseline that
     # is this same batch means its results as they were before this run.
     baseline = baseline_or_exit(baseline_ref, h, alpha, fail_on_regression)
@@ -210,6 +214,7 @@ def matrix(
         settings=settings,
         wake=plan.to_wake,
         bundle=bundle,
+        reserve=reserve_size,
     )
     kept = {d.job_id: d.previous.status for d in plan.to_keep if d.previous}
     _run(engine, batch, MatrixProgress([j.id for j in jf.jobs], kept, err))
@@ -240,6 +245,21 @@ def _batch_budget(given: float | None, jf: JobsFile) -> float | None:
     if given is None:
         return jf.budget_usd
     return option_value("--budget-usd", f"{given:g}", fields.budget_usd(given))
+
+
+def _reserve(given: str | None, home: Path) -> int | None:
+    """--reserve as bytes, checked against the home's disk before anything is written."""
+    if given is None:
+        return None
+    size = parse_memory(given)
+    if size is None:
+        raise FlowerBatchError(
+            f'--reserve {given!r}: expected a size like "2g" (the free space to keep on the home\'s disk)'
+        )
+    existing = next((p for p in (home, *home.parents) if p.exists()), home)
+    if (problem := reserve_problem(existing, size)) is not None:
+        raise FlowerBatchError(problem)
+    return size
 
 
 def _load(jobs_file: Path, allow_large: bool) -> JobsFile:

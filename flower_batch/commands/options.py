@@ -154,6 +154,14 @@ InfraRetries = Annotated[
         "--infra-retries", help="re-run jobs that ended in an infrastructure error, at most this many times"
     ),
 ]
+Reserve = Annotated[
+    str | None,
+    typer.Option(
+        "--reserve",
+        help="free space kept on the home's disk: under it no new job starts (skipped) "
+        "(e.g. 2g; default 64m a job at once, at least 1g)",
+    ),
+]
 AllowLarge = Annotated[bool, typer.Option("--allow-large", help=f"allow more than {MAX_JOBS:,} jobs")]
 
 # -- a woken job (`wake`) ---------------------------------------------------------------------

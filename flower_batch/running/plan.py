@@ -42,5 +42,8 @@ class BatchPlan:
     request; a gateway that does not start then ends it `error` with the reason, as any job."""
     flows_from: Path | None = None
     """repro: the original job's copy of its workflow code."""
+    reserve: int | None = None
+    """Bytes kept free on the home's disk: under them no job starts (running/home_space.py);
+    None: the default for `parallel` jobs."""
     bundle: str | None = None
     """The runtime bundle's volume, for the jobs whose task has its own image (running/task_images.py)."""
