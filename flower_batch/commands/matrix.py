@@ -178,9 +178,7 @@ def matrix(
     # Read now: a missing baseline stops the run before anything is spent, and a baseline that
     # is this same batch means its results as they were before this run.
     baseline = baseline_or_exit(baseline_ref, h, alpha, fail_on_regression)
-    engine = backend_for(
-        home, backend_choice, jf.backend
-    )  # a bad choice is refused before anything is written
+    engine = backend_for(home, backend_choice, jf.backend)  # a bad choice: refused before any write
     jf, pinned, bundle = _environments(
         jf, image, h, chosen_backend(backend_choice, jf.backend), dry_run, parallel
     )

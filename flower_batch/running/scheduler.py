@@ -144,26 +144,7 @@ class BatchRun:
                 if self.on_state:
                     self.on_state(job.id, previous.status)
                 return
-            if self._batch_budget_spent():
-                reason = (
-                    f"not started: the batch budget ({Budget(self.plan.budget_usd).describe()}) was spent"
-                )
-                keep_previous_attempt(jd, previous, queued.attempt)
-                self.done[job.id] = _finish(
-                    jd.record_path, queued, job, Status.SKIPPED, reason, self.on_state
-                )
-                return
-            if (full := under_reserve(self.plan.home.root, self.reserve)) is not None:
-                # No verdict, and not the job's doing: the same command again runs it.
-                self.done[job.id] = _finish(
-                    jd.record_path,
-                    queued,
-                    job,
-                    Status.SKIPPED,
-                    full,
-                    self.on_state,
-                    FailureClass.INFRASTRUCTURE,
-                )
+            if self._skipped(job, jd, queued, previous, waking=waking):
                 return
             try:
                 wait = waking and self.plan.wake_waits_for_gateway
@@ -200,6 +181,28 @@ class BatchRun:
                         self.on_state,
                         FailureClass.INFRASTRUCTURE,
                     )
+
+    def _skipped(
+        self, job: JobSpec, jd: JobDir, queued: JobRecord, previous: JobRecord | None, *, waking: bool
+    ) -> bool:
+        """A job not started: the batch's budget is spent, or the home's disk is under its reserve
+        (a paused job then stays paused, its session untouched)."""
+        if self._batch_budget_spent():
+            reason = f"not started: the batch budget ({Budget(self.plan.budget_usd).describe()}) was spent"
+            keep_previous_attempt(jd, previous, queued.attempt)
+            self.done[job.id] = _finish(jd.record_path, queued, job, Status.SKIPPED, reason, self.on_state)
+            return True
+        full = under_reserve(self.plan.home.root, self.reserve)
+        if full is None:
+            return False
+        if waking and previous is not None:
+            self.done[job.id] = _not_continued(jd.record_path, previous, full, self.on_state)
+            return True
+        # No verdict, and not the job's doing: the same command again runs it.
+        self.done[job.id] = _finish(
+            jd.record_path, queued, job, Status.SKIPPED, full, self.on_state, FailureClass.INFRASTRUCTURE
+        )
+        return True
 
     @property
     def reserve(self) -> int:
