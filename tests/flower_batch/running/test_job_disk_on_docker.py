@@ -1,8 +1,14 @@
-"""A job's own disk on Docker (issue 36), as root like CI, on a home that is a loop filesystem
-of its own: a 3-job matrix in which one job writes until it cannot. The writer ends `disk` at
-its limit, naming it and the folder that grew; both neighbours pass; the report is written;
-nothing is retried; the same command again keeps all three; the home's filesystem was never
-filled and nothing of the disks (holder, volume, loop device, image file) is left.
+"""A job's own disk and a full home on Docker (issue 36), as root like CI, on a home that is a
+loop filesystem of its own, in one test (one home, two batches):
+
+1. a 3-job matrix in which one job writes until it cannot. The writer ends `disk` at its limit,
+   naming it and the folder that grew; both neighbours pass; the report is written; nothing is
+   retried; the same command again keeps all three; nothing of the disks (holder, volume, loop
+   device, image file) is left;
+2. the home itself nearly full (a ballast file): every job of a new batch is `skipped` by the
+   reserve, with the reason; the home full to the last block: the command ends with one line
+   naming the disk, no traceback, every record complete and none `running`; space freed: the
+   same command runs them and keeps what finished.
 """
 
 from __future__ import annotations
@@ -81,6 +87,26 @@ workspace = "tasks/alpha"
 check = "grep -qx alpha answer.txt"
 """
 HOME_FS = 600 * 1024**2
+FULL_TOML = """
+[batch]
+name = "{name}"
+
+[defaults]
+workflow = "flows:solo"
+prompt = "Read TASK.md and do what it asks."
+timeout = "2m"
+check_timeout = "30s"
+memory = "1g"
+disk = "128m"
+gateway = {{ mode = "scripted", scenario = "scenarios/disk.toml" }}
+check = "grep -qx alpha answer.txt"
+
+[tasks.one]
+workspace = "tasks/alpha"
+
+[tasks.two]
+workspace = "tasks/alpha"
+"""
 
 
 @pytest.fixture
@@ -108,7 +134,16 @@ def test_one_job_fills_its_own_disk_and_its_neighbours_pass(tmp_path: Path, loop
     (project / "scenarios" / "disk.toml").write_text(SCENARIO)
     name = f"fb36-disk-{os.getpid()}"
     (project / "jobs.toml").write_text(JOBS_TOML.format(name=name))
-    command = ["matrix", str(project / "jobs.toml"), "-j", "3", "--image", runtime_image()]
+    command = [
+        "matrix",
+        str(project / "jobs.toml"),
+        "-j",
+        "3",
+        "--image",
+        runtime_image(),
+        "--reserve",
+        "64m",
+    ]
 
     first = fb(*command, home=loop_home, cwd=project, timeout=300)
     out = first.stdout + first.stderr
@@ -117,7 +152,9 @@ def test_one_job_fills_its_own_disk_and_its_neighbours_pass(tmp_path: Path, loop
     records = {p.parent.name: json.loads(p.read_text()) for p in batch.glob("*/record.json")}
     writer = records["writer.r1"]
     assert (writer["status"], writer["class"]) == ("disk", "disk"), writer
-    assert 'limit of 96m (disk = "96m")' in writer["reason"] and "workspace/big.bin" in writer["reason"], writer
+    assert 'limit of 96m (disk = "96m")' in writer["reason"] and "workspace/big.bin" in writer["reason"], (
+        writer
+    )
     assert writer["attempt"] == 1  # never retried as infrastructure
     neighbours = [r for job, r in records.items() if job != "writer.r1"]
     assert len(neighbours) == 2 and all(r["status"] == "passed" for r in neighbours), neighbours
@@ -136,3 +173,49 @@ def test_one_job_fills_its_own_disk_and_its_neighbours_pass(tmp_path: Path, loop
     assert "3 kept, 0 to run" in again.stdout + again.stderr, again.stdout + again.stderr
     kept = {p.parent.name: json.loads(p.read_text()) for p in batch.glob("*/record.json")}
     assert kept == records
+
+    # 2. The home under its reserve, then full to the last block, then freed.
+    full_name = f"fb36-full-{os.getpid()}"
+    (project / "full.toml").write_text(FULL_TOML.format(name=full_name))
+    full = ["matrix", str(project / "full.toml"), "-j", "2", "--image", runtime_image(), "--reserve", "100m"]
+    ballast = loop_home / "ballast"
+    _fill(ballast, leave=40 * 1024**2)
+    skipped = fb(*full, home=loop_home, cwd=project, timeout=120)
+    text = skipped.stdout + skipped.stderr
+    assert "Traceback" not in text and skipped.returncode == 3, text
+    for job in ("one.r1", "two.r1"):
+        record = json.loads((loop_home / full_name / job / "record.json").read_text())
+        assert record["status"] == "skipped" and "under its reserve of 100.0 MiB" in record["reason"], record
+        assert record["attempt"] == 1
+    _fill(loop_home / "ballast2", leave=0)
+    crashed = fb(*full, home=loop_home, cwd=project, timeout=120)
+    text = crashed.stdout + crashed.stderr
+    assert "Traceback" not in text and crashed.returncode == 3, text
+    lines = [line for line in text.splitlines() if line.startswith("flower-batch:")]
+    assert len(lines) == 1 and "no space left on the disk" in lines[0], text
+    for record_path in loop_home.glob("*/*/record.json"):
+        assert json.loads(record_path.read_text())["status"] not in ("running", "queued"), record_path
+    ballast.unlink()
+    (loop_home / "ballast2").unlink()
+    freed = fb(*full, home=loop_home, cwd=project, timeout=180)
+    assert freed.returncode == 0, freed.stdout + freed.stderr
+    assert "0 kept, 2 to run" in freed.stderr
+    assert json.loads((batch / "writer.r1" / "record.json").read_text()) == writer  # kept
+
+
+def _fill(path: Path, *, leave: int) -> None:
+    """A file taking the home's free space but `leave` bytes."""
+    st = os.statvfs(path.parent)
+    size = st.f_bavail * st.f_frsize - leave
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        os.posix_fallocate(fd, 0, size)
+    finally:
+        os.close(fd)
+    if leave == 0:  # the last blocks fallocate left (metadata rounding): written until ENOSPC
+        with open(path, "ab", buffering=0) as f:
+            try:
+                while True:
+                    f.write(b"\0" * 4096)
+            except OSError:
+                pass
