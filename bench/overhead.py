@@ -98,7 +98,7 @@ def disk_cost(image_id: str, repeat: int, tmp: Path) -> tuple[list[float], list[
                 hand_over(jd.root)
                 t0 = time.monotonic()
                 disk = await job_disk.attach(
-                    backend, jd=jd, size=10 * 1024**3, image_id=image_id, batch="bench", lease="bench",
+                    backend, jd=jd, size=10 * 1024**3, batch="bench", lease="bench",
                     name=f"fb-bench-disk-{os.getpid()}-{i}",
                 )  # fmt: skip
                 attach.append(time.monotonic() - t0)
