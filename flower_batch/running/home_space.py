@@ -3,7 +3,9 @@ running job's records, logs and trajectory, the report) whatever the jobs do.
 
 Before each job starts, the home's free space is read (one statvfs). Under the reserve no new job
 starts: it ends `skipped` with the reason, and the same command again runs it once there is room.
-The reserve is `--reserve` when given, else RESERVE_PER_JOB for every job of the run at once,
+A persistent job already running is paused when the home falls under the reserve (its runner
+reads the free space every RESERVE_POLL_S), its session kept, as at a budget. The reserve is
+`--reserve` when given, else RESERVE_PER_JOB for every job of the run at once,
 and at least DEFAULT_RESERVE.
 """
 
@@ -39,16 +41,22 @@ def reserve_bytes(parallel: int, chosen: int | None) -> int:
     return max(DEFAULT_RESERVE, parallel * RESERVE_PER_JOB)
 
 
-def under_reserve(root: Path, reserve: int) -> str | None:
-    """Why no job may start now (the home's free space is under its reserve), or None."""
+RESERVE_POLL_S = 1.0
+"""How often a running persistent job's runner reads the home's free space."""
+
+
+def under_reserve(root: Path, reserve: int, *, pausing: bool = False) -> str | None:
+    """Why no job may start now, or a running persistent job is paused (`pausing`): the home's
+    free space is under its reserve; None when it is not."""
     try:
         free = free_bytes(root)
     except OSError:
         return None  # the home's writes will say what is wrong with it
     if free >= reserve:
         return None
+    what = "paused at the home's reserve" if pausing else "not started"
     return (
-        f"not started: the home's disk ({root}) has {_size(free)} free, under its reserve of "
+        f"{what}: the home's disk ({root}) has {_size(free)} free, under its reserve of "
         f"{_size(reserve)} (--reserve); free space and run the same command again"
     )
 

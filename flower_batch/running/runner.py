@@ -42,6 +42,7 @@ from flower_batch.running.attempts import keep_previous_attempt
 from flower_batch.running.bundle import BUNDLE_PATH, FLOWER, TOOLS_PATH
 from flower_batch.running.causes import Ending, Verdict, continuity_of, explain, flower_exit, new_stamp
 from flower_batch.running.deadline import hard_timeout_s, limits_env
+from flower_batch.running.home_space import RESERVE_POLL_S, under_reserve
 from flower_batch.running.job_disk import DiskUse, JobDisk, disk_problem
 from flower_batch.running.joblog import capped_text, save_capped
 from flower_batch.running.targets import container_target, stage_workflow
@@ -73,6 +74,9 @@ class JobContext:
     environ: Mapping[str, str] = field(default_factory=dict, repr=False)
     """The host's environment as the process started with it: where the jobs' secrets' values
     are read (never os.environ here)."""
+    reserve: int | None = None
+    """Bytes kept free on the home's disk (running/home_space.py): a running persistent job is
+    paused when the home falls under them; None: not watched."""
 
 
 def flower_command(job: JobSpec, *, wake_words: str | None = None, waking: bool = False) -> list[str]:
@@ -249,6 +253,7 @@ class Ran:
     input_failed: bool = False  # its workspace could not be prepared: the job's input, not infrastructure
     disk: JobDisk | None = None  # the job's own disk while it is attached (running/job_disk.py)
     disk_use: DiskUse | None = None  # what the job left on it
+    home_full: str | None = None  # a persistent job stopped at the home's reserve: why (it is paused)
 
 
 @dataclass(frozen=True)
@@ -348,7 +353,9 @@ async def _run_in_container(attempt: Attempt, command: list[str], ran: Ran, *, f
     write_record(jd.record_path, replace(attempt.record, container=ran.container))
     await ctx.backend.start(ran.container)
     # flower stops itself at the deadline after a wrap-up window (running/deadline.py): wait for it.
-    ran.exit_code, ran.timed_out = await _wait_unless_gateway_gone(ctx, ran.container, hard_timeout_s(job))
+    ran.exit_code, ran.timed_out = await _wait_unless_gateway_gone(
+        ctx, ran.container, hard_timeout_s(job), ran=ran if job.persistent else None
+    )
     ran.oom_killed, ran.node = await _ending(ctx.backend, ran.container)
     ran.inspected = True
     await save_logs(ctx.backend, ran.container, jd.logs / "container.log")
@@ -596,6 +603,8 @@ def decide(
     )
     if ran.input_failed:  # like a workflow module that does not import: the job's own input
         return Verdict(Status.FAILED, error, FailureClass.AGENT)
+    if ran.home_full is not None:  # its session kept: the same command continues it once there is room
+        return Verdict(Status.PAUSED, ran.home_full, FailureClass.PAUSED)
     if ran.disk_use is not None and ran.disk_use.full:
         # Its own doing, whatever it broke on the way (flower's writes to /runs fail too): never
         # retried as infrastructure, kept on a re-run like any verdict.
@@ -652,16 +661,28 @@ def _last_error(rows: list[dict[str, Any]]) -> str:
     return ""
 
 
-async def _wait_unless_gateway_gone(ctx: JobContext, container: str, timeout_s: float) -> tuple[int, bool]:
+async def _wait_unless_gateway_gone(
+    ctx: JobContext, container: str, timeout_s: float, *, ran: Ran | None = None
+) -> tuple[int, bool]:
     """As `_wait`; and once the gateway's supervisor gives up, the job is stopped the way a
-    timeout stops it (flower records the step): it would only wait out flower's offline wait."""
+    timeout stops it (flower records the step): it would only wait out flower's offline wait.
+    With `ran` (a persistent job), also once the home's disk falls under its reserve: the job is
+    paused, as at a budget (`ran.home_full` says why), and the same command continues it."""
     async with anyio.create_task_group() as tg:
 
         async def stop_when_gateway_gone() -> None:
             await ctx.gateway.gave_up.wait()
             await _stop_quietly(ctx.backend, container)
 
+        async def pause_when_home_full(ran: Ran, home: Path, reserve: int) -> None:
+            while (why := under_reserve(home, reserve, pausing=True)) is None:
+                await anyio.sleep(RESERVE_POLL_S)
+            ran.home_full = why
+            await _stop_quietly(ctx.backend, container)
+
         tg.start_soon(stop_when_gateway_gone)
+        if ran is not None and ctx.home is not None and ctx.reserve is not None:
+            tg.start_soon(pause_when_home_full, ran, ctx.home, ctx.reserve)
         try:
             result: tuple[int, bool] | Exception = await _wait(ctx.backend, container, timeout_s)
         except (TimeoutError, FlowerBatchError) as exc:  # raised below, not as an ExceptionGroup

@@ -113,6 +113,7 @@ class BatchRun:
             flows_from=plan.flows_from,
             home=plan.home.root,
             environ=plan.settings.environ,
+            reserve=self.reserve,
         )
 
     def queued(self, job: JobSpec, previous: JobRecord | None) -> JobRecord:

@@ -8,7 +8,9 @@ loop filesystem of its own, in one test (one home, two batches):
 2. the home itself nearly full (a ballast file): every job of a new batch is `skipped` by the
    reserve, with the reason; the home full to the last block: the command ends with one line
    naming the disk, no traceback, every record complete and none `running`; space freed: the
-   same command runs them and keeps what finished.
+   same command runs them and keeps what finished;
+3. a persistent job running when the home falls under the reserve is paused, its session kept;
+   once space is freed the same command continues it in the same session, and it passes.
 """
 
 from __future__ import annotations
@@ -21,7 +23,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.batch_fixtures.rig import fb, leftovers, private_home, project_copy, runtime_image
+from tests.batch_fixtures.rig import (
+    Job,
+    fb,
+    fb_start,
+    leftovers,
+    private_home,
+    project_copy,
+    runtime_image,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -31,6 +42,19 @@ description = "issue 36: one job writes until it cannot"
 
 [defaults]
 usage = { input_tokens = 1000, output_tokens = 100 }
+
+[[rules]]
+name = "pause: continued, the answer written"
+last_is_tool_result = true
+tool_result_contains = "PAUSE-TASK, WOKEN"
+reply = [{ tool_use = { name = "Write", input = { file_path = "{cwd}/answer.txt", content = "alpha\\n" } } }]
+
+[[rules]]
+name = "pause: the model thinks for a while"
+last_is_tool_result = true
+tool_result_contains = "PAUSE-TASK"
+delay_s = 60
+reply = "Too late."
 
 [[rules]]
 name = "read the task"
@@ -87,6 +111,23 @@ workspace = "tasks/alpha"
 check = "grep -qx alpha answer.txt"
 """
 HOME_FS = 600 * 1024**2
+PAUSE_TOML = """
+[batch]
+name = "{name}"
+
+[defaults]
+workflow = "flows:solo"
+prompt = "Read TASK.md and do what it asks."
+timeout = "3m"
+memory = "1g"
+disk = "128m"
+persistent = true
+gateway = {{ mode = "scripted", scenario = "scenarios/disk.toml" }}
+
+[tasks.pauser]
+workspace = "tasks/pause"
+check = "grep -qx alpha answer.txt"
+"""
 FULL_TOML = """
 [batch]
 name = "{name}"
@@ -131,6 +172,7 @@ def test_one_job_fills_its_own_disk_and_its_neighbours_pass(tmp_path: Path, loop
     project = project_copy(tmp_path / "project")
     (project / "tasks" / "writer").mkdir()
     (project / "tasks" / "writer" / "TASK.md").write_text(WRITER_TASK)
+    # flower's resume prompt, as a woken session's request carries it
     (project / "scenarios" / "disk.toml").write_text(SCENARIO)
     name = f"fb36-disk-{os.getpid()}"
     (project / "jobs.toml").write_text(JOBS_TOML.format(name=name))
@@ -201,6 +243,45 @@ def test_one_job_fills_its_own_disk_and_its_neighbours_pass(tmp_path: Path, loop
     assert freed.returncode == 0, freed.stdout + freed.stderr
     assert "0 kept, 2 to run" in freed.stderr
     assert json.loads((batch / "writer.r1" / "record.json").read_text()) == writer  # kept
+
+    # 3. A persistent job running when the home falls under its reserve: paused, then continued.
+    (project / "tasks" / "pause").mkdir()
+    (project / "tasks" / "pause" / "TASK.md").write_text("# PAUSE-TASK\n\nThink, then write alpha.\n")
+    pause_name = f"fb36-pause-{os.getpid()}"
+    (project / "pause.toml").write_text(PAUSE_TOML.format(name=pause_name))
+    pause = [
+        "matrix",
+        str(project / "pause.toml"),
+        "-j",
+        "1",
+        "--image",
+        runtime_image(),
+        "--reserve",
+        "100m",
+    ]
+    pauser = Job(loop_home, pause_name, "pauser.r1")
+    proc = fb_start(*pause, home=loop_home, cwd=project, log=tmp_path / "pause.log")
+    # its first request answered: it is at work (its next answer takes a minute)
+    wait_for("the pauser's first answer", lambda: len(pauser.gateway_log()) >= 1, timeout=120)
+    _fill(ballast, leave=40 * 1024**2)
+    assert proc.wait(timeout=120) == 4, (tmp_path / "pause.log").read_text()
+    paused = pauser.record()
+    assert paused["status"] == "paused" and paused["reason"].startswith("paused at the home's reserve"), (
+        paused
+    )
+    session = pauser.lineage()
+    # what the woken session reads differs, so the model answers at once this time
+    (pauser.root / "workspace" / "TASK.md").write_text("# PAUSE-TASK, WOKEN\n\nWrite alpha.\n")
+    ballast.unlink()
+    woken = fb(*pause, home=loop_home, cwd=project, timeout=180)
+    assert woken.returncode == 0, woken.stdout + woken.stderr
+    done = pauser.record()
+    assert done["status"] == "passed" and not (pauser.root / "attempts").exists(), done
+    # one session throughout: the woken run's requests carry the session the paused one began
+    assert pauser.lineage()["steps"]["do"] == session["steps"]["do"]
+    assert {r["session"] for r in pauser.gateway_log() if r.get("endpoint") == "messages"} == {
+        session["steps"]["do"]
+    }
 
 
 def _fill(path: Path, *, leave: int) -> None:
