@@ -4,6 +4,7 @@ test_job_disk_on_docker.py."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -61,3 +62,18 @@ def test_a_disk_at_its_limit_names_the_limit_and_the_folder_that_grew() -> None:
         "(largest: workspace/big.bin, 82.0 MiB), runs 0.1 MiB"
     )
     assert not DiskUse(96 * mib, 40 * mib, (("workspace", mib), ("runs", mib)), None).full
+
+
+def test_a_full_disks_folders_are_measured_however_deep_the_jobs_tree(tmp_path: Path) -> None:
+    from flower_batch.running.job_disk import _tree_bytes
+
+    deep = tmp_path / "workspace"
+    deep.mkdir()
+    fd = os.open(deep, os.O_RDONLY)
+    for _ in range(3000):  # deeper than Python's recursion limit (and than PATH_MAX): os.walk fails
+        os.mkdir("d", dir_fd=fd)
+        inner = os.open("d", os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = inner
+    os.close(fd)
+    assert _tree_bytes(deep) >= 3000 * 4096
