@@ -255,7 +255,7 @@ def _reserve(given: str | None, home: Path) -> int | None:
             f'--reserve {given!r}: expected a size like "2g" (the free space to keep on the home\'s disk)'
         )
     existing = next((p for p in (home, *home.parents) if p.exists()), home)
-    if (problem := reserve_problem(existing, size)) is not None:
+    if (problem := reserve_problem(existing, size, given)) is not None:
         raise FlowerBatchError(problem)
     return size
 

@@ -61,15 +61,16 @@ def under_reserve(root: Path, reserve: int, *, pausing: bool = False) -> str | N
     )
 
 
-def reserve_problem(root: Path, reserve: int) -> str | None:
-    """A reserve that could never be met on the home's filesystem, or None."""
+def reserve_problem(root: Path, reserve: int, given: str | None = None) -> str | None:
+    """A reserve that could never be met on the home's filesystem, or None (`given`: the
+    option's value as typed)."""
     try:
         total = total_bytes(root)
     except OSError:
         return None
     if reserve >= total:
         return (
-            f"--reserve {format_memory(reserve)}: larger than the home's whole disk ({root}, {_size(total)}); "
+            f"--reserve {given or format_memory(reserve)}: larger than the home's whole disk ({root}, {_size(total)}); "
             "give a reserve below it, e.g. --reserve 1g"
         )
     return None

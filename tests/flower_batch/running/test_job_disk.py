@@ -13,6 +13,7 @@ from flower_batch.jobmodel import fields
 from flower_batch.jobmodel.spec import DEFAULT_DISK, JobSpec
 from flower_batch.layout import JobDir
 from flower_batch.running.job_disk import DISK_IMAGE, DiskUse, make_image
+from flower_batch.untrusted_files import remove_tree
 
 
 def job_spec() -> JobSpec:
@@ -77,3 +78,4 @@ def test_a_full_disks_folders_are_measured_however_deep_the_jobs_tree(tmp_path: 
         fd = inner
     os.close(fd)
     assert _tree_bytes(deep) >= 3000 * 4096
+    remove_tree(deep)  # iteratively: pytest's own cleanup recurses
