@@ -99,6 +99,12 @@ class JobDisk:
         """The volume itself, named by every container that binds from it: the engine mounts it."""
         return Mount(self.volume, VOLUME_MOUNT, kind="volume")
 
+    @staticmethod
+    def covers() -> dict[str, str]:
+        """Empty read-only tmpfs mounts over the volume's folders at VOLUME_MOUNT: the job sees its
+        files at /workspace and /runs only, never a second time under another path."""
+        return {f"{VOLUME_MOUNT}/{folder}": "ro,nosuid,nodev,noexec,size=4k" for folder in FOLDERS}
+
 
 @dataclass(frozen=True)
 class DiskUse:

@@ -416,7 +416,10 @@ def _container_spec(
         labels=labels(ctx.batch, ctx.lease, role, job.id),
         network=job_network(ctx, job),
         placement=list(job.placement),  # the job's nodes, for its check too
-        confinement=Confinement(pids=job.pids or DEFAULT_PIDS, tmpfs=tmp_mount(job.disk_bytes)),
+        confinement=Confinement(
+            pids=job.pids or DEFAULT_PIDS,
+            tmpfs={**tmp_mount(job.disk_bytes), **(disk.covers() if disk else {})},
+        ),
     )
 
 
