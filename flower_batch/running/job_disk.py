@@ -37,6 +37,7 @@ import shutil
 import struct
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -140,7 +141,12 @@ def make_image(jd: JobDir, size: int) -> Path:
     image = jd.root / DISK_IMAGE
     staging = jd.root / _STAGING
     image.unlink(missing_ok=True)
-    remove_tree(staging)
+    if (
+        staging.exists()
+    ):  # an orchestrator killed during an earlier mkfs: its folders kept aside, never deleted
+        kept = jd.root / f"{_STAGING}.{int(time.time())}"
+        os.rename(staging, kept)
+        log.warning("job %s: folders left by an interrupted disk set-up kept in %s", jd.job, kept)
     staging.mkdir()
     moved: list[str] = []
     try:
