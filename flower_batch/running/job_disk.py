@@ -297,12 +297,12 @@ def measure(root: Path, size: int) -> DiskUse:
     use = DiskUse(size, st.f_bavail * st.f_frsize, (), None)
     if not use.full:
         return use
-    sizes = tuple((folder, _tree_bytes(root / folder)) for folder in FOLDERS)
+    sizes = tuple((folder, tree_bytes(root / folder)) for folder in FOLDERS)
     grown = max(sizes, key=lambda f: f[1])[0]
     return DiskUse(size, use.free, sizes, _largest(root / grown, grown))
 
 
-def _tree_bytes(root: Path) -> int:
+def tree_bytes(root: Path) -> int:
     """Bytes allocated below `root`, by `du` (it walks a tree of any depth by descriptors, and
     follows no symlink); 0 when it cannot say."""
     done = subprocess.run(["du", "-s", "-x", "-B1", str(root)], capture_output=True, text=True, check=False)
@@ -321,7 +321,7 @@ def _largest(root: Path, shown: str) -> tuple[str, int] | None:
     for entry in entries:
         try:
             size = (
-                _tree_bytes(Path(entry.path))
+                tree_bytes(Path(entry.path))
                 if entry.is_dir(follow_symlinks=False)
                 else entry.stat(follow_symlinks=False).st_blocks * 512
             )

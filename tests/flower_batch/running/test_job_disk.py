@@ -66,7 +66,7 @@ def test_a_disk_at_its_limit_names_the_limit_and_the_folder_that_grew() -> None:
 
 
 def test_a_full_disks_folders_are_measured_however_deep_the_jobs_tree(tmp_path: Path) -> None:
-    from flower_batch.running.job_disk import _tree_bytes
+    from flower_batch.running.job_disk import tree_bytes
 
     deep = tmp_path / "workspace"
     deep.mkdir()
@@ -77,5 +77,5 @@ def test_a_full_disks_folders_are_measured_however_deep_the_jobs_tree(tmp_path: 
         os.close(fd)
         fd = inner
     os.close(fd)
-    assert _tree_bytes(deep) >= 3000 * 4096
+    assert tree_bytes(deep) >= 3000 * 4096
     remove_tree(deep)  # iteratively: pytest's own cleanup recurses
