@@ -23,7 +23,7 @@ from flower.quick_exit import run_then_exit
 from flower_batch.commands.common import fail
 from flower_batch.commands.version import VERSION_OPT
 
-from .errors import FlowerBatchError
+from .errors import FlowerBatchError, home_full, no_space
 
 # Each command: (name, module under flower_batch.commands, function), in --help's order. A command
 # line that names one imports only its module (`main`): `run` starts without compare, export,
@@ -63,6 +63,11 @@ class OneLineErrors(TyperGroup):
             return super().invoke(ctx)
         except FlowerBatchError as exc:
             fail(str(exc), exc.exit_code)
+        except OSError as exc:
+            if not no_space(exc):
+                raise
+            full = home_full(exc)
+            fail(str(full), full.exit_code)
 
 
 def build_app(only: str | None = None) -> typer.Typer:

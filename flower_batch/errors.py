@@ -23,6 +23,7 @@
     ├── RegistryError           `image push`: the registry refused or cannot be reached
     ├── ImageDrift              a registry reference names other bytes than the pinned image
     ├── GatewayError            [3] the gateway sidecar did not start or stopped answering
+    ├── HomeFull                [3] the home's disk is full (an ENOSPC write, said in one line)
     ├── GatewayModeError        the host side of a gateway mode cannot be set up
     ├── GatewayConfigError      the gateway process cannot start with its settings   also a ValueError
     ├── UpstreamError           proxy mode: no usable upstream credential, or a bad upstream URL  also a ValueError
@@ -48,12 +49,14 @@
 The "also a ValueError" leaves were plain ValueErrors before the tree existed: `except ValueError`
 keeps working. Internal signals that never reach a user stay private to their module
 (commands.common.Interrupted, view.server.BadRequest, transcripts.sessions.SessionsUnreadable).
-Anything else that escapes a command (TypeError, OSError, a `docker`
-exception outside backend/) is a bug or an unforeseen failure, and surfaces with its traceback.
+An OSError that says the disk is full (`no_space`) is said as a HomeFull, in one line, where the
+commands end (cli.OneLineErrors, commands.common.run_async). Anything else that escapes a
+command (TypeError, another OSError, a `docker` exception outside backend/) is a bug or an unforeseen failure, and surfaces with its traceback.
 """
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -96,6 +99,25 @@ class ImageMissing(BackendError):
 
 class OutOfDisk(_Infrastructure, BackendError):
     """The engine ran out of disk space."""
+
+
+class HomeFull(_Infrastructure, FlowerBatchError):
+    """The home's filesystem has no space left: what could not be written is named, the previous
+    complete file kept (flower.fileio.write_atomic), and the command ends with this one line."""
+
+
+def no_space(exc: BaseException) -> bool:
+    """An OSError that says the filesystem is full (ENOSPC, or EDQUOT: a quota's full)."""
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+def home_full(exc: OSError) -> HomeFull:
+    """The one line for a write that found the disk full."""
+    where = f" writing {exc.filename}" if exc.filename else ""
+    return HomeFull(
+        f"no space left on the disk{where}: nothing was lost (every record and report keeps its "
+        "last complete version); free space, then run the same command again"
+    )
 
 
 class ImageUnsupported(FlowerBatchError):

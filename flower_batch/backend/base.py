@@ -209,6 +209,20 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     async def list_volumes_by_label(self, labels: LabelFilter) -> list[VolumeInfo]: ...
 
+    async def create_device_volume(
+        self, name: str, labels: Mapping[str, str], device: str, fstype: str
+    ) -> str:
+        """A volume whose filesystem is `device` (a block device of the engine's machine, of type
+        `fstype`), mounted by the engine while a container uses it; returns where the engine
+        mounts it on its machine (a job's own disk, running/job_disk.py). Only an engine whose
+        machine is this one can: `mounts_devices`."""
+        raise BackendError(f"the {self.name} engine cannot mount a job's own disk")
+
+    @property
+    def mounts_devices(self) -> bool:
+        """`create_device_volume` works, and the path it returns is on this machine."""
+        return False
+
     # -- images -----------------------------------------------------------------------------
     @abc.abstractmethod
     async def image_info(self, ref: str) -> ImageInfo:

@@ -49,6 +49,13 @@ def sandbox_user() -> str:
     return f"{uid}:{gid}"
 
 
+def tmp_mount(disk: int | None = None) -> dict[str, str]:
+    """/tmp's tmpfs: TMP_SIZE, or less when the job's disk is smaller (its writes are bounded by
+    both its disk and its memory)."""
+    size = TMP_SIZE if disk is None or disk >= 1024**3 else str(disk)
+    return {"/tmp": f"rw,exec,nosuid,nodev,size={size}"}
+
+
 @dataclass(frozen=True)
 class Confinement:
     """The container settings that are not the job's business. Capabilities are always all
@@ -58,7 +65,7 @@ class Confinement:
     pids: int | None = DEFAULT_PIDS
     read_only_root: bool = True
     cap_add: tuple[str, ...] = ()
-    tmpfs: dict[str, str] = field(default_factory=lambda: {"/tmp": f"rw,exec,nosuid,nodev,size={TMP_SIZE}"})
+    tmpfs: dict[str, str] = field(default_factory=tmp_mount)
 
 
 def hand_over(path: Path, *, recursive: bool = True) -> None:

@@ -23,7 +23,7 @@ from rich.markup import escape
 from flower_batch.backend.base import Backend
 from flower_batch.backend.docker.loopback_hosts import cache_folder
 from flower_batch.backend.select import BACKEND_ENV, REGISTRY_ENV, backend_name, open_backend
-from flower_batch.errors import FlowerBatchError
+from flower_batch.errors import FlowerBatchError, home_full, no_space
 from flower_batch.gateway.host.setup import use_upstream
 from flower_batch.gateway.host.sidecar import GatewaySettings
 from flower_batch.jobmodel.record import JobRecord
@@ -185,7 +185,7 @@ def run_async(fn: Any) -> Any:
         return anyio.run(main)
     except BaseExceptionGroup as group:
         # A task group's failure: when every error in it is ours, say the first in one line.
-        leaves = list(_leaf_errors(group))
+        leaves = [home_full(e) if isinstance(e, OSError) and no_space(e) else e for e in _leaf_errors(group)]
         if leaves and all(isinstance(e, FlowerBatchError) for e in leaves):
             first = leaves[0]
             fail(" ".join(str(first).split()), getattr(first, "exit_code", 2))

@@ -113,6 +113,7 @@ def run(
     timeout: opt.Timeout = "30m",
     cpus: opt.Cpus = None,
     memory: opt.Memory = None,
+    disk: opt.Disk = None,
     pids: opt.Pids = None,
     network: opt.Network = "gateway",
     env: opt.Env = [],  # noqa: B006 - typer's default, never mutated
@@ -148,6 +149,7 @@ def run(
         timeout=timeout,
         cpus=cpus,
         memory=memory,
+        disk=disk,
         env=parse_env(env),
         secrets_=secret,
         scenario=scenario,

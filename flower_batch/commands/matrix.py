@@ -49,6 +49,7 @@ from flower_batch.jobmodel.record import JobRecord, load_records, new_record, wr
 from flower_batch.jobmodel.resume import ResumePlan, plan_resume
 from flower_batch.jobmodel.spec import JobsFile, JobSpec
 from flower_batch.jobmodel.status import Phase, State, Status, still_going
+from flower_batch.jobmodel.units import parse_memory
 from flower_batch.jobsfile import MAX_JOBS, load_jobs_file
 from flower_batch.layout import Home
 from flower_batch.preflight import Describe, Preflight
@@ -62,6 +63,7 @@ from flower_batch.reports import (
     write_reports,
 )
 from flower_batch.running.batch import BatchEvent, InfraRetry, reap_batch, run_batch
+from flower_batch.running.home_space import reserve_problem
 from flower_batch.running.jobs import option_value
 from flower_batch.running.liveness import Liveness
 from flower_batch.running.oracle import ORACLE_SUFFIX, oracle_failures, oracle_jobs, oracle_scenario
@@ -162,6 +164,7 @@ def matrix(
     infra_retries: opt.InfraRetries = 2,
     allow_large: opt.AllowLarge = False,
     oracle: opt.Oracle = False,
+    reserve: opt.Reserve = None,
     home: Path | None = HOME_OPT,
     backend_choice: str | None = BACKEND_OPT,
 ) -> None:
@@ -178,6 +181,7 @@ def matrix(
     )
     batch_budget = _batch_budget(budget_usd, jf)
     h = home_at(home)
+    reserve_size = _reserve(reserve, h.root)
     # Read now: a missing baseline stops the run before anything is spent, and a baseline that
     # is this same batch means its results as they were before this run.
     baseline = baseline_or_exit(baseline_ref, h, alpha, fail_on_regression)
@@ -192,16 +196,7 @@ def matrix(
     pf = _preflight(jf, plan, by_id, h, home_given=home_named(home))
     finish_preflight(pf, image_id, engine_for(h.root, backend_choice, jf.backend), remember=not dry_run)
     modes = ", ".join(jf.gateway_modes)
-    err.print(
-        f"batch {jf.name}: {len(jf.jobs):,} jobs · image {image_id[:19]} · model: {modes} · {plan.summary()}",
-        markup=False,
-    )
-    for line in rerun_lines(plan):
-        err.print(line, markup=False, highlight=False)
-    if dry_run:
-        for line in plan_lines(plan, jf.jobs):
-            out.print(line, markup=False, highlight=False)
-        raise typer.Exit(0)
+    _say_plan(jf, image_id, modes, plan, dry_run)
     _start_batch(h, jf, pinned, modes, unbuilt, plan)
     batch = BatchPlan(
         home=h,
@@ -216,6 +211,7 @@ def matrix(
         wake=plan.to_wake,
         bundle=bundle,
         oracle=oracle,
+        reserve=reserve_size,
     )
     kept = _kept(plan, unbuilt)
     _run(engine, batch, MatrixProgress([j.id for j in jf.jobs], kept, err))
@@ -223,6 +219,20 @@ def matrix(
     if oracle:
         _oracle_verdict(h, jf)
     _exit(results, fail_under, regressed=fail_on_regression and baseline is not None and baseline.regressed)
+
+
+def _say_plan(jf: JobsFile, image_id: str, modes: str, plan: ResumePlan, dry_run: bool) -> None:
+    """The batch's one line, what runs again and why; a dry run lists its jobs and ends here."""
+    err.print(
+        f"batch {jf.name}: {len(jf.jobs):,} jobs · image {image_id[:19]} · model: {modes} · {plan.summary()}",
+        markup=False,
+    )
+    for line in rerun_lines(plan):
+        err.print(line, markup=False, highlight=False)
+    if dry_run:
+        for line in plan_lines(plan, jf.jobs):
+            out.print(line, markup=False, highlight=False)
+        raise typer.Exit(0)
 
 
 def _exit(results: BatchResults, fail_under: float | None, *, regressed: bool) -> NoReturn:
@@ -273,6 +283,21 @@ def _batch_budget(given: float | None, jf: JobsFile) -> float | None:
     if given is None:
         return jf.budget_usd
     return option_value("--budget-usd", f"{given:g}", fields.budget_usd(given))
+
+
+def _reserve(given: str | None, home: Path) -> int | None:
+    """--reserve as bytes, checked against the home's disk before anything is written."""
+    if given is None:
+        return None
+    size = parse_memory(given)
+    if size is None:
+        raise FlowerBatchError(
+            f'--reserve {given!r}: expected a size like "2g" (the free space to keep on the home\'s disk)'
+        )
+    existing = next((p for p in (home, *home.parents) if p.exists()), home)
+    if (problem := reserve_problem(existing, size, given)) is not None:
+        raise FlowerBatchError(problem)
+    return size
 
 
 def _load(jobs_file: Path, allow_large: bool, include: list[str], exclude: list[str]) -> JobsFile:

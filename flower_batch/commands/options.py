@@ -52,6 +52,13 @@ Timeout = Annotated[
 ]
 Cpus = Annotated[float | None, typer.Option("--cpus")]
 Memory = Annotated[str | None, typer.Option("--memory", help="e.g. 2g")]
+Disk = Annotated[
+    str | None,
+    typer.Option(
+        "--disk",
+        help="what the job may write: workspace, runs, /tmp, its check (e.g. 2g; default 10g)",
+    ),
+]
 Pids = Annotated[
     int | None, typer.Option("--pids", help="processes and threads the job may hold (default 2048)")
 ]
@@ -157,6 +164,14 @@ InfraRetries = Annotated[
     int,
     typer.Option(
         "--infra-retries", help="re-run jobs that ended in an infrastructure error, at most this many times"
+    ),
+]
+Reserve = Annotated[
+    str | None,
+    typer.Option(
+        "--reserve",
+        help="free space kept on the home's disk: under it no new job starts (skipped) "
+        "(e.g. 2g; default 64m a job at once, at least 1g)",
     ),
 ]
 AllowLarge = Annotated[bool, typer.Option("--allow-large", help=f"allow more than {MAX_JOBS:,} jobs")]

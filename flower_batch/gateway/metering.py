@@ -19,6 +19,7 @@ dying job container cannot lose or fake its cost.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import secrets
@@ -273,6 +274,25 @@ def replace_atomically(path: Path, data: Mapping[str, Any]) -> None:
         raise
 
 
+METER_ROOM = ".meter-room"
+METER_ROOM_BYTES = 256 * 1024
+"""Held in a job's log folder while it has room: given up, on a full disk, for the meter lines
+of the exchanges already under way (each line about 0.6 KB)."""
+METER_ROOM_MIN = 4 * 1024**2
+"""Below this much free space a new request of the job is refused, not sent on unmetered."""
+
+
+def _hold(room: Path) -> None:
+    """METER_ROOM_BYTES really written at `room`, once; nothing when the disk has no room."""
+    if room.exists():
+        return
+    try:
+        with open(room, "wb") as f:
+            f.write(b"\0" * METER_ROOM_BYTES)
+    except OSError:
+        room.unlink(missing_ok=True)
+
+
 class JobMeter:
     """The meter of one job inside the gateway. Thread-safe (a job may stream several at once)."""
 
@@ -290,6 +310,33 @@ class JobMeter:
     @property
     def log_path(self) -> Path:
         return self.logs_dir / METER_LOG
+
+    def room_to_meter(self) -> str | None:
+        """Why a new exchange could not be metered (the job's log folder's disk is full), or
+        None. Asked before a request goes on: one that could not be metered is refused. The
+        meter's room (METER_ROOM) is held for the lines of the exchanges already under way."""
+        try:
+            st = os.statvfs(self.logs_dir)
+        except OSError:
+            return None  # not made yet: the first line makes it, or says why it cannot
+        if st.f_bavail * st.f_frsize >= METER_ROOM_MIN:
+            _hold(self.logs_dir / METER_ROOM)
+            return None
+        return (
+            f"the gateway cannot meter job {self.job}: the disk of its logs is full; "
+            "the request was not sent on (free space: it is retried)"
+        )
+
+    def _append(self, line: dict[str, Any], *, sync: bool) -> None:
+        """A meter line; on a full disk the meter's room is given up for it and it is tried once more."""
+        try:
+            append_line(self.log_path, line, sync=sync)
+        except OSError as exc:
+            room = self.logs_dir / METER_ROOM
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT) or not room.exists():
+                raise
+            room.unlink()
+            append_line(self.log_path, line, sync=sync)
 
     def _load(self) -> None:
         """Continue what an earlier gateway metered for this job (a wake), if anything."""
@@ -365,7 +412,7 @@ class JobMeter:
                 "final": final,
                 **({"free": True} if self.free else {}),
             }
-            append_line(self.log_path, line, sync=summary)
+            self._append(line, sync=summary)
             self._unsynced = self._unsynced or not summary
             self._exchanges.pop(ex, None)
             self._exchanges[ex] = line  # last: the dict is in order of latest update

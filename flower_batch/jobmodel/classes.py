@@ -11,6 +11,8 @@ infrastructure  no verdict: the image, the Docker daemon, the gateway, a contain
 timeout         stopped at the job's timeout
 budget          stopped by the job's or the batch's budget (402 from the API included), or not
                 started because the batch budget was spent
+disk            the job filled its own disk limit (`disk`): its own doing, never retried as
+                infrastructure
 paused          a persistent job stopped at its budget and resumable: no verdict yet, counted
                 apart (a higher cap continues it: `wake --budget-usd`, `matrix --budget-usd`)
 
@@ -32,6 +34,7 @@ class FailureClass(StrEnum):
     INFRASTRUCTURE = "infrastructure"
     TIMEOUT = "timeout"
     BUDGET = "budget"
+    DISK = "disk"
     PAUSED = "paused"
 
 
@@ -56,6 +59,8 @@ def class_from_status(status: Status, check_exit: int | None = None) -> FailureC
         return FailureClass.BUDGET
     if status is Status.PAUSED:
         return FailureClass.PAUSED
+    if status is Status.DISK:
+        return FailureClass.DISK
     return FailureClass.INFRASTRUCTURE
 
 

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .budget import BudgetChange
-from .spec import MIN_PIDS, NETWORKS, PLACEMENT, ROOTS, RUN_AS, WORKDIR_FROM_IMAGE, reserved_workdir
+from .spec import MIN_DISK, MIN_PIDS, NETWORKS, PLACEMENT, ROOTS, RUN_AS, WORKDIR_FROM_IMAGE, reserved_workdir
 from .units import DOCKER_MIN_MEMORY, format_memory, parse_duration, parse_memory
 
 Show = Callable[[object], str]
@@ -54,6 +54,17 @@ def memory(value: object, show: Show = str) -> int | Problem:
     if floor := memory_floor(size):
         least = show(format_memory(DOCKER_MIN_MEMORY))
         return Problem(f"{show(value)} is {floor}; give the job at least {least}")
+    return size
+
+
+def disk(value: object, show: Show = str) -> int | Problem:
+    """Bytes the job may write, from "500m", "10g", "1.5GiB" or bytes, at least MIN_DISK."""
+    size = parse_memory(value)
+    if size is None:
+        return Problem(f'expected a disk size like "500m" or "10g" (or bytes), got {show(value)}')
+    if size < MIN_DISK:
+        least = show(format_memory(MIN_DISK))
+        return Problem(f"{show(value)} is too small for a job's own filesystem; give it at least {least}")
     return size
 
 

@@ -9,13 +9,14 @@ truncated one. Secrets never appear: the spec lists secret NAMES only.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from flower.fileio import write_atomic
-from flower_batch.errors import RecordError
+from flower_batch.errors import RecordError, no_space
 
 from .classes import FailureClass, parse_class
 from .grading import Reward
@@ -299,9 +300,42 @@ def record_path(batch_dir: Path, job_id: str) -> Path:
     return Path(batch_dir) / job_id / RECORD_NAME
 
 
+ROOM_NAME = ".record-room"
+ROOM_BYTES = 64 * 1024
+"""Space held beside a running job's record, given up for its last record when the disk is full:
+a record never stays 'running' because its orchestrator found no room to say how it ended."""
+
+
 def write_record(path: Path, record: JobRecord) -> None:
-    """Atomically replace `path` with `record` (temp file in the same folder, fsync, rename)."""
-    write_atomic(path, json.dumps(record.to_dict(), indent=2, ensure_ascii=False) + "\n")
+    """Atomically replace `path` with `record` (temp file in the same folder, fsync, rename). On a
+    full disk the previous record stays whole; the job's room (ROOM_NAME) is given up for this
+    one and the write tried once more. A running record holds room for its end."""
+    text = json.dumps(record.to_dict(), indent=2, ensure_ascii=False) + "\n"
+    room = path.parent / ROOM_NAME
+    try:
+        write_atomic(path, text)
+    except OSError as exc:
+        if not no_space(exc) or not room.exists():
+            raise
+        room.unlink()
+        write_atomic(path, text)
+    if record.status is Status.RUNNING:
+        _hold_room(room)
+    elif record.status.ended:
+        room.unlink(missing_ok=True)
+
+
+def _hold_room(room: Path) -> None:
+    """ROOM_BYTES really written (not a sparse file), or nothing when the disk has no room left."""
+    if room.exists():
+        return
+    try:
+        with open(room, "wb") as f:
+            f.write(b"\0" * ROOM_BYTES)
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError:
+        room.unlink(missing_ok=True)
 
 
 def read_record(path: Path) -> JobRecord:

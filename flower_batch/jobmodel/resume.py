@@ -1,13 +1,13 @@
 """Resume planning: which jobs of a batch to keep and which to (re)run. Pure.
 
 Default (re-running the same command):
-    keep   finished with the same inputs hash: passed, failed, timeout, budget
+    keep   finished with the same inputs hash: passed, failed, timeout, budget, disk
     run    no record, still queued/running (the orchestrator died), unreadable record,
            inputs changed (prompt, workspace files, image id, limits, ...), error
            (no verdict was reached), skipped
     wake   paused at a budget, same inputs but perhaps its own budget_usd: continued in its
            session from where it stopped (a finished step is not re-run)
-`retry_failed` also re-runs failed, timeout and budget; `fresh` re-runs everything (a paused
+`retry_failed` also re-runs failed, timeout, budget and disk; `fresh` re-runs everything (a paused
 job too: from scratch).
 """
 
@@ -23,8 +23,8 @@ from flower_batch.jobmodel.spec import JobSpec
 from flower_batch.jobmodel.status import Status
 
 # Statuses that are a measurement of the workflow, worth keeping.
-VERDICTS = frozenset({"passed", "failed", "timeout", "budget"})
-RETRYABLE = frozenset({"failed", "timeout", "budget"})
+VERDICTS = frozenset({"passed", "failed", "timeout", "budget", "disk"})
+RETRYABLE = frozenset({"failed", "timeout", "budget", "disk"})
 
 
 class Action(StrEnum):

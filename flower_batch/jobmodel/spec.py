@@ -78,6 +78,10 @@ def reserved_workdir(path: str) -> str | None:
 
 
 MIN_PIDS = 64  # the CLI, flower and a shell already hold about 40 threads
+DEFAULT_DISK = 10 * 1024**3
+"""What a job may write (its workspace, runs folder, /tmp and its check) when `disk` is not set."""
+MIN_DISK = 64 * 1024**2
+"""The smallest `disk`: its filesystem's own overhead, flower's runs folder and a small workspace."""
 
 PLACEMENT = re.compile(
     r"^(node\.labels\.[A-Za-z0-9_.-]+|engine\.labels\.[A-Za-z0-9_.-]+|node\.(hostname|role|id|platform\.os"
@@ -170,6 +174,9 @@ class JobSpec:
     """Patterns left out of the workspace copy, beside its .flowerbatchignore (workspace_scan.py)."""
     workspace_limit: int | None = None
     """Bytes of workspace a job copies at most; None: the default, 0: no size limit."""
+    disk: int | None = None
+    """Bytes the job may write (workspace, runs, /tmp, its check's writes): a filesystem of its
+    own (running/job_disk.py); None: DEFAULT_DISK."""
     persistent: bool = False
     """Keeps its conversation: a budget pauses it (status `paused`) and a higher cap continues
     the same session (`wake --budget-usd`, `matrix --budget-usd`)."""
@@ -206,6 +213,11 @@ class JobSpec:
         if self.verifier is None:
             return None
         return self.pass_reward if self.pass_reward is not None else self.verifier.pass_reward
+
+    @property
+    def disk_bytes(self) -> int:
+        """The job's disk limit in bytes: its own `disk`, else the default."""
+        return self.disk if self.disk is not None else DEFAULT_DISK
 
     @property
     def uses_starter_flow(self) -> bool:
@@ -265,6 +277,7 @@ class JobSpec:
             **({"verifier": self.verifier.to_dict()} if self.verifier else {}),
             **({"harbor": self.harbor.to_dict()} if self.harbor else {}),
             **({"pass_reward": self.pass_reward} if self.pass_reward is not None else {}),
+            **({"disk": self.disk} if self.disk is not None else {}),
         }
 
     @classmethod
@@ -306,6 +319,7 @@ class JobSpec:
             verifier=Verifier.from_dict(data["verifier"]) if data.get("verifier") else None,
             harbor=HarborTask.from_dict(data["harbor"]) if data.get("harbor") else None,
             pass_reward=data.get("pass_reward"),
+            disk=data.get("disk"),
         )
 
     def hashed_inputs(self, image_id: str) -> dict[str, Any]:

@@ -20,11 +20,12 @@ class Status(StrEnum):
     error    no verdict: the job could not run or crashed (container, image, orchestrator)
     timeout  stopped at the job's timeout
     budget   stopped by the job's or the batch's budget
+    disk     stopped by its own disk limit: it filled the filesystem of its own (`disk`)
     paused   a persistent job stopped at its budget, session and workspace kept: `wake` with a
              higher --budget-usd (or `matrix` again with a higher batch cap) continues it
     skipped  not run (e.g. the batch budget was spent before it started)
 
-    The last seven are final: a job that ended holds one of them (`FINAL`).
+    The last eight are final: a job that ended holds one of them (`FINAL`).
     """
 
     QUEUED = "queued"
@@ -34,6 +35,7 @@ class Status(StrEnum):
     ERROR = "error"
     TIMEOUT = "timeout"
     BUDGET = "budget"
+    DISK = "disk"
     PAUSED = "paused"
     SKIPPED = "skipped"
 

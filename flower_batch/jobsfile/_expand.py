@@ -216,6 +216,7 @@ class Expander:
             workdir=fields.get("workdir"),
             **graded(source),
             pass_reward=fields.get("pass_reward"),
+            disk=fields.get("disk"),
         )
 
     def _renderer(self, context: RenderContext) -> Callable[[Template | None], str | None]:

@@ -49,6 +49,7 @@ JOB_FIELDS = (
     "user",
     "workdir",
     "pass_reward",
+    "disk",
 )
 ENVIRONMENT_FIELDS = ("image", "build")
 """A job's environment: one or the other; a later layer's choice replaces an earlier one's."""
@@ -332,4 +333,5 @@ _PARSERS: dict[str, Callable[[Any, KeyPath, Report], Any]] = {
     "user": _checked(fields.user),
     "workdir": _checked(fields.workdir),
     "pass_reward": _checked(fields.pass_reward),
+    "disk": _checked(fields.disk),
 }

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from flower_batch.jobmodel.spec import JobSpec
-from flower_batch.running.workspace_copy import size_problem
+from flower_batch.jobmodel.units import format_memory
+from flower_batch.running.workspace_copy import human_size, size_problem
 from flower_batch.untrusted_files import shown
 from flower_batch.workspace_scan import rules_for, scan
 
@@ -23,6 +24,24 @@ class WorkspaceFindings:
     warnings: list[str] = field(default_factory=list)
 
 
+START_ROOM = 24 * 1024**2
+"""What a job's own disk needs beside its workspace copy to start: its filesystem's journal and
+tables, and flower's runs folder."""
+
+
+def disk_problem(job: JobSpec, workspace_bytes: int) -> str | None:
+    """A `disk` below what the job needs to start (its workspace copy and START_ROOM), or None."""
+    needed = workspace_bytes + workspace_bytes // 10 + START_ROOM
+    if job.disk_bytes >= needed:
+        return None
+    least = -(-needed // 1024**2)
+    return (
+        f'job {job.id}: disk = "{format_memory(job.disk_bytes)}" is below what it needs to start: its workspace '
+        f"copy is {human_size(workspace_bytes)}, and its filesystem and runs folder need {human_size(START_ROOM)} more; "
+        f'give it at least disk = "{least}m"'
+    )
+
+
 def workspace_findings(
     jobs: Sequence[JobSpec], home: Path | None, *, fix: str, home_given: bool = False
 ) -> WorkspaceFindings:
@@ -30,11 +49,11 @@ def workspace_findings(
     a larger copy (a jobs.toml field, a `run` option); `home_given`: the home was named by
     --home or $FLOWER_BATCH_HOME, not the default ./volumes."""
     found = WorkspaceFindings()
-    seen: set[tuple[Path, tuple[str, ...], int | None]] = set()
+    seen: set[tuple[Path, tuple[str, ...], int | None, int]] = set()
     for job in jobs:
         if job.workspace is None:
             continue
-        key = (job.workspace, job.exclude, job.workspace_limit)
+        key = (job.workspace, job.exclude, job.workspace_limit, job.disk_bytes)
         if key in seen:
             continue
         seen.add(key)
@@ -53,7 +72,9 @@ def workspace_findings(
             continue
         rules = rules_for(source, job.exclude, leave_out=() if home is None else (home,))
         scanned = scan(source, rules)
-        problem = size_problem(scanned, job.workspace_limit, fix=fix)
+        problem = size_problem(scanned, job.workspace_limit, fix=fix) or disk_problem(
+            job, scanned.total_bytes
+        )
         if problem:
             found.problems.append(problem)
         skipped = scanned.skipped_line()

@@ -230,6 +230,7 @@ def _jobs(results: BatchResults) -> str:
         "error",
         "timeout",
         "budget",
+        "disk",
         "paused",
         "skipped",
         "orphaned",

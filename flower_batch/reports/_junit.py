@@ -31,7 +31,13 @@ from ._results import BatchResults
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _NO_VERDICT = (Status.SKIPPED, Status.PAUSED)
-_FAILURES = (FailureClass.AGENT, FailureClass.VERIFIER, FailureClass.TIMEOUT, FailureClass.BUDGET)
+_FAILURES = (
+    FailureClass.AGENT,
+    FailureClass.VERIFIER,
+    FailureClass.TIMEOUT,
+    FailureClass.BUDGET,
+    FailureClass.DISK,
+)
 
 
 def junit_xml(results: BatchResults) -> str:

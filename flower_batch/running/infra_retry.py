@@ -13,14 +13,18 @@ from collections.abc import Awaitable, Callable, Sequence
 from flower_batch.jobmodel.classes import FailureClass
 from flower_batch.jobmodel.record import JobRecord
 from flower_batch.jobmodel.spec import JobSpec
+from flower_batch.jobmodel.status import Status
 
 Round = Callable[[Sequence[tuple[JobSpec, JobRecord | None]]], Awaitable[dict[str, JobRecord]]]
 RetryHook = Callable[[int, list[str]], None]  # (retry number, job ids)
 
 
 def is_infrastructure(record: JobRecord) -> bool:
+    """Ended in the infrastructure class, and ran: a job skipped at the home's reserve would only
+    be skipped again in this command (the same command later runs it)."""
     outcome = record.outcome()
-    return outcome is not None and outcome.klass is FailureClass.INFRASTRUCTURE
+    ran = record.status is not Status.SKIPPED
+    return ran and outcome is not None and outcome.klass is FailureClass.INFRASTRUCTURE
 
 
 async def run_with_infra_retries(

@@ -4,9 +4,10 @@ resolved against its image and the engine before its container is made.
 - `workdir`: where the workspace is mounted and the agent works; "image" is the pinned image's
   WORKDIR (its config: the same path on every run and wake), and an image without one ("/")
   works in /workspace.
-- `root = "writable"`: no read-only root. What the job writes into it is bounded at its memory
-  limit, or WRITABLE_ROOT_LIMIT without one: by the engine's own quota where it has one
-  (storage-opt size), else by a watchdog on what the container wrote (root_watch.py).
+- `root = "writable"`: no read-only root. What the job writes into it is bounded at its `disk`
+  (the same limit as its own disk for its folders, running/job_disk.py): by the engine's own quota
+  where it has one (storage-opt size), else by a watchdog on what the container wrote
+  (root_watch.py); past it the job ends `disk`, its own doing.
 - `user = "root"`: uid 0 with ROOT_CAPABILITIES only, no-new-privileges and the pids limit kept.
   What uid 0 is on the host depends on the engine (a user namespace, rootless, or host root):
   said in the record.
@@ -22,8 +23,6 @@ from flower_batch.errors import FlowerBatchError
 from flower_batch.jobmodel.spec import WORKDIR_FROM_IMAGE, WORKSPACE_PATH, JobSpec, reserved_workdir
 from flower_batch.jobmodel.units import format_memory
 
-WRITABLE_ROOT_LIMIT = 2 << 30
-"""Bytes a writable root may take when the job has no memory limit to bound it with."""
 HOST_ROOT = "host root: this engine has no user namespace"
 
 
@@ -64,7 +63,7 @@ async def resolve_root(backend: Backend, job: JobSpec, image: str) -> JobRoot:
     parts = []
     disk = None
     if job.root == "writable":
-        disk = job.memory_bytes or WRITABLE_ROOT_LIMIT
+        disk = job.disk_bytes
         parts.append(f"writable root (its writes bounded at {format_memory(disk)})")
     if job.user == "root":
         parts.append(f"uid 0 ({await _what_root_is(backend)})")

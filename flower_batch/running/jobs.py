@@ -103,6 +103,7 @@ def adhoc_spec(
     workspace_limit: str | None = None,
     home: Path | None = None,
     sandbox: Sandbox = Sandbox(),
+    disk: str | None = None,
 ) -> JobSpec:
     """The spec of a `run` job, validated before any folder, gateway or container exists.
 
@@ -120,12 +121,9 @@ def adhoc_spec(
     network = option_value("--network", repr(network), fields.network(network))
     timeout_s = option_value("--timeout", repr(timeout), fields.duration(timeout))
     memory_bytes = option_value("--memory", memory, fields.memory(memory)) if memory else None
+    disk_bytes = option_value("--disk", repr(disk), fields.disk(disk)) if disk is not None else None
     exclude = tuple(option_value("--exclude", repr(p), fields.exclude_pattern(p)) for p in exclude)
-    limit = (
-        None
-        if workspace_limit is None
-        else option_value("--workspace-limit", repr(workspace_limit), fields.workspace_limit(workspace_limit))
-    )
+    limit = _workspace_limit(workspace_limit)
     if check is not None and not check.strip():
         raise FlowerBatchError("--check is empty: give a shell command, e.g. --check 'python -m pytest -q'")
     # Hashed as the matrix does: inputs_hash covers the contents (what the copy holds: no home,
@@ -148,6 +146,7 @@ def adhoc_spec(
         timeout_s=timeout_s,
         cpus=cpus,
         memory_bytes=memory_bytes,
+        disk=disk_bytes,
         env=env,
         secrets=tuple(dict.fromkeys(secrets_)),
         gateway=_adhoc_gateway(scenario),
@@ -158,6 +157,12 @@ def adhoc_spec(
         persistent=persistent,
     )
     return sandbox.applied(spec)
+
+
+def _workspace_limit(given: str | None) -> int | None:
+    if given is None:
+        return None
+    return option_value("--workspace-limit", repr(given), fields.workspace_limit(given))
 
 
 def _adhoc_gateway(scenario: Path | None) -> GatewaySpec:

@@ -44,5 +44,8 @@ class BatchPlan:
     """repro: the original job's copy of its workflow code."""
     oracle: bool = False
     """`matrix --oracle`: each job runs its task's solution, not a workflow (running/oracle.py)."""
+    reserve: int | None = None
+    """Bytes kept free on the home's disk: under them no job starts (running/home_space.py);
+    None: the default for `parallel` jobs."""
     bundle: str | None = None
     """The runtime bundle's volume, for the jobs whose task has its own image (running/task_images.py)."""

@@ -29,7 +29,7 @@ class RootOver:
     def reason(self) -> str:
         return (
             f"stopped: the job wrote {format_memory(self.written)} into its writable root, over its "
-            f"bound of {format_memory(self.limit)} (its memory limit, or 2g without one)"
+            f"bound of {format_memory(self.limit)} (its disk)"
         )
 
 

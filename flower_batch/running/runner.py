@@ -19,7 +19,7 @@ import anyio
 from flower.clock import now_iso
 from flower.exitinfo import one_line
 from flower_batch.backend.base import Backend, ContainerSpec, Mount
-from flower_batch.backend.confinement import DEFAULT_PIDS, Confinement, hand_over
+from flower_batch.backend.confinement import DEFAULT_PIDS, Confinement, hand_over, tmp_mount
 from flower_batch.errors import FlowerBatchError, ImageMissing, NameConflict, WorkspaceUnusable
 from flower_batch.export.trajectory_file import write_trajectory
 from flower_batch.gateway.budget import batch_spent
@@ -37,11 +37,14 @@ from flower_batch.jobmodel.spec import JobSpec
 from flower_batch.jobmodel.status import Phase, State, Status
 from flower_batch.labels import labels
 from flower_batch.layout import FLOWS, RUNS, WORKSPACE, JobDir
+from flower_batch.running import job_disk
 from flower_batch.running.attempts import keep_previous_attempt
 from flower_batch.running.bundle import BUNDLE_PATH, FLOWER, TOOLS_PATH
 from flower_batch.running.causes import Ending, Verdict, continuity_of, explain, flower_exit, new_stamp
 from flower_batch.running.deadline import hard_timeout_s, limits_env
 from flower_batch.running.grading_verdict import graded_verdict
+from flower_batch.running.home_space import RESERVE_POLL_S, under_reserve
+from flower_batch.running.job_disk import DiskUse, JobDisk, disk_problem
 from flower_batch.running.job_root import JobRoot, resolve_root
 from flower_batch.running.joblog import capped_text, save_capped
 from flower_batch.running.oracle import ORACLE_COMMAND, SOLUTION_PATH, solution_folder, stage_solution
@@ -86,6 +89,9 @@ class JobContext:
     are read (never os.environ here)."""
     oracle: bool = False
     """`matrix --oracle`: each job runs its Harbor task's solution/solve.sh, not a workflow (oracle.py)."""
+    reserve: int | None = None
+    """Bytes kept free on the home's disk (running/home_space.py): a running persistent job is
+    paused when the home falls under them; None: not watched."""
 
 
 def flower_command(
@@ -185,9 +191,14 @@ async def run_job(
             return list(ORACLE_COMMAND)
         return flower_command(job, wake_words=wake_words, waking=waking, workdir=workdir)
 
-    ran = await run_container(attempt, command, fresh=not waking)
-    checked = await check_if_due(attempt, ran)
-    graded = await grade_if_due(attempt, ran, checked)
+    ran = Ran()
+    try:
+        await run_container(attempt, command, fresh=not waking, ran=ran)
+        checked = await check_if_due(attempt, ran)
+        graded = await grade_if_due(attempt, ran, checked)  # on the job's own disk, still attached
+    finally:
+        with anyio.CancelScope(shield=True):
+            await _detach_disk(attempt, ran)
     record = finish_record(attempt, ran, checked, graded)
     # The trajectory before the record that says the job ended: an orchestrator killed in between
     # leaves a job that runs again, never a finished one without its trajectory.json.
@@ -195,6 +206,40 @@ async def run_job(
     write_record(jd.record_path, record)
     _state(ctx, job.id, record.status)
     return record
+
+
+_warned: set[str] = set()
+
+
+async def _attach_disk(ctx: JobContext, job: JobSpec, jd: JobDir) -> JobDisk | None:
+    """The job's own disk of `disk` bytes, or None (with one warning per process) where this
+    machine cannot make one."""
+    problem = disk_problem(ctx.backend)
+    if problem is not None:
+        if problem not in _warned:
+            _warned.add(problem)
+            log.warning("jobs run without a disk limit of their own: %s", problem)
+        return None
+    name = f"{ctx.gateway.name}-disk-{socket_key(job.id)[:12]}"
+    return await job_disk.attach(
+        ctx.backend,
+        jd=jd,
+        size=job.disk_bytes,
+        batch=ctx.batch,
+        lease=ctx.lease,
+        name=name,
+    )
+
+
+async def _detach_disk(attempt: Attempt, ran: Ran) -> None:
+    """The job's disk measured, its folders copied back to the host, and released."""
+    if ran.disk is None:
+        return
+    disk, ran.disk = ran.disk, None
+    try:
+        ran.disk_use = await job_disk.detach(attempt.ctx.backend, disk, attempt.jd)
+    except OSError as exc:
+        ran.error = ran.error or one_line(str(exc))
 
 
 def _write_trajectory(jd: JobDir, record: JobRecord) -> None:
@@ -245,6 +290,9 @@ class Ran:
     root: JobRoot = field(default_factory=JobRoot)  # where its workspace is, its root, its uid
     state_image: str | None = None  # a writable root's container, committed when it ended
     over: RootOver = field(default_factory=RootOver)  # set when the watchdog stopped it
+    disk: JobDisk | None = None  # the job's own disk while it is attached (running/job_disk.py)
+    disk_use: DiskUse | None = None  # what the job left on it
+    home_full: str | None = None  # a persistent job stopped at the home's reserve: why (it is paused)
 
 
 @dataclass(frozen=True)
@@ -297,10 +345,13 @@ def start_attempt(
     )
 
 
-async def run_container(attempt: Attempt, command: Callable[[str], list[str]], *, fresh: bool) -> Ran:
+async def run_container(
+    attempt: Attempt, command: Callable[[str], list[str]], *, fresh: bool, ran: Ran | None = None
+) -> Ran:
     """The job's container from create to remove. A failure becomes `Ran.error`; Ctrl-C stops the
-    container, writes an 'interrupted' record and goes on."""
-    ctx, ran = attempt.ctx, Ran()
+    container, writes an 'interrupted' record and goes on. The job's own disk, when it got one,
+    stays attached in `ran.disk` for its check (`_detach_disk` releases it)."""
+    ctx, ran = attempt.ctx, ran if ran is not None else Ran()
     try:
         await _run_in_container(attempt, command, ran, fresh=fresh)
     except anyio.get_cancelled_exc_class():
@@ -343,16 +394,19 @@ async def _run_in_container(
         jd, job, fresh=fresh, search=ctx.search, flows_from=ctx.flows_from, home=ctx.home
     )
     await _stage_for_the_sandbox(attempt, ran, fresh=fresh)
+    ran.disk = await _attach_disk(ctx, job, jd)  # after staging: made from the job's folders
     reach = await ctx.gateway.open_job(job.id)
     await open_network(ctx, job)
-    spec = job_container_spec(ctx, job, jd, command(ran.root.workdir), attempt.stamp, reach, root=ran.root)
+    spec = job_container_spec(
+        ctx, job, jd, command(ran.root.workdir), attempt.stamp, reach, root=ran.root, disk=ran.disk
+    )
     ran.container = await ctx.backend.create(replace(spec, image=attempt.image))
     write_record(jd.record_path, replace(attempt.record, container=ran.container))
     await ctx.backend.start(ran.container)
     # flower stops itself at the deadline after a wrap-up window (running/deadline.py): wait for it.
     watch = ran.root.disk_bytes if ran.root.writable else None
     ran.exit_code, ran.timed_out = await _wait_unless_gateway_gone(
-        ctx, ran.container, hard_timeout_s(job), watch=(watch, ran.over)
+        ctx, ran.container, hard_timeout_s(job), watch=(watch, ran.over), ran=ran if job.persistent else None
     )
     ran.oom_killed, ran.node = await _ending(ctx.backend, ran.container)
     ran.inspected = True
@@ -430,6 +484,7 @@ def _container_spec(
     env: dict[str, str],
     mounts: Sequence[Mount],
     root: JobRoot | None = None,
+    disk: JobDisk | None = None,
 ) -> ContainerSpec:
     """What the job's container and its check's share: the image, the host's user (the files
     stay theirs), the job's limits, our labels, the gateway's network, and the workspace as the
@@ -439,14 +494,21 @@ def _container_spec(
         image=_image_of(ctx, job),
         command=command,
         env=env,
-        mounts=[Mount(str(jd.workspace), root.workdir), *mounts],
+        mounts=[
+            Mount(disk.source("workspace") if disk else str(jd.workspace), root.workdir),
+            *([disk.volume_mount()] if disk else []),
+            *mounts,
+        ],
         working_dir=root.workdir,
         cpus=job.cpus,
         memory=job.memory_bytes,
         labels=labels(ctx.batch, ctx.lease, role, job.id),
         network=job_network(ctx, job),
         placement=list(job.placement),  # the job's nodes, for its check too
-        confinement=Confinement(pids=job.pids or DEFAULT_PIDS),
+        confinement=Confinement(
+            pids=job.pids or DEFAULT_PIDS,
+            tmpfs={**tmp_mount(job.disk_bytes), **(disk.covers() if disk else {})},
+        ),
     )
     return root.applied(spec)
 
@@ -499,6 +561,7 @@ def job_container_spec(
     reach: Sequence[Mount] = (),
     *,
     root: JobRoot | None = None,
+    disk: JobDisk | None = None,
 ) -> ContainerSpec:
     """The job's container: flower on its runs and its (read-only) workflow code, its model behind
     the gateway. The one place the job's env and spec are built."""
@@ -522,14 +585,16 @@ def job_container_spec(
     if _has_instruction(job):
         env["FLOWER_BATCH_INSTRUCTION"] = f"{RUNS}/{INSTRUCTION_FILE}"
     # `reach`: the job's own socket into the gateway (one machine; nothing on a cluster)
-    mounts = [Mount(str(jd.runs), RUNS), Mount(str(jd.flows), FLOWS, read_only=True), *reach]
+    runs = disk.source("runs") if disk else str(jd.runs)
+    mounts = [Mount(runs, RUNS), Mount(str(jd.flows), FLOWS, read_only=True), *reach]
     if job.task_image is not None and not job.task_image.layered:  # flower, brought into an image
         if ctx.bundle is None:
             raise FlowerBatchError(f"job {job.id}: its task image has no flower runtime volume to mount")
         mounts.append(Mount(ctx.bundle, BUNDLE_PATH, read_only=True, kind="volume"))
     if ctx.oracle:  # the task's solution, for the oracle only: never in a workflow's container
         mounts.append(Mount(str(solution_folder(jd)), SOLUTION_PATH, read_only=True))
-    return replace(_container_spec(ctx, job, jd, "job", command, env, mounts, root), secrets=secret_env)
+    spec = _container_spec(ctx, job, jd, "job", command, env, mounts, root, disk)
+    return replace(spec, secrets=secret_env)
 
 
 def _tools_path(job: JobSpec) -> dict[str, str]:
@@ -540,23 +605,33 @@ def _tools_path(job: JobSpec) -> dict[str, str]:
 
 def check_container_spec(ctx: JobContext, job: JobSpec, jd: JobDir, ran: Ran | None = None) -> ContainerSpec:
     """The check's container: the task's check command, reading the job's runs, in the job's
-    final state (`ran`: its sandbox and kept state image)."""
+    final state (`ran`: its sandbox, kept state image and own disk, whose writes it shares)."""
     assert job.check
+    disk = ran.disk if ran else None
     env = {**_tools_path(job), "HOME": "/tmp", "FLOWER_BATCH_JOB": job.id}
-    mounts = [Mount(str(jd.runs), RUNS, read_only=True)]
+    mounts = [Mount(disk.source("runs") if disk else str(jd.runs), RUNS, read_only=True)]
     spec = _container_spec(
-        ctx, job, jd, "check", ["sh", "-c", job.check], env, mounts, ran.root if ran else None
+        ctx, job, jd, "check", ["sh", "-c", job.check], env, mounts, ran.root if ran else None, disk
     )
     return replace(spec, image=ran.state_image) if ran and ran.state_image else spec
 
 
 def verifier_container_spec(attempt: Attempt, ran: Ran, tests: Path, logs: Path) -> ContainerSpec:
-    """The hidden tests' container: a fresh one of the job's final state (verifier.py)."""
+    """The hidden tests' container: a fresh one of the job's final state (verifier.py), on the
+    job's own disk when it has one."""
     ctx, job = attempt.ctx, attempt.job
     assert job.verifier
     env = {**_tools_path(job), "HOME": "/tmp", **job.verifier.env}
     spec = _container_spec(
-        ctx, job, attempt.jd, "verifier", VERIFY_COMMAND, env, verifier_mounts(tests, logs), ran.root
+        ctx,
+        job,
+        attempt.jd,
+        "verifier",
+        VERIFY_COMMAND,
+        env,
+        verifier_mounts(tests, logs),
+        ran.root,
+        ran.disk,
     )
     return replace(spec, image=ran.state_image or attempt.image)
 
@@ -698,8 +773,14 @@ def decide(
     )
     if ran.input_failed:  # like a workflow module that does not import: the job's own input
         return Verdict(Status.FAILED, error, FailureClass.AGENT)
-    if ran.over.written:  # the job's own doing: not infrastructure, never retried as such
-        return Verdict(Status.ERROR, ran.over.reason, FailureClass.AGENT)
+    if ran.home_full is not None:  # its session kept: the same command continues it once there is room
+        return Verdict(Status.PAUSED, ran.home_full, FailureClass.PAUSED)
+    if ran.disk_use is not None and ran.disk_use.full:
+        # Its own doing, whatever it broke on the way (flower's writes to /runs fail too): never
+        # retried as infrastructure, kept on a re-run like any verdict.
+        return Verdict(Status.DISK, ran.disk_use.reason(), FailureClass.DISK)
+    if ran.over.written:  # a writable root past its bound: its own doing, as a full disk
+        return Verdict(Status.DISK, ran.over.reason, FailureClass.DISK)
     if graded is not None and verdict.status is Status.PASSED:
         return graded_verdict(graded, attempt.job.threshold)
     if error is not None and error == gateway.divergence:
@@ -759,10 +840,14 @@ async def _wait_unless_gateway_gone(
     container: str,
     timeout_s: float,
     watch: tuple[int | None, RootOver] = (None, RootOver()),
+    *,
+    ran: Ran | None = None,
 ) -> tuple[int, bool]:
     """As `_wait`; and once the gateway's supervisor gives up, the job is stopped the way a
     timeout stops it (flower records the step): it would only wait out flower's offline wait.
-    `watch`: a writable root's bound, kept by root_watch.py meanwhile."""
+    `watch`: a writable root's bound, kept by root_watch.py meanwhile. With `ran` (a persistent
+    job), also once the home's disk falls under its reserve: the job is paused, as at a budget
+    (`ran.home_full` says why), and the same command continues it."""
     async with anyio.create_task_group() as tg:
         limit, over = watch
         if limit:
@@ -772,7 +857,15 @@ async def _wait_unless_gateway_gone(
             await ctx.gateway.gave_up.wait()
             await _stop_quietly(ctx.backend, container)
 
+        async def pause_when_home_full(ran: Ran, home: Path, reserve: int) -> None:
+            while (why := under_reserve(home, reserve, pausing=True)) is None:
+                await anyio.sleep(RESERVE_POLL_S)
+            ran.home_full = why
+            await _stop_quietly(ctx.backend, container)
+
         tg.start_soon(stop_when_gateway_gone)
+        if ran is not None and ctx.home is not None and ctx.reserve is not None:
+            tg.start_soon(pause_when_home_full, ran, ctx.home, ctx.reserve)
         try:
             result: tuple[int, bool] | Exception = await _wait(ctx.backend, container, timeout_s)
         except (TimeoutError, FlowerBatchError) as exc:  # raised below, not as an ExceptionGroup

@@ -20,18 +20,20 @@ from anyio.abc import TaskGroup
 
 from flower.clock import now_iso
 from flower_batch.backend.base import Backend
-from flower_batch.errors import FlowerBatchError
+from flower_batch.errors import FlowerBatchError, home_full, no_space
 from flower_batch.gateway.budget import batch_spent
 from flower_batch.gateway.host.sidecar import GatewaySidecar
 from flower_batch.gateway.host.supervisor import supervisors
 from flower_batch.gateway.metering import read_meter
 from flower_batch.jobmodel.budget import Budget
+from flower_batch.jobmodel.classes import FailureClass
 from flower_batch.jobmodel.outcome import JobOutcome
 from flower_batch.jobmodel.record import JobRecord, new_record, read_record, write_record
 from flower_batch.jobmodel.spec import JobSpec
 from flower_batch.jobmodel.status import Phase, State, Status
 from flower_batch.layout import JobDir
 from flower_batch.running.attempts import keep_previous_attempt
+from flower_batch.running.home_space import reserve_bytes, under_reserve
 from flower_batch.running.jobs import starts_beside
 from flower_batch.running.lease import Lease
 from flower_batch.running.liveness import NEVER_STARTED_REASON
@@ -112,6 +114,7 @@ class BatchRun:
             home=plan.home.root,
             environ=plan.settings.environ,
             oracle=plan.oracle,
+            reserve=self.reserve,
         )
 
     def queued(self, job: JobSpec, previous: JobRecord | None) -> JobRecord:
@@ -143,14 +146,7 @@ class BatchRun:
                 if self.on_state:
                     self.on_state(job.id, previous.status)
                 return
-            if self._batch_budget_spent():
-                reason = (
-                    f"not started: the batch budget ({Budget(self.plan.budget_usd).describe()}) was spent"
-                )
-                keep_previous_attempt(jd, previous, queued.attempt)
-                self.done[job.id] = _finish(
-                    jd.record_path, queued, job, Status.SKIPPED, reason, self.on_state
-                )
+            if self._skipped(job, jd, queued, previous, waking=waking):
                 return
             try:
                 wait = waking and self.plan.wake_waits_for_gateway
@@ -171,6 +167,48 @@ class BatchRun:
                 with contextlib.suppress(FlowerBatchError):
                     keep_previous_attempt(jd, previous, queued.attempt)
                 self.done[job.id] = _finish(jd.record_path, queued, job, Status.ERROR, reason, self.on_state)
+            except OSError as exc:
+                if not no_space(exc):
+                    raise
+                # The home is full: this job's record says so (its room given up for it), the
+                # others go on, and the command ends with one line.
+                reason = str(home_full(exc))
+                with contextlib.suppress(OSError):
+                    self.done[job.id] = _finish(
+                        jd.record_path,
+                        queued,
+                        job,
+                        Status.ERROR,
+                        reason,
+                        self.on_state,
+                        FailureClass.INFRASTRUCTURE,
+                    )
+
+    def _skipped(
+        self, job: JobSpec, jd: JobDir, queued: JobRecord, previous: JobRecord | None, *, waking: bool
+    ) -> bool:
+        """A job not started: the batch's budget is spent, or the home's disk is under its reserve
+        (a paused job then stays paused, its session untouched)."""
+        if self._batch_budget_spent():
+            reason = f"not started: the batch budget ({Budget(self.plan.budget_usd).describe()}) was spent"
+            keep_previous_attempt(jd, previous, queued.attempt)
+            self.done[job.id] = _finish(jd.record_path, queued, job, Status.SKIPPED, reason, self.on_state)
+            return True
+        full = under_reserve(self.plan.home.root, self.reserve)
+        if full is None:
+            return False
+        if waking and previous is not None:
+            self.done[job.id] = _not_continued(jd.record_path, previous, full, self.on_state)
+            return True
+        # No verdict, and not the job's doing: the same command again runs it.
+        self.done[job.id] = _finish(
+            jd.record_path, queued, job, Status.SKIPPED, full, self.on_state, FailureClass.INFRASTRUCTURE
+        )
+        return True
+
+    @property
+    def reserve(self) -> int:
+        return reserve_bytes(self.plan.parallel, self.plan.reserve)
 
     def _batch_budget_spent(self) -> bool:
         batch = Budget(self.plan.budget_usd)
@@ -268,7 +306,12 @@ def _mark_never_started(
         outcome = JobOutcome(
             job_id=job.id, status=Status.SKIPPED, gateway_mode=job.gateway.mode, reason=reason
         )
-        write_record(path, record.with_outcome(outcome, finished_at=now_iso()))
+        try:
+            write_record(path, record.with_outcome(outcome, finished_at=now_iso()))
+        except OSError as exc:  # a full disk: left queued, which readers show as never-started
+            if not no_space(exc):
+                raise
+            continue
         if on_state:
             on_state(job.id, Phase.NEVER_STARTED)
 
@@ -284,11 +327,23 @@ def _not_continued(path: Path, paused: JobRecord, why: str, on_state: StateHook 
 
 
 def _finish(
-    path: Path, queued: JobRecord, job: JobSpec, status: Status, reason: str, on_state: StateHook | None
+    path: Path,
+    queued: JobRecord,
+    job: JobSpec,
+    status: Status,
+    reason: str,
+    on_state: StateHook | None,
+    failure_class: FailureClass | None = None,
 ) -> JobRecord:
-    """The record of a job that ended without running: skipped (no budget left) or error (its
-    setup failed)."""
-    outcome = JobOutcome(job_id=job.id, status=status, gateway_mode=job.gateway.mode, reason=reason)
+    """The record of a job that ended without running: skipped (no budget left, or no room on the
+    home's disk) or error (its setup failed)."""
+    outcome = JobOutcome(
+        job_id=job.id,
+        status=status,
+        gateway_mode=job.gateway.mode,
+        reason=reason,
+        failure_class=failure_class.value if failure_class else None,
+    )
     record = queued.with_outcome(outcome, finished_at=now_iso())
     path.parent.mkdir(parents=True, exist_ok=True)
     write_record(path, record)

@@ -32,6 +32,7 @@ STATUS_ORDER = (
     Status.ERROR,
     Status.TIMEOUT,
     Status.BUDGET,
+    Status.DISK,
     Status.PAUSED,
     Status.PASSED,
     Status.SKIPPED,

@@ -343,6 +343,21 @@ class DockerBackend(Backend):
         )
         return str(created["Name"])
 
+    async def create_device_volume(
+        self, name: str, labels: Mapping[str, str], device: str, fstype: str
+    ) -> str:
+        options = {"type": fstype, "device": device, "o": "nosuid,nodev"}
+        created = await self._call(
+            "volume",
+            name,
+            lambda api: api.create_volume(name, driver="local", driver_opts=options, labels=dict(labels)),
+        )
+        return str(created["Mountpoint"])
+
+    @property
+    def mounts_devices(self) -> bool:
+        return True
+
     async def remove_volume(self, name: str, force: bool = False) -> None:
         await self._call("volume", name, lambda api: api.remove_volume(name, force=force))
 

@@ -35,7 +35,19 @@ def refusal_plan(reason: str) -> ResponsePlan:
     )
 
 
+OVERLOADED_STATUS = 529  # retried by the CLI, then waited out by flower's resilience (same session)
+
+
+def cannot_meter_plan(reason: str) -> ResponsePlan:
+    """A request the gateway could not meter, refused as a transient overload: nothing was sent on."""
+    body = {"type": "error", "error": {"type": "overloaded_error", "message": reason}}
+    return ResponsePlan.json(
+        body, status=OVERLOADED_STATUS, headers={"x-should-retry": "true"}, rule="gateway:cannot-meter"
+    )
+
+
 _BUDGET_KEY = "tap:budget"
+_NO_ROOM_KEY = "tap:no-room"
 
 
 class _BudgetDecision:
@@ -78,6 +90,10 @@ class Tap:
         begin = getattr(self.inner, "begin", None)
         if job is None or begin is None:
             return
+        if request.endpoint == "messages":
+            request.begun[_NO_ROOM_KEY] = full = self.meter(job).room_to_meter()
+            if full is not None:
+                return
         if request.endpoint == "messages" and self.budgets is not None:
             reason = self.budgets.refusal(job, self.summaries())
             request.begun[_BUDGET_KEY] = _BudgetDecision(reason)
@@ -91,6 +107,12 @@ class Tap:
             return self.inner.respond(request)
         started = time.time()
         meter = self.meter(job)
+        if request.endpoint == "messages":
+            # begin() looked already (and then sent nothing on): that decision stands
+            looked = _NO_ROOM_KEY in request.begun
+            full = request.begun.pop(_NO_ROOM_KEY) if looked else meter.room_to_meter()
+            if full is not None:
+                return cannot_meter_plan(str(full))  # nothing written: there is no room to
         if request.endpoint == "messages" and self.budgets is not None:
             early = request.begun.pop(_BUDGET_KEY, None)
             # begin() decided already (and forwarded the request if allowed): that decision stands

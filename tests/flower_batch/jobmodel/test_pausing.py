@@ -85,6 +85,7 @@ def test_paused_is_its_own_class_and_counted_apart() -> None:
         "infrastructure": 0,
         "timeout": 0,
         "budget": 1,
+        "disk": 0,
         "paused": 1,
         "pending": 1,
     }

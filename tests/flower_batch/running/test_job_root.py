@@ -17,10 +17,10 @@ import pytest
 from flower_batch.backend.base import Backend, ContainerSpec
 from flower_batch.backend.confinement import ROOT_CAPABILITIES
 from flower_batch.errors import FlowerBatchError, MatrixFileError
-from flower_batch.jobmodel.spec import JobSpec
+from flower_batch.jobmodel.spec import DEFAULT_DISK, JobSpec
 from flower_batch.jobsfile import load_jobs_file
 from flower_batch.running import root_watch
-from flower_batch.running.job_root import HOST_ROOT, WRITABLE_ROOT_LIMIT, resolve_root
+from flower_batch.running.job_root import HOST_ROOT, resolve_root
 from flower_batch.running.state_image import state_ref
 from flower_batch.running.workdir_seed import unpack_untrusted
 from tests.fake_backend import FakeBackend
@@ -95,9 +95,9 @@ async def test_the_container_a_job_asks_for() -> None:
     assert asked.workdir == "/app"  # the image's WORKDIR
     assert not spec.confinement.read_only_root and spec.user == "0:0" and spec.env["IS_SANDBOX"] == "1"
     assert spec.confinement.cap_add == ROOT_CAPABILITIES == ("CHOWN", "DAC_OVERRIDE", "SETUID", "SETGID")
-    assert spec.disk_bytes == WRITABLE_ROOT_LIMIT
-    assert asked.note == f"writable root (its writes bounded at 2g); uid 0 ({HOST_ROOT})"
-    bounded = await resolve_root(backend, _job(root="writable", memory_bytes=512 << 20), "task:wd")
+    assert spec.disk_bytes == DEFAULT_DISK  # the job's disk, its default
+    assert asked.note == f"writable root (its writes bounded at 10g); uid 0 ({HOST_ROOT})"
+    bounded = await resolve_root(backend, _job(root="writable", disk=512 << 20), "task:wd")
     assert bounded.disk_bytes == 512 << 20 and bounded.note == "writable root (its writes bounded at 512m)"
     # an image with no WORKDIR works in /workspace; one whose WORKDIR is reserved is one line
     assert (await resolve_root(backend, _job(workdir="image"), FakeBackend.IMAGE)).workdir == "/workspace"
