@@ -59,6 +59,7 @@ from flower_batch.labels import BATCH, JOB, MANAGED
 from flower_batch.layout import Home, JobDir
 from flower_batch.running.batch import run_one
 from flower_batch.running.causes import continuity_lines
+from flower_batch.running.job_disk import recover_orphans
 from flower_batch.running.jobs import ADHOC_BATCH, Sandbox, adhoc_spec
 from flower_batch.running.lease import Leak, find_leaks, on_the_nodes, remove_leaks
 from flower_batch.running.liveness import Liveness
@@ -509,6 +510,7 @@ def stop(
     err.print(f"stopped {n} container(s) of {jd.batch}/{jd.job} (status was {record.status})")
 
 
+# long: typer's option declarations take a third of it; the body removes, recovers and prints
 def gc(
     dry_run: bool = typer.Option(False, "--dry-run", help="only list what would be removed"),
     attempts: bool = typer.Option(False, "--attempts", help="instead: prune jobs' kept earlier attempts"),
@@ -554,6 +556,9 @@ def gc(
             return leaks + swept, foreign, away
 
     leaks, foreign, away = run_async(go)
+    if not dry_run:  # a dead run's folders that still show its disk: its files back on the host
+        for job in recover_orphans(h):
+            err.print(f"job {job}: its files recovered from the disk of a run whose orchestrator died")
     verb = "would remove" if dry_run else "removed"
     for leak in leaks:
         out.print(f"{verb} {leak.kind} {leak.name} {leak.role}".rstrip())

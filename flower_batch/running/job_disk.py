@@ -24,7 +24,9 @@ How, on one machine's engine:
   has removed the containers (and so the engine's mount).
 
 So every reader of a job's files (the report's diff, the viewer, wake, repro, attempts, gc)
-reads the host's folders as before; during a run they hold the job's files as of its start.
+reads the host's folders as before. While the job runs they show its disk, read-only
+(`show_live`: binds over the host's folders); a killed orchestrator's binds stay until the job's
+next run or `gc` copies what they show over the host's folders (`recover_live`, `recover_orphans`).
 """
 
 from __future__ import annotations
@@ -45,10 +47,12 @@ import anyio
 
 from flower_batch.backend.base import Backend, Mount
 from flower_batch.backend.confinement import sandbox_ids
-from flower_batch.errors import FlowerBatchError
+from flower_batch.errors import FlowerBatchError, RecordError
+from flower_batch.jobmodel.record import read_record
 from flower_batch.jobmodel.units import format_memory
 from flower_batch.labels import labels
-from flower_batch.layout import JobDir
+from flower_batch.layout import Home, JobDir
+from flower_batch.running.lease import is_alive
 from flower_batch.untrusted_files import remove_tree
 
 log = logging.getLogger(__name__)
@@ -135,9 +139,96 @@ def _mib(n: int) -> str:
     return f"{n / 1024**2:.1f} MiB"
 
 
+def show_live(disk: JobDisk, jd: JobDir) -> None:
+    """While the job runs, its folders on the host show its disk, read-only: the host's own copy
+    is as of the job's start, and people (`show`, the viewer, `logs`) and a killed orchestrator's
+    successor read the job's progress there. Bound from where the engine mounted the volume
+    (mounted once the job's container started); a bind that fails only leaves the start's copy."""
+    for folder in FOLDERS:
+        source, target = disk.mountpoint / folder, jd.root / folder
+        if os.path.ismount(target):
+            continue
+        bound = subprocess.run(["mount", "--bind", str(source), str(target)], capture_output=True, text=True)
+        if bound.returncode != 0:
+            log.warning(
+                "job %s: its %s is shown as of its start: %s", jd.job, folder, _last_line(bound.stderr)
+            )
+            continue
+        subprocess.run(
+            ["mount", "-o", "remount,bind,ro,nosuid,nodev,noexec", str(target)], capture_output=True
+        )
+
+
+def hide_live(jd: JobDir) -> None:
+    """The binds of `show_live` undone (lazily when a reader still holds a file there)."""
+    for folder in FOLDERS:
+        target = jd.root / folder
+        if (
+            os.path.ismount(target)
+            and subprocess.run(["umount", str(target)], capture_output=True).returncode
+        ):
+            subprocess.run(["umount", "-l", str(target)], capture_output=True)
+
+
+def recover_live(jd: JobDir) -> None:
+    """Folders still bound to a disk by an orchestrator that was killed during the job: what they
+    show (the job's files as it left them) copied over the host's, then the binds undone. A copy
+    that fails raises OSError and keeps the binds (nothing is lost)."""
+    mounted = [folder for folder in FOLDERS if os.path.ismount(jd.root / folder)]
+    if not mounted:
+        return
+    out, old = jd.root / _OUT, jd.root / _OLD
+    remove_tree(out)
+    remove_tree(old)
+    out.mkdir()
+    try:
+        for folder in mounted:
+            done = subprocess.run(
+                ["cp", "-a", "--no-dereference", str(jd.root / folder), str(out / folder)],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if done.returncode != 0 and not (out / folder).is_dir():
+                raise OSError(
+                    f"recovering the job's {folder} from its disk failed: {_last_line(done.stderr)}"
+                )
+        hide_live(jd)
+        old.mkdir()
+        for folder in mounted:
+            os.rename(jd.root / folder, old / folder)
+            os.rename(out / folder, jd.root / folder)
+        log.warning(
+            "job %s: its %s recovered from the disk of a run whose orchestrator was killed", jd.job, mounted
+        )
+    finally:
+        remove_tree(out)
+        remove_tree(old)
+
+
+def recover_orphans(home: Home) -> list[str]:
+    """`gc`: every job whose folders still show the disk of a run whose orchestrator died gets
+    its files back on the host, and the binds undone (a job whose orchestrator lives is left
+    alone). The ids of the jobs recovered."""
+    done = []
+    for jd in home.jobs():
+        if not any(os.path.ismount(jd.root / folder) for folder in FOLDERS):
+            continue
+        try:
+            session = read_record(jd.record_path).session
+        except (OSError, RecordError):
+            session = None
+        if session and is_alive(home.root, session):
+            continue
+        recover_live(jd)
+        done.append(jd.job)
+    return done
+
+
 def make_image(jd: JobDir, size: int) -> Path:
     """`<job>/disk.img`: a sparse ext4 filesystem of `size` bytes holding the job's folders.
     Blocking. The folders are renamed into a staging folder for mkfs to read, and back."""
+    recover_live(jd)
     image = jd.root / DISK_IMAGE
     staging = jd.root / _STAGING
     image.unlink(missing_ok=True)
@@ -269,14 +360,19 @@ async def release(backend: Backend, disk: JobDisk) -> None:
 
 def _measure_and_copy_out(disk: JobDisk, jd: JobDir) -> DiskUse:
     """The disk mounted read-only on the host for a moment: measured, its folders copied back."""
+    hide_live(jd)
     where = Path(tempfile.mkdtemp(prefix=f"flower-batch-{disk.volume}-"))
     try:
-        done = subprocess.run(
-            ["mount", "-t", "ext4", "-o", "ro,nosuid,nodev,noexec", disk.loop, str(where)],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        for options in ("ro,nosuid,nodev,noexec", "nosuid,nodev,noexec"):
+            # read-only, unless a lazily undone bind still holds the filesystem read-write
+            done = subprocess.run(
+                ["mount", "-t", "ext4", "-o", options, disk.loop, str(where)],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if done.returncode == 0:
+                break
         if done.returncode != 0:
             raise OSError(f"the job's disk could not be read back: {_last_line(done.stderr)}")
         try:

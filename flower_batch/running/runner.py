@@ -269,7 +269,7 @@ class Attempt:
 
     @property
     def image(self) -> str:
-        return self.base_image or (self.job.task_image.id if self.job.task_image else self.ctx.image.id)
+        return self.base_image or _image_of(self.ctx, self.job)
 
     def duration_s(self) -> float:
         return round(time.monotonic() - self.started, 2)
@@ -390,6 +390,8 @@ async def _run_in_container(
     if attempt.base_image:  # a wake from the state the job left: said in one line when it is gone
         await _state_image_present(ctx.backend, job, attempt.base_image)
     ran.root = await resolve_root(ctx.backend, job, attempt.image)
+    # a run whose orchestrator was killed left the folders showing its disk: its files first
+    await anyio.to_thread.run_sync(job_disk.recover_live, jd)
     await prepare_off_the_loop(
         jd, job, fresh=fresh, search=ctx.search, flows_from=ctx.flows_from, home=ctx.home
     )
@@ -403,6 +405,8 @@ async def _run_in_container(
     ran.container = await ctx.backend.create(replace(spec, image=attempt.image))
     write_record(jd.record_path, replace(attempt.record, container=ran.container))
     await ctx.backend.start(ran.container)
+    if ran.disk is not None:  # the engine mounted it: the host's folders show the job's progress
+        await anyio.to_thread.run_sync(job_disk.show_live, ran.disk, jd)
     # flower stops itself at the deadline after a wrap-up window (running/deadline.py): wait for it.
     watch = ran.root.disk_bytes if ran.root.writable else None
     ran.exit_code, ran.timed_out = await _wait_unless_gateway_gone(

@@ -338,10 +338,14 @@ def test_killed_mid_step_then_wake_continues_the_same_session(
         for found in [c.labels for c in made.containers] + [n.attrs["Labels"] for n in made.networks]:
             assert {MANAGED, BATCH, ROLE, VERSION, LEASE} <= set(found), found
             assert found[BATCH] == "adhoc" and found[LEASE] == labels[LEASE]
+        # the job's folders, from its own disk (running/job_disk.py), which the host's show live
         mounts = {m["Destination"]: m["Source"] for m in container.attrs["Mounts"]}
-        assert mounts["/workspace"] == str(job.root / "workspace") and mounts["/runs"] == str(
-            job.root / "runs"
-        )
+        (disk,) = [
+            m["Name"] for m in container.attrs["Mounts"] if m["Type"] == "volume" and "-disk-" in m["Name"]
+        ]
+        assert mounts["/workspace"].endswith(f"/{disk}/_data/workspace"), mounts
+        assert mounts["/runs"].endswith(f"/{disk}/_data/runs"), mounts
+        assert os.path.ismount(job.root / "runs") and os.path.ismount(job.root / "workspace")
         env = dict(e.split("=", 1) for e in container.attrs["Config"]["Env"])
         assert env["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:8080/j/sleeper"
         assert env["FLOWER_MODEL_SOCKET"] == "/run/flower-gateway/gateway.sock"
@@ -508,7 +512,9 @@ def test_gc_removes_what_a_killed_orchestrator_leaked_and_spares_a_live_one(
     assert dry.returncode == 0, dry.stderr
     listed = dry.stdout.splitlines()
     assert sorted(line.split()[3] for line in listed) == sorted(
-        [c.name for c in leaked.containers] + [n.name for n in leaked.networks]
+        [c.name for c in leaked.containers]
+        + [n.name for n in leaked.networks]
+        + [v.name for v in leaked.volumes]
     )
     assert all(line.startswith("would remove ") for line in listed)
     assert labelled("adhoc", {dead_session}).containers, "--dry-run removed something"
@@ -522,6 +528,11 @@ def test_gc_removes_what_a_killed_orchestrator_leaked_and_spares_a_live_one(
     assert {c.labels[ROLE] for c in spared.containers} == {"job", "gateway"} and spared.networks == []
     assert all(c.status == "running" for c in spared.containers) and live.poll() is None
     assert not (home / ".sessions" / f"{dead_session}.lock").exists()
+    # the dead run's folders showed its disk: its files are back on the host, the binds undone;
+    # the live job's still show its progress
+    assert "recovered from the disk of a run whose orchestrator died" in done.stderr
+    assert not os.path.ismount(dead_job.root / "runs") and (dead_job.root / "runs" / "lineage.json").exists()
+    assert os.path.ismount(live_job.root / "runs")
 
     # the live job ends normally once stopped; then nothing with our labels is left
     stopped = fb("stop", "alive", "--grace", "2", home=home)

@@ -152,6 +152,7 @@ def test_classes_are_counted_apart_and_infrastructure_exits_3(causes) -> None:
         "infrastructure": 1,
         "timeout": 0,
         "budget": 0,
+        "disk": 0,
         "paused": 0,
         "pending": 0,
     }
