@@ -35,6 +35,7 @@ import contextlib
 import fcntl
 import logging
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -142,11 +143,16 @@ def _mib(n: int) -> str:
 def show_live(disk: JobDisk, jd: JobDir) -> None:
     """While the job runs, its folders on the host show its disk, read-only: the host's own copy
     is as of the job's start, and people (`show`, the viewer, `logs`) and a killed orchestrator's
-    successor read the job's progress there. Bound from where the engine mounted the volume
-    (mounted once the job's container started); a bind that fails only leaves the start's copy."""
+    successor read the job's progress there. Bound from where the engine mounted the volume, only
+    while it is mounted there (a job that already ended has nothing to show); a bind that fails,
+    or that caught the volume's own folder, is undone and leaves the start's copy."""
     for folder in FOLDERS:
         source, target = disk.mountpoint / folder, jd.root / folder
-        if os.path.ismount(target):
+        try:
+            disk_dev = os.stat(source).st_dev
+            if disk_dev == os.stat(disk.mountpoint.parent).st_dev or mounted_at(target):
+                continue  # the engine has it unmounted again, or it is shown already
+        except OSError:
             continue
         bound = subprocess.run(["mount", "--bind", str(source), str(target)], capture_output=True, text=True)
         if bound.returncode != 0:
@@ -157,24 +163,49 @@ def show_live(disk: JobDisk, jd: JobDir) -> None:
         subprocess.run(
             ["mount", "-o", "remount,bind,ro,nosuid,nodev,noexec", str(target)], capture_output=True
         )
+        if os.stat(target).st_dev != disk_dev:  # unmounted meanwhile: the bind caught the folder below
+            _umount(target)
+
+
+def mounted_at(path: Path) -> bool:
+    """Something is mounted at `path` (a bind of a folder of the same filesystem too, which
+    os.path.ismount cannot see): /proc/self/mountinfo."""
+    want = os.path.realpath(path)
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                fields = line.split(" ", 5)
+                if len(fields) > 4 and _unescape(fields[4]) == want:
+                    return True
+    except OSError:
+        return os.path.ismount(path)
+    return False
+
+
+def _unescape(field: str) -> str:
+    """mountinfo's octal escapes (a space is \\040)."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
+def _umount(target: Path) -> None:
+    while mounted_at(target):  # binds stack: each one undone
+        if subprocess.run(["umount", str(target)], capture_output=True).returncode:
+            subprocess.run(["umount", "-l", str(target)], capture_output=True)
+            if mounted_at(target):
+                return
 
 
 def hide_live(jd: JobDir) -> None:
     """The binds of `show_live` undone (lazily when a reader still holds a file there)."""
     for folder in FOLDERS:
-        target = jd.root / folder
-        if (
-            os.path.ismount(target)
-            and subprocess.run(["umount", str(target)], capture_output=True).returncode
-        ):
-            subprocess.run(["umount", "-l", str(target)], capture_output=True)
+        _umount(jd.root / folder)
 
 
 def recover_live(jd: JobDir) -> None:
     """Folders still bound to a disk by an orchestrator that was killed during the job: what they
     show (the job's files as it left them) copied over the host's, then the binds undone. A copy
     that fails raises OSError and keeps the binds (nothing is lost)."""
-    mounted = [folder for folder in FOLDERS if os.path.ismount(jd.root / folder)]
+    mounted = [folder for folder in FOLDERS if mounted_at(jd.root / folder)]
     if not mounted:
         return
     out, old = jd.root / _OUT, jd.root / _OLD
@@ -212,7 +243,7 @@ def recover_orphans(home: Home) -> list[str]:
     alone). The ids of the jobs recovered."""
     done = []
     for jd in home.jobs():
-        if not any(os.path.ismount(jd.root / folder) for folder in FOLDERS):
+        if not any(mounted_at(jd.root / folder) for folder in FOLDERS):
             continue
         try:
             session = read_record(jd.record_path).session
@@ -232,12 +263,16 @@ def make_image(jd: JobDir, size: int) -> Path:
     image = jd.root / DISK_IMAGE
     staging = jd.root / _STAGING
     image.unlink(missing_ok=True)
-    if (
-        staging.exists()
-    ):  # an orchestrator killed during an earlier mkfs: its folders kept aside, never deleted
-        kept = jd.root / f"{_STAGING}.{int(time.time())}"
-        os.rename(staging, kept)
-        log.warning("job %s: folders left by an interrupted disk set-up kept in %s", jd.job, kept)
+    if staging.exists():  # an orchestrator killed during an earlier mkfs: its folders put back
+        for folder in FOLDERS:
+            if (staging / folder).exists() and not (jd.root / folder).exists():
+                os.rename(staging / folder, jd.root / folder)
+        if any(staging.iterdir()):  # both copies somehow: the staged one kept aside, never deleted
+            kept = jd.root / f"{_STAGING}.{int(time.time())}"
+            os.rename(staging, kept)
+            log.warning("job %s: folders left by an interrupted disk set-up kept in %s", jd.job, kept)
+        else:
+            staging.rmdir()
     staging.mkdir()
     moved: list[str] = []
     try:
