@@ -12,7 +12,8 @@ manifest.json::
 per container), so a file left by an earlier run is never taken for this run's.
 
 Classes: done, usage, target (the workflow module or attribute), workflow (its definition or a
-callback), database (sessions.db), api (a fatal API error: 401, 402, ...), step (a step
+callback), database (sessions.db), disk (flower's own writes found the run directory's disk
+full: flower.full_disk), api (a fatal API error: 401, 402, ...), step (a step
 failed), timeout (the deadline passed: the step wrote its notes and stopped, see
 flower.runtime.limits), signal (SIGTERM/SIGHUP), interrupted (Ctrl-C), crash (anything else).
 
@@ -41,6 +42,7 @@ CLASSES = (
     "target",
     "workflow",
     "database",
+    "disk",
     "api",
     "step",
     "timeout",
@@ -143,6 +145,10 @@ def step_failure(ctx: dict[str, Any]) -> tuple[str, str, str] | None:
     A fatal API error (its HTTP status known to the runtime) is class "api"; a gate that gave
     up, or a step whose result was fine but never passed its gate, is class "step".
     """
+    disk_full = ctx.get("_disk_full")
+    if disk_full:  # flower's own writes found the run directory's disk full (flower.full_disk)
+        step, reason = disk_full
+        return "disk", reason, step
     failed = ctx.get("_failed_at")
     if not failed:
         return None

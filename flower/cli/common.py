@@ -132,6 +132,8 @@ def ended(ctx: dict[str, Any]) -> int:
         leave(code=0, kind="done", reason="every step passed")
         return 0
     kind, reason, step = failure
+    if kind == "disk":  # not a step's failure the table shows: said in its one line
+        err.print(Text.assemble(("flower:", "red"), " ", reason), highlight=False)
     leave(code=1, kind=kind, reason=reason, step=step)
     return 1
 

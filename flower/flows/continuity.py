@@ -24,6 +24,7 @@ from typing import Any
 from flower.catalogue.names import CONTINUITY_FILE, MANIFEST_FILE
 from flower.fileio import write_atomic
 from flower.flows.lineage import Lineage
+from flower.full_disk import FullDisk
 
 CONTINUITY_FORMAT = "flower/continuity@1"
 
@@ -69,8 +70,15 @@ def short(session_id: str) -> str:
 class ContinuityLog:
     """This run's entries, rewritten whole after each one (atomically)."""
 
-    def __init__(self, run_dir: str | os.PathLike[str], run_id: str, stamp: str | None = None) -> None:
+    def __init__(
+        self,
+        run_dir: str | os.PathLike[str],
+        run_id: str,
+        stamp: str | None = None,
+        full_disk: FullDisk | None = None,
+    ) -> None:
         self.path = Path(run_dir) / CONTINUITY_FILE
+        self.full_disk = full_disk
         self.run_id = run_id
         self.stamp = stamp
         self.steps: list[dict[str, Any]] = []
@@ -85,8 +93,9 @@ class ContinuityLog:
         }
         try:
             write_atomic(self.path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
-        except OSError:
-            pass
+        except OSError as exc:
+            if self.full_disk is not None:
+                self.full_disk.note(CONTINUITY_FILE, exc)
 
 
 def read_continuity(

@@ -2,7 +2,9 @@
 
 Two invariants (the bookkeeping must never stop the work):
 1. A session id is written the moment it is known, atomically (.tmp + replace); OSError is swallowed
-   because bookkeeping must never kill the work.
+   because bookkeeping must never kill the work. A full disk is noted (`full_disk`, flower.full_disk):
+   the workflow stops before its next step and says so, and the whole table is written again by
+   the next save that succeeds.
 2. Whatever doesn't match (moved workspace, dead session, corrupt file) counts as absent, silently.
 """
 
@@ -18,6 +20,7 @@ from typing import Any
 
 from flower.catalogue.names import LINEAGE_FILE
 from flower.fileio import write_atomic
+from flower.full_disk import FullDisk
 
 
 class Lineage:
@@ -28,6 +31,7 @@ class Lineage:
         self.workspace = str(Path(workspace).resolve())
         self.woke = 0
         self.steps: dict[str, str] = {}
+        self.full_disk: FullDisk | None = None  # set by the workflow that writes it
         # Why what is on disk was not used, for reports (the fallback itself stays silent):
         # `problem` for the whole file, `dropped` for steps whose session is gone.
         self.problem: str | None = None
@@ -86,8 +90,9 @@ class Lineage:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             write_atomic(self.path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
-        except OSError:
-            pass
+        except OSError as exc:
+            if self.full_disk is not None:
+                self.full_disk.note(self.FILE, exc)
 
     def archive(self, into: str | os.PathLike[str], extra: Iterable[str | os.PathLike[str]] = ()) -> Path:
         """Move lineage.json and the given files into `into/<YYYYmmdd-HHMMSS>/`; reset."""

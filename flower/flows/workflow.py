@@ -16,6 +16,7 @@ from flower.errors import StepAbort, WorkflowError
 from flower.events import StepStarted
 from flower.flows.continuity import ContinuityLog, decide, first_run
 from flower.flows.lineage import Lineage
+from flower.full_disk import FullDisk
 from flower.protocols import EventSink, PersonChannel, StepRunner, WorkbenchLike
 from flower.result import StepResult
 from flower.spec import AgentSpec
@@ -142,14 +143,18 @@ class Workflow:
         ctx.setdefault("_results", {})
         ctx.pop("_failed_at", None)
         ctx.pop("_aborted", None)
+        ctx.pop("_disk_full", None)
         run_dir = getattr(runtime, "run_dir", None)
+        full_disk: FullDisk | None = getattr(runtime, "full_disk", None)
         self._first_run = run_dir is not None and first_run(run_dir)
         self._continuity = (
-            ContinuityLog(run_dir, str(getattr(runtime, "run_id", "")), getattr(runtime, "run_stamp", None))
+            ContinuityLog(
+                run_dir, str(getattr(runtime, "run_id", "")), getattr(runtime, "run_stamp", None), full_disk
+            )
             if run_dir
             else None
         )
-        lineage = self._open_lineage(runtime)
+        lineage = self._open_lineage(runtime, full_disk)
         ctx["_lineage"] = lineage
         ctx["_woke"] = lineage.woke if lineage else 0
         total = len(self.steps)
@@ -162,6 +167,10 @@ class Workflow:
                 ctx["_sessions"][step.name] = result.session_id
             if on_step is not None:
                 await _maybe_await(on_step(step.name, result))
+            if full_disk is not None and full_disk.first:
+                # What this step left may not be saved: no further step builds on it.
+                ctx["_disk_full"] = (step.name, full_disk.reason(step.name))
+                break
             if passed:
                 ctx[step.name] = (
                     await _call(step, "reduce", step.reduce, result, ctx) if step.reduce else result.text
@@ -174,10 +183,11 @@ class Workflow:
                 break
         return ctx
 
-    def _open_lineage(self, runtime: StepRunner) -> Lineage | None:
+    def _open_lineage(self, runtime: StepRunner, full_disk: FullDisk | None) -> Lineage | None:
         if not self.continuous:
             return None
         lineage = Lineage.load(runtime.run_dir, runtime.workspace, runtime.has_session)
+        lineage.full_disk = full_disk
         lineage.bump_woke()
         return lineage
 

@@ -36,6 +36,7 @@ from claude_agent_sdk import (
     ClaudeAgentOptions,
     ClaudeSDKClient,
     HookCallback,
+    MirrorErrorMessage,
     ProcessError,
     ResultError,
     ResultMessage,
@@ -44,7 +45,7 @@ from claude_agent_sdk import (
     ToolUseBlock,
 )
 
-from flower.catalogue.names import MANIFEST_FILE
+from flower.catalogue.names import MANIFEST_FILE, SESSIONS_DB
 from flower.clock import now_iso
 from flower.context.handoff import Handoff, doc_path, is_overflow, seed_prompt, write_prompt
 from flower.context.store import context_tokens
@@ -61,6 +62,7 @@ from flower.events import (
     ToolCalled,
 )
 from flower.exitinfo import STAMP_ENV
+from flower.full_disk import FullDisk
 from flower.protocols import SessionHook, WorkbenchLike
 from flower.result import StepResult
 from flower.runtime.attempt import Attempt, AttemptState, Phase, conclude
@@ -170,6 +172,7 @@ class Runtime:
         self.workbench = workbench
         self.run_id = new_run_id()
         self.manifest = Manifest(self.run_dir / MANIFEST_FILE, self.run_id)
+        self.full_disk = FullDisk(self.run_dir)
         self.results: list[StepResult] = []
         self.on_session: SessionHook | None = None
         self.limits = limits or Limits()
@@ -357,7 +360,14 @@ class Runtime:
 
     def _record(self, result: StepResult) -> None:
         self.results.append(result)
-        self.manifest.write([r.to_row(self.run_id) for r in self.results])
+        try:
+            self.manifest.write([r.to_row(self.run_id) for r in self.results])
+        except OSError as exc:
+            # A full disk: the rows stay in memory and the next write puts them all down.
+            if not self.full_disk.note(MANIFEST_FILE, exc):
+                raise
+        if not result.ok:
+            self.full_disk.check_space()
 
     # -- one CLI process --------------------------------------------------------------------
     def _options(
@@ -465,7 +475,9 @@ class Runtime:
         async for msg in client.receive_messages():
             await self._note_session(result, _session_of(msg), on_event)
             state.background.note(msg)
-            if isinstance(msg, AssistantMessage):
+            if isinstance(msg, MirrorErrorMessage):  # sessions.db could not take the turn's entries
+                self.full_disk.note(SESSIONS_DB, msg.error)
+            elif isinstance(msg, AssistantMessage):
                 await self._on_assistant(msg, state, client, on_event, may_hand_off)
             elif isinstance(msg, ResultMessage) and await self._on_result(
                 msg, state, client, result, task, on_event

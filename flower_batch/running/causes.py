@@ -128,6 +128,8 @@ def _from_flower(cause: dict[str, Any], fallback: str) -> Verdict:
         if http in (401, 403):
             return Verdict(Status.ERROR, text, FailureClass.INFRASTRUCTURE)
         return Verdict(Status.FAILED, text, FailureClass.AGENT)
+    if kind == "disk":  # flower's /runs is full: the job's own writes, never retried as infrastructure
+        return Verdict(Status.DISK, text, FailureClass.DISK)
     if kind in ("database", "crash"):
         return Verdict(Status.ERROR, text, FailureClass.INFRASTRUCTURE)
     if kind in ("signal", "interrupted"):

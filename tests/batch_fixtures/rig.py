@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 PROJECT = Path(__file__).resolve().parent / "project"
 FLOWER_BATCH = REPO / ".venv" / "bin" / "flower-batch"
@@ -295,3 +297,39 @@ def private_home(tmp_path: Path) -> Iterator[Path]:
     kill_started()  # a failed test may leave its orchestrators running: they must not race the cleanup
     for batch in [p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")]:
         remove_resources(leftovers(root, batch))
+
+
+def loop_home(tmp_path: Path, size: int) -> Iterator[Path]:
+    """A private home on an ext4 filesystem of its own of `size` bytes (a loop device), unmounted
+    at the end (use as a generator fixture). Root only, as CI runs: a mount needs it."""
+    if os.getuid() != 0:
+        pytest.fail("this test runs as root, as CI does: it mounts a filesystem of its own")
+    image = tmp_path / "home.img"
+    with open(image, "wb") as f:
+        f.truncate(size)
+    subprocess.run(["mkfs.ext4", "-q", "-F", "-m", "0", str(image)], check=True)
+    mount = tmp_path / "mnt"
+    mount.mkdir()
+    subprocess.run(["mount", "-o", "loop", str(image), str(mount)], check=True)
+    try:
+        yield from private_home(mount)
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def fill_disk(path: Path, *, leave: int) -> None:
+    """A file taking the free space of `path`'s filesystem but `leave` bytes."""
+    st = os.statvfs(path.parent)
+    size = st.f_bavail * st.f_frsize - leave
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        os.posix_fallocate(fd, 0, size)
+    finally:
+        os.close(fd)
+    if leave == 0:  # the last blocks fallocate left (metadata rounding): written until ENOSPC
+        with open(path, "ab", buffering=0) as f:
+            try:
+                while True:
+                    f.write(b"\0" * 4096)
+            except OSError:
+                pass

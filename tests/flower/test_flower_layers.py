@@ -21,6 +21,7 @@ LAYERS = {
             "events",
             "exitinfo",
             "fileio",
+            "full_disk",
             "protocols",
             "quick_exit",
             "result",

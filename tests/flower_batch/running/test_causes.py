@@ -110,6 +110,12 @@ async def test_flowers_own_line_replaces_the_exit_code(tmp_path: Path) -> None:
             "infrastructure",
         ),
         ("step", "step fix failed: the CLI ended without a result", "failed", "agent"),
+        (  # flower's own writes found /runs full: the job's doing, never retried
+            "disk",
+            "the disk of the run directory /runs is full: lineage.json could not be written",
+            "disk",
+            "disk",
+        ),
     ],
 )
 async def test_each_cause_of_flower_has_its_status_and_class(

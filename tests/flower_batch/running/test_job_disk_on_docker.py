@@ -27,12 +27,13 @@ from tests.batch_fixtures.rig import (
     Job,
     fb,
     fb_start,
+    fill_disk,
     leftovers,
-    private_home,
     project_copy,
     runtime_image,
     wait_for,
 )
+from tests.batch_fixtures.rig import loop_home as rig_loop_home
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -152,20 +153,7 @@ workspace = "tasks/alpha"
 
 @pytest.fixture
 def loop_home(tmp_path: Path) -> Iterator[Path]:
-    """A home on an ext4 filesystem of its own (a loop device), unmounted at the end."""
-    if os.getuid() != 0:
-        pytest.fail("this test runs as root, as CI does: a job's disk needs a loop device")
-    image = tmp_path / "home.img"
-    with open(image, "wb") as f:
-        f.truncate(HOME_FS)
-    subprocess.run(["mkfs.ext4", "-q", "-F", "-m", "0", str(image)], check=True)
-    mount = tmp_path / "mnt"
-    mount.mkdir()
-    subprocess.run(["mount", "-o", "loop", str(image), str(mount)], check=True)
-    try:
-        yield from private_home(mount)
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
+    yield from rig_loop_home(tmp_path, HOME_FS)
 
 
 def test_one_job_fills_its_own_disk_and_its_neighbours_pass(tmp_path: Path, loop_home: Path) -> None:
@@ -221,7 +209,7 @@ def test_one_job_fills_its_own_disk_and_its_neighbours_pass(tmp_path: Path, loop
     (project / "full.toml").write_text(FULL_TOML.format(name=full_name))
     full = ["matrix", str(project / "full.toml"), "-j", "2", "--image", runtime_image(), "--reserve", "100m"]
     ballast = loop_home / "ballast"
-    _fill(ballast, leave=40 * 1024**2)
+    fill_disk(ballast, leave=40 * 1024**2)
     skipped = fb(*full, home=loop_home, cwd=project, timeout=120)
     text = skipped.stdout + skipped.stderr
     assert "Traceback" not in text and skipped.returncode == 3, text
@@ -229,7 +217,7 @@ def test_one_job_fills_its_own_disk_and_its_neighbours_pass(tmp_path: Path, loop
         record = json.loads((loop_home / full_name / job / "record.json").read_text())
         assert record["status"] == "skipped" and "under its reserve of 100.0 MiB" in record["reason"], record
         assert record["attempt"] == 1
-    _fill(loop_home / "ballast2", leave=0)
+    fill_disk(loop_home / "ballast2", leave=0)
     crashed = fb(*full, home=loop_home, cwd=project, timeout=120)
     text = crashed.stdout + crashed.stderr
     assert "Traceback" not in text and crashed.returncode == 3, text
@@ -263,7 +251,7 @@ def test_one_job_fills_its_own_disk_and_its_neighbours_pass(tmp_path: Path, loop
     proc = fb_start(*pause, home=loop_home, cwd=project, log=tmp_path / "pause.log")
     # its first request answered: it is at work (its next answer takes a minute)
     wait_for("the pauser's first answer", lambda: len(pauser.gateway_log()) >= 1, timeout=120)
-    _fill(ballast, leave=40 * 1024**2)
+    fill_disk(ballast, leave=40 * 1024**2)
     assert proc.wait(timeout=120) == 4, (tmp_path / "pause.log").read_text()
     paused = pauser.record()
     assert paused["status"] == "paused" and paused["reason"].startswith("paused at the home's reserve"), (
@@ -282,21 +270,3 @@ def test_one_job_fills_its_own_disk_and_its_neighbours_pass(tmp_path: Path, loop
     assert {r["session"] for r in pauser.gateway_log() if r.get("endpoint") == "messages"} == {
         session["steps"]["do"]
     }
-
-
-def _fill(path: Path, *, leave: int) -> None:
-    """A file taking the home's free space but `leave` bytes."""
-    st = os.statvfs(path.parent)
-    size = st.f_bavail * st.f_frsize - leave
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
-    try:
-        os.posix_fallocate(fd, 0, size)
-    finally:
-        os.close(fd)
-    if leave == 0:  # the last blocks fallocate left (metadata rounding): written until ENOSPC
-        with open(path, "ab", buffering=0) as f:
-            try:
-                while True:
-                    f.write(b"\0" * 4096)
-            except OSError:
-                pass
