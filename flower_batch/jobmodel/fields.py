@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from .budget import BudgetChange
 from .spec import MIN_DISK, MIN_PIDS, NETWORKS, PLACEMENT, ROOTS, RUN_AS, WORKDIR_FROM_IMAGE, reserved_workdir
@@ -84,14 +85,27 @@ def pids(value: object, show: Show = str) -> int | Problem:
     return value
 
 
-def network(value: object, show: Show = str) -> str | Problem:
-    """One of NETWORKS."""
-    if not isinstance(value, str) or value not in NETWORKS:
-        return Problem(
-            f'expected "gateway" (the model only: the default) or "internet" (also a route out), '
-            f"got {show(value)}"
-        )
-    return value
+class _Choice(Protocol):
+    def __call__(self, value: object, show: Show = str) -> str | Problem: ...
+
+
+def _one_of(choices: tuple[str, ...], expected: str, doc: str) -> _Choice:
+    """A validator of a field whose value is one of `choices`; `expected` says them as people read them."""
+
+    def check(value: object, show: Show = str) -> str | Problem:
+        if not isinstance(value, str) or value not in choices:
+            return Problem(f"expected {expected}, got {show(value)}")
+        return value
+
+    check.__doc__ = doc
+    return check
+
+
+network = _one_of(
+    NETWORKS,
+    '"gateway" (the model only: the default) or "internet" (also a route out)',
+    "One of NETWORKS.",
+)
 
 
 def budget_usd(value: object, show: Show = str) -> float | Problem:
@@ -151,24 +165,17 @@ def placement(value: object, show: Show = str) -> str | Problem:
     return value.strip()
 
 
-def root(value: object, show: Show = str) -> str | Problem:
-    """One of ROOTS: "read-only" (the default) or "writable" (the image's package managers work)."""
-    if not isinstance(value, str) or value not in ROOTS:
-        return Problem(
-            f'expected "read-only" (the default) or "writable" (the job may change the image\'s '
-            f"files, its writes bounded), got {show(value)}"
-        )
-    return value
-
-
-def user(value: object, show: Show = str) -> str | Problem:
-    """One of RUN_AS: "sandbox" (the default) or "root" (uid 0 with a package manager's capabilities)."""
-    if not isinstance(value, str) or value not in RUN_AS:
-        return Problem(
-            f'expected "sandbox" (an unprivileged uid: the default) or "root" (uid 0 with the few '
-            f"capabilities package managers need), got {show(value)}"
-        )
-    return value
+root = _one_of(
+    ROOTS,
+    '"read-only" (the default) or "writable" (the job may change the image\'s files, its writes bounded)',
+    'One of ROOTS: "read-only" (the default) or "writable" (the image\'s package managers work).',
+)
+user = _one_of(
+    RUN_AS,
+    '"sandbox" (an unprivileged uid: the default) or "root" (uid 0 with the few capabilities package '
+    "managers need)",
+    'One of RUN_AS: "sandbox" (the default) or "root" (uid 0 with a package manager\'s capabilities).',
+)
 
 
 def workdir(value: object, show: Show = str) -> str | Problem:

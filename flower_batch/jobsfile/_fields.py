@@ -144,30 +144,29 @@ def _checked(validate: Callable[[Any, fields.Show], Any]) -> Callable[[Any, KeyP
     return parse
 
 
-def _placement(value: Any, path: KeyPath, report: Report) -> Any:
-    if not isinstance(value, list):
-        report(path, f'expected a list of constraints like ["node.labels.pool==big"], got {_show(value)}')
-        return _INVALID
-    constraints: list[str] = []
-    for index, item in enumerate(value):
-        constraint = _checked(fields.placement)(item, (*path, index), report)
-        if constraint is _INVALID:
+def _list_of(
+    validate: Callable[[Any, fields.Show], Any], example: str
+) -> Callable[[Any, KeyPath, Report], Any]:
+    """A field that is a list of items, each checked by `validate` (reported at its index)."""
+    item_of = _checked(validate)
+
+    def parse(value: Any, path: KeyPath, report: Report) -> Any:
+        if not isinstance(value, list):
+            report(path, f"expected a list of {example}, got {_show(value)}")
             return _INVALID
-        constraints.append(constraint)
-    return tuple(constraints)
+        items: list[Any] = []
+        for index, item in enumerate(value):
+            checked = item_of(item, (*path, index), report)
+            if checked is _INVALID:
+                return _INVALID
+            items.append(checked)
+        return tuple(items)
+
+    return parse
 
 
-def _exclude(value: Any, path: KeyPath, report: Report) -> Any:
-    if not isinstance(value, list):
-        report(path, f'expected a list of path patterns like ["data/", "*.bin"], got {_show(value)}')
-        return _INVALID
-    patterns: list[str] = []
-    for index, item in enumerate(value):
-        pattern = _checked(fields.exclude_pattern)(item, (*path, index), report)
-        if pattern is _INVALID:
-            return _INVALID
-        patterns.append(pattern)
-    return tuple(patterns)
+_placement = _list_of(fields.placement, 'constraints like ["node.labels.pool==big"]')
+_exclude = _list_of(fields.exclude_pattern, 'path patterns like ["data/", "*.bin"]')
 
 
 def _env(value: Any, path: KeyPath, report: Report) -> Any:
