@@ -305,6 +305,7 @@ def _rows(h: Home, batch: str | None) -> list[dict[str, Any]]:
                 "persistent": rec.persistent,
                 "image_id": rec.image_id,
                 "task_image": rec.spec.task_image.to_dict() if rec.spec.task_image else None,
+                "reward": rec.reward.value if rec.reward else None,
             }
         )
     return rows

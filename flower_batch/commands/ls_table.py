@@ -14,11 +14,14 @@ from rich.table import Table
 from rich.text import Text
 
 from flower_batch.commands.common import status_cell
+from flower_batch.harbor.shown import fmt_reward
 from flower_batch.jobmodel.units import format_duration
 
-COLUMNS = ("batch", "job", "status", "cost (metered)", "turns", "time", "model", "image", "wakes")
-DROPPABLE = ("wakes", "image", "model", "time", "turns", "cost (metered)")  # dropped in this order
-OPTIONAL = ("image",)  # shown only when a row has one: a task's own image (docs/environments.md)
+COLUMNS = ("batch", "job", "status", "reward", "cost (metered)", "turns", "time", "model", "image", "wakes")
+DROPPABLE = ("wakes", "image", "model", "time", "turns", "cost (metered)", "reward")  # dropped in this order
+# shown only when a row has one: a task's own image (docs/environments.md), a verifier's reward
+# (docs/harbor-tasks.md)
+OPTIONAL = ("image", "reward")
 MIN_BATCH = 8
 BORDER = 3  # a column's padding and its rule: "│ x │" costs its text and 3 more, the table 1
 
@@ -30,6 +33,7 @@ def cells(row: Mapping[str, Any]) -> dict[str, str]:
         "batch": row["batch"],
         "job": row["job"],
         "status": row["status"],
+        "reward": "" if row.get("reward") is None else fmt_reward(row["reward"]),
         "cost (metered)": "" if cost is None else f"${cost:.4f}" + ("" if row.get("metered") else " (CLI)"),
         "turns": str(row.get("num_turns") or ""),
         "time": format_duration(row.get("duration_s") or 0),

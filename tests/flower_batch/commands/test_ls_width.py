@@ -80,5 +80,18 @@ def test_ls_json_is_the_same_at_any_width(home: Path) -> None:
     assert sorted(r["job"] for r in narrow) == sorted(IDS)
     assert set(narrow[0]) == {
         "batch", "job", "status", "recorded_status", "class", "reason", "gateway_restarts", "cost_usd",
-        "metered", "num_turns", "duration_s", "started_at", "gateway_mode", "attempt", "persistent", "image_id", "task_image",
+        "metered", "num_turns", "duration_s", "started_at", "gateway_mode", "attempt", "persistent", "image_id", "task_image", "reward",
     }  # fmt: skip
+
+
+def test_a_graded_job_shows_its_reward_and_a_batch_without_one_has_no_such_column(home: Path) -> None:
+    from flower_batch.jobmodel.grading import Reward
+
+    assert "reward" not in ls(home, 200)
+    write_job(home, "bench", "hello-world.default.r1", "failed", reward=Reward(0.25, {}))
+    out = ls(home, 200)
+    header = next(line for line in out.splitlines() if "job" in line and "status" in line)
+    assert header.index("status") < header.index("reward") < header.index("cost"), header
+    row = next(line for line in out.splitlines() if "hello-world.default.r1" in line)
+    assert "0.25" in row
+    assert [r["reward"] for r in json.loads(ls(home, 200, "--json")) if r["batch"] == "bench"] == [0.25]
