@@ -6,6 +6,7 @@
     [agent] timeout_sec                `timeout`
     [agent] user = "root"              user "root" (uid 0 in the sandbox), else the sandbox user
     [environment] cpus, memory_mb      `cpus`, `memory`
+    [environment] storage_mb           `disk` (at least the smallest disk a job can have, 64 MiB)
     [environment] allow_internet /     network "internet" for public, the default for no-network;
       network_mode                     an allowlist is refused (not honoured yet)
     [verifier] timeout_sec, env        the job's Verifier on tests/ (run after the agent)
@@ -28,6 +29,7 @@ from flower_batch.errors import HarborTaskError
 from flower_batch.jobmodel.grading import Verifier
 from flower_batch.jobmodel.harbor_task import HarborTask
 from flower_batch.jobmodel.hashing import tree_hashes
+from flower_batch.jobmodel.spec import MIN_DISK
 
 SCHEMA_VERSIONS = re.compile(r"^1\.[0-4](\.\d+)?$")
 """The task.toml versions read: 1.0 (Terminal-Bench 2's) to 1.4; a later one may mean more."""
@@ -52,6 +54,7 @@ class TaskFolder:
     timeout_s: float | None
     cpus: float | None
     memory_bytes: int | None
+    disk_bytes: int | None
     network: str
     """"internet" when the task allows it, else "gateway" (the model only)."""
     user: str
@@ -78,7 +81,7 @@ def read_task(folder: Path) -> TaskFolder:
     image, build_dir = _environment(folder, environment)
     policy, network = _network(folder, environment)
     hashes = tree_hashes(folder, ("tests", "environment"))  # one walk of the folder
-    metadata = _metadata(folder, config, environment)
+    metadata = _metadata(folder, config)
     harbor = HarborTask(
         folder=folder,
         digest=hashes[""],
@@ -98,6 +101,7 @@ def read_task(folder: Path) -> TaskFolder:
         timeout_s=_number(folder, agent, "timeout_sec", "agent"),
         cpus=_number(folder, environment, "cpus", "environment"),
         memory_bytes=_megabytes(folder, environment, "memory_mb"),
+        disk_bytes=_disk(folder, environment),
         network=network,
         user=_user(folder, agent),
         verifier=_verifier(folder, _table(folder, config, "verifier"), hashes.get("tests", "")),
@@ -218,6 +222,13 @@ def _megabytes(folder: Path, environment: Mapping[str, Any], key: str) -> int | 
     return None if value is None else int(value * _MB)
 
 
+def _disk(folder: Path, environment: Mapping[str, Any]) -> int | None:
+    """storage_mb as the job's own disk; a task asking for less than the smallest disk a job can
+    have gets that (a filesystem has a floor; the task gets at least what it asked)."""
+    size = _megabytes(folder, environment, "storage_mb")
+    return None if size is None else max(size, MIN_DISK)
+
+
 def _user(folder: Path, agent: Mapping[str, Any]) -> str:
     user = agent.get("user")
     if user is None:
@@ -246,16 +257,13 @@ def _verifier(folder: Path, section: Mapping[str, Any], tests_hash: str) -> Veri
     )
 
 
-def _metadata(folder: Path, config: Mapping[str, Any], environment: Mapping[str, Any]) -> dict[str, Any]:
-    """[metadata] as written, [task]'s name and description, and what is kept but not honoured."""
+def _metadata(folder: Path, config: Mapping[str, Any]) -> dict[str, Any]:
+    """[metadata] as written, and [task]'s name and description."""
     task = _table(folder, config, "task")
     metadata = dict(_table(folder, config, "metadata"))
     for key in ("name", "description"):
         if isinstance(task.get(key), str):
             metadata.setdefault(key, task[key])
-    storage = environment.get("storage_mb")
-    if isinstance(storage, int | float) and not isinstance(storage, bool):
-        metadata["storage_mb"] = storage  # no disk limit in a JobSpec yet: shown, not honoured
     return {k: v for k, v in metadata.items() if _plain(v)}
 
 

@@ -131,7 +131,12 @@ def folder_layer(task: TaskFolder, where: KeyPath) -> Overlay:
         layer["image"] = Literal(task.image, where)
     if task.build_dir:
         layer["build"] = {"dir": Literal(str(task.build_dir), where)}
-    for name, value in (("timeout", task.timeout_s), ("cpus", task.cpus), ("memory", task.memory_bytes)):
+    for name, value in (
+        ("timeout", task.timeout_s),
+        ("cpus", task.cpus),
+        ("memory", task.memory_bytes),
+        ("disk", task.disk_bytes),
+    ):
         if value is not None:
             layer[name] = value
     return layer

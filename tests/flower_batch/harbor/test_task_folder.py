@@ -11,6 +11,7 @@ import pytest
 from flower_batch.errors import HarborTaskError
 from flower_batch.harbor.task_folder import read_task, task_name
 from flower_batch.jobmodel.hashing import tree_hash
+from flower_batch.jobmodel.spec import MIN_DISK
 
 FIXTURES = Path(__file__).resolve().parents[2] / "batch_fixtures" / "harbor_tasks"
 
@@ -36,7 +37,7 @@ def test_a_terminal_bench_style_folder_maps_onto_job_fields() -> None:
     assert (harbor.schema_version, harbor.has_solution, harbor.network_policy) == ("1.1", True, "no-network")
     assert harbor.metadata["difficulty"] == "medium"
     assert harbor.metadata["tags"] == ["regex", "logs"]
-    assert harbor.metadata["storage_mb"] == 2048  # kept and shown; no disk limit honours it yet
+    assert task.disk_bytes == 2048 * 1024**2 and "storage_mb" not in harbor.metadata  # the job's disk
     assert task.description and "IPv4" in task.description
 
 
@@ -46,7 +47,14 @@ def test_internet_and_root_when_the_task_asks_and_the_verifiers_env() -> None:
     modern = read_task(FIXTURES / "modernize-python-script")  # schema_version, not version
     assert modern.harbor.schema_version == "1.1"
     assert modern.verifier.env == {"PYTHONDONTWRITEBYTECODE": "1"}
-    assert (modern.cpus, modern.memory_bytes) == (None, None)
+    assert (modern.cpus, modern.memory_bytes, modern.disk_bytes) == (None, None, None)
+
+
+def test_a_storage_below_the_smallest_disk_gets_the_smallest_disk(tmp_path: Path) -> None:
+    folder = _copy("fix-permissions", tmp_path)
+    toml = folder / "task.toml"
+    toml.write_text(toml.read_text() + "\n[environment]\nstorage_mb = 8\n")
+    assert read_task(folder).disk_bytes == MIN_DISK
 
 
 def test_a_prebuilt_docker_image_wins_over_the_dockerfile(tmp_path: Path) -> None:

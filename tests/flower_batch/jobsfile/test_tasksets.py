@@ -59,6 +59,8 @@ def test_the_task_folders_are_tasks_of_the_matrix(tasks_dir: Path) -> None:
     assert job.timeout_s == 600.0  # the folder's [agent] timeout_sec beats [defaults]
     assert job.cpus == 2.0  # the section beats the folder
     assert job.memory_bytes == 1024 * 1024 * 1024
+    assert job.disk_bytes == 2048 * 1024**2  # [environment] storage_mb: the job's own disk
+    assert jf.job("fix-permissions.a.r1").disk_bytes == 10 * 1024**3  # none asked: the default
     assert job.model == "m"
     assert job.build is not None and job.build.folder == folder / "environment"
     assert (job.root, job.user, job.workdir, job.network) == ("writable", "sandbox", "image", "gateway")
