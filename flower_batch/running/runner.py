@@ -42,7 +42,7 @@ from flower_batch.running.attempts import keep_previous_attempt
 from flower_batch.running.bundle import BUNDLE_PATH, FLOWER, TOOLS_PATH
 from flower_batch.running.causes import Ending, Verdict, continuity_of, explain, flower_exit, new_stamp
 from flower_batch.running.deadline import hard_timeout_s, limits_env
-from flower_batch.running.grading_verdict import graded_verdict
+from flower_batch.running.grading_verdict import graded_after_agent_failure, graded_verdict
 from flower_batch.running.home_space import RESERVE_POLL_S, under_reserve
 from flower_batch.running.job_disk import DiskUse, JobDisk, disk_problem
 from flower_batch.running.job_root import JobRoot, resolve_root
@@ -659,16 +659,27 @@ async def check_if_due(attempt: Attempt, ran: Ran) -> Checked:
     return Checked(exit_code=code, output=output)
 
 
+# flower's own causes of a failed run that are the agent's: its steps failed or its time ran out
+_AGENT_ENDS = ("step", "timeout")
+
+
+def agent_ended(attempt: Attempt, ran: Ran) -> bool:
+    """The workflow ran and ended on its own account: it finished, ran out of time, or its steps
+    failed. What it left is graded then, as Harbor grades a trial after an agent timeout or a
+    failed agent; a run the infrastructure, a budget, a full disk or a signal cut is not."""
+    if ran.error is not None or ran.over.written or ran.home_full is not None:
+        return False
+    if ran.exit_code == 0 or ran.timed_out:
+        return True
+    cause = flower_exit(attempt.jd.runs, attempt.stamp)
+    return cause is not None and cause["class"] in _AGENT_ENDS
+
+
 async def grade_if_due(attempt: Attempt, ran: Ran, checked: Checked) -> Graded | None:
-    """The hidden tests, when the job has them and the workflow (and any check) got through."""
+    """The hidden tests, when the job has them, the agent ended on its own account
+    (`agent_ended`) and any check got through."""
     ctx, job, jd = attempt.ctx, attempt.job, attempt.jd
-    if (
-        job.verifier is None
-        or ran.error is not None
-        or ran.timed_out
-        or ran.exit_code != 0
-        or ran.over.written
-    ):
+    if job.verifier is None or not agent_ended(attempt, ran):
         return None
     if checked.error is not None or checked.exit_code not in (None, 0):
         return None
@@ -787,6 +798,8 @@ def decide(
         return Verdict(Status.DISK, ran.over.reason, FailureClass.DISK)
     if graded is not None and verdict.status is Status.PASSED:
         return graded_verdict(graded, attempt.job.threshold)
+    if graded is not None and verdict.status in (Status.TIMEOUT, Status.FAILED):
+        return graded_after_agent_failure(verdict, graded, attempt.job.threshold)
     if error is not None and error == gateway.divergence:
         # The agent's requests left the recording: a verdict, not a fault.
         return replace(verdict, failure_class=FailureClass.AGENT)

@@ -9,12 +9,14 @@ from pathlib import Path
 import pytest
 
 from flower_batch.errors import RewardUnreadable
+from flower_batch.jobmodel.classes import FailureClass
 from flower_batch.jobmodel.grading import Reward, Verifier
 from flower_batch.jobmodel.harbor_task import HarborTask
 from flower_batch.jobmodel.record import JobRecord
 from flower_batch.jobmodel.spec import JobSpec
 from flower_batch.jobmodel.status import Status
-from flower_batch.running.grading_verdict import graded_verdict
+from flower_batch.running.causes import Verdict
+from flower_batch.running.grading_verdict import graded_after_agent_failure, graded_verdict
 from flower_batch.running.oracle import oracle_failures, oracle_jobs, oracle_scenario
 from flower_batch.running.rewards import REWARD_LIMIT, read_reward
 from flower_batch.running.verifier import Graded
@@ -89,6 +91,21 @@ def test_the_status_follows_the_threshold() -> None:
     assert graded_verdict(Graded(reward=Reward(-1)), -1).status is Status.PASSED
     broken = graded_verdict(Graded(error="/logs/verifier/reward.txt holds 'x', not a number"), 0.5)
     assert broken.status is Status.ERROR and broken.reason and "holds 'x'" in broken.reason
+
+
+def test_an_agent_that_did_not_finish_passes_only_at_the_threshold() -> None:
+    timed_out = Verdict(Status.TIMEOUT, "timed out after 15s", FailureClass.TIMEOUT)
+    solved = graded_after_agent_failure(timed_out, Graded(reward=Reward(1.0)), None)
+    assert solved.status is Status.PASSED and solved.failure_class is FailureClass.PASSED
+    assert solved.reason == "reward 1 (a pass needs 1), though the agent did not finish: timed out after 15s"
+    short = graded_after_agent_failure(timed_out, Graded(reward=Reward(0.5)), None)
+    assert (short.status, short.failure_class) == (Status.TIMEOUT, FailureClass.TIMEOUT)
+    assert short.reason == "timed out after 15s; graded all the same: reward 0.5, below the 1 a pass needs"
+    failed = Verdict(Status.FAILED, "step solve failed", FailureClass.AGENT)
+    broken = graded_after_agent_failure(failed, Graded(error="reward.txt holds 'x'"), 0.5)
+    assert broken == Verdict(
+        Status.FAILED, "step solve failed; graded all the same: reward.txt holds 'x'", FailureClass.AGENT
+    )
 
 
 def _spec(task: str, folder: Path, *, solved: bool, variant: str = "a", verifier: bool = True) -> JobSpec:
