@@ -63,7 +63,8 @@ from flower_batch.reports import (
     write_reports,
 )
 from flower_batch.running.batch import BatchEvent, InfraRetry, reap_batch, run_batch
-from flower_batch.running.home_space import reserve_problem
+from flower_batch.running.home_space import overcommitted, reserve_bytes, reserve_problem
+from flower_batch.running.job_disk import disk_problem
 from flower_batch.running.jobs import option_value
 from flower_batch.running.liveness import Liveness
 from flower_batch.running.oracle import ORACLE_SUFFIX, oracle_failures, oracle_jobs, oracle_scenario
@@ -196,6 +197,8 @@ def matrix(
     pf = _preflight(jf, plan, by_id, h, home_given=home_named(home))
     finish_preflight(pf, image_id, engine_for(h.root, backend_choice, jf.backend), remember=not dry_run)
     modes = ", ".join(jf.gateway_modes)
+    if dry_run and disk_problem(engine) is None:  # the plan says whether the jobs' disks fit together
+        _say_disks(h, plan, by_id, reserve_bytes(parallel, reserve_size), parallel)
     _say_plan(jf, image_id, modes, plan, dry_run)
     _start_batch(h, jf, pinned, modes, unbuilt, plan)
     batch = BatchPlan(
@@ -219,6 +222,15 @@ def matrix(
     if oracle:
         _oracle_verdict(h, jf)
     _exit(results, fail_under, regressed=fail_on_regression and baseline is not None and baseline.regressed)
+
+
+def _say_disks(h: Home, plan: ResumePlan, by_id: Mapping[str, JobSpec], reserve: int, parallel: int) -> None:
+    """One line when the jobs' own disks, at their limits at once, would not fit on the home."""
+    disks = [by_id[d.job_id].disk_bytes for d in plan.to_run]
+    existing = next((p for p in (h.root, *h.root.parents) if p.exists()), h.root)  # a dry run made none
+    why = overcommitted(existing, reserve, disks, parallel)
+    if why is not None:
+        err.print(f"note: {why}", markup=False, highlight=False)
 
 
 def _say_plan(jf: JobsFile, image_id: str, modes: str, plan: ResumePlan, dry_run: bool) -> None:

@@ -61,6 +61,26 @@ def under_reserve(root: Path, reserve: int, *, pausing: bool = False) -> str | N
     )
 
 
+def overcommitted(root: Path, reserve: int, disks: list[int], parallel: int) -> str | None:
+    """Why the home could fill though every job keeps to its own disk, or None. A job's disk is a
+    sparse file on the home: it takes space only as the job writes, so the home is shared, not
+    divided; `parallel` jobs at their limits (the largest `disks`) may write more than it has
+    free above the reserve. Said once when a run starts; the reserve still guards the home."""
+    try:
+        free = free_bytes(root)
+    except OSError:
+        return None
+    at_once = sum(sorted(disks, reverse=True)[: max(1, parallel)])
+    if not disks or at_once <= free - reserve:
+        return None
+    return (
+        f"the jobs running at once could write {_size(at_once)} on their own disks, more than the "
+        f"{_size(max(0, free - reserve))} the home's disk ({root}) has free above its reserve: a job's "
+        "disk takes space as it writes, so the home may fill before a job reaches its limit; give "
+        "the jobs a smaller disk (disk, --disk) or run fewer at once (-j) for a hard bound"
+    )
+
+
 def reserve_problem(root: Path, reserve: int, given: str | None = None) -> str | None:
     """A reserve that could never be met on the home's filesystem, or None (`given`: the
     option's value as typed)."""

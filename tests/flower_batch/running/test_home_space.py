@@ -17,7 +17,8 @@ from flower_batch.jobmodel.record import ROOM_NAME, new_record, read_record, wri
 from flower_batch.jobmodel.spec import JobSpec
 from flower_batch.jobmodel.status import Status
 from flower_batch.layout import Home
-from flower_batch.running.home_space import reserve_bytes, reserve_problem, under_reserve
+from flower_batch.running import home_space
+from flower_batch.running.home_space import overcommitted, reserve_bytes, reserve_problem, under_reserve
 from flower_batch.running.infra_retry import is_infrastructure
 from flower_batch.running.plan import BatchPlan
 from flower_batch.running.scheduler import run_jobs
@@ -66,6 +67,20 @@ async def test_jobs_under_the_reserve_are_skipped_and_a_paused_one_stays_paused(
         still.status is Status.PAUSED and still.attempt == 1 and "under its reserve" in (still.reason or "")
     )
     assert done["new"].status is Status.SKIPPED
+
+
+def test_disks_that_could_not_all_fill_at_once_are_said(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gib = 1024**3
+    monkeypatch.setattr(home_space, "free_bytes", lambda _root: 25 * gib)
+    # 4 jobs of 10 GiB, 2 at once: 20 GiB fits above a 4 GiB reserve; 3 at once do not
+    assert overcommitted(tmp_path, 4 * gib, [10 * gib] * 4, 2) is None
+    why = overcommitted(tmp_path, 4 * gib, [10 * gib] * 4, 3)
+    assert why is not None and "could write 30.00 GiB" in why and "21.00 GiB" in why and "-j" in why
+    # the largest disks count: one 30 GiB job among small ones
+    assert overcommitted(tmp_path, 4 * gib, [gib, 30 * gib, gib], 1) is not None
+    assert overcommitted(tmp_path, 4 * gib, [], 8) is None
 
 
 def test_a_full_disk_keeps_the_previous_record_and_the_room_lets_the_last_one_through(
