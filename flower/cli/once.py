@@ -53,6 +53,14 @@ def once(
         rt.close()
     display.final_text(result)
     display.summary(rt)
+    full = rt.full_disk  # its row or session not saved: said as for a workflow (flower.full_disk)
+    disk_full = (result.step, full.reason(None)) if full.first else None
     raise typer.Exit(
-        ended({"_failed_at": None if result.ok else result.step, "_results": {result.step: result}})
+        ended(
+            {
+                "_failed_at": None if result.ok else result.step,
+                "_results": {result.step: result},
+                "_disk_full": disk_full,
+            }
+        )
     )

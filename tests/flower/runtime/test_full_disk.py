@@ -206,3 +206,35 @@ def test_the_run_directory_filling_mid_step_ends_in_one_line_and_the_same_comman
     assert exitinfo.read(small_run_dir)["class"] == "done"
     rows = json.loads((small_run_dir / "manifest.json").read_text())
     assert [r["step"] for r in rows if r["ok"]][-2:] == ["one", "two"]
+
+
+def test_once_on_a_run_directory_that_fills_mid_step_says_so_in_one_line(
+    tmp_path: Path, small_run_dir: Path
+) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    with scripted(tmp_path, SCENARIO) as srv:
+        env = {**os.environ, **srv.env(small_run_dir / "cfg")}
+        command = [
+            sys.executable,
+            "-m",
+            "flower",
+            "-w",
+            str(ws),
+            "-r",
+            str(small_run_dir),
+            "once",
+            "first step",
+        ]
+        proc = subprocess.Popen(
+            command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        deadline = time.monotonic() + 60
+        while not [r for r in srv.requests if r["rule"] == "one"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with Ballast(small_run_dir / "ballast"):
+            out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, out + err
+    lines = [line for line in err.splitlines() if line.startswith("flower:")]
+    assert len(lines) == 1 and f"the disk of the run directory {small_run_dir} is full" in lines[0], err
+    assert "Traceback" not in err
