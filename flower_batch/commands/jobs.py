@@ -197,6 +197,7 @@ def _run_planned(plan: BatchPlan, engine: Backend) -> None:
     _finish(run_async(go))
 
 
+# long: each option takes a line; the body checks the record, plans, pre-flights, prints and runs
 def wake(
     job: str = typer.Argument(..., help="job id (or batch/job)", autocompletion=complete_job),
     words: str | None = typer.Argument(
@@ -207,6 +208,11 @@ def wake(
     ),
     timeout: str | None = typer.Option(None, "--timeout"),
     budget_usd: opt.WakeBudget = None,
+    disk: str | None = typer.Option(
+        None,
+        "--disk",
+        help="the job's own disk from now on, e.g. 20g: continues a job that ended at its limit",
+    ),
     home: Path | None = HOME_OPT,
     backend_choice: str | None = BACKEND_OPT,
 ) -> None:
@@ -222,7 +228,7 @@ def wake(
         if _running_containers(jd, backend_for(home, backend_choice, record.backend)):
             fail(f"job {jd.job} is still {record.status}; stop it first (`flower-batch stop {jd.job}`)")
         err.print(f"job {jd.job} was left {record.status} by an orchestrator that is gone; continuing it")
-    asked = WakeAsked(scenario=scenario, timeout=timeout, budget_usd=budget_usd, words=words)
+    asked = WakeAsked(scenario=scenario, timeout=timeout, budget_usd=budget_usd, words=words, disk=disk)
     waking = plan_wake(h, jd, record, asked, settings)  # a refusal is one line (cli.OneLineErrors)
     if budget_usd is not None:
         err.print(waking.budget_line, markup=False)

@@ -185,6 +185,13 @@ WakeBudget = Annotated[
         "cap: continues a job paused at its budget",
     ),
 ]
+WakeDisk = Annotated[
+    str | None,
+    typer.Option(
+        "--disk",
+        help="the job's own disk from now on, e.g. 20g: continues a job that ended at its disk's limit",
+    ),
+]
 Root = Annotated[
     str,
     typer.Option(

@@ -1,5 +1,5 @@
 """A persistent job continued (`wake`): its record checked, its spec changed as asked (another
-scenario, a new timeout, a new cap or +N), and the batch of one that continues it. Pure but for
+scenario, a new timeout, a new cap or +N, a larger disk), and the batch of one that continues it. Pure but for
 reading the job's meter and its scenario copy; every refusal is one FlowerBatchError line."""
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ class WakeAsked:
     timeout: str | None = None
     budget_usd: str | None = None
     words: str | None = None
+    disk: str | None = None
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,8 @@ def plan_wake(home: Home, jd: JobDir, record: JobRecord, asked: WakeAsked, setti
     if asked.timeout:
         timeout_s = option_value("--timeout", repr(asked.timeout), fields.duration(asked.timeout))
         spec = replace(spec, timeout_s=timeout_s)
+    if asked.disk:  # a job that ended at its disk's limit continues on a larger one
+        spec = replace(spec, disk=option_value("--disk", repr(asked.disk), fields.disk(asked.disk)))
     meter = read_meter(jd.logs)
     spent = meter.spent_usd if meter else 0.0
     given = asked.budget_usd

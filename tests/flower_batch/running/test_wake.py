@@ -72,3 +72,14 @@ def test_each_refusal_is_one_line_in_the_order_a_person_fixes_it(tmp_path: Path)
         plan_wake(home, jd, record, WakeAsked(), GatewaySettings())
     with pytest.raises(BudgetError, match=r"--budget-usd 0.001: job j has spent \$0.0012 already"):
         plan_wake(home, jd, record, WakeAsked(budget_usd="0.001"), GatewaySettings())
+
+
+def test_a_larger_disk_is_checked_by_the_fields_validator(tmp_path: Path) -> None:
+    home, jd, record = _paused(tmp_path)
+    asked = WakeAsked(budget_usd="1", disk="20g")
+    assert plan_wake(home, jd, record, asked, GatewaySettings()).plan.jobs[0][0].disk_bytes == 20 * 1024**3
+    assert plan_wake(home, jd, record, replace(asked, disk=None), GatewaySettings()).plan.jobs[0][0].disk is None
+    with pytest.raises(FlowerBatchError, match="--disk 'lots'"):
+        plan_wake(home, jd, record, replace(asked, disk="lots"), GatewaySettings())
+    with pytest.raises(FlowerBatchError, match="at least"):
+        plan_wake(home, jd, record, replace(asked, disk="1m"), GatewaySettings())
