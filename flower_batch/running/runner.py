@@ -35,6 +35,7 @@ from flower_batch.jobmodel.pausing import Spend, history_entry, pause_reason
 from flower_batch.jobmodel.record import JobRecord, write_record
 from flower_batch.jobmodel.spec import JobSpec
 from flower_batch.jobmodel.status import Phase, State, Status
+from flower_batch.jobmodel.units import format_memory
 from flower_batch.labels import labels
 from flower_batch.layout import FLOWS, RUNS, WORKSPACE, JobDir
 from flower_batch.running import job_disk
@@ -793,7 +794,7 @@ def decide(
     if ran.disk_use is not None and ran.disk_use.full:
         # Its own doing, whatever it broke on the way (flower's writes to /runs fail too): never
         # retried as infrastructure, kept on a re-run like any verdict.
-        return Verdict(Status.DISK, ran.disk_use.reason(), FailureClass.DISK)
+        return _at_its_disk(attempt, ran.disk_use)
     if ran.over.written:  # a writable root past its bound: its own doing, as a full disk
         return Verdict(Status.DISK, ran.over.reason, FailureClass.DISK)
     if graded is not None and verdict.status is Status.PASSED:
@@ -808,6 +809,14 @@ def decide(
         reason = pause_reason(_spend(attempt, gateway), _interrupted_step(attempt, rows))
         return Verdict(Status.PAUSED, reason, FailureClass.PAUSED)
     return verdict
+
+
+def _at_its_disk(attempt: Attempt, use: DiskUse) -> Verdict:
+    """A job that filled its own disk; a persistent one is told how to continue on a larger one."""
+    reason = use.reason()
+    if attempt.record.persistent:  # its session kept
+        reason += f"; `flower-batch wake {attempt.jd.job} --disk {format_memory(2 * use.size)}` continues it"
+    return Verdict(Status.DISK, reason, FailureClass.DISK)
 
 
 def _spend(attempt: Attempt, gateway: GatewayOutcome) -> Spend:
