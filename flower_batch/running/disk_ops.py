@@ -118,16 +118,17 @@ class ViaHelper(DiskOps):
                 return self._problem
         done = self.run(["true"])  # starts the helper, and checks it reaches our mounts
         if done.returncode != 0:
+            why = last_line(done.stderr)
             with self._lock:
-                self._problem = f"not root, and {last_line(done.stderr)}"
+                self._problem = f"not root, and {why}" if os.getuid() != 0 else why
             return self._problem
         return None
 
     def run(self, argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
         try:
             code, out, err = self._get().run(argv)
-        except FlowerBatchError as exc:  # the helper: said as a failed command's reason
-            return subprocess.CompletedProcess(list(argv), 125, "", str(exc))
+        except FlowerBatchError as exc:  # the helper: said as a failed command's reason, one line
+            return subprocess.CompletedProcess(list(argv), 125, "", " ".join(str(exc).split()))
         return subprocess.CompletedProcess(list(argv), code, out, err)
 
     def attach_loop(self, image: Path) -> tuple[str, int | None]:

@@ -224,7 +224,7 @@ def recover_live(jd: JobDir, ops: DiskOps = AS_ROOT) -> None:
             done = ops.run(["cp", "-a", "--no-dereference", str(jd.root / folder), str(out / folder)])
             if done.returncode != 0 and not (out / folder).is_dir():
                 raise OSError(f"recovering the job's {folder} from its disk failed: {last_line(done.stderr)}")
-            ops.hand_back(out / folder)
+        ops.hand_back(out)
         hide_live(jd, ops)
         old.mkdir()
         for folder in mounted:
@@ -510,7 +510,7 @@ def copy_out(root: Path, jd: JobDir, ops: DiskOps = AS_ROOT) -> None:
                 )
             if done.returncode != 0:  # an odd file of the job's (a socket): the rest is copied
                 log.warning("job %s: %s: %s", jd.job, folder, last_line(done.stderr))
-            ops.hand_back(out / folder)
+        ops.hand_back(out)
         old.mkdir()
         for folder in FOLDERS:
             if (jd.root / folder).exists():

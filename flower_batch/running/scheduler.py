@@ -36,6 +36,7 @@ from flower_batch.layout import JobDir
 from flower_batch.running.attempts import keep_previous_attempt
 from flower_batch.running.disk_ops import AS_ROOT, DiskOps, choose_disk_ops
 from flower_batch.running.home_space import reserve_bytes, under_reserve
+from flower_batch.running.job_disk import disk_problem
 from flower_batch.running.jobs import starts_beside
 from flower_batch.running.lease import Lease
 from flower_batch.running.liveness import NEVER_STARTED_REASON
@@ -79,6 +80,8 @@ async def run_jobs(
             stack.callback(_mark_never_started, plan, run.started, run.done, on_state)
             supervise = await stack.enter_async_context(supervisors())  # restarts a gateway that dies
             async with anyio.create_task_group() as tg:
+                if disk_problem(backend) is None:  # a helper's start (once, 0.3-0.5 s) beside the gateway's
+                    tg.start_soon(anyio.to_thread.run_sync, run.disk_ops.problem)
                 gateways = _Gateways(run, stack, supervise, tg if beside else None)
                 for job, previous in plan.jobs:
                     tg.start_soon(run.one, gateways, job, previous)
