@@ -267,21 +267,31 @@ def recover_orphans(home: Home, ops: DiskOps = AS_ROOT) -> list[str]:
     return done
 
 
-def orphan_loops(home: Home) -> list[tuple[str, Path]]:
-    """Loop devices still holding a job's disk.img of this home whose orchestrator died: (device,
-    image). Only a helper's are ever left (root's clear themselves); read from sysfs, no root."""
+def _loops() -> list[tuple[str, Path, bool]]:
+    """Every attached loop device: (device, its backing file, whether that file was removed since).
+    Read from sysfs: no root needed."""
     found = []
     for backing_file in sorted(Path("/sys/block").glob("loop*/loop/backing_file")):
         try:
-            backing = backing_file.read_text().strip().removesuffix(" (deleted)")
+            backing = backing_file.read_text().strip()
         except OSError:
             continue
-        image = Path(backing)
-        if image.name != DISK_IMAGE or image.parent.parent.parent != home.root:
+        image = Path(backing.removesuffix(" (deleted)"))
+        found.append((f"/dev/{backing_file.parent.parent.name}", image, backing.endswith(" (deleted)")))
+    return found
+
+
+def orphan_loops(home: Home) -> list[tuple[str, Path]]:
+    """Loop devices still holding a job's disk.img of this home that no live orchestrator holds
+    (its orchestrator died, or that image was replaced since): (device, image). Only a helper's
+    are ever left (root's clear themselves)."""
+    root = Path(os.path.realpath(home.root))
+    found = []
+    for loop, image, deleted in _loops():
+        if image.name != DISK_IMAGE or image.parent.parent.parent != root:
             continue
-        jd = home.job(image.parent.parent.name, image.parent.name)
-        if not _held(home, jd):
-            found.append((f"/dev/{backing_file.parent.parent.name}", image))
+        if deleted or not _held(home, home.job(image.parent.parent.name, image.parent.name)):
+            found.append((loop, image))
     return found
 
 
@@ -326,6 +336,10 @@ def make_image(jd: JobDir, size: int, ops: DiskOps = AS_ROOT) -> Path:
     recover_live(jd, ops)
     image = jd.root / DISK_IMAGE
     staging = jd.root / _STAGING
+    if image.exists():  # a killed helper's run left it attached (root's clears itself): let go of
+        for loop, backing, _deleted in _loops():
+            if backing == Path(os.path.realpath(image)):
+                ops.detach_loop(loop, backing)
     image.unlink(missing_ok=True)
     if staging.exists():  # an orchestrator killed during an earlier mkfs: its folders put back
         for folder in FOLDERS:

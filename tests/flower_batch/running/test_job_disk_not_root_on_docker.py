@@ -133,6 +133,10 @@ def as_user(tmp_path: Path) -> Iterator[tuple[int, int, Path]]:
         home = root / "home"
         for batch in [p.name for p in home.iterdir() if p.is_dir()] if home.is_dir() else []:
             remove_resources(leftovers(home, batch))
+        for line in _loops().splitlines():  # a failed test's loop devices, on files of root's
+            loop, _, backing = line.strip().partition(" ")
+            if backing.strip().startswith(f"{root}/"):
+                subprocess.run(["losetup", "-d", loop], check=False)
         subprocess.run(["umount", "-l", str(root)], check=False)
         root.rmdir()
 
@@ -205,23 +209,9 @@ def test_a_docker_group_user_gets_a_jobs_own_disk_through_the_helper(as_user: tu
     killed = f"fb36-killed-{os.getpid()}"
     (project / "killed.toml").write_text(KILLED_TOML.format(name=killed))
     chown_tree(project, uid)
-    command, env = as_uid(uid, gid, root, "matrix", "killed.toml", "--image", image, "--reserve", "64m")
-    with open(root / "killed.log", "w") as log:
-        proc = subprocess.Popen(
-            command,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            cwd=project,
-            env=env,
-            start_new_session=True,
-            text=True,
-        )
-    STARTED.append(proc)
+    command = ("matrix", "killed.toml", "--image", image, "--reserve", "64m")
     job = Job(root / "home", killed, "sleeper.r1")
-    # its first request answered (the next one takes a minute), its folders showing its disk
-    wait_for("the sleeper's first answer", lambda: len(job.gateway_log()) >= 1, timeout=120)
-    wait_for("its folders shown live", lambda: str(job.root / "workspace") in _mounts(), timeout=30)
-    sigkill_group(proc)
+    killed_while_shown_live(uid, gid, root, job, command)
     assert str(job.root) in _loops()  # what only gc can let go of now
     swept = fb_as(uid, gid, root, "gc", timeout=120)
     text = swept.stdout + swept.stderr
@@ -232,10 +222,45 @@ def test_a_docker_group_user_gets_a_jobs_own_disk_through_the_helper(as_user: tu
     assert task.read_text().startswith("# PAUSE-TASK") and task.stat().st_uid == uid
     assert not leftovers(root / "home", killed), leftovers(root / "home", killed).describe()
 
+    # Killed again, and this time the same command runs it again, with no gc: the new run gets
+    # the killed one's files back (kept as attempt 2) and lets go of its loop device itself.
+    killed_while_shown_live(uid, gid, root, job, command)
+    (project / "tasks" / "pause" / "TASK.md").write_text("# PAUSE-TASK, WOKEN\n\nWrite alpha.\n")
+    again = fb_as(uid, gid, root, *command, timeout=180)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert job.record()["status"] == "passed" and job.record()["attempt"] == 3, job.record()
+    kept = job.root / "attempts" / "2" / "workspace" / "TASK.md"
+    assert kept.read_text().startswith("# PAUSE-TASK\n"), kept
+    assert f"{root}/" not in _mounts() and str(batch.parent) not in _loops()
+    assert not leftovers(root / "home", killed), leftovers(root / "home", killed).describe()
+
+
+def killed_while_shown_live(uid: int, gid: int, root: Path, job: Job, args: tuple[str, ...]) -> None:
+    """`flower-batch ARGS` as `uid` in the background, SIGKILLed once `job`'s folders show its disk."""
+    command, env = as_uid(uid, gid, root, *args)
+    with open(root / "killed.log", "w") as log:
+        proc = subprocess.Popen(
+            command,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=root / "project",
+            env=env,
+            start_new_session=True,
+            text=True,
+        )
+    STARTED.append(proc)
+    # the model's second answer takes a minute: the job is at work, its folders showing its disk
+    wait_for("its folders shown live", lambda: str(job.root / "workspace") in _mounts(), timeout=120)
+    sigkill_group(proc)
+    STARTED.remove(proc)
+
 
 def _mounts() -> str:
     return Path("/proc/self/mountinfo").read_text()
 
 
 def _loops() -> str:
-    return subprocess.run(["losetup", "-l", "-n", "-O", "BACK-FILE"], capture_output=True, text=True).stdout
+    """`<device> <backing file>` of every loop device, a line each."""
+    return subprocess.run(
+        ["losetup", "-l", "-n", "-O", "NAME,BACK-FILE"], capture_output=True, text=True
+    ).stdout
