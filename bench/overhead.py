@@ -96,15 +96,10 @@ def disk_cost(
             if (why := job_disk.disk_problem(backend)) is not None:
                 print(f"  a job's own disk: not measured ({why})")
                 return None
-            if helper:
-                os.environ[VIA_ENV] = "helper"
-            try:
-                ops = choose_disk_ops(
-                    backend, image=image_id, labels=labels("bench", "bench", "disk-helper"),
-                    name=f"fb-bench-disk-helper-{os.getpid()}",
-                )  # fmt: skip
-            finally:
-                os.environ.pop(VIA_ENV, None)
+            ops = choose_disk_ops(
+                backend, image=image_id, labels=labels("bench", "bench", "disk-helper"),
+                name=f"fb-bench-disk-helper-{os.getpid()}", environ={VIA_ENV: "helper"} if helper else {},
+            )  # fmt: skip
             try:
                 t0 = time.monotonic()
                 if (why := await anyio.to_thread.run_sync(ops.problem)) is not None:

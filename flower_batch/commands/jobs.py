@@ -4,6 +4,7 @@ flower_batch.cli makes commands of."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 from dataclasses import replace
@@ -556,7 +557,7 @@ def gc(
             swept, away = await remove_leaks(backend, h.root, leaks, nodes=True)
             # a dead run's folders that still show its disk: its files back on the host, its
             # loop device let go of (once its volume is gone)
-            disks = await anyio.to_thread.run_sync(gc_disks, backend, h)
+            disks = await anyio.to_thread.run_sync(gc_disks, backend, h, dict(os.environ))
             return leaks + swept, foreign, away, disks
 
     leaks, foreign, away, (recovered, loops) = run_async(go)

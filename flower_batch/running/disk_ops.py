@@ -165,12 +165,15 @@ class ViaHelper(DiskOps):
                 log.warning("the disk helper container was not removed: %s", exc)
 
 
-def choose_disk_ops(backend: Backend, *, image: str, labels: Mapping[str, str], name: str) -> DiskOps:
+def choose_disk_ops(
+    backend: Backend, *, image: str, labels: Mapping[str, str], name: str, environ: Mapping[str, str]
+) -> DiskOps:
     """How this process does a job's disk's privileged steps: itself as root, else (or when
-    FLOWER_BATCH_DISK_VIA=helper) through the engine's helper container."""
+    `environ`, the host's environment as the process started, says FLOWER_BATCH_DISK_VIA=helper)
+    through the engine's helper container."""
     if not backend.mounts_devices:
         return AS_ROOT  # no job's disk on such an engine (job_disk.disk_problem)
-    if os.getuid() == 0 and os.environ.get(VIA_ENV) != "helper":
+    if os.getuid() == 0 and environ.get(VIA_ENV) != "helper":
         return AS_ROOT
     return ViaHelper(backend, image, labels, name)
 

@@ -46,6 +46,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,8 +90,7 @@ def disk_problem(backend: Backend) -> str | None:
 
 def tool_path(tool: str) -> str | None:
     """Where `tool` is: on PATH, or in the sbin folders a user's PATH leaves out."""
-    path = os.pathsep.join([os.environ.get("PATH", os.defpath), *_SBIN])
-    return shutil.which(tool, path=path)
+    return shutil.which(tool) or shutil.which(tool, path=os.pathsep.join(_SBIN))
 
 
 @dataclass(frozen=True)
@@ -307,7 +307,7 @@ def detach_orphan_loops(home: Home, ops: DiskOps) -> list[str]:
     return done
 
 
-def gc_disks(backend: Backend, home: Home) -> tuple[list[str], list[str]]:
+def gc_disks(backend: Backend, home: Home, environ: Mapping[str, str]) -> tuple[list[str], list[str]]:
     """`gc`, once the dead orchestrators' containers and volumes are gone: the jobs whose folders
     still showed a disk get their files back (`recover_orphans`), and the loop devices left on
     their images are detached (`detach_orphan_loops`). Blocking. (jobs recovered, devices freed)"""
@@ -322,7 +322,11 @@ def gc_disks(backend: Backend, home: Home) -> tuple[list[str], list[str]]:
 
         image = DEFAULT_TAG
     ops = choose_disk_ops(
-        backend, image=image, labels=labels("gc", "", "disk-helper"), name=f"fb-gc-disk-{os.getpid()}"
+        backend,
+        image=image,
+        labels=labels("gc", "", "disk-helper"),
+        name=f"fb-gc-disk-{os.getpid()}",
+        environ=environ,
     )
     try:
         return recover_orphans(home, ops), detach_orphan_loops(home, ops)

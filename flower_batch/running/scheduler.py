@@ -70,6 +70,7 @@ async def run_jobs(
             image=plan.image.id,
             labels=labels(plan.batch, lease.id, "disk-helper"),
             name=f"{gateway_name(plan.batch, lease.id)}-disk",
+            environ=plan.settings.environ,
         )
         run.queue()
         beside = await _starts_beside(backend, plan.image.id)

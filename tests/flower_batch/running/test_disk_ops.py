@@ -54,19 +54,18 @@ def test_root_does_it_itself_and_anyone_else_through_the_engines_helper(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     engine = LocalEngine(Helper())
-    monkeypatch.delenv(VIA_ENV, raising=False)
     monkeypatch.setattr(disk_ops.os, "getuid", lambda: 0)
-    assert choose_disk_ops(engine, image="img", labels={}, name="h") is AS_ROOT
-    monkeypatch.setenv(VIA_ENV, "helper")  # the tests' and the bench's way to measure it as root
-    assert isinstance(choose_disk_ops(engine, image="img", labels={}, name="h"), ViaHelper)
-    monkeypatch.delenv(VIA_ENV)
+    assert choose_disk_ops(engine, image="img", labels={}, name="h", environ={}) is AS_ROOT
+    # the bench's way to measure it as root
+    via = choose_disk_ops(engine, image="img", labels={}, name="h", environ={VIA_ENV: "helper"})
+    assert isinstance(via, ViaHelper)
     monkeypatch.setattr(disk_ops.os, "getuid", lambda: 1000)
-    ops = choose_disk_ops(engine, image="img", labels={"k": "v"}, name="h")
+    ops = choose_disk_ops(engine, image="img", labels={"k": "v"}, name="h", environ={})
     assert isinstance(ops, ViaHelper) and engine.asked == []  # nothing asked of the engine yet
     assert ops.problem() is None and engine.asked == [("img", {"k": "v"}, "h")]
     assert engine.helper.commands == [["true"]]
     # an engine that cannot mount a device never gets to the helper (disk_problem says why)
-    assert choose_disk_ops(FakeBackend(), image="img", labels={}, name="h") is AS_ROOT
+    assert choose_disk_ops(FakeBackend(), image="img", labels={}, name="h", environ={}) is AS_ROOT
 
 
 def test_each_step_is_one_command_of_the_helper_and_the_copy_is_handed_back(
