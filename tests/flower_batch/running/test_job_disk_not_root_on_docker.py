@@ -139,6 +139,8 @@ def as_user(tmp_path: Path) -> Iterator[tuple[int, int, Path]]:
                 subprocess.run(["losetup", "-d", loop], check=False)
         subprocess.run(["umount", "-l", str(root)], check=False)
         root.rmdir()
+        for folder in _helper_folders(uid):  # a killed run's helper leaves its empty folder
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def as_uid(uid: int, gid: int, root: Path, *args: str) -> tuple[list[str], dict[str, str]]:
@@ -201,6 +203,7 @@ def test_a_docker_group_user_gets_a_jobs_own_disk_through_the_helper(as_user: tu
     assert not leftovers(root / "home", name), leftovers(root / "home", name).describe()
     assert str(batch) not in _loops()
     assert f"{root}/" not in _mounts()  # no bind, no read-back mount (the home's own fs is at root)
+    assert not _helper_folders(uid)  # the helper's socket and its folder went with it
 
     # An orchestrator killed while its job runs (its folders showing its disk): `gc`, as the same
     # user, gets the job's files back, undoes the binds and detaches the loop device it left.
@@ -233,6 +236,14 @@ def test_a_docker_group_user_gets_a_jobs_own_disk_through_the_helper(as_user: tu
     assert kept.read_text().startswith("# PAUSE-TASK\n"), kept
     assert f"{root}/" not in _mounts() and str(batch.parent) not in _loops()
     assert not leftovers(root / "home", killed), leftovers(root / "home", killed).describe()
+    # the killed runs' helpers went with them, their sockets too (the live runs': at their end)
+    wait_for("the helpers' sockets gone", lambda: not _helper_folders(uid, "*/helper.sock"), timeout=10)
+
+
+def _helper_folders(uid: int, pattern: str = "*") -> list[Path]:
+    """What the disk helpers of `uid` made in /tmp: their sockets' folders (0700, that uid's)."""
+    tmp = Path(tempfile.gettempdir())
+    return [p for p in tmp.glob(f"flower-batch-disk-helper-{pattern}") if p.lstat().st_uid == uid]
 
 
 def killed_while_shown_live(uid: int, gid: int, root: Path, job: Job, args: tuple[str, ...]) -> None:
