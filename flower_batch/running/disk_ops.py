@@ -90,6 +90,9 @@ class DiskOps:
     def hand_back(self, path: Path) -> None:
         """What was copied as root at `path` made ours: root is us already."""
 
+    def warm(self) -> None:
+        """Nothing to get ready."""
+
     def close(self) -> None:
         """Nothing to let go of."""
 
@@ -123,6 +126,11 @@ class ViaHelper(DiskOps):
                 self._problem = f"not root, and {why}" if os.getuid() != 0 else why
             return self._problem
         return None
+
+    def warm(self) -> None:
+        """The helper started in the background (0.3-0.5 s, once), while the run gets its jobs and
+        gateways ready: the first job's disk then rarely waits for it."""
+        threading.Thread(target=self.problem, name="disk-helper-start", daemon=True).start()
 
     def run(self, argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
         try:

@@ -72,6 +72,8 @@ async def run_jobs(
             name=f"{gateway_name(plan.batch, lease.id)}-disk",
             environ=plan.settings.environ,
         )
+        if disk_problem(backend) is None:
+            run.disk_ops.warm()
         run.queue()
         beside = await _starts_beside(backend, plan.image.id)
         async with contextlib.AsyncExitStack() as stack:
@@ -81,8 +83,6 @@ async def run_jobs(
             stack.callback(_mark_never_started, plan, run.started, run.done, on_state)
             supervise = await stack.enter_async_context(supervisors())  # restarts a gateway that dies
             async with anyio.create_task_group() as tg:
-                if disk_problem(backend) is None:  # a helper's start (once, 0.3-0.5 s) beside the gateway's
-                    tg.start_soon(anyio.to_thread.run_sync, run.disk_ops.problem)
                 gateways = _Gateways(run, stack, supervise, tg if beside else None)
                 for job, previous in plan.jobs:
                     tg.start_soon(run.one, gateways, job, previous)

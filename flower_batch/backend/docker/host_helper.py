@@ -132,7 +132,7 @@ class DockerHostHelper(HostHelper):
             )
             created = api.create_container(
                 self._image,
-                command=["python3", "-c", SERVER, str(folder / SOCKET), str(self._pid), *_ids()],
+                command=["python3", "-I", "-S", "-c", SERVER, str(folder / SOCKET), str(self._pid), *_ids()],
                 entrypoint=[],
                 user="0:0",
                 name=self._name,
