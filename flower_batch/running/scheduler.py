@@ -72,7 +72,7 @@ async def run_jobs(
             name=f"{gateway_name(plan.batch, lease.id)}-disk",
             environ=plan.settings.environ,
         )
-        if disk_problem(backend) is None:
+        if plan.jobs and disk_problem(backend) is None:  # every job has a disk (10g unless said)
             run.disk_ops.warm()
         run.queue()
         beside = await _starts_beside(backend, plan.image.id)
