@@ -12,7 +12,7 @@ from . import __version__
 MANAGED = "org.flower-batch.managed"
 BATCH = "org.flower-batch.batch"
 JOB = "org.flower-batch.job"
-ROLE = "org.flower-batch.role"  # job | check | gateway | network | probe | warm | sweep
+ROLE = "org.flower-batch.role"  # job | check | gateway | network | probe | warm | sweep | disk | disk-helper
 VERSION = "org.flower-batch.version"  # flower-batch's version: on what it makes, and on the image
 LEASE = "org.flower-batch.session"  # the orchestrator's lease that owns it (running/lease.py, gc)
 SERVICE = "org.flower-batch.service"  # on each Swarm secret: the service it was made for

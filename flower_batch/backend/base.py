@@ -18,7 +18,7 @@ Errors are the project's own (`flower_batch.errors`): `DaemonUnavailable`, `Imag
 from __future__ import annotations
 
 import abc
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -143,6 +143,20 @@ class ImageInfo:
     """The image's WORKDIR (its config's WorkingDir); empty: none, i.e. "/"."""
 
 
+class HostHelper(abc.ABC):
+    """Runs commands as root on this machine, through the engine (Backend.host_helper). Its methods
+    block: call them from a worker thread."""
+
+    @abc.abstractmethod
+    def run(self, argv: Sequence[str]) -> tuple[int, str, str]:
+        """`argv` run as root in this process's mount namespace: (exit code, stdout, stderr).
+        BackendError when the helper cannot be started or reached."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """The helper removed (nothing when it never started)."""
+
+
 class Backend(abc.ABC):
     """Runs containers, and manages the networks and volumes they use, by label."""
 
@@ -222,6 +236,12 @@ class Backend(abc.ABC):
     def mounts_devices(self) -> bool:
         """`create_device_volume` works, and the path it returns is on this machine."""
         return False
+
+    def host_helper(self, image: str, labels: Mapping[str, str], name: str) -> HostHelper:
+        """A helper container that runs commands as root in this process's own mount namespace on
+        the engine's machine (`image` must hold nsenter and tail), for an orchestrator that is not
+        root: a job's own disk (running/disk_ops.py). Not started until its first command."""
+        raise BackendError(f"the {self.name} engine cannot run a helper on this machine")
 
     # -- images -----------------------------------------------------------------------------
     @abc.abstractmethod

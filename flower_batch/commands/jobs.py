@@ -4,12 +4,14 @@ flower_batch.cli makes commands of."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import anyio
 import typer
 from rich.markup import escape
 from rich.table import Table
@@ -59,7 +61,7 @@ from flower_batch.labels import BATCH, JOB, MANAGED
 from flower_batch.layout import Home, JobDir
 from flower_batch.running.batch import run_one
 from flower_batch.running.causes import continuity_lines
-from flower_batch.running.job_disk import recover_orphans
+from flower_batch.running.job_disk import gc_disks
 from flower_batch.running.jobs import ADHOC_BATCH, Sandbox, adhoc_spec
 from flower_batch.running.lease import Leak, find_leaks, on_the_nodes, remove_leaks
 from flower_batch.running.liveness import Liveness
@@ -553,19 +555,23 @@ def gc(
         return
     engine = backend_for(home, backend_choice)
 
-    async def go() -> tuple[list[Leak], int, list[str]]:
+    async def go() -> tuple[list[Leak], int, list[str], tuple[list[str], list[str]]]:
         async with engine as backend:
             leaks, foreign = await find_leaks(backend, h.root)
             if dry_run:
                 swept, away = await on_the_nodes(backend, h.root, remove=False)
-            else:
-                swept, away = await remove_leaks(backend, h.root, leaks, nodes=True)
-            return leaks + swept, foreign, away
+                return leaks + swept, foreign, away, ([], [])
+            swept, away = await remove_leaks(backend, h.root, leaks, nodes=True)
+            # a dead run's folders that still show its disk: its files back on the host, its
+            # loop device let go of (once its volume is gone)
+            disks = await anyio.to_thread.run_sync(gc_disks, backend, h, dict(os.environ))
+            return leaks + swept, foreign, away, disks
 
-    leaks, foreign, away = run_async(go)
-    if not dry_run:  # a dead run's folders that still show its disk: its files back on the host
-        for job in recover_orphans(h):
-            err.print(f"job {job}: its files recovered from the disk of a run whose orchestrator died")
+    leaks, foreign, away, (recovered, loops) = run_async(go)
+    for job in recovered:
+        err.print(f"job {job}: its files recovered from the disk of a run whose orchestrator died")
+    for loop in loops:
+        err.print(f"detached loop device {loop} of a run whose orchestrator died")
     verb = "would remove" if dry_run else "removed"
     for leak in leaks:
         out.print(f"{verb} {leak.kind} {leak.name} {leak.role}".rstrip())

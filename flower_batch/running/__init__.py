@@ -14,6 +14,7 @@
     joblog       the container log, capped per run
     home_space   the home's reserve: under it no job starts (skipped), a paused job stays paused
     job_disk     a job's own disk: an ext4 image the engine mounts, its folders synced in and out
+    disk_ops     its root-only steps: done as root, or by a helper container (the docker group)
     lease        the orchestrator's lock, and finding what a dead one leaked (`gc`)
     liveness     records whose orchestrator is gone: orphaned, never started
     image        the runtime image: build, reuse, versions (`python -m flower_batch.running.image`)

@@ -26,6 +26,7 @@ from flower_batch.errors import FlowerBatchError, RecordError
 from flower_batch.export.trajectory_file import TRAJECTORY_NAME
 from flower_batch.jobmodel.record import RECORD_NAME, JobRecord, read_record, write_record
 from flower_batch.layout import JobDir
+from flower_batch.running.disk_ops import AS_ROOT, DiskOps
 from flower_batch.running.job_disk import recover_live
 from flower_batch.untrusted_files import copy_file
 
@@ -67,13 +68,16 @@ def _record_is_this_run(jd: JobDir, attempt: int) -> bool:
     return record.attempt == attempt
 
 
-def keep_previous_attempt(jd: JobDir, previous: JobRecord | None, attempt: int) -> Path | None:
+def keep_previous_attempt(
+    jd: JobDir, previous: JobRecord | None, attempt: int, ops: DiskOps = AS_ROOT
+) -> Path | None:
     """Move what the job folder holds of an earlier attempt into attempts/<n>/ (None: nothing to keep).
 
     `previous` is the earlier attempt's record as the planner read it (the file may already
     have been replaced by this run's `queued` record); `attempt` is the new attempt's number.
+    `ops`: how a killed run's disk still shown in its folders is let go of (running/disk_ops.py).
     """
-    recover_live(jd)  # a killed run's folders still showing its disk: its files first, unbound
+    recover_live(jd, ops)  # a killed run's folders still showing its disk: its files first, unbound
     present = [name for name in _MOVED if os.path.lexists(jd.root / name)]  # a symlink moves as one
     record_on_disk = os.path.lexists(jd.record_path) and not _record_is_this_run(jd, attempt)
     if not present and not record_on_disk:

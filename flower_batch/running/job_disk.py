@@ -27,20 +27,26 @@ So every reader of a job's files (the report's diff, the viewer, wake, repro, at
 reads the host's folders as before. While the job runs they show its disk, read-only
 (`show_live`: binds over the host's folders); a killed orchestrator's binds stay until the job's
 next run or `gc` copies what they show over the host's folders (`recover_live`, `recover_orphans`).
+
+Who does the steps that need root (the loop device, every mount and umount, the copy back): the
+orchestrator itself when it is root; else, when it may use the engine (the docker group), one
+helper container of the run does them in the orchestrator's own mount namespace, so every path
+and mount above is the same (running/disk_ops.py). That way holds no descriptor on the loop
+device: it is detached when the disk is released, and `gc` detaches those of a killed
+orchestrator (`detach_orphan_loops`); the files copied back are handed to the orchestrator's uid.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
 import os
 import re
 import shutil
-import struct
 import subprocess
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,10 +55,11 @@ import anyio
 from flower_batch.backend.base import Backend, Mount
 from flower_batch.backend.confinement import sandbox_ids
 from flower_batch.errors import FlowerBatchError, RecordError
-from flower_batch.jobmodel.record import read_record
+from flower_batch.jobmodel.record import RECORD_NAME, read_record
 from flower_batch.jobmodel.units import format_memory
 from flower_batch.labels import labels
 from flower_batch.layout import Home, JobDir
+from flower_batch.running.disk_ops import AS_ROOT, DiskOps, choose_disk_ops, last_line, loop_backing
 from flower_batch.running.lease import is_alive
 from flower_batch.untrusted_files import remove_tree
 
@@ -67,23 +74,23 @@ _OLD = ".disk-old"
 VOLUME_MOUNT = "/.flower-disk"
 """Where the job's and the check's containers name the disk's volume (nothing uses that path:
 naming it is what makes the engine mount it)."""
-_LO_FLAGS_AUTOCLEAR = 4
-_LOOP_GET_STATUS64 = 0x4C05
-_LOOP_SET_STATUS64 = 0x4C04
-_LOOP_INFO64_SIZE = 232
-_LO_FLAGS_OFFSET = 52  # five u64 then three u32 before lo_flags in struct loop_info64
+TOOLS = ("mkfs.ext4", "losetup", "mount", "cp", "du")
+_SBIN = ("/usr/sbin", "/sbin")  # mkfs.ext4 and losetup live there, off a user's usual PATH
 
 
 def disk_problem(backend: Backend) -> str | None:
     """Why a job's own disk cannot be made here, or None."""
     if not backend.mounts_devices:
         return f"the {backend.name} engine cannot mount a job's own disk"
-    if os.getuid() != 0:
-        return "attaching a loop device needs root (run flower-batch as root, as CI does)"
-    missing = [tool for tool in ("mkfs.ext4", "losetup", "mount", "cp", "du") if shutil.which(tool) is None]
+    missing = [tool for tool in TOOLS if tool_path(tool) is None]
     if missing:
         return f"{', '.join(missing)} not found (install e2fsprogs and util-linux)"
     return None
+
+
+def tool_path(tool: str) -> str | None:
+    """Where `tool` is: on PATH, or in the sbin folders a user's PATH leaves out."""
+    return shutil.which(tool) or shutil.which(tool, path=os.pathsep.join(_SBIN))
 
 
 @dataclass(frozen=True)
@@ -95,7 +102,8 @@ class JobDisk:
     loop: str
     volume: str
     mountpoint: Path  # where the engine mounts the volume on its machine
-    loop_fd: int | None = None  # held open while the job runs (see the module docstring)
+    loop_fd: int | None = None  # held open while the job runs, as root (see the module docstring)
+    ops: DiskOps = AS_ROOT  # how its privileged steps are done (running/disk_ops.py)
 
     def source(self, folder: str) -> str:
         """The host path the engine binds for one of FOLDERS."""
@@ -146,25 +154,24 @@ def show_live(disk: JobDisk, jd: JobDir) -> None:
     successor read the job's progress there. Bound from where the engine mounted the volume, only
     while it is mounted there (a job that already ended has nothing to show); a bind that fails,
     or that caught the volume's own folder, is undone and leaves the start's copy."""
+    ops = disk.ops
     for folder in FOLDERS:
         source, target = disk.mountpoint / folder, jd.root / folder
         try:
-            disk_dev = os.stat(source).st_dev
-            if disk_dev == os.stat(disk.mountpoint.parent).st_dev or mounted_at(target):
+            disk_dev, below = ops.devices([source, disk.mountpoint.parent])
+            if disk_dev == below or mounted_at(target):
                 continue  # the engine has it unmounted again, or it is shown already
         except OSError:
             continue
-        bound = subprocess.run(["mount", "--bind", str(source), str(target)], capture_output=True, text=True)
+        bound = ops.run(["mount", "--bind", str(source), str(target)])
         if bound.returncode != 0:
             log.warning(
-                "job %s: its %s is shown as of its start: %s", jd.job, folder, _last_line(bound.stderr)
+                "job %s: its %s is shown as of its start: %s", jd.job, folder, last_line(bound.stderr)
             )
             continue
-        subprocess.run(
-            ["mount", "-o", "remount,bind,ro,nosuid,nodev,noexec", str(target)], capture_output=True
-        )
+        ops.run(["mount", "-o", "remount,bind,ro,nosuid,nodev,noexec", str(target)])
         if os.stat(target).st_dev != disk_dev:  # unmounted meanwhile: the bind caught the folder below
-            _umount(target)
+            _umount(target, ops)
 
 
 def mounted_at(path: Path) -> bool:
@@ -187,21 +194,21 @@ def _unescape(field: str) -> str:
     return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
 
 
-def _umount(target: Path) -> None:
+def _umount(target: Path, ops: DiskOps) -> None:
     while mounted_at(target):  # binds stack: each one undone
-        if subprocess.run(["umount", str(target)], capture_output=True).returncode:
-            subprocess.run(["umount", "-l", str(target)], capture_output=True)
+        if ops.run(["umount", str(target)]).returncode:
+            ops.run(["umount", "-l", str(target)])
             if mounted_at(target):
                 return
 
 
-def hide_live(jd: JobDir) -> None:
+def hide_live(jd: JobDir, ops: DiskOps = AS_ROOT) -> None:
     """The binds of `show_live` undone (lazily when a reader still holds a file there)."""
     for folder in FOLDERS:
-        _umount(jd.root / folder)
+        _umount(jd.root / folder, ops)
 
 
-def recover_live(jd: JobDir) -> None:
+def recover_live(jd: JobDir, ops: DiskOps = AS_ROOT) -> None:
     """Folders still bound to a disk by an orchestrator that was killed during the job: what they
     show (the job's files as it left them) copied over the host's, then the binds undone. A copy
     that fails raises OSError and keeps the binds (nothing is lost)."""
@@ -214,17 +221,11 @@ def recover_live(jd: JobDir) -> None:
     out.mkdir()
     try:
         for folder in mounted:
-            done = subprocess.run(
-                ["cp", "-a", "--no-dereference", str(jd.root / folder), str(out / folder)],
-                capture_output=True,
-                text=True,
-                check=False,
-            )
+            done = ops.run(["cp", "-a", "--no-dereference", str(jd.root / folder), str(out / folder)])
             if done.returncode != 0 and not (out / folder).is_dir():
-                raise OSError(
-                    f"recovering the job's {folder} from its disk failed: {_last_line(done.stderr)}"
-                )
-        hide_live(jd)
+                raise OSError(f"recovering the job's {folder} from its disk failed: {last_line(done.stderr)}")
+        ops.hand_back(out)
+        hide_live(jd, ops)
         old.mkdir()
         for folder in mounted:
             os.rename(jd.root / folder, old / folder)
@@ -237,31 +238,112 @@ def recover_live(jd: JobDir) -> None:
         remove_tree(old)
 
 
-def recover_orphans(home: Home) -> list[str]:
-    """`gc`: every job whose folders still show the disk of a run whose orchestrator died gets
-    its files back on the host, and the binds undone (a job whose orchestrator lives is left
-    alone). The ids of the jobs recovered."""
+def orphans(home: Home) -> list[JobDir]:
+    """The jobs whose folders still show the disk of a run whose orchestrator died (a job whose
+    orchestrator lives is left alone)."""
+    return [
+        jd
+        for jd in home.jobs()
+        if any(mounted_at(jd.root / folder) for folder in FOLDERS) and not _held(home, jd)
+    ]
+
+
+def _held(home: Home, jd: JobDir) -> bool:
+    """The job's orchestrator lives."""
+    try:
+        session = read_record(jd.record_path).session
+    except (OSError, RecordError):
+        session = None
+    return bool(session and is_alive(home.root, session))
+
+
+def recover_orphans(home: Home, ops: DiskOps = AS_ROOT) -> list[str]:
+    """`gc`: every job of `orphans` gets its files back on the host, and the binds undone. The
+    ids of the jobs recovered."""
     done = []
-    for jd in home.jobs():
-        if not any(mounted_at(jd.root / folder) for folder in FOLDERS):
-            continue
-        try:
-            session = read_record(jd.record_path).session
-        except (OSError, RecordError):
-            session = None
-        if session and is_alive(home.root, session):
-            continue
-        recover_live(jd)
+    for jd in orphans(home):
+        recover_live(jd, ops)
         done.append(jd.job)
     return done
 
 
-def make_image(jd: JobDir, size: int) -> Path:
+def _loops() -> list[tuple[str, Path, bool]]:
+    """Every attached loop device: (device, its backing file, whether that file was removed since).
+    Read from sysfs: no root needed."""
+    found = []
+    for backing_file in sorted(Path("/sys/block").glob("loop*/loop/backing_file")):
+        try:
+            backing = backing_file.read_text().strip()
+        except OSError:
+            continue
+        image = Path(backing.removesuffix(" (deleted)"))
+        found.append((f"/dev/{backing_file.parent.parent.name}", image, backing.endswith(" (deleted)")))
+    return found
+
+
+def orphan_loops(home: Home) -> list[tuple[str, Path]]:
+    """Loop devices still holding a job's disk.img of this home that no live orchestrator holds
+    (its orchestrator died, or that image was replaced since): (device, image). Only a helper's
+    are ever left (root's clear themselves)."""
+    root = Path(os.path.realpath(home.root))
+    found = []
+    for loop, image, deleted in _loops():
+        if image.name != DISK_IMAGE or image.parent.parent.parent != root:
+            continue
+        if deleted or not _held(home, home.job(image.parent.parent.name, image.parent.name)):
+            found.append((loop, image))
+    return found
+
+
+def detach_orphan_loops(home: Home, ops: DiskOps) -> list[str]:
+    """`gc`: the loop devices of `orphan_loops` detached (after their volumes were removed); the
+    devices let go of."""
+    done = []
+    for loop, image in orphan_loops(home):
+        backing = (loop_backing(loop) or "").removesuffix(" (deleted)")
+        # looked at again just before: a device freed meanwhile may hold another job's disk now
+        if backing == str(image) and ops.run(["losetup", "-d", loop]).returncode == 0:
+            done.append(f"{loop} ({image})")
+    return done
+
+
+def gc_disks(backend: Backend, home: Home, environ: Mapping[str, str]) -> tuple[list[str], list[str]]:
+    """`gc`, once the dead orchestrators' containers and volumes are gone: the jobs whose folders
+    still showed a disk get their files back (`recover_orphans`), and the loop devices left on
+    their images are detached (`detach_orphan_loops`). Blocking. (jobs recovered, devices freed)"""
+    jobs = orphans(home)
+    loops = orphan_loops(home)
+    if not jobs and not loops:
+        return [], []  # no helper started for nothing
+    try:  # the helper runs the image the dead run's jobs ran on
+        image = read_record(jobs[0].record_path if jobs else loops[0][1].parent / RECORD_NAME).image_id
+    except (OSError, RecordError):
+        from flower_batch.running.image import DEFAULT_TAG  # the image builder's imports: only here
+
+        image = DEFAULT_TAG
+    ops = choose_disk_ops(
+        backend,
+        image=image,
+        labels=labels("gc", "", "disk-helper"),
+        name=f"fb-gc-disk-{os.getpid()}",
+        environ=environ,
+    )
+    try:
+        return recover_orphans(home, ops), detach_orphan_loops(home, ops)
+    finally:
+        ops.close()
+
+
+def make_image(jd: JobDir, size: int, ops: DiskOps = AS_ROOT) -> Path:
     """`<job>/disk.img`: a sparse ext4 filesystem of `size` bytes holding the job's folders.
     Blocking. The folders are renamed into a staging folder for mkfs to read, and back."""
-    recover_live(jd)
+    recover_live(jd, ops)
     image = jd.root / DISK_IMAGE
     staging = jd.root / _STAGING
+    if image.exists():  # a killed helper's run left it attached (root's clears itself): let go of
+        for loop, backing, _deleted in _loops():
+            if backing == Path(os.path.realpath(image)):
+                ops.detach_loop(loop, backing)
     image.unlink(missing_ok=True)
     if staging.exists():  # an orchestrator killed during an earlier mkfs: its folders put back
         for folder in FOLDERS:
@@ -286,7 +368,7 @@ def make_image(jd: JobDir, size: int) -> Path:
             # -m 0: nothing reserved for root (the job is never root); lazy init: a sparse file
             # reads zeros, so nothing is written but the metadata (about 4 MB, 20 ms)
             [
-                "mkfs.ext4",
+                tool_path("mkfs.ext4") or "mkfs.ext4",
                 "-q",
                 "-F",
                 "-m",
@@ -303,7 +385,7 @@ def make_image(jd: JobDir, size: int) -> Path:
         )
         if done.returncode != 0:
             image.unlink(missing_ok=True)
-            raise OSError(f"mkfs.ext4 could not make the job's disk: {_last_line(done.stderr)}")
+            raise OSError(f"mkfs.ext4 could not make the job's disk: {last_line(done.stderr)}")
     finally:
         for folder in moved:
             os.rename(staging / folder, jd.root / folder)
@@ -312,56 +394,27 @@ def make_image(jd: JobDir, size: int) -> Path:
     return image
 
 
-def _last_line(text: str) -> str:
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[-1] if lines else "no output"
-
-
-def attach_loop(image: Path) -> tuple[str, int]:
-    """A loop device on `image`, held open by the returned descriptor, with autoclear set: it
-    detaches itself once nobody holds it (our descriptor closed, nothing mounted from it)."""
-    done = subprocess.run(
-        ["losetup", "--find", "--show", str(image)], capture_output=True, text=True, check=False
-    )
-    if done.returncode != 0:
-        raise FlowerBatchError(f"no loop device for the job's disk: {_last_line(done.stderr)}")
-    loop = done.stdout.strip()
-    fd = os.open(loop, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        info = bytearray(_LOOP_INFO64_SIZE)
-        fcntl.ioctl(fd, _LOOP_GET_STATUS64, info)
-        (flags,) = struct.unpack_from("<I", info, _LO_FLAGS_OFFSET)
-        struct.pack_into("<I", info, _LO_FLAGS_OFFSET, flags | _LO_FLAGS_AUTOCLEAR)
-        fcntl.ioctl(fd, _LOOP_SET_STATUS64, info)
-    except OSError:
-        os.close(fd)
-        detach_loop(loop, image)
-        raise
-    return loop, fd
-
-
-def detach_loop(loop: str, image: Path) -> None:
-    """`losetup -d` when the loop still holds `image` (autoclear did not get to it)."""
-    try:
-        backing = Path(f"/sys/block/{Path(loop).name}/loop/backing_file").read_text().strip()
-    except OSError:
-        return  # cleared
-    if backing == str(image):
-        subprocess.run(["losetup", "-d", loop], capture_output=True, check=False)
-
-
-async def attach(backend: Backend, *, jd: JobDir, size: int, batch: str, lease: str, name: str) -> JobDisk:
+async def attach(
+    backend: Backend,
+    *,
+    jd: JobDir,
+    size: int,
+    batch: str,
+    lease: str,
+    name: str,
+    ops: DiskOps = AS_ROOT,
+) -> JobDisk:
     """Make and attach the job's disk, and its volume `name` (unique), ready for the containers."""
-    image = await anyio.to_thread.run_sync(make_image, jd, size)
-    loop, fd = await anyio.to_thread.run_sync(attach_loop, image)
-    disk = JobDisk(size, image, loop, name, Path(), fd)
+    image = await anyio.to_thread.run_sync(make_image, jd, size, ops)
+    loop, fd = await anyio.to_thread.run_sync(ops.attach_loop, image)
+    disk = JobDisk(size, image, loop, name, Path(), fd, ops)
     try:
         mountpoint = await backend.create_device_volume(
             name, labels(batch, lease, "disk", jd.job), loop, "ext4"
         )
-        disk = JobDisk(size, image, loop, name, Path(mountpoint), fd)
-        for folder in FOLDERS:  # for the engine's check at create (see the module docstring)
-            (disk.mountpoint / folder).mkdir(exist_ok=True)
+        disk = JobDisk(size, image, loop, name, Path(mountpoint), fd, ops)
+        # for the engine's check at create (see the module docstring)
+        await anyio.to_thread.run_sync(ops.make_dirs, [disk.mountpoint / folder for folder in FOLDERS])
     except BaseException:
         with anyio.CancelScope(shield=True):
             await release(backend, disk)
@@ -388,33 +441,29 @@ async def release(backend: Backend, disk: JobDisk) -> None:
     if disk.loop_fd is not None:
         with contextlib.suppress(OSError):
             os.close(disk.loop_fd)
-    await anyio.to_thread.run_sync(detach_loop, disk.loop, disk.image)
+    await anyio.to_thread.run_sync(disk.ops.detach_loop, disk.loop, disk.image)
     with contextlib.suppress(OSError):
         disk.image.unlink()
 
 
 def _measure_and_copy_out(disk: JobDisk, jd: JobDir) -> DiskUse:
     """The disk mounted read-only on the host for a moment: measured, its folders copied back."""
-    hide_live(jd)
+    ops = disk.ops
+    hide_live(jd, ops)
     where = Path(tempfile.mkdtemp(prefix=f"flower-batch-{disk.volume}-"))
     try:
         for options in ("ro,nosuid,nodev,noexec", "nosuid,nodev,noexec"):
             # read-only, unless a lazily undone bind still holds the filesystem read-write
-            done = subprocess.run(
-                ["mount", "-t", "ext4", "-o", options, disk.loop, str(where)],
-                capture_output=True,
-                text=True,
-                check=False,
-            )
+            done = ops.run(["mount", "-t", "ext4", "-o", options, disk.loop, str(where)])
             if done.returncode == 0:
                 break
         if done.returncode != 0:
-            raise OSError(f"the job's disk could not be read back: {_last_line(done.stderr)}")
+            raise OSError(f"the job's disk could not be read back: {last_line(done.stderr)}")
         try:
             use = measure(where, disk.size)
-            copy_out(where, jd)
+            copy_out(where, jd, ops)
         finally:
-            subprocess.run(["umount", str(where)], capture_output=True, check=False)
+            ops.run(["umount", str(where)])
     finally:
         with contextlib.suppress(OSError):
             where.rmdir()
@@ -463,7 +512,7 @@ def _largest(root: Path, shown: str) -> tuple[str, int] | None:
     return best
 
 
-def copy_out(root: Path, jd: JobDir) -> None:
+def copy_out(root: Path, jd: JobDir, ops: DiskOps = AS_ROOT) -> None:
     """The disk's folders over the host's: copied beside them, then swapped in by rename, so a
     copy that fails (the host's disk full) leaves the previous folders whole."""
     out, old = jd.root / _OUT, jd.root / _OLD
@@ -472,18 +521,14 @@ def copy_out(root: Path, jd: JobDir) -> None:
     out.mkdir()
     try:
         for folder in FOLDERS:
-            done = subprocess.run(
-                ["cp", "-a", "--no-dereference", str(root / folder), str(out / folder)],
-                capture_output=True,
-                text=True,
-                check=False,
-            )
+            done = ops.run(["cp", "-a", "--no-dereference", str(root / folder), str(out / folder)])
             if done.returncode != 0 and not (out / folder).is_dir() or "No space left" in done.stderr:
                 raise OSError(
-                    f"copying the job's {folder} back from its disk failed: {_last_line(done.stderr)}"
+                    f"copying the job's {folder} back from its disk failed: {last_line(done.stderr)}"
                 )
             if done.returncode != 0:  # an odd file of the job's (a socket): the rest is copied
-                log.warning("job %s: %s: %s", jd.job, folder, _last_line(done.stderr))
+                log.warning("job %s: %s: %s", jd.job, folder, last_line(done.stderr))
+        ops.hand_back(out)
         old.mkdir()
         for folder in FOLDERS:
             if (jd.root / folder).exists():

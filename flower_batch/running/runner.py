@@ -43,6 +43,7 @@ from flower_batch.running.attempts import keep_previous_attempt
 from flower_batch.running.bundle import BUNDLE_PATH, FLOWER, TOOLS_PATH
 from flower_batch.running.causes import Ending, Verdict, continuity_of, explain, flower_exit, new_stamp
 from flower_batch.running.deadline import hard_timeout_s, limits_env
+from flower_batch.running.disk_ops import AS_ROOT, DiskOps
 from flower_batch.running.grading_verdict import graded_after_agent_failure, graded_verdict
 from flower_batch.running.home_space import RESERVE_POLL_S, under_reserve
 from flower_batch.running.job_disk import DiskUse, JobDisk, disk_problem
@@ -93,6 +94,9 @@ class JobContext:
     reserve: int | None = None
     """Bytes kept free on the home's disk (running/home_space.py): a running persistent job is
     paused when the home falls under them; None: not watched."""
+    disk_ops: DiskOps = AS_ROOT
+    """How the root-only steps of a job's own disk are done: as root, or by the run's helper
+    container (running/disk_ops.py)."""
 
 
 def flower_command(
@@ -215,7 +219,7 @@ _warned: set[str] = set()
 async def _attach_disk(ctx: JobContext, job: JobSpec, jd: JobDir) -> JobDisk | None:
     """The job's own disk of `disk` bytes, or None (with one warning per process) where this
     machine cannot make one."""
-    problem = disk_problem(ctx.backend)
+    problem = disk_problem(ctx.backend) or await anyio.to_thread.run_sync(ctx.disk_ops.problem)
     if problem is not None:
         if problem not in _warned:
             _warned.add(problem)
@@ -229,6 +233,7 @@ async def _attach_disk(ctx: JobContext, job: JobSpec, jd: JobDir) -> JobDisk | N
         batch=ctx.batch,
         lease=ctx.lease,
         name=name,
+        ops=ctx.disk_ops,
     )
 
 
@@ -329,7 +334,7 @@ def start_attempt(
         state_image=previous.state_image if (waking and previous and job.root == "writable") else None,
     )
     if not waking:  # the new attempt starts now: the previous one moves to attempts/<n>/, kept
-        keep_previous_attempt(jd, previous, record.attempt)
+        keep_previous_attempt(jd, previous, record.attempt, ctx.disk_ops)
     write_record(jd.record_path, record)
     _state(ctx, job.id, Status.RUNNING)
     return Attempt(
@@ -392,7 +397,7 @@ async def _run_in_container(
         await _state_image_present(ctx.backend, job, attempt.base_image)
     ran.root = await resolve_root(ctx.backend, job, attempt.image)
     # a run whose orchestrator was killed left the folders showing its disk: its files first
-    await anyio.to_thread.run_sync(job_disk.recover_live, jd)
+    await anyio.to_thread.run_sync(job_disk.recover_live, jd, ctx.disk_ops)
     await prepare_off_the_loop(
         jd, job, fresh=fresh, search=ctx.search, flows_from=ctx.flows_from, home=ctx.home
     )

@@ -22,7 +22,7 @@ from flower.clock import now_iso
 from flower_batch.backend.base import Backend
 from flower_batch.errors import FlowerBatchError, home_full, no_space
 from flower_batch.gateway.budget import batch_spent
-from flower_batch.gateway.host.sidecar import GatewaySidecar
+from flower_batch.gateway.host.sidecar import GatewaySidecar, gateway_name
 from flower_batch.gateway.host.supervisor import supervisors
 from flower_batch.gateway.metering import read_meter
 from flower_batch.jobmodel.budget import Budget
@@ -31,9 +31,12 @@ from flower_batch.jobmodel.outcome import JobOutcome
 from flower_batch.jobmodel.record import JobRecord, new_record, read_record, write_record
 from flower_batch.jobmodel.spec import JobSpec
 from flower_batch.jobmodel.status import Phase, State, Status
+from flower_batch.labels import labels
 from flower_batch.layout import JobDir
 from flower_batch.running.attempts import keep_previous_attempt
+from flower_batch.running.disk_ops import AS_ROOT, DiskOps, choose_disk_ops
 from flower_batch.running.home_space import reserve_bytes, under_reserve
+from flower_batch.running.job_disk import disk_problem
 from flower_batch.running.jobs import starts_beside
 from flower_batch.running.lease import Lease
 from flower_batch.running.liveness import NEVER_STARTED_REASON
@@ -62,9 +65,20 @@ async def run_jobs(
     mark_home(plan.home.root)  # a workspace that holds this home leaves it out, wherever it is scanned
     with Lease(plan.home.root) as lease:
         run = BatchRun(backend, plan, lease.id, anyio.CapacityLimiter(max(1, plan.parallel)), on_state)
+        run.disk_ops = choose_disk_ops(
+            backend,
+            image=plan.image.id,
+            labels=labels(plan.batch, lease.id, "disk-helper"),
+            name=f"{gateway_name(plan.batch, lease.id)}-disk",
+            environ=plan.settings.environ,
+        )
+        if plan.jobs and disk_problem(backend) is None:  # every job has a disk (10g unless said)
+            run.disk_ops.warm()
         run.queue()
         beside = await _starts_beside(backend, plan.image.id)
         async with contextlib.AsyncExitStack() as stack:
+            # the helper of the jobs' disks, if one started: removed last, once every job let go
+            stack.push_async_callback(anyio.to_thread.run_sync, run.disk_ops.close)
             # However this ends (Ctrl-C included), a job that never began says so.
             stack.callback(_mark_never_started, plan, run.started, run.done, on_state)
             supervise = await stack.enter_async_context(supervisors())  # restarts a gateway that dies
@@ -95,6 +109,7 @@ class BatchRun:
     lease: str
     limiter: anyio.CapacityLimiter
     on_state: StateHook | None = None
+    disk_ops: DiskOps = AS_ROOT  # the jobs' disks' root-only steps (disk_ops.py)
     done: dict[str, JobRecord] = field(default_factory=dict)
     started: set[str] = field(default_factory=set)
 
@@ -115,6 +130,7 @@ class BatchRun:
             environ=plan.settings.environ,
             oracle=plan.oracle,
             reserve=self.reserve,
+            disk_ops=self.disk_ops,
         )
 
     def queued(self, job: JobSpec, previous: JobRecord | None) -> JobRecord:
@@ -165,7 +181,7 @@ class BatchRun:
                     return
                 # Its record replaces the previous attempt's: that one is kept first.
                 with contextlib.suppress(FlowerBatchError):
-                    keep_previous_attempt(jd, previous, queued.attempt)
+                    keep_previous_attempt(jd, previous, queued.attempt, self.disk_ops)
                 self.done[job.id] = _finish(jd.record_path, queued, job, Status.ERROR, reason, self.on_state)
             except OSError as exc:
                 if not no_space(exc):
@@ -191,7 +207,7 @@ class BatchRun:
         (a paused job then stays paused, its session untouched)."""
         if self._batch_budget_spent():
             reason = f"not started: the batch budget ({Budget(self.plan.budget_usd).describe()}) was spent"
-            keep_previous_attempt(jd, previous, queued.attempt)
+            keep_previous_attempt(jd, previous, queued.attempt, self.disk_ops)
             self.done[job.id] = _finish(jd.record_path, queued, job, Status.SKIPPED, reason, self.on_state)
             return True
         full = under_reserve(self.plan.home.root, self.reserve)

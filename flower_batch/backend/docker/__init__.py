@@ -3,6 +3,7 @@
 backend     DockerBackend: containers, networks, volumes, logs, through the docker SDK's low-level API
 container_config  a ContainerSpec mapped onto the engine's create call, one field group at a time
 connection  connecting to the engine; the only place `docker` exceptions are translated
+host_helper a container that runs commands as root in our mount namespace (a job's disk, not as root)
 engine      what the engine accepts and its host has (the facts pre-flight checks limits against)
 images      image build, inspect and remove for `flower_batch.running.image`
 loopback_hosts  the /etc/hosts (localhost only) of a no-network container, written 0444 in the user's cache
