@@ -1,9 +1,10 @@
 """flower-batch as a new user gets it (issue 34): the wheel built from this checkout, installed
-outside it (a fresh venv, `uv tool install`, or the sdist into a fresh venv), used in a project folder of the user's own (a
-git repository with a file and a failing test): `image build`, `init`, `run .` with the default
-home, `run . --persistent` then `wake`, a 2 x 2 `matrix`, `report`. Each step's output is
-checked; at the end the project holds nothing but the home and init's files, and no container
-of its batches is left.
+outside it (a fresh venv, `uv tool install`, or the sdist into a fresh venv), used in a project
+folder of the user's own (a git repository with a file and a failing test): `image build`,
+`init`, `run .` with the default home; from the venv also `run . --check` failing, `run .
+--persistent` then `wake`, a 2 x 2 `matrix`, `report`. Each step's output is checked; at the
+end the project holds nothing but the home and init's files, the installed package no cache,
+and no container of its batches is left.
 
 The wheelhouse (the locked wheels, ~170 MB) the checkout's build downloaded is linked into the
 tool's cache folder, so only the image's last steps are built here.
@@ -141,8 +142,12 @@ def test_the_installed_tool_works_in_a_project_of_its_own(
         assert not (job / "workspace" / "volumes").exists()  # the home is never copied into a job
         assert (job / "workspace" / "calc.py").read_text() == (proj / "calc.py").read_text()
         batches.append("adhoc")
-        # what the sdist may get wrong is its packaging: it builds its image and runs; the walk is the wheel's
-        if how != "sdist":
+        # nothing written into the installed package, wherever the installer put it
+        assert not list(Path(str(tool)).resolve().parent.parent.rglob(".cache"))
+        # What `uv tool` and the sdist may get wrong is where they install and what they package:
+        # they build their image and run. The walk past that runs the same files of the same wheel
+        # whatever installed them: the venv's alone.
+        if how == "venv":
             # --check is the verdict: the project's test still fails (the offline model wrote notes only).
             fb(
                 "run",
@@ -189,9 +194,7 @@ def test_the_installed_tool_works_in_a_project_of_its_own(
 
             assert {p.name for p in proj.iterdir()} == USER_FILES | INIT_FILES | {"volumes"}
             assert {p.name for p in (proj / "scenarios").iterdir()} == {"offline.toml"}
-            assert not list(
-                Path(str(tool)).resolve().parent.parent.rglob(".cache")
-            )  # nothing in site-packages
+            assert not list(Path(str(tool)).resolve().parent.parent.rglob(".cache"))
     finally:  # this home's orchestrators' containers only: other tests run adhoc jobs too
         left = [leftovers(proj / "volumes", b) for b in batches]
     assert not any(left), [r.describe() for r in left if r]

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from flower_batch.backend.docker.images import DockerImages
+from flower_batch.backend.docker.images import DockerImages, label_line
 from flower_batch.backend.docker.registry import TASK_REPOSITORY, push_image, registries_holding
 from flower_batch.errors import FlowerBatchError, NotARuntimeImage
 from flower_batch.jobmodel.environment import TaskImage
@@ -41,10 +41,27 @@ def pair(task_image_id: str, runtime_id: str) -> str:
     return f"{task_image_id} {runtime_id}"
 
 
-def dockerfile(task_image_id: str, runtime_id: str) -> str:
+def dockerfile(task_image_id: str, runtime_id: str, labels: dict[str, str]) -> str:
     """The whole recipe: the task image, and the runtime's /opt/flower on top (no RUN step, so
-    nothing runs in the task image while it is made: an image of no shell layers too)."""
-    return f"FROM {task_image_id}\nCOPY --from={runtime_id} {BUNDLE_PATH} {BUNDLE_PATH}\n"
+    nothing runs in the task image while it is made: an image of no shell layers too), and its
+    labels in one LABEL step (given to the builder, they would be a step each: a container and a
+    commit per label)."""
+    return (
+        f"FROM {task_image_id}\nCOPY --from={runtime_id} {BUNDLE_PATH} {BUNDLE_PATH}\n{label_line(labels)}\n"
+    )
+
+
+def labels_of(task_image: TaskImage, runtime_id: str, build_key: str) -> dict[str, str]:
+    """The layered image's labels."""
+    return {
+        LAYERED: pair(task_image.id, runtime_id),
+        BUILD_KEY: build_key,
+        MANAGED: "1",
+        VERSION: __version__,
+        # not the build it was layered onto (an image inherits its base's labels): a lookup of
+        # that build by its key must never find this copy
+        TASK_BUILD: "",
+    }
 
 
 def cluster_registry(given: str | None, runtime: PinnedImage, docker_host: str | None = None) -> str:
@@ -131,18 +148,6 @@ def layer_runtime_onto(images: DockerImages, task_image: TaskImage, runtime: Pin
         )
     log(f"layering flower ({runtime.short}) onto {task_image.describe()}, once")
     with tempfile.TemporaryDirectory(prefix="flower-batch-layer-") as folder:
-        (Path(folder) / "Dockerfile").write_text(dockerfile(task_image.id, runtime.id))
-        return images.build(
-            Path(folder),
-            None,
-            {},
-            {
-                LAYERED: pair(task_image.id, runtime.id),
-                BUILD_KEY: key,
-                MANAGED: "1",
-                VERSION: __version__,
-                # not the build it was layered onto (an image inherits its base's labels): a
-                # lookup of that build by its key must never find this copy
-                TASK_BUILD: "",
-            },
-        )
+        labels = labels_of(task_image, runtime.id, key)
+        (Path(folder) / "Dockerfile").write_text(dockerfile(task_image.id, runtime.id, labels))
+        return images.build(Path(folder), None, {}, {})

@@ -1,18 +1,26 @@
-"""Replay mode: serve a recorded job's responses again, in order per session, and stop at the
-first request that does not match the recording.
+"""Replay mode: serve a recorded job's responses again, each to a request of its shape, and stop
+at the first request that matches none left.
 
 A replayed job reads its recording from `<job>/replay/recording.jsonl` (the host copies it
 there before the job starts: `stage_recording`). The CLI makes new session ids on every run,
-so each new session is paired with a recorded one: the first unpaired recorded session whose
-opening request has the same prompt, else the next unpaired one in recorded order. Within a
-session the n-th request gets the n-th recorded response — errors, cut streams and all, so the
-CLI retries exactly as it did — after its shape is checked against the recorded request:
+so each new session is paired with a recorded one: the first unpaired recorded session with a
+request of the same shape, else the next unpaired one in recorded order. Within a session a
+request gets the earliest recorded response not served yet whose request had its shape —
+errors, cut streams and all, so the CLI retries exactly as it did (a retry has its request's
+shape, and comes after it) — the shape being:
 
     model, message count, the tool_use ids its tool results answer, the prompt (when the last
     message is the workflow's text rather than tool output) and the system prompt (the agent's
     instructions).
 
-The first mismatch is the divergence: written to `<job>/logs/replay.json` and answered with a
+Not simply the n-th response to the n-th request: the CLI asks the model for a session's title
+beside the agent's first turn, in the same session, and the two race; the recording keeps them
+in the order their answers ended, the next run may send them the other way round. Each has its
+own shape (the title's prompt and system prompt are the CLI's), so each still gets its own
+answer, and the agent's turns still come in their recorded order.
+
+A request that matches no response left is the divergence (compared, to say where, with the
+earliest one left of the same system prompt, else the earliest left): written to `<job>/logs/replay.json` and answered with a
 409 `invalid_request_error` that the CLI does not retry and flower classifies as fatal; every
 later request of the job gets the same answer. `logs/replay.json` also says how much of the
 recording was served, so a run that stops early is visible too.
@@ -99,7 +107,7 @@ class JobReplay:
                 self.sessions[sid] = []
             self.sessions[sid].append(entry)
         self.pairs: dict[str, str] = {}  # live session -> recorded session
-        self.cursor: dict[str, int] = dict.fromkeys(self.order, 0)
+        self.left: dict[str, list[int]] = {sid: list(range(len(self.sessions[sid]))) for sid in self.order}
         self.served = 0
         self.divergence: Divergence | None = None
         self._lock = threading.Lock()
@@ -134,45 +142,54 @@ class JobReplay:
                 )
                 return None
             self.pairs[live] = recorded
+        return self._match(recorded, got)
+
+    def _match(self, recorded: str, got: dict[str, Any]) -> dict[str, Any] | None:
+        """The earliest response of the recorded session not served yet whose request had this
+        shape, taken; else None, with the divergence said."""
         index = self.order.index(recorded) + 1
-        entries = self.sessions[recorded]
-        n = self.cursor[recorded]
-        if n >= len(entries):
+        entries, left = self.sessions[recorded], self.left[recorded]
+        shapes = {n: compare_shapes(entries[n].get("request") or {}, got) for n in left}
+        n = next((n for n in left if shapes[n] is None), None)
+        if n is not None:
+            left.remove(n)
+            return entries[n]
+        if not left:
+            asked = len(entries) + 1
             self._diverge(
                 index,
-                n + 1,
+                asked,
                 None,
                 "request count",
                 len(entries),
-                n + 1,
-                f"session {index} sent request {n + 1}, but the recording has only {len(entries)} in it",
+                asked,
+                f"session {index} sent request {asked}, but the recording has only {len(entries)} in it",
             )
             return None
-        entry = entries[n]
-        mismatch = compare_shapes(entry.get("request") or {}, got)
-        if mismatch is not None:
-            field, want, have = mismatch
-            self._diverge(
-                index,
-                n + 1,
-                entry.get("seq"),
-                field,
-                want,
-                have,
-                f"session {index}, request {n + 1} (exchange {entry.get('seq')} of the recording): "
-                f"{field} recorded {_short(want)}, got {_short(have)}",
-            )
-            return None
-        self.cursor[recorded] = n + 1
-        return entry
+        # Said against the earliest one left from the same asker (the agent, or the CLI's title).
+        same_asker = (
+            n for n in left if (entries[n].get("request") or {}).get("system_sha") == got.get("system_sha")
+        )
+        n = next(same_asker, left[0])
+        mismatch = shapes[n]
+        assert mismatch is not None  # none of those left matched
+        field, want, have = mismatch
+        self._diverge(
+            index,
+            n + 1,
+            entries[n].get("seq"),
+            field,
+            want,
+            have,
+            f"session {index}, request {n + 1} (exchange {entries[n].get('seq')} of the recording): "
+            f"{field} recorded {_short(want)}, got {_short(have)}",
+        )
+        return None
 
     def _pair(self, got: dict[str, Any]) -> str | None:
         free = [sid for sid in self.order if sid not in self.pairs.values()]
-        for sid in free:  # the same opening prompt first: robust to sessions starting in another order
-            first = self.sessions[sid][0].get("request") or {}
-            if first.get("prompt_sha") == got.get("prompt_sha") and first.get("n_messages") == got.get(
-                "n_messages"
-            ):
+        for sid in free:  # a request of the same shape first: robust to sessions starting in another order
+            if any(compare_shapes(e.get("request") or {}, got) is None for e in self.sessions[sid]):
                 return sid
         return free[0] if free else None
 

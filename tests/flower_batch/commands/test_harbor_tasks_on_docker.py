@@ -6,8 +6,7 @@ install-local-package task installs a Debian package with apt as uid 0 (its task
 internet and asks for root). fix-permissions, whose solve.sh is wrong, is named, and the exit code
 says so; a task without a solution is said and not run.
 
-Then four of them × 2 variants with the scripted model, in the images the oracle built (each built
-once): the agent's Bash finds no /tests and no /solution, writes a regex that passes 3 of regex-log's
+Then four of them with the scripted model, in the images the oracle built (each built once): the agent's Bash finds no /tests and no /solution, writes a regex that passes 3 of regex-log's
 4 checks, and the reward.json's 0.75 lands in the record; the table and the report show the reward
 beside the pass.
 """
@@ -67,9 +66,6 @@ gateway = { mode = "%s" }
 
 [tasksets.tb]
 harbor = "tasks"
-
-[matrix]
-variant = [{ name = "a" }, { name = "b", args = { v = "b" } }]
 """
 
 
@@ -110,17 +106,15 @@ def test_harbor_tasks_oracle_then_a_graded_matrix(project: Path, tmp_path: Path)
         ran = fb("matrix", project / "scripted.toml", *tasks, "-j", "4", home=home, timeout=900, cwd=project)
         assert ran.returncode == 1, ran.stdout + ran.stderr  # the agent solves nothing whole
         records = {p.parent.name: json.loads(p.read_text()) for p in (home / "tb").glob("*/record.json")}
-        assert len(records) == 8, sorted(records)
+        assert len(records) == 4, sorted(records)
         for name, record in records.items():
             seen = (home / "tb" / name / "workspace" / "seen.txt").read_text()
             assert "'/tests': No such file" in seen and "'/solution': No such file" in seen, (name, seen)
             assert "pwd=/app" in seen, seen
             assert record["spec"]["harbor"]["digest"] and record["reward"] is not None, (name, record)
-        partial = [r for n, r in records.items() if n.startswith("regex-log")]
-        assert len(partial) == 2
-        for record in partial:
-            assert record["reward"] == {"value": 0.75, "detail": {"checks_passed": 3.0}}, record
-            assert record["status"] == "failed" and "below the 1" in record["reason"]
+        (partial,) = [r for n, r in records.items() if n.startswith("regex-log")]
+        assert partial["reward"] == {"value": 0.75, "detail": {"checks_passed": 3.0}}, partial
+        assert partial["status"] == "failed" and "below the 1" in partial["reason"]
         assert "reward" in ran.stdout and "0.75" in ran.stdout, ran.stdout  # the table
         report = next((home / "tb").rglob("report.html")).read_text()
         assert "0.75" in report and "reward" in report.lower()

@@ -134,3 +134,67 @@ def test_fold_counts_refusals(tmp_path: Path) -> None:
     assert got.refused == 1 and "budget" in (got.refused_reason or "")
     outcome = gateway_outcome(tmp_path, "anthropic")
     assert outcome.over_budget and "budget" in (outcome.budget_reason or "")
+
+
+# The CLI asks for a session's title beside the agent's first turn, in the same session: the two
+# race, and the recording keeps them in the order their answers ended.
+TITLE = [{"role": "user", "content": "<session>\nDo it.\n</session>\n\nWrite the title in a few words."}]
+TITLE_SYSTEM = "You write a conversation's title."
+
+
+def _texts(*plans) -> list[str]:
+    return [list(plan.events)[1][1]["delta"]["text"] for plan in plans]
+
+
+def test_the_title_and_the_first_turn_are_served_in_either_order(tmp_path: Path) -> None:
+    recording = [
+        _entry(1, _request(TITLE, system=TITLE_SYSTEM), "title"),
+        _entry(2, _request(FIRST, nth=2), "one"),
+        _entry(3, _request(SECOND, nth=3), "two"),
+    ]
+    for order in ((1, 0, 2), (0, 1, 2), (1, 2, 0)):
+        asked = [_request(TITLE, session="new", system=TITLE_SYSTEM), _request(FIRST, session="new"),
+                 _request(SECOND, session="new")]  # fmt: skip
+        logs = tmp_path / "-".join(map(str, order))
+        replay = JobReplay("x", recording, logs)
+        got = dict(zip(order, _texts(*(replay.respond(asked[i]) for i in order)), strict=True))
+        assert [got[i] for i in range(3)] == ["title", "one", "two"], order
+        state = json.loads((logs / "replay.json").read_text())
+        assert state["served"] == 3 and state["divergence"] is None, state
+
+
+def test_a_retried_request_gets_the_recorded_error_then_the_answer(tmp_path: Path) -> None:
+    overloaded = _entry(1, _request(FIRST), "")
+    overloaded["response"] = {"status": 529, "headers": {}, "events": None, "json": {"type": "error"}}
+    recording = [
+        overloaded,
+        _entry(2, _request(FIRST, nth=2), "one"),
+        _entry(3, _request(SECOND, nth=3), "two"),
+    ]
+    replay = JobReplay("x", recording, tmp_path)
+    assert replay.respond(_request(FIRST, session="new")).status == 529
+    assert _texts(
+        replay.respond(_request(FIRST, session="new")), replay.respond(_request(SECOND, session="new"))
+    ) == [
+        "one",
+        "two",
+    ]
+
+
+def test_a_divergence_beside_the_title_is_said_against_the_agents_turn(tmp_path: Path) -> None:
+    recording = [
+        _entry(1, _request(TITLE, system=TITLE_SYSTEM), "title"),
+        _entry(2, _request(FIRST, nth=2), "one"),
+        _entry(3, _request(SECOND, nth=3), "two"),
+    ]
+    replay = JobReplay("x", recording, tmp_path)
+    replay.respond(_request(FIRST, session="new"))  # the title not asked yet
+    changed = SECOND[:2] + [
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_9", "content": "x"}]}
+    ]
+    assert replay.respond(_request(changed, session="new")).status == 409
+    div = json.loads((tmp_path / "replay.json").read_text())["divergence"]
+    assert (div["request_index"], div["exchange"], div["field"]) == (3, 3, "tool results (tool_use ids)")
+    assert div["recorded"] == ["toolu_1"] and div["got"] == ["toolu_9"]
+    # every later request is refused, the title's too
+    assert replay.respond(_request(TITLE, session="new", system=TITLE_SYSTEM)).status == 409
