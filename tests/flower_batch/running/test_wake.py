@@ -78,7 +78,9 @@ def test_a_larger_disk_is_checked_by_the_fields_validator(tmp_path: Path) -> Non
     home, jd, record = _paused(tmp_path)
     asked = WakeAsked(budget_usd="1", disk="20g")
     assert plan_wake(home, jd, record, asked, GatewaySettings()).plan.jobs[0][0].disk_bytes == 20 * 1024**3
-    assert plan_wake(home, jd, record, replace(asked, disk=None), GatewaySettings()).plan.jobs[0][0].disk is None
+    assert (
+        plan_wake(home, jd, record, replace(asked, disk=None), GatewaySettings()).plan.jobs[0][0].disk is None
+    )
     with pytest.raises(FlowerBatchError, match="--disk 'lots'"):
         plan_wake(home, jd, record, replace(asked, disk="lots"), GatewaySettings())
     with pytest.raises(FlowerBatchError, match="at least"):
