@@ -243,6 +243,11 @@ class Backend(abc.ABC):
         root: a job's own disk (running/disk_ops.py). Not started until its first command."""
         raise BackendError(f"the {self.name} engine cannot run a helper on this machine")
 
+    def sweep_host_helpers(self) -> list[Path]:
+        """What helpers of ours removed by force left on this machine (their sockets' folders),
+        removed (`gc`); nothing where there are no helpers."""
+        return []
+
     # -- images -----------------------------------------------------------------------------
     @abc.abstractmethod
     async def image_info(self, ref: str) -> ImageInfo:

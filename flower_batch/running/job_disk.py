@@ -311,6 +311,7 @@ def gc_disks(backend: Backend, home: Home, environ: Mapping[str, str]) -> tuple[
     """`gc`, once the dead orchestrators' containers and volumes are gone: the jobs whose folders
     still showed a disk get their files back (`recover_orphans`), and the loop devices left on
     their images are detached (`detach_orphan_loops`). Blocking. (jobs recovered, devices freed)"""
+    backend.sweep_host_helpers()  # the folders of helpers gc removed by force just before
     jobs = orphans(home)
     loops = orphan_loops(home)
     if not jobs and not loops:

@@ -33,7 +33,7 @@ from flower_batch.backend.base import (
 )
 from flower_batch.backend.docker.connection import Connection, Kind, is_read_timeout, translate
 from flower_batch.backend.docker.container_config import create_options, host_config, networking_config
-from flower_batch.backend.docker.host_helper import DockerHostHelper
+from flower_batch.backend.docker.host_helper import DockerHostHelper, sweep_stale_folders
 from flower_batch.backend.docker.loopback_hosts import loopback_hosts_file
 from flower_batch.backend.docker.secret_handover import receiving, start_handing_over
 from flower_batch.backend.docker.transient import retrying
@@ -364,6 +364,9 @@ class DockerBackend(Backend):
         if not self._on_this_host:
             return super().host_helper(image, labels, name)
         return DockerHostHelper(self._conn, image, labels, name)
+
+    def sweep_host_helpers(self) -> list[Path]:
+        return sweep_stale_folders()
 
     async def remove_volume(self, name: str, force: bool = False) -> None:
         await self._call("volume", name, lambda api: api.remove_volume(name, force=force))

@@ -37,6 +37,7 @@ CAPABILITIES = ["SYS_ADMIN", "SYS_PTRACE"]
 DEVICES = ["b 7:* rmw", "c 10:237 rmw"]  # loop devices, /dev/loop-control
 SECURITY = ["apparmor=unconfined", "seccomp=unconfined", "label=disable"]
 SOCKET = "helper.sock"
+FOLDER_PREFIX = "flower-batch-disk-helper-"
 START_S = 20.0  # its socket appears within this, or it did not start
 SERVER = r"""
 import json, os, socketserver, subprocess, sys, threading, time
@@ -116,7 +117,8 @@ class DockerHostHelper(HostHelper):
                 self._start()
 
     def _start(self) -> None:
-        folder = Path(tempfile.mkdtemp(prefix="flower-batch-disk-helper-"))  # 0700, ours
+        sweep_stale_folders()
+        folder = Path(tempfile.mkdtemp(prefix=FOLDER_PREFIX))  # 0700, ours
         self._folder = folder
         try:
             api = self._conn.api()
@@ -195,6 +197,42 @@ class DockerHostHelper(HostHelper):
     def close(self) -> None:
         with self._lock:
             self._forget()
+
+
+def sweep_stale_folders(now: float | None = None) -> list[Path]:
+    """Our helpers' folders no helper serves any more, removed: a helper removed by force (`gc`,
+    an engine restart) never got to take its socket with it, and a killed one leaves its folder
+    empty. A folder is stale when its socket refuses connections, or when it has had no socket
+    for longer than a helper takes to start (a helper of ours starting right now is spared)."""
+    removed = []
+    now = time.time() if now is None else now
+    for folder in Path(tempfile.gettempdir()).glob(FOLDER_PREFIX + "*"):
+        try:
+            st = folder.lstat()
+        except OSError:
+            continue
+        if st.st_uid != os.getuid() or not folder.is_dir() or folder.is_symlink():
+            continue
+        sock = folder / SOCKET
+        if sock.is_socket():
+            if _served(sock):
+                continue  # a live helper's
+        elif now - st.st_mtime < 2 * START_S:
+            continue  # a helper starting right now: its socket is not there yet
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(folder)
+    return removed
+
+
+def _served(sock: Path) -> bool:
+    """Someone listens on `sock` (a refused or failed connect: nobody does)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(2.0)
+        try:
+            conn.connect(str(sock))
+        except OSError:
+            return False
+    return True
 
 
 def _ids() -> list[str]:
