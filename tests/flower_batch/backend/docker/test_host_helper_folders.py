@@ -5,9 +5,11 @@ a live helper's, one starting right now and another user's are spared. No Docker
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,8 +24,20 @@ def _folder(tmp: Path, name: str) -> Path:
     return folder
 
 
-def test_only_the_folders_no_helper_serves_are_swept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+@pytest.fixture
+def tmp(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A short temp folder of the test's own as the sweep's /tmp (a unix socket's path has a
+    limit of 107 bytes, which a worker's tmp_path may pass)."""
+    folder = Path(tempfile.mkdtemp(prefix="fbh-", dir="/tmp"))
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_only_the_folders_no_helper_serves_are_swept(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path = tmp
     dead = _folder(tmp_path, "dead")  # a socket file nobody listens on: its helper removed by force
     gone = socket.socket(socket.AF_UNIX)
     gone.bind(str(dead / SOCKET))
