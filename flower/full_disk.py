@@ -17,6 +17,8 @@ import os
 import sqlite3
 from pathlib import Path
 
+from flower.exitinfo import one_line
+
 SLACK = 1024**2
 """Less free space than this on the run directory's filesystem after a failed step counts as full
 (the CLI, writing its own transcript there, fails with its own words, not an errno)."""
@@ -76,5 +78,6 @@ class FullDisk:
 
 
 def _one_line(error: BaseException | str) -> str:
-    text = error if isinstance(error, str) else (getattr(error, "strerror", None) or str(error))
-    return " ".join(str(text).split())[:200]
+    return one_line(
+        error if isinstance(error, str) else (getattr(error, "strerror", None) or str(error)), 200
+    )

@@ -56,9 +56,10 @@ command (TypeError, another OSError, a `docker` exception outside backend/) is a
 
 from __future__ import annotations
 
-import errno
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from flower.full_disk import is_full
 
 
 def escape_controls(text: str) -> str:
@@ -108,7 +109,7 @@ class HomeFull(_Infrastructure, FlowerBatchError):
 
 def no_space(exc: BaseException) -> bool:
     """An OSError that says the filesystem is full (ENOSPC, or EDQUOT: a quota's full)."""
-    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+    return isinstance(exc, OSError) and is_full(exc)
 
 
 def home_full(exc: OSError) -> HomeFull:

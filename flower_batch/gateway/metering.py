@@ -19,7 +19,6 @@ dying job container cannot lose or fake its cost.
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import secrets
@@ -31,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from flower.fileio import write_atomic
+from flower_batch.errors import no_space
 
 from .prices import TOKEN_FIELDS, cost_usd, price_for
 
@@ -333,7 +333,7 @@ class JobMeter:
             append_line(self.log_path, line, sync=sync)
         except OSError as exc:
             room = self.logs_dir / METER_ROOM
-            if exc.errno not in (errno.ENOSPC, errno.EDQUOT) or not room.exists():
+            if not no_space(exc) or not room.exists():
                 raise
             room.unlink()
             append_line(self.log_path, line, sync=sync)
