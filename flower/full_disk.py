@@ -57,15 +57,15 @@ class FullDisk:
             self.first = f"{what} could not be written ({_one_line(error)})"
         return True
 
-    def check_space(self) -> bool:
-        """After a failed step: the run directory's filesystem has (almost) no room left, so the
-        failure was most likely the disk's (noted as such). True when the disk is noted full."""
+    def check_space(self, what: str = "the step's transcript") -> bool:
+        """After a failure: the run directory's filesystem has (almost) no room left, so it was
+        most likely the disk's (noted as `what` not written). True when the disk is noted full."""
         try:
             st = os.statvfs(self.run_dir)
         except OSError:
             return self.first is not None
         if st.f_bavail * st.f_frsize < SLACK:
-            self.note("the step's transcript", OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
+            self.note(what, OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
         return self.first is not None
 
     def reason(self, step: str | None) -> str:

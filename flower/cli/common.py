@@ -20,6 +20,7 @@ from rich.text import Text
 from flower import exitinfo
 from flower.catalogue.names import SESSIONS_DB
 from flower.cli import limits
+from flower.full_disk import FullDisk
 from flower.runtime.engine import Runtime
 
 PERMISSION_MODES = ("default", "acceptEdits", "plan", "bypassPermissions", "dontAsk", "auto")
@@ -160,6 +161,9 @@ def new_runtime(**kw: Any) -> Runtime:
         fail(str(exc))
     except sqlite3.DatabaseError as exc:
         db = Path(kw.get("run_dir", "runs")).resolve() / SESSIONS_DB
+        full = FullDisk(db.parent)
+        if full.note(SESSIONS_DB, exc) or full.check_space(SESSIONS_DB):  # SQLite says "disk I/O error" then
+            fail(full.reason(None), 1, "disk")
         fail(f"{db} cannot be opened: {exc} (move it aside to start a new session store)", 1, "database")
 
 

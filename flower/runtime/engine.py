@@ -329,6 +329,8 @@ class Runtime:
         )
         if not policy.should_retry(kind, progress.attempt):
             return None
+        if self.full_disk.check_space():
+            return None  # its run directory is full: a retry could not save its turns either
         await emit(on_event, Retried(attempt=progress.attempt, error_kind=kind, error=got.error))
         if not await self._pause(progress.attempt, spec, on_event):
             result.errors.append(f"offline for more than {policy.max_offline_wait:.0f} s; gave up")

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -160,47 +160,57 @@ class Ballast:
                         time.sleep(0.01)
 
 
+def flower_command(ws: Path, run_dir: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "flower", "-w", str(ws), "-r", str(run_dir), *args]
+
+
+def filled_mid_step(
+    command: list[str], cwd: Path, env: dict[str, str], run_dir: Path, started: Callable[[], bool]
+) -> subprocess.CompletedProcess[str]:
+    """`command` run until `started()` says its step is under way, then to its end with its run
+    directory kept full (the ballast removed once it has ended)."""
+    proc = subprocess.Popen(
+        command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 60
+    while not started() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    with Ballast(run_dir / "ballast"):
+        out, err = proc.communicate(timeout=120)
+    return subprocess.CompletedProcess(command, proc.returncode, out, err)
+
+
+def one_flower_line(proc: subprocess.CompletedProcess[str]) -> str:
+    assert "Traceback" not in proc.stderr, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("flower:")]
+    assert len(lines) == 1, proc.stderr
+    return lines[0]
+
+
 def test_the_run_directory_filling_mid_step_ends_in_one_line_and_the_same_command_continues(
     tmp_path: Path, small_run_dir: Path
 ) -> None:
     (tmp_path / "wf.py").write_text(WORKFLOW)
     ws = tmp_path / "ws"
     ws.mkdir()
+    lineage = small_run_dir / "lineage.json"
     with scripted(tmp_path, SCENARIO) as srv:
         env = {**os.environ, **srv.env(small_run_dir / "cfg")}
-        command = [
-            sys.executable,
-            "-m",
-            "flower",
-            "-w",
-            str(ws),
-            "-r",
-            str(small_run_dir),
-            "run",
-            "wf.py:main",
-        ]
-        first = subprocess.Popen(
-            command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        command = flower_command(ws, small_run_dir, "run", "wf.py:main")
+        first = filled_mid_step(
+            command, tmp_path, env, small_run_dir, lambda: lineage.exists() and "one" in lineage.read_text()
         )
-        lineage = small_run_dir / "lineage.json"
-        deadline = time.monotonic() + 60
-        while not (lineage.exists() and "one" in lineage.read_text()) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        with Ballast(small_run_dir / "ballast"):
-            _, err = first.communicate(timeout=120)
-            assert first.returncode == 1, err
-            assert "Traceback" not in err, err
-            lines = [line for line in err.splitlines() if line.startswith("flower:")]
-            assert len(lines) == 1, err
-            assert f"the disk of the run directory {small_run_dir} is full" in lines[0], lines
-            assert "after step one" in lines[0]  # the second step never started on it
-            assert not [r for r in srv.requests if "second step" in json.dumps(r["body"])]
-            # every file of flower's is whole: its last complete version
-            manifest = small_run_dir / "manifest.json"  # none yet: its first write found no room
-            assert not manifest.exists() or isinstance(json.loads(manifest.read_text()), list)
-            assert json.loads(lineage.read_text())["steps"]["one"]
-            cause = exitinfo.read(small_run_dir)
-            assert cause is None or cause["class"] == "disk", cause
+        assert first.returncode == 1, first.stderr
+        line = one_flower_line(first)
+        assert f"the disk of the run directory {small_run_dir} is full" in line, line
+        assert "after step one" in line  # the second step never started on it
+        assert not [r for r in srv.requests if "second step" in json.dumps(r["body"])]
+        # every file of flower's is whole: its last complete version
+        manifest = small_run_dir / "manifest.json"  # none yet: its first write found no room
+        assert not manifest.exists() or isinstance(json.loads(manifest.read_text()), list)
+        assert json.loads(lineage.read_text())["steps"]["one"]
+        cause = exitinfo.read(small_run_dir)
+        assert cause is None or cause["class"] == "disk", cause
         again = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert again.returncode == 0, again.stderr
     assert exitinfo.read(small_run_dir)["class"] == "done"
@@ -215,26 +225,55 @@ def test_once_on_a_run_directory_that_fills_mid_step_says_so_in_one_line(
     ws.mkdir()
     with scripted(tmp_path, SCENARIO) as srv:
         env = {**os.environ, **srv.env(small_run_dir / "cfg")}
-        command = [
-            sys.executable,
-            "-m",
-            "flower",
-            "-w",
-            str(ws),
-            "-r",
-            str(small_run_dir),
-            "once",
-            "first step",
-        ]
-        proc = subprocess.Popen(
-            command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        command = flower_command(ws, small_run_dir, "once", "first step")
+        proc = filled_mid_step(
+            command, tmp_path, env, small_run_dir, lambda: any(r["rule"] == "one" for r in srv.requests)
         )
-        deadline = time.monotonic() + 60
-        while not [r for r in srv.requests if r["rule"] == "one"] and time.monotonic() < deadline:
-            time.sleep(0.05)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    line = one_flower_line(proc)
+    assert f"the disk of the run directory {small_run_dir} is full" in line, line
+
+
+def test_a_retryable_error_on_a_full_run_directory_is_not_retried(
+    tmp_path: Path, small_run_dir: Path
+) -> None:
+    """An overloaded model (529, retried with backoff for minutes) while the run directory is
+    full: a retry could not save its turns either, so flower stops at once with the disk's line."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    overloaded = {
+        "rules": [{"name": "busy", "when": {"last_user_contains": "first step"}, "delay_s": 2, "error": 529}]
+    }
+    with scripted(tmp_path, overloaded) as srv:
+        env = {**os.environ, **srv.env(small_run_dir / "cfg")}
+        started = time.monotonic()
+        proc = filled_mid_step(
+            flower_command(ws, small_run_dir, "once", "first step"),
+            tmp_path,
+            env,
+            small_run_dir,
+            lambda: any(r["rule"] == "busy" for r in srv.requests),
+        )
+        asked = len([r for r in srv.requests if r["rule"] == "busy"])
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "is full" in one_flower_line(proc)
+    # one attempt (the CLI's own two retries inside it), not flower's backing off for minutes
+    assert asked <= 3 and time.monotonic() - started < 60, (asked, proc.stderr)
+
+
+def test_a_session_store_that_cannot_open_on_a_full_disk_says_the_disk(
+    tmp_path: Path, small_run_dir: Path
+) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    with scripted(tmp_path, SCENARIO) as srv:
+        env = {**os.environ, **srv.env(small_run_dir / "cfg")}
         with Ballast(small_run_dir / "ballast"):
-            out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 1, out + err
-    lines = [line for line in err.splitlines() if line.startswith("flower:")]
-    assert len(lines) == 1 and f"the disk of the run directory {small_run_dir} is full" in lines[0], err
-    assert "Traceback" not in err
+            time.sleep(0.5)  # full before flower starts
+            proc = subprocess.run(
+                flower_command(ws, small_run_dir, "once", "second step"),
+                cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+            )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    line = one_flower_line(proc)
+    assert "sessions.db could not be written" in line and "move it aside" not in line, line
